@@ -1,0 +1,182 @@
+"""One validated description of an accelerator design.
+
+The same :class:`AcceleratorConfig` drives the generator, the compiler, the cycle model and the
+host's compatibility check, so a host never talks to a device built from other parameters.
+"""
+
+import dataclasses
+import hashlib
+import json
+import math
+
+__all__ = ["DATAFLOWS", "AcceleratorConfig"]
+
+DATAFLOWS = ("ws", "os")
+
+# field -> (low, high) inclusive; checked in the order of the dataclass fields.
+_RANGES = {
+    "rows": (1, 64),
+    "cols": (1, 64),
+    "in_bits": (2, 16),
+    "w_bits": (2, 16),
+    "acc_bits": (4, 64),
+    "mult_bits": (2, 32),
+    "max_k": (1, 1 << 20),
+    "act_depth": (16, 1 << 20),
+    "weight_depth": (16, 1 << 20),
+    "param_depth": (1, 1 << 16),
+    "acc_depth": (1, 1 << 16),
+    "out_depth": (16, 1 << 20),
+    "prog_depth": (1, 256),
+    "clock_hz": (1_000_000, 1_000_000_000),
+}
+
+
+def _worst_product(in_bits, w_bits):
+    # |x * w| is largest for x = -2**(in_bits-1), w = -2**(w_bits-1).
+    return 1 << (in_bits + w_bits - 2)
+
+
+@dataclasses.dataclass(frozen=True)
+class AcceleratorConfig:
+    """Parameters of one accelerator design.
+
+    Parameters
+    ----------
+    rows, cols : int
+        Processing elements of the systolic array (1..64 each). ``rows`` is the reduction width
+        of one weight tile, ``cols`` the number of output channels computed at once.
+    dataflow : str
+        ``"ws"`` (weight-stationary, TPU style) or ``"os"`` (output-stationary).
+    in_bits, w_bits : int
+        Signed widths of activations and weights (2..16). Outputs of requantized layers have
+        ``in_bits`` bits too.
+    acc_bits : int
+        Signed accumulator width. It must hold ``max_k`` worst-case products without wrapping.
+    mult_bits : int
+        Unsigned width of the per-channel requantization multiplier.
+    max_k : int
+        The largest reduction (layer input width) the design runs; ``acc_bits`` is checked
+        against it and the compiler refuses wider layers.
+    act_depth, weight_depth, param_depth, acc_depth, out_depth, prog_depth : int
+        Depths of the activation banks, the weight memory (rows of ``cols`` weights), the
+        per-channel parameter memory (groups of ``cols`` channels), the accumulator memory (the
+        largest batch of one run), the raw-output memory (rows of ``cols`` accumulators) and the
+        program memory (layer descriptors).
+    clock_hz : int
+        Target clock, used for projections and board builds.
+
+    Raises
+    ------
+    ValueError
+        Naming the field, its value and what is allowed.
+    """
+
+    rows: int = 8
+    cols: int = 8
+    dataflow: str = "ws"
+    in_bits: int = 8
+    w_bits: int = 8
+    acc_bits: int = 32
+    mult_bits: int = 16
+    max_k: int = 1024
+    act_depth: int = 4096
+    weight_depth: int = 2048
+    param_depth: int = 128
+    acc_depth: int = 256
+    out_depth: int = 1024
+    prog_depth: int = 16
+    clock_hz: int = 50_000_000
+
+    def __post_init__(self):
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if field.name == "dataflow":
+                if value not in DATAFLOWS:
+                    raise ValueError(
+                        f"dataflow={value!r} is not supported; allowed: "
+                        + ", ".join(repr(d) for d in DATAFLOWS))
+                continue
+            low, high = _RANGES[field.name]
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise ValueError(f"{field.name}={value!r} must be an integer in {low}..{high}")
+            if not low <= value <= high:
+                raise ValueError(f"{field.name}={value} is out of range; allowed: {low}..{high}")
+        need = self.min_acc_bits(self.in_bits, self.w_bits, self.max_k)
+        if self.acc_bits < need:
+            raise ValueError(
+                f"acc_bits={self.acc_bits} cannot hold a reduction of max_k={self.max_k} products "
+                f"of {self.in_bits}-bit by {self.w_bits}-bit operands; allowed: "
+                f"acc_bits >= {need} (or a smaller max_k)")
+
+    @staticmethod
+    def min_acc_bits(in_bits, w_bits, k):
+        """Return the smallest signed width that holds any sum of ``k`` products."""
+        worst = k * _worst_product(in_bits, w_bits)
+        # signed n bits hold -2**(n-1)..2**(n-1)-1; the worst sum is positive.
+        return max(2, (worst).bit_length() + 1)
+
+    # -- derived quantities ----------------------------------------------------------------------
+
+    @property
+    def act_lanes(self):
+        """Number of activation banks: one lane per element of a tile row on either side."""
+        return max(self.rows, self.cols)
+
+    @property
+    def shift_bits(self):
+        """Width of a per-channel shift, which ranges over ``0 .. acc_bits + mult_bits - 1``."""
+        return (self.acc_bits + self.mult_bits - 1).bit_length()
+
+    @property
+    def name(self):
+        """Return a file-name friendly name that identifies the parameters."""
+        default = AcceleratorConfig()
+        extra = "".join(
+            f"_{f.name}{getattr(self, f.name)}" for f in dataclasses.fields(self)
+            if f.name not in ("rows", "cols", "dataflow", "in_bits", "w_bits")
+            and getattr(self, f.name) != getattr(default, f.name))
+        base = f"hwgen_{self.dataflow}_{self.rows}x{self.cols}_i{self.in_bits}w{self.w_bits}"
+        if len(extra) > 60:
+            extra = "_" + self.hash[:12]
+        return base + extra
+
+    # -- serialisation ---------------------------------------------------------------------------
+
+    def to_dict(self):
+        """Return the parameters as a plain ``dict``."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data):
+        """Build a configuration from :meth:`to_dict` output; unknown keys are an error."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(
+                f"unknown configuration field(s) {', '.join(unknown)}; allowed: "
+                + ", ".join(sorted(known)))
+        return cls(**data)
+
+    def to_json(self):
+        """Return canonical JSON (sorted keys, no whitespace) of the parameters."""
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text):
+        """Inverse of :meth:`to_json`."""
+        return cls.from_dict(json.loads(text))
+
+    @property
+    def hash(self):
+        """Stable 64-bit hash of the parameters, as 16 hex digits."""
+        return hashlib.sha256(self.to_json().encode()).hexdigest()[:16]
+
+    @property
+    def hash_int(self):
+        """:attr:`hash` as an integer, as the device reports it."""
+        return int(self.hash, 16)
+
+    def tiles(self, k, n):
+        """Return ``(k_tiles, n_tiles)`` for a ``K x N`` weight matrix."""
+        return math.ceil(k / self.rows), math.ceil(n / self.cols)

@@ -1,0 +1,181 @@
+"""The matrix-multiply engine: a systolic array behind streams.
+
+Both dataflows share one interface, so the network controller and the test benches do not care
+which one they drive.
+"""
+
+from amaranth.hdl import Module, Signal, signed
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.wiring import In, Out
+
+from .systolic import OutputStationaryArray, WeightStationaryArray
+
+__all__ = ["MatmulEngine", "act_row_layout", "result_row_layout", "weight_row_layout"]
+
+
+def weight_row_layout(config):
+    """One row of a weight tile: ``cols`` signed ``w_bits`` weights."""
+    return data.ArrayLayout(signed(config.w_bits), config.cols)
+
+
+def act_row_layout(config):
+    """One activation row of ``rows`` signed ``in_bits`` values; ``last`` ends a batch."""
+    return data.StructLayout({
+        "data": data.ArrayLayout(signed(config.in_bits), config.rows),
+        "last": 1,
+    })
+
+
+def result_row_layout(config):
+    """One result row of ``cols`` signed ``acc_bits`` sums; ``last`` ends a batch."""
+    return data.StructLayout({
+        "data": data.ArrayLayout(signed(config.acc_bits), config.cols),
+        "last": 1,
+    })
+
+
+class MatmulEngine(wiring.Component):
+    """Multiply batches of activation rows by weight tiles on a systolic array.
+
+    The engine takes weight tiles on ``i_weight``, each as ``rows`` consecutive transfers (tile
+    row ``k`` holds ``W[k, 0..cols-1]``), and batches of activation rows on ``i_act``, each batch
+    ended by ``last``. Batch ``n`` is multiplied by tile ``n``: for every activation row ``x`` the
+    engine emits one result row ``y[j] = sum_k x[k] * W[k, j]`` on ``o_result``, in order, with
+    ``last`` copied. Tile ``n + 1`` loads while batch ``n`` computes (two weight banks); tile
+    ``n + 2`` waits until batch ``n`` has entered the array. ``o_result`` may stall at any time:
+    activations are only admitted while the output FIFO has room for every row in flight.
+
+    Parameters
+    ----------
+    config : AcceleratorConfig
+        ``rows``, ``cols``, ``dataflow`` and the widths are used.
+
+    Members
+    -------
+    i_weight : In(stream.Signature(weight_row_layout(config)))
+    i_act : In(stream.Signature(act_row_layout(config)))
+    o_result : Out(stream.Signature(result_row_layout(config)))
+    issue : Out(1)
+        An activation row entered the engine this cycle (``rows * cols`` multiply-accumulates).
+    """
+
+    def __init__(self, config):
+        self.config = config
+        if config.dataflow == "ws":
+            self.array = WeightStationaryArray(config)
+            fifo_depth = self.array.latency + 4
+        else:
+            self.array = OutputStationaryArray(config)
+            fifo_depth = self.array.latency + 2 * config.rows + 4
+        self.fifo_depth = fifo_depth
+        super().__init__({
+            "i_weight": In(stream.Signature(weight_row_layout(config))),
+            "i_act": In(stream.Signature(act_row_layout(config))),
+            "o_result": Out(stream.Signature(result_row_layout(config))),
+            "issue": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.config
+        m.submodules.array = array = self.array
+        layout = result_row_layout(cfg)
+        m.submodules.fifo = fifo = SyncFIFOBuffered(width=layout.size, depth=self.fifo_depth)
+
+        # Weight banks: `full[b]` from the cycle after its last row is written until the cycle
+        # after the last activation row (WS) or block launch (OS) that uses it.
+        full = [Signal(name=f"full{b}") for b in range(2)]
+        w_ptr = Signal()
+        w_row = Signal(range(cfg.rows))
+        a_ptr = Signal()
+        w_ptr_full = Signal()
+        a_ptr_full = Signal()
+        m.d.comb += [w_ptr_full.eq((full[0] & ~w_ptr) | (full[1] & w_ptr)),
+                     a_ptr_full.eq((full[0] & ~a_ptr) | (full[1] & a_ptr))]
+        m.d.comb += [
+            self.i_weight.ready.eq(~w_ptr_full),
+            array.w_data.eq(self.i_weight.payload),
+            array.w_row.eq(w_row),
+            array.w_bank.eq(w_ptr),
+            array.w_valid.eq(self.i_weight.valid & self.i_weight.ready),
+        ]
+        set_full = Signal(2)
+        clear_full = Signal(2)
+        with m.If(self.i_weight.valid & self.i_weight.ready):
+            with m.If(w_row == cfg.rows - 1):
+                m.d.sync += [w_row.eq(0), w_ptr.eq(~w_ptr)]
+                m.d.comb += set_full.bit_select(w_ptr, 1).eq(1)
+            with m.Else():
+                m.d.sync += w_row.eq(w_row + 1)
+        for b in range(2):
+            with m.If(set_full[b]):
+                m.d.sync += full[b].eq(1)
+            with m.Elif(clear_full[b]):
+                m.d.sync += full[b].eq(0)
+
+        # Credits: free FIFO entries not yet promised to a row in flight.
+        credits = Signal(range(self.fifo_depth + 1), init=self.fifo_depth)
+        taken = Signal(range(cfg.rows + 1))
+        returned = Signal()
+        m.d.sync += credits.eq(credits - taken + returned)
+
+        accept = Signal()
+        m.d.comb += [accept.eq(self.i_act.valid & self.i_act.ready), self.issue.eq(accept)]
+        if cfg.dataflow == "ws":
+            m.d.comb += [
+                self.i_act.ready.eq(a_ptr_full & (credits != 0)),
+                array.a_data.eq(self.i_act.payload.data),
+                array.a_last.eq(self.i_act.payload.last),
+                array.a_valid.eq(accept),
+                array.a_sel.eq(a_ptr),
+                taken.eq(accept),
+            ]
+            with m.If(accept & self.i_act.payload.last):
+                m.d.sync += a_ptr.eq(~a_ptr)
+                m.d.comb += clear_full.bit_select(a_ptr, 1).eq(1)
+        else:
+            self._os_staging(m, array, a_ptr, a_ptr_full, credits, taken, clear_full, accept)
+
+        m.d.comb += [
+            fifo.w_data.eq(array.o_data.as_value() | (array.o_last << (layout.size - 1))),
+            fifo.w_en.eq(array.o_valid),
+            self.o_result.payload.eq(fifo.r_data),
+            self.o_result.valid.eq(fifo.r_rdy),
+            fifo.r_en.eq(self.o_result.ready),
+            returned.eq(fifo.r_rdy & self.o_result.ready),
+        ]
+        return m
+
+    def _os_staging(self, m, array, a_ptr, a_ptr_full, credits, taken, clear_full, accept):
+        """Collect up to ``rows`` activation rows into a block, then launch it."""
+        cfg = self.config
+        staged = Signal.like(array.b_data)
+        count = Signal(range(cfg.rows + 1))
+        st_last = Signal()
+        complete = (count == cfg.rows) | st_last
+        cooldown = Signal(range(array.period + 1))
+        launch = Signal()
+        m.d.comb += [
+            self.i_act.ready.eq(~complete),
+            launch.eq(complete & a_ptr_full & (cooldown == 0) & (credits >= count)),
+            array.launch.eq(launch),
+            array.b_data.eq(staged),
+            array.b_count.eq(count),
+            array.b_last.eq(st_last),
+            array.b_sel.eq(a_ptr),
+        ]
+        with m.If(accept):
+            with m.Switch(count):
+                for r in range(cfg.rows):
+                    with m.Case(r):
+                        m.d.sync += staged[r].eq(self.i_act.payload.data)
+            m.d.sync += [count.eq(count + 1), st_last.eq(self.i_act.payload.last)]
+        with m.If(launch):
+            m.d.comb += taken.eq(count)
+            m.d.sync += [count.eq(0), st_last.eq(0), cooldown.eq(array.period - 1)]
+            with m.If(st_last):
+                m.d.sync += a_ptr.eq(~a_ptr)
+                m.d.comb += clear_full.bit_select(a_ptr, 1).eq(1)
+        with m.Elif(cooldown != 0):
+            m.d.sync += cooldown.eq(cooldown - 1)

