@@ -1,0 +1,252 @@
+"""A small float multilayer perceptron in NumPy: the model that is trained, imported and quantized.
+
+Training is deterministic under a seed: the initial weights come from the constructor's seed and
+the minibatch order from :meth:`MLP.fit`'s, and nothing else draws random numbers.
+"""
+
+import importlib
+import itertools
+import numbers
+
+import numpy as np
+
+__all__ = ["MLP", "load_digits_split"]
+
+OPTIMIZERS = ("adam", "sgd")
+
+
+def _float_matrix(x, where, width):
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim != 2 or x.shape[1] != width:
+        raise ValueError(f"{where}: x has shape {x.shape}; allowed: (M, {width})")
+    return x
+
+
+class MLP:
+    """A chain of dense float layers, each optionally followed by a ReLU.
+
+    ``forward`` computes ``a = a @ W + b`` for every layer, then ``max(a, 0)`` where the layer's
+    ``relu`` flag is set; the last layer's output is the logits.
+
+    Parameters
+    ----------
+    sizes : sequence of int
+        Widths ``[K, H1, ..., N]`` (at least two): ``MLP([64, 32, 10])`` has two layers.
+    seed : int
+        Seed of the He-normal weight initialisation (biases start at zero).
+    relu : sequence of bool, optional
+        One flag per layer; by default a ReLU follows every layer except the last.
+
+    Attributes
+    ----------
+    layers : list of (numpy.ndarray, numpy.ndarray)
+        ``(W, b)`` per layer, float64, ``W`` of shape ``(K, N)`` and ``b`` of shape ``(N,)``.
+    relu : list of bool
+        Whether a ReLU follows each layer.
+    history : list of float
+        Mean training loss of every epoch run by :meth:`fit`.
+    """
+
+    def __init__(self, sizes, seed=0, relu=None):
+        sizes = list(sizes)
+        if len(sizes) < 2 or not all(isinstance(s, numbers.Integral) and s >= 1 for s in sizes):
+            raise ValueError(f"MLP: sizes={sizes!r}; allowed: at least two positive integers")
+        self.seed = seed
+        rng = np.random.default_rng(seed)
+        layers = []
+        for k, n in itertools.pairwise(sizes):
+            # He initialisation keeps the activations' variance steady through ReLU layers.
+            layers.append((rng.normal(0.0, np.sqrt(2.0 / k), size=(k, n)), np.zeros(n)))
+        self._set_layers(layers, relu)
+
+    @classmethod
+    def from_layers(cls, layers, relu=None):
+        """Build an MLP from given ``(W [K, N], b [N])`` pairs (copied as float64).
+
+        Parameters
+        ----------
+        layers : sequence of (array_like, array_like)
+        relu : sequence of bool, optional
+            As for the constructor.
+
+        Raises
+        ------
+        ValueError
+            If the list is empty, a shape is wrong or consecutive widths do not match.
+        """
+        model = cls.__new__(cls)
+        model.seed = None
+        model._set_layers(layers, relu)
+        return model
+
+    def _set_layers(self, layers, relu):
+        checked = []
+        for index, (w, b) in enumerate(layers):
+            weight = np.array(w, dtype=np.float64)
+            bias = np.array(b, dtype=np.float64)
+            if weight.ndim != 2 or bias.shape != (weight.shape[1],):
+                raise ValueError(f"layer {index}: W has shape {weight.shape} and b {bias.shape}; "
+                                 "allowed: W (K, N) and b (N,)")
+            if checked and checked[-1][0].shape[1] != weight.shape[0]:
+                raise ValueError(f"layer {index}: W has {weight.shape[0]} inputs but layer "
+                                 f"{index - 1} has {checked[-1][0].shape[1]} outputs")
+            checked.append((weight, bias))
+        if not checked:
+            raise ValueError("MLP: no layers; allowed: at least one (W, b) pair")
+        if relu is None:
+            relu = [True] * (len(checked) - 1) + [False]
+        relu = [bool(r) for r in relu]
+        if len(relu) != len(checked):
+            raise ValueError(f"MLP: {len(relu)} relu flags for {len(checked)} layers")
+        self.layers = checked
+        self.relu = relu
+        self.history = []
+
+    @property
+    def sizes(self):
+        """Widths ``[K, H1, ..., N]``."""
+        return [self.layers[0][0].shape[0]] + [w.shape[1] for w, _ in self.layers]
+
+    @property
+    def in_features(self):
+        """Width of the input."""
+        return self.sizes[0]
+
+    @property
+    def out_features(self):
+        """Width of the output (number of classes)."""
+        return self.sizes[-1]
+
+    def __repr__(self):
+        return f"MLP({self.sizes}, relu={self.relu})"
+
+    def forward_trace(self, x):
+        """Return every layer's output (after its ReLU, if any) for float inputs ``x (M, K)``."""
+        a = _float_matrix(x, "MLP.forward", self.in_features)
+        outputs = []
+        for (weight, bias), relu in zip(self.layers, self.relu, strict=True):
+            a = a @ weight + bias
+            if relu:
+                a = np.maximum(a, 0.0)
+            outputs.append(a)
+        return outputs
+
+    def forward(self, x):
+        """Return the float logits ``(M, N)`` for inputs ``x (M, K)``."""
+        return self.forward_trace(x)[-1]
+
+    def predict(self, x):
+        """Return the class (argmax of the logits) of each row of ``x``."""
+        return np.argmax(self.forward(x), axis=1)
+
+    def accuracy(self, x, y):
+        """Return the fraction of rows of ``x`` whose predicted class equals ``y``."""
+        return float(np.mean(self.predict(x) == np.asarray(y)))
+
+    def fit(self, x, y, *, epochs=30, batch_size=32, lr=3e-3, optimizer="adam", momentum=0.9,
+            weight_decay=0.0, seed=None):
+        """Train with softmax cross-entropy by minibatch gradient descent; return ``self``.
+
+        Parameters
+        ----------
+        x : array_like of float, shape (M, K)
+        y : array_like of int, shape (M,)
+            Class labels in ``0 .. N - 1``.
+        epochs : int
+            Passes over the data.
+        batch_size : int
+        lr : float
+            Learning rate.
+        optimizer : {"adam", "sgd"}
+            Adam (``beta1 = 0.9, beta2 = 0.999``) or SGD with ``momentum``.
+        momentum : float
+            Momentum of ``"sgd"``.
+        weight_decay : float
+            L2 penalty added to the weights' gradient (not the biases').
+        seed : int, optional
+            Seed of the minibatch shuffling; by default the constructor's seed.
+
+        Returns
+        -------
+        MLP
+            ``self``, trained in place; :attr:`history` gets one mean loss per epoch.
+        """
+        x = _float_matrix(x, "MLP.fit", self.in_features)
+        y = np.asarray(y)
+        if y.shape != (x.shape[0],) or y.dtype.kind not in "iu":
+            raise ValueError(f"MLP.fit: y has shape {y.shape} and dtype {y.dtype}; "
+                             f"allowed: integer labels of shape ({x.shape[0]},)")
+        if y.size and (y.min() < 0 or y.max() >= self.out_features):
+            raise ValueError(f"MLP.fit: labels outside 0..{self.out_features - 1}")
+        if optimizer not in OPTIMIZERS:
+            raise ValueError(f"MLP.fit: optimizer={optimizer!r}; allowed: "
+                             + ", ".join(repr(o) for o in OPTIMIZERS))
+        rng = np.random.default_rng(self.seed if seed is None else seed)
+        params = [p for layer in self.layers for p in layer]
+        first = [np.zeros_like(p) for p in params]  # momentum / Adam's first moment
+        second = [np.zeros_like(p) for p in params]  # Adam's second moment
+        step = 0
+        onehot = np.eye(self.out_features)[y]
+        for _ in range(epochs):
+            order = rng.permutation(x.shape[0])
+            losses = []
+            for start in range(0, x.shape[0], batch_size):
+                batch = order[start:start + batch_size]
+                loss, grads = self._gradients(x[batch], onehot[batch], weight_decay)
+                losses.append(loss * batch.size)
+                step += 1
+                for i, grad in enumerate(grads):
+                    if optimizer == "adam":
+                        first[i] = 0.9 * first[i] + 0.1 * grad
+                        second[i] = 0.999 * second[i] + 0.001 * grad * grad
+                        m_hat = first[i] / (1 - 0.9 ** step)
+                        v_hat = second[i] / (1 - 0.999 ** step)
+                        # In place: params[i] is the array stored in self.layers.
+                        params[i] -= lr * m_hat / (np.sqrt(v_hat) + 1e-8)
+                    else:
+                        first[i] = momentum * first[i] + grad
+                        params[i] -= lr * first[i]
+            self.history.append(float(np.sum(losses) / max(x.shape[0], 1)))
+        return self
+
+    def _gradients(self, x, onehot, weight_decay):
+        """Return the mean cross-entropy loss and the gradients in the order of ``params``."""
+        activations = [x, *self.forward_trace(x)]
+        logits = activations[-1]
+        shifted = logits - logits.max(axis=1, keepdims=True)  # avoids overflow in exp
+        log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+        loss = -float(np.mean(np.sum(onehot * log_probs, axis=1)))
+        delta = (np.exp(log_probs) - onehot) / x.shape[0]
+        grads = []
+        for index in range(len(self.layers) - 1, -1, -1):
+            weight, _ = self.layers[index]
+            if self.relu[index]:
+                # The ReLU passes the gradient where its output is positive.
+                delta = delta * (activations[index + 1] > 0)
+            grads.append(delta.sum(axis=0))
+            grads.append(activations[index].T @ delta + weight_decay * weight)
+            delta = delta @ weight.T
+        grads.reverse()
+        return loss, grads
+
+
+def load_digits_split(test_size=0.2, random_state=0):
+    """Return scikit-learn's bundled 8x8 digits, split and scaled to ``[0, 1]``.
+
+    The split is stratified and deterministic; nothing is downloaded.
+
+    Returns
+    -------
+    x_train, y_train, x_test, y_test : numpy.ndarray
+        ``x_*`` float64 ``(M, 64)`` with pixels divided by 16, ``y_*`` int64 labels ``0..9``.
+    """
+    # Imported here: scikit-learn is slow to import and only this helper needs it.
+    datasets = importlib.import_module("sklearn.datasets")
+    train_test_split = importlib.import_module("sklearn.model_selection").train_test_split
+
+    digits = datasets.load_digits()
+    x = digits.data.astype(np.float64) / 16.0
+    y = digits.target.astype(np.int64)
+    x_train, x_test, y_train, y_test = train_test_split(
+        x, y, test_size=test_size, random_state=random_state, stratify=y)
+    return x_train, y_train, x_test, y_test
