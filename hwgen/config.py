@@ -25,7 +25,7 @@ _RANGES = {
     "act_depth": (16, 1 << 20),
     "weight_depth": (16, 1 << 20),
     "param_depth": (1, 1 << 16),
-    "acc_depth": (1, 1 << 16),
+    "acc_depth": (1, (1 << 16) - 1),
     "out_depth": (16, 1 << 20),
     "prog_depth": (1, 256),
     "clock_hz": (1_000_000, 1_000_000_000),

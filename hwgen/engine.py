@@ -50,6 +50,9 @@ class MatmulEngine(wiring.Component):
     ----------
     config : AcceleratorConfig
         ``rows``, ``cols``, ``dataflow`` and the widths are used.
+    pe_instances : bool
+        Instantiate the processing elements by Verilog module name (see
+        :func:`hwgen.generate.emit_design`) instead of inlining them; for emission only.
 
     Members
     -------
@@ -60,13 +63,13 @@ class MatmulEngine(wiring.Component):
         An activation row entered the engine this cycle (``rows * cols`` multiply-accumulates).
     """
 
-    def __init__(self, config):
+    def __init__(self, config, *, pe_instances=False):
         self.config = config
         if config.dataflow == "ws":
-            self.array = WeightStationaryArray(config)
+            self.array = WeightStationaryArray(config, pe_instances=pe_instances)
             fifo_depth = self.array.latency + 4
         else:
-            self.array = OutputStationaryArray(config)
+            self.array = OutputStationaryArray(config, pe_instances=pe_instances)
             fifo_depth = self.array.latency + 2 * config.rows + 4
         self.fifo_depth = fifo_depth
         super().__init__({
@@ -135,7 +138,8 @@ class MatmulEngine(wiring.Component):
                 m.d.sync += a_ptr.eq(~a_ptr)
                 m.d.comb += clear_full.bit_select(a_ptr, 1).eq(1)
         else:
-            self._os_staging(m, array, a_ptr, a_ptr_full, credits, taken, clear_full, accept)
+            self._os_staging(m, array, a_ptr=a_ptr, a_ptr_full=a_ptr_full, credits=credits,
+                             taken=taken, clear_full=clear_full, accept=accept)
 
         m.d.comb += [
             fifo.w_data.eq(array.o_data.as_value() | (array.o_last << (layout.size - 1))),
@@ -147,7 +151,7 @@ class MatmulEngine(wiring.Component):
         ]
         return m
 
-    def _os_staging(self, m, array, a_ptr, a_ptr_full, credits, taken, clear_full, accept):
+    def _os_staging(self, m, array, *, a_ptr, a_ptr_full, credits, taken, clear_full, accept):
         """Collect up to ``rows`` activation rows into a block, then launch it."""
         cfg = self.config
         staged = Signal.like(array.b_data)
@@ -157,7 +161,8 @@ class MatmulEngine(wiring.Component):
         cooldown = Signal(range(array.period + 1))
         launch = Signal()
         m.d.comb += [
-            self.i_act.ready.eq(~complete),
+            # A row may arrive in the launch cycle: it starts the next block.
+            self.i_act.ready.eq(~complete | launch),
             launch.eq(complete & a_ptr_full & (cooldown == 0) & (credits >= count)),
             array.launch.eq(launch),
             array.b_data.eq(staged),
@@ -165,17 +170,20 @@ class MatmulEngine(wiring.Component):
             array.b_last.eq(st_last),
             array.b_sel.eq(a_ptr),
         ]
-        with m.If(accept):
+        with m.If(launch):
+            m.d.comb += taken.eq(count)
+            m.d.sync += [count.eq(accept), st_last.eq(accept & self.i_act.payload.last),
+                         cooldown.eq(array.period - 1)]
+            with m.If(accept):
+                m.d.sync += staged[0].eq(self.i_act.payload.data)
+            with m.If(st_last):
+                m.d.sync += a_ptr.eq(~a_ptr)
+                m.d.comb += clear_full.bit_select(a_ptr, 1).eq(1)
+        with m.Elif(accept):
             with m.Switch(count):
                 for r in range(cfg.rows):
                     with m.Case(r):
                         m.d.sync += staged[r].eq(self.i_act.payload.data)
             m.d.sync += [count.eq(count + 1), st_last.eq(self.i_act.payload.last)]
-        with m.If(launch):
-            m.d.comb += taken.eq(count)
-            m.d.sync += [count.eq(0), st_last.eq(0), cooldown.eq(array.period - 1)]
-            with m.If(st_last):
-                m.d.sync += a_ptr.eq(~a_ptr)
-                m.d.comb += clear_full.bit_select(a_ptr, 1).eq(1)
-        with m.Elif(cooldown != 0):
+        with m.If(~launch & (cooldown != 0)):
             m.d.sync += cooldown.eq(cooldown - 1)

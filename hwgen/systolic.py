@@ -10,12 +10,12 @@ by ``j`` and ``i`` cycles (the triangular skew), so the load wavefront follows t
 and a bank may be rewritten right after its last activation has been presented.
 """
 
-from amaranth.hdl import Const, Module, Mux, Signal, signed
+from amaranth.hdl import ClockSignal, Const, Instance, Module, Mux, ResetSignal, Signal, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 __all__ = ["OSProcessingElement", "OutputStationaryArray", "ProcessingElement",
-           "WeightStationaryArray", "delay"]
+           "WeightStationaryArray", "delay", "pe_module_name"]
 
 
 def delay(m, value, cycles, *, name="dly"):
@@ -25,6 +25,36 @@ def delay(m, value, cycles, *, name="dly"):
         m.d.sync += reg.eq(value)
         value = reg
     return value
+
+
+def ws_pe_signature(in_bits, w_bits, acc_bits):
+    """Signature of :class:`ProcessingElement`."""
+    return wiring.Signature({
+        "a_in": In(signed(in_bits)),
+        "sel_in": In(1),
+        "a_out": Out(signed(in_bits)),
+        "sel_out": Out(1),
+        "psum_in": In(signed(acc_bits)),
+        "psum_out": Out(signed(acc_bits)),
+        "w_in": In(signed(w_bits)),
+        "w_we": In(1),
+        "w_bank": In(1),
+    })
+
+
+def os_pe_signature(in_bits, w_bits, acc_bits):
+    """Signature of :class:`OSProcessingElement`."""
+    return wiring.Signature({
+        "a_in": In(signed(in_bits)),
+        "a_out": Out(signed(in_bits)),
+        "w_in": In(signed(w_bits)),
+        "w_out": Out(signed(w_bits)),
+        "first_in": In(1),
+        "last_in": In(1),
+        "first_out": Out(1),
+        "last_out": Out(1),
+        "result": Out(signed(acc_bits)),
+    })
 
 
 class ProcessingElement(wiring.Component):
@@ -59,18 +89,7 @@ class ProcessingElement(wiring.Component):
     """
 
     def __init__(self, in_bits, w_bits, acc_bits):
-        self._acc_bits = acc_bits
-        super().__init__({
-            "a_in": In(signed(in_bits)),
-            "sel_in": In(1),
-            "a_out": Out(signed(in_bits)),
-            "sel_out": Out(1),
-            "psum_in": In(signed(acc_bits)),
-            "psum_out": Out(signed(acc_bits)),
-            "w_in": In(signed(w_bits)),
-            "w_we": In(1),
-            "w_bank": In(1),
-        })
+        super().__init__(ws_pe_signature(in_bits, w_bits, acc_bits))
 
     def elaborate(self, platform):
         m = Module()
@@ -115,17 +134,7 @@ class OSProcessingElement(wiring.Component):
     """
 
     def __init__(self, in_bits, w_bits, acc_bits):
-        super().__init__({
-            "a_in": In(signed(in_bits)),
-            "a_out": Out(signed(in_bits)),
-            "w_in": In(signed(w_bits)),
-            "w_out": Out(signed(w_bits)),
-            "first_in": In(1),
-            "last_in": In(1),
-            "first_out": Out(1),
-            "last_out": Out(1),
-            "result": Out(signed(acc_bits)),
-        })
+        super().__init__(os_pe_signature(in_bits, w_bits, acc_bits))
 
     def elaborate(self, platform):
         m = Module()
@@ -148,6 +157,57 @@ class OSProcessingElement(wiring.Component):
         with m.If(last):
             m.d.sync += self.result.eq(total)
         return m
+
+
+def pe_module_name(config):
+    """Verilog module name of the processing element of ``config``'s array."""
+    return (f"hwgen_pe_{config.dataflow}_i{config.in_bits}w{config.w_bits}"
+            f"a{config.acc_bits}")
+
+
+def pe_component(config):
+    """Return the processing element of ``config``'s array."""
+    cls = ProcessingElement if config.dataflow == "ws" else OSProcessingElement
+    return cls(config.in_bits, config.w_bits, config.acc_bits)
+
+
+class _PEInstance:
+    """Stand-in for a processing element that the Verilog instantiates by module name.
+
+    Emitting the cell once and instantiating it ``rows * cols`` times keeps generation fast
+    and the Verilog readable; its ports are plain signals named like the component's.
+    """
+
+    def __init__(self, config):
+        self._config = config
+        self._ports = {}
+        sig_fn = ws_pe_signature if config.dataflow == "ws" else os_pe_signature
+        for name, member in sig_fn(config.in_bits, config.w_bits, config.acc_bits).members.items():
+            sig = Signal(member.shape, name=name)
+            self._ports[name] = (member.flow, sig)
+            setattr(self, name, sig)
+
+    def instance(self):
+        kwargs = {"i_clk": ClockSignal(), "i_rst": ResetSignal()}
+        for name, (flow, sig) in self._ports.items():
+            kwargs[("i_" if flow == In else "o_") + name] = sig
+        return Instance(pe_module_name(self._config), **kwargs)
+
+
+def _make_pes(m, config, pe_instances):
+    pes = []
+    for i in range(config.rows):
+        row = []
+        for j in range(config.cols):
+            if pe_instances:
+                pe = _PEInstance(config)
+                m.submodules[f"pe_{i}_{j}"] = pe.instance()
+            else:
+                pe = pe_component(config)
+                m.submodules[f"pe_{i}_{j}"] = pe
+            row.append(pe)
+        pes.append(row)
+    return pes
 
 
 def _tile_signature(config):
@@ -192,8 +252,9 @@ class WeightStationaryArray(wiring.Component):
     o_valid, o_last : Out(1)
     """
 
-    def __init__(self, config):
+    def __init__(self, config, *, pe_instances=False):
         self.config = config
+        self.pe_instances = pe_instances
         super().__init__({
             "a_data": In(data.ArrayLayout(signed(config.in_bits), config.rows)),
             "a_valid": In(1),
@@ -210,11 +271,7 @@ class WeightStationaryArray(wiring.Component):
         m = Module()
         cfg = self.config
         rows, cols = cfg.rows, cfg.cols
-        pes = [[ProcessingElement(cfg.in_bits, cfg.w_bits, cfg.acc_bits) for _ in range(cols)]
-               for _ in range(rows)]
-        for i in range(rows):
-            for j in range(cols):
-                m.submodules[f"pe_{i}_{j}"] = pes[i][j]
+        pes = _make_pes(m, cfg, self.pe_instances)
         for i in range(rows):
             m.d.comb += [
                 pes[i][0].a_in.eq(delay(m, self.a_data[i], i, name=f"askew{i}")),
@@ -264,8 +321,9 @@ class OutputStationaryArray(wiring.Component):
     o_valid, o_last : Out(1)
     """
 
-    def __init__(self, config):
+    def __init__(self, config, *, pe_instances=False):
         self.config = config
+        self.pe_instances = pe_instances
         row = data.ArrayLayout(signed(config.in_bits), config.rows)
         super().__init__({
             "b_data": In(data.ArrayLayout(row, config.rows)),
@@ -318,11 +376,7 @@ class OutputStationaryArray(wiring.Component):
         first = running & (step == 0)
         last = running & (step == rows - 1)
 
-        pes = [[OSProcessingElement(cfg.in_bits, cfg.w_bits, cfg.acc_bits) for _ in range(cols)]
-               for _ in range(rows)]
-        for i in range(rows):
-            for j in range(cols):
-                m.submodules[f"pe_{i}_{j}"] = pes[i][j]
+        pes = _make_pes(m, cfg, self.pe_instances)
         for i in range(rows):
             a = Signal(signed(cfg.in_bits), name=f"a{i}")
             with m.Switch(k):

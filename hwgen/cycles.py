@@ -1,0 +1,188 @@
+"""Exact cycle model of the matmul engine.
+
+The model replays the engine's admission rules (two weight banks, block launches, output
+credits) tile by tile, not cycle by cycle, so it costs microseconds even for long runs. The
+simulations assert it to the cycle.
+
+Cycle 0 is the first cycle in which both input streams are valid; a row "leaves in cycle c" when
+``o_result.valid`` and ``ready`` are high in cycle c.
+"""
+
+import bisect
+import dataclasses
+import math
+
+__all__ = ["EngineTiming", "engine_timing", "matmul_tiles", "matmul_timing", "program_cycles"]
+
+# SyncFIFOBuffered: a row written in cycle c can be read in cycle c + 2.
+FIFO_LATENCY = 2
+
+
+def ws_latency(config):
+    """Cycles from admitting an activation row to its result leaving the array (WS)."""
+    return config.rows + config.cols + 1
+
+
+def os_latency(config):
+    """Cycles from launching a block to its first result row leaving the array (OS)."""
+    return config.rows + config.cols + 2
+
+
+def fifo_depth(config):
+    """Depth of the engine's output FIFO (and its credit count)."""
+    if config.dataflow == "ws":
+        return ws_latency(config) + 4
+    return os_latency(config) + 2 * config.rows + 4
+
+
+@dataclasses.dataclass(frozen=True)
+class EngineTiming:
+    """When each result row leaves the engine, and what that means for throughput.
+
+    Attributes
+    ----------
+    admit : list of int
+        Cycle in which each activation row entered the engine (in stream order).
+    out : list of int
+        Cycle in which each result row left the engine (in stream order).
+    tile_load : list of int
+        Cycle in which each weight tile's first row was taken.
+    """
+
+    admit: list
+    out: list
+    tile_load: list
+
+    @property
+    def first(self):
+        return self.out[0]
+
+    @property
+    def last(self):
+        return self.out[-1]
+
+    @property
+    def total(self):
+        """Cycles from cycle 0 to the cycle after the last result."""
+        return self.out[-1] + 1
+
+
+class _Credits:
+    """Free output FIFO entries, given the cycles in which rows leave (sink always ready)."""
+
+    def __init__(self, depth):
+        self.depth = depth
+        self.reads = []  # sorted cycles in which promised rows are read
+
+    def earliest(self, t, need):
+        """Return the first cycle >= t with at least ``need`` credits."""
+        while True:
+            # Credits in cycle t: depth minus rows promised and not read before t.
+            outstanding = len(self.reads) - bisect.bisect_left(self.reads, t)
+            if self.depth - outstanding >= need:
+                return t
+            # Wait until enough promised rows have been read (a credit is usable the cycle after).
+            idx = bisect.bisect_left(self.reads, t) + need - (self.depth - outstanding) - 1
+            t = self.reads[idx] + 1
+
+    def take(self, read_cycle):
+        bisect.insort(self.reads, read_cycle)
+
+
+def engine_timing(config, batches):
+    """Return the :class:`EngineTiming` of a run with streams that are always valid and ready.
+
+    Parameters
+    ----------
+    config : AcceleratorConfig
+    batches : list of int
+        Rows of each batch, in order; batch ``n`` is multiplied by weight tile ``n``.
+    """
+    if not batches or min(batches) < 1:
+        raise ValueError(f"batches={batches!r}: every batch needs at least one row")
+    rows = config.rows
+    credits = _Credits(fifo_depth(config))
+    admit, out, tile_load = [], [], []
+    free = [0, 0]       # first cycle each bank may be loaded again
+    load_end = 0        # first cycle the weight stream is free
+    next_row = 0        # first cycle the activation stream may deliver the next row
+    if config.dataflow == "ws":
+        lat = ws_latency(config) + FIFO_LATENCY
+        for n, m in enumerate(batches):
+            load = max(load_end, free[n % 2])
+            tile_load.append(load)
+            load_end = load + rows
+            t = max(next_row, load_end)
+            for _ in range(m):
+                t = credits.earliest(t, 1)
+                admit.append(t)
+                out.append(t + lat)
+                credits.take(t + lat)
+                t += 1
+            next_row = t
+            free[n % 2] = t
+        return EngineTiming(admit, out, tile_load)
+
+    lat = os_latency(config) + FIFO_LATENCY
+    period = max(rows, config.cols)
+    last_launch = -period
+    for n, m in enumerate(batches):
+        load = max(load_end, free[n % 2])
+        tile_load.append(load)
+        load_end = load + rows
+        for start in range(0, m, rows):
+            count = min(rows, m - start)
+            first_admit = next_row
+            admit.extend(range(first_admit, first_admit + count))
+            launch = max(first_admit + count, load_end, last_launch + period)
+            launch = credits.earliest(launch, count)
+            for i in range(count):
+                out.append(launch + lat + i)
+                credits.take(launch + lat + i)
+            last_launch = launch
+            next_row = launch  # a row may be taken in the launch cycle
+        free[n % 2] = last_launch + 1
+    return EngineTiming(admit, out, tile_load)
+
+
+def matmul_tiles(config, m, k, n):
+    """Return the batches of an ``M x K`` by ``K x N`` product, tiled n-tile-major.
+
+    For every output tile (``cols`` columns) and every reduction tile (``rows`` inputs) the
+    engine takes one weight tile and the ``M`` activation rows.
+    """
+    k_tiles, n_tiles = config.tiles(k, n)
+    return [m] * (k_tiles * n_tiles)
+
+
+def matmul_timing(config, m, k, n):
+    """Return ``(timing, ideal)`` for an ``M x K`` by ``K x N`` product on the engine.
+
+    ``ideal`` is ``M * ceil(K / rows) * ceil(N / cols)``: one activation row per cycle with no
+    weight-load, fill or drain cycles.
+    """
+    timing = engine_timing(config, matmul_tiles(config, m, k, n))
+    return timing, m * math.ceil(k / config.rows) * math.ceil(n / config.cols)
+
+
+# Accelerator controller: FETCH, DECODE and the feeders' first read come before the engine's
+# cycle 0; after the engine's last result the accumulate stage and the post-processing
+# pipeline (bias, requantize, write) take these many cycles, then one to move on.
+_LAYER_LEAD = 3
+_RAW_TAIL = 2
+_REQUANT_TAIL = 4
+
+
+def layer_cycles(config, k_tiles, n_tiles, m, raw):
+    """Return the cycles one layer takes on the accelerator with a batch of ``m`` rows."""
+    timing = engine_timing(config, [m] * (k_tiles * n_tiles))
+    return _LAYER_LEAD + timing.last + (_RAW_TAIL if raw else _REQUANT_TAIL) + 1
+
+
+def program_cycles(program, m):
+    """Return the cycles a run of ``program`` on ``m`` rows keeps the accelerator busy.
+
+    This is what the device's ``cycles`` counter reads after the run.
+    """
+    return sum(layer_cycles(program.config, d["k_tiles"], d["n_tiles"], m, bool(d["raw"]))
+               for d in program.descriptors)

