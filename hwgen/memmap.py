@@ -138,8 +138,8 @@ class HostPortSignature(wiring.Signature):
     busy : Out(1)
     clear : In(1)
     cycles, busy_cycles, macs : Out(64)
-        Clock cycles since ``clear``; cycles in which the array multiplied valid operands;
-        multiply-accumulates issued (valid rows times ``rows * cols``).
+        Since ``clear``: cycles with ``busy`` high; cycles in which an activation row entered
+        the array; multiply-accumulates issued (rows entered times ``rows * cols``).
     """
 
     def __init__(self, config):

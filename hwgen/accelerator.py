@@ -1,0 +1,382 @@
+"""The whole-network accelerator: buffers, controller, engine and post-processing.
+
+A run executes the layer descriptors in :attr:`Region.PROGRAM` from word 0 on a batch of ``M``
+rows held in :attr:`Region.ACT`. For each layer and each output tile the controller streams every
+reduction tile's weights and the ``M`` activation rows through the engine; partial sums are
+accumulated in the accumulator memory; after the last reduction tile a row goes through
+bias → requantize → saturate → activation into the other activation area (or, for a ``raw``
+layer, its accumulators into :attr:`Region.OUTPUT`). Layers chain without the host.
+"""
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import data, memory, wiring
+from amaranth.lib.wiring import Out
+
+from .engine import MatmulEngine
+from .memmap import (
+    COUNT_BITS,
+    Descriptor,
+    HostPortSignature,
+    Region,
+    param_lane_layout,
+    regions,
+)
+
+__all__ = ["Accelerator"]
+
+
+def _registered(m, values, prefix):
+    """Return registered copies of ``values``: one pipeline stage."""
+    regs = []
+    for v in values:
+        reg = Signal.like(v, name=f"{prefix}_{v.name}")
+        m.d.sync += reg.eq(v)
+        regs.append(reg)
+    return regs
+
+
+class Accelerator(wiring.Component):
+    """Run quantized multi-layer networks on a systolic array.
+
+    Parameters
+    ----------
+    config : AcceleratorConfig
+
+    Members
+    -------
+    host : Out(HostPortSignature(config))
+        Memory access while idle, start, counters; see :class:`hwgen.memmap.HostPortSignature`.
+    """
+
+    def __init__(self, config, *, pe_instances=False):
+        self.config = config
+        self.geometry = regions(config)
+        self.engine = MatmulEngine(config, pe_instances=pe_instances)
+        super().__init__({"host": Out(HostPortSignature(config))})
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.config
+        rows, cols, lanes = cfg.rows, cfg.cols, cfg.act_lanes
+        geo = self.geometry
+        host = self.host
+        m.submodules.engine = engine = self.engine
+
+        # -- memories ----------------------------------------------------------------------------
+        def mem(name, region_or_shape, depth=None):
+            if isinstance(region_or_shape, Region):
+                g = geo[region_or_shape]
+                shape, depth = unsigned(g.word_bits), g.depth
+            else:
+                shape = region_or_shape
+            mem_ = memory.Memory(shape=shape, depth=depth, init=[])
+            m.submodules[name] = mem_
+            return mem_
+
+        prog_mem = mem("prog", Region.PROGRAM)
+        weight_mem = mem("weight", Region.WEIGHT)
+        param_mem = mem("param", Region.PARAM)
+        out_mem = mem("out", Region.OUTPUT)
+        act_mems = [mem(f"act{b}", signed(cfg.in_bits), cfg.act_depth) for b in range(lanes)]
+        acc_layout = data.ArrayLayout(signed(cfg.acc_bits), cols)
+        acc_mem = mem("acc", acc_layout, cfg.acc_depth)
+
+        prog_rd = prog_mem.read_port()
+        prog_wr = prog_mem.write_port()
+        weight_rd = weight_mem.read_port()
+        weight_wr = weight_mem.write_port()
+        param_rd = param_mem.read_port()
+        param_wr = param_mem.write_port()
+        out_wr = out_mem.write_port()
+        out_rd = out_mem.read_port()
+        act_wr = [a.write_port() for a in act_mems]
+        act_rd = [a.read_port() for a in act_mems]
+        acc_wr = acc_mem.write_port()
+        acc_rd = acc_mem.read_port(transparent_for=(acc_wr,))
+
+        busy = Signal()
+        m.d.comb += host.busy.eq(busy)
+
+        # -- host access (only while idle) -------------------------------------------------------
+        idle = ~busy
+        hwe = {r: Signal(name=f"host_we_{r.name.lower()}") for r in Region}
+        for r in Region:
+            m.d.comb += hwe[r].eq(idle & host.we & (host.region == r))
+        m.d.comb += [
+            prog_wr.addr.eq(host.addr), prog_wr.data.eq(host.wdata),
+            prog_wr.en.eq(hwe[Region.PROGRAM]),
+            weight_wr.addr.eq(host.addr), weight_wr.data.eq(host.wdata),
+            weight_wr.en.eq(hwe[Region.WEIGHT]),
+            param_wr.addr.eq(host.addr), param_wr.data.eq(host.wdata),
+            param_wr.en.eq(hwe[Region.PARAM]),
+        ]
+        host_rd = Signal()
+        m.d.comb += host_rd.eq(idle & host.re)
+        region_q = Signal(Region)
+        m.d.sync += [host.rvalid.eq(host_rd), region_q.eq(host.region)]
+        with m.Switch(region_q):
+            with m.Case(Region.PROGRAM):
+                m.d.comb += host.rdata.eq(prog_rd.data)
+            with m.Case(Region.WEIGHT):
+                m.d.comb += host.rdata.eq(weight_rd.data)
+            with m.Case(Region.PARAM):
+                m.d.comb += host.rdata.eq(param_rd.data)
+            with m.Case(Region.ACT):
+                m.d.comb += host.rdata.eq(Cat(*(p.data for p in act_rd)))
+            with m.Case(Region.OUTPUT):
+                m.d.comb += host.rdata.eq(out_rd.data)
+        m.d.comb += [out_rd.addr.eq(host.addr), out_rd.en.eq(host_rd)]
+
+        # -- controller ---------------------------------------------------------------------------
+        desc = Signal(Descriptor)
+        batch = Signal(COUNT_BITS)
+        pc = Signal(range(cfg.prog_depth))
+        layer_done = Signal()
+        start_layer = Signal()
+        with m.FSM():
+            with m.State("IDLE"), m.If(host.start):
+                m.d.sync += [busy.eq(1), pc.eq(0), batch.eq(host.batch)]
+                m.next = "FETCH"
+            with m.State("FETCH"):
+                m.next = "DECODE"
+            with m.State("DECODE"):
+                m.d.sync += desc.eq(prog_rd.data)
+                m.d.comb += start_layer.eq(1)
+                m.next = "RUN"
+            with m.State("RUN"), m.If(layer_done):
+                with m.If(desc.last):
+                    m.d.sync += busy.eq(0)
+                    m.next = "IDLE"
+                with m.Else():
+                    m.d.sync += pc.eq(pc + 1)
+                    m.next = "FETCH"
+        m.d.comb += [
+            prog_rd.addr.eq(Mux(busy, pc, host.addr)),
+            prog_rd.en.eq(Mux(busy, 1, host_rd)),
+        ]
+        # Descriptor fields as seen by the feeders: valid from the cycle after DECODE.
+        k_tiles = desc.k_tiles
+        n_tiles = desc.n_tiles
+        last_row = batch - 1
+
+        # -- weight feeder: tiles are stored in the order they are used --------------------------
+        w_addr = Signal(range(cfg.weight_depth + 1))
+        w_left = Signal(COUNT_BITS + COUNT_BITS + 8)
+        w_valid = Signal()
+        w_take = Signal()
+        m.d.comb += [
+            w_take.eq(~w_valid | engine.i_weight.ready),
+            weight_rd.en.eq(Mux(busy, w_take, host_rd)),
+            weight_rd.addr.eq(Mux(busy, w_addr, host.addr)),
+            engine.i_weight.valid.eq(w_valid),
+            engine.i_weight.payload.eq(weight_rd.data),
+        ]
+        with m.If(start_layer):
+            d = Descriptor(prog_rd.data)
+            m.d.sync += [w_addr.eq(d.w_base), w_left.eq(d.k_tiles * d.n_tiles * rows),
+                         w_valid.eq(0)]
+        with m.Elif(busy & w_take):
+            m.d.sync += w_valid.eq(w_left != 0)
+            with m.If(w_left != 0):
+                m.d.sync += [w_addr.eq(w_addr + 1), w_left.eq(w_left - 1)]
+
+        # -- activation feeder: M rows per tile, each row `rows` lanes read across the banks ----
+        a_m = Signal(COUNT_BITS)
+        a_kt = Signal(COUNT_BITS)
+        a_nt = Signal(COUNT_BITS)
+        a_row = Signal(range(cfg.act_depth * 2))       # src_base + m * src_stride
+        a_kword = Signal(range(cfg.act_depth * 2))     # k0 // lanes
+        a_krem = Signal(range(lanes))                   # k0 % lanes
+        a_active = Signal()
+        a_valid = Signal()
+        a_last = Signal()
+        a_rem_q = Signal.like(a_krem)
+        a_take = Signal()
+        m.d.comb += a_take.eq(~a_valid | engine.i_act.ready)
+        # Words past the end of a row belong to the next row (or lie past the memory): their
+        # lanes meet zero weights, but must read as zero, not as whatever (or X) is there.
+        a_inrow = Signal(lanes)
+        a_inrow_q = Signal(lanes)
+        for b in range(lanes):
+            word = a_kword + (Const(b) < a_krem)
+            m.d.comb += [
+                act_rd[b].addr.eq(Mux(busy, a_row + word, host.addr)),
+                act_rd[b].en.eq(Mux(busy, a_take, host_rd)),
+                a_inrow[b].eq(word < desc.src_stride),
+            ]
+        lane_data = [Mux(a_inrow_q[b], act_rd[b].data, 0) for b in range(lanes)]
+        if rows < lanes:
+            # Rotate so that engine lane i is element k0 + i.
+            for i in range(rows):
+                with m.Switch(a_rem_q):
+                    for r in range(lanes):
+                        with m.Case(r):
+                            m.d.comb += engine.i_act.payload.data[i].eq(
+                                lane_data[(r + i) % lanes])
+        else:
+            for i in range(rows):
+                m.d.comb += engine.i_act.payload.data[i].eq(lane_data[i])
+        m.d.comb += [engine.i_act.valid.eq(a_valid), engine.i_act.payload.last.eq(a_last)]
+        with m.If(start_layer):
+            d = Descriptor(prog_rd.data)
+            m.d.sync += [a_m.eq(0), a_kt.eq(0), a_nt.eq(0), a_row.eq(d.src_base),
+                         a_kword.eq(0), a_krem.eq(0), a_active.eq(1), a_valid.eq(0)]
+        with m.Elif(busy & a_take):
+            m.d.sync += [a_valid.eq(a_active), a_last.eq(a_m == last_row), a_rem_q.eq(a_krem),
+                         a_inrow_q.eq(a_inrow)]
+            with m.If(a_active):
+                with m.If(a_m != last_row):
+                    m.d.sync += [a_m.eq(a_m + 1), a_row.eq(a_row + desc.src_stride)]
+                with m.Else():
+                    m.d.sync += [a_m.eq(0), a_row.eq(desc.src_base)]
+                    with m.If(a_kt != k_tiles - 1):
+                        m.d.sync += a_kt.eq(a_kt + 1)
+                        if rows == lanes:
+                            m.d.sync += a_kword.eq(a_kword + 1)
+                        else:
+                            with m.If(a_krem + rows >= lanes):
+                                m.d.sync += [a_krem.eq(a_krem + rows - lanes),
+                                             a_kword.eq(a_kword + 1)]
+                            with m.Else():
+                                m.d.sync += a_krem.eq(a_krem + rows)
+                    with m.Else():
+                        m.d.sync += [a_kt.eq(0), a_kword.eq(0), a_krem.eq(0)]
+                        with m.If(a_nt != n_tiles - 1):
+                            m.d.sync += a_nt.eq(a_nt + 1)
+                        with m.Else():
+                            m.d.sync += a_active.eq(0)
+
+        # -- accumulate: stage A (result arrives) → stage B (sum with the accumulator memory) ---
+        r_m = Signal(COUNT_BITS)
+        r_kt = Signal(COUNT_BITS)
+        r_nt = Signal(COUNT_BITS)
+        r_dst = Signal(range(cfg.act_depth + cfg.out_depth + 1))  # dst_base + m * dst_stride
+        # Output tile position: first channel nt * cols, and where it lands in the lanes.
+        r_n0 = Signal(COUNT_BITS + 8)
+        r_oword = Signal(range(cfg.act_depth * 2))   # (nt * cols) // lanes
+        r_orem = Signal(range(lanes))                 # (nt * cols) % lanes
+        res = engine.o_result
+        m.d.comb += res.ready.eq(1)
+        a_stage = res.valid
+        with m.If(start_layer):
+            m.d.sync += [r_m.eq(0), r_kt.eq(0), r_nt.eq(0), r_n0.eq(0), r_oword.eq(0),
+                         r_orem.eq(0), r_dst.eq(Descriptor(prog_rd.data).dst_base)]
+        with m.Elif(a_stage):
+            with m.If(r_m != last_row):
+                m.d.sync += [r_m.eq(r_m + 1), r_dst.eq(r_dst + desc.dst_stride)]
+            with m.Else():
+                m.d.sync += [r_m.eq(0), r_dst.eq(desc.dst_base)]
+                with m.If(r_kt != k_tiles - 1):
+                    m.d.sync += r_kt.eq(r_kt + 1)
+                with m.Else():
+                    m.d.sync += [r_kt.eq(0), r_nt.eq(r_nt + 1), r_n0.eq(r_n0 + cols)]
+                    if cols == lanes:
+                        m.d.sync += r_oword.eq(r_oword + 1)
+                    else:
+                        with m.If(r_orem + cols >= lanes):
+                            m.d.sync += [r_orem.eq(r_orem + cols - lanes),
+                                         r_oword.eq(r_oword + 1)]
+                        with m.Else():
+                            m.d.sync += r_orem.eq(r_orem + cols)
+        m.d.comb += [
+            acc_rd.addr.eq(r_m), acc_rd.en.eq(1),
+            param_rd.addr.eq(Mux(busy, desc.p_base + r_nt, host.addr)),
+            param_rd.en.eq(Mux(busy, 1, host_rd)),
+        ]
+        b_valid = Signal()
+        b_row = Signal(acc_layout)
+        b_first = Signal()
+        b_final = Signal()
+        b_m = Signal.like(r_m)
+        pos = [r_nt, r_n0, r_oword, r_orem, r_dst]   # travels with the row to the writes
+        b_pos = _registered(m, pos, "b")
+        b_end = Signal()
+        m.d.sync += [
+            b_valid.eq(a_stage), b_row.eq(res.payload.data), b_first.eq(r_kt == 0),
+            b_final.eq(r_kt == k_tiles - 1), b_m.eq(r_m),
+
+            b_end.eq(a_stage & (r_m == last_row) & (r_kt == k_tiles - 1)
+                     & (r_nt == n_tiles - 1)),
+        ]
+        acc_old = acc_rd.data
+        b_sum = Signal(acc_layout)
+        for j in range(cols):
+            m.d.comb += b_sum[j].eq(Mux(b_first, b_row[j], acc_old[j] + b_row[j]))
+        m.d.comb += [
+            acc_wr.addr.eq(b_m), acc_wr.data.eq(b_sum), acc_wr.en.eq(b_valid & ~b_final),
+        ]
+
+        # -- post-processing: P1 bias (and raw write), P2 requantize, P3 write activations ------
+        lane_layout = param_lane_layout(cfg)
+        params = data.ArrayLayout(lane_layout, cols)
+        p1_valid, p1_end = Signal(), Signal()
+        p1_sum = Signal(acc_layout)
+        p1_par = Signal(params)
+        p1_pos = _registered(m, b_pos, "p1")
+        m.d.sync += [
+            p1_valid.eq(b_valid & b_final), p1_end.eq(b_end), p1_sum.eq(b_sum),
+            p1_par.eq(param_rd.data),
+        ]
+        p1_nt, p1_dst = p1_pos[0], p1_pos[4]
+        biased = Signal(acc_layout)
+        for j in range(cols):
+            m.d.comb += biased[j].eq(p1_sum[j] + p1_par[j].bias)
+        m.d.comb += [
+            out_wr.addr.eq(Mux(busy, p1_dst + p1_nt, host.addr)),
+            out_wr.data.eq(Mux(busy, biased.as_value(), host.wdata)),
+            out_wr.en.eq(Mux(busy, p1_valid & desc.raw, hwe[Region.OUTPUT])),
+        ]
+        prod_shape = signed(cfg.acc_bits + cfg.mult_bits + 1)
+        p2_valid, p2_end = Signal(), Signal()
+        p2_prod = Signal(data.ArrayLayout(prod_shape, cols))
+        p2_shift = Signal(data.ArrayLayout(unsigned(cfg.shift_bits), cols))
+        p2_pos = _registered(m, p1_pos, "p2")
+        m.d.sync += [p2_valid.eq(p1_valid & ~desc.raw), p2_end.eq(p1_end)]
+        for j in range(cols):
+            m.d.sync += [p2_prod[j].eq(biased[j] * p1_par[j].mult),
+                         p2_shift[j].eq(p1_par[j].shift)]
+        lo, hi = -(1 << (cfg.in_bits - 1)), (1 << (cfg.in_bits - 1)) - 1
+        p3_valid, p3_end = Signal(), Signal()
+        p3_y = Signal(data.ArrayLayout(signed(cfg.in_bits), cols))
+        p3_pos = _registered(m, p2_pos, "p3")
+        m.d.sync += [p3_valid.eq(p2_valid), p3_end.eq(p2_end)]
+        _, p3_n0, cur_word, cur_rem, p3_dst = p3_pos
+        for j in range(cols):
+            # Contract: r = (p + 2**(shift-1)) >> shift (arithmetic), or p when shift == 0.
+            half = Signal(prod_shape, name=f"half{j}")
+            m.d.comb += half.eq((Const(1, prod_shape.width + 1) << p2_shift[j]) >> 1)
+            r = Signal(signed(prod_shape.width + 1), name=f"r{j}")
+            m.d.comb += r.eq((p2_prod[j] + half) >> p2_shift[j])
+            y = Mux(r < lo, lo, Mux(r > hi, hi, r))
+            m.d.sync += p3_y[j].eq(Mux(desc.relu & (y < 0), 0, y))
+
+        # P3: element n = nt * cols + j goes to bank n % lanes, word dst + n // lanes.
+        for b in range(lanes):
+            # Lane j that lands in bank b: j = (b - rem) mod lanes.
+            j = Signal(range(lanes), name=f"wlane{b}")
+            m.d.comb += j.eq(Mux(Const(b) >= cur_rem, b - cur_rem, b + lanes - cur_rem))
+            value = Signal(signed(cfg.in_bits), name=f"wval{b}")
+            with m.Switch(j):
+                for jj in range(cols):
+                    with m.Case(jj):
+                        m.d.comb += value.eq(p3_y[jj])
+            write = p3_valid & (j < cols) & (p3_n0 + j < desc.n)
+            addr = p3_dst + cur_word + (Const(b) < cur_rem)
+            m.d.comb += [
+                act_wr[b].addr.eq(Mux(busy, addr, host.addr)),
+                act_wr[b].data.eq(Mux(busy, value,
+                                      host.wdata[b * cfg.in_bits:(b + 1) * cfg.in_bits])),
+                act_wr[b].en.eq(Mux(busy, write, hwe[Region.ACT])),
+            ]
+        m.d.comb += layer_done.eq(Mux(desc.raw, p1_end, p3_end))
+
+        # -- counters ------------------------------------------------------------------------------
+        with m.If(host.clear):
+            m.d.sync += [host.cycles.eq(0), host.busy_cycles.eq(0), host.macs.eq(0)]
+        with m.Else():
+            with m.If(busy):
+                m.d.sync += host.cycles.eq(host.cycles + 1)
+            with m.If(engine.issue):
+                m.d.sync += [host.busy_cycles.eq(host.busy_cycles + 1),
+                             host.macs.eq(host.macs + rows * cols)]
+        return m
