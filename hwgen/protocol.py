@@ -1,0 +1,700 @@
+"""The host protocol: framing, commands, payloads. Defined here once, imported by all.
+
+The gateware (:class:`hwgen.frame.FrameEngine`), the host driver (:mod:`host.client`) and the
+simulated board take every constant, layout and code from this module, in the way Glasgow shares
+one command enum between its gateware and its host code.
+
+Frames
+------
+Requests and responses have the same shape; only the sync byte tells them apart, so that a host
+reading its own echo (a ``loop://`` port, a half-duplex adaptor) never mistakes it for an answer.
+
+======  ======  ===============================================================================
+offset  bytes   field
+======  ======  ===============================================================================
+0       1       ``sync``: :data:`SYNC_REQUEST` (``0xA5``) or :data:`SYNC_RESPONSE` (``0x5A``)
+1       1       ``opcode``: an :class:`Opcode`; a response echoes the request's
+2       1       ``seq``: chosen by the host; a response echoes the request's
+3       1       ``status``: a :class:`Status` in a response; 0 in a request (ignored)
+4       2       ``length``: payload bytes, little-endian
+6       2       header CRC over bytes 0..5, **big-endian**
+8       length  payload
+8+len   2       payload CRC over the payload bytes only, **big-endian**
+======  ======  ===============================================================================
+
+Both CRCs are CRC-16/XMODEM (:data:`CRC_PARAMETERS`; on the host :func:`binascii.crc_hqx` with
+initial value 0). They are sent most significant byte first because then a CRC register fed with
+the data *and* its CRC ends at 0 (the algorithm's residue): a receiver checks a codeword with one
+comparison, and after a good header CRC the register is back at its initial value, ready for the
+payload. All other multi-byte fields are little-endian, in the order of the
+:mod:`amaranth.lib.data` layouts below (``data.Struct`` fields are laid out from bit 0, so byte
+``i`` of the little-endian image is bits ``8*i .. 8*i+7`` of the layout).
+
+Why a header CRC: a receiver hunting for the sync byte will sooner or later find one inside
+garbage. With a CRC over the header the false header is refused seven bytes later, before its
+``length`` is believed, so the parser never waits for a payload that is not coming (it returns
+to hunting; at most a frame that began inside those seven bytes is lost, and the host's retry
+covers it). The idle timeout of the frame engine catches the rest: a truncated frame, or the
+1-in-65536 false header that passes its CRC.
+
+Commands
+--------
+========  ==========================================  ======================================
+opcode    request payload                             response payload (status OK)
+========  ==========================================  ======================================
+INFO      (none)                                      :class:`InfoHeader`, then a
+                                                      :class:`RegionInfo` per region
+WRITE     :class:`AccessArgs`, then ``count`` words   (none)
+READ      :class:`AccessArgs`                         ``count`` words
+RUN       :class:`RunArgs`                            (none)
+COUNTERS  (none)                                      :class:`CountersPayload`
+RESET     (none)                                      (none)
+========  ==========================================  ======================================
+
+A word of region ``r`` is ``regions(config)[r].word_bytes`` bytes, little-endian, the bits above
+``word_bits`` zero. A response with a status other than OK has no payload. A device takes payloads
+of up to ``max_payload`` bytes (reported by INFO, :data:`MAX_PAYLOAD` by default); a longer frame
+is still received whole and answered BAD_LENGTH. The device checks a request in this order and
+answers the first failure: frame CRC (BAD_CRC), opcode (BAD_OPCODE), payload length for the opcode
+(BAD_LENGTH), region (BAD_REGION), ``count`` (BAD_LENGTH: zero, inconsistent with the length, or
+more than ``max_payload`` bytes to read), ``addr + count`` (BAD_ADDRESS), batch (BAD_BATCH), busy
+(BUSY; WRITE, READ and RUN only), program loaded (NO_PROGRAM). A request that fails changes
+nothing. A frame whose header CRC fails gets no answer at all: its opcode and sequence number
+cannot be trusted.
+"""
+
+import binascii
+import dataclasses
+import enum as py_enum
+import functools
+import operator
+
+from amaranth.lib import crc, data, enum
+
+from .config import DATAFLOWS
+from .memmap import Region, RegionGeometry, regions
+
+__all__ = [
+    "CRC_BYTES", "CRC_PARAMETERS", "FRAME_OVERHEAD", "HEADER_BYTES", "MAX_PAYLOAD",
+    "PROTOCOL_VERSION", "STATUS_TEXT", "SYNC_REQUEST", "SYNC_RESPONSE",
+    "AccessArgs", "Counters", "CountersPayload", "DeviceInfo", "Frame", "FrameDecoder",
+    "FrameHeader", "InfoHeader", "Opcode", "RegionInfo", "RequestDecoder", "ResponseDecoder",
+    "RunArgs", "Status",
+    "crc16", "decode_request", "decode_response", "encode_frame", "encode_request",
+    "encode_response", "info_bytes", "layout_bytes", "pack_access", "pack_counters", "pack_info",
+    "pack_layout", "pack_read", "pack_run", "pack_words", "pack_write", "read_chunk_words",
+    "unpack_access", "unpack_counters", "unpack_info", "unpack_layout", "unpack_run",
+    "unpack_words", "write_chunk_words",
+]
+
+#: Version of this byte layout; reported by INFO. Bump on any incompatible change.
+PROTOCOL_VERSION = 1
+
+#: First byte of a request frame.
+SYNC_REQUEST = 0xA5
+#: First byte of a response frame.
+SYNC_RESPONSE = 0x5A
+
+#: Default (and largest useful) payload buffer of the frame engine, in bytes. The device reports
+#: its own value in INFO; hosts chunk WRITE and READ to what the device reports.
+MAX_PAYLOAD = 1024
+
+#: CRC of both header and payload: CRC-16/XMODEM over bytes (``binascii.crc_hqx(data, 0)``).
+CRC_PARAMETERS = crc.catalog.CRC16_XMODEM(data_width=8)
+CRC_BYTES = 2
+
+
+class Opcode(enum.Enum, shape=8):
+    """Request codes."""
+
+    INFO = 0x01      #: describe the device (:class:`InfoHeader`)
+    WRITE = 0x02     #: write words to a region
+    READ = 0x03      #: read words from a region
+    RUN = 0x04       #: start the program on a batch; answers at once
+    COUNTERS = 0x05  #: busy flag and performance counters (:class:`CountersPayload`)
+    RESET = 0x06     #: clear counters, run count and program-loaded flag
+
+
+class Status(enum.Enum, shape=8):
+    """Response codes; see :data:`STATUS_TEXT` for their meaning."""
+
+    OK = 0x00
+    BAD_CRC = 0x01
+    BAD_OPCODE = 0x02
+    BAD_LENGTH = 0x03
+    BAD_REGION = 0x04
+    BAD_ADDRESS = 0x05
+    BUSY = 0x06
+    NO_PROGRAM = 0x07
+    BAD_BATCH = 0x08
+
+
+#: One sentence per :class:`Status`, for error messages.
+STATUS_TEXT = {
+    Status.OK: "the request was carried out",
+    Status.BAD_CRC: "the request's payload CRC did not match; nothing was done",
+    Status.BAD_OPCODE: "the opcode is unknown to this device",
+    Status.BAD_LENGTH: "the payload length does not fit the opcode or the word count (count 0, "
+                       "or more than the device's payload buffer)",
+    Status.BAD_REGION: "the region number names no memory",
+    Status.BAD_ADDRESS: "addr + count runs past the end of the region",
+    Status.BUSY: "the device is running a program; only INFO, COUNTERS and RESET are served",
+    Status.NO_PROGRAM: "RUN before any WRITE to the PROGRAM region since reset",
+    Status.BAD_BATCH: "the batch is 0 or larger than the accumulator depth (acc_depth)",
+}
+
+
+class FrameHeader(data.Struct):
+    """The first :data:`HEADER_BYTES` bytes of every frame (the header CRC follows).
+
+    Members
+    -------
+    sync : 8
+        :data:`SYNC_REQUEST` or :data:`SYNC_RESPONSE`.
+    opcode : Opcode
+    seq : 8
+    status : Status
+        0 (OK) in requests.
+    length : 16
+        Payload bytes.
+    """
+
+    sync: 8
+    opcode: Opcode
+    seq: 8
+    status: Status
+    length: 16
+
+
+class AccessArgs(data.Struct):
+    """Leading payload of WRITE and READ; WRITE's words follow it.
+
+    Members
+    -------
+    region : 8
+        A :class:`~hwgen.memmap.Region` value (kept 8 bits wide so that a bad one is visible).
+    addr : 32
+        First word.
+    count : 16
+        Words to transfer, at least 1.
+    """
+
+    region: 8
+    addr: 32
+    count: 16
+
+
+class RunArgs(data.Struct):
+    """Payload of RUN.
+
+    Members
+    -------
+    batch : 16
+        Rows to run, ``1 .. acc_depth``.
+    """
+
+    batch: 16
+
+
+class InfoHeader(data.Struct):
+    """Fixed part of the INFO response; ``n_regions`` :class:`RegionInfo` follow it.
+
+    Members
+    -------
+    version : 8
+        :data:`PROTOCOL_VERSION`.
+    config_hash : 64
+        :attr:`AcceleratorConfig.hash_int <hwgen.config.AcceleratorConfig.hash_int>`.
+    rows, cols, dataflow, in_bits, w_bits, acc_bits, mult_bits : 8
+        As in the configuration; ``dataflow`` is the index in :data:`hwgen.config.DATAFLOWS`.
+    max_payload : 16
+        Payload buffer of the frame engine, in bytes.
+    acc_depth : 32
+        Batch capacity of one RUN.
+    n_regions : 8
+        Number of :class:`RegionInfo` records that follow, one per region in value order.
+    """
+
+    version: 8
+    config_hash: 64
+    rows: 8
+    cols: 8
+    dataflow: 8
+    in_bits: 8
+    w_bits: 8
+    acc_bits: 8
+    mult_bits: 8
+    max_payload: 16
+    acc_depth: 32
+    n_regions: 8
+
+
+class RegionInfo(data.Struct):
+    """Geometry of one region in the INFO response.
+
+    Members
+    -------
+    word_bits : 16
+    depth : 32
+    """
+
+    word_bits: 16
+    depth: 32
+
+
+class CountersPayload(data.Struct):
+    """Payload of the COUNTERS response.
+
+    Members
+    -------
+    busy : 1
+        A program is running.
+    program_loaded : 1
+        PROGRAM was written since the last reset.
+    reserved : 6
+        Zero.
+    runs : 32
+        RUN requests started since the last reset (lets a host tell whether a RUN whose answer
+        was lost has started).
+    cycles, busy_cycles, macs : 64
+        The accelerator's counters (see :class:`~hwgen.memmap.HostPortSignature`).
+    """
+
+    busy: 1
+    program_loaded: 1
+    reserved: 6
+    runs: 32
+    cycles: 64
+    busy_cycles: 64
+    macs: 64
+
+
+def layout_bytes(layout):
+    """Return the size of a byte-aligned layout in bytes."""
+    size = data.Layout.cast(layout).size
+    assert size % 8 == 0, f"{layout!r} is not a whole number of bytes"
+    return size // 8
+
+
+HEADER_BYTES = layout_bytes(FrameHeader)
+#: Bytes of a frame beyond its payload.
+FRAME_OVERHEAD = HEADER_BYTES + 2 * CRC_BYTES
+
+
+# -- layouts as bytes --------------------------------------------------------------------------
+
+@functools.cache
+def _fields(layout):
+    return tuple((name, field.offset, field.width) for name, field in data.Layout.cast(layout))
+
+
+def pack_layout(layout, **values):
+    """Return the little-endian bytes of ``layout`` with ``values`` (missing fields are 0).
+
+    Raises
+    ------
+    ValueError
+        If a value does not fit its field, or a name is not a field.
+    """
+    fields = _fields(layout)
+    unknown = set(values) - {name for name, _, _ in fields}
+    if unknown:
+        raise ValueError(f"{layout.__name__} has no field(s) {', '.join(sorted(unknown))}")
+    word = 0
+    for name, offset, width in fields:
+        value = values.get(name, 0)
+        value = value.value if isinstance(value, py_enum.Enum) else int(value)
+        if not 0 <= value < 1 << width:
+            raise ValueError(f"{layout.__name__}.{name}={value} does not fit {width} bits")
+        word |= value << offset
+    return word.to_bytes(layout_bytes(layout), "little")
+
+
+def unpack_layout(layout, raw):
+    """Return ``{field: int}`` from the little-endian bytes of ``layout``.
+
+    Raises
+    ------
+    ValueError
+        If ``raw`` is not exactly the size of ``layout``.
+    """
+    if len(raw) != layout_bytes(layout):
+        raise ValueError(f"{layout.__name__} takes {layout_bytes(layout)} bytes, not {len(raw)}")
+    word = int.from_bytes(raw, "little")
+    return {name: (word >> offset) & ((1 << width) - 1) for name, offset, width in _fields(layout)}
+
+
+def _enum_or_int(enum_cls, value):
+    try:
+        return enum_cls(value)
+    except ValueError:
+        return value
+
+
+# -- frames ------------------------------------------------------------------------------------
+
+def crc16(data_bytes):
+    """Return the CRC-16/XMODEM of ``data_bytes`` (the protocol's CRC)."""
+    return binascii.crc_hqx(data_bytes, 0)
+
+
+def encode_frame(sync, opcode, seq, status, payload=b""):
+    """Return one frame as bytes.
+
+    ``opcode`` and ``status`` may be members or plain integers (tests send unknown opcodes).
+
+    Raises
+    ------
+    ValueError
+        If a field does not fit (``seq`` 0..255, payload longer than 65535 bytes).
+    """
+    payload = bytes(payload)
+    header = pack_layout(FrameHeader, sync=sync, opcode=opcode, seq=seq, status=status,
+                         length=len(payload))
+    return (header + crc16(header).to_bytes(CRC_BYTES, "big")
+            + payload + crc16(payload).to_bytes(CRC_BYTES, "big"))
+
+
+def encode_request(opcode, seq, payload=b""):
+    """Return a request frame (see :func:`encode_frame`)."""
+    return encode_frame(SYNC_REQUEST, opcode, seq, Status.OK, payload)
+
+
+def encode_response(opcode, seq, status, payload=b""):
+    """Return a response frame (see :func:`encode_frame`)."""
+    return encode_frame(SYNC_RESPONSE, opcode, seq, status, payload)
+
+
+@dataclasses.dataclass(frozen=True)
+class Frame:
+    """One decoded frame.
+
+    ``opcode`` and ``status`` are members of :class:`Opcode` and :class:`Status` when known, plain
+    integers otherwise. ``crc_ok`` is false when the header was intact (so ``opcode`` and ``seq``
+    can be trusted) but the payload CRC did not match.
+    """
+
+    sync: int
+    opcode: Opcode | int
+    seq: int
+    status: Status | int
+    payload: bytes
+    crc_ok: bool = True
+
+
+class FrameDecoder:
+    """Split a byte stream into frames that start with ``sync``.
+
+    Bytes before a sync byte, and a sync byte whose header fails its CRC (or announces more than
+    ``max_length`` bytes), are skipped and counted in :attr:`skipped`; the search goes on from
+    the byte after it, so a frame hidden behind a false sync is still found.
+
+    Parameters
+    ----------
+    sync : int
+        :data:`SYNC_REQUEST` or :data:`SYNC_RESPONSE`.
+    max_length : int
+        Largest payload believed.
+    """
+
+    def __init__(self, sync, max_length=0xFFFF):
+        self.sync = sync
+        self.max_length = max_length
+        self.skipped = 0
+        self._buf = bytearray()
+
+    def reset(self):
+        """Forget any partial frame."""
+        self.skipped += len(self._buf)
+        self._buf.clear()
+
+    @property
+    def pending(self):
+        """Bytes held of a frame not yet complete."""
+        return len(self._buf)
+
+    @property
+    def wanted(self):
+        """Bytes still missing from the frame in progress (at least 1): a good read size."""
+        buf = self._buf
+        if len(buf) < HEADER_BYTES + CRC_BYTES:
+            return HEADER_BYTES + CRC_BYTES - len(buf) if buf else HEADER_BYTES + CRC_BYTES
+        length = int.from_bytes(buf[4:6], "little")
+        return max(1, FRAME_OVERHEAD + length - len(buf))
+
+    def feed(self, chunk):
+        """Add received bytes; return the list of :class:`Frame` completed by them."""
+        buf = self._buf
+        buf += chunk
+        frames = []
+        head = HEADER_BYTES + CRC_BYTES
+        while True:
+            start = buf.find(self.sync)
+            if start < 0:
+                self.skipped += len(buf)
+                buf.clear()
+                break
+            if start:
+                self.skipped += start
+                del buf[:start]
+            if len(buf) < head:
+                break
+            length = int.from_bytes(buf[4:6], "little")
+            if crc16(buf[:head]) != 0 or length > self.max_length:
+                self.skipped += 1
+                del buf[:1]
+                continue
+            end = head + length + CRC_BYTES
+            if len(buf) < end:
+                break
+            hdr = unpack_layout(FrameHeader, bytes(buf[:HEADER_BYTES]))
+            frames.append(Frame(
+                sync=hdr["sync"], opcode=_enum_or_int(Opcode, hdr["opcode"]), seq=hdr["seq"],
+                status=_enum_or_int(Status, hdr["status"]), payload=bytes(buf[head:end - 2]),
+                crc_ok=crc16(buf[head:end]) == 0))
+            del buf[:end]
+        return frames
+
+
+class ResponseDecoder(FrameDecoder):
+    """:class:`FrameDecoder` for responses (the host's side)."""
+
+    def __init__(self, max_length=0xFFFF):
+        super().__init__(SYNC_RESPONSE, max_length)
+
+
+class RequestDecoder(FrameDecoder):
+    """:class:`FrameDecoder` for requests (a simulated device's side)."""
+
+    def __init__(self, max_length=0xFFFF):
+        super().__init__(SYNC_REQUEST, max_length)
+
+
+def _decode_one(decoder, raw):
+    frames = decoder.feed(raw)
+    if len(frames) != 1 or decoder.skipped or decoder.pending:
+        raise ValueError(f"expected exactly one frame, got {len(frames)} frame(s) and "
+                         f"{decoder.skipped} skipped byte(s) in {len(raw)} bytes")
+    return frames[0]
+
+
+def decode_response(raw):
+    """Decode ``raw``, which must be exactly one response frame; raise ValueError otherwise."""
+    return _decode_one(ResponseDecoder(), bytes(raw))
+
+
+def decode_request(raw):
+    """Decode ``raw``, which must be exactly one request frame; raise ValueError otherwise."""
+    return _decode_one(RequestDecoder(), bytes(raw))
+
+
+# -- words -------------------------------------------------------------------------------------
+
+def pack_words(geometry, words):
+    """Return ``words`` of ``geometry`` as wire bytes (little-endian, ``word_bytes`` each).
+
+    Parameters
+    ----------
+    geometry : RegionGeometry
+    words : iterable of int
+        Python ints or a NumPy integer array; each must be in ``0 .. 2**word_bits - 1``.
+
+    Raises
+    ------
+    ValueError
+        Naming the first word out of range.
+    """
+    nbytes, bits = geometry.word_bytes, geometry.word_bits
+    out = bytearray()
+    for i, value in enumerate(words):
+        try:
+            word = operator.index(value)  # ints and NumPy integers; refuses floats
+        except TypeError:
+            raise ValueError(f"word {i} = {value!r} is not an integer") from None
+        if word < 0 or word >> bits:
+            raise ValueError(f"word {i} = {word} does not fit {geometry.region.name} words of "
+                             f"{bits} bits (0 .. 2**{bits} - 1)")
+        out += word.to_bytes(nbytes, "little")
+    return bytes(out)
+
+
+def unpack_words(geometry, raw):
+    """Return the list of ints in ``raw`` (the inverse of :func:`pack_words`).
+
+    Raises
+    ------
+    ValueError
+        If ``len(raw)`` is not a multiple of ``word_bytes``, or a word has bits set above
+        ``word_bits``.
+    """
+    nbytes, bits = geometry.word_bytes, geometry.word_bits
+    if len(raw) % nbytes:
+        raise ValueError(f"{len(raw)} bytes are not a whole number of {geometry.region.name} "
+                         f"words of {nbytes} bytes")
+    words = [int.from_bytes(raw[i:i + nbytes], "little") for i in range(0, len(raw), nbytes)]
+    for i, word in enumerate(words):
+        if word >> bits:
+            raise ValueError(f"word {i} = {word:#x} has bits set above bit {bits - 1}")
+    return words
+
+
+def write_chunk_words(geometry, max_payload):
+    """Return the most words of ``geometry`` that one WRITE can carry."""
+    return (max_payload - layout_bytes(AccessArgs)) // geometry.word_bytes
+
+
+def read_chunk_words(geometry, max_payload):
+    """Return the most words of ``geometry`` that one READ can return."""
+    return max_payload // geometry.word_bytes
+
+
+# -- payloads ----------------------------------------------------------------------------------
+
+def pack_access(region, addr, count):
+    """Return an :class:`AccessArgs` payload; no check beyond field widths (tests use bad ones)."""
+    return pack_layout(AccessArgs, region=region, addr=addr, count=count)
+
+
+def unpack_access(payload):
+    """Return ``(region, addr, count, words_bytes)`` of a WRITE or READ payload."""
+    n = layout_bytes(AccessArgs)
+    args = unpack_layout(AccessArgs, payload[:n])
+    return _enum_or_int(Region, args["region"]), args["addr"], args["count"], payload[n:]
+
+
+def pack_write(geometry, addr, words):
+    """Return the payload of a WRITE of ``words`` at ``addr`` of ``geometry.region``."""
+    raw = pack_words(geometry, words)
+    return pack_access(geometry.region, addr, len(raw) // geometry.word_bytes) + raw
+
+
+def pack_read(geometry, addr, count):
+    """Return the payload of a READ of ``count`` words at ``addr`` of ``geometry.region``."""
+    return pack_access(geometry.region, addr, count)
+
+
+def pack_run(batch):
+    """Return the payload of a RUN of ``batch`` rows."""
+    return pack_layout(RunArgs, batch=batch)
+
+
+def unpack_run(payload):
+    """Return the batch of a RUN payload."""
+    return unpack_layout(RunArgs, payload)["batch"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Counters:
+    """Decoded COUNTERS payload (see :class:`CountersPayload`)."""
+
+    busy: bool
+    program_loaded: bool
+    runs: int
+    cycles: int
+    busy_cycles: int
+    macs: int
+
+
+def pack_counters(counters):
+    """Return the COUNTERS payload of a :class:`Counters`."""
+    return pack_layout(CountersPayload, **dataclasses.asdict(counters))
+
+
+def unpack_counters(payload):
+    """Return the :class:`Counters` of a COUNTERS payload."""
+    fields = unpack_layout(CountersPayload, payload)
+    del fields["reserved"]
+    return Counters(**{k: bool(v) if k in ("busy", "program_loaded") else v
+                       for k, v in fields.items()})
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceInfo:
+    """Decoded INFO payload: what a host needs to check and to talk to a device.
+
+    ``regions`` maps every :class:`~hwgen.memmap.Region` to its
+    :class:`~hwgen.memmap.RegionGeometry`; ``dataflow`` is a string of
+    :data:`hwgen.config.DATAFLOWS`.
+    """
+
+    version: int
+    config_hash: int
+    rows: int
+    cols: int
+    dataflow: str
+    in_bits: int
+    w_bits: int
+    acc_bits: int
+    mult_bits: int
+    max_payload: int
+    acc_depth: int
+    regions: dict
+
+    @classmethod
+    def from_config(cls, config, max_payload=MAX_PAYLOAD):
+        """Return what a device built from ``config`` reports."""
+        return cls(
+            version=PROTOCOL_VERSION, config_hash=config.hash_int, rows=config.rows,
+            cols=config.cols, dataflow=config.dataflow, in_bits=config.in_bits,
+            w_bits=config.w_bits, acc_bits=config.acc_bits, mult_bits=config.mult_bits,
+            max_payload=max_payload, acc_depth=config.acc_depth, regions=regions(config))
+
+    def mismatches(self, config):
+        """Return a list of ``"name: device X, config Y"`` for every disagreement with
+        ``config`` (empty when the device was built from ``config`` with this protocol)."""
+        expect = DeviceInfo.from_config(config, self.max_payload)
+        return [f"{f.name}: device {getattr(self, f.name)!r}, expected {getattr(expect, f.name)!r}"
+                for f in dataclasses.fields(self)
+                if getattr(self, f.name) != getattr(expect, f.name)]
+
+    def write_chunk_words(self, region):
+        """Most words of ``region`` one WRITE can carry."""
+        return write_chunk_words(self.regions[region], self.max_payload)
+
+    def read_chunk_words(self, region):
+        """Most words of ``region`` one READ can return."""
+        return read_chunk_words(self.regions[region], self.max_payload)
+
+
+def pack_info(info):
+    """Return the INFO payload of a :class:`DeviceInfo`."""
+    head = pack_layout(
+        InfoHeader, version=info.version, config_hash=info.config_hash, rows=info.rows,
+        cols=info.cols, dataflow=DATAFLOWS.index(info.dataflow), in_bits=info.in_bits,
+        w_bits=info.w_bits, acc_bits=info.acc_bits, mult_bits=info.mult_bits,
+        max_payload=info.max_payload, acc_depth=info.acc_depth, n_regions=len(info.regions))
+    return head + b"".join(
+        pack_layout(RegionInfo, word_bits=g.word_bits, depth=g.depth)
+        for _, g in sorted(info.regions.items(), key=lambda item: item[0].value))
+
+
+def info_bytes(config, max_payload=MAX_PAYLOAD):
+    """Return the INFO payload of a device built from ``config`` (the gateware's ROM)."""
+    return pack_info(DeviceInfo.from_config(config, max_payload))
+
+
+def unpack_info(payload):
+    """Return the :class:`DeviceInfo` of an INFO payload.
+
+    Raises
+    ------
+    ValueError
+        If the payload is not a whole INFO record, or it names a dataflow or region this host does
+        not know.
+    """
+    n = layout_bytes(InfoHeader)
+    head = unpack_layout(InfoHeader, payload[:n])
+    rsize = layout_bytes(RegionInfo)
+    if len(payload) != n + head["n_regions"] * rsize:
+        raise ValueError(f"INFO payload of {len(payload)} bytes does not hold "
+                         f"{head['n_regions']} regions")
+    if head["dataflow"] >= len(DATAFLOWS):
+        raise ValueError(f"INFO names unknown dataflow {head['dataflow']}")
+    if head["n_regions"] > len(Region):
+        raise ValueError(f"INFO names {head['n_regions']} regions; this host knows {len(Region)}")
+    geometries = {}
+    for i in range(head.pop("n_regions")):
+        rec = unpack_layout(RegionInfo, payload[n + i * rsize:n + (i + 1) * rsize])
+        geometries[Region(i)] = RegionGeometry(Region(i), rec["word_bits"], rec["depth"])
+    head["dataflow"] = DATAFLOWS[head["dataflow"]]
+    return DeviceInfo(**head, regions=geometries)
