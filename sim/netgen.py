@@ -12,7 +12,7 @@ from hwgen.nn import Dense, QuantizedNetwork
 __all__ = ["random_network"]
 
 
-def random_network(rng, config, *, layers=None, max_width=200, raw=None):
+def random_network(rng, config, *, layers=None, max_width=200, raw=None, widths=None):
     """Return a random :class:`QuantizedNetwork` that compiles for ``config``.
 
     Parameters
@@ -25,10 +25,14 @@ def random_network(rng, config, *, layers=None, max_width=200, raw=None):
         Largest layer width.
     raw : bool, optional
         Whether the last layer returns raw accumulators (random when not given).
+    widths : list of int, optional
+        Input width and every layer's output width, instead of random ones.
     """
-    n_layers = int(rng.integers(1, 5)) if layers is None else layers
-    widths = [int(rng.integers(1, max_width + 1)) for _ in range(n_layers + 1)]
-    widths = [min(w, config.max_k) for w in widths]
+    if widths is None:
+        n_layers = int(rng.integers(1, 5)) if layers is None else layers
+        widths = [int(rng.integers(1, max_width + 1)) for _ in range(n_layers + 1)]
+        widths = [min(w, config.max_k) for w in widths]
+    n_layers = len(widths) - 1
     lo_w, hi_w = -(1 << (config.w_bits - 1)), (1 << (config.w_bits - 1)) - 1
     lo_x = 1 << (config.in_bits - 1)
     last_raw = bool(rng.random() < 0.5) if raw is None else raw
