@@ -34,6 +34,7 @@ def simulation_speed(simulator, cfg, shape):
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "bench.json"
         run_cocotb(cfg, "sim.tb_engine_bench", Path(tmp) / "build", simulator=simulator,
+                   optimize=True,
                    env={"HWGEN_SHAPE": ",".join(map(str, shape)), "HWGEN_BENCH_OUT": str(out)})
         r = json.loads(out.read_text())
     print(f"  cocotb+{simulator:9s} {cfg.rows}x{cfg.cols} {cfg.dataflow}: "

@@ -45,6 +45,7 @@ def main():
             np.save(tmp / "y.npy", net.forward(x))
             out = tmp / "r.json"
             run_cocotb(CONFIG, "sim.tb_network_bench", tmp / "build", top="accelerator",
+                       optimize=True,
                        env={"HWGEN_PROGRAM": str(tmp / "p.npz"), "HWGEN_INPUT": str(tmp / "x.npy"),
                             "HWGEN_EXPECTED": str(tmp / "y.npy"), "HWGEN_BENCH_OUT": str(out)})
             r = json.loads(out.read_text())
