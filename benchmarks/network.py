@@ -34,8 +34,8 @@ def main():
     rng = np.random.default_rng(0)
     print(f"accelerator: {CONFIG.rows}x{CONFIG.cols} {CONFIG.dataflow}, int{CONFIG.in_bits}, "
           "cocotb + Verilator")
-    with tempfile.TemporaryDirectory() as tmp:
-        tmp = Path(tmp)
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
         for title, widths, m in CASES:
             net = random_network(rng, CONFIG, widths=widths, raw=True)
             prog = hwgen.compile(net, CONFIG, batch=m)
