@@ -2,6 +2,7 @@
 
 import argparse
 import dataclasses
+import importlib
 import sys
 import tempfile
 import time
@@ -9,14 +10,17 @@ from pathlib import Path
 
 from .config import DATAFLOWS, AcceleratorConfig
 
-__all__ = ["main"]
+__all__ = ["UsageError", "add_config_options", "config_from_args", "main"]
+
+_SUBCOMMAND_MODULES = []
 
 
 class UsageError(Exception):
     """A problem with the user's input: printed as one line, exit status 2."""
 
 
-def _add_config_options(parser):
+def add_config_options(parser):
+    """Add one option per :class:`AcceleratorConfig` field (and ``--config JSON``)."""
     group = parser.add_argument_group("design parameters (see hwgen.AcceleratorConfig)")
     for field in dataclasses.fields(AcceleratorConfig):
         flag = "--" + field.name.replace("_", "-")
@@ -101,7 +105,7 @@ def _parser():
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("generate", help="write the Verilog and manifest of a design")
-    _add_config_options(p)
+    add_config_options(p)
     p.add_argument("--top", default=DEFAULT_TOP, choices=sorted(TOPS),
                    help=f"design to emit (default: {DEFAULT_TOP})")
     p.add_argument("--out", type=Path, metavar="DIR",
@@ -109,7 +113,7 @@ def _parser():
     p.set_defaults(func=cmd_generate)
 
     p = sub.add_parser("verify", help="run the cocotb regression of a design")
-    _add_config_options(p)
+    add_config_options(p)
     p.add_argument("--simulator", choices=["verilator", "icarus"], default="verilator")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--cases", type=int, default=6, metavar="N",
@@ -118,6 +122,10 @@ def _parser():
     p.add_argument("--build-dir", type=Path, metavar="DIR",
                    help="keep builds here (default: a temporary folder)")
     p.set_defaults(func=cmd_verify)
+
+    # Subcommands that live next to what they drive; each module has `register_cli(sub)`.
+    for module in _SUBCOMMAND_MODULES:
+        importlib.import_module(module).register_cli(sub)
     return parser
 
 

@@ -12,7 +12,7 @@ from .config import AcceleratorConfig
 __all__ = ["TOPS", "build_top", "emit_design", "emit_verilog", "manifest", "write_design"]
 
 DEFAULT_OUT = Path("rtl_out")
-DEFAULT_TOP = "accelerator"
+DEFAULT_TOP = "device"
 
 
 def _engine(config, pe_instances):
@@ -27,8 +27,21 @@ def _accelerator(config, pe_instances):
     return Accelerator(config, pe_instances=pe_instances)
 
 
+def _device(config, pe_instances):
+    from .device import Device
+
+    return Device(config, link="uart", pe_instances=pe_instances)
+
+
+def _device_stream(config, pe_instances):
+    from .device import Device
+
+    return Device(config, link="stream", pe_instances=pe_instances)
+
+
 # Every top-level design `hwgen generate` can emit, by name.
-TOPS = {"accelerator": _accelerator, "engine": _engine}
+TOPS = {"device": _device, "device-stream": _device_stream, "accelerator": _accelerator,
+        "engine": _engine}
 
 
 def build_top(config, top="engine", *, pe_instances=False):
@@ -103,7 +116,7 @@ def write_design(config: AcceleratorConfig, out_dir=None, top=DEFAULT_TOP):
 
     ``out_dir`` defaults to ``rtl_out/<name>/``.
     """
-    name = config.name if top == DEFAULT_TOP else f"{config.name}_{top}"
+    name = config.name if top == DEFAULT_TOP else f"{config.name}_{top.replace('-', '_')}"
     out = Path(out_dir) if out_dir is not None else DEFAULT_OUT / name
     out.mkdir(parents=True, exist_ok=True)
     component, text = emit_design(config, top, name)

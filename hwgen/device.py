@@ -1,0 +1,87 @@
+"""The device: accelerator + frame engine, behind a UART or a plain byte stream.
+
+``Device(config, link="uart")`` is what a board runs; ``link="stream"`` exposes the byte streams
+directly, which is what the simulated board drives (no bit-level UART to simulate per byte).
+"""
+
+from amaranth.hdl import Module
+from amaranth.lib import stream, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.wiring import In, Out
+
+from .accelerator import Accelerator
+from .frame import FrameEngine
+from .uart import UART, divisor_for
+
+__all__ = ["DEFAULT_BAUD", "LINKS", "Device"]
+
+LINKS = ("uart", "stream")
+DEFAULT_BAUD = 1_000_000
+# Bytes the UART may deliver while the frame engine is busy answering.
+RX_FIFO_DEPTH = 64
+
+
+class Device(wiring.Component):
+    """An accelerator that a host drives with :mod:`hwgen.protocol` frames.
+
+    Parameters
+    ----------
+    config : AcceleratorConfig
+    link : str
+        ``"uart"``: 8N1 serial pins at ``baud`` (divisor from ``config.clock_hz``);
+        ``"stream"``: request and response byte streams.
+    baud : int
+        Serial rate for ``link="uart"``.
+
+    Members
+    -------
+    rx : In(1)
+        Serial input (``link="uart"``).
+    tx : Out(1)
+        Serial output (``link="uart"``).
+    i_stream : In(stream.Signature(8))
+        Request bytes (``link="stream"``).
+    o_stream : Out(stream.Signature(8))
+        Response bytes (``link="stream"``).
+    busy : Out(1)
+        A program is running (for an LED).
+    """
+
+    def __init__(self, config, *, link="uart", baud=DEFAULT_BAUD, pe_instances=False):
+        if link not in LINKS:
+            raise ValueError(f"link={link!r} is not supported; allowed: {', '.join(LINKS)}")
+        self.config = config
+        self.link = link
+        self.baud = baud
+        self.divisor = divisor_for(config.clock_hz, baud) if link == "uart" else None
+        self.accelerator = Accelerator(config, pe_instances=pe_instances)
+        if link == "uart":
+            members = {"rx": In(1, init=1), "tx": Out(1, init=1)}
+        else:
+            members = {"i_stream": In(stream.Signature(8)), "o_stream": Out(stream.Signature(8))}
+        super().__init__({**members, "busy": Out(1)})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.accelerator = acc = self.accelerator
+        m.submodules.frame = frame = FrameEngine(self.config)
+        wiring.connect(m, frame.host, acc.host)
+        m.d.comb += self.busy.eq(acc.host.busy)
+        if self.link == "stream":
+            wiring.connect(m, wiring.flipped(self.i_stream), frame.i_stream)
+            wiring.connect(m, frame.o_stream, wiring.flipped(self.o_stream))
+            return m
+        m.submodules.uart = uart = UART(self.divisor)
+        m.submodules.rx_fifo = fifo = SyncFIFOBuffered(width=8, depth=RX_FIFO_DEPTH)
+        m.d.comb += [
+            uart.rx.eq(self.rx),
+            self.tx.eq(uart.tx),
+            fifo.w_data.eq(uart.o_data.payload),
+            fifo.w_en.eq(uart.o_data.valid),
+            uart.o_data.ready.eq(fifo.w_rdy),
+            frame.i_stream.payload.eq(fifo.r_data),
+            frame.i_stream.valid.eq(fifo.r_rdy),
+            fifo.r_en.eq(frame.i_stream.ready),
+        ]
+        wiring.connect(m, frame.o_stream, uart.i_data)
+        return m
