@@ -25,6 +25,20 @@ from .memmap import (
 __all__ = ["Accelerator"]
 
 
+def _advance(m, word, rem, step, lanes):
+    """Add ``step`` (<= ``lanes``) to the element position ``word * lanes + rem``, registered.
+
+    Positions are kept as (word, lane) pairs so no division is needed in hardware.
+    """
+    if step == lanes:
+        m.d.sync += word.eq(word + 1)
+        return
+    with m.If(rem + step >= lanes):
+        m.d.sync += [rem.eq(rem + step - lanes), word.eq(word + 1)]
+    with m.Else():
+        m.d.sync += rem.eq(rem + step)
+
+
 def _registered(m, values, prefix):
     """Return registered copies of ``values``: one pipeline stage."""
     regs = []
@@ -41,6 +55,11 @@ class Accelerator(wiring.Component):
     Parameters
     ----------
     config : AcceleratorConfig
+    pe_instances : bool
+        Instantiate the processing elements by Verilog module name (see
+        :func:`hwgen.generate.emit_design`).
+    dsp_packing : str or None
+        How the array maps its multipliers (see :class:`hwgen.engine.MatmulEngine`).
 
     Members
     -------
@@ -48,10 +67,10 @@ class Accelerator(wiring.Component):
         Memory access while idle, start, counters; see :class:`hwgen.memmap.HostPortSignature`.
     """
 
-    def __init__(self, config, *, pe_instances=False):
+    def __init__(self, config, *, pe_instances=False, dsp_packing=None):
         self.config = config
         self.geometry = regions(config)
-        self.engine = MatmulEngine(config, pe_instances=pe_instances)
+        self.engine = MatmulEngine(config, pe_instances=pe_instances, dsp_packing=dsp_packing)
         super().__init__({"host": Out(HostPortSignature(config))})
 
     def elaborate(self, platform):
@@ -231,14 +250,7 @@ class Accelerator(wiring.Component):
                     m.d.sync += [a_m.eq(0), a_row.eq(desc.src_base)]
                     with m.If(a_kt != k_tiles - 1):
                         m.d.sync += a_kt.eq(a_kt + 1)
-                        if rows == lanes:
-                            m.d.sync += a_kword.eq(a_kword + 1)
-                        else:
-                            with m.If(a_krem + rows >= lanes):
-                                m.d.sync += [a_krem.eq(a_krem + rows - lanes),
-                                             a_kword.eq(a_kword + 1)]
-                            with m.Else():
-                                m.d.sync += a_krem.eq(a_krem + rows)
+                        _advance(m, a_kword, a_krem, rows, lanes)
                     with m.Else():
                         m.d.sync += [a_kt.eq(0), a_kword.eq(0), a_krem.eq(0)]
                         with m.If(a_nt != n_tiles - 1):
@@ -270,14 +282,7 @@ class Accelerator(wiring.Component):
                     m.d.sync += r_kt.eq(r_kt + 1)
                 with m.Else():
                     m.d.sync += [r_kt.eq(0), r_nt.eq(r_nt + 1), r_n0.eq(r_n0 + cols)]
-                    if cols == lanes:
-                        m.d.sync += r_oword.eq(r_oword + 1)
-                    else:
-                        with m.If(r_orem + cols >= lanes):
-                            m.d.sync += [r_orem.eq(r_orem + cols - lanes),
-                                         r_oword.eq(r_oword + 1)]
-                        with m.Else():
-                            m.d.sync += r_orem.eq(r_orem + cols)
+                    _advance(m, r_oword, r_orem, cols, lanes)
         m.d.comb += [
             acc_rd.addr.eq(r_m), acc_rd.en.eq(1),
             param_rd.addr.eq(Mux(busy, desc.p_base + r_nt, host.addr)),

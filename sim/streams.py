@@ -7,7 +7,7 @@ simulator, whatever its event ordering.
 
 import random
 
-from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge, Timer
+from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
 
 __all__ = ["Clocked", "StreamSink", "StreamSource", "pack", "unpack"]
 
@@ -137,8 +137,3 @@ class StreamSink:
                 return self.items
         raise AssertionError(
             f"timeout: {len(self.items)} of {count} transfers after {timeout_cycles} cycles")
-
-
-async def settle():
-    """Let a zero-time write propagate before reading (used by single-step tests)."""
-    await Timer(1, unit="ps")
