@@ -12,7 +12,7 @@ from .config import DATAFLOWS, AcceleratorConfig
 
 __all__ = ["UsageError", "add_config_options", "config_from_args", "main"]
 
-_SUBCOMMAND_MODULES = []
+_SUBCOMMAND_MODULES = ["sim.board", "host.cli"]
 
 
 class UsageError(Exception):
@@ -92,8 +92,9 @@ def cmd_verify(args):
             failed += 1
             print(f"{top}: FAILED\n{exc}", file=sys.stderr)
             continue
+        waves = sorted(build_dir.glob("*.vcd")) + sorted(build_dir.glob("*.fst"))
         print(f"{top}: {ran} cocotb tests passed in {time.perf_counter() - start:.1f} s"
-              + (f"; waves in {build_dir}" if args.waves else ""))
+              + "".join(f"; waves: {w}" for w in waves))
     return 1 if failed else 0
 
 

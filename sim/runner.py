@@ -73,6 +73,24 @@ def _save_runtime(build_dir, waves, optimize):
                 os.replace(tmp, cache / f)
 
 
+def _lean_verilator():
+    """Return cocotb's Verilator runner without ``--public-flat-rw``.
+
+    Our benches touch only top-level ports, which stay visible; making every internal signal
+    public multiplies the generated C++ and its compile time.
+    """
+    from cocotb_tools.runner import Verilator
+
+    class LeanVerilator(Verilator):
+        def _build_command(self):
+            cmds = super()._build_command()
+            i = cmds[0].index("--public-flat-rw")
+            cmds[0][i:i + 1] = ["--public-depth", "1"]
+            return cmds
+
+    return LeanVerilator()
+
+
 def _failures(results_xml):
     root = ET.parse(results_xml).getroot()
     total, failed = 0, []
@@ -117,7 +135,7 @@ def run_cocotb(config, test_module, build_dir, *, top="engine", simulator="veril
     src = build_dir / f"{name}.v"
     src.write_text(emit_design(config, top, name)[1])
 
-    runner = get_runner(simulator)
+    runner = _lean_verilator() if simulator == "verilator" else get_runner(simulator)
     build_kwargs = {}
     if simulator == "verilator":
         # Amaranth's output trips Verilator's width lints; they are not errors.
