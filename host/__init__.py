@@ -1,0 +1,38 @@
+"""The host side of hwgen: talk to a device (a board or the simulated board) over a byte link.
+
+- :class:`Accelerator` (:mod:`host.accelerator`): open a pyserial URL, check the device, load a
+  compiled program, run inference on any number of rows;
+- :class:`~host.client.DeviceClient` (:mod:`host.client`): one method per protocol command;
+- :func:`~host.transport.open_port` (:mod:`host.transport`): the pyserial ports.
+
+Names are imported on first use, so that ``import host`` (and the ``hwgen`` command line) stays
+fast.
+"""
+
+import importlib
+
+__all__ = ["Accelerator", "BusyTimeout", "DeviceClient", "DeviceError", "IncompatibleDevice",
+           "InferCounters", "LinkError", "LinkTimeout"]
+
+_WHERE = {
+    "Accelerator": "accelerator",
+    "IncompatibleDevice": "accelerator",
+    "InferCounters": "accelerator",
+    "BusyTimeout": "client",
+    "DeviceClient": "client",
+    "DeviceError": "client",
+    "LinkError": "client",
+    "LinkTimeout": "client",
+}
+
+
+def __getattr__(name):
+    if name not in _WHERE:
+        raise AttributeError(f"module 'host' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted([*globals(), *__all__])

@@ -1,0 +1,183 @@
+"""Benchmark of the host link: efficiency, inference rate, simulation speed, UART projection.
+
+Run: python benchmarks/link.py [--calls N] [design options, as for hwgen generate]
+
+An MLP 64-32-10 (random int8 weights, raw logits) is compiled for the default 8x8 int8
+weight-stationary accelerator (or the design the options describe) and run through
+``host.Accelerator`` on the simulated board (``sim.board.SimulatedBoard``: the device's Verilog
+under Verilator, over TCP). For each batch size (rows per ``infer`` call) it prints:
+
+- link efficiency: bytes of input and output words over all bytes on the wire (requests,
+  responses, framing, COUNTERS polls, retries), as counted by the driver; next to it the ideal
+  for one poll per run, from :mod:`hwgen.protocol`'s frame sizes;
+- inferences per second through the simulated board (the time of ``infer`` alone), and the
+  simulated cycles per CPU second of the harness (which also clocks the model while the device
+  waits for the host); at the end the simulated cycles per second inside runs, while the
+  device computes, per CPU second and per wall second;
+- the projection over a 3 Mbaud UART (10 bits per byte): wire bytes per inference at 10 bits
+  each, plus the device cycles per inference at ``config.clock_hz``, with no overlap of the two
+  and no host turnaround time.
+
+Every output is checked bit-exact against ``QuantizedNetwork.forward``.
+"""
+
+import argparse
+import math
+import os
+import shlex
+import sys
+import time
+
+import numpy as np
+
+import hwgen
+from host import Accelerator
+from hwgen.cli import UsageError, add_config_options, config_from_args
+from hwgen.cycles import program_cycles
+from hwgen.memmap import regions
+from hwgen.protocol import (
+    FRAME_OVERHEAD,
+    MAX_PAYLOAD,
+    AccessArgs,
+    CountersPayload,
+    RunArgs,
+    layout_bytes,
+    read_chunk_words,
+    write_chunk_words,
+)
+from sim.board import SimulatedBoard
+from sim.netgen import random_input, random_network
+
+WIDTHS = [64, 32, 10]
+BATCHES = (1, 16, 64, 256)
+UART_BAUD = 3_000_000
+BITS_PER_BYTE = 10  # 8N1: start, 8 data, stop
+
+
+def ideal_wire_bytes(program, rows):
+    """Bytes on the wire for ``rows`` rows with one COUNTERS poll per run (frame sizes only)."""
+    geo = regions(program.config)
+    access = layout_bytes(AccessArgs)
+    total = 0
+    for start in range(0, rows, program.batch):
+        m = min(program.batch, rows - start)
+        in_words = m * program.input.stride
+        region, _, out_words = program.output_words(m)
+        w_chunk = write_chunk_words(geo[program.input.region], MAX_PAYLOAD)
+        r_chunk = read_chunk_words(geo[region], MAX_PAYLOAD)
+        writes = math.ceil(in_words / w_chunk)
+        reads = math.ceil(out_words / r_chunk)
+        total += (writes * (2 * FRAME_OVERHEAD + access)
+                  + in_words * geo[program.input.region].word_bytes
+                  + reads * (2 * FRAME_OVERHEAD + access)
+                  + out_words * geo[region].word_bytes
+                  + 2 * FRAME_OVERHEAD + layout_bytes(RunArgs)                # RUN
+                  + 2 * FRAME_OVERHEAD + layout_bytes(CountersPayload))       # one poll
+    return total
+
+
+def compute_rate(board, acc, program, samples=15):
+    """Return ``[(cycles per wall second, cycles per CPU second)]`` measured inside runs.
+
+    Only windows in which every simulated cycle was busy count, so this is the speed of the
+    model while the device computes; the CPU figure leaves out time other processes took.
+    """
+    rates = []
+    for _ in range(3 * samples):
+        acc.client.run(program.batch)
+        first = board.stats()
+        time.sleep(0.004)
+        second = board.stats()
+        cycles = second.cycles - first.cycles
+        if cycles and second.busy_cycles - first.busy_cycles == cycles:
+            rates.append((cycles / (second.run_s - first.run_s),
+                          cycles / (second.cpu_s - first.cpu_s)))
+        acc.client.wait_idle()
+        if len(rates) == samples:
+            break
+    return rates
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=None, metavar="N",
+                        help="infer calls per batch size (default: about 1024 rows' worth, "
+                             "at least 20 calls)")
+    add_config_options(parser)  # default: the default design, 8x8 int8 ws at 50 MHz
+    args = parser.parse_args(argv)
+    try:
+        config = config_from_args(args)
+        rng = np.random.default_rng(0)
+        net = random_network(rng, config, widths=WIDTHS, raw=True)
+        program = hwgen.compile(net, config)
+    except (UsageError, ValueError) as exc:
+        print(f"link.py: error: {exc}", file=sys.stderr)
+        return 2
+    print("command: python " + " ".join(shlex.quote(a) for a in sys.argv))
+    print(f"network: MLP {'-'.join(map(str, WIDTHS))}, raw logits; accelerator {config.name} "
+          f"({config.rows}x{config.cols} {config.dataflow}, {config.clock_hz / 1e6:g} MHz), "
+          f"compiled batch {program.batch}")
+
+    def say(text):
+        print(text, flush=True)
+
+    rows_out = []
+    with SimulatedBoard(config, log=say) as board, \
+            Accelerator(board.url, config=config) as acc:
+        acc.load(program)
+        acc.infer(random_input(rng, config, 4, WIDTHS[0]))  # warm up: rate estimate, caches
+        for batch in BATCHES:
+            calls = args.calls or max(20, 1024 // batch)
+            xs = [random_input(rng, config, batch, WIDTHS[0]) for _ in range(calls)]
+            before = board.stats()
+            totals = {"rows": 0, "wire": 0, "payload": 0, "cycles": 0, "seconds": 0.0}
+            for x in xs:
+                y = acc.infer(x)
+                c = acc.counters()
+                if not np.array_equal(y, net.forward(x)):
+                    raise AssertionError(f"batch {batch}: the device's output differs from "
+                                         "hwgen.nn")
+                totals["rows"] += c.rows
+                totals["wire"] += c.wire_bytes
+                totals["payload"] += c.payload_bytes
+                totals["cycles"] += c.cycles
+                totals["seconds"] += c.seconds  # infer alone, not the check
+            after = board.stats()
+            model = sum(program_cycles(program, min(program.batch, batch - s))
+                        for s in range(0, batch, program.batch)) * calls
+            if model != totals["cycles"]:
+                raise AssertionError(f"batch {batch}: device counted {totals['cycles']} cycles, "
+                                     f"the cycle model {model}")
+            rows = totals["rows"]
+            ideal = ideal_wire_bytes(program, batch)
+            wire_per_row = totals["wire"] / rows
+            cycles_per_row = totals["cycles"] / rows
+            uart_s = wire_per_row * BITS_PER_BYTE / UART_BAUD + cycles_per_row / config.clock_hz
+            sim_cps = (after.cycles - before.cycles) / (after.cpu_s - before.cpu_s)
+            busy = (after.busy_cycles - before.busy_cycles) / (after.cycles - before.cycles)
+            rows_out.append((batch, totals["payload"] / totals["wire"],
+                             totals["payload"] / calls / ideal, rows / totals["seconds"],
+                             sim_cps, busy, wire_per_row, cycles_per_row, 1 / uart_s))
+        computing = compute_rate(board, acc, program)
+    print()
+    print(f"{'batch':>5} {'link eff.':>9} {'ideal':>6} {'inf/s sim':>10} "
+          f"{'sim cycles/s':>13} {'busy':>5} {'wire B/inf':>10} {'cycles/inf':>10} "
+          f"{'inf/s 3 Mbaud UART':>18}")
+    for batch, eff, ideal, ips, cps, busy, wire, cyc, uart in rows_out:
+        print(f"{batch:>5} {eff:>9.1%} {ideal:>6.1%} {ips:>10,.0f} {cps:>13,.0f} {busy:>5.0%} "
+              f"{wire:>10.1f} {cyc:>10.1f} {uart:>18,.0f}")
+    wall, cpu = np.median(np.array(computing), axis=0)
+    print(f"\nsimulated cycles per second while the device computes (batch {program.batch}, "
+          f"median of {len(computing)} windows): {cpu:,.0f} per CPU second, {wall:,.0f} per "
+          f"wall second (load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
+    print("\nlink eff.: input and output word bytes / all bytes sent and received (measured); "
+          "ideal: the same with one COUNTERS poll per run, from the protocol's frame sizes.\n"
+          "sim cycles/s: simulated clock cycles per CPU second of the harness; "
+          "busy: share of those cycles in which the device computed.\n"
+          f"UART projection: wire bytes x {BITS_PER_BYTE} bits / {UART_BAUD:,} baud + device "
+          f"cycles / {config.clock_hz / 1e6:g} MHz per inference, no overlap, no host delays.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

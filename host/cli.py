@@ -1,0 +1,110 @@
+"""``hwgen infer``: run a compiled program on a device from the command line.
+
+.. code-block:: sh
+
+    hwgen sim-board --rows 8 --cols 8 &                 # or a board on /dev/ttyUSB1
+    hwgen infer --url socket://127.0.0.1:PORT --program mlp.npz --input x.npy --output y.npy
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+__all__ = ["register_cli"]
+
+
+def _load_inputs(args):
+    import numpy as np
+
+    from hwgen.cli import UsageError
+    from hwgen.compiler import Program
+
+    try:
+        program = Program.load(args.program)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--program {args.program}: {exc}") from None
+    try:
+        x = np.load(args.input, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--input {args.input}: cannot read a .npy array ({exc})") from None
+    return program, x
+
+
+def _summary(counters, program):
+    c = counters
+    device_s = c.cycles / program.config.clock_hz
+    return (f"{c.rows} rows in {c.seconds:.3f} s ({c.rows_per_second:,.0f} rows/s), {c.runs} "
+            f"run(s) of at most {program.batch} rows\n"
+            f"device: {c.cycles:,} cycles ({device_s * 1e3:.3f} ms at "
+            f"{program.config.clock_hz / 1e6:g} MHz), {c.macs:,} MACs\n"
+            f"link: {c.bytes_sent:,} bytes sent, {c.bytes_received:,} received, "
+            f"{c.link_efficiency:.1%} of them input and output words")
+
+
+def _cmd_infer(args):
+    import numpy as np
+
+    from hwgen.cli import UsageError
+
+    from .accelerator import Accelerator, BusyTimeout, DeviceError, IncompatibleDevice, LinkError
+
+    if args.timeout <= 0:
+        raise UsageError(f"--timeout {args.timeout}: allowed: a number of seconds > 0")
+    if args.retries < 0:
+        raise UsageError(f"--retries {args.retries}: allowed: 0 or more")
+    program, x = _load_inputs(args)
+    try:
+        with Accelerator(args.url, timeout=args.timeout, retries=args.retries,
+                         config=program.config, progress=args.progress,
+                         baudrate=args.baud) as acc:
+            acc.load(program)
+            y = acc.infer(x)
+            counters = acc.counters()
+    except ValueError as exc:  # the input does not fit the program
+        raise UsageError(f"--input {args.input}: {exc}") from None
+    except (IncompatibleDevice, LinkError, DeviceError, BusyTimeout) as exc:
+        # Errors of the device or the link are the user's to fix too (wrong URL, wrong
+        # bitstream, unplugged board): one line, not a traceback.
+        raise UsageError(str(exc)) from None
+    summary = _summary(counters, program)
+    if args.output is None:
+        print(summary, file=sys.stderr)
+        with np.printoptions(threshold=sys.maxsize if len(y) <= 1000 else 1000):
+            print(y)
+        return 0
+    try:
+        np.save(args.output, y)
+    except OSError as exc:
+        raise UsageError(f"--output {args.output}: {exc}") from None
+    print(summary)
+    print(f"wrote {args.output}: {y.shape[0]} x {y.shape[1]} int64")
+    return 0
+
+
+def register_cli(subparsers):
+    """Add ``hwgen infer`` to the ``hwgen`` command line."""
+    from hwgen.device import DEFAULT_BAUD
+
+    p = subparsers.add_parser(
+        "infer", help="run a compiled program on a device (a board or the simulated board)",
+        description="Load a compiled program (hwgen.compiler.Program.save) on the device at "
+                    "--url, run it on every row of --input and write or print the outputs. "
+                    "The device must have been built from the program's configuration.")
+    p.add_argument("--url", required=True,
+                   help="pyserial URL of the device: /dev/ttyUSB1, socket://127.0.0.1:PORT "
+                        "(hwgen sim-board), ...")
+    p.add_argument("--program", required=True, type=Path, metavar="FILE",
+                   help="compiled program (.npz written by Program.save)")
+    p.add_argument("--input", required=True, type=Path, metavar="X.npy",
+                   help="integer array of shape (rows, input features)")
+    p.add_argument("--output", type=Path, metavar="Y.npy",
+                   help="where to write the outputs (default: print them)")
+    p.add_argument("--timeout", type=float, default=5.0, metavar="S",
+                   help="seconds to wait for one answer (default 5)")
+    p.add_argument("--retries", type=int, default=3, metavar="N",
+                   help="attempts after the first for a lost or damaged answer (default 3)")
+    p.add_argument("--baud", type=int, default=DEFAULT_BAUD, metavar="B",
+                   help=f"serial rate of a real port (default {DEFAULT_BAUD}, the boards' rate)")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="show a progress bar (default: for long runs on a terminal)")
+    p.set_defaults(func=_cmd_infer)

@@ -1,0 +1,365 @@
+"""host.Accelerator end to end: the real host driver, real TCP, the real device in Verilator.
+
+Every expected output comes from :meth:`hwgen.nn.QuantizedNetwork.forward` and every expected
+cycle count from :func:`hwgen.cycles.program_cycles`, never from the device. Random networks
+(:func:`sim.netgen.random_network`) run on a weight-stationary and an output-stationary board,
+with batch sizes that exercise the chunking: 1, exactly one run, one more, several runs and a
+remainder.
+"""
+
+import contextlib
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+from test_board import OS, WS, host_port, started
+
+import hwgen
+from host import Accelerator, IncompatibleDevice, InferCounters, LinkError
+from host.client import LinkTimeout
+from hwgen.cli import main
+from hwgen.cycles import program_cycles
+from hwgen.protocol import CRC_BYTES, HEADER_BYTES, PROTOCOL_VERSION
+from sim.netgen import random_input, random_network
+
+CONFIGS = {"ws": WS, "os": OS}
+
+
+@pytest.fixture(scope="module", params=sorted(CONFIGS))
+def board(request):
+    with started(CONFIGS[request.param]) as b:
+        yield b
+
+
+@pytest.fixture
+def acc(board):
+    with Accelerator(board.url, config=board.config) as a:
+        yield a
+
+
+def network(config, seed, *, layers=None, batch=None, widths=None):
+    rng = np.random.default_rng(seed)
+    net = random_network(rng, config, layers=layers, max_width=17, widths=widths)
+    return net, hwgen.compile(net, config, batch=batch)
+
+
+def expected_cycles(program, rows):
+    """The cycle model's count for ``rows`` rows run in chunks of ``program.batch``."""
+    return sum(program_cycles(program, min(program.batch, rows - start))
+               for start in range(0, rows, program.batch))
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_random_networks_are_bit_exact(acc, board, seed):
+    config = board.config
+    net, program = network(config, seed, batch=int(np.random.default_rng(seed).integers(3, 9)))
+    rows = 2 * program.batch + 3
+    x = random_input(np.random.default_rng(100 + seed), config, rows, net.in_features)
+    acc.load(program)
+    y = acc.infer(x)
+    np.testing.assert_array_equal(y, net.forward(x))
+    c = acc.counters()
+    assert (c.rows, c.runs) == (rows, 3)
+    assert c.cycles == expected_cycles(program, rows)
+    assert c.macs == rows * program.padded_macs_per_row
+    assert c.payload_bytes > 0 and c.wire_bytes > c.payload_bytes
+
+
+def test_chunk_sizes_keep_every_row_in_order(acc, board):
+    config = board.config
+    net, program = network(config, 7, widths=[9, 6, 4], batch=5)
+    acc.load(program)
+    b = program.batch
+    for rows in (1, b, b + 1, 3 * b + 7):
+        x = random_input(np.random.default_rng(rows), config, rows, 9)
+        x[:, 0] = np.arange(rows) % 100 - 50  # rows differ, so a swap or a repeat shows
+        y = acc.infer(x)
+        assert y.shape == (rows, 4)
+        np.testing.assert_array_equal(y, net.forward(x), err_msg=f"{rows} rows")
+        c = acc.counters()
+        assert (c.rows, c.runs) == (rows, -(-rows // b))
+        assert c.cycles == expected_cycles(program, rows)
+
+
+def test_largest_batch_and_zero_rows(acc, board):
+    config = board.config
+    net, program = network(config, 11, widths=[12, 10, 3])  # batch chosen by the compiler
+    assert program.batch == config.acc_depth
+    acc.load(program)
+    x = random_input(np.random.default_rng(0), config, program.batch, 12)
+    np.testing.assert_array_equal(acc.infer(x), net.forward(x))
+    empty = acc.infer(np.zeros((0, 12), dtype=np.int8))
+    assert empty.shape == (0, 3)
+    assert acc.counters() == InferCounters(rows=0, runs=0, seconds=acc.counters().seconds)
+
+
+def test_load_a_saved_program_and_reload_another(acc, board, tmp_path):
+    config = board.config
+    net_a, prog_a = network(config, 21, widths=[5, 7])
+    net_b, prog_b = network(config, 22, widths=[8, 3, 2], batch=4)
+    prog_a.save(tmp_path / "a.npz")
+    acc.load(tmp_path / "a.npz")
+    x = random_input(np.random.default_rng(1), config, 11, 5)
+    np.testing.assert_array_equal(acc.infer(x), net_a.forward(x))
+    acc.load(str(tmp_path / "a.npz"))
+    acc.load(prog_b)
+    x = random_input(np.random.default_rng(2), config, 11, 8)
+    np.testing.assert_array_equal(acc.infer(x), net_b.forward(x))
+    assert acc.program is prog_b
+
+
+def test_device_counters_are_cumulative(acc, board):
+    _, program = network(board.config, 5, widths=[4, 4], batch=3)
+    acc.load(program)
+    before = acc.device_counters()
+    x = random_input(np.random.default_rng(3), board.config, 7, 4)
+    acc.infer(x)
+    after = acc.device_counters()
+    assert after.cycles - before.cycles == acc.counters().cycles == expected_cycles(program, 7)
+    assert after.runs - before.runs == 3 and not after.busy and after.program_loaded
+
+
+@pytest.mark.parametrize(("x", "message"), [
+    (np.zeros((2, 6)), "dtype float64; allowed: an integer dtype"),
+    (np.zeros(6, dtype=np.int8), "shape (6,); allowed: (rows, 6) (one row: x.reshape(1, 6))"),
+    (np.zeros((2, 5), dtype=np.int8), "shape (2, 5); allowed: (rows, 6)"),
+    (np.full((2, 6), 128), "x[0, 0] = 128 is outside signed in_bits=8 (-128..127)"),
+    (np.array([[1, 2, 3, 4, 5, -129]]), "x[0, 5] = -129 is outside"),
+    (np.ones((1, 6), dtype=bool), "dtype bool"),
+    ([[1, 2, 3, 4, 5, 6.5]], "dtype float64"),
+])
+def test_bad_input_is_refused_before_sending(acc, board, x, message):
+    _, program = network(board.config, 9, widths=[6, 2])
+    acc.load(program)
+    sent = acc.bytes_sent
+    with pytest.raises(ValueError) as info:
+        acc.infer(x)
+    assert message in str(info.value)
+    assert acc.bytes_sent == sent
+
+
+def test_infer_needs_a_program(board):
+    with Accelerator(board.url) as fresh, pytest.raises(RuntimeError, match="load"):
+        fresh.infer(np.zeros((1, 3), dtype=np.int8))
+
+
+def test_device_of_another_config_is_refused(board):
+    other = WS if board.config is OS else OS
+    with pytest.raises(IncompatibleDevice) as info:
+        Accelerator(board.url, config=other)
+    text = str(info.value)
+    assert board.config.hash in text and other.hash in text
+    assert "rows: device" in text and "dataflow: device" in text
+    assert info.value.device == board.config.hash and info.value.expected == other.hash
+
+
+def test_program_for_another_config_is_refused(acc, board):
+    other = WS if board.config is OS else OS
+    _, program = network(other, 1, widths=[4, 4])
+    with pytest.raises(IncompatibleDevice) as info:
+        acc.load(program)
+    assert other.hash in str(info.value) and board.config.hash in str(info.value)
+    assert acc.program is None
+
+
+def test_clock_only_difference_is_explained(board):
+    import dataclasses
+
+    other = dataclasses.replace(board.config, clock_hz=board.config.clock_hz * 2)
+    with pytest.raises(IncompatibleDevice, match="a field INFO does not report differs"):
+        Accelerator(board.url, config=other)
+
+
+def test_open_errors_name_the_url():
+    with pytest.raises(LinkError, match=r"cannot open socket://127\.0\.0\.1:1"):
+        Accelerator("socket://127.0.0.1:1", timeout=1)
+    with pytest.raises(LinkTimeout, match="INFO"):  # an echo is no device
+        Accelerator("loop://", timeout=0.2, retries=0)
+    with pytest.raises(TypeError):
+        Accelerator(1234)
+    with pytest.raises(ValueError, match="timeout"):
+        Accelerator("loop://", timeout=0)
+
+
+def test_info_handshake(acc, board):
+    assert acc.info.version == PROTOCOL_VERSION
+    assert acc.config_hash == board.config.hash
+    assert acc.config_hash in repr(acc)
+
+
+@pytest.mark.parametrize("how", ["killed", "frozen"])
+def test_board_dying_mid_run_gives_a_link_error_naming_the_request(how):
+    """A killed board resets the connection; a frozen one (SIGSTOP) just stops answering."""
+    config = WS
+    _, program = network(config, 31, widths=[16, 12, 8], batch=8)
+    x = random_input(np.random.default_rng(4), config, 2000, 16)
+    errors = []
+    with started(config) as board, Accelerator(board.url, config=config, timeout=0.5,
+                                               retries=1) as acc:
+        acc.load(program)
+
+        def run():
+            try:
+                acc.infer(x)
+            except Exception as exc:  # whatever it is, the test looks at it
+                errors.append(exc)
+
+        worker = threading.Thread(target=run)
+        worker.start()
+        time.sleep(0.3)  # a few runs in
+        stopped = time.monotonic()
+        board.process.send_signal(signal.SIGKILL if how == "killed" else signal.SIGSTOP)
+        worker.join(timeout=20)
+        assert not worker.is_alive(), "infer hangs after the board died"
+        waited = time.monotonic() - stopped
+        if how == "frozen":
+            board.process.kill()
+    (error,) = errors
+    text = str(error)
+    if how == "killed":
+        assert isinstance(error, LinkError) and waited < 2, (repr(error), waited)
+    else:  # each request tries twice, and a lost RUN answer asks COUNTERS whether it started
+        assert isinstance(error, LinkTimeout) and waited < 5, (repr(error), waited)
+    assert "infer rows " in text and " of 2000" in text, text
+    assert any(op in text for op in ("WRITE", "READ", "RUN", "COUNTERS")), text
+
+
+class CorruptingProxy:
+    """A TCP proxy that flips a bit in the payload CRC of every ``every``-th frame each way.
+
+    A damaged request is answered BAD_CRC by the device, a damaged answer fails the host's
+    check; either way the host must send the request again, and only then get its result.
+    """
+
+    def __init__(self, url, every):
+        self.target = host_port(url)
+        self.every = every
+        self.flipped = {"request": 0, "response": 0}
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"socket://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        client, _ = self.listener.accept()
+        board = socket.create_connection(self.target)
+        pumps = [threading.Thread(target=self._pump, args=(client, board, "request")),
+                 threading.Thread(target=self._pump, args=(board, client, "response"))]
+        for pump in pumps:
+            pump.start()
+        for pump in pumps:
+            pump.join()
+        client.close()
+        board.close()
+
+    def _pump(self, src, dst, direction):
+        buf = bytearray()
+        frames = 0
+        while True:
+            try:
+                chunk = src.recv(65536)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                with contextlib.suppress(OSError):
+                    dst.shutdown(socket.SHUT_WR)
+                return
+            buf += chunk
+            # Every frame starts at a sync byte here: the host and the device send no garbage.
+            while len(buf) >= HEADER_BYTES:
+                end = HEADER_BYTES + CRC_BYTES + int.from_bytes(buf[4:6], "little") + CRC_BYTES
+                if len(buf) < end:
+                    break
+                frame, buf = bytearray(buf[:end]), buf[end:]
+                frames += 1
+                if frames % self.every == 0:
+                    frame[-1] ^= 0x10
+                    self.flipped[direction] += 1
+                dst.sendall(frame)
+
+    def close(self):
+        self.listener.close()
+
+
+def test_damaged_frames_are_sent_again(board):
+    config = board.config
+    net, program = network(config, 51, widths=[11, 7, 6], batch=4)
+    proxy = CorruptingProxy(board.url, every=5)
+    try:
+        with Accelerator(proxy.url, config=config, timeout=2, retries=3) as acc:
+            acc.load(program)
+            x = random_input(np.random.default_rng(6), config, 3 * program.batch + 7, 11)
+            np.testing.assert_array_equal(acc.infer(x), net.forward(x))
+            assert acc.counters().cycles == expected_cycles(program, len(x))
+            assert acc.client.stats["retries"] >= 2 and acc.client.stats["corrupt"] >= 1
+    finally:
+        proxy.close()
+    assert proxy.flipped["request"] >= 2 and proxy.flipped["response"] >= 2
+
+
+def test_progress_bar(acc, board, capsys):
+    net, program = network(board.config, 8, widths=[3, 3], batch=2)
+    acc.load(program)
+    acc.progress = True
+    x = random_input(np.random.default_rng(0), board.config, 9, 3)
+    np.testing.assert_array_equal(acc.infer(x), net.forward(x))
+    assert "infer:" in (err := capsys.readouterr().err) and "/9 " in err
+    acc.progress = False
+    acc.infer(x)
+    assert capsys.readouterr().err == ""
+
+
+# -- hwgen infer ---------------------------------------------------------------------------------
+
+def test_infer_command_writes_the_outputs(board, tmp_path, capsys):
+    net, program = network(board.config, 41, widths=[10, 6, 5], batch=6)
+    program.save(tmp_path / "p.npz")
+    x = random_input(np.random.default_rng(5), board.config, 20, 10)
+    np.save(tmp_path / "x.npy", x)
+    code = main(["infer", "--url", board.url, "--program", str(tmp_path / "p.npz"),
+                 "--input", str(tmp_path / "x.npy"), "--output", str(tmp_path / "y.npy")])
+    assert code == 0
+    np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), net.forward(x))
+    out = capsys.readouterr().out
+    assert "20 rows in" in out and f"{expected_cycles(program, 20):,} cycles" in out
+    assert "wrote" in out
+    # without --output the array goes to stdout, the summary to stderr
+    assert main(["infer", "--url", board.url, "--program", str(tmp_path / "p.npz"),
+                 "--input", str(tmp_path / "x.npy")]) == 0
+    captured = capsys.readouterr()
+    assert "20 rows in" in captured.err and str(net.forward(x)[0, 0]) in captured.out
+
+
+@pytest.mark.parametrize("case", ["missing-program", "bad-input-shape", "other-config",
+                                  "no-device"])
+def test_infer_command_errors_are_one_line(board, tmp_path, case, capsys):
+    other = WS if board.config is OS else OS
+    _, program = network(other if case == "other-config" else board.config, 2, widths=[4, 3])
+    program.save(tmp_path / "p.npz")
+    np.save(tmp_path / "x.npy", np.zeros((3, 5 if case == "bad-input-shape" else 4), np.int8))
+    url = "socket://127.0.0.1:1" if case == "no-device" else board.url
+    prog = tmp_path / ("nothing.npz" if case == "missing-program" else "p.npz")
+    code = main(["infer", "--url", url, "--program", str(prog), "--input",
+                 str(tmp_path / "x.npy")])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("hwgen infer: error: "), err
+    expected = {"missing-program": "nothing.npz", "bad-input-shape": "shape (3, 5)",
+                "other-config": other.hash, "no-device": "cannot open"}[case]
+    assert expected in lines[0]
+
+
+def test_infer_command_runs_as_a_program(board, tmp_path):
+    """The entry point, in a process of its own: a usage error is one line, exit status 2."""
+    proc = subprocess.run([sys.executable, "-m", "hwgen", "infer", "--url", board.url,
+                           "--program", str(tmp_path / "none.npz"), "--input", "x.npy"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("hwgen infer: error: --program ") and \
+        len(proc.stderr.strip().splitlines()) == 1
