@@ -60,6 +60,12 @@ class Accelerator(wiring.Component):
         :func:`hwgen.generate.emit_design`).
     dsp_packing : str or None
         How the array maps its multipliers (see :class:`hwgen.engine.MatmulEngine`).
+    post_pipeline : bool
+        Shorten the longest paths for a faster clock: three pipeline stages in the
+        requantization (before the multipliers, before the rounding shifters and before
+        saturation) and the controller's loop bounds held in registers. Results are the same;
+        a requantized layer then takes 3 cycles more than :mod:`hwgen.cycles` counts (raw
+        layers are unchanged).
 
     Members
     -------
@@ -67,8 +73,9 @@ class Accelerator(wiring.Component):
         Memory access while idle, start, counters; see :class:`hwgen.memmap.HostPortSignature`.
     """
 
-    def __init__(self, config, *, pe_instances=False, dsp_packing=None):
+    def __init__(self, config, *, pe_instances=False, dsp_packing=None, post_pipeline=False):
         self.config = config
+        self.post_pipeline = post_pipeline
         self.geometry = regions(config)
         self.engine = MatmulEngine(config, pe_instances=pe_instances, dsp_packing=dsp_packing)
         super().__init__({"host": Out(HostPortSignature(config))})
@@ -176,7 +183,30 @@ class Accelerator(wiring.Component):
         # Descriptor fields as seen by the feeders: valid from the cycle after DECODE.
         k_tiles = desc.k_tiles
         n_tiles = desc.n_tiles
-        last_row = batch - 1
+        if self.post_pipeline:
+            # The loop bounds, registered once per run/layer instead of subtracted every cycle
+            # (they feed the enables of many counters).
+            last_row = Signal.like(batch, name="last_row")
+            k_last = Signal.like(desc.k_tiles, name="k_last")
+            n_last = Signal.like(desc.n_tiles, name="n_last")
+            m.d.sync += last_row.eq(batch - 1)   # valid from FETCH on
+            with m.If(start_layer):
+                d = Descriptor(prog_rd.data)
+                m.d.sync += [k_last.eq(d.k_tiles - 1), n_last.eq(d.n_tiles - 1)]
+
+            def k_end():
+                return k_last
+
+            def n_end():
+                return n_last
+        else:
+            last_row = batch - 1
+
+            def k_end():
+                return k_tiles - 1
+
+            def n_end():
+                return n_tiles - 1
 
         # -- weight feeder: tiles are stored in the order they are used --------------------------
         w_addr = Signal(range(cfg.weight_depth + 1))
@@ -248,12 +278,12 @@ class Accelerator(wiring.Component):
                     m.d.sync += [a_m.eq(a_m + 1), a_row.eq(a_row + desc.src_stride)]
                 with m.Else():
                     m.d.sync += [a_m.eq(0), a_row.eq(desc.src_base)]
-                    with m.If(a_kt != k_tiles - 1):
+                    with m.If(a_kt != k_end()):
                         m.d.sync += a_kt.eq(a_kt + 1)
                         _advance(m, a_kword, a_krem, rows, lanes)
                     with m.Else():
                         m.d.sync += [a_kt.eq(0), a_kword.eq(0), a_krem.eq(0)]
-                        with m.If(a_nt != n_tiles - 1):
+                        with m.If(a_nt != n_end()):
                             m.d.sync += a_nt.eq(a_nt + 1)
                         with m.Else():
                             m.d.sync += a_active.eq(0)
@@ -278,7 +308,7 @@ class Accelerator(wiring.Component):
                 m.d.sync += [r_m.eq(r_m + 1), r_dst.eq(r_dst + desc.dst_stride)]
             with m.Else():
                 m.d.sync += [r_m.eq(0), r_dst.eq(desc.dst_base)]
-                with m.If(r_kt != k_tiles - 1):
+                with m.If(r_kt != k_end()):
                     m.d.sync += r_kt.eq(r_kt + 1)
                 with m.Else():
                     m.d.sync += [r_kt.eq(0), r_nt.eq(r_nt + 1), r_n0.eq(r_n0 + cols)]
@@ -298,10 +328,10 @@ class Accelerator(wiring.Component):
         b_end = Signal()
         m.d.sync += [
             b_valid.eq(a_stage), b_row.eq(res.payload.data), b_first.eq(r_kt == 0),
-            b_final.eq(r_kt == k_tiles - 1), b_m.eq(r_m),
+            b_final.eq(r_kt == k_end()), b_m.eq(r_m),
 
-            b_end.eq(a_stage & (r_m == last_row) & (r_kt == k_tiles - 1)
-                     & (r_nt == n_tiles - 1)),
+            b_end.eq(a_stage & (r_m == last_row) & (r_kt == k_end())
+                     & (r_nt == n_end())),
         ]
         acc_old = acc_rd.data
         b_sum = Signal(acc_layout)
@@ -332,26 +362,53 @@ class Accelerator(wiring.Component):
             out_wr.en.eq(Mux(busy, p1_valid & desc.raw, hwe[Region.OUTPUT])),
         ]
         prod_shape = signed(cfg.acc_bits + cfg.mult_bits + 1)
+        mul_in = (p1_valid & ~desc.raw, p1_end, biased, p1_par, p1_pos)
+        if self.post_pipeline:
+            mul_in = self._stage(m, "q", mul_in)
+        mul_valid, mul_end, mul_a, mul_par, mul_pos = mul_in
         p2_valid, p2_end = Signal(), Signal()
         p2_prod = Signal(data.ArrayLayout(prod_shape, cols))
         p2_shift = Signal(data.ArrayLayout(unsigned(cfg.shift_bits), cols))
-        p2_pos = _registered(m, p1_pos, "p2")
-        m.d.sync += [p2_valid.eq(p1_valid & ~desc.raw), p2_end.eq(p1_end)]
+        p2_pos = _registered(m, mul_pos, "p2")
+        m.d.sync += [p2_valid.eq(mul_valid), p2_end.eq(mul_end)]
         for j in range(cols):
-            m.d.sync += [p2_prod[j].eq(biased[j] * p1_par[j].mult),
-                         p2_shift[j].eq(p1_par[j].shift)]
+            m.d.sync += [p2_prod[j].eq(mul_a[j] * mul_par[j].mult),
+                         p2_shift[j].eq(mul_par[j].shift)]
         lo, hi = -(1 << (cfg.in_bits - 1)), (1 << (cfg.in_bits - 1)) - 1
+        rounded = None
+        if self.post_pipeline:
+            # The rounding sums, registered: the shifters start from a register.
+            sums = Signal(data.ArrayLayout(signed(prod_shape.width + 1), cols), name="sums")
+            for j in range(cols):
+                half = Signal(prod_shape, name=f"half{j}")
+                m.d.comb += [half.eq((Const(1, prod_shape.width + 1) << p2_shift[j]) >> 1),
+                             sums[j].eq(p2_prod[j] + half)]
+            rounded = self._stage(m, "s", (p2_valid, p2_end, sums, p2_shift, p2_pos))
+        if rounded is not None:
+            # The shifted values, registered: saturation starts from a register.
+            shifted = Signal(data.ArrayLayout(signed(prod_shape.width + 1), cols),
+                             name="shifted")
+            for j in range(cols):
+                m.d.comb += shifted[j].eq(rounded[2][j] >> rounded[3][j])
+            rounded = self._stage(m, "t", (rounded[0], rounded[1], shifted, Const(0, 1),
+                                           rounded[4]))
         p3_valid, p3_end = Signal(), Signal()
         p3_y = Signal(data.ArrayLayout(signed(cfg.in_bits), cols))
-        p3_pos = _registered(m, p2_pos, "p3")
-        m.d.sync += [p3_valid.eq(p2_valid), p3_end.eq(p2_end)]
+        p3_pos = _registered(m, p2_pos if rounded is None else rounded[4], "p3")
+        if rounded is None:
+            m.d.sync += [p3_valid.eq(p2_valid), p3_end.eq(p2_end)]
+        else:
+            m.d.sync += [p3_valid.eq(rounded[0]), p3_end.eq(rounded[1])]
         _, p3_n0, cur_word, cur_rem, p3_dst = p3_pos
         for j in range(cols):
-            # Contract: r = (p + 2**(shift-1)) >> shift (arithmetic), or p when shift == 0.
-            half = Signal(prod_shape, name=f"half{j}")
-            m.d.comb += half.eq((Const(1, prod_shape.width + 1) << p2_shift[j]) >> 1)
-            r = Signal(signed(prod_shape.width + 1), name=f"r{j}")
-            m.d.comb += r.eq((p2_prod[j] + half) >> p2_shift[j])
+            if rounded is None:
+                # Contract: r = (p + 2**(shift-1)) >> shift (arithmetic), or p when shift == 0.
+                half = Signal(prod_shape, name=f"half{j}")
+                m.d.comb += half.eq((Const(1, prod_shape.width + 1) << p2_shift[j]) >> 1)
+                r = Signal(signed(prod_shape.width + 1), name=f"r{j}")
+                m.d.comb += r.eq((p2_prod[j] + half) >> p2_shift[j])
+            else:
+                r = rounded[2][j]
             y = Mux(r < lo, lo, Mux(r > hi, hi, r))
             m.d.sync += p3_y[j].eq(Mux(desc.relu & (y < 0), 0, y))
 
@@ -385,3 +442,14 @@ class Accelerator(wiring.Component):
                 m.d.sync += [host.busy_cycles.eq(host.busy_cycles + 1),
                              host.macs.eq(host.macs + rows * cols)]
         return m
+
+    @staticmethod
+    def _stage(m, prefix, stage):
+        """Register ``(valid, end, values, extra, pos)``, one post-processing pipeline stage."""
+        *fields, pos = stage
+        regs = []
+        for name, v in zip(("valid", "end", "values", "extra"), fields, strict=True):
+            reg = Signal(v.shape(), name=f"{prefix}_{name}")
+            m.d.sync += reg.eq(v)
+            regs.append(reg)
+        return (*regs, _registered(m, pos, prefix))

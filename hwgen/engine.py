@@ -53,6 +53,9 @@ class MatmulEngine(wiring.Component):
     pe_instances : bool
         Instantiate the processing elements by Verilog module name (see
         :func:`hwgen.generate.emit_design`) instead of inlining them; for emission only.
+    dsp_packing : str or None
+        How the weight-stationary array maps its multipliers; see
+        :class:`hwgen.systolic.WeightStationaryArray`. Only ``None`` for ``dataflow="os"``.
 
     Members
     -------
@@ -63,10 +66,14 @@ class MatmulEngine(wiring.Component):
         An activation row entered the engine this cycle (``rows * cols`` multiply-accumulates).
     """
 
-    def __init__(self, config, *, pe_instances=False):
+    def __init__(self, config, *, pe_instances=False, dsp_packing=None):
         self.config = config
+        if dsp_packing is not None and config.dataflow != "ws":
+            raise ValueError(f"dsp_packing={dsp_packing!r} needs dataflow='ws', not "
+                             f"{config.dataflow!r}")
         if config.dataflow == "ws":
-            self.array = WeightStationaryArray(config, pe_instances=pe_instances)
+            self.array = WeightStationaryArray(config, pe_instances=pe_instances,
+                                               dsp_packing=dsp_packing)
             fifo_depth = self.array.latency + 4
         else:
             self.array = OutputStationaryArray(config, pe_instances=pe_instances)

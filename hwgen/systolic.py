@@ -27,8 +27,12 @@ def delay(m, value, cycles, *, name="dly"):
     return value
 
 
-def ws_pe_signature(in_bits, w_bits, acc_bits):
+def ws_pe_signature(in_bits, w_bits, acc_bits, external_mul=False):
     """Signature of :class:`ProcessingElement`."""
+    mul = {}
+    if external_mul:
+        mul = {"mul_a": Out(signed(in_bits)), "mul_w": Out(signed(w_bits)),
+               "mul_p": In(signed(in_bits + w_bits))}
     return wiring.Signature({
         "a_in": In(signed(in_bits)),
         "sel_in": In(1),
@@ -39,6 +43,7 @@ def ws_pe_signature(in_bits, w_bits, acc_bits):
         "w_in": In(signed(w_bits)),
         "w_we": In(1),
         "w_bank": In(1),
+        **mul,
     })
 
 
@@ -72,6 +77,11 @@ class ProcessingElement(wiring.Component):
     ----------
     in_bits, w_bits, acc_bits : int
         Signed widths of activation, weight and partial sum.
+    external_mul : bool
+        Leave the multiply to a pipelined multiplier outside the cell (a DSP block shared by
+        two cells, see :mod:`hwgen.dsp`): the cell presents the activation and the weight it
+        selects on ``mul_a``/``mul_w`` in the cycle the activation arrives, and adds ``mul_p``,
+        which must show their product two cycles later. The cycle behaviour is unchanged.
 
     Members
     -------
@@ -86,10 +96,17 @@ class ProcessingElement(wiring.Component):
     w_we : In(1)
         Write ``w_in`` into bank ``w_bank`` at the end of this cycle.
     w_bank : In(1)
+    mul_a : Out(signed(in_bits))
+        Only with ``external_mul``.
+    mul_w : Out(signed(w_bits))
+        Only with ``external_mul``.
+    mul_p : In(signed(in_bits + w_bits))
+        Only with ``external_mul``.
     """
 
-    def __init__(self, in_bits, w_bits, acc_bits):
-        super().__init__(ws_pe_signature(in_bits, w_bits, acc_bits))
+    def __init__(self, in_bits, w_bits, acc_bits, *, external_mul=False):
+        self.external_mul = external_mul
+        super().__init__(ws_pe_signature(in_bits, w_bits, acc_bits, external_mul))
 
     def elaborate(self, platform):
         m = Module()
@@ -99,6 +116,18 @@ class ProcessingElement(wiring.Component):
                 m.d.sync += banks[1].eq(self.w_in)
             with m.Else():
                 m.d.sync += banks[0].eq(self.w_in)
+        if self.external_mul:
+            # The multiplier registers its operands one cycle earlier than `prod` would read
+            # them. The bank it reads is the same: a bank is written only after the last
+            # activation that uses its old contents has passed the cell (WeightStationaryArray).
+            m.d.comb += [self.mul_a.eq(self.a_in),
+                         self.mul_w.eq(Mux(self.sel_in, banks[1], banks[0]))]
+            m.d.sync += [
+                self.a_out.eq(self.a_in),
+                self.sel_out.eq(self.sel_in),
+                self.psum_out.eq(self.psum_in + self.mul_p),
+            ]
+            return m
         prod = Signal(signed(len(self.a_in) + len(self.w_in)))
         m.d.sync += [
             self.a_out.eq(self.a_in),
@@ -159,16 +188,21 @@ class OSProcessingElement(wiring.Component):
         return m
 
 
-def pe_module_name(config):
-    """Verilog module name of the processing element of ``config``'s array."""
+def pe_module_name(config, *, external_mul=False):
+    """Verilog module name of the processing element of ``config``'s array.
+
+    ``external_mul`` names the weight-stationary cell whose multiplier is a shared DSP block.
+    """
     return (f"hwgen_pe_{config.dataflow}_i{config.in_bits}w{config.w_bits}"
-            f"a{config.acc_bits}")
+            f"a{config.acc_bits}" + ("_xmul" if external_mul else ""))
 
 
-def pe_component(config):
-    """Return the processing element of ``config``'s array."""
-    cls = ProcessingElement if config.dataflow == "ws" else OSProcessingElement
-    return cls(config.in_bits, config.w_bits, config.acc_bits)
+def pe_component(config, *, external_mul=False):
+    """Return the processing element of ``config``'s array (see :func:`pe_module_name`)."""
+    if config.dataflow == "ws":
+        return ProcessingElement(config.in_bits, config.w_bits, config.acc_bits,
+                                 external_mul=external_mul)
+    return OSProcessingElement(config.in_bits, config.w_bits, config.acc_bits)
 
 
 class _PEInstance:
@@ -178,11 +212,15 @@ class _PEInstance:
     and the Verilog readable; its ports are plain signals named like the component's.
     """
 
-    def __init__(self, config):
+    def __init__(self, config, external_mul=False):
         self._config = config
+        self._external_mul = external_mul
         self._ports = {}
-        sig_fn = ws_pe_signature if config.dataflow == "ws" else os_pe_signature
-        for name, member in sig_fn(config.in_bits, config.w_bits, config.acc_bits).members.items():
+        if config.dataflow == "ws":
+            sig = ws_pe_signature(config.in_bits, config.w_bits, config.acc_bits, external_mul)
+        else:
+            sig = os_pe_signature(config.in_bits, config.w_bits, config.acc_bits)
+        for name, member in sig.members.items():
             sig = Signal(member.shape, name=name)
             self._ports[name] = (member.flow, sig)
             setattr(self, name, sig)
@@ -191,19 +229,20 @@ class _PEInstance:
         kwargs = {"i_clk": ClockSignal(), "i_rst": ResetSignal()}
         for name, (flow, sig) in self._ports.items():
             kwargs[("i_" if flow == In else "o_") + name] = sig
-        return Instance(pe_module_name(self._config), **kwargs)
+        return Instance(pe_module_name(self._config, external_mul=self._external_mul),
+                        **kwargs)
 
 
-def _make_pes(m, config, pe_instances):
+def _make_pes(m, config, pe_instances, external_mul=False):
     pes = []
     for i in range(config.rows):
         row = []
         for j in range(config.cols):
             if pe_instances:
-                pe = _PEInstance(config)
+                pe = _PEInstance(config, external_mul)
                 m.submodules[f"pe_{i}_{j}"] = pe.instance()
             else:
-                pe = pe_component(config)
+                pe = pe_component(config, external_mul=external_mul)
                 m.submodules[f"pe_{i}_{j}"] = pe
             row.append(pe)
         pes.append(row)
@@ -241,6 +280,19 @@ class WeightStationaryArray(wiring.Component):
     is safe when the last activation that uses the old contents of bank ``b`` was presented before
     cycle ``t``, and is seen by activations presented after ``t``.
 
+    Parameters
+    ----------
+    config : AcceleratorConfig
+    pe_instances : bool
+        Instantiate the cells by Verilog module name (:func:`pe_module_name`).
+    dsp_packing : str or None
+        ``None``: each cell multiplies (inferred multipliers). ``"sb_mac16"``: the cells of rows
+        ``2r`` and ``2r + 1`` of a column share one iCE40 SB_MAC16 in its two-8x8 mode
+        (:class:`hwgen.dsp.ICE40MulPair`; ``in_bits`` and ``w_bits`` at most 8), so the array
+        uses ``cols * ceil(rows / 2)`` blocks. ``"mult18x18d"``: every cell gets an ECP5
+        MULT18X18D with its input and output registers (:class:`hwgen.dsp.ECP5Mul`; widths at
+        most 18). The cycle behaviour is the same.
+
     Members
     -------
     a_data : In(ArrayLayout(signed(in_bits), rows))
@@ -252,9 +304,20 @@ class WeightStationaryArray(wiring.Component):
     o_valid, o_last : Out(1)
     """
 
-    def __init__(self, config, *, pe_instances=False):
+    def __init__(self, config, *, pe_instances=False, dsp_packing=None):
+        from .dsp import DSP_PACKINGS
+
+        if dsp_packing not in DSP_PACKINGS:
+            raise ValueError(f"dsp_packing={dsp_packing!r} is not supported; allowed: "
+                             + ", ".join(repr(p) for p in DSP_PACKINGS))
+        limit = {"sb_mac16": 8, "mult18x18d": 18}.get(dsp_packing)
+        if limit is not None and max(config.in_bits, config.w_bits) > limit:
+            raise ValueError(
+                f"dsp_packing={dsp_packing!r} needs in_bits and w_bits <= {limit}, not "
+                f"in_bits={config.in_bits}, w_bits={config.w_bits}")
         self.config = config
         self.pe_instances = pe_instances
+        self.dsp_packing = dsp_packing
         super().__init__({
             "a_data": In(data.ArrayLayout(signed(config.in_bits), config.rows)),
             "a_valid": In(1),
@@ -271,7 +334,10 @@ class WeightStationaryArray(wiring.Component):
         m = Module()
         cfg = self.config
         rows, cols = cfg.rows, cfg.cols
-        pes = _make_pes(m, cfg, self.pe_instances)
+        packed = self.dsp_packing is not None
+        pes = _make_pes(m, cfg, self.pe_instances, external_mul=packed)
+        if packed:
+            self._pair_multipliers(m, pes)
         for i in range(rows):
             m.d.comb += [
                 pes[i][0].a_in.eq(delay(m, self.a_data[i], i, name=f"askew{i}")),
@@ -297,6 +363,31 @@ class WeightStationaryArray(wiring.Component):
             self.o_last.eq(delay(m, self.a_last, self.latency, name="last")),
         ]
         return m
+
+    def _pair_multipliers(self, m, pes):
+        """Give rows ``2r`` and ``2r + 1`` of every column one shared SB_MAC16, or every cell
+        its own registered MULT18X18D."""
+        from .dsp import ECP5Mul, ICE40MulPair
+
+        cfg = self.config
+        if self.dsp_packing == "mult18x18d":
+            for i in range(cfg.rows):
+                for j in range(cfg.cols):
+                    mul = ECP5Mul(cfg.in_bits, cfg.w_bits)
+                    m.submodules[f"mul_{i}_{j}"] = mul
+                    m.d.comb += [mul.a.eq(pes[i][j].mul_a), mul.b.eq(pes[i][j].mul_w),
+                                 pes[i][j].mul_p.eq(mul.p)]
+            return
+        for j in range(cfg.cols):
+            for i in range(0, cfg.rows, 2):
+                pair = ICE40MulPair(cfg.in_bits, cfg.w_bits)
+                m.submodules[f"mac_{i}_{j}"] = pair
+                m.d.comb += [pair.a0.eq(pes[i][j].mul_a), pair.b0.eq(pes[i][j].mul_w),
+                             pes[i][j].mul_p.eq(pair.p0)]
+                if i + 1 < cfg.rows:
+                    m.d.comb += [pair.a1.eq(pes[i + 1][j].mul_a),
+                                 pair.b1.eq(pes[i + 1][j].mul_w),
+                                 pes[i + 1][j].mul_p.eq(pair.p1)]
 
 
 class OutputStationaryArray(wiring.Component):

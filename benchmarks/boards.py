@@ -1,0 +1,87 @@
+"""Build a few designs per board and print Fmax, LUT and DSP per MAC, block RAM and build time.
+
+Run ``python benchmarks/boards.py`` (all cases) or ``python benchmarks/boards.py NAME...``;
+``--list`` shows the cases. Each case is a real ``hwgen build`` (the same code path), so the
+YoWASP tools must be installed; the first run of each tool compiles its WebAssembly (about a
+minute). Results go to ``build/bench/<case>/`` with the usual ``report.json``/``report.md``.
+"""
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from hwgen import boards
+
+# name -> (board, top, design options, what it measures). "array" builds the systolic array
+# alone (boards.ArrayTop), "device" the whole device as `hwgen build` does.
+CASES = {
+    "ecp5-array-4x4": ("ulx3s-85f", "array", {"rows": 4, "cols": 4, "clock_hz": 150_000_000},
+                       "4x4 int8 array alone, registered MULT18X18D"),
+    "ecp5-array-8x8": ("ulx3s-85f", "array", {"rows": 8, "cols": 8, "clock_hz": 150_000_000},
+                       "8x8 int8 array alone, registered MULT18X18D"),
+    "ice40-array-4x4": ("icebreaker", "array", {"clock_hz": 48_000_000},
+                        "4x4 int8 array alone, 16 MACs on 8 SB_MAC16"),
+    "ulx3s-12f-2x2": ("ulx3s-12f", "device",
+                      {"rows": 2, "cols": 2, "acc_bits": 20, "max_k": 16, "mult_bits": 8,
+                       "act_depth": 256, "weight_depth": 64, "out_depth": 64, "acc_depth": 32,
+                       "param_depth": 8, "clock_hz": 50_000_000},
+                      "whole device, 2x2, small buffers"),
+    "ulx3s-85f-8x8": ("ulx3s-85f", "device", {}, "whole device, 8x8 int8 (board preset)"),
+}
+
+
+def _command(name, board, top, options):
+    if top == "array":
+        # The array alone has no `hwgen build` equivalent.
+        return f"python benchmarks/boards.py {name}"
+    opts = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in options.items())
+    return f"hwgen build --board {board}" + (f" {opts}" if opts else "")
+
+
+def run(name, seed):
+    """Build case ``name`` and return its report."""
+    board_name, top, options, _ = CASES[name]
+    board = boards.BOARDS[board_name]
+    config = boards.board_config(board, **options)
+    out = Path("build") / "bench" / name
+    return boards.build(board, config, out, baud=1_000_000, seed=seed, top=top,
+                        log=lambda *a, **k: None)
+
+
+def main(argv=None):
+    """Run the benchmark; return the exit status."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("cases", nargs="*", help="case names (default: all)")
+    parser.add_argument("--list", action="store_true", help="list the cases and exit")
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args(argv)
+    if args.list:
+        for name, (board, top, options, what) in CASES.items():
+            print(f"{name:16} {what}\n{'':16} {_command(name, board, top, options)}")
+        return 0
+    names = args.cases or list(CASES)
+    unknown = [n for n in names if n not in CASES]
+    if unknown:
+        parser.error(f"unknown case(s) {', '.join(unknown)}; see --list")
+    header = (f"{'case':16} {'MACs':>4} {'Fmax':>7} {'target':>6} {'LUT':>6} {'LUT/MAC':>7} "
+              f"{'DSP':>4} {'DSP/MAC':>7} {'BRAM':>5} {'time s':>6}")
+    print(header)
+    for name in names:
+        start = time.perf_counter()
+        rep = run(name, args.seed)
+        res, t = rep["resources"], rep["timing"]
+        cfg = rep["config"]
+        macs = cfg["rows"] * cfg["cols"]
+        print(f"{name:16} {macs:4} {t['fmax_mhz'] or 0:7.1f} {t['target_mhz']:6g} "
+              f"{res['lut']['used']:6} {res['lut']['used'] / macs:7.1f} {res['dsp']['used']:4} "
+              f"{res['dsp']['used'] / macs:7.3f} {res['bram']['used']:5} "
+              f"{time.perf_counter() - start:6.1f}", flush=True)
+        board_name, top, options, _ = CASES[name]
+        print(f"{'':16} {_command(name, board_name, top, options)}   "
+              f"({'PASS' if t['pass'] else 'FAIL'} at {t['target_mhz']:g} MHz)", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

