@@ -12,7 +12,7 @@ from .config import DATAFLOWS, AcceleratorConfig
 
 __all__ = ["UsageError", "add_config_options", "config_from_args", "main"]
 
-_SUBCOMMAND_MODULES = ["sim.board", "host.cli"]
+_SUBCOMMAND_MODULES = ["hwgen.demo", "sim.board", "host.cli", "hwgen.boards"]
 
 
 class UsageError(Exception):
