@@ -40,3 +40,29 @@ def test_demo_command_prints_table():
                   "cycles per inference", "array utilization", "projected inferences/s",
                   "elapsed"):
         assert label in proc.stdout
+
+
+def test_offload_example_script(tmp_path):
+    """examples/offload.py, run as a user would, returns exactly the reference's answer."""
+    from pathlib import Path
+
+    import numpy as np
+
+    import hwgen
+    from sim.board import SimulatedBoard
+    from sim.netgen import random_input, random_network
+
+    config = AcceleratorConfig(**SMALL)
+    rng = np.random.default_rng(11)
+    net = random_network(rng, config, widths=[20, 12, 7], raw=False)
+    program = hwgen.compile(net, config)
+    x = random_input(rng, config, program.batch + 3, 20)  # more rows than one run holds
+    program.save(tmp_path / "model.npz")
+    np.save(tmp_path / "x.npy", x)
+    script = Path(__file__).resolve().parents[1] / "examples" / "offload.py"
+    with SimulatedBoard(config) as board:
+        proc = subprocess.run([sys.executable, str(script), board.url, str(tmp_path / "model.npz"),
+                               str(tmp_path / "x.npy"), str(tmp_path / "y.npy")],
+                              capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), net.forward(x))
