@@ -27,3 +27,19 @@ def test_engine(name, dataflow, simulator, tmp_path):
     ran = run_cocotb(config, "sim.tb_engine", tmp_path, simulator=simulator,
                      env={"HWGEN_SEED": "7", "HWGEN_CASES": cases})
     assert ran == 6
+
+
+SWEEP = [(r, c, df, bits) for r, c in [(1, 7), (5, 1), (7, 5), (32, 32)] for df in ("ws", "os")
+         for bits in (2, 6, 12)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("rows", "cols", "dataflow", "bits"), SWEEP)
+def test_engine_sweep(rows, cols, dataflow, bits, tmp_path):
+    """A wider sweep of shapes and operand widths (python -m pytest -m slow)."""
+    acc = AcceleratorConfig.min_acc_bits(bits, bits, 256)
+    config = AcceleratorConfig(rows=rows, cols=cols, dataflow=dataflow, in_bits=bits,
+                               w_bits=bits, acc_bits=acc, max_k=256)
+    ran = run_cocotb(config, "sim.tb_engine", tmp_path, env={"HWGEN_SEED": str(rows + bits),
+                                                              "HWGEN_CASES": "4"})
+    assert ran == 6
