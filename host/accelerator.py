@@ -28,6 +28,7 @@ import time
 import numpy as np
 import serial
 
+from hwgen.compiler import check_input_rows
 from hwgen.config import AcceleratorConfig
 from hwgen.cycles import program_cycles
 from hwgen.device import DEFAULT_BAUD
@@ -341,33 +342,7 @@ class Accelerator:
 
     def _check_input(self, x, program):
         spec = program.input
-        try:
-            arr = np.asarray(x)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"infer: x is not an array ({exc}); allowed: integers of shape "
-                             f"(rows, {spec.features})") from None
-        if arr.dtype == object:
-            bad = [v for v in arr.flat
-                   if not isinstance(v, numbers.Integral) or isinstance(v, bool | np.bool_)]
-            if bad:
-                raise ValueError(f"infer: x holds {type(bad[0]).__name__} {bad[0]!r}; allowed: "
-                                 "integers")
-        elif arr.dtype.kind not in "iu":
-            raise ValueError(f"infer: x has dtype {arr.dtype}; allowed: an integer dtype "
-                             "(quantize float inputs first, e.g. QuantizedNetwork.quantize_input)")
-        if arr.ndim != 2 or arr.shape[1] != spec.features:
-            hint = f" (one row: x.reshape(1, {spec.features}))" if arr.ndim == 1 else ""
-            raise ValueError(f"infer: x has shape {arr.shape}; allowed: (rows, "
-                             f"{spec.features}){hint}")
-        low, high = -(1 << (spec.lane_bits - 1)), (1 << (spec.lane_bits - 1)) - 1
-        if arr.size:
-            arr64 = arr.astype(object) if arr.dtype == object else arr
-            bad = np.argwhere((arr64 < low) | (arr64 > high))
-            if len(bad):
-                r, c = (int(i) for i in bad[0])
-                raise ValueError(f"infer: x[{r}, {c}] = {arr[r, c]} is outside signed "
-                                 f"in_bits={spec.lane_bits} ({low}..{high})")
-        return arr.astype(np.int64)
+        return check_input_rows(x, spec.features, spec.lane_bits, "infer", rows="rows")
 
     def infer(self, x):
         """Run the loaded program on every row of ``x``; return one output row per input row.

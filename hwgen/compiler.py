@@ -215,6 +215,43 @@ def _unpack_descriptor(word):
 
 # -- the program ------------------------------------------------------------------------------
 
+def check_input_rows(x, features, bits, what, *, rows="M"):
+    """Return ``x`` as an int64 ``[rows, features]`` array of signed ``bits``-bit integers.
+
+    Raises
+    ------
+    ValueError
+        Starting with ``what``: not an array, a non-integer dtype or element, a wrong shape, or
+        the first value outside the signed range (with its index).
+    """
+    try:
+        arr = np.asarray(x)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{what}: x is not an array ({exc}); allowed: integers of shape "
+                         f"({rows}, {features})") from None
+    if arr.dtype == object:
+        bad = [v for v in arr.flat
+               if not isinstance(v, numbers.Integral) or isinstance(v, bool | np.bool_)]
+        if bad:
+            raise ValueError(f"{what}: x holds {type(bad[0]).__name__} {bad[0]!r}; allowed: "
+                             "integers")
+    elif arr.dtype.kind not in "iu":
+        raise ValueError(f"{what}: x has dtype {arr.dtype}; allowed: an integer dtype "
+                         "(quantize float inputs first, e.g. QuantizedNetwork.quantize_input)")
+    if arr.ndim != 2 or arr.shape[1] != features:
+        hint = f" (one row: x.reshape(1, {features}))" if arr.ndim == 1 else ""
+        raise ValueError(f"{what}: x has shape {arr.shape}; allowed: ({rows}, {features}){hint}")
+    low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    if arr.size:
+        values = arr.astype(object) if arr.dtype == object else arr
+        bad = np.argwhere((values < low) | (values > high))
+        if len(bad):
+            r, c = (int(i) for i in bad[0])
+            raise ValueError(f"{what}: x[{r}, {c}] = {arr[r, c]} is outside signed "
+                             f"in_bits={bits} ({low}..{high})")
+    return arr.astype(np.int64)
+
+
 @dataclasses.dataclass(frozen=True, eq=True)
 class Program:
     """A network compiled for one accelerator configuration: memory images and descriptors.
@@ -284,29 +321,11 @@ class Program:
             outside signed ``in_bits``.
         """
         spec = self.input
-        arr = np.asarray(x)
-        if arr.dtype == object:
-            bad = [v for v in arr.flat
-                   if not isinstance(v, numbers.Integral) or isinstance(v, bool | np.bool_)]
-            if bad:
-                raise ValueError(f"pack_input: x holds {type(bad[0]).__name__} {bad[0]!r}; "
-                                 "allowed: integers")
-        elif arr.dtype.kind not in "iu":
-            raise ValueError(f"pack_input: x has dtype {arr.dtype}; allowed: an integer dtype")
-        if arr.ndim != 2 or arr.shape[1] != spec.features:
-            raise ValueError(f"pack_input: x has shape {arr.shape}; "
-                             f"allowed: (M, {spec.features})")
+        arr = check_input_rows(x, spec.features, spec.lane_bits, "pack_input", rows="M")
         m = arr.shape[0]
         if m > self.batch:
             raise ValueError(f"pack_input: x has {m} rows; allowed: at most batch={self.batch} "
                              "per run (split larger inputs)")
-        low, high = -(1 << (spec.lane_bits - 1)), (1 << (spec.lane_bits - 1)) - 1
-        if arr.size:
-            lo, hi = int(arr.min()), int(arr.max())
-            if lo < low or hi > high:
-                value = lo if lo < low else hi
-                raise ValueError(f"pack_input: x holds {value}; allowed: signed "
-                                 f"in_bits={spec.lane_bits}, {low}..{high}")
         padded = np.zeros((m, spec.stride * spec.lanes), dtype=np.int64)
         padded[:, :spec.features] = arr.astype(np.int64)
         lanes = padded.reshape(m * spec.stride, spec.lanes)

@@ -527,7 +527,7 @@ def program():
     (np.zeros(5, dtype=int), "shape (5,)"),
     (np.zeros((2, 6), dtype=int), "(M, 5)"),
     (np.zeros((5, 5), dtype=int), "batch=4"),
-    (np.full((1, 5), 8), "holds 8"),
+    (np.full((1, 5), 8), "x[0, 0] = 8 is outside"),
     (np.full((1, 5), -9), "-8..7"),
     (np.array([[1, 2, 3, 4, 2.5]], dtype=object), "float"),
 ])
