@@ -76,7 +76,21 @@ def _check_divisor(divisor):
             f"divisor must be an int >= {MIN_DIVISOR} (clock cycles per bit), not {divisor!r}")
 
 
-class UARTTx(wiring.Component):
+class _SerialComponent(wiring.Component):
+    """Shared constructor: check and keep ``divisor`` (clock cycles per bit)."""
+
+    def __init__(self, divisor):
+        _check_divisor(divisor)
+        self._divisor = divisor
+        super().__init__()
+
+    @property
+    def divisor(self):
+        """Clock cycles per bit."""
+        return self._divisor
+
+
+class UARTTx(_SerialComponent):
     """UART 8N1 transmitter.
 
     Each byte taken from ``i_data`` goes out on ``tx`` as a start bit (low), the eight data bits
@@ -105,16 +119,6 @@ class UARTTx(wiring.Component):
 
     i_data: In(stream.Signature(_DATA_BITS))
     tx: Out(1, init=1)
-
-    def __init__(self, divisor):
-        _check_divisor(divisor)
-        self._divisor = divisor
-        super().__init__()
-
-    @property
-    def divisor(self):
-        """Clock cycles per bit."""
-        return self._divisor
 
     def elaborate(self, platform):
         m = Module()
@@ -157,7 +161,7 @@ class UARTTx(wiring.Component):
         return m
 
 
-class UARTRx(wiring.Component):
+class UARTRx(_SerialComponent):
     """UART 8N1 receiver.
 
     ``rx`` goes through a two-stage synchronizer. The receiver waits for the line to be high,
@@ -205,16 +209,6 @@ class UARTRx(wiring.Component):
     err_frame: Out(1)
     err_overrun: Out(1)
     frame_errors: Out(16)
-
-    def __init__(self, divisor):
-        _check_divisor(divisor)
-        self._divisor = divisor
-        super().__init__()
-
-    @property
-    def divisor(self):
-        """Clock cycles per bit."""
-        return self._divisor
 
     def elaborate(self, platform):
         m = Module()
@@ -287,7 +281,7 @@ class UARTRx(wiring.Component):
         return m
 
 
-class UART(wiring.Component):
+class UART(_SerialComponent):
     """UART 8N1 transmitter and receiver sharing one divisor.
 
     A :class:`UARTTx` and a :class:`UARTRx`; see them for the behaviour of each direction.
@@ -327,16 +321,6 @@ class UART(wiring.Component):
     err_frame: Out(1)
     err_overrun: Out(1)
     frame_errors: Out(16)
-
-    def __init__(self, divisor):
-        _check_divisor(divisor)
-        self._divisor = divisor
-        super().__init__()
-
-    @property
-    def divisor(self):
-        """Clock cycles per bit."""
-        return self._divisor
 
     def elaborate(self, platform):
         m = Module()
