@@ -8,7 +8,7 @@ bias → requantize → saturate → activation into the other activation area (
 layer, its accumulators into :attr:`Region.OUTPUT`). Layers chain without the host.
 """
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Cat, Const, EnableInserter, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, memory, wiring
 from amaranth.lib.wiring import Out
 
@@ -77,7 +77,8 @@ class Accelerator(wiring.Component):
         self.config = config
         self.post_pipeline = post_pipeline
         self.geometry = regions(config)
-        self.engine = MatmulEngine(config, pe_instances=pe_instances, dsp_packing=dsp_packing)
+        self.engine = MatmulEngine(config, pe_instances=pe_instances, dsp_packing=dsp_packing,
+                                   gated=True)
         super().__init__({"host": Out(HostPortSignature(config))})
 
     def elaborate(self, platform):
@@ -122,6 +123,16 @@ class Accelerator(wiring.Component):
 
         busy = Signal()
         m.d.comb += host.busy.eq(busy)
+        # The array runs only during runs: it is empty between them (a run ends after its last
+        # result row), and its first input comes several cycles after `busy` rises (FETCH,
+        # DECODE, a memory read), so the enable may follow `busy` a cycle late.
+        array_en = Signal()
+        m.d.sync += array_en.eq(busy)
+        m.d.comb += engine.en.eq(array_en)
+        # The registers after the array (accumulate, bias, requantize) hold still between runs
+        # too: they are empty then for the same reason.
+        dp = Module()
+        m.submodules.datapath = EnableInserter({"sync": array_en})(dp)
 
         # -- host access (only while idle) -------------------------------------------------------
         idle = ~busy
@@ -324,9 +335,9 @@ class Accelerator(wiring.Component):
         b_final = Signal()
         b_m = Signal.like(r_m)
         pos = [r_nt, r_n0, r_oword, r_orem, r_dst]   # travels with the row to the writes
-        b_pos = _registered(m, pos, "b")
+        b_pos = _registered(dp, pos, "b")
         b_end = Signal()
-        m.d.sync += [
+        dp.d.sync += [
             b_valid.eq(a_stage), b_row.eq(res.payload.data), b_first.eq(r_kt == 0),
             b_final.eq(r_kt == k_end()), b_m.eq(r_m),
 
@@ -347,8 +358,8 @@ class Accelerator(wiring.Component):
         p1_valid, p1_end = Signal(), Signal()
         p1_sum = Signal(acc_layout)
         p1_par = Signal(params)
-        p1_pos = _registered(m, b_pos, "p1")
-        m.d.sync += [
+        p1_pos = _registered(dp, b_pos, "p1")
+        dp.d.sync += [
             p1_valid.eq(b_valid & b_final), p1_end.eq(b_end), p1_sum.eq(b_sum),
             p1_par.eq(param_rd.data),
         ]
@@ -364,15 +375,15 @@ class Accelerator(wiring.Component):
         prod_shape = signed(cfg.acc_bits + cfg.mult_bits + 1)
         mul_in = (p1_valid & ~desc.raw, p1_end, biased, p1_par, p1_pos)
         if self.post_pipeline:
-            mul_in = self._stage(m, "q", mul_in)
+            mul_in = self._stage(dp, "q", mul_in)
         mul_valid, mul_end, mul_a, mul_par, mul_pos = mul_in
         p2_valid, p2_end = Signal(), Signal()
         p2_prod = Signal(data.ArrayLayout(prod_shape, cols))
         p2_shift = Signal(data.ArrayLayout(unsigned(cfg.shift_bits), cols))
-        p2_pos = _registered(m, mul_pos, "p2")
-        m.d.sync += [p2_valid.eq(mul_valid), p2_end.eq(mul_end)]
+        p2_pos = _registered(dp, mul_pos, "p2")
+        dp.d.sync += [p2_valid.eq(mul_valid), p2_end.eq(mul_end)]
         for j in range(cols):
-            m.d.sync += [p2_prod[j].eq(mul_a[j] * mul_par[j].mult),
+            dp.d.sync += [p2_prod[j].eq(mul_a[j] * mul_par[j].mult),
                          p2_shift[j].eq(mul_par[j].shift)]
         lo, hi = -(1 << (cfg.in_bits - 1)), (1 << (cfg.in_bits - 1)) - 1
         rounded = None
@@ -383,22 +394,22 @@ class Accelerator(wiring.Component):
                 half = Signal(prod_shape, name=f"half{j}")
                 m.d.comb += [half.eq((Const(1, prod_shape.width + 1) << p2_shift[j]) >> 1),
                              sums[j].eq(p2_prod[j] + half)]
-            rounded = self._stage(m, "s", (p2_valid, p2_end, sums, p2_shift, p2_pos))
+            rounded = self._stage(dp, "s", (p2_valid, p2_end, sums, p2_shift, p2_pos))
         if rounded is not None:
             # The shifted values, registered: saturation starts from a register.
             shifted = Signal(data.ArrayLayout(signed(prod_shape.width + 1), cols),
                              name="shifted")
             for j in range(cols):
                 m.d.comb += shifted[j].eq(rounded[2][j] >> rounded[3][j])
-            rounded = self._stage(m, "t", (rounded[0], rounded[1], shifted, Const(0, 1),
+            rounded = self._stage(dp, "t", (rounded[0], rounded[1], shifted, Const(0, 1),
                                            rounded[4]))
         p3_valid, p3_end = Signal(), Signal()
         p3_y = Signal(data.ArrayLayout(signed(cfg.in_bits), cols))
-        p3_pos = _registered(m, p2_pos if rounded is None else rounded[4], "p3")
+        p3_pos = _registered(dp, p2_pos if rounded is None else rounded[4], "p3")
         if rounded is None:
-            m.d.sync += [p3_valid.eq(p2_valid), p3_end.eq(p2_end)]
+            dp.d.sync += [p3_valid.eq(p2_valid), p3_end.eq(p2_end)]
         else:
-            m.d.sync += [p3_valid.eq(rounded[0]), p3_end.eq(rounded[1])]
+            dp.d.sync += [p3_valid.eq(rounded[0]), p3_end.eq(rounded[1])]
         _, p3_n0, cur_word, cur_rem, p3_dst = p3_pos
         for j in range(cols):
             if rounded is None:
@@ -410,7 +421,7 @@ class Accelerator(wiring.Component):
             else:
                 r = rounded[2][j]
             y = Mux(r < lo, lo, Mux(r > hi, hi, r))
-            m.d.sync += p3_y[j].eq(Mux(desc.relu & (y < 0), 0, y))
+            dp.d.sync += p3_y[j].eq(Mux(desc.relu & (y < 0), 0, y))
 
         # P3: element n = nt * cols + j goes to bank n % lanes, word dst + n // lanes.
         for b in range(lanes):

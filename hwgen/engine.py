@@ -53,6 +53,8 @@ class MatmulEngine(wiring.Component):
     pe_instances : bool
         Instantiate the processing elements by Verilog module name (see
         :func:`hwgen.generate.emit_design`) instead of inlining them; for emission only.
+    gated : bool
+        Add the ``en`` input, the array's clock enable.
     dsp_packing : str or None
         How the weight-stationary array maps its multipliers; see
         :class:`hwgen.systolic.WeightStationaryArray`. Only ``None`` for ``dataflow="os"``.
@@ -64,10 +66,15 @@ class MatmulEngine(wiring.Component):
     o_result : Out(stream.Signature(result_row_layout(config)))
     issue : Out(1)
         An activation row entered the engine this cycle (``rows * cols`` multiply-accumulates).
+    en : In(1)
+        Only with ``gated``: clock enable of the array (see
+        :class:`hwgen.systolic.WeightStationaryArray`), which may be low only while no
+        weight or activation row has been accepted for the array's latency.
     """
 
-    def __init__(self, config, *, pe_instances=False, dsp_packing=None):
+    def __init__(self, config, *, pe_instances=False, dsp_packing=None, gated=False):
         self.config = config
+        self.gated = gated
         if dsp_packing is not None and config.dataflow != "ws":
             raise ValueError(f"dsp_packing={dsp_packing!r} needs dataflow='ws', not "
                              f"{config.dataflow!r}")
@@ -84,12 +91,15 @@ class MatmulEngine(wiring.Component):
             "i_act": In(stream.Signature(act_row_layout(config))),
             "o_result": Out(stream.Signature(result_row_layout(config))),
             "issue": Out(1),
+            **({"en": In(1)} if gated else {}),
         })
 
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
         m.submodules.array = array = self.array
+        if self.gated:
+            m.d.comb += array.en.eq(self.en)
         layout = result_row_layout(cfg)
         m.submodules.fifo = fifo = SyncFIFOBuffered(width=layout.size, depth=self.fifo_depth)
 

@@ -10,7 +10,17 @@ by ``j`` and ``i`` cycles (the triangular skew), so the load wavefront follows t
 and a bank may be rewritten right after its last activation has been presented.
 """
 
-from amaranth.hdl import ClockSignal, Const, Instance, Module, Mux, ResetSignal, Signal, signed
+from amaranth.hdl import (
+    ClockSignal,
+    Const,
+    EnableInserter,
+    Instance,
+    Module,
+    Mux,
+    ResetSignal,
+    Signal,
+    signed,
+)
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -43,6 +53,7 @@ def ws_pe_signature(in_bits, w_bits, acc_bits, external_mul=False):
         "w_in": In(signed(w_bits)),
         "w_we": In(1),
         "w_bank": In(1),
+        "en": In(1, init=1),
         **mul,
     })
 
@@ -59,6 +70,7 @@ def os_pe_signature(in_bits, w_bits, acc_bits):
         "first_out": Out(1),
         "last_out": Out(1),
         "result": Out(signed(acc_bits)),
+        "en": In(1, init=1),
     })
 
 
@@ -96,6 +108,8 @@ class ProcessingElement(wiring.Component):
     w_we : In(1)
         Write ``w_in`` into bank ``w_bank`` at the end of this cycle.
     w_bank : In(1)
+    en : In(1, init=1)
+        Clock enable: while low the cell holds every register (see :class:`WeightStationaryArray`).
     mul_a : Out(signed(in_bits))
         Only with ``external_mul``.
     mul_w : Out(signed(w_bits))
@@ -127,7 +141,7 @@ class ProcessingElement(wiring.Component):
                 self.sel_out.eq(self.sel_in),
                 self.psum_out.eq(self.psum_in + self.mul_p),
             ]
-            return m
+            return EnableInserter({"sync": self.en})(m)
         prod = Signal(signed(len(self.a_in) + len(self.w_in)))
         m.d.sync += [
             self.a_out.eq(self.a_in),
@@ -135,7 +149,7 @@ class ProcessingElement(wiring.Component):
             prod.eq(self.a_out * Mux(self.sel_out, banks[1], banks[0])),
             self.psum_out.eq(self.psum_in + prod),
         ]
-        return m
+        return EnableInserter({"sync": self.en})(m)
 
 
 class OSProcessingElement(wiring.Component):
@@ -160,6 +174,8 @@ class OSProcessingElement(wiring.Component):
     first_in, last_in : In(1)
     first_out, last_out : Out(1)
     result : Out(signed(acc_bits))
+    en : In(1, init=1)
+        Clock enable, as for :class:`ProcessingElement`.
     """
 
     def __init__(self, in_bits, w_bits, acc_bits):
@@ -185,7 +201,7 @@ class OSProcessingElement(wiring.Component):
         ]
         with m.If(last):
             m.d.sync += self.result.eq(total)
-        return m
+        return EnableInserter({"sync": self.en})(m)
 
 
 def pe_module_name(config, *, external_mul=False):
@@ -233,7 +249,7 @@ class _PEInstance:
                         **kwargs)
 
 
-def _make_pes(m, config, pe_instances, external_mul=False):
+def _make_pes(m, config, pe_instances, en, external_mul=False):
     pes = []
     for i in range(config.rows):
         row = []
@@ -244,6 +260,7 @@ def _make_pes(m, config, pe_instances, external_mul=False):
             else:
                 pe = pe_component(config, external_mul=external_mul)
                 m.submodules[f"pe_{i}_{j}"] = pe
+            m.d.comb += pe.en.eq(en)
             row.append(pe)
         pes.append(row)
     return pes
@@ -258,6 +275,7 @@ def _tile_signature(config):
         "o_data": Out(data.ArrayLayout(signed(config.acc_bits), config.cols)),
         "o_valid": Out(1),
         "o_last": Out(1),
+        "en": In(1, init=1),
     }
 
 
@@ -302,6 +320,11 @@ class WeightStationaryArray(wiring.Component):
     w_valid, w_bank : In(1)
     o_data : Out(ArrayLayout(signed(acc_bits), cols))
     o_valid, o_last : Out(1)
+    en : In(1, init=1)
+        Clock enable of every register of the array. It may be low only while nothing valid is
+        inside (no activation or weight row presented within the last ``latency`` cycles);
+        then nothing changes and nothing is lost. The accelerator lowers it between runs: a
+        frozen array costs nothing in simulation and switches no flip-flop on the board.
     """
 
     def __init__(self, config, *, pe_instances=False, dsp_packing=None):
@@ -335,7 +358,7 @@ class WeightStationaryArray(wiring.Component):
         cfg = self.config
         rows, cols = cfg.rows, cfg.cols
         packed = self.dsp_packing is not None
-        pes = _make_pes(m, cfg, self.pe_instances, external_mul=packed)
+        pes = _make_pes(m, cfg, self.pe_instances, self.en, external_mul=packed)
         if packed:
             self._pair_multipliers(m, pes)
         for i in range(rows):
@@ -362,7 +385,7 @@ class WeightStationaryArray(wiring.Component):
             self.o_valid.eq(delay(m, self.a_valid, self.latency, name="valid")),
             self.o_last.eq(delay(m, self.a_last, self.latency, name="last")),
         ]
-        return m
+        return EnableInserter({"sync": self.en})(m)
 
     def _pair_multipliers(self, m, pes):
         """Give rows ``2r`` and ``2r + 1`` of every column one shared SB_MAC16, or every cell
@@ -410,6 +433,8 @@ class OutputStationaryArray(wiring.Component):
         As for :class:`WeightStationaryArray`.
     o_data : Out(ArrayLayout(signed(acc_bits), cols))
     o_valid, o_last : Out(1)
+    en : In(1, init=1)
+        Clock enable, as for :class:`WeightStationaryArray`.
     """
 
     def __init__(self, config, *, pe_instances=False):
@@ -467,7 +492,7 @@ class OutputStationaryArray(wiring.Component):
         first = running & (step == 0)
         last = running & (step == rows - 1)
 
-        pes = _make_pes(m, cfg, self.pe_instances)
+        pes = _make_pes(m, cfg, self.pe_instances, self.en)
         for i in range(rows):
             a = Signal(signed(cfg.in_bits), name=f"a{i}")
             with m.Switch(k):
@@ -511,4 +536,4 @@ class OutputStationaryArray(wiring.Component):
                 with m.Case(i):
                     for j in range(cols):
                         m.d.comb += self.o_data[j].eq(pes[i][j].result)
-        return m
+        return EnableInserter({"sync": self.en})(m)
