@@ -280,13 +280,6 @@ def clock_plan(board, clock_hz):
     return {"source": "pll", "hz": clock_hz, "pll": pll}
 
 
-def _discard(*elaboratables):
-    # Tell Amaranth these were built on purpose without being elaborated, so that it does not
-    # warn about them (UnusedElaboratable); Amaranth 0.5 has no public switch for one object.
-    for obj in elaboratables:
-        obj._MustUse__used = True
-
-
 # -- the board top ----------------------------------------------------------------------------
 
 class BoardTop(Elaboratable):
@@ -308,22 +301,14 @@ class BoardTop(Elaboratable):
     """
 
     def __init__(self, board, config, *, baud, pe_instances=False):
-        from .accelerator import Accelerator
         from .device import Device
 
         self.board = board
         self.config = config
         self.clock = clock_plan(board, config.clock_hz)
-        self.device = Device(config, link="uart", baud=baud, pe_instances=pe_instances)
-        packing = board.dsp_packing if config.dataflow == "ws" else None
-        if packing is not None or board.post_pipeline:
-            # Device has no accelerator options of its own: give it an accelerator built with
-            # them, and tell Amaranth the one it made is dropped on purpose.
-            dropped = self.device.accelerator
-            _discard(dropped, dropped.engine, dropped.engine.array)
-            self.device.accelerator = Accelerator(config, pe_instances=pe_instances,
-                                                  dsp_packing=packing,
-                                                  post_pipeline=board.post_pipeline)
+        self.device = Device(config, link="uart", baud=baud, pe_instances=pe_instances,
+                             dsp_packing=board.dsp_packing if config.dataflow == "ws" else None,
+                             post_pipeline=board.post_pipeline)
 
     def elaborate(self, platform):
         m = Module()
@@ -465,8 +450,8 @@ def _bram_blocks(family, width, depth):
 
 def _memories(config):
     """Return ``[(name, width, depth)]`` of the memories of a device built from ``config``."""
+    from .cycles import fifo_depth
     from .device import RX_FIFO_DEPTH
-    from .engine import MatmulEngine
     from .memmap import Region, regions
     from .protocol import MAX_PAYLOAD
 
@@ -476,9 +461,7 @@ def _memories(config):
     mems += [(f"act{b}", config.in_bits, config.act_depth) for b in range(config.act_lanes)]
     mems.append(("acc", config.cols * config.acc_bits, config.acc_depth))
     mems.append(("frame_buffer", 8, MAX_PAYLOAD))
-    engine = MatmulEngine(config)
-    _discard(engine, engine.array)   # built only to read its FIFO depth
-    fifo = engine.fifo_depth
+    fifo = fifo_depth(config)
     mems.append(("result_fifo", config.cols * config.acc_bits + 1, fifo - 1))
     mems.append(("rx_fifo", 8, RX_FIFO_DEPTH - 1))
     return mems

@@ -32,6 +32,13 @@ class Device(wiring.Component):
         ``"stream"``: request and response byte streams.
     baud : int
         Serial rate for ``link="uart"``.
+    pe_instances : bool
+        Instantiate the processing elements by Verilog module name (for emission).
+    dsp_packing : str or None
+        How the array maps its multipliers onto DSP blocks (see
+        :class:`hwgen.systolic.WeightStationaryArray`).
+    post_pipeline : bool
+        Extra registers in the post-processing (see :class:`hwgen.accelerator.Accelerator`).
 
     Members
     -------
@@ -47,14 +54,16 @@ class Device(wiring.Component):
         A program is running (for an LED).
     """
 
-    def __init__(self, config, *, link="uart", baud=DEFAULT_BAUD, pe_instances=False):
+    def __init__(self, config, *, link="uart", baud=DEFAULT_BAUD, pe_instances=False,
+                 dsp_packing=None, post_pipeline=False):
         if link not in LINKS:
             raise ValueError(f"link={link!r} is not supported; allowed: {', '.join(LINKS)}")
         self.config = config
         self.link = link
         self.baud = baud
         self.divisor = divisor_for(config.clock_hz, baud) if link == "uart" else None
-        self.accelerator = Accelerator(config, pe_instances=pe_instances)
+        self.accelerator = Accelerator(config, pe_instances=pe_instances,
+                                       dsp_packing=dsp_packing, post_pipeline=post_pipeline)
         if link == "uart":
             members = {"rx": In(1, init=1), "tx": Out(1, init=1)}
         else:

@@ -9,6 +9,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
+from .cycles import fifo_depth
 from .systolic import OutputStationaryArray, WeightStationaryArray
 
 __all__ = ["MatmulEngine", "act_row_layout", "result_row_layout", "weight_row_layout"]
@@ -81,11 +82,10 @@ class MatmulEngine(wiring.Component):
         if config.dataflow == "ws":
             self.array = WeightStationaryArray(config, pe_instances=pe_instances,
                                                dsp_packing=dsp_packing)
-            fifo_depth = self.array.latency + 4
         else:
             self.array = OutputStationaryArray(config, pe_instances=pe_instances)
-            fifo_depth = self.array.latency + 2 * config.rows + 4
-        self.fifo_depth = fifo_depth
+        # The cycle model needs the depth too (credits bound the rows in flight).
+        self.fifo_depth = fifo_depth(config)
         super().__init__({
             "i_weight": In(stream.Signature(weight_row_layout(config))),
             "i_act": In(stream.Signature(act_row_layout(config))),
