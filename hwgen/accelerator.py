@@ -77,8 +77,9 @@ class Accelerator(wiring.Component):
         self.config = config
         self.post_pipeline = post_pipeline
         self.geometry = regions(config)
+        # The controller takes every result row as it comes (`o_result.ready` is tied high).
         self.engine = MatmulEngine(config, pe_instances=pe_instances, dsp_packing=dsp_packing,
-                                   gated=True)
+                                   gated=True, always_ready=True)
         super().__init__({"host": Out(HostPortSignature(config))})
 
     def elaborate(self, platform):
