@@ -222,7 +222,12 @@ class Accelerator(wiring.Component):
 
         # -- weight feeder: tiles are stored in the order they are used --------------------------
         w_addr = Signal(range(cfg.weight_depth + 1))
-        w_left = Signal(COUNT_BITS + COUNT_BITS + 8)
+        # Position (tile row, kt, nt) of the next word rather than k_tiles * n_tiles * rows words
+        # left: counters cost far fewer logic cells than that multiplier.
+        w_row = Signal(range(rows))
+        w_kt = Signal(COUNT_BITS)
+        w_nt = Signal(COUNT_BITS)
+        w_more = Signal()
         w_valid = Signal()
         w_take = Signal()
         m.d.comb += [
@@ -234,12 +239,20 @@ class Accelerator(wiring.Component):
         ]
         with m.If(start_layer):
             d = Descriptor(prog_rd.data)
-            m.d.sync += [w_addr.eq(d.w_base), w_left.eq(d.k_tiles * d.n_tiles * rows),
-                         w_valid.eq(0)]
+            m.d.sync += [w_addr.eq(d.w_base), w_row.eq(0), w_kt.eq(0), w_nt.eq(0),
+                         w_more.eq((d.k_tiles != 0) & (d.n_tiles != 0)), w_valid.eq(0)]
         with m.Elif(busy & w_take):
-            m.d.sync += w_valid.eq(w_left != 0)
-            with m.If(w_left != 0):
-                m.d.sync += [w_addr.eq(w_addr + 1), w_left.eq(w_left - 1)]
+            m.d.sync += w_valid.eq(w_more)
+            with m.If(w_more):
+                m.d.sync += [w_addr.eq(w_addr + 1), w_row.eq(w_row + 1)]
+                with m.If(w_row == rows - 1):
+                    m.d.sync += w_row.eq(0)
+                    with m.If(w_kt != k_end()):
+                        m.d.sync += w_kt.eq(w_kt + 1)
+                    with m.Else():
+                        m.d.sync += [w_kt.eq(0), w_nt.eq(w_nt + 1)]
+                        with m.If(w_nt == n_end()):
+                            m.d.sync += w_more.eq(0)
 
         # -- activation feeder: M rows per tile, each row `rows` lanes read across the banks ----
         a_m = Signal(COUNT_BITS)
