@@ -402,19 +402,18 @@ class Accelerator(wiring.Component):
         lo, hi = -(1 << (cfg.in_bits - 1)), (1 << (cfg.in_bits - 1)) - 1
         rounded = None
         if self.post_pipeline:
-            # The rounding sums, registered: the shifters start from a register.
+            # The shifted values (see _round), registered: the rounding adders start from a
+            # register.
             sums = Signal(data.ArrayLayout(signed(prod_shape.width + 1), cols), name="sums")
             for j in range(cols):
-                half = Signal(prod_shape, name=f"half{j}")
-                m.d.comb += [half.eq((Const(1, prod_shape.width + 1) << p2_shift[j]) >> 1),
-                             sums[j].eq(p2_prod[j] + half)]
+                m.d.comb += sums[j].eq((p2_prod[j] << 1) >> p2_shift[j])
             rounded = self._stage(dp, "s", (p2_valid, p2_end, sums, p2_shift, p2_pos))
         if rounded is not None:
-            # The shifted values, registered: saturation starts from a register.
+            # The rounded values, registered: saturation starts from a register.
             shifted = Signal(data.ArrayLayout(signed(prod_shape.width + 1), cols),
                              name="shifted")
             for j in range(cols):
-                m.d.comb += shifted[j].eq(rounded[2][j] >> rounded[3][j])
+                m.d.comb += shifted[j].eq((rounded[2][j] + 1) >> 1)
             rounded = self._stage(dp, "t", (rounded[0], rounded[1], shifted, Const(0, 1),
                                            rounded[4]))
         p3_valid, p3_end = Signal(), Signal()
@@ -428,10 +427,10 @@ class Accelerator(wiring.Component):
         for j in range(cols):
             if rounded is None:
                 # Contract: r = (p + 2**(shift-1)) >> shift (arithmetic), or p when shift == 0.
-                half = Signal(prod_shape, name=f"half{j}")
-                m.d.comb += half.eq((Const(1, prod_shape.width + 1) << p2_shift[j]) >> 1)
+                # That is ((2p >> shift) + 1) >> 1 for every shift, including 0: no decoder for
+                # 2**(shift-1), and an incrementer instead of an adder.
                 r = Signal(signed(prod_shape.width + 1), name=f"r{j}")
-                m.d.comb += r.eq((p2_prod[j] + half) >> p2_shift[j])
+                m.d.comb += r.eq((((p2_prod[j] << 1) >> p2_shift[j]) + 1) >> 1)
             else:
                 r = rounded[2][j]
             y = Mux(r < lo, lo, Mux(r > hi, hi, r))
