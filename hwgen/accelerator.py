@@ -458,13 +458,15 @@ class Accelerator(wiring.Component):
 
         # -- counters ------------------------------------------------------------------------------
         with m.If(host.clear):
-            m.d.sync += [host.cycles.eq(0), host.busy_cycles.eq(0), host.macs.eq(0)]
+            m.d.sync += [host.cycles.eq(0), host.busy_cycles.eq(0)]
         with m.Else():
             with m.If(busy):
                 m.d.sync += host.cycles.eq(host.cycles + 1)
             with m.If(engine.issue):
-                m.d.sync += [host.busy_cycles.eq(host.busy_cycles + 1),
-                             host.macs.eq(host.macs + rows * cols)]
+                m.d.sync += host.busy_cycles.eq(host.busy_cycles + 1)
+        # Every issue is rows * cols MACs: a product (a shift for a power of two), not a third
+        # 64-bit counter.
+        m.d.comb += host.macs.eq(host.busy_cycles * (rows * cols))
         return m
 
     @staticmethod
