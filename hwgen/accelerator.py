@@ -402,7 +402,7 @@ class Accelerator(wiring.Component):
         lo, hi = -(1 << (cfg.in_bits - 1)), (1 << (cfg.in_bits - 1)) - 1
         rounded = None
         if self.post_pipeline:
-            # The shifted values (see _round), registered: the rounding adders start from a
+            # 2p >> shift (rounding below), registered: the rounding adders start from a
             # register.
             sums = Signal(data.ArrayLayout(signed(prod_shape.width + 1), cols), name="sums")
             for j in range(cols):
