@@ -22,7 +22,14 @@ from .memmap import (
     regions,
 )
 
-__all__ = ["Accelerator"]
+__all__ = ["SPRAM_ATTRS", "SPRAM_SUFFIX", "Accelerator"]
+
+#: Memory attributes that make Yosys's ``synth_ice40`` map a single-port memory onto
+#: ``SB_SPRAM256KA`` blocks (16 bits x 16K each, four on an iCE40UP5K).
+SPRAM_ATTRS = {"ram_style": "huge"}
+#: Ends the name of every such memory, so that the build can drop their initial contents
+#: (all zero; an SPRAM has none).
+SPRAM_SUFFIX = "_spram"
 
 
 def _advance(m, word, rem, step, lanes):
@@ -66,6 +73,10 @@ class Accelerator(wiring.Component):
         saturation) and the controller's loop bounds held in registers. Results are the same;
         a requantized layer then takes 3 cycles more than :mod:`hwgen.cycles` counts (raw
         layers are unchanged).
+    spram : bool
+        Ask Yosys to put the weight memory into iCE40UP ``SB_SPRAM256KA`` blocks. It has one
+        address for both ports anyway: the host writes only while idle, the feeder reads only
+        while busy.
 
     Members
     -------
@@ -73,9 +84,11 @@ class Accelerator(wiring.Component):
         Memory access while idle, start, counters; see :class:`hwgen.memmap.HostPortSignature`.
     """
 
-    def __init__(self, config, *, pe_instances=False, dsp_packing=None, post_pipeline=False):
+    def __init__(self, config, *, pe_instances=False, dsp_packing=None, post_pipeline=False,
+                 spram=False):
         self.config = config
         self.post_pipeline = post_pipeline
+        self.spram = spram
         self.geometry = regions(config)
         # The controller takes every result row as it comes (`o_result.ready` is tied high).
         self.engine = MatmulEngine(config, pe_instances=pe_instances, dsp_packing=dsp_packing,
@@ -91,18 +104,21 @@ class Accelerator(wiring.Component):
         m.submodules.engine = engine = self.engine
 
         # -- memories ----------------------------------------------------------------------------
-        def mem(name, region_or_shape, depth=None):
+        def mem(name, region_or_shape, depth=None, attrs=None):
             if isinstance(region_or_shape, Region):
                 g = geo[region_or_shape]
                 shape, depth = unsigned(g.word_bits), g.depth
             else:
                 shape = region_or_shape
-            mem_ = memory.Memory(shape=shape, depth=depth, init=[])
+            mem_ = memory.Memory(shape=shape, depth=depth, init=[], attrs=attrs)
             m.submodules[name] = mem_
             return mem_
 
         prog_mem = mem("prog", Region.PROGRAM)
-        weight_mem = mem("weight", Region.WEIGHT)
+        if self.spram:
+            weight_mem = mem("weight" + SPRAM_SUFFIX, Region.WEIGHT, attrs=SPRAM_ATTRS)
+        else:
+            weight_mem = mem("weight", Region.WEIGHT)
         param_mem = mem("param", Region.PARAM)
         out_mem = mem("out", Region.OUTPUT)
         act_mems = [mem(f"act{b}", signed(cfg.in_bits), cfg.act_depth) for b in range(lanes)]
@@ -143,7 +159,7 @@ class Accelerator(wiring.Component):
         m.d.comb += [
             prog_wr.addr.eq(host.addr), prog_wr.data.eq(host.wdata),
             prog_wr.en.eq(hwe[Region.PROGRAM]),
-            weight_wr.addr.eq(host.addr), weight_wr.data.eq(host.wdata),
+            weight_wr.addr.eq(weight_rd.addr), weight_wr.data.eq(host.wdata),
             weight_wr.en.eq(hwe[Region.WEIGHT]),
             param_wr.addr.eq(host.addr), param_wr.data.eq(host.wdata),
             param_wr.en.eq(hwe[Region.PARAM]),
@@ -232,7 +248,8 @@ class Accelerator(wiring.Component):
         w_take = Signal()
         m.d.comb += [
             w_take.eq(~w_valid | engine.i_weight.ready),
-            weight_rd.en.eq(Mux(busy, w_take, host_rd)),
+            # Never together with a write, as a single-port RAM needs.
+            weight_rd.en.eq(Mux(busy, w_take, host_rd) & ~weight_wr.en),
             weight_rd.addr.eq(Mux(busy, w_addr, host.addr)),
             engine.i_weight.valid.eq(w_valid),
             engine.i_weight.payload.eq(weight_rd.data),
