@@ -22,7 +22,14 @@ from .memmap import (
     regions,
 )
 
-__all__ = ["Accelerator"]
+__all__ = ["SPRAM_ATTRS", "SPRAM_SUFFIX", "Accelerator"]
+
+#: Memory attributes that make Yosys's ``synth_ice40`` map a single-port memory onto
+#: ``SB_SPRAM256KA`` blocks (16 bits x 16K each, four on an iCE40UP5K).
+SPRAM_ATTRS = {"ram_style": "huge"}
+#: Ends the name of every such memory, so that the build can drop their initial contents
+#: (all zero; an SPRAM has none).
+SPRAM_SUFFIX = "_spram"
 
 
 def _advance(m, word, rem, step, lanes):
@@ -66,6 +73,10 @@ class Accelerator(wiring.Component):
         saturation) and the controller's loop bounds held in registers. Results are the same;
         a requantized layer then takes 3 cycles more than :mod:`hwgen.cycles` counts (raw
         layers are unchanged).
+    spram : bool
+        Ask Yosys to put the weight memory into iCE40UP ``SB_SPRAM256KA`` blocks. It has one
+        address for both ports anyway: the host writes only while idle, the feeder reads only
+        while busy.
 
     Members
     -------
@@ -73,12 +84,15 @@ class Accelerator(wiring.Component):
         Memory access while idle, start, counters; see :class:`hwgen.memmap.HostPortSignature`.
     """
 
-    def __init__(self, config, *, pe_instances=False, dsp_packing=None, post_pipeline=False):
+    def __init__(self, config, *, pe_instances=False, dsp_packing=None, post_pipeline=False,
+                 spram=False):
         self.config = config
         self.post_pipeline = post_pipeline
+        self.spram = spram
         self.geometry = regions(config)
+        # The controller takes every result row as it comes (`o_result.ready` is tied high).
         self.engine = MatmulEngine(config, pe_instances=pe_instances, dsp_packing=dsp_packing,
-                                   gated=True)
+                                   gated=True, always_ready=True)
         super().__init__({"host": Out(HostPortSignature(config))})
 
     def elaborate(self, platform):
@@ -90,18 +104,21 @@ class Accelerator(wiring.Component):
         m.submodules.engine = engine = self.engine
 
         # -- memories ----------------------------------------------------------------------------
-        def mem(name, region_or_shape, depth=None):
+        def mem(name, region_or_shape, depth=None, attrs=None):
             if isinstance(region_or_shape, Region):
                 g = geo[region_or_shape]
                 shape, depth = unsigned(g.word_bits), g.depth
             else:
                 shape = region_or_shape
-            mem_ = memory.Memory(shape=shape, depth=depth, init=[])
+            mem_ = memory.Memory(shape=shape, depth=depth, init=[], attrs=attrs)
             m.submodules[name] = mem_
             return mem_
 
         prog_mem = mem("prog", Region.PROGRAM)
-        weight_mem = mem("weight", Region.WEIGHT)
+        if self.spram:
+            weight_mem = mem("weight" + SPRAM_SUFFIX, Region.WEIGHT, attrs=SPRAM_ATTRS)
+        else:
+            weight_mem = mem("weight", Region.WEIGHT)
         param_mem = mem("param", Region.PARAM)
         out_mem = mem("out", Region.OUTPUT)
         act_mems = [mem(f"act{b}", signed(cfg.in_bits), cfg.act_depth) for b in range(lanes)]
@@ -142,7 +159,7 @@ class Accelerator(wiring.Component):
         m.d.comb += [
             prog_wr.addr.eq(host.addr), prog_wr.data.eq(host.wdata),
             prog_wr.en.eq(hwe[Region.PROGRAM]),
-            weight_wr.addr.eq(host.addr), weight_wr.data.eq(host.wdata),
+            weight_wr.addr.eq(weight_rd.addr), weight_wr.data.eq(host.wdata),
             weight_wr.en.eq(hwe[Region.WEIGHT]),
             param_wr.addr.eq(host.addr), param_wr.data.eq(host.wdata),
             param_wr.en.eq(hwe[Region.PARAM]),
@@ -221,24 +238,38 @@ class Accelerator(wiring.Component):
 
         # -- weight feeder: tiles are stored in the order they are used --------------------------
         w_addr = Signal(range(cfg.weight_depth + 1))
-        w_left = Signal(COUNT_BITS + COUNT_BITS + 8)
+        # Position (tile row, kt, nt) of the next word rather than k_tiles * n_tiles * rows words
+        # left: counters cost far fewer logic cells than that multiplier.
+        w_row = Signal(range(rows))
+        w_kt = Signal(COUNT_BITS)
+        w_nt = Signal(COUNT_BITS)
+        w_more = Signal()
         w_valid = Signal()
         w_take = Signal()
         m.d.comb += [
             w_take.eq(~w_valid | engine.i_weight.ready),
-            weight_rd.en.eq(Mux(busy, w_take, host_rd)),
+            # Never together with a write, as a single-port RAM needs.
+            weight_rd.en.eq(Mux(busy, w_take, host_rd) & ~weight_wr.en),
             weight_rd.addr.eq(Mux(busy, w_addr, host.addr)),
             engine.i_weight.valid.eq(w_valid),
             engine.i_weight.payload.eq(weight_rd.data),
         ]
         with m.If(start_layer):
             d = Descriptor(prog_rd.data)
-            m.d.sync += [w_addr.eq(d.w_base), w_left.eq(d.k_tiles * d.n_tiles * rows),
-                         w_valid.eq(0)]
+            m.d.sync += [w_addr.eq(d.w_base), w_row.eq(0), w_kt.eq(0), w_nt.eq(0),
+                         w_more.eq((d.k_tiles != 0) & (d.n_tiles != 0)), w_valid.eq(0)]
         with m.Elif(busy & w_take):
-            m.d.sync += w_valid.eq(w_left != 0)
-            with m.If(w_left != 0):
-                m.d.sync += [w_addr.eq(w_addr + 1), w_left.eq(w_left - 1)]
+            m.d.sync += w_valid.eq(w_more)
+            with m.If(w_more):
+                m.d.sync += [w_addr.eq(w_addr + 1), w_row.eq(w_row + 1)]
+                with m.If(w_row == rows - 1):
+                    m.d.sync += w_row.eq(0)
+                    with m.If(w_kt != k_end()):
+                        m.d.sync += w_kt.eq(w_kt + 1)
+                    with m.Else():
+                        m.d.sync += [w_kt.eq(0), w_nt.eq(w_nt + 1)]
+                        with m.If(w_nt == n_end()):
+                            m.d.sync += w_more.eq(0)
 
         # -- activation feeder: M rows per tile, each row `rows` lanes read across the banks ----
         a_m = Signal(COUNT_BITS)
@@ -388,19 +419,18 @@ class Accelerator(wiring.Component):
         lo, hi = -(1 << (cfg.in_bits - 1)), (1 << (cfg.in_bits - 1)) - 1
         rounded = None
         if self.post_pipeline:
-            # The rounding sums, registered: the shifters start from a register.
+            # 2p >> shift (rounding below), registered: the rounding adders start from a
+            # register.
             sums = Signal(data.ArrayLayout(signed(prod_shape.width + 1), cols), name="sums")
             for j in range(cols):
-                half = Signal(prod_shape, name=f"half{j}")
-                m.d.comb += [half.eq((Const(1, prod_shape.width + 1) << p2_shift[j]) >> 1),
-                             sums[j].eq(p2_prod[j] + half)]
+                m.d.comb += sums[j].eq((p2_prod[j] << 1) >> p2_shift[j])
             rounded = self._stage(dp, "s", (p2_valid, p2_end, sums, p2_shift, p2_pos))
         if rounded is not None:
-            # The shifted values, registered: saturation starts from a register.
+            # The rounded values, registered: saturation starts from a register.
             shifted = Signal(data.ArrayLayout(signed(prod_shape.width + 1), cols),
                              name="shifted")
             for j in range(cols):
-                m.d.comb += shifted[j].eq(rounded[2][j] >> rounded[3][j])
+                m.d.comb += shifted[j].eq((rounded[2][j] + 1) >> 1)
             rounded = self._stage(dp, "t", (rounded[0], rounded[1], shifted, Const(0, 1),
                                            rounded[4]))
         p3_valid, p3_end = Signal(), Signal()
@@ -414,10 +444,10 @@ class Accelerator(wiring.Component):
         for j in range(cols):
             if rounded is None:
                 # Contract: r = (p + 2**(shift-1)) >> shift (arithmetic), or p when shift == 0.
-                half = Signal(prod_shape, name=f"half{j}")
-                m.d.comb += half.eq((Const(1, prod_shape.width + 1) << p2_shift[j]) >> 1)
+                # That is ((2p >> shift) + 1) >> 1 for every shift, including 0: no decoder for
+                # 2**(shift-1), and an incrementer instead of an adder.
                 r = Signal(signed(prod_shape.width + 1), name=f"r{j}")
-                m.d.comb += r.eq((p2_prod[j] + half) >> p2_shift[j])
+                m.d.comb += r.eq((((p2_prod[j] << 1) >> p2_shift[j]) + 1) >> 1)
             else:
                 r = rounded[2][j]
             y = Mux(r < lo, lo, Mux(r > hi, hi, r))
@@ -445,13 +475,15 @@ class Accelerator(wiring.Component):
 
         # -- counters ------------------------------------------------------------------------------
         with m.If(host.clear):
-            m.d.sync += [host.cycles.eq(0), host.busy_cycles.eq(0), host.macs.eq(0)]
+            m.d.sync += [host.cycles.eq(0), host.busy_cycles.eq(0)]
         with m.Else():
             with m.If(busy):
                 m.d.sync += host.cycles.eq(host.cycles + 1)
             with m.If(engine.issue):
-                m.d.sync += [host.busy_cycles.eq(host.busy_cycles + 1),
-                             host.macs.eq(host.macs + rows * cols)]
+                m.d.sync += host.busy_cycles.eq(host.busy_cycles + 1)
+        # Every issue is rows * cols MACs: a product (a shift for a power of two), not a third
+        # 64-bit counter.
+        m.d.comb += host.macs.eq(host.busy_cycles * (rows * cols))
         return m
 
     @staticmethod

@@ -85,10 +85,13 @@ class PLLError(ValueError):
 
 #: The iCEBreaker target: 4x4 int8 whose 16 MACs share the UP5K's 8 SB_MAC16s, narrow
 #: post-processing (its multipliers are built from logic cells, the DSPs being taken) and small
-#: buffers. The array alone fits (about 980 logic cells, 65 MHz); the whole device does not yet:
-#: its controller, host datapath and frame engine alone need more logic cells and block RAMs
-#: than the UP5K has (measured: 9759 cells and 47 RAMs with this preset, 6365 and 31 with a
-#: 2x2 array), so ``hwgen build --board icebreaker`` refuses it, naming the numbers.
+#: buffers; the weights and the frame buffer sit in 3 of the 4 SB_SPRAM256KA. The array alone
+#: fits (about 980 logic cells, 65 MHz); the whole device does not yet: its controller, host
+#: datapath and frame engine need more logic cells and block RAMs than the UP5K has (measured:
+#: 8738 cells and 37 RAMs with this preset; 5535 cells and 28 RAMs with a 2x2 array before the
+#: SPRAMs), so ``hwgen build --board icebreaker`` refuses it, naming the numbers. The wide,
+#: shallow memories cost the RAMs: PROGRAM (171-bit descriptors, 11), PARAM (9), OUTPUT and
+#: the accumulators (6 each).
 ICEBREAKER_PRESET = {
     "rows": 4, "cols": 4, "dataflow": "ws", "in_bits": 8, "w_bits": 8, "acc_bits": 22,
     "mult_bits": 8, "max_k": 64, "act_depth": 256, "weight_depth": 256, "param_depth": 16,
@@ -131,6 +134,9 @@ class Board:
     post_pipeline : bool
         Build the accelerator with its pipelined requantization
         (:class:`hwgen.accelerator.Accelerator`).
+    spram : bool
+        Put the single-port buffers (weights, frame payload) into ``SB_SPRAM256KA`` blocks
+        (iCE40UP), sparing block RAM.
     program : str
         Command that loads the bitstream into the board (``{bitstream}`` is replaced).
     serial : str
@@ -147,6 +153,7 @@ class Board:
     preset: dict
     dsp_packing: str = None
     post_pipeline: bool = False
+    spram: bool = False
     program: str = ""
     serial: str = ""
 
@@ -176,8 +183,10 @@ BOARDS = {
     "icebreaker": Board(
         name="icebreaker", family="ice40", platform="amaranth_boards.icebreaker:ICEBreakerPlatform",
         device="iCE40UP5K-SG48", osc_hz=12_000_000, clock_hz=12_000_000,
-        capacity={"lut": 5280, "ff": 5280, "dsp": 8, "bram": 30}, preset=ICEBREAKER_PRESET,
-        dsp_packing="sb_mac16", program="iceprog {bitstream}", serial="/dev/ttyUSB1"),
+        capacity={"lut": 5280, "ff": 5280, "dsp": 8, "bram": 30, "spram": 4},
+        preset=ICEBREAKER_PRESET,
+        dsp_packing="sb_mac16", spram=True, program="iceprog {bitstream}",
+        serial="/dev/ttyUSB1"),
     "ulx3s-12f": _ulx3s(12, 12_096, 32, 28, ULX3S_SMALL_PRESET),
     "ulx3s-25f": _ulx3s(25, 24_288, 56, 28, ULX3S_SMALL_PRESET),
     "ulx3s-45f": _ulx3s(45, 43_848, 108, 72, ULX3S_45F_PRESET),
@@ -308,7 +317,7 @@ class BoardTop(Elaboratable):
         self.clock = clock_plan(board, config.clock_hz)
         self.device = Device(config, link="uart", baud=baud, pe_instances=pe_instances,
                              dsp_packing=board.dsp_packing if config.dataflow == "ws" else None,
-                             post_pipeline=board.post_pipeline)
+                             post_pipeline=board.post_pipeline, spram=board.spram)
 
     def elaborate(self, platform):
         m = Module()
@@ -433,13 +442,18 @@ _SMALL_DEPTH = {"ice40": 0, "ecp5": 32}
 
 # LUT model: base + per (MAC x (acc_bits + w_bits)) + per (column x (acc_bits + mult_bits))
 # + per bit of the widest host word (+ the LUT multipliers on iCE40). Fitted on whole-device
-# builds of this flow: iCE40 on 2x2 (6365 cells) and 4x4 (9759), ECP5 on ULX3S-12F 2x2
-# (4822 LUT4s) and ULX3S-85F 8x8 (14051). iCE40 counts logic cells, ECP5 LUT4s (carry
-# halves included).
+# builds of this flow: iCE40 on 2x2 (5436 cells: 5535 measured before the SPRAMs saved 99) and
+# 4x4 (8738); ECP5 on ULX3S-12F 2x2 (4822 LUT4s) and ULX3S-85F 8x8 (14051), measured before
+# the result FIFO became registers and the weight-count multiplier counters, so the ECP5
+# figures err on the high side. iCE40 counts logic cells, ECP5 LUT4s (carry halves included).
 _LUT_MODEL = {
-    "ice40": {"base": 3276.0, "mac": 1.8, "col": 36.4, "word": 3.0},
+    "ice40": {"base": 2425.0, "mac": 1.8, "col": 35.0, "word": 3.0},
     "ecp5": {"base": 3400.0, "mac": 1.4, "col": 16.0, "word": 3.0},
 }
+
+
+# Memories a board with ``spram`` puts into SB_SPRAM256KA (names as in _memories).
+_SPRAM_MEMORIES = ("weight", "frame_buffer")
 
 
 def _bram_blocks(family, width, depth):
@@ -450,7 +464,6 @@ def _bram_blocks(family, width, depth):
 
 def _memories(config):
     """Return ``[(name, width, depth)]`` of the memories of a device built from ``config``."""
-    from .cycles import fifo_depth
     from .device import RX_FIFO_DEPTH
     from .memmap import Region, regions
     from .protocol import MAX_PAYLOAD
@@ -461,8 +474,7 @@ def _memories(config):
     mems += [(f"act{b}", config.in_bits, config.act_depth) for b in range(config.act_lanes)]
     mems.append(("acc", config.cols * config.acc_bits, config.acc_depth))
     mems.append(("frame_buffer", 8, MAX_PAYLOAD))
-    fifo = fifo_depth(config)
-    mems.append(("result_fifo", config.cols * config.acc_bits + 1, fifo - 1))
+    # The engine's result FIFO is registers in the accelerator (its sink is always ready).
     mems.append(("rx_fifo", 8, RX_FIFO_DEPTH - 1))
     return mems
 
@@ -473,8 +485,8 @@ def estimate(board, config):
     Returns
     -------
     dict
-        ``{"lut", "ff", "dsp", "bram"}`` → int, plus ``"memories"``: the block RAMs of every
-        memory, ``[(name, width, depth, blocks)]``.
+        ``{"lut", "ff", "dsp", "bram", "spram"}`` → int, plus ``"memories"``: the block RAMs
+        of every memory, ``[(name, width, depth, blocks)]`` (0 blocks for one in SPRAM).
     """
     fam = board.family
     macs = config.rows * config.cols
@@ -497,14 +509,20 @@ def estimate(board, config):
            + k["word"] * max_word_bits(config) + post_luts)
     ff = (macs * (config.in_bits + 2 * config.w_bits + config.acc_bits + 1)
           + 12 * config.cols * config.acc_bits + 1900 + 2 * max_word_bits(config))
-    mems = [(name, w, d, _bram_blocks(fam, w, d)) for name, w, d in _memories(config)]
+    mems, spram = [], 0
+    for name, w, d in _memories(config):
+        if board.spram and name in _SPRAM_MEMORIES:
+            spram += math.ceil(w / 16) * math.ceil(d / 16384)   # SB_SPRAM256KA: 16 x 16K
+            mems.append((name, w, d, 0))
+        else:
+            mems.append((name, w, d, _bram_blocks(fam, w, d)))
     return {"lut": int(lut), "ff": int(ff), "dsp": dsp, "bram": sum(m[3] for m in mems),
-            "memories": mems}
+            "spram": spram, "memories": mems}
 
 
 _RESOURCE_NAMES = {
     "ice40": {"lut": "logic cells", "ff": "flip-flops", "dsp": "SB_MAC16 DSPs",
-              "bram": "SB_RAM40_4K block RAMs"},
+              "bram": "SB_RAM40_4K block RAMs", "spram": "SB_SPRAM256KA RAMs"},
     "ecp5": {"lut": "LUT4s", "ff": "flip-flops", "dsp": "MULT18X18D multipliers",
              "bram": "DP16KD block RAMs"},
 }
@@ -520,7 +538,8 @@ def check_fit(board, config):
         (for block RAM also the largest memories).
     """
     est = estimate(board, config)
-    over = [res for res in ("dsp", "bram", "lut", "ff") if est[res] > board.capacity[res]]
+    over = [res for res in ("dsp", "bram", "spram", "lut", "ff")
+            if est[res] > board.capacity.get(res, 0)]
     if not over:
         return est
     res = over[0]
@@ -685,6 +704,16 @@ def _pe_verilog(config, external_mul):
     return name, text.replace("(* top =  1  *)\n", "", 1)
 
 
+def _yosys_opts(board):
+    """Return extra ``platform.build`` arguments for Yosys on ``board``."""
+    if not board.spram:
+        return {}
+    from .accelerator import SPRAM_SUFFIX
+
+    # SB_SPRAM256KA has no initial contents: drop the all-zero ones Amaranth gives memories.
+    return {"script_after_read": f"delete t:$meminit_v2 r:MEMID=*{SPRAM_SUFFIX} %i"}
+
+
 def _script_steps(script):
     """Return ``[(tool variable, argv)]`` of the command lines of an Amaranth build script."""
     steps = []
@@ -761,7 +790,7 @@ def build(board, config, out_dir, *, baud, seed=None, pe_instances=True, top="de
     if seed is not None:
         nextpnr_opts += ["--seed", str(seed)]
     plan = platform.build(design, name="top", build_dir=str(build_dir), do_build=False,
-                          nextpnr_opts=" ".join(nextpnr_opts))
+                          nextpnr_opts=" ".join(nextpnr_opts), **_yosys_opts(board))
     plan.extract(str(build_dir))
     times["elaborate_s"] = round(time.perf_counter() - t0, 1)
     log(f"[1/4] elaborated the design in {times['elaborate_s']} s")

@@ -39,6 +39,9 @@ class Device(wiring.Component):
         :class:`hwgen.systolic.WeightStationaryArray`).
     post_pipeline : bool
         Extra registers in the post-processing (see :class:`hwgen.accelerator.Accelerator`).
+    spram : bool
+        Put the weight memory and the frame engine's payload buffer into iCE40UP
+        ``SB_SPRAM256KA`` blocks (see :class:`hwgen.accelerator.Accelerator`).
 
     Members
     -------
@@ -55,7 +58,7 @@ class Device(wiring.Component):
     """
 
     def __init__(self, config, *, link="uart", baud=DEFAULT_BAUD, pe_instances=False,
-                 dsp_packing=None, post_pipeline=False):
+                 dsp_packing=None, post_pipeline=False, spram=False):
         if link not in LINKS:
             raise ValueError(f"link={link!r} is not supported; allowed: {', '.join(LINKS)}")
         self.config = config
@@ -63,7 +66,9 @@ class Device(wiring.Component):
         self.baud = baud
         self.divisor = divisor_for(config.clock_hz, baud) if link == "uart" else None
         self.accelerator = Accelerator(config, pe_instances=pe_instances,
-                                       dsp_packing=dsp_packing, post_pipeline=post_pipeline)
+                                       dsp_packing=dsp_packing, post_pipeline=post_pipeline,
+                                       spram=spram)
+        self.spram = spram
         if link == "uart":
             members = {"rx": In(1, init=1), "tx": Out(1, init=1)}
         else:
@@ -73,7 +78,7 @@ class Device(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         m.submodules.accelerator = acc = self.accelerator
-        m.submodules.frame = frame = FrameEngine(self.config)
+        m.submodules.frame = frame = FrameEngine(self.config, spram=self.spram)
         wiring.connect(m, frame.host, acc.host)
         m.d.comb += self.busy.eq(acc.host.busy)
         if self.link == "stream":

@@ -4,12 +4,12 @@ Both dataflows share one interface, so the network controller and the test bench
 which one they drive.
 """
 
-from amaranth.hdl import Module, Signal, signed
+from amaranth.hdl import Elaboratable, Module, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from .cycles import fifo_depth
+from .cycles import FIFO_LATENCY, fifo_depth
 from .systolic import OutputStationaryArray, WeightStationaryArray
 
 __all__ = ["MatmulEngine", "act_row_layout", "result_row_layout", "weight_row_layout"]
@@ -59,6 +59,9 @@ class MatmulEngine(wiring.Component):
     dsp_packing : str or None
         How the weight-stationary array maps its multipliers; see
         :class:`hwgen.systolic.WeightStationaryArray`. Only ``None`` for ``dataflow="os"``.
+    always_ready : bool
+        The consumer holds ``o_result.ready`` high: the output FIFO becomes two registers with
+        the FIFO's latency (the credits then never run out), which saves its memory.
 
     Members
     -------
@@ -73,9 +76,11 @@ class MatmulEngine(wiring.Component):
         weight or activation row has been accepted for the array's latency.
     """
 
-    def __init__(self, config, *, pe_instances=False, dsp_packing=None, gated=False):
+    def __init__(self, config, *, pe_instances=False, dsp_packing=None, gated=False,
+                 always_ready=False):
         self.config = config
         self.gated = gated
+        self.always_ready = always_ready
         if dsp_packing is not None and config.dataflow != "ws":
             raise ValueError(f"dsp_packing={dsp_packing!r} needs dataflow='ws', not "
                              f"{config.dataflow!r}")
@@ -101,7 +106,11 @@ class MatmulEngine(wiring.Component):
         if self.gated:
             m.d.comb += array.en.eq(self.en)
         layout = result_row_layout(cfg)
-        m.submodules.fifo = fifo = SyncFIFOBuffered(width=layout.size, depth=self.fifo_depth)
+        if self.always_ready:
+            fifo = _DelayLine(layout.size, FIFO_LATENCY)
+        else:
+            fifo = SyncFIFOBuffered(width=layout.size, depth=self.fifo_depth)
+        m.submodules.fifo = fifo
 
         # Weight banks: `full[b]` from the cycle after its last row is written until the cycle
         # after the last activation row (WS) or block launch (OS) that uses it.
@@ -204,3 +213,27 @@ class MatmulEngine(wiring.Component):
             m.d.sync += [count.eq(count + 1), st_last.eq(self.i_act.payload.last)]
         with m.If(~launch & (cooldown != 0)):
             m.d.sync += cooldown.eq(cooldown - 1)
+
+
+class _DelayLine(Elaboratable):
+    """What :class:`~amaranth.lib.fifo.SyncFIFOBuffered` does for a reader that is always ready:
+    a word written in cycle c is readable in cycle c + ``latency``, once (``r_en`` is ignored)."""
+
+    def __init__(self, width, latency):
+        self.width = width
+        self.latency = latency
+        self.w_data = Signal(width)
+        self.w_en = Signal()
+        self.r_data = Signal(width)
+        self.r_rdy = Signal()
+        self.r_en = Signal()
+
+    def elaborate(self, platform):
+        m = Module()
+        data_, valid = self.w_data, self.w_en
+        for i in range(self.latency):
+            d, v = Signal(self.width, name=f"data{i}"), Signal(name=f"valid{i}")
+            m.d.sync += [d.eq(data_), v.eq(valid)]
+            data_, valid = d, v
+        m.d.comb += [self.r_data.eq(data_), self.r_rdy.eq(valid)]
+        return m

@@ -10,6 +10,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from .accelerator import SPRAM_ATTRS, SPRAM_SUFFIX
 from .config import AcceleratorConfig
 from .memmap import ADDR_BITS, HostPortSignature, Region, regions
 from .protocol import (
@@ -67,6 +68,9 @@ class FrameEngine(wiring.Component):
     max_payload : int
         Payload buffer in bytes (reported by INFO); at least one WRITE argument block plus the
         widest word, at most 65535.
+    spram : bool
+        Ask Yosys to put the payload buffer into an iCE40UP ``SB_SPRAM256KA`` (it is written
+        while a frame arrives and read while it is committed, never both).
 
     Members
     -------
@@ -86,7 +90,7 @@ class FrameEngine(wiring.Component):
         If ``timeout_cycles`` or ``max_payload`` is out of range, naming the value and the range.
     """
 
-    def __init__(self, config, *, timeout_cycles=None, max_payload=MAX_PAYLOAD):
+    def __init__(self, config, *, timeout_cycles=None, max_payload=MAX_PAYLOAD, spram=False):
         if not isinstance(config, AcceleratorConfig):
             raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")
         if timeout_cycles is None:
@@ -105,6 +109,7 @@ class FrameEngine(wiring.Component):
         self._geometry = geometry
         self._timeout_cycles = timeout_cycles
         self._max_payload = max_payload
+        self._spram = spram
         super().__init__({
             "i_stream": In(stream.Signature(8)),
             "o_stream": Out(stream.Signature(8)),
@@ -132,9 +137,13 @@ class FrameEngine(wiring.Component):
         m.submodules.crc = crc = CRC_PARAMETERS.create()
         # Only WRITE words need the buffer, but keeping every payload byte at its own index makes
         # the receive side independent of the opcode; the first bytes are also kept in `args`.
-        m.submodules.buffer = buffer = Memory(shape=8, depth=max_payload, init=[])
+        buffer = Memory(shape=8, depth=max_payload, init=[],
+                        attrs=SPRAM_ATTRS if self._spram else None)
+        m.submodules["buffer" + (SPRAM_SUFFIX if self._spram else "")] = buffer
         buf_w = buffer.write_port()
         buf_r = buffer.read_port()
+        # One address for both ports, and no read while writing: a single-port RAM suffices.
+        m.d.comb += [buf_w.addr.eq(buf_r.addr), buf_r.en.eq(~buf_w.en)]
         info = info_bytes(self._config, max_payload)
         m.submodules.info_rom = info_rom = Memory(shape=8, depth=len(info), init=info)
         rom_r = info_rom.read_port()  # synchronous, so that synthesis may use a block RAM
@@ -298,7 +307,7 @@ class FrameEngine(wiring.Component):
             with m.State("PAYLOAD"):
                 m.d.comb += [i.ready.eq(1), crc.data.eq(i.payload), crc.valid.eq(i.valid)]
                 m.d.comb += [
-                    buf_w.addr.eq(idx),
+                    buf_r.addr.eq(idx),
                     buf_w.data.eq(i.payload),
                     buf_w.en.eq(i.valid & (idx < max_payload)),
                 ]

@@ -262,6 +262,63 @@ def test_post_pipeline_gives_the_same_results(monkeypatch, shape, dataflow):
 
 # -- clocks -------------------------------------------------------------------------------------
 
+def test_spram_accelerator_gives_the_same_results(monkeypatch):
+    """Accelerator(spram=True), which the iCEBreaker builds, computes what the reference does
+    in the cycles the model counts (only memory names and attributes differ)."""
+    import test_accelerator
+
+    import hwgen
+    from hwgen.accelerator import Accelerator
+    from hwgen.cycles import program_cycles
+    from sim.netgen import random_input, random_network
+
+    monkeypatch.setattr(test_accelerator, "Accelerator",
+                        functools.partial(Accelerator, spram=True))
+    cfg = AcceleratorConfig(rows=2, cols=3, **test_accelerator.SMALL)
+    rng = np.random.default_rng(23)
+    net = random_network(rng, cfg, layers=2, max_width=7)
+    prog = hwgen.compile(net, cfg)
+    m = min(prog.batch, 4)
+    x = random_input(rng, cfg, m, net.layers[0].in_features)
+    result = test_accelerator._run(cfg, prog, x)
+    np.testing.assert_array_equal(result["out"], net.forward(x))
+    assert result["cycles"] == program_cycles(prog, m)
+
+
+def test_spram_memories_are_named_and_marked_for_yosys():
+    from amaranth.back import rtlil
+
+    from hwgen.accelerator import SPRAM_SUFFIX
+    from hwgen.device import Device
+
+    cfg = AcceleratorConfig(rows=2, cols=2, act_depth=64, weight_depth=64, out_depth=16,
+                            param_depth=4, acc_depth=16, prog_depth=2)
+    text = rtlil.convert(Device(cfg, link="stream", spram=True), name="top")
+    assert text.count(f"weight{SPRAM_SUFFIX}") and text.count(f"buffer{SPRAM_SUFFIX}")
+    assert 'attribute \\ram_style "huge"' in text
+    plain = rtlil.convert(Device(cfg, link="stream"), name="top")
+    assert SPRAM_SUFFIX not in plain and "ram_style" not in plain
+    # The build drops the (all-zero) initial contents of exactly those memories.
+    assert boards._yosys_opts(BOARDS["icebreaker"]) == {
+        "script_after_read": f"delete t:$meminit_v2 r:MEMID=*{SPRAM_SUFFIX} %i"}
+    assert boards._yosys_opts(BOARDS["ulx3s-12f"]) == {}
+
+
+def test_icebreaker_estimate_counts_spram_blocks():
+    board = BOARDS["icebreaker"]
+    config = boards.board_config(board)
+    est = boards.estimate(board, config)
+    # Weights: cols * w_bits = 32 bits -> two 16-bit SPRAMs; the 1 KiB frame buffer: one.
+    assert est["spram"] == 2 + 1
+    blocks = {name: b for name, _, _, b in est["memories"]}
+    assert blocks["weight"] == blocks["frame_buffer"] == 0
+    # 64-bit weight words need four SPRAMs, five with the frame buffer: one too many.
+    with pytest.raises(FitError, match=r"also 5 SB_SPRAM256KA RAMs of 4"):
+        boards.check_fit(board, boards.board_config(board, rows=2, cols=8))
+    ulx3s = BOARDS["ulx3s-12f"]
+    assert boards.estimate(ulx3s, boards.board_config(ulx3s))["spram"] == 0
+
+
 def test_ice40_pll_exact():
     pll = boards.ice40_pll(12_000_000, 48_000_000)
     assert 12_000_000 * (pll["DIVF"] + 1) // ((pll["DIVR"] + 1) << pll["DIVQ"]) == 48_000_000
@@ -296,8 +353,8 @@ def test_presets_fit_their_boards(name):
 
 
 def test_icebreaker_preset_uses_the_eight_dsps_but_the_device_does_not_fit():
-    # Known limit: the accelerator's control plane and frame engine alone need more logic
-    # cells and block RAMs than the UP5K has (measured: 6365 LCs, 31 RAMs for a 2x2 array).
+    # Known limit: the accelerator's control plane and frame engine need more logic cells and
+    # block RAMs than the UP5K has (measured: 8738 LCs, 37 RAMs with the preset).
     board = BOARDS["icebreaker"]
     config = boards.board_config(board)
     assert boards.estimate(board, config)["dsp"] == 8
