@@ -10,7 +10,7 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from .cycles import FIFO_LATENCY, fifo_depth
-from .systolic import OutputStationaryArray, WeightStationaryArray
+from .systolic import OutputStationaryArray, WeightStationaryArray, delay
 
 __all__ = ["MatmulEngine", "act_row_layout", "result_row_layout", "weight_row_layout"]
 
@@ -230,10 +230,6 @@ class _DelayLine(Elaboratable):
 
     def elaborate(self, platform):
         m = Module()
-        data_, valid = self.w_data, self.w_en
-        for i in range(self.latency):
-            d, v = Signal(self.width, name=f"data{i}"), Signal(name=f"valid{i}")
-            m.d.sync += [d.eq(data_), v.eq(valid)]
-            data_, valid = d, v
-        m.d.comb += [self.r_data.eq(data_), self.r_rdy.eq(valid)]
+        m.d.comb += [self.r_data.eq(delay(m, self.w_data, self.latency, name="data")),
+                     self.r_rdy.eq(delay(m, self.w_en, self.latency, name="valid"))]
         return m
