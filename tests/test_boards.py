@@ -231,7 +231,27 @@ def test_dsp_packing_refusals():
     _refused("b_bits=19", lambda: ECP5Mul(8, 19))
 
 
-# -- pipelined requantization ------------------------------------------------------------------
+# -- accelerator variants that boards build ---------------------------------------------------
+
+def _run_variant(monkeypatch, cfg, seed, layers, rows, **options):
+    """Run a random network on ``Accelerator(**options)``, check its outputs against the
+    reference and return ``(result, program, rows run, network)``."""
+    import test_accelerator
+
+    import hwgen
+    from hwgen.accelerator import Accelerator
+    from sim.netgen import random_input, random_network
+
+    monkeypatch.setattr(test_accelerator, "Accelerator", functools.partial(Accelerator, **options))
+    rng = np.random.default_rng(seed)
+    net = random_network(rng, cfg, layers=layers, max_width=2 * layers + 3)
+    prog = hwgen.compile(net, cfg)
+    m = min(prog.batch, rows)
+    x = random_input(rng, cfg, m, net.layers[0].in_features)
+    result = test_accelerator._run(cfg, prog, x)
+    np.testing.assert_array_equal(result["out"], net.forward(x))
+    return result, prog, m, net
+
 
 @pytest.mark.parametrize("dataflow", ["ws", "os"])
 @pytest.mark.parametrize("shape", [(2, 3), (3, 2)])
@@ -240,48 +260,25 @@ def test_post_pipeline_gives_the_same_results(monkeypatch, shape, dataflow):
     does; each requantized layer takes exactly three cycles more than the cycle model."""
     import test_accelerator
 
-    import hwgen
-    from hwgen.accelerator import Accelerator
     from hwgen.cycles import program_cycles
-    from sim.netgen import random_input, random_network
 
-    monkeypatch.setattr(test_accelerator, "Accelerator",
-                        functools.partial(Accelerator, post_pipeline=True))
     cfg = AcceleratorConfig(rows=shape[0], cols=shape[1], dataflow=dataflow,
                             **test_accelerator.SMALL)
-    rng = np.random.default_rng(shape[0] * 10 + shape[1] + 7)
-    net = random_network(rng, cfg, layers=3, max_width=9)
-    prog = hwgen.compile(net, cfg)
-    m = min(prog.batch, 5)
-    x = random_input(rng, cfg, m, net.layers[0].in_features)
-    result = test_accelerator._run(cfg, prog, x)
-    np.testing.assert_array_equal(result["out"], net.forward(x))
+    result, prog, m, net = _run_variant(monkeypatch, cfg, shape[0] * 10 + shape[1] + 7,
+                                        layers=3, rows=5, post_pipeline=True)
     requantized = sum(layer.output != "raw" for layer in net.layers)
     assert result["cycles"] == program_cycles(prog, m) + 3 * requantized
 
-
-# -- clocks -------------------------------------------------------------------------------------
 
 def test_spram_accelerator_gives_the_same_results(monkeypatch):
     """Accelerator(spram=True), which the iCEBreaker builds, computes what the reference does
     in the cycles the model counts (only memory names and attributes differ)."""
     import test_accelerator
 
-    import hwgen
-    from hwgen.accelerator import Accelerator
     from hwgen.cycles import program_cycles
-    from sim.netgen import random_input, random_network
 
-    monkeypatch.setattr(test_accelerator, "Accelerator",
-                        functools.partial(Accelerator, spram=True))
     cfg = AcceleratorConfig(rows=2, cols=3, **test_accelerator.SMALL)
-    rng = np.random.default_rng(23)
-    net = random_network(rng, cfg, layers=2, max_width=7)
-    prog = hwgen.compile(net, cfg)
-    m = min(prog.batch, 4)
-    x = random_input(rng, cfg, m, net.layers[0].in_features)
-    result = test_accelerator._run(cfg, prog, x)
-    np.testing.assert_array_equal(result["out"], net.forward(x))
+    result, prog, m, _ = _run_variant(monkeypatch, cfg, 23, layers=2, rows=4, spram=True)
     assert result["cycles"] == program_cycles(prog, m)
 
 
@@ -318,6 +315,8 @@ def test_icebreaker_estimate_counts_spram_blocks():
     ulx3s = BOARDS["ulx3s-12f"]
     assert boards.estimate(ulx3s, boards.board_config(ulx3s))["spram"] == 0
 
+
+# -- clocks -------------------------------------------------------------------------------------
 
 def test_ice40_pll_exact():
     pll = boards.ice40_pll(12_000_000, 48_000_000)

@@ -20,6 +20,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
+from test_protocol import TINY
 
 from hwgen.config import AcceleratorConfig
 from hwgen.frame import FrameEngine
@@ -43,8 +44,6 @@ from hwgen.protocol import (
     unpack_words,
 )
 
-TINY = AcceleratorConfig(rows=2, cols=3, act_depth=32, weight_depth=32, param_depth=4,
-                         acc_depth=8, out_depth=16, prog_depth=4)
 # Other widths and depths: 4-bit operands, 16-bit accumulators, output-stationary.
 NARROW = AcceleratorConfig(rows=4, cols=2, dataflow="os", in_bits=4, w_bits=4, acc_bits=16,
                            mult_bits=8, max_k=64, act_depth=16, weight_depth=16, param_depth=2,
