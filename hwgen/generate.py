@@ -68,17 +68,15 @@ def ports(component):
     return result
 
 
-# Amaranth's own Verilog back end stops after `proc -nomux`: every register then reads
-# `x <= x$next` with `x$next` computed by an `always @*` block, and Verilator copies each register
-# twice per cycle and evaluates all of its next-state logic, enabled or not. Running the
-# processes into cells and `opt_dff` first gives `if (rst) ... else if (en) x <= f;`, which
-# Verilog shaped for Verilator, which the simulated board runs. Datapath modules (the cells, the
-# array, the post-array datapath) get enabled flip-flops, which Verilator skips while their `en`
-# is low; control modules (state machines) keep their processes as case statements, which
-# Verilator evaluates as switches instead of every multiplexer of every state: 3,440 instead of
-# 4,730 instructions per simulated cycle on benchmarks/link.py's workload (callgrind) against
-# enabled flip-flops everywhere. The passes are Yosys's equivalence-preserving clean-ups;
-# synthesis reads the same RTLIL.
+# Verilog shaped for Verilator, which runs the simulated board. Amaranth's own back end stops
+# after `proc -nomux`: every register reads `x <= x$next`, and Verilator evaluates all next-state
+# logic every cycle. For the datapath modules (the cells, the array, the post-array datapath),
+# `proc` and `opt_dff` give `if (rst) ... else if (en) x <= f;`, which Verilator skips while `en`
+# is low. The control modules (state machines) keep their processes as case statements, which
+# Verilator evaluates as switches; `proc` would make a multiplexer tree of every register.
+# Callgrind on benchmarks/link.py's workload: 3,440 instructions per simulated cycle, against
+# 4,730 with `proc` everywhere. The passes are Yosys's equivalence-preserving clean-ups; synthesis
+# reads the same RTLIL.
 _DATAPATH_MODULES = "hwgen_pe_* *.array *.datapath"
 _YOSYS_SCRIPT = [f"proc -norom {_DATAPATH_MODULES}", "proc -nomux -norom", "memory_collect",
                  "opt_expr", "opt_clean", "opt_dff", "opt_expr -mux_undef", "opt_clean",
