@@ -14,10 +14,10 @@ from amaranth.lib.wiring import Out
 
 from .engine import MatmulEngine
 from .memmap import (
-    COUNT_BITS,
-    Descriptor,
     HostPortSignature,
     Region,
+    batch_bits,
+    descriptor_layout,
     param_lane_layout,
     regions,
 )
@@ -182,8 +182,9 @@ class Accelerator(wiring.Component):
         m.d.comb += [out_rd.addr.eq(host.addr), out_rd.en.eq(host_rd)]
 
         # -- controller ---------------------------------------------------------------------------
-        desc = Signal(Descriptor)
-        batch = Signal(COUNT_BITS)
+        desc_layout = descriptor_layout(cfg)
+        desc = Signal(desc_layout)
+        batch = Signal(batch_bits(cfg))
         pc = Signal(range(cfg.prog_depth))
         layer_done = Signal()
         start_layer = Signal()
@@ -219,7 +220,7 @@ class Accelerator(wiring.Component):
             n_last = Signal.like(desc.n_tiles, name="n_last")
             m.d.sync += last_row.eq(batch - 1)   # valid from FETCH on
             with m.If(start_layer):
-                d = Descriptor(prog_rd.data)
+                d = desc_layout(prog_rd.data)
                 m.d.sync += [k_last.eq(d.k_tiles - 1), n_last.eq(d.n_tiles - 1)]
 
             def k_end():
@@ -241,8 +242,8 @@ class Accelerator(wiring.Component):
         # Position (tile row, kt, nt) of the next word rather than k_tiles * n_tiles * rows words
         # left: counters cost far fewer logic cells than that multiplier.
         w_row = Signal(range(rows))
-        w_kt = Signal(COUNT_BITS)
-        w_nt = Signal(COUNT_BITS)
+        w_kt = Signal.like(desc.k_tiles, name="w_kt")
+        w_nt = Signal.like(desc.n_tiles, name="w_nt")
         w_more = Signal()
         w_valid = Signal()
         w_take = Signal()
@@ -255,7 +256,7 @@ class Accelerator(wiring.Component):
             engine.i_weight.payload.eq(weight_rd.data),
         ]
         with m.If(start_layer):
-            d = Descriptor(prog_rd.data)
+            d = desc_layout(prog_rd.data)
             m.d.sync += [w_addr.eq(d.w_base), w_row.eq(0), w_kt.eq(0), w_nt.eq(0),
                          w_more.eq((d.k_tiles != 0) & (d.n_tiles != 0)), w_valid.eq(0)]
         with m.Elif(busy & w_take):
@@ -272,9 +273,9 @@ class Accelerator(wiring.Component):
                             m.d.sync += w_more.eq(0)
 
         # -- activation feeder: M rows per tile, each row `rows` lanes read across the banks ----
-        a_m = Signal(COUNT_BITS)
-        a_kt = Signal(COUNT_BITS)
-        a_nt = Signal(COUNT_BITS)
+        a_m = Signal.like(batch, name="a_m")
+        a_kt = Signal.like(desc.k_tiles, name="a_kt")
+        a_nt = Signal.like(desc.n_tiles, name="a_nt")
         a_row = Signal(range(cfg.act_depth * 2))       # src_base + m * src_stride
         a_kword = Signal(range(cfg.act_depth * 2))     # k0 // lanes
         a_krem = Signal(range(lanes))                   # k0 % lanes
@@ -309,7 +310,7 @@ class Accelerator(wiring.Component):
                 m.d.comb += engine.i_act.payload.data[i].eq(lane_data[i])
         m.d.comb += [engine.i_act.valid.eq(a_valid), engine.i_act.payload.last.eq(a_last)]
         with m.If(start_layer):
-            d = Descriptor(prog_rd.data)
+            d = desc_layout(prog_rd.data)
             m.d.sync += [a_m.eq(0), a_kt.eq(0), a_nt.eq(0), a_row.eq(d.src_base),
                          a_kword.eq(0), a_krem.eq(0), a_active.eq(1), a_valid.eq(0)]
         with m.Elif(busy & a_take):
@@ -331,12 +332,12 @@ class Accelerator(wiring.Component):
                             m.d.sync += a_active.eq(0)
 
         # -- accumulate: stage A (result arrives) → stage B (sum with the accumulator memory) ---
-        r_m = Signal(COUNT_BITS)
-        r_kt = Signal(COUNT_BITS)
-        r_nt = Signal(COUNT_BITS)
+        r_m = Signal.like(batch, name="r_m")
+        r_kt = Signal.like(desc.k_tiles, name="r_kt")
+        r_nt = Signal.like(desc.n_tiles, name="r_nt")
         r_dst = Signal(range(cfg.act_depth + cfg.out_depth + 1))  # dst_base + m * dst_stride
         # Output tile position: first channel nt * cols, and where it lands in the lanes.
-        r_n0 = Signal(COUNT_BITS + 8)
+        r_n0 = Signal(range((1 << len(r_nt)) * cols))   # r_nt * cols
         r_oword = Signal(range(cfg.act_depth * 2))   # (nt * cols) // lanes
         r_orem = Signal(range(lanes))                 # (nt * cols) % lanes
         res = engine.o_result
@@ -344,7 +345,7 @@ class Accelerator(wiring.Component):
         a_stage = res.valid
         with m.If(start_layer):
             m.d.sync += [r_m.eq(0), r_kt.eq(0), r_nt.eq(0), r_n0.eq(0), r_oword.eq(0),
-                         r_orem.eq(0), r_dst.eq(Descriptor(prog_rd.data).dst_base)]
+                         r_orem.eq(0), r_dst.eq(desc_layout(prog_rd.data).dst_base)]
         with m.Elif(a_stage):
             with m.If(r_m != last_row):
                 m.d.sync += [r_m.eq(r_m + 1), r_dst.eq(r_dst + desc.dst_stride)]

@@ -12,7 +12,7 @@ from amaranth.lib.wiring import In, Out
 
 from .accelerator import SPRAM_ATTRS, SPRAM_SUFFIX
 from .config import AcceleratorConfig
-from .memmap import ADDR_BITS, HostPortSignature, Region, regions
+from .memmap import HostPortSignature, Region, regions
 from .protocol import (
     CRC_BYTES,
     CRC_PARAMETERS,
@@ -164,7 +164,7 @@ class FrameEngine(wiring.Component):
         rsp_len = Signal(16)
         byte_pos = Signal(range(sr_bytes + 1))  # byte within a word (WRITE, READ)
         words_left = Signal(16)
-        mem_addr = Signal(ADDR_BITS)
+        mem_addr = Signal.like(host.addr, name="mem_addr")
         ptr = Signal(range(max_payload + 1))
         program_loaded = Signal()
         runs = Signal(32)
