@@ -358,8 +358,6 @@ class Accelerator(wiring.Component):
                     _advance(m, r_oword, r_orem, cols, lanes)
         m.d.comb += [
             acc_rd.addr.eq(r_m), acc_rd.en.eq(1),
-            param_rd.addr.eq(Mux(busy, desc.p_base + r_nt, host.addr)),
-            param_rd.en.eq(Mux(busy, 1, host_rd)),
         ]
         b_valid = Signal()
         b_row = Signal(acc_layout)
@@ -369,6 +367,12 @@ class Accelerator(wiring.Component):
         pos = [r_nt, r_n0, r_oword, r_orem, r_dst]   # travels with the row to the writes
         b_pos = _registered(dp, pos, "b")
         b_end = Signal()
+        # The parameters are read in stage B, so that the memory's own output register holds
+        # them in P1: no second register for the whole word.
+        m.d.comb += [
+            param_rd.addr.eq(Mux(busy, desc.p_base + b_pos[0], host.addr)),
+            param_rd.en.eq(Mux(busy, 1, host_rd)),
+        ]
         dp.d.sync += [
             b_valid.eq(a_stage), b_row.eq(res.payload.data), b_first.eq(r_kt == 0),
             b_final.eq(r_kt == k_end()), b_m.eq(r_m),
@@ -390,10 +394,10 @@ class Accelerator(wiring.Component):
         p1_valid, p1_end = Signal(), Signal()
         p1_sum = Signal(acc_layout)
         p1_par = Signal(params)
+        m.d.comb += p1_par.eq(param_rd.data)
         p1_pos = _registered(dp, b_pos, "p1")
         dp.d.sync += [
             p1_valid.eq(b_valid & b_final), p1_end.eq(b_end), p1_sum.eq(b_sum),
-            p1_par.eq(param_rd.data),
         ]
         p1_nt, p1_dst = p1_pos[0], p1_pos[4]
         biased = Signal(acc_layout)
