@@ -168,6 +168,7 @@ class Accelerator(wiring.Component):
         m.d.comb += host_rd.eq(idle & host.re)
         region_q = Signal(Region)
         m.d.sync += [host.rvalid.eq(host_rd), region_q.eq(host.region)]
+        # Narrower words are zero-extended: the port promises zeros above a region's word.
         with m.Switch(region_q):
             with m.Case(Region.PROGRAM):
                 m.d.comb += host.rdata.eq(prog_rd.data)

@@ -416,12 +416,12 @@ class FrameEngine(wiring.Component):
                 m.next = "FETCH_WAIT"
                 # Accept a zero-latency port too: the port only promises a fixed latency.
                 with m.If(host.rvalid):
-                    self._load_word(m, sr, host.rdata, args.region)
+                    m.d.sync += sr.eq(host.rdata)
                     m.d.sync += [byte_pos.eq(word_bytes), mem_addr.eq(mem_addr + 1)]
                     m.next = "TX_PAYLOAD"
 
             with m.State("FETCH_WAIT"), m.If(host.rvalid):
-                self._load_word(m, sr, host.rdata, args.region)
+                m.d.sync += sr.eq(host.rdata)
                 m.d.sync += [byte_pos.eq(word_bytes), mem_addr.eq(mem_addr + 1)]
                 m.next = "TX_PAYLOAD"
 
@@ -452,11 +452,3 @@ class FrameEngine(wiring.Component):
                         m.next = "HUNT"
 
         return m
-
-    def _load_word(self, m, sr, rdata, region):
-        # Zero the bits above the region's word: the protocol promises them zero on the wire,
-        # while the port does not promise anything about them.
-        with m.Switch(region):
-            for r, g in self._geometry.items():
-                with m.Case(r.value):
-                    m.d.sync += sr.eq(rdata[:g.word_bits])

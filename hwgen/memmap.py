@@ -148,10 +148,10 @@ class HostPortSignature(wiring.Signature):
 
     Memory accesses are honoured only while ``busy`` is low. A write takes effect in the cycle
     ``we`` is high. A read is requested by a one-cycle ``re`` pulse; ``rdata`` is valid in the
-    cycle ``rvalid`` is high (a fixed, small latency). ``start`` (one cycle, while idle) runs the
-    program in :attr:`Region.PROGRAM` from word 0 on ``batch`` rows (1..``acc_depth``); ``busy``
-    rises in the next cycle and falls when the last layer's results are written. ``clear`` zeroes
-    the counters.
+    cycle ``rvalid`` is high (a fixed, small latency), its bits above the region's word zero.
+    ``start`` (one cycle, while idle) runs the program in :attr:`Region.PROGRAM` from word 0 on
+    ``batch`` rows (1..``acc_depth``); ``busy`` rises in the next cycle and falls when the last
+    layer's results are written. ``clear`` zeroes the counters.
 
     Members
     -------
