@@ -12,6 +12,7 @@ from amaranth.hdl import Cat, Const, EnableInserter, Module, Mux, Signal, signed
 from amaranth.lib import data, memory, wiring
 from amaranth.lib.wiring import Out
 
+from .cycles import FIFO_LATENCY
 from .engine import MatmulEngine
 from .memmap import (
     HostPortSignature,
@@ -21,6 +22,7 @@ from .memmap import (
     param_lane_layout,
     regions,
 )
+from .systolic import delay
 
 __all__ = ["SPRAM_ATTRS", "SPRAM_SUFFIX", "Accelerator"]
 
@@ -477,7 +479,10 @@ class Accelerator(wiring.Component):
                                       host.wdata[b * cfg.in_bits:(b + 1) * cfg.in_bits])),
                 act_wr[b].en.eq(Mux(busy, write, hwe[Region.ACT])),
             ]
-        m.d.comb += layer_done.eq(Mux(desc.raw, p1_end, p3_end))
+        # The engine's results come FIFO_LATENCY cycles before hwgen.cycles counts them (it has
+        # no output FIFO here); the layer ends as counted, so the counters match the model.
+        m.d.comb += layer_done.eq(delay(m, Mux(desc.raw, p1_end, p3_end), FIFO_LATENCY,
+                                        name="layer_done"))
 
         # -- counters ------------------------------------------------------------------------------
         with m.If(host.clear):
