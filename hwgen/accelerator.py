@@ -12,15 +12,17 @@ from amaranth.hdl import Cat, Const, EnableInserter, Module, Mux, Signal, signed
 from amaranth.lib import data, memory, wiring
 from amaranth.lib.wiring import Out
 
+from .cycles import FIFO_LATENCY
 from .engine import MatmulEngine
 from .memmap import (
-    COUNT_BITS,
-    Descriptor,
     HostPortSignature,
     Region,
+    batch_bits,
+    descriptor_layout,
     param_lane_layout,
     regions,
 )
+from .systolic import delay
 
 __all__ = ["SPRAM_ATTRS", "SPRAM_SUFFIX", "Accelerator"]
 
@@ -168,6 +170,7 @@ class Accelerator(wiring.Component):
         m.d.comb += host_rd.eq(idle & host.re)
         region_q = Signal(Region)
         m.d.sync += [host.rvalid.eq(host_rd), region_q.eq(host.region)]
+        # Narrower words are zero-extended: the port promises zeros above a region's word.
         with m.Switch(region_q):
             with m.Case(Region.PROGRAM):
                 m.d.comb += host.rdata.eq(prog_rd.data)
@@ -182,8 +185,9 @@ class Accelerator(wiring.Component):
         m.d.comb += [out_rd.addr.eq(host.addr), out_rd.en.eq(host_rd)]
 
         # -- controller ---------------------------------------------------------------------------
-        desc = Signal(Descriptor)
-        batch = Signal(COUNT_BITS)
+        desc_layout = descriptor_layout(cfg)
+        desc = Signal(desc_layout)
+        batch = Signal(batch_bits(cfg))
         pc = Signal(range(cfg.prog_depth))
         layer_done = Signal()
         start_layer = Signal()
@@ -219,7 +223,7 @@ class Accelerator(wiring.Component):
             n_last = Signal.like(desc.n_tiles, name="n_last")
             m.d.sync += last_row.eq(batch - 1)   # valid from FETCH on
             with m.If(start_layer):
-                d = Descriptor(prog_rd.data)
+                d = desc_layout(prog_rd.data)
                 m.d.sync += [k_last.eq(d.k_tiles - 1), n_last.eq(d.n_tiles - 1)]
 
             def k_end():
@@ -241,8 +245,8 @@ class Accelerator(wiring.Component):
         # Position (tile row, kt, nt) of the next word rather than k_tiles * n_tiles * rows words
         # left: counters cost far fewer logic cells than that multiplier.
         w_row = Signal(range(rows))
-        w_kt = Signal(COUNT_BITS)
-        w_nt = Signal(COUNT_BITS)
+        w_kt = Signal.like(desc.k_tiles, name="w_kt")
+        w_nt = Signal.like(desc.n_tiles, name="w_nt")
         w_more = Signal()
         w_valid = Signal()
         w_take = Signal()
@@ -255,7 +259,7 @@ class Accelerator(wiring.Component):
             engine.i_weight.payload.eq(weight_rd.data),
         ]
         with m.If(start_layer):
-            d = Descriptor(prog_rd.data)
+            d = desc_layout(prog_rd.data)
             m.d.sync += [w_addr.eq(d.w_base), w_row.eq(0), w_kt.eq(0), w_nt.eq(0),
                          w_more.eq((d.k_tiles != 0) & (d.n_tiles != 0)), w_valid.eq(0)]
         with m.Elif(busy & w_take):
@@ -272,9 +276,9 @@ class Accelerator(wiring.Component):
                             m.d.sync += w_more.eq(0)
 
         # -- activation feeder: M rows per tile, each row `rows` lanes read across the banks ----
-        a_m = Signal(COUNT_BITS)
-        a_kt = Signal(COUNT_BITS)
-        a_nt = Signal(COUNT_BITS)
+        a_m = Signal.like(batch, name="a_m")
+        a_kt = Signal.like(desc.k_tiles, name="a_kt")
+        a_nt = Signal.like(desc.n_tiles, name="a_nt")
         a_row = Signal(range(cfg.act_depth * 2))       # src_base + m * src_stride
         a_kword = Signal(range(cfg.act_depth * 2))     # k0 // lanes
         a_krem = Signal(range(lanes))                   # k0 % lanes
@@ -309,7 +313,7 @@ class Accelerator(wiring.Component):
                 m.d.comb += engine.i_act.payload.data[i].eq(lane_data[i])
         m.d.comb += [engine.i_act.valid.eq(a_valid), engine.i_act.payload.last.eq(a_last)]
         with m.If(start_layer):
-            d = Descriptor(prog_rd.data)
+            d = desc_layout(prog_rd.data)
             m.d.sync += [a_m.eq(0), a_kt.eq(0), a_nt.eq(0), a_row.eq(d.src_base),
                          a_kword.eq(0), a_krem.eq(0), a_active.eq(1), a_valid.eq(0)]
         with m.Elif(busy & a_take):
@@ -331,12 +335,12 @@ class Accelerator(wiring.Component):
                             m.d.sync += a_active.eq(0)
 
         # -- accumulate: stage A (result arrives) → stage B (sum with the accumulator memory) ---
-        r_m = Signal(COUNT_BITS)
-        r_kt = Signal(COUNT_BITS)
-        r_nt = Signal(COUNT_BITS)
+        r_m = Signal.like(batch, name="r_m")
+        r_kt = Signal.like(desc.k_tiles, name="r_kt")
+        r_nt = Signal.like(desc.n_tiles, name="r_nt")
         r_dst = Signal(range(cfg.act_depth + cfg.out_depth + 1))  # dst_base + m * dst_stride
         # Output tile position: first channel nt * cols, and where it lands in the lanes.
-        r_n0 = Signal(COUNT_BITS + 8)
+        r_n0 = Signal(range((1 << len(r_nt)) * cols))   # r_nt * cols
         r_oword = Signal(range(cfg.act_depth * 2))   # (nt * cols) // lanes
         r_orem = Signal(range(lanes))                 # (nt * cols) % lanes
         res = engine.o_result
@@ -344,7 +348,7 @@ class Accelerator(wiring.Component):
         a_stage = res.valid
         with m.If(start_layer):
             m.d.sync += [r_m.eq(0), r_kt.eq(0), r_nt.eq(0), r_n0.eq(0), r_oword.eq(0),
-                         r_orem.eq(0), r_dst.eq(Descriptor(prog_rd.data).dst_base)]
+                         r_orem.eq(0), r_dst.eq(desc_layout(prog_rd.data).dst_base)]
         with m.Elif(a_stage):
             with m.If(r_m != last_row):
                 m.d.sync += [r_m.eq(r_m + 1), r_dst.eq(r_dst + desc.dst_stride)]
@@ -357,8 +361,6 @@ class Accelerator(wiring.Component):
                     _advance(m, r_oword, r_orem, cols, lanes)
         m.d.comb += [
             acc_rd.addr.eq(r_m), acc_rd.en.eq(1),
-            param_rd.addr.eq(Mux(busy, desc.p_base + r_nt, host.addr)),
-            param_rd.en.eq(Mux(busy, 1, host_rd)),
         ]
         b_valid = Signal()
         b_row = Signal(acc_layout)
@@ -368,6 +370,12 @@ class Accelerator(wiring.Component):
         pos = [r_nt, r_n0, r_oword, r_orem, r_dst]   # travels with the row to the writes
         b_pos = _registered(dp, pos, "b")
         b_end = Signal()
+        # The parameters are read in stage B, so that the memory's own output register holds
+        # them in P1: no second register for the whole word.
+        m.d.comb += [
+            param_rd.addr.eq(Mux(busy, desc.p_base + b_pos[0], host.addr)),
+            param_rd.en.eq(Mux(busy, 1, host_rd)),
+        ]
         dp.d.sync += [
             b_valid.eq(a_stage), b_row.eq(res.payload.data), b_first.eq(r_kt == 0),
             b_final.eq(r_kt == k_end()), b_m.eq(r_m),
@@ -389,10 +397,10 @@ class Accelerator(wiring.Component):
         p1_valid, p1_end = Signal(), Signal()
         p1_sum = Signal(acc_layout)
         p1_par = Signal(params)
+        m.d.comb += p1_par.eq(param_rd.data)
         p1_pos = _registered(dp, b_pos, "p1")
         dp.d.sync += [
             p1_valid.eq(b_valid & b_final), p1_end.eq(b_end), p1_sum.eq(b_sum),
-            p1_par.eq(param_rd.data),
         ]
         p1_nt, p1_dst = p1_pos[0], p1_pos[4]
         biased = Signal(acc_layout)
@@ -471,7 +479,10 @@ class Accelerator(wiring.Component):
                                       host.wdata[b * cfg.in_bits:(b + 1) * cfg.in_bits])),
                 act_wr[b].en.eq(Mux(busy, write, hwe[Region.ACT])),
             ]
-        m.d.comb += layer_done.eq(Mux(desc.raw, p1_end, p3_end))
+        # The engine's results come FIFO_LATENCY cycles before hwgen.cycles counts them (it has
+        # no output FIFO here); the layer ends as counted, so the counters match the model.
+        m.d.comb += layer_done.eq(delay(m, Mux(desc.raw, p1_end, p3_end), FIFO_LATENCY,
+                                        name="layer_done"))
 
         # -- counters ------------------------------------------------------------------------------
         with m.If(host.clear):

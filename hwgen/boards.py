@@ -87,11 +87,12 @@ class PLLError(ValueError):
 #: post-processing (its multipliers are built from logic cells, the DSPs being taken) and small
 #: buffers; the weights and the frame buffer sit in 3 of the 4 SB_SPRAM256KA. The array alone
 #: fits (about 980 logic cells, 65 MHz); the whole device does not yet: its controller, host
-#: datapath and frame engine need more logic cells and block RAMs than the UP5K has (measured:
-#: 8738 cells and 37 RAMs with this preset; 5535 cells and 28 RAMs with a 2x2 array before the
-#: SPRAMs), so ``hwgen build --board icebreaker`` refuses it, naming the numbers. The wide,
-#: shallow memories cost the RAMs: PROGRAM (171-bit descriptors, 11), PARAM (9), OUTPUT and
-#: the accumulators (6 each).
+#: datapath and frame engine need more logic cells than the UP5K has (measured: 7608 cells and
+#: all 30 block RAMs with this preset), so ``hwgen build --board icebreaker`` refuses it,
+#: naming the numbers. The same with a 2x2 array fits (4608 cells, 18 RAMs, 21.9 MHz), and
+#: with a 4x2 one (5009 cells, 20 RAMs, 21.4 MHz). The
+#: wide, shallow memories cost the RAMs: PARAM (9), OUTPUT and the accumulators (6 each),
+#: PROGRAM (58-bit descriptors, 4).
 ICEBREAKER_PRESET = {
     "rows": 4, "cols": 4, "dataflow": "ws", "in_bits": 8, "w_bits": 8, "acc_bits": 22,
     "mult_bits": 8, "max_k": 64, "act_depth": 256, "weight_depth": 256, "param_depth": 16,
@@ -441,14 +442,16 @@ _BRAM_SHAPES = {
 _SMALL_DEPTH = {"ice40": 0, "ecp5": 32}
 
 # LUT model: base + per (MAC x (acc_bits + w_bits)) + per (column x (acc_bits + mult_bits))
-# + per bit of the widest host word (+ the LUT multipliers on iCE40). Fitted on whole-device
-# builds of this flow: iCE40 on 2x2 (5436 cells: 5535 measured before the SPRAMs saved 99) and
-# 4x4 (8738); ECP5 on ULX3S-12F 2x2 (4822 LUT4s) and ULX3S-85F 8x8 (14051), measured before
-# the result FIFO became registers and the weight-count multiplier counters, so the ECP5
-# figures err on the high side. iCE40 counts logic cells, ECP5 LUT4s (carry halves included).
+# + per bit of the widest host word + per bit of the layer descriptor (its register and the
+# feeders' counters; 5.6 from narrowing it) (+ the LUT multipliers on iCE40). Fitted on
+# whole-device builds of this flow: iCE40 on the preset at 2x2 (4608 cells) and 4x4 (7608);
+# ECP5 on ULX3S-12F 2x2 (4822 LUT4s) and ULX3S-85F 8x8 (14051), measured before the result
+# FIFO became registers, the weight-count multiplier counters and the narrower descriptors
+# (its base holds the 171-bit one of then), so the ECP5 figures err on the high side. iCE40
+# counts logic cells, ECP5 LUT4s (carry halves included).
 _LUT_MODEL = {
-    "ice40": {"base": 2425.0, "mac": 1.8, "col": 35.0, "word": 3.0},
-    "ecp5": {"base": 3400.0, "mac": 1.4, "col": 16.0, "word": 3.0},
+    "ice40": {"base": 1704.0, "mac": 1.8, "col": 29.7, "word": 3.0, "desc": 5.6},
+    "ecp5": {"base": 3400.0, "mac": 1.4, "col": 16.0, "word": 3.0, "desc": 0.0},
 }
 
 
@@ -501,14 +504,17 @@ def estimate(board, config):
         dsp = macs + config.cols * (math.ceil((config.acc_bits + 1) / 18)
                                     * math.ceil((config.mult_bits + 1) / 18)) + 1
         post_luts = 0
-    from .memmap import max_word_bits
+    from .memmap import descriptor_layout, max_word_bits
 
     k = _LUT_MODEL[fam]
     lut = (k["base"] + k["mac"] * macs * (config.acc_bits + config.w_bits)
            + k["col"] * config.cols * (config.acc_bits + config.mult_bits)
-           + k["word"] * max_word_bits(config) + post_luts)
+           + k["word"] * max_word_bits(config) + k["desc"] * descriptor_layout(config).size
+           + post_luts)
+    # High on purpose (the iCEBreaker preset measured 2927): it only has to refuse what
+    # cannot fit.
     ff = (macs * (config.in_bits + 2 * config.w_bits + config.acc_bits + 1)
-          + 12 * config.cols * config.acc_bits + 1900 + 2 * max_word_bits(config))
+          + 10 * config.cols * config.acc_bits + 1900 + 2 * max_word_bits(config))
     mems, spram = [], 0
     for name, w, d in _memories(config):
         if board.spram and name in _SPRAM_MEMORIES:

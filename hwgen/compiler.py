@@ -19,7 +19,8 @@ against an :class:`~hwgen.config.AcceleratorConfig` and lays it out in the memor
 - :attr:`~hwgen.memmap.Region.OUTPUT` (a last layer with ``output="raw"`` only): words of
   ``cols`` signed ``acc_bits`` lanes, element ``(m, n)`` in word ``m * stride + n // cols``,
   lane ``n % cols``, with ``stride = ceil(N / cols)``.
-- :attr:`~hwgen.memmap.Region.PROGRAM`: one :class:`~hwgen.memmap.Descriptor` per layer.
+- :attr:`~hwgen.memmap.Region.PROGRAM`: one descriptor per layer, laid out by
+  :func:`~hwgen.memmap.descriptor_layout` for the configuration.
 
 Every word is a Python ``int``: the unsigned value of its bits, lane ``j`` at bit
 ``j * lane_bits``, each lane in two's complement.
@@ -36,14 +37,20 @@ import zlib
 import numpy as np
 
 from .config import AcceleratorConfig
-from .memmap import ADDR_BITS, COUNT_BITS, Descriptor, Region, param_lane_layout, regions
+from .memmap import (
+    Region,
+    descriptor_layout,
+    descriptor_limits,
+    param_lane_layout,
+    regions,
+)
 from .nn import QuantizedNetwork, accumulator_bound
 
 __all__ = ["FORMAT_VERSION", "CompileError", "LayerSpec", "MatrixSpec", "Program",
            "compile_network"]
 
 #: Version of the file written by :meth:`Program.save`; other versions are refused on load.
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: descriptors laid out per configuration
 _FORMAT_NAME = "hwgen-program"
 
 # Regions whose images a program carries; ACT and OUTPUT hold run-time data only.
@@ -199,18 +206,18 @@ def _check_words(words, word_bits, what):
     return out
 
 
-def _descriptor_fields():
-    """Return ``[(name, offset, width)]`` of :class:`Descriptor`, from its layout."""
-    return [(name, field.offset, field.width) for name, field in Descriptor.as_shape()]
+def _descriptor_fields(config):
+    """Return ``[(name, offset, width)]`` of :func:`descriptor_layout`."""
+    return [(name, field.offset, field.width) for name, field in descriptor_layout(config)]
 
 
-def _pack_descriptor(values):
-    return Descriptor.as_shape().const(values).as_value().value
+def _pack_descriptor(config, values):
+    return descriptor_layout(config).const(values).as_value().value
 
 
-def _unpack_descriptor(word):
+def _unpack_descriptor(config, word):
     return {name: (word >> offset) & ((1 << width) - 1)
-            for name, offset, width in _descriptor_fields()}
+            for name, offset, width in _descriptor_fields(config)}
 
 
 # -- the program ------------------------------------------------------------------------------
@@ -270,7 +277,8 @@ class Program:
         Rows one run can process (1..``acc_depth``); the activation and output memories are laid
         out for it.
     descriptors : tuple of dict
-        The fields of each layer's :class:`~hwgen.memmap.Descriptor`, by name.
+        The fields of each layer's descriptor (:func:`~hwgen.memmap.descriptor_layout`),
+        by name.
     layers : tuple of LayerSpec
     images : dict
         ``{Region: (base, [word, ...])}`` for PROGRAM, WEIGHT and PARAM.
@@ -498,7 +506,7 @@ class Program:
                                  f"allowed: within depth {geometry[region].depth}")
             images[region] = (base, words)
         descriptors = tuple(meta["descriptors"])
-        decoded = tuple(_unpack_descriptor(w) for w in images[Region.PROGRAM][1])
+        decoded = tuple(_unpack_descriptor(config, w) for w in images[Region.PROGRAM][1])
         if decoded != descriptors:
             raise ValueError("the PROGRAM image does not match the stored descriptors; damaged")
         return cls(config=config, config_hash=config.hash, batch=int(meta["batch"]),
@@ -555,13 +563,13 @@ def _check_layer(index, layer, config):
                                resource=field, need=int(values[channel]), limit=high)
 
 
-def _check_field(index, name, value):
-    width = {f: w for f, _, w in _descriptor_fields()}[name]
-    if value >= 1 << width:
-        kind = {COUNT_BITS: "COUNT_BITS", ADDR_BITS: "ADDR_BITS"}.get(width, "its width")
-        raise CompileError(f"descriptor field {name}={value} does not fit its {width} bits "
-                           f"({kind}); limit {(1 << width) - 1}", layer=index, resource=name,
-                           need=value, limit=(1 << width) - 1)
+def _check_field(config, index, name, value):
+    # The checks before packing imply every bound; this one guards descriptor_limits itself.
+    limit = descriptor_limits(config).get(name, 1)
+    if value > limit:
+        raise CompileError(f"descriptor field {name}={value} exceeds its bound; limit {limit} "
+                           "(hwgen.memmap.descriptor_limits)", layer=index, resource=name,
+                           need=value, limit=limit)
 
 
 def _weight_image(layer, config):
@@ -592,7 +600,7 @@ def _param_image(layer, config):
 
 
 def _largest_batch(config, act_per_row, out_per_row):
-    batch = min(config.acc_depth, (1 << COUNT_BITS) - 1, config.act_depth // act_per_row)
+    batch = min(config.acc_depth, config.act_depth // act_per_row)
     if out_per_row:
         batch = min(batch, config.out_depth // out_per_row)
     return max(batch, 1)  # batch 1 is then checked and refused with the reason
@@ -626,7 +634,7 @@ def compile_network(network, config, *, batch=None):
         parameter outside the accelerator's widths, too many layers (``prog_depth``), weights
         (``weight_depth``), parameters (``param_depth``), activations (``act_depth``) or raw
         outputs (``out_depth``) at the batch, a batch outside ``1 .. acc_depth`` or a
-        descriptor field wider than its bits.
+        descriptor field beyond its bound.
     ValueError
         If the network itself is inconsistent (see :meth:`QuantizedNetwork.validate`).
     """
@@ -654,8 +662,6 @@ def compile_network(network, config, *, batch=None):
         _check_layer(index, layer, config)
         k, n = layer.weight.shape
         k_tiles, n_tiles = config.tiles(k, n)
-        for name, value in (("k_tiles", k_tiles), ("n_tiles", n_tiles), ("n", n)):
-            _check_field(index, name, value)
         w_words, p_words = n_tiles * k_tiles * config.rows, n_tiles
         for what, need, depth in (("weight", w_base + w_words, "weight_depth"),
                                   ("parameter", p_base + p_words, "param_depth")):
@@ -685,12 +691,10 @@ def compile_network(network, config, *, batch=None):
     batch = int(batch)
     # When the batch was chosen, a refusal below means that not even one row fits.
     hint = " (not even batch=1 fits)" if chosen else ""
-    port_limit = (1 << COUNT_BITS) - 1
-    if batch < 1 or batch > config.acc_depth or batch > port_limit:
-        limit, name = min((config.acc_depth, "acc_depth"), (port_limit, "2**COUNT_BITS - 1"))
+    if batch < 1 or batch > config.acc_depth:
         raise CompileError(f"batch={batch} is outside the rows one run can process; allowed: "
-                           f"1..{limit} ({name}, the largest batch per run)", resource="batch",
-                           need=batch, limit=limit)
+                           f"1..{config.acc_depth} (acc_depth, the largest batch per run)",
+                           resource="batch", need=batch, limit=config.acc_depth)
     act_need = batch * sum(area_rows)
     if act_need > config.act_depth:
         widest = max(range(len(strides)), key=lambda i: strides[i])
@@ -730,10 +734,10 @@ def compile_network(network, config, *, batch=None):
             "p_base": spec.p_base,
         }
         for name, value in fields.items():
-            _check_field(index, name, value)
+            _check_field(config, index, name, value)
         # Same order as the layout, so that the dicts read like the hardware's struct.
-        descriptors.append({name: fields[name] for name, _, _ in _descriptor_fields()})
-        words.append(_pack_descriptor(fields))
+        descriptors.append({name: fields[name] for name, _, _ in _descriptor_fields(config)})
+        words.append(_pack_descriptor(config, fields))
         w_images.append(_weight_image(layer, config))
         p_images.append(_param_image(layer, config))
 

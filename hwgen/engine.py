@@ -4,13 +4,13 @@ Both dataflows share one interface, so the network controller and the test bench
 which one they drive.
 """
 
-from amaranth.hdl import Elaboratable, Module, Signal, signed
+from amaranth.hdl import Module, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from .cycles import FIFO_LATENCY, fifo_depth
-from .systolic import OutputStationaryArray, WeightStationaryArray, delay
+from .cycles import fifo_depth
+from .systolic import OutputStationaryArray, WeightStationaryArray
 
 __all__ = ["MatmulEngine", "act_row_layout", "result_row_layout", "weight_row_layout"]
 
@@ -60,8 +60,9 @@ class MatmulEngine(wiring.Component):
         How the weight-stationary array maps its multipliers; see
         :class:`hwgen.systolic.WeightStationaryArray`. Only ``None`` for ``dataflow="os"``.
     always_ready : bool
-        The consumer holds ``o_result.ready`` high: the output FIFO becomes two registers with
-        the FIFO's latency (the credits then never run out), which saves its memory.
+        The consumer holds ``o_result.ready`` high: no output FIFO (the credits then never run
+        out); result rows leave as the array delivers them, ``FIFO_LATENCY`` cycles earlier
+        than :mod:`hwgen.cycles` counts for the engine.
 
     Members
     -------
@@ -106,11 +107,8 @@ class MatmulEngine(wiring.Component):
         if self.gated:
             m.d.comb += array.en.eq(self.en)
         layout = result_row_layout(cfg)
-        if self.always_ready:
-            fifo = _DelayLine(layout.size, FIFO_LATENCY)
-        else:
-            fifo = SyncFIFOBuffered(width=layout.size, depth=self.fifo_depth)
-        m.submodules.fifo = fifo
+        if not self.always_ready:
+            m.submodules.fifo = fifo = SyncFIFOBuffered(width=layout.size, depth=self.fifo_depth)
 
         # Weight banks: `full[b]` from the cycle after its last row is written until the cycle
         # after the last activation row (WS) or block launch (OS) that uses it.
@@ -167,8 +165,18 @@ class MatmulEngine(wiring.Component):
             self._os_staging(m, array, a_ptr=a_ptr, a_ptr_full=a_ptr_full, credits=credits,
                              taken=taken, clear_full=clear_full, accept=accept)
 
+        row = array.o_data.as_value() | (array.o_last << (layout.size - 1))
+        if self.always_ready:
+            # Straight from the array's output registers: a delay line here would cost a
+            # logic cell per bit for nothing.
+            m.d.comb += [
+                self.o_result.payload.eq(row),
+                self.o_result.valid.eq(array.o_valid),
+                returned.eq(array.o_valid),
+            ]
+            return m
         m.d.comb += [
-            fifo.w_data.eq(array.o_data.as_value() | (array.o_last << (layout.size - 1))),
+            fifo.w_data.eq(row),
             fifo.w_en.eq(array.o_valid),
             self.o_result.payload.eq(fifo.r_data),
             self.o_result.valid.eq(fifo.r_rdy),
@@ -213,23 +221,3 @@ class MatmulEngine(wiring.Component):
             m.d.sync += [count.eq(count + 1), st_last.eq(self.i_act.payload.last)]
         with m.If(~launch & (cooldown != 0)):
             m.d.sync += cooldown.eq(cooldown - 1)
-
-
-class _DelayLine(Elaboratable):
-    """What :class:`~amaranth.lib.fifo.SyncFIFOBuffered` does for a reader that is always ready:
-    a word written in cycle c is readable in cycle c + ``latency``, once (``r_en`` is ignored)."""
-
-    def __init__(self, width, latency):
-        self.width = width
-        self.latency = latency
-        self.w_data = Signal(width)
-        self.w_en = Signal()
-        self.r_data = Signal(width)
-        self.r_rdy = Signal()
-        self.r_en = Signal()
-
-    def elaborate(self, platform):
-        m = Module()
-        m.d.comb += [self.r_data.eq(delay(m, self.w_data, self.latency, name="data")),
-                     self.r_rdy.eq(delay(m, self.w_en, self.latency, name="valid"))]
-        return m

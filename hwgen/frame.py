@@ -12,7 +12,7 @@ from amaranth.lib.wiring import In, Out
 
 from .accelerator import SPRAM_ATTRS, SPRAM_SUFFIX
 from .config import AcceleratorConfig
-from .memmap import ADDR_BITS, HostPortSignature, Region, regions
+from .memmap import HostPortSignature, Region, regions
 from .protocol import (
     CRC_BYTES,
     CRC_PARAMETERS,
@@ -164,7 +164,7 @@ class FrameEngine(wiring.Component):
         rsp_len = Signal(16)
         byte_pos = Signal(range(sr_bytes + 1))  # byte within a word (WRITE, READ)
         words_left = Signal(16)
-        mem_addr = Signal(ADDR_BITS)
+        mem_addr = Signal.like(host.addr, name="mem_addr")
         ptr = Signal(range(max_payload + 1))
         program_loaded = Signal()
         runs = Signal(32)
@@ -416,12 +416,12 @@ class FrameEngine(wiring.Component):
                 m.next = "FETCH_WAIT"
                 # Accept a zero-latency port too: the port only promises a fixed latency.
                 with m.If(host.rvalid):
-                    self._load_word(m, sr, host.rdata, args.region)
+                    m.d.sync += sr.eq(host.rdata)
                     m.d.sync += [byte_pos.eq(word_bytes), mem_addr.eq(mem_addr + 1)]
                     m.next = "TX_PAYLOAD"
 
             with m.State("FETCH_WAIT"), m.If(host.rvalid):
-                self._load_word(m, sr, host.rdata, args.region)
+                m.d.sync += sr.eq(host.rdata)
                 m.d.sync += [byte_pos.eq(word_bytes), mem_addr.eq(mem_addr + 1)]
                 m.next = "TX_PAYLOAD"
 
@@ -452,11 +452,3 @@ class FrameEngine(wiring.Component):
                         m.next = "HUNT"
 
         return m
-
-    def _load_word(self, m, sr, rdata, region):
-        # Zero the bits above the region's word: the protocol promises them zero on the wire,
-        # while the port does not promise anything about them.
-        with m.Switch(region):
-            for r, g in self._geometry.items():
-                with m.Case(r.value):
-                    m.d.sync += sr.eq(rdata[:g.word_bits])

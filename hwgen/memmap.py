@@ -11,12 +11,9 @@ from amaranth.hdl import signed, unsigned
 from amaranth.lib import data, enum, wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["ADDR_BITS", "COUNT_BITS", "Descriptor", "HostPortSignature", "Region",
-           "RegionGeometry", "max_word_bits", "param_lane_layout", "regions"]
-
-# Address and count fields of descriptors and of the host port; depths are checked against them.
-ADDR_BITS = 20
-COUNT_BITS = 16
+__all__ = ["HostPortSignature", "Region", "RegionGeometry", "addr_bits", "batch_bits",
+           "descriptor_layout", "descriptor_limits", "max_word_bits", "param_lane_layout",
+           "regions"]
 
 
 class Region(enum.Enum, shape=unsigned(3)):
@@ -29,44 +26,75 @@ class Region(enum.Enum, shape=unsigned(3)):
     OUTPUT = 4   #: raw accumulators of a ``raw`` output layer: ``cols`` signed ``acc_bits`` lanes
 
 
-class Descriptor(data.Struct):
-    """One layer of a program, as stored in :attr:`Region.PROGRAM`.
+# One-bit flags at the bottom of a descriptor, then the numeric fields of descriptor_limits.
+_DESCRIPTOR_FLAGS = ("relu", "raw", "last")
 
-    Members
-    -------
-    relu : 1
+
+def descriptor_limits(config):
+    """Return ``{field: largest value}`` of the numeric descriptor fields a program can hold.
+
+    Each bound follows from a limit the compiler enforces before it packs a descriptor:
+    ``K <= max_k``, one PARAM word and at least ``rows`` WEIGHT words per output tile, and at
+    least one row of every activation (or raw output) matrix fitting ACT (or OUTPUT).
+    """
+    rows, cols, lanes = config.rows, config.cols, config.act_lanes
+    n_tiles = max(1, min(config.param_depth, config.weight_depth // rows))
+    n = n_tiles * cols
+    return {
+        "k_tiles": math.ceil(config.max_k / rows),
+        "n_tiles": n_tiles,
+        "n": n,
+        "src_base": config.act_depth - 1,
+        "src_stride": min(math.ceil(config.max_k / lanes), config.act_depth),
+        # Requantized rows go to ACT (ceil(N / lanes) words), raw rows to OUTPUT (ceil(N / cols)).
+        "dst_base": max(config.act_depth, config.out_depth) - 1,
+        "dst_stride": min(math.ceil(n / cols), max(config.act_depth, config.out_depth)),
+        "w_base": config.weight_depth - 1,
+        "p_base": config.param_depth - 1,
+    }
+
+
+def descriptor_layout(config):
+    """Return the layout of one layer of a program, as stored in :attr:`Region.PROGRAM`.
+
+    Fields, least significant first; each numeric field is just wide enough for its bound in
+    :func:`descriptor_limits`, so the word (and the program memory) is as narrow as ``config``
+    allows.
+
+    relu
         Apply ReLU after saturation.
-    raw : 1
+    raw
         Write the accumulators to :attr:`Region.OUTPUT` instead of requantizing.
-    last : 1
+    last
         The program ends after this layer.
-    k_tiles, n_tiles : COUNT_BITS
+    k_tiles, n_tiles
         Reduction tiles (``ceil(K / rows)``) and output tiles (``ceil(N / cols)``).
-    n : COUNT_BITS
+    n
         Output features; lanes beyond ``n`` are not written.
-    src_base, src_stride : ADDR_BITS
+    src_base, src_stride
         Input rows in :attr:`Region.ACT`: row ``m`` starts at word ``src_base + m * src_stride``.
-    dst_base, dst_stride : ADDR_BITS
+    dst_base, dst_stride
         Output rows, in :attr:`Region.ACT` (``raw == 0``) or :attr:`Region.OUTPUT` (``raw == 1``).
-    w_base : ADDR_BITS
+    w_base
         First weight row; tile ``(nt, kt)`` row ``i`` is at ``w_base + (nt * k_tiles + kt) * rows
         + i``.
-    p_base : ADDR_BITS
+    p_base
         First parameter word; output tile ``nt`` is at ``p_base + nt``.
     """
+    fields = {name: unsigned(1) for name in _DESCRIPTOR_FLAGS}
+    for name, limit in descriptor_limits(config).items():
+        fields[name] = unsigned(max(1, limit.bit_length()))
+    return data.StructLayout(fields)
 
-    relu: 1
-    raw: 1
-    last: 1
-    k_tiles: COUNT_BITS
-    n_tiles: COUNT_BITS
-    n: COUNT_BITS
-    src_base: ADDR_BITS
-    src_stride: ADDR_BITS
-    dst_base: ADDR_BITS
-    dst_stride: ADDR_BITS
-    w_base: ADDR_BITS
-    p_base: ADDR_BITS
+
+def addr_bits(config):
+    """Return the width of a word address in any region (the host port's ``addr``)."""
+    return max(1, (max(g.depth for g in regions(config).values()) - 1).bit_length())
+
+
+def batch_bits(config):
+    """Return the width of a batch (``1 .. acc_depth`` rows)."""
+    return config.acc_depth.bit_length()
 
 
 def param_lane_layout(config):
@@ -98,7 +126,7 @@ def regions(config):
     """Return ``{Region: RegionGeometry}`` for ``config``."""
     p = param_lane_layout(config).size
     return {
-        Region.PROGRAM: RegionGeometry(Region.PROGRAM, Descriptor.as_shape().size,
+        Region.PROGRAM: RegionGeometry(Region.PROGRAM, descriptor_layout(config).size,
                                        config.prog_depth),
         Region.WEIGHT: RegionGeometry(Region.WEIGHT, config.cols * config.w_bits,
                                       config.weight_depth),
@@ -120,21 +148,21 @@ class HostPortSignature(wiring.Signature):
 
     Memory accesses are honoured only while ``busy`` is low. A write takes effect in the cycle
     ``we`` is high. A read is requested by a one-cycle ``re`` pulse; ``rdata`` is valid in the
-    cycle ``rvalid`` is high (a fixed, small latency). ``start`` (one cycle, while idle) runs the
-    program in :attr:`Region.PROGRAM` from word 0 on ``batch`` rows (1..``acc_depth``); ``busy``
-    rises in the next cycle and falls when the last layer's results are written. ``clear`` zeroes
-    the counters.
+    cycle ``rvalid`` is high (a fixed, small latency), its bits above the region's word zero.
+    ``start`` (one cycle, while idle) runs the program in :attr:`Region.PROGRAM` from word 0 on
+    ``batch`` rows (1..``acc_depth``); ``busy`` rises in the next cycle and falls when the last
+    layer's results are written. ``clear`` zeroes the counters.
 
     Members
     -------
     region : In(Region)
-    addr : In(ADDR_BITS)
+    addr : In(addr_bits(config))
     wdata : In(max_word_bits)
     we, re : In(1)
     rdata : Out(max_word_bits)
     rvalid : Out(1)
     start : In(1)
-    batch : In(COUNT_BITS)
+    batch : In(batch_bits(config))
     busy : Out(1)
     clear : In(1)
     cycles, busy_cycles, macs : Out(64)
@@ -146,14 +174,14 @@ class HostPortSignature(wiring.Signature):
         w = max_word_bits(config)
         super().__init__({
             "region": In(Region),
-            "addr": In(ADDR_BITS),
+            "addr": In(addr_bits(config)),
             "wdata": In(w),
             "we": In(1),
             "re": In(1),
             "rdata": Out(w),
             "rvalid": Out(1),
             "start": In(1),
-            "batch": In(COUNT_BITS),
+            "batch": In(batch_bits(config)),
             "busy": Out(1),
             "clear": In(1),
             "cycles": Out(64),

@@ -88,7 +88,7 @@ __all__ = [
 ]
 
 #: Version of this byte layout; reported by INFO. Bump on any incompatible change.
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2  # 2: PROGRAM words laid out per configuration (descriptor_layout)
 
 #: First byte of a request frame.
 SYNC_REQUEST = 0xA5

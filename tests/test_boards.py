@@ -352,12 +352,13 @@ def test_presets_fit_their_boards(name):
 
 
 def test_icebreaker_preset_uses_the_eight_dsps_but_the_device_does_not_fit():
-    # Known limit: the accelerator's control plane and frame engine need more logic cells and
-    # block RAMs than the UP5K has (measured: 8738 LCs, 37 RAMs with the preset).
+    # Known limit: the accelerator's control plane and frame engine need more logic cells than
+    # the UP5K has (measured: 7608 LCs and all 30 block RAMs with the preset).
     board = BOARDS["icebreaker"]
     config = boards.board_config(board)
-    assert boards.estimate(board, config)["dsp"] == 8
-    with pytest.raises(FitError, match=r"SB_RAM40_4K block RAMs, the device has 30"):
+    est = boards.estimate(board, config)
+    assert (est["dsp"], est["bram"], est["spram"]) == (8, 30, 3)
+    with pytest.raises(FitError, match=r"logic cells, the device has 5280"):
         boards.check_fit(board, config)
 
 

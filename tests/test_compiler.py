@@ -21,13 +21,22 @@ from hypothesis import strategies as st
 import hwgen
 from hwgen import AcceleratorConfig
 from hwgen.compiler import CompileError, Program, compile_network
-from hwgen.memmap import Descriptor, Region, param_lane_layout, regions
+from hwgen.memmap import Region, descriptor_layout, param_lane_layout, regions
 from hwgen.nn import Dense, QuantizedNetwork
 
-# Descriptor fields, least significant first, as documented in hwgen.memmap.
-DESCRIPTOR_FIELDS = [("relu", 1), ("raw", 1), ("last", 1), ("k_tiles", 16), ("n_tiles", 16),
-                     ("n", 16), ("src_base", 20), ("src_stride", 20), ("dst_base", 20),
-                     ("dst_stride", 20), ("w_base", 20), ("p_base", 20)]
+
+def descriptor_fields(config):
+    """Descriptor fields, least significant first, as documented in hwgen.memmap: each as wide
+    as the largest value the compiler can put there."""
+    nt = max(1, min(config.param_depth, config.weight_depth // config.rows))
+    ad = max(config.act_depth, config.out_depth)
+    limits = [1, 1, 1, -(-config.max_k // config.rows), nt, nt * config.cols,
+              config.act_depth - 1, min(-(-config.max_k // config.act_lanes), config.act_depth),
+              ad - 1, min(nt, ad), config.weight_depth - 1, config.param_depth - 1]
+    names = ["relu", "raw", "last", "k_tiles", "n_tiles", "n", "src_base", "src_stride",
+             "dst_base", "dst_stride", "w_base", "p_base"]
+    return [(name, max(1, limit.bit_length())) for name, limit in zip(names, limits, strict=True)]
+
 
 CONFIGS = {
     "1x1": AcceleratorConfig(rows=1, cols=1, act_depth=1 << 16, weight_depth=1 << 18,
@@ -74,7 +83,7 @@ class Device:
         self.shift_bits = (config.acc_bits + config.mult_bits - 1).bit_length()
         self.p_lane = config.acc_bits + config.mult_bits + self.shift_bits
         self.word_bits = {
-            Region.PROGRAM: sum(w for _, w in DESCRIPTOR_FIELDS),
+            Region.PROGRAM: sum(w for _, w in descriptor_fields(config)),
             Region.WEIGHT: config.cols * config.w_bits,
             Region.PARAM: config.cols * self.p_lane,
             Region.ACT: self.b * config.in_bits,
@@ -119,7 +128,7 @@ class Device:
 
     def descriptor(self, addr):
         word, fields, offset = self.read(Region.PROGRAM, addr), {}, 0
-        for name, width in DESCRIPTOR_FIELDS:
+        for name, width in descriptor_fields(self.config):
             fields[name] = (word >> offset) & ((1 << width) - 1)
             offset += width
         return fields
@@ -319,13 +328,14 @@ def test_narrower_network_widths(name):
     check_against_reference(network, config, 7, seed=1)
 
 
-def test_descriptor_layout_as_documented():
-    layout = Descriptor.as_shape()
+@pytest.mark.parametrize("config_name", list(CONFIGS))
+def test_descriptor_layout_as_documented(config_name):
+    config = CONFIGS[config_name]
     offset = 0
-    for (name, width), (field_name, field) in zip(DESCRIPTOR_FIELDS, layout, strict=True):
+    layout = descriptor_layout(config)
+    for (name, width), (field_name, field) in zip(descriptor_fields(config), layout, strict=True):
         assert (name, width, offset) == (field_name, field.width, field.offset)
         offset += width
-    config = CONFIGS["4x4"]
     assert Device(config).p_lane == param_lane_layout(config).size
     assert {r: g.word_bits for r, g in regions(config).items()} == Device(config).word_bits
 
@@ -503,13 +513,21 @@ def test_refuses_batch_outside_capacity():
     refused(network, config, "batch=-1", batch=-1)
 
 
-def test_refuses_descriptor_field_overflow():
-    # N = 65536 output channels fit every memory but not the 16-bit field n.
-    config = AcceleratorConfig(rows=1, cols=64, param_depth=1024)
-    n = 1 << 16
-    layer = Dense(np.zeros((1, n), int), np.zeros(n, int), np.zeros(n, int), np.zeros(n, int),
-                  output="raw")
-    refused(QuantizedNetwork([layer]), config, "layer 0", "n=65536", "COUNT_BITS", "65535")
+def test_descriptor_fields_reach_their_bounds():
+    # The widest layer a configuration takes fills its count fields to the top: the layout is
+    # as narrow as it can be, and whatever the checks before it allow still fits.
+    config = AcceleratorConfig(rows=2, cols=4, max_k=40, act_depth=256, weight_depth=1024,
+                               param_depth=16, out_depth=64, acc_depth=4)
+    n = 16 * config.cols  # every PARAM word
+    wide = Dense(np.ones((40, n), int), np.zeros(n, int), np.ones(n, int), np.zeros(n, int),
+                 output="raw")
+    (d,) = compile_network(QuantizedNetwork([wide]), config, batch=1).descriptors
+    assert (d["k_tiles"], d["n_tiles"], d["n"], d["dst_stride"]) == (20, 16, 64, 16)
+    widths = dict(descriptor_fields(config))
+    for name in ("k_tiles", "n_tiles", "n", "dst_stride"):
+        assert d[name].bit_length() == widths[name], name
+    refused(QuantizedNetwork([Dense(np.ones((41, 4), int), np.zeros(4, int), np.ones(4, int),
+                                    np.zeros(4, int))]), config, "K=41", "max_k=40")
 
 
 # -- running a program --------------------------------------------------------------------------
@@ -615,9 +633,11 @@ def load_fails(path, fragment):
     assert str(path) in str(info.value) and fragment in str(info.value), str(info.value)
 
 
-def test_load_refuses_other_version(saved):
-    rewrite(saved, version=2)
-    load_fails(saved, "version 2")
+@pytest.mark.parametrize("version", [1, 3])
+def test_load_refuses_other_version(saved, version):
+    # Version 1 files hold descriptors of the fixed 171-bit layout.
+    rewrite(saved, version=version)
+    load_fails(saved, f"version {version}")
 
 
 def test_load_refuses_other_format(saved):
