@@ -83,18 +83,15 @@ class PLLError(ValueError):
 
 # -- boards -----------------------------------------------------------------------------------
 
-#: The iCEBreaker target: 4x4 int8 whose 16 MACs share the UP5K's 8 SB_MAC16s, narrow
-#: post-processing (its multipliers are built from logic cells, the DSPs being taken) and small
-#: buffers; the weights and the frame buffer sit in 3 of the 4 SB_SPRAM256KA. The array alone
-#: fits (about 980 logic cells, 65 MHz); the whole device does not yet: its controller, host
-#: datapath and frame engine need more logic cells than the UP5K has (measured: 7608 cells and
-#: all 30 block RAMs with this preset), so ``hwgen build --board icebreaker`` refuses it,
-#: naming the numbers. The same with a 2x2 array fits (4608 cells, 18 RAMs, 21.9 MHz), and
-#: with a 4x2 one (5009 cells, 20 RAMs, 21.4 MHz). The
-#: wide, shallow memories cost the RAMs: PARAM (9), OUTPUT and the accumulators (6 each),
-#: PROGRAM (58-bit descriptors, 4).
+#: The iCEBreaker preset: a 4x2 int8 array whose 8 MACs share 4 of the UP5K's 8 SB_MAC16s, narrow
+#: post-processing (its multipliers are built from logic cells) and small buffers; the weights and
+#: the frame buffer sit in 2 of the 4 SB_SPRAM256KA. Measured: 5009 of 5280 logic cells, 20 of 30
+#: block RAMs, 21.4 MHz against the board's 12 MHz. The target, a 4x4 array on all 8 DSPs
+#: (``--cols 4``), does not fit yet: the whole device needs 7608 cells and all 30 block RAMs, and
+#: ``hwgen build`` refuses it, naming the numbers. The wide, shallow memories cost the RAMs: PARAM
+#: (9 with 4 columns), OUTPUT and the accumulators (6 each), PROGRAM (58-bit descriptors, 4).
 ICEBREAKER_PRESET = {
-    "rows": 4, "cols": 4, "dataflow": "ws", "in_bits": 8, "w_bits": 8, "acc_bits": 22,
+    "rows": 4, "cols": 2, "dataflow": "ws", "in_bits": 8, "w_bits": 8, "acc_bits": 22,
     "mult_bits": 8, "max_k": 64, "act_depth": 256, "weight_depth": 256, "param_depth": 16,
     "acc_depth": 64, "out_depth": 64, "prog_depth": 8}
 
