@@ -304,10 +304,12 @@ def test_spram_memories_are_named_and_marked_for_yosys():
 
 def test_icebreaker_estimate_counts_spram_blocks():
     board = BOARDS["icebreaker"]
-    config = boards.board_config(board)
+    config = boards.board_config(board, cols=4)
     est = boards.estimate(board, config)
     # Weights: cols * w_bits = 32 bits -> two 16-bit SPRAMs; the 1 KiB frame buffer: one.
     assert est["spram"] == 2 + 1
+    # The 4x2 preset: 16-bit weight words, one SPRAM.
+    assert boards.estimate(board, boards.board_config(board))["spram"] == 1 + 1
     blocks = {name: b for name, _, _, b in est["memories"]}
     assert blocks["weight"] == blocks["frame_buffer"] == 0
     # 64-bit weight words need four SPRAMs, five with the frame buffer: one too many.
