@@ -186,6 +186,14 @@ class FrameEngine(wiring.Component):
                         word_bytes.eq(g.word_bytes),
                         depth.eq(g.depth),
                     ]
+        # Lengths minus a constant, registered: a subtractor feeding a comparator is two carry
+        # chains in series, the iCE40's critical path. Each is read at least two cycles after
+        # its operand is written (header, then its CRC; response header, then payload).
+        len_m1 = Signal((hdr.length - 1).shape(), name="len_m1")
+        data_len = Signal((hdr.length - _ACCESS_BYTES).shape(), name="data_len")
+        rsp_len_m1 = Signal((rsp_len - 1).shape(), name="rsp_len_m1")
+        m.d.sync += [len_m1.eq(hdr.length - 1), data_len.eq(hdr.length - _ACCESS_BYTES),
+                     rsp_len_m1.eq(rsp_len - 1)]
         is_write = hdr.opcode == Opcode.WRITE
         is_read = hdr.opcode == Opcode.READ
         is_access = is_write | is_read
@@ -206,7 +214,7 @@ class FrameEngine(wiring.Component):
                                           & (hdr.length <= max_payload))]
         # A MEASURE cut short leaves xfer > max_payload, which both tests below refuse.
         count_ok = (count != 0) & (
-            (is_write & (xfer == hdr.length - _ACCESS_BYTES)) | (is_read & (xfer <= max_payload)))
+            (is_write & (xfer == data_len)) | (is_read & (xfer <= max_payload)))
         addr_ok = (args.addr + count) <= depth
         batch = run_args.batch
         batch_ok = (batch != 0) & (batch <= self._config.acc_depth)
@@ -317,7 +325,7 @@ class FrameEngine(wiring.Component):
                         for k in range(_ACCESS_BYTES):
                             with m.Case(k):
                                 m.d.sync += args.as_value()[8 * k:8 * k + 8].eq(i.payload)
-                    with m.If(idx == hdr.length - 1):
+                    with m.If(idx == len_m1):
                         m.d.sync += idx.eq(0)
                         m.next = "TRAILER"
                 drop_when_idle()
@@ -437,7 +445,7 @@ class FrameEngine(wiring.Component):
                 ]
                 with m.If(o.ready):
                     m.d.sync += [idx.eq(idx + 1), sr.eq(sr_next), byte_pos.eq(byte_pos - 1)]
-                    with m.If(idx == rsp_len - 1):
+                    with m.If(idx == rsp_len_m1):
                         m.d.sync += idx.eq(0)
                         m.next = "TX_TRAILER"
                     with m.Elif(is_read & (byte_pos == 1)):
