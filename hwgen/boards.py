@@ -85,8 +85,8 @@ class PLLError(ValueError):
 
 #: The iCEBreaker preset: a 4x2 int8 array whose 8 MACs share 4 of the UP5K's 8 SB_MAC16s, narrow
 #: post-processing (its multipliers are built from logic cells) and small buffers; the weights and
-#: the frame buffer sit in 2 of the 4 SB_SPRAM256KA. Measured: 5009 of 5280 logic cells, 20 of 30
-#: block RAMs, 21.4 MHz against the board's 12 MHz. The target, a 4x4 array on all 8 DSPs
+#: the frame buffer sit in 2 of the 4 SB_SPRAM256KA. Measured: 5010 of 5280 logic cells, 20 of 30
+#: block RAMs, 22.9 MHz against the board's 12 MHz. The target, a 4x4 array on all 8 DSPs
 #: (``--cols 4``), does not fit yet: the whole device needs 7608 cells and all 30 block RAMs, and
 #: ``hwgen build`` refuses it, naming the numbers. The wide, shallow memories cost the RAMs: PARAM
 #: (9 with 4 columns), OUTPUT and the accumulators (6 each), PROGRAM (58-bit descriptors, 4).
