@@ -187,6 +187,8 @@ class Accelerator(wiring.Component):
         # -- controller ---------------------------------------------------------------------------
         desc_layout = descriptor_layout(cfg)
         desc = Signal(desc_layout)
+        # The descriptor being loaded: read at `start_layer`, the cycle before `desc` holds it.
+        next_desc = desc_layout(prog_rd.data)
         batch = Signal(batch_bits(cfg))
         pc = Signal(range(cfg.prog_depth))
         layer_done = Signal()
@@ -198,7 +200,7 @@ class Accelerator(wiring.Component):
             with m.State("FETCH"):
                 m.next = "DECODE"
             with m.State("DECODE"):
-                m.d.sync += desc.eq(prog_rd.data)
+                m.d.sync += desc.eq(next_desc)
                 m.d.comb += start_layer.eq(1)
                 m.next = "RUN"
             with m.State("RUN"), m.If(layer_done):
@@ -223,8 +225,7 @@ class Accelerator(wiring.Component):
             n_last = Signal.like(desc.n_tiles, name="n_last")
             m.d.sync += last_row.eq(batch - 1)   # valid from FETCH on
             with m.If(start_layer):
-                d = desc_layout(prog_rd.data)
-                m.d.sync += [k_last.eq(d.k_tiles - 1), n_last.eq(d.n_tiles - 1)]
+                m.d.sync += [k_last.eq(next_desc.k_tiles - 1), n_last.eq(next_desc.n_tiles - 1)]
 
             def k_end():
                 return k_last
@@ -259,9 +260,9 @@ class Accelerator(wiring.Component):
             engine.i_weight.payload.eq(weight_rd.data),
         ]
         with m.If(start_layer):
-            d = desc_layout(prog_rd.data)
-            m.d.sync += [w_addr.eq(d.w_base), w_row.eq(0), w_kt.eq(0), w_nt.eq(0),
-                         w_more.eq((d.k_tiles != 0) & (d.n_tiles != 0)), w_valid.eq(0)]
+            m.d.sync += [w_addr.eq(next_desc.w_base), w_row.eq(0), w_kt.eq(0), w_nt.eq(0),
+                         w_more.eq((next_desc.k_tiles != 0) & (next_desc.n_tiles != 0)),
+                         w_valid.eq(0)]
         with m.Elif(busy & w_take):
             m.d.sync += w_valid.eq(w_more)
             with m.If(w_more):
@@ -313,8 +314,7 @@ class Accelerator(wiring.Component):
                 m.d.comb += engine.i_act.payload.data[i].eq(lane_data[i])
         m.d.comb += [engine.i_act.valid.eq(a_valid), engine.i_act.payload.last.eq(a_last)]
         with m.If(start_layer):
-            d = desc_layout(prog_rd.data)
-            m.d.sync += [a_m.eq(0), a_kt.eq(0), a_nt.eq(0), a_row.eq(d.src_base),
+            m.d.sync += [a_m.eq(0), a_kt.eq(0), a_nt.eq(0), a_row.eq(next_desc.src_base),
                          a_kword.eq(0), a_krem.eq(0), a_active.eq(1), a_valid.eq(0)]
         with m.Elif(busy & a_take):
             m.d.sync += [a_valid.eq(a_active), a_last.eq(a_m == last_row), a_rem_q.eq(a_krem),
@@ -348,7 +348,7 @@ class Accelerator(wiring.Component):
         a_stage = res.valid
         with m.If(start_layer):
             m.d.sync += [r_m.eq(0), r_kt.eq(0), r_nt.eq(0), r_n0.eq(0), r_oword.eq(0),
-                         r_orem.eq(0), r_dst.eq(desc_layout(prog_rd.data).dst_base)]
+                         r_orem.eq(0), r_dst.eq(next_desc.dst_base)]
         with m.Elif(a_stage):
             with m.If(r_m != last_row):
                 m.d.sync += [r_m.eq(r_m + 1), r_dst.eq(r_dst + desc.dst_stride)]

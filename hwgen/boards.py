@@ -155,6 +155,10 @@ class Board:
     program: str = ""
     serial: str = ""
 
+    def packing_for(self, config):
+        """Return the array's DSP packing for ``config``: only weight-stationary arrays pack."""
+        return self.dsp_packing if config.dataflow == "ws" else None
+
     @property
     def bitstream_suffix(self):
         return ".bin" if self.family == "ice40" else ".bit"
@@ -314,7 +318,7 @@ class BoardTop(Elaboratable):
         self.config = config
         self.clock = clock_plan(board, config.clock_hz)
         self.device = Device(config, link="uart", baud=baud, pe_instances=pe_instances,
-                             dsp_packing=board.dsp_packing if config.dataflow == "ws" else None,
+                             dsp_packing=board.packing_for(config),
                              post_pipeline=board.post_pipeline, spram=board.spram)
 
     def elaborate(self, platform):
@@ -350,8 +354,7 @@ class ArrayTop(Elaboratable):
         self.board = board
         self.config = config
         self.clock = clock_plan(board, config.clock_hz)
-        packing = board.dsp_packing if config.dataflow == "ws" else None
-        self.array = WeightStationaryArray(config, dsp_packing=packing)
+        self.array = WeightStationaryArray(config, dsp_packing=board.packing_for(config))
 
     def elaborate(self, platform):
         m = Module()
@@ -507,8 +510,8 @@ def estimate(board, config):
            + k["col"] * config.cols * (config.acc_bits + config.mult_bits)
            + k["word"] * max_word_bits(config) + k["desc"] * descriptor_layout(config).size
            + post_luts)
-    # High on purpose (the iCEBreaker preset measured 2927): it only has to refuse what
-    # cannot fit.
+    # High on purpose (the whole 4x4 iCEBreaker device measured 2927): it only has to refuse
+    # what cannot fit.
     ff = (macs * (config.in_bits + 2 * config.w_bits + config.acc_bits + 1)
           + 10 * config.cols * config.acc_bits + 1900 + 2 * max_word_bits(config))
     mems, spram = [], 0
@@ -757,7 +760,7 @@ def build(board, config, out_dir, *, baud, seed=None, pe_instances=True, top="de
     else:
         est = estimate(board, config)
         est["dsp"] = config.rows * config.cols
-        if board.dsp_packing == "sb_mac16" and config.dataflow == "ws":
+        if board.packing_for(config) == "sb_mac16":
             est["dsp"] = config.cols * math.ceil(config.rows / 2)
         if est["dsp"] > board.capacity["dsp"]:
             raise FitError(f"the {config.rows}x{config.cols} array needs {est['dsp']} "
@@ -785,7 +788,7 @@ def build(board, config, out_dir, *, baud, seed=None, pe_instances=True, top="de
     else:
         design = BoardTop(board, config, baud=baud, pe_instances=pe_instances)
     if pe_instances and top == "device":
-        packed = board.dsp_packing is not None and config.dataflow == "ws"
+        packed = board.packing_for(config) is not None
         name, text = _pe_verilog(config, packed)
         platform.add_file(f"{name}.v", text)
     nextpnr_opts = ["--timing-allow-fail"]  # timing is judged from the report, not by exit code

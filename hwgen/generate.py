@@ -75,9 +75,9 @@ def ports(component):
 # is low. The control modules (state machines) keep their processes as case statements, which
 # Verilator evaluates as switches; `proc` would make a multiplexer tree of every register.
 # `wreduce` drops result bits nothing reads (a 33-bit sum kept to 32), so Verilator computes in
-# 32-bit words. Callgrind on benchmarks/link.py's workload: 3,340 instructions per simulated
-# cycle, against 4,730 with `proc` everywhere. The passes are Yosys's equivalence-preserving
-# clean-ups; synthesis reads the same RTLIL.
+# 32-bit words. Callgrind on benchmarks/link.py's workload: 3,335 instructions per simulated
+# cycle at the time, against 4,730 with `proc` everywhere. The passes are Yosys's
+# equivalence-preserving clean-ups; synthesis reads the same RTLIL.
 _DATAPATH_MODULES = "hwgen_pe_* *.array *.datapath"
 _YOSYS_SCRIPT = [f"proc -norom {_DATAPATH_MODULES}", "proc -nomux -norom", "memory_collect",
                  "opt_expr", "opt_clean", "opt_dff", "wreduce", "opt_expr -mux_undef", "opt_clean",
