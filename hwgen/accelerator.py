@@ -24,28 +24,54 @@ from .memmap import (
 )
 from .systolic import delay
 
-__all__ = ["SPRAM_ATTRS", "SPRAM_SUFFIX", "Accelerator"]
+__all__ = ["SPRAM_ATTRS", "SPRAM_SUFFIX", "Accelerator", "collision_free_memories"]
 
 #: Memory attributes that make Yosys's ``synth_ice40`` map a single-port memory onto
 #: ``SB_SPRAM256KA`` blocks (16 bits x 16K each, four on an iCE40UP5K).
 SPRAM_ATTRS = {"ram_style": "huge"}
+
+
+def collision_free_memories(config, *, spram=False):
+    """Return the names of the accelerator's memories whose reads never meet a write to the same
+    address in the same cycle.
+
+    The host port reads and writes only while idle and never both at once; a layer writes its
+    activations to an area the compiler keeps apart from the one it reads. So a board build may
+    tell Yosys that a collision cannot happen (``COLLISION_X_MASK``): otherwise it adds a
+    register and a multiplexer per bit of the word to return the old word on a collision.
+    (The accumulators are excluded: their read-modify-write needs the bypass.) The memories
+    carry the ``no_rw_check`` attribute too, for readers of the netlist.
+    """
+    names = ["prog", "param", "out", *(f"act{b}" for b in range(config.act_lanes))]
+    if not spram:
+        names.append("weight")
+    return names
+
+
+NO_COLLISION_ATTRS = {"no_rw_check": 1}
 #: Ends the name of every such memory, so that the build can drop their initial contents
 #: (all zero; an SPRAM has none).
 SPRAM_SUFFIX = "_spram"
 
 
-def _advance(m, word, rem, step, lanes):
+def _advance(m, word, rem, step, lanes, *, frm=None):
     """Add ``step`` (<= ``lanes``) to the element position ``word * lanes + rem``, registered.
 
-    Positions are kept as (word, lane) pairs so no division is needed in hardware.
+    Positions are kept as (word, lane) pairs so no division is needed in hardware. ``frm``, a
+    ``(word, rem)`` pair of values, is the position to advance from, if not ``(word, rem)``.
     """
+    src_word, src_rem = (word, rem) if frm is None else frm
     if step == lanes:
-        m.d.sync += word.eq(word + 1)
+        m.d.sync += word.eq(src_word + 1)
+        if frm is not None:
+            m.d.sync += rem.eq(src_rem)
         return
-    with m.If(rem + step >= lanes):
-        m.d.sync += [rem.eq(rem + step - lanes), word.eq(word + 1)]
+    with m.If(src_rem + step >= lanes):
+        m.d.sync += [rem.eq(src_rem + step - lanes), word.eq(src_word + 1)]
     with m.Else():
-        m.d.sync += rem.eq(rem + step)
+        m.d.sync += rem.eq(src_rem + step)
+        if frm is not None:
+            m.d.sync += word.eq(src_word)
 
 
 def _registered(m, values, prefix):
@@ -116,14 +142,16 @@ class Accelerator(wiring.Component):
             m.submodules[name] = mem_
             return mem_
 
-        prog_mem = mem("prog", Region.PROGRAM)
+        apart = NO_COLLISION_ATTRS
+        prog_mem = mem("prog", Region.PROGRAM, attrs=apart)
         if self.spram:
             weight_mem = mem("weight" + SPRAM_SUFFIX, Region.WEIGHT, attrs=SPRAM_ATTRS)
         else:
-            weight_mem = mem("weight", Region.WEIGHT)
-        param_mem = mem("param", Region.PARAM)
-        out_mem = mem("out", Region.OUTPUT)
-        act_mems = [mem(f"act{b}", signed(cfg.in_bits), cfg.act_depth) for b in range(lanes)]
+            weight_mem = mem("weight", Region.WEIGHT, attrs=apart)
+        param_mem = mem("param", Region.PARAM, attrs=apart)
+        out_mem = mem("out", Region.OUTPUT, attrs=apart)
+        act_mems = [mem(f"act{b}", signed(cfg.in_bits), cfg.act_depth, attrs=apart)
+                    for b in range(lanes)]
         acc_layout = data.ArrayLayout(signed(cfg.acc_bits), cols)
         acc_mem = mem("acc", acc_layout, cfg.acc_depth)
 
@@ -288,7 +316,24 @@ class Accelerator(wiring.Component):
         a_last = Signal()
         a_rem_q = Signal.like(a_krem)
         a_take = Signal()
-        m.d.comb += a_take.eq(~a_valid | engine.i_act.ready)
+        steps = cfg.requant_steps
+        if steps == 1:
+            m.d.comb += [a_take.eq(~a_valid | engine.i_act.ready),
+                         engine.i_act.valid.eq(a_valid)]
+        else:
+            # Rows whose results are requantized enter `steps` cycles apart: the requantization
+            # takes that long per row (it has `requant_lanes` of the `cols` lanes).
+            a_final = Signal()    # the row in `a_valid` is of a requantized last k-tile
+            gap = Signal(range(steps))
+            gate = gap == 0
+            m.d.comb += [a_take.eq(~a_valid | (engine.i_act.ready & gate)),
+                         engine.i_act.valid.eq(a_valid & gate)]
+            with m.If(a_valid & gate & engine.i_act.ready & a_final):
+                m.d.sync += gap.eq(steps - 1)
+            with m.Elif(~gate):
+                m.d.sync += gap.eq(gap - 1)
+            with m.If(busy & a_take):
+                m.d.sync += a_final.eq(~desc.raw & (a_kt == k_end()))
         # Words past the end of a row belong to the next row (or lie past the memory): their
         # lanes meet zero weights, but must read as zero, not as whatever (or X) is there.
         a_inrow = Signal(lanes)
@@ -312,7 +357,7 @@ class Accelerator(wiring.Component):
         else:
             for i in range(rows):
                 m.d.comb += engine.i_act.payload.data[i].eq(lane_data[i])
-        m.d.comb += [engine.i_act.valid.eq(a_valid), engine.i_act.payload.last.eq(a_last)]
+        m.d.comb += engine.i_act.payload.last.eq(a_last)
         with m.If(start_layer):
             m.d.sync += [a_m.eq(0), a_kt.eq(0), a_nt.eq(0), a_row.eq(next_desc.src_base),
                          a_kword.eq(0), a_krem.eq(0), a_active.eq(1), a_valid.eq(0)]
@@ -369,12 +414,13 @@ class Accelerator(wiring.Component):
         b_m = Signal.like(r_m)
         pos = [r_nt, r_n0, r_oword, r_orem, r_dst]   # travels with the row to the writes
         b_pos = _registered(dp, pos, "b")
+        param_hold = Signal()   # keep the parameters read out while a row is requantized
         b_end = Signal()
         # The parameters are read in stage B, so that the memory's own output register holds
         # them in P1: no second register for the whole word.
         m.d.comb += [
             param_rd.addr.eq(Mux(busy, desc.p_base + b_pos[0], host.addr)),
-            param_rd.en.eq(Mux(busy, 1, host_rd)),
+            param_rd.en.eq(Mux(busy, ~param_hold, host_rd)),
         ]
         dp.d.sync += [
             b_valid.eq(a_stage), b_row.eq(res.payload.data), b_first.eq(r_kt == 0),
@@ -398,10 +444,17 @@ class Accelerator(wiring.Component):
         p1_sum = Signal(acc_layout)
         p1_par = Signal(params)
         m.d.comb += p1_par.eq(param_rd.data)
-        p1_pos = _registered(dp, b_pos, "p1")
-        dp.d.sync += [
-            p1_valid.eq(b_valid & b_final), p1_end.eq(b_end), p1_sum.eq(b_sum),
-        ]
+        p1_load = b_valid & b_final
+        if steps == 1:
+            p1_pos = _registered(dp, b_pos, "p1")
+            dp.d.sync += p1_sum.eq(b_sum)
+        else:
+            # Held while the row is requantized (requantized rows come `steps` cycles apart).
+            p1_pos = [Signal.like(v, name=f"p1_{v.name}") for v in b_pos]
+            with dp.If(p1_load):
+                dp.d.sync += [reg.eq(v) for reg, v in zip(p1_pos, b_pos, strict=True)]
+                dp.d.sync += p1_sum.eq(b_sum)
+        dp.d.sync += [p1_valid.eq(p1_load), p1_end.eq(b_end)]
         p1_nt, p1_dst = p1_pos[0], p1_pos[4]
         biased = Signal(acc_layout)
         for j in range(cols):
@@ -412,16 +465,22 @@ class Accelerator(wiring.Component):
             out_wr.en.eq(Mux(busy, p1_valid & desc.raw, hwe[Region.OUTPUT])),
         ]
         prod_shape = signed(cfg.acc_bits + cfg.mult_bits + 1)
-        mul_in = (p1_valid & ~desc.raw, p1_end, biased, p1_par, p1_pos)
+        if steps == 1:
+            mul_in = (p1_valid & ~desc.raw, p1_end, biased, p1_par, p1_pos)
+        else:
+            mul_in = self._requant_steps(m, dp, start=p1_valid & ~desc.raw, load=p1_load,
+                                         b_end=b_end, biased=biased, par=p1_par, pos=p1_pos,
+                                         param_hold=param_hold)
+        n_req = cfg.requant_lanes
         if self.post_pipeline:
             mul_in = self._stage(dp, "q", mul_in)
         mul_valid, mul_end, mul_a, mul_par, mul_pos = mul_in
         p2_valid, p2_end = Signal(), Signal()
-        p2_prod = Signal(data.ArrayLayout(prod_shape, cols))
-        p2_shift = Signal(data.ArrayLayout(unsigned(cfg.shift_bits), cols))
+        p2_prod = Signal(data.ArrayLayout(prod_shape, n_req))
+        p2_shift = Signal(data.ArrayLayout(unsigned(cfg.shift_bits), n_req))
         p2_pos = _registered(dp, mul_pos, "p2")
         dp.d.sync += [p2_valid.eq(mul_valid), p2_end.eq(mul_end)]
-        for j in range(cols):
+        for j in range(n_req):
             dp.d.sync += [p2_prod[j].eq(mul_a[j] * mul_par[j].mult),
                          p2_shift[j].eq(mul_par[j].shift)]
         lo, hi = -(1 << (cfg.in_bits - 1)), (1 << (cfg.in_bits - 1)) - 1
@@ -429,27 +488,27 @@ class Accelerator(wiring.Component):
         if self.post_pipeline:
             # 2p >> shift (rounding below), registered: the rounding adders start from a
             # register.
-            sums = Signal(data.ArrayLayout(signed(prod_shape.width + 1), cols), name="sums")
-            for j in range(cols):
+            sums = Signal(data.ArrayLayout(signed(prod_shape.width + 1), n_req), name="sums")
+            for j in range(n_req):
                 m.d.comb += sums[j].eq((p2_prod[j] << 1) >> p2_shift[j])
             rounded = self._stage(dp, "s", (p2_valid, p2_end, sums, p2_shift, p2_pos))
         if rounded is not None:
             # The rounded values, registered: saturation starts from a register.
-            shifted = Signal(data.ArrayLayout(signed(prod_shape.width + 1), cols),
+            shifted = Signal(data.ArrayLayout(signed(prod_shape.width + 1), n_req),
                              name="shifted")
-            for j in range(cols):
+            for j in range(n_req):
                 m.d.comb += shifted[j].eq((rounded[2][j] + 1) >> 1)
             rounded = self._stage(dp, "t", (rounded[0], rounded[1], shifted, Const(0, 1),
                                            rounded[4]))
         p3_valid, p3_end = Signal(), Signal()
-        p3_y = Signal(data.ArrayLayout(signed(cfg.in_bits), cols))
+        p3_y = Signal(data.ArrayLayout(signed(cfg.in_bits), n_req))
         p3_pos = _registered(dp, p2_pos if rounded is None else rounded[4], "p3")
         if rounded is None:
             dp.d.sync += [p3_valid.eq(p2_valid), p3_end.eq(p2_end)]
         else:
             dp.d.sync += [p3_valid.eq(rounded[0]), p3_end.eq(rounded[1])]
         _, p3_n0, cur_word, cur_rem, p3_dst = p3_pos
-        for j in range(cols):
+        for j in range(n_req):
             if rounded is None:
                 # Contract: r = (p + 2**(shift-1)) >> shift (arithmetic), or p when shift == 0.
                 # That is ((2p >> shift) + 1) >> 1 for every shift, including 0: no decoder for
@@ -461,17 +520,18 @@ class Accelerator(wiring.Component):
             y = Mux(r < lo, lo, Mux(r > hi, hi, r))
             dp.d.sync += p3_y[j].eq(Mux(desc.relu & (y < 0), 0, y))
 
-        # P3: element n = nt * cols + j goes to bank n % lanes, word dst + n // lanes.
+        # P3: element n = n0 + j (n0: the step's first channel) goes to bank n % lanes, word
+        # dst + n // lanes.
         for b in range(lanes):
             # Lane j that lands in bank b: j = (b - rem) mod lanes.
             j = Signal(range(lanes), name=f"wlane{b}")
             m.d.comb += j.eq(Mux(Const(b) >= cur_rem, b - cur_rem, b + lanes - cur_rem))
             value = Signal(signed(cfg.in_bits), name=f"wval{b}")
             with m.Switch(j):
-                for jj in range(cols):
+                for jj in range(n_req):
                     with m.Case(jj):
                         m.d.comb += value.eq(p3_y[jj])
-            write = p3_valid & (j < cols) & (p3_n0 + j < desc.n)
+            write = p3_valid & (j < n_req) & (p3_n0 + j < desc.n)
             addr = p3_dst + cur_word + (Const(b) < cur_rem)
             m.d.comb += [
                 act_wr[b].addr.eq(Mux(busy, addr, host.addr)),
@@ -496,6 +556,48 @@ class Accelerator(wiring.Component):
         # 64-bit counter.
         m.d.comb += host.macs.eq(host.busy_cycles * (rows * cols))
         return m
+
+    def _requant_steps(self, m, dp, *, start, load, b_end, biased, par, pos, param_hold):
+        """Feed a held result row to ``requant_lanes`` requantizers, one step per cycle.
+
+        Step ``c`` takes channels ``c * lanes .. (c + 1) * lanes - 1`` of the row. Returns the
+        requantizers' inputs ``(valid, end, values, params, pos)``, with ``pos`` describing the
+        step's first channel.
+        """
+        cfg = self.config
+        steps, n_req, lanes = cfg.requant_steps, cfg.requant_lanes, cfg.act_lanes
+        step = Signal(range(steps), name="rq_step")
+        active = Signal(name="rq_active")
+        end = Signal(name="rq_end")
+        m.d.comb += [active.eq(start | (step != 0)),
+                     # The parameter memory's output holds the row's parameters until its last
+                     # step; the next requantized row is read in that step at the earliest.
+                     param_hold.eq(active & (step != steps - 1))]
+        with dp.If(load):
+            dp.d.sync += end.eq(b_end)
+        with dp.If(active):
+            dp.d.sync += step.eq(Mux(step == steps - 1, 0, step + 1))
+        values = Signal(data.ArrayLayout(biased.shape().elem_shape, n_req), name="rq_values")
+        params = Signal(data.ArrayLayout(par.shape().elem_shape, n_req), name="rq_params")
+        with m.Switch(step):
+            for c in range(steps):
+                with m.Case(c):
+                    for j in range(n_req):
+                        m.d.comb += [values[j].eq(biased[c * n_req + j]),
+                                     params[j].eq(par[c * n_req + j])]
+        # The step's first channel: the row's at step 0, then `n_req` further on each step.
+        nt, n0, oword, orem, dst = pos
+        next_n0 = Signal.like(n0, name="rq_next_n0")
+        next_word = Signal.like(oword, name="rq_next_word")
+        next_rem = Signal.like(orem, name="rq_next_rem")
+        first = step == 0
+        cur = [Signal.like(v, name=f"rq_{v.name}") for v in (n0, oword, orem)]
+        m.d.comb += [cur[0].eq(Mux(first, n0, next_n0)), cur[1].eq(Mux(first, oword, next_word)),
+                     cur[2].eq(Mux(first, orem, next_rem))]
+        with dp.If(active):
+            dp.d.sync += next_n0.eq(cur[0] + n_req)
+            _advance(dp, next_word, next_rem, n_req, lanes, frm=(cur[1], cur[2]))
+        return active, active & (step == steps - 1) & end, values, params, [nt, *cur, dst]
 
     @staticmethod
     def _stage(m, prefix, stage):

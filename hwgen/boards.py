@@ -83,17 +83,18 @@ class PLLError(ValueError):
 
 # -- boards -----------------------------------------------------------------------------------
 
-#: The iCEBreaker preset: a 4x2 int8 array whose 8 MACs share 4 of the UP5K's 8 SB_MAC16s, narrow
-#: post-processing (its multipliers are built from logic cells) and small buffers; the weights and
-#: the frame buffer sit in 2 of the 4 SB_SPRAM256KA. Measured: 5010 of 5280 logic cells, 20 of 30
-#: block RAMs, 22.9 MHz against the board's 12 MHz. The target, a 4x4 array on all 8 DSPs
-#: (``--cols 4``), does not fit yet: the whole device needs 7608 cells and all 30 block RAMs, and
-#: ``hwgen build`` refuses it, naming the numbers. The wide, shallow memories cost the RAMs: PARAM
-#: (9 with 4 columns), OUTPUT and the accumulators (6 each), PROGRAM (58-bit descriptors, 4).
+#: The iCEBreaker preset: a 4x4 int8 array whose 16 MACs share the UP5K's 8 SB_MAC16s, one
+#: requantization lane (its multiplier is built from logic cells; rows of a layer's last
+#: reduction tile enter the array 4 cycles apart) and small buffers; the weights and the frame
+#: buffer sit in 3 of the 4 SB_SPRAM256KA. Measured: 5106 of 5280 logic cells, all 30 block RAMs,
+#: 21.1 MHz against the board's 12 MHz. With four requantization lanes (``--post-lanes 4``) the
+#: device needs about 6900 cells, and ``hwgen build`` refuses it, naming the numbers. The wide,
+#: shallow memories take the block RAMs: PARAM (9), OUTPUT and the accumulators (6 each),
+#: PROGRAM (58-bit descriptors, 4).
 ICEBREAKER_PRESET = {
-    "rows": 4, "cols": 2, "dataflow": "ws", "in_bits": 8, "w_bits": 8, "acc_bits": 22,
+    "rows": 4, "cols": 4, "dataflow": "ws", "in_bits": 8, "w_bits": 8, "acc_bits": 22,
     "mult_bits": 8, "max_k": 64, "act_depth": 256, "weight_depth": 256, "param_depth": 16,
-    "acc_depth": 64, "out_depth": 64, "prog_depth": 8}
+    "acc_depth": 64, "out_depth": 64, "prog_depth": 8, "post_lanes": 1}
 
 #: The ULX3S presets: an 8x8 int8 array with the default widths and buffers the device holds.
 ULX3S_PRESET = {"rows": 8, "cols": 8, "dataflow": "ws", "in_bits": 8, "w_bits": 8}
@@ -442,15 +443,16 @@ _SMALL_DEPTH = {"ice40": 0, "ecp5": 32}
 
 # LUT model: base + per (MAC x (acc_bits + w_bits)) + per (column x (acc_bits + mult_bits))
 # + per bit of the widest host word + per bit of the layer descriptor (its register and the
-# feeders' counters; 5.6 from narrowing it) (+ the LUT multipliers on iCE40). Fitted on
-# whole-device builds of this flow: iCE40 on the preset at 2x2 (4608 cells) and 4x4 (7608);
-# ECP5 on ULX3S-12F 2x2 (4822 LUT4s) and ULX3S-85F 8x8 (14051), measured before the result
-# FIFO became registers, the weight-count multiplier counters and the narrower descriptors
-# (its base holds the 171-bit one of then), so the ECP5 figures err on the high side. iCE40
-# counts logic cells, ECP5 LUT4s (carry halves included).
+# feeders' counters) + per (requantization lane x (acc_bits + 1) x mult_bits) on iCE40, whose
+# requantization multipliers and shifters are logic cells (about 620 cells per lane at 22x8).
+# iCE40 counts logic cells, fitted on whole-device builds of the iCEBreaker preset's buffers:
+# 4x4 with one lane (5106 cells), 4x4 with four (6977) and 2x2 with two (4224). ECP5 counts
+# LUT4s (carry halves included), fitted on ULX3S-12F 2x2 (4822) and ULX3S-85F 8x8 (14051),
+# measured before several savings (narrower descriptors, registers instead of the result FIFO,
+# no collision bypass on the memories): its figures err on the high side.
 _LUT_MODEL = {
-    "ice40": {"base": 1704.0, "mac": 1.8, "col": 29.7, "word": 3.0, "desc": 5.6},
-    "ecp5": {"base": 3400.0, "mac": 1.4, "col": 16.0, "word": 3.0, "desc": 0.0},
+    "ice40": {"base": 1567.0, "mac": 1.8, "col": 10.9, "word": 3.0, "desc": 5.6, "lane": 3.39},
+    "ecp5": {"base": 3400.0, "mac": 1.4, "col": 16.0, "word": 3.0, "desc": 0.0, "lane": 0.0},
 }
 
 
@@ -496,20 +498,18 @@ def estimate(board, config):
         # The array shares SB_MAC16s (two products each); the post-processing multipliers are
         # built from logic cells, the DSPs being taken.
         dsp = config.cols * math.ceil(config.rows / 2) if board.dsp_packing else macs
-        post_luts = config.cols * (config.acc_bits + 1) * config.mult_bits
     else:
         # One MULT18X18D per product of the array; a post-processing product of
         # (acc_bits + 1) x (mult_bits + 1) signed bits takes 18x18 tiles.
-        dsp = macs + config.cols * (math.ceil((config.acc_bits + 1) / 18)
-                                    * math.ceil((config.mult_bits + 1) / 18)) + 1
-        post_luts = 0
+        dsp = macs + config.requant_lanes * (math.ceil((config.acc_bits + 1) / 18)
+                                             * math.ceil((config.mult_bits + 1) / 18)) + 1
     from .memmap import descriptor_layout, max_word_bits
 
     k = _LUT_MODEL[fam]
     lut = (k["base"] + k["mac"] * macs * (config.acc_bits + config.w_bits)
            + k["col"] * config.cols * (config.acc_bits + config.mult_bits)
            + k["word"] * max_word_bits(config) + k["desc"] * descriptor_layout(config).size
-           + post_luts)
+           + k["lane"] * config.requant_lanes * (config.acc_bits + 1) * config.mult_bits)
     # High on purpose (the whole 4x4 iCEBreaker device measured 2927): it only has to refuse
     # what cannot fit.
     ff = (macs * (config.in_bits + 2 * config.w_bits + config.acc_bits + 1)
@@ -586,6 +586,11 @@ def board_config(board, args=None, *, clock_hz=None, **overrides):
             if value is not None:
                 values[field.name] = value
     values.update(overrides)
+    if values.get("dataflow") == "os" and values.get("post_lanes") == board.preset.get(
+            "post_lanes") and "post_lanes" not in overrides and getattr(args, "post_lanes",
+                                                                        None) is None:
+        # The preset's requantization lanes are for its weight-stationary array.
+        values.pop("post_lanes", None)
     if clock_hz is not None:
         values["clock_hz"] = clock_hz
     elif "clock_hz" not in values or values["clock_hz"] == defaults.clock_hz:
@@ -709,14 +714,18 @@ def _pe_verilog(config, external_mul):
     return name, text.replace("(* top =  1  *)\n", "", 1)
 
 
-def _yosys_opts(board):
+def _yosys_opts(board, config):
     """Return extra ``platform.build`` arguments for Yosys on ``board``."""
-    if not board.spram:
-        return {}
-    from .accelerator import SPRAM_SUFFIX
+    from .accelerator import SPRAM_SUFFIX, collision_free_memories
 
-    # SB_SPRAM256KA has no initial contents: drop the all-zero ones Amaranth gives memories.
-    return {"script_after_read": f"delete t:$meminit_v2 r:MEMID=*{SPRAM_SUFFIX} %i"}
+    # Reads that never collide with a write need no old-word bypass (Amaranth has no way to
+    # say so on a read port).
+    lines = [f"setparam -set COLLISION_X_MASK 1'1 t:$memrd_v2 r:MEMID=\\{name} %i"
+             for name in collision_free_memories(config, spram=board.spram)]
+    if board.spram:
+        # SB_SPRAM256KA has no initial contents: drop the all-zero ones Amaranth gives memories.
+        lines.append(f"delete t:$meminit_v2 r:MEMID=*{SPRAM_SUFFIX} %i")
+    return {"script_after_read": "\n".join(lines)}
 
 
 def _script_steps(script):
@@ -795,7 +804,7 @@ def build(board, config, out_dir, *, baud, seed=None, pe_instances=True, top="de
     if seed is not None:
         nextpnr_opts += ["--seed", str(seed)]
     plan = platform.build(design, name="top", build_dir=str(build_dir), do_build=False,
-                          nextpnr_opts=" ".join(nextpnr_opts), **_yosys_opts(board))
+                          nextpnr_opts=" ".join(nextpnr_opts), **_yosys_opts(board, config))
     plan.extract(str(build_dir))
     times["elaborate_s"] = round(time.perf_counter() - t0, 1)
     log(f"[1/4] elaborated the design in {times['elaborate_s']} s")

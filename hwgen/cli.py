@@ -27,6 +27,10 @@ def add_config_options(parser):
         if field.name == "dataflow":
             group.add_argument(flag, choices=DATAFLOWS, default=field.default,
                                help="ws: weight-stationary (default), os: output-stationary")
+        elif field.name == "post_lanes":
+            group.add_argument(flag, type=int, default=None, metavar="N",
+                               help="channels requantized per cycle, a divisor of --cols "
+                                    "(default: all; fewer save logic, ws only)")
         else:
             group.add_argument(flag, type=int, default=field.default, metavar="N",
                                help=f"default {field.default}")

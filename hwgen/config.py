@@ -29,6 +29,7 @@ _RANGES = {
     "out_depth": (16, 1 << 20),
     "prog_depth": (1, 256),
     "clock_hz": (1_000_000, 1_000_000_000),
+    "post_lanes": (1, 64),
 }
 
 
@@ -65,6 +66,12 @@ class AcceleratorConfig:
         program memory (layer descriptors).
     clock_hz : int
         Target clock, used for projections and board builds.
+    post_lanes : int or None
+        Requantization lanes: how many of a result row's ``cols`` channels are requantized per
+        cycle (a divisor of ``cols``; ``None``, the default, means all ``cols``). Fewer lanes
+        save a multiplier and a shifter per lane, which an iCE40 builds from logic cells; rows of
+        a requantized layer's last reduction tile then enter the array ``cols // post_lanes``
+        cycles apart (:mod:`hwgen.cycles` counts them). Weight-stationary only.
 
     Raises
     ------
@@ -87,10 +94,13 @@ class AcceleratorConfig:
     out_depth: int = 1024
     prog_depth: int = 16
     clock_hz: int = 50_000_000
+    post_lanes: int | None = None
 
     def __post_init__(self):
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
+            if field.name == "post_lanes" and value is None:
+                continue
             if field.name == "dataflow":
                 if value not in DATAFLOWS:
                     raise ValueError(
@@ -108,6 +118,19 @@ class AcceleratorConfig:
                 f"acc_bits={self.acc_bits} cannot hold a reduction of max_k={self.max_k} products "
                 f"of {self.in_bits}-bit by {self.w_bits}-bit operands; allowed: "
                 f"acc_bits >= {need} (or a smaller max_k)")
+        if self.post_lanes is not None:
+            if self.cols % self.post_lanes:
+                divisors = [d for d in range(1, self.cols + 1) if self.cols % d == 0]
+                raise ValueError(
+                    f"post_lanes={self.post_lanes} does not divide cols={self.cols}; allowed: "
+                    + ", ".join(map(str, divisors)))
+            if self.post_lanes == self.cols:
+                # The same hardware as the default: one spelling, one hash.
+                object.__setattr__(self, "post_lanes", None)
+            elif self.dataflow != "ws":
+                raise ValueError(
+                    f"post_lanes={self.post_lanes} needs dataflow='ws' (an output-stationary "
+                    f"array delivers its rows back to back); allowed with 'os': {self.cols}")
 
     @staticmethod
     def min_acc_bits(in_bits, w_bits, k):
@@ -122,6 +145,16 @@ class AcceleratorConfig:
     def act_lanes(self):
         """Number of activation banks: one lane per element of a tile row on either side."""
         return max(self.rows, self.cols)
+
+    @property
+    def requant_lanes(self):
+        """Channels requantized per cycle: ``post_lanes``, or ``cols`` when it is ``None``."""
+        return self.cols if self.post_lanes is None else self.post_lanes
+
+    @property
+    def requant_steps(self):
+        """Cycles the requantization takes per result row: ``cols // requant_lanes``."""
+        return self.cols // self.requant_lanes
 
     @property
     def shift_bits(self):
@@ -144,8 +177,15 @@ class AcceleratorConfig:
     # -- serialisation ---------------------------------------------------------------------------
 
     def to_dict(self):
-        """Return the parameters as a plain ``dict``."""
-        return dataclasses.asdict(self)
+        """Return the parameters as a plain ``dict``.
+
+        ``post_lanes`` is left out while it is ``None``, so that configurations from before it
+        existed keep their :attr:`hash` and load as before.
+        """
+        d = dataclasses.asdict(self)
+        if d["post_lanes"] is None:
+            del d["post_lanes"]
+        return d
 
     @classmethod
     def from_dict(cls, data):

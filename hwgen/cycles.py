@@ -89,7 +89,7 @@ class _Credits:
         bisect.insort(self.reads, read_cycle)
 
 
-def engine_timing(config, batches):
+def engine_timing(config, batches, spacing=None):
     """Return the :class:`EngineTiming` of a run with streams that are always valid and ready.
 
     Parameters
@@ -97,9 +97,18 @@ def engine_timing(config, batches):
     config : AcceleratorConfig
     batches : list of int
         Rows of each batch, in order; batch ``n`` is multiplied by weight tile ``n``.
+    spacing : list of int, optional
+        Fewest cycles between the admissions of two rows, per batch, counted from each of the
+        batch's rows (also from its last to the next batch's first); 1 each by default.
+        WS only.
     """
     if not batches or min(batches) < 1:
         raise ValueError(f"batches={batches!r}: every batch needs at least one row")
+    if spacing is None:
+        spacing = [1] * len(batches)
+    elif len(spacing) != len(batches) or min(spacing) < 1 or (
+            config.dataflow != "ws" and max(spacing) > 1):
+        raise ValueError(f"spacing={spacing!r}: one value >= 1 per batch (WS only for > 1)")
     rows = config.rows
     credits = _Credits(fifo_depth(config))
     admit, out, tile_load = [], [], []
@@ -118,9 +127,9 @@ def engine_timing(config, batches):
                 admit.append(t)
                 out.append(t + lat)
                 credits.take(t + lat)
-                t += 1
+                t += spacing[n]
             next_row = t
-            free[n % 2] = t
+            free[n % 2] = admit[-1] + 1
         return EngineTiming(admit, out, tile_load)
 
     lat = os_latency(config) + FIFO_LATENCY
@@ -173,10 +182,22 @@ _RAW_TAIL = 2
 _REQUANT_TAIL = 4
 
 
+def layer_spacing(config, k_tiles, n_tiles, raw):
+    """Return the admission spacing of each batch of a layer (see :func:`engine_timing`).
+
+    With fewer requantization lanes than columns, a requantized layer's rows of the last
+    reduction tile of each output tile enter ``config.requant_steps`` cycles apart.
+    """
+    steps = 1 if raw else config.requant_steps
+    return [steps if kt == k_tiles - 1 else 1 for _ in range(n_tiles) for kt in range(k_tiles)]
+
+
 def layer_cycles(config, k_tiles, n_tiles, m, raw):
     """Return the cycles one layer takes on the accelerator with a batch of ``m`` rows."""
-    timing = engine_timing(config, [m] * (k_tiles * n_tiles))
-    return _LAYER_LEAD + timing.last + (_RAW_TAIL if raw else _REQUANT_TAIL) + 1
+    timing = engine_timing(config, [m] * (k_tiles * n_tiles),
+                           layer_spacing(config, k_tiles, n_tiles, raw))
+    tail = _RAW_TAIL if raw else _REQUANT_TAIL + config.requant_steps - 1
+    return _LAYER_LEAD + timing.last + tail + 1
 
 
 def program_cycles(program, m):

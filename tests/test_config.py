@@ -69,3 +69,27 @@ def test_min_acc_bits_is_tight():
 def test_unknown_field_in_dict():
     with pytest.raises(ValueError, match=r"unknown configuration field.*colz"):
         AcceleratorConfig.from_dict({"rows": 2, "colz": 3})
+
+
+def test_post_lanes_default_keeps_the_hash_of_older_configs():
+    cfg = AcceleratorConfig(rows=4, cols=4)
+    assert "post_lanes" not in cfg.to_dict()
+    assert (cfg.requant_lanes, cfg.requant_steps) == (4, 1)
+    # All columns spelled out is the same design: one name, one hash.
+    same = AcceleratorConfig(rows=4, cols=4, post_lanes=4)
+    assert same == cfg and same.hash == cfg.hash and same.name == cfg.name
+    fewer = AcceleratorConfig(rows=4, cols=4, post_lanes=1)
+    assert (fewer.requant_lanes, fewer.requant_steps) == (1, 4)
+    assert fewer.hash != cfg.hash and "post_lanes1" in fewer.name
+    assert AcceleratorConfig.from_json(fewer.to_json()) == fewer
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"cols": 6, "post_lanes": 4}, r"post_lanes=4 does not divide cols=6; allowed: 1, 2, 3, 6"),
+    ({"cols": 4, "post_lanes": 0}, r"post_lanes=0 is out of range; allowed: 1..64"),
+    ({"cols": 4, "post_lanes": 2, "dataflow": "os"}, r"post_lanes=2 needs dataflow='ws'.*: 4"),
+    ({"cols": 4, "post_lanes": "2"}, r"post_lanes='2' must be an integer"),
+])
+def test_bad_post_lanes(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        AcceleratorConfig(**kwargs)

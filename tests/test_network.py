@@ -40,3 +40,24 @@ def test_network(name, dataflow, simulator, tmp_path):
                      env={"HWGEN_SEED": str(len(name) + networks), "HWGEN_NETWORKS": str(networks),
                           "HWGEN_MAX_WIDTH": str(width), "HWGEN_MAX_BATCH": str(batch)})
     assert ran == 2
+
+
+# Fewer requantization lanes than columns (weight-stationary only): the rows of a requantized
+# layer's last reduction tile enter the array spaced out.
+LANE_CASES = {
+    "4x4_lanes1": ({"rows": 4, "cols": 4, "post_lanes": 1}, 6, 60, 24),
+    "3x6_lanes2": ({"rows": 3, "cols": 6, "post_lanes": 2}, 6, 60, 16),
+}
+
+
+@pytest.mark.parametrize("name", LANE_CASES)
+def test_network_fewer_requant_lanes(name, simulator, tmp_path):
+    params, networks, width, batch = LANE_CASES[name]
+    if simulator == "icarus":
+        networks, width, batch = 2, 24, 8
+    config = AcceleratorConfig(**SMALL, **params)
+    ran = run_cocotb(config, "sim.tb_network", tmp_path, top="accelerator",
+                     simulator=simulator,
+                     env={"HWGEN_SEED": str(len(name) + networks), "HWGEN_NETWORKS": str(networks),
+                          "HWGEN_MAX_WIDTH": str(width), "HWGEN_MAX_BATCH": str(batch)})
+    assert ran == 2
