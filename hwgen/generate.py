@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 from amaranth.back import rtlil
+from amaranth.hdl import Shape
 from amaranth.lib import wiring
 
 from .config import AcceleratorConfig
@@ -62,7 +63,8 @@ def ports(component):
     result = []
     for path, member, _value in component.signature.flatten(component):
         name = "__".join(str(p) for p in path)
-        width = member.shape.size if hasattr(member.shape, "size") else len(_value)
+        # Shape.cast covers plain shapes, layouts and enums (the host port's region).
+        width = Shape.cast(member.shape).width
         result.append({"name": name, "dir": "in" if member.flow == wiring.In else "out",
                        "width": width})
     return result

@@ -27,6 +27,22 @@ def test_generate_writes_verilog_and_manifest(tmp_path, capsys):
     assert "wrote" in capsys.readouterr().out
 
 
+def test_generate_accelerator_top_lists_its_enum_port(tmp_path):
+    """The accelerator's host port has an enum member (the region): the manifest gives the width
+    of its shape, and --post-lanes reaches the design."""
+    from hwgen.memmap import Region
+
+    assert main(["generate", "--top", "accelerator", "--rows", "2", "--cols", "2",
+                 "--post-lanes", "1", "--act-depth", "64", "--weight-depth", "64",
+                 "--out", str(tmp_path)]) == 0
+    (j,) = tmp_path.glob("*.json")
+    manifest = json.loads(j.read_text())
+    assert manifest["config"]["post_lanes"] == 1
+    names = {p["name"]: p for p in manifest["ports"]}
+    assert names["host__region"]["width"] == Region.as_shape().width
+    assert names["host__region"]["dir"] == "in"   # the frame engine drives it
+
+
 def test_generate_is_byte_identical(tmp_path):
     for out in ("a", "b"):
         assert main(["generate", "--rows", "3", "--cols", "2", "--dataflow", "os",
