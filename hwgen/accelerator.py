@@ -101,6 +101,10 @@ class Accelerator(wiring.Component):
         saturation) and the controller's loop bounds held in registers. Results are the same;
         a requantized layer then takes 3 cycles more than :mod:`hwgen.cycles` counts (raw
         layers are unchanged).
+    split_multiplier : bool
+        Build each requantization product from two half-width products, added a cycle later:
+        for multipliers built from logic cells (iCE40), whose carry chains are the longest
+        path otherwise. Results are the same; a requantized layer takes one cycle more.
     spram : bool
         Ask Yosys to put the weight memory into iCE40UP ``SB_SPRAM256KA`` blocks. It has one
         address for both ports anyway: the host writes only while idle, the feeder reads only
@@ -113,9 +117,10 @@ class Accelerator(wiring.Component):
     """
 
     def __init__(self, config, *, pe_instances=False, dsp_packing=None, post_pipeline=False,
-                 spram=False):
+                 split_multiplier=False, spram=False):
         self.config = config
         self.post_pipeline = post_pipeline
+        self.split_multiplier = split_multiplier
         self.spram = spram
         self.geometry = regions(config)
         # The controller takes every result row as it comes (`o_result.ready` is tied high).
@@ -438,6 +443,7 @@ class Accelerator(wiring.Component):
         ]
 
         # -- post-processing: P1 bias (and raw write), P2 requantize, P3 write activations ------
+        n_req = cfg.requant_lanes
         lane_layout = param_lane_layout(cfg)
         params = data.ArrayLayout(lane_layout, cols)
         p1_valid, p1_end = Signal(), Signal()
@@ -471,18 +477,41 @@ class Accelerator(wiring.Component):
             mul_in = self._requant_steps(m, dp, start=p1_valid & ~desc.raw, load=p1_load,
                                          b_end=b_end, biased=biased, par=p1_par, pos=p1_pos,
                                          param_hold=param_hold)
-        n_req = cfg.requant_lanes
+        # From here on a row (step) needs only where its values go: the activation word of its
+        # first channel, that channel's bank and which of its channels exist. Fewer bits
+        # travel down the pipeline, and P3 adds one term less to form its addresses.
+        _, pos_n0, pos_word, pos_rem, pos_dst = mul_in[4]
+        pos_base = Signal.like(act_wr[0].addr, name="pos_base")   # addresses wrap alike
+        pos_ok = Signal(n_req, name="pos_ok")
+        m.d.comb += [pos_base.eq(pos_dst + pos_word),
+                     pos_ok.eq(Cat(pos_n0 + j < desc.n for j in range(n_req)))]
+        mul_in = (*mul_in[:4], [pos_base, pos_rem, pos_ok])
         if self.post_pipeline:
             mul_in = self._stage(dp, "q", mul_in)
         mul_valid, mul_end, mul_a, mul_par, mul_pos = mul_in
         p2_valid, p2_end = Signal(), Signal()
         p2_prod = Signal(data.ArrayLayout(prod_shape, n_req))
         p2_shift = Signal(data.ArrayLayout(unsigned(cfg.shift_bits), n_req))
+        if self.split_multiplier:
+            # a * m = a * m_lo + (a * m_hi << half): two shorter carry chains, then one adder.
+            half = cfg.mult_bits // 2
+            lo = Signal(data.ArrayLayout(signed(cfg.acc_bits + half + 1), n_req), name="m_lo")
+            hi = Signal(data.ArrayLayout(signed(cfg.acc_bits + cfg.mult_bits - half + 1), n_req),
+                        name="m_hi")
+            for j in range(n_req):
+                mult = mul_par[j].mult
+                dp.d.sync += [lo[j].eq(mul_a[j] * mult[:half]), hi[j].eq(mul_a[j] * mult[half:])]
+            mul_valid, mul_end, shifts, _, mul_pos = self._stage(
+                dp, "m", (mul_valid, mul_end, Cat(*(p.shift for p in mul_par)), Const(0, 1),
+                          mul_pos))
+            products = [lo[j] + (hi[j] << half) for j in range(n_req)]
+        else:
+            products = [mul_a[j] * mul_par[j].mult for j in range(n_req)]
+            shifts = Cat(*(s.shift for s in mul_par))
         p2_pos = _registered(dp, mul_pos, "p2")
-        dp.d.sync += [p2_valid.eq(mul_valid), p2_end.eq(mul_end)]
+        dp.d.sync += [p2_valid.eq(mul_valid), p2_end.eq(mul_end), p2_shift.eq(shifts)]
         for j in range(n_req):
-            dp.d.sync += [p2_prod[j].eq(mul_a[j] * mul_par[j].mult),
-                         p2_shift[j].eq(mul_par[j].shift)]
+            dp.d.sync += p2_prod[j].eq(products[j])
         lo, hi = -(1 << (cfg.in_bits - 1)), (1 << (cfg.in_bits - 1)) - 1
         rounded = None
         if self.post_pipeline:
@@ -507,7 +536,7 @@ class Accelerator(wiring.Component):
             dp.d.sync += [p3_valid.eq(p2_valid), p3_end.eq(p2_end)]
         else:
             dp.d.sync += [p3_valid.eq(rounded[0]), p3_end.eq(rounded[1])]
-        _, p3_n0, cur_word, cur_rem, p3_dst = p3_pos
+        p3_base, cur_rem, p3_ok = p3_pos
         for j in range(n_req):
             if rounded is None:
                 # Contract: r = (p + 2**(shift-1)) >> shift (arithmetic), or p when shift == 0.
@@ -531,8 +560,8 @@ class Accelerator(wiring.Component):
                 for jj in range(n_req):
                     with m.Case(jj):
                         m.d.comb += value.eq(p3_y[jj])
-            write = p3_valid & (j < n_req) & (p3_n0 + j < desc.n)
-            addr = p3_dst + cur_word + (Const(b) < cur_rem)
+            write = p3_valid & (j < n_req) & p3_ok.bit_select(j, 1)
+            addr = p3_base + (Const(b) < cur_rem)
             m.d.comb += [
                 act_wr[b].addr.eq(Mux(busy, addr, host.addr)),
                 act_wr[b].data.eq(Mux(busy, value,

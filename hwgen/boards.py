@@ -133,6 +133,9 @@ class Board:
     post_pipeline : bool
         Build the accelerator with its pipelined requantization
         (:class:`hwgen.accelerator.Accelerator`).
+    split_multiplier : bool
+        Build each requantization product from two half-width ones (multipliers built from
+        logic cells; :class:`hwgen.accelerator.Accelerator`).
     spram : bool
         Put the single-port buffers (weights, frame payload) into ``SB_SPRAM256KA`` blocks
         (iCE40UP), sparing block RAM.
@@ -152,6 +155,7 @@ class Board:
     preset: dict
     dsp_packing: str = None
     post_pipeline: bool = False
+    split_multiplier: bool = False
     spram: bool = False
     program: str = ""
     serial: str = ""
@@ -188,7 +192,8 @@ BOARDS = {
         device="iCE40UP5K-SG48", osc_hz=12_000_000, clock_hz=12_000_000,
         capacity={"lut": 5280, "ff": 5280, "dsp": 8, "bram": 30, "spram": 4},
         preset=ICEBREAKER_PRESET,
-        dsp_packing="sb_mac16", spram=True, program="iceprog {bitstream}",
+        dsp_packing="sb_mac16", post_pipeline=True, split_multiplier=True, spram=True,
+        program="iceprog {bitstream}",
         serial="/dev/ttyUSB1"),
     "ulx3s-12f": _ulx3s(12, 12_096, 32, 28, ULX3S_SMALL_PRESET),
     "ulx3s-25f": _ulx3s(25, 24_288, 56, 28, ULX3S_SMALL_PRESET),
@@ -320,7 +325,8 @@ class BoardTop(Elaboratable):
         self.clock = clock_plan(board, config.clock_hz)
         self.device = Device(config, link="uart", baud=baud, pe_instances=pe_instances,
                              dsp_packing=board.packing_for(config),
-                             post_pipeline=board.post_pipeline, spram=board.spram)
+                             post_pipeline=board.post_pipeline,
+                             split_multiplier=board.split_multiplier, spram=board.spram)
 
     def elaborate(self, platform):
         m = Module()

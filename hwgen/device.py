@@ -37,7 +37,7 @@ class Device(wiring.Component):
     dsp_packing : str or None
         How the array maps its multipliers onto DSP blocks (see
         :class:`hwgen.systolic.WeightStationaryArray`).
-    post_pipeline : bool
+    post_pipeline, split_multiplier : bool
         Extra registers in the post-processing (see :class:`hwgen.accelerator.Accelerator`).
     spram : bool
         Put the weight memory and the frame engine's payload buffer into iCE40UP
@@ -58,7 +58,7 @@ class Device(wiring.Component):
     """
 
     def __init__(self, config, *, link="uart", baud=DEFAULT_BAUD, pe_instances=False,
-                 dsp_packing=None, post_pipeline=False, spram=False):
+                 dsp_packing=None, post_pipeline=False, split_multiplier=False, spram=False):
         if link not in LINKS:
             raise ValueError(f"link={link!r} is not supported; allowed: {', '.join(LINKS)}")
         self.config = config
@@ -67,7 +67,7 @@ class Device(wiring.Component):
         self.divisor = divisor_for(config.clock_hz, baud) if link == "uart" else None
         self.accelerator = Accelerator(config, pe_instances=pe_instances,
                                        dsp_packing=dsp_packing, post_pipeline=post_pipeline,
-                                       spram=spram)
+                                       split_multiplier=split_multiplier, spram=spram)
         self.spram = spram
         if link == "uart":
             members = {"rx": In(1, init=1), "tx": Out(1, init=1)}

@@ -178,14 +178,19 @@ class FrameEngine(wiring.Component):
         xfer = Signal(range(max_payload + sr_bytes + 1))
         measured = Signal(16)
         region_ok = Signal()
+        # Registered: read from MEASURE on, at least two cycles (the CRC) after `args` is
+        # complete; combinational, the word size fed the buffer address in COMMIT through a
+        # comparator and an adder, the iCE40's critical path.
         with m.Switch(args.region):
             for region, g in geo.items():
                 with m.Case(region.value):
-                    m.d.comb += [
+                    m.d.sync += [
                         region_ok.eq(1),
                         word_bytes.eq(g.word_bytes),
                         depth.eq(g.depth),
                     ]
+            with m.Default():
+                m.d.sync += region_ok.eq(0)
         # Lengths minus a constant, registered: a subtractor feeding a comparator is two carry
         # chains in series, the iCE40's critical path. Each is read at least two cycles after
         # its operand is written (header, then its CRC; response header, then payload).
@@ -215,9 +220,23 @@ class FrameEngine(wiring.Component):
         # A MEASURE cut short leaves xfer > max_payload, which both tests below refuse.
         count_ok = (count != 0) & (
             (is_write & (xfer == data_len)) | (is_read & (xfer <= max_payload)))
-        addr_ok = (args.addr + count) <= depth
+        # The end address, registered: an adder feeding a comparator ripples through the
+        # LUTs (checks below are read at least three cycles after `args` is complete).
+        end_addr = Signal((args.addr + count).shape(), name="end_addr")
+        m.d.sync += end_addr.eq(args.addr + count)
+        addr_ok = end_addr <= depth
         batch = run_args.batch
         batch_ok = (batch != 0) & (batch <= self._config.acc_depth)
+
+        # The wide comparisons, registered: in CHECK they show their operands of the cycle
+        # before (the last of MEASURE, which holds `xfer` still), and the priority chain below
+        # starts from registers.
+        checks = {}
+        for name, value in (("length_ok", length_ok), ("count_ok", count_ok),
+                            ("addr_ok", addr_ok), ("batch_ok", batch_ok)):
+            checks[name] = Signal(name=f"{name}_q")
+            m.d.sync += checks[name].eq(value)
+        length_ok, count_ok, addr_ok, batch_ok = checks.values()
 
         status_next = Signal(Status)
         with m.If(~crc.match_detected):

@@ -271,6 +271,43 @@ def test_post_pipeline_gives_the_same_results(monkeypatch, shape, dataflow):
     assert result["cycles"] == program_cycles(prog, m) + 3 * requantized
 
 
+@pytest.mark.parametrize(("shape", "post_lanes"), [((2, 3), None), ((4, 4), 1), ((3, 4), 2)])
+def test_split_multiplier_gives_the_same_results(monkeypatch, shape, post_lanes):
+    """Accelerator(split_multiplier=True), which the iCEBreaker builds with its pipelined
+    requantization, computes what the reference does; each requantized layer takes exactly
+    four cycles more than the cycle model (three pipeline stages and the split)."""
+    import test_accelerator
+
+    import hwgen
+    from hwgen.accelerator import Accelerator
+    from hwgen.cycles import program_cycles
+    from hwgen.nn import Dense, QuantizedNetwork
+    from sim.netgen import random_input
+
+    # An odd mult_bits: the halves differ in width. Requantized outputs, so that every product
+    # reaches the result.
+    cfg = AcceleratorConfig(rows=shape[0], cols=shape[1], post_lanes=post_lanes, mult_bits=9,
+                            **test_accelerator.SMALL)
+    monkeypatch.setattr(test_accelerator, "Accelerator", functools.partial(
+        Accelerator, post_pipeline=True, split_multiplier=True))
+    rng = np.random.default_rng(shape[0] * 10 + shape[1] + 11)
+    x = random_input(rng, cfg, 5, 9)
+    w = rng.integers(-128, 128, size=(9, 7))
+    b = rng.integers(-1000, 1001, size=7)
+    mult = rng.integers(1 << 8, 1 << 9, size=7)   # both halves nonzero
+    # Shifts that put each channel's largest product just past the int8 range.
+    peak = np.abs((x @ w + b) * mult).max(axis=0)
+    shift = np.array([max(0, int(v).bit_length() - 8) for v in peak])
+    net = QuantizedNetwork([Dense(w, b, mult, shift, activation="identity")], in_bits=8,
+                           w_bits=8, acc_bits=cfg.acc_bits, mult_bits=cfg.mult_bits)
+    prog = hwgen.compile(net, cfg)
+    result = test_accelerator._run(cfg, prog, x)
+    expected = net.forward(x)
+    assert len(np.unique(expected)) > 5   # not saturated throughout
+    np.testing.assert_array_equal(result["out"], expected)
+    assert result["cycles"] == program_cycles(prog, 5) + 4
+
+
 def test_spram_accelerator_gives_the_same_results(monkeypatch):
     """Accelerator(spram=True), which the iCEBreaker builds, computes what the reference does
     in the cycles the model counts (only memory names and attributes differ)."""
