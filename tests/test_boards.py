@@ -254,6 +254,36 @@ def _run_variant(monkeypatch, cfg, seed, layers, rows, **options):
     return result, prog, m, net
 
 
+def _run_unsaturated_layer(monkeypatch, cfg, seed, **options):
+    """Run one requantized 9 -> 7 layer whose outputs spread over the int8 range (so that a
+    wrong product shows) on ``Accelerator(**options)``; check the outputs against the reference
+    and return ``(cycles, program)``."""
+    import test_accelerator
+
+    import hwgen
+    from hwgen.accelerator import Accelerator
+    from hwgen.nn import Dense, QuantizedNetwork
+    from sim.netgen import random_input
+
+    monkeypatch.setattr(test_accelerator, "Accelerator", functools.partial(Accelerator, **options))
+    rng = np.random.default_rng(seed)
+    x = random_input(rng, cfg, 5, 9)
+    w = rng.integers(-128, 128, size=(9, 7))
+    b = rng.integers(-1000, 1001, size=7)
+    mult = rng.integers(1 << (cfg.mult_bits - 1), 1 << cfg.mult_bits, size=7)  # top bit set
+    # Shifts that put each channel's largest product just past the int8 range.
+    peak = np.abs((x @ w + b) * mult).max(axis=0)
+    shift = np.array([max(0, int(v).bit_length() - 8) for v in peak])
+    net = QuantizedNetwork([Dense(w, b, mult, shift, activation="identity")], in_bits=8,
+                           w_bits=8, acc_bits=cfg.acc_bits, mult_bits=cfg.mult_bits)
+    prog = hwgen.compile(net, cfg)
+    result = test_accelerator._run(cfg, prog, x)
+    expected = net.forward(x)
+    assert len(np.unique(expected)) > 5   # not saturated throughout
+    np.testing.assert_array_equal(result["out"], expected)
+    return result["cycles"], prog
+
+
 @pytest.mark.parametrize("dataflow", ["ws", "os"])
 @pytest.mark.parametrize("shape", [(2, 3), (3, 2)])
 def test_post_pipeline_gives_the_same_results(monkeypatch, shape, dataflow):
@@ -269,6 +299,9 @@ def test_post_pipeline_gives_the_same_results(monkeypatch, shape, dataflow):
                                         layers=3, rows=5, post_pipeline=True)
     requantized = sum(layer.output != "raw" for layer in net.layers)
     assert result["cycles"] == program_cycles(prog, m) + 3 * requantized
+    cycles, prog = _run_unsaturated_layer(monkeypatch, cfg, shape[0] + shape[1],
+                                          post_pipeline=True)
+    assert cycles == program_cycles(prog, 5) + 3
 
 
 @pytest.mark.parametrize(("shape", "post_lanes"), [((2, 3), None), ((4, 4), 1), ((3, 4), 2)])
@@ -278,34 +311,14 @@ def test_split_multiplier_gives_the_same_results(monkeypatch, shape, post_lanes)
     four cycles more than the cycle model (three pipeline stages and the split)."""
     import test_accelerator
 
-    import hwgen
-    from hwgen.accelerator import Accelerator
     from hwgen.cycles import program_cycles
-    from hwgen.nn import Dense, QuantizedNetwork
-    from sim.netgen import random_input
 
-    # An odd mult_bits: the halves differ in width. Requantized outputs, so that every product
-    # reaches the result.
+    # An odd mult_bits: the halves differ in width.
     cfg = AcceleratorConfig(rows=shape[0], cols=shape[1], post_lanes=post_lanes, mult_bits=9,
                             **test_accelerator.SMALL)
-    monkeypatch.setattr(test_accelerator, "Accelerator", functools.partial(
-        Accelerator, post_pipeline=True, split_multiplier=True))
-    rng = np.random.default_rng(shape[0] * 10 + shape[1] + 11)
-    x = random_input(rng, cfg, 5, 9)
-    w = rng.integers(-128, 128, size=(9, 7))
-    b = rng.integers(-1000, 1001, size=7)
-    mult = rng.integers(1 << 8, 1 << 9, size=7)   # both halves nonzero
-    # Shifts that put each channel's largest product just past the int8 range.
-    peak = np.abs((x @ w + b) * mult).max(axis=0)
-    shift = np.array([max(0, int(v).bit_length() - 8) for v in peak])
-    net = QuantizedNetwork([Dense(w, b, mult, shift, activation="identity")], in_bits=8,
-                           w_bits=8, acc_bits=cfg.acc_bits, mult_bits=cfg.mult_bits)
-    prog = hwgen.compile(net, cfg)
-    result = test_accelerator._run(cfg, prog, x)
-    expected = net.forward(x)
-    assert len(np.unique(expected)) > 5   # not saturated throughout
-    np.testing.assert_array_equal(result["out"], expected)
-    assert result["cycles"] == program_cycles(prog, 5) + 4
+    cycles, prog = _run_unsaturated_layer(monkeypatch, cfg, shape[0] * 10 + shape[1] + 11,
+                                          post_pipeline=True, split_multiplier=True)
+    assert cycles == program_cycles(prog, 5) + 4
 
 
 def test_spram_accelerator_gives_the_same_results(monkeypatch):
