@@ -199,6 +199,10 @@ class FrameEngine(wiring.Component):
         rsp_len_m1 = Signal((rsp_len - 1).shape(), name="rsp_len_m1")
         m.d.sync += [len_m1.eq(hdr.length - 1), data_len.eq(hdr.length - _ACCESS_BYTES),
                      rsp_len_m1.eq(rsp_len - 1)]
+        # `idx` is at the last payload byte (PAYLOAD, TX_PAYLOAD): registered, computed as `idx`
+        # advances, so that the state machine does not wait for a 16-bit comparator.
+        rx_last = Signal()
+        tx_last = Signal()
         is_write = hdr.opcode == Opcode.WRITE
         is_read = hdr.opcode == Opcode.READ
         is_access = is_write | is_read
@@ -323,7 +327,7 @@ class FrameEngine(wiring.Component):
             with m.State("HEADER_CHECK"):
                 # The CRC register has taken the last header byte; a good header leaves it at 0,
                 # which is also the initial value for the payload CRC.
-                m.d.sync += [idx.eq(0), idle.eq(0)]
+                m.d.sync += [idx.eq(0), idle.eq(0), rx_last.eq(len_m1 == 0)]
                 with m.If(~crc.match_detected):
                     m.next = "HUNT"
                 with m.Elif(hdr.length == 0):
@@ -339,12 +343,12 @@ class FrameEngine(wiring.Component):
                     buf_w.en.eq(i.valid & (idx < max_payload)),
                 ]
                 with m.If(i.valid):
-                    m.d.sync += idx.eq(idx + 1)
+                    m.d.sync += [idx.eq(idx + 1), rx_last.eq(idx + 1 == len_m1)]
                     with m.Switch(idx):
                         for k in range(_ACCESS_BYTES):
                             with m.Case(k):
                                 m.d.sync += args.as_value()[8 * k:8 * k + 8].eq(i.payload)
-                    with m.If(idx == len_m1):
+                    with m.If(rx_last):
                         m.d.sync += idx.eq(0)
                         m.next = "TRAILER"
                 drop_when_idle()
@@ -430,7 +434,7 @@ class FrameEngine(wiring.Component):
                         crc.start.eq((idx == 0) | (idx == HEADER_BYTES + CRC_BYTES - 1)),
                     ]
                     with m.If(idx == HEADER_BYTES + CRC_BYTES - 1):
-                        m.d.sync += idx.eq(0)
+                        m.d.sync += [idx.eq(0), tx_last.eq(rsp_len_m1 == 0)]
                         with m.If(rsp_len == 0):
                             m.next = "TX_TRAILER"
                         with m.Elif(is_read):
@@ -463,8 +467,9 @@ class FrameEngine(wiring.Component):
                     crc.valid.eq(o.ready),
                 ]
                 with m.If(o.ready):
-                    m.d.sync += [idx.eq(idx + 1), sr.eq(sr_next), byte_pos.eq(byte_pos - 1)]
-                    with m.If(idx == rsp_len_m1):
+                    m.d.sync += [idx.eq(idx + 1), sr.eq(sr_next), byte_pos.eq(byte_pos - 1),
+                                 tx_last.eq(idx + 1 == rsp_len_m1)]
+                    with m.If(tx_last):
                         m.d.sync += idx.eq(0)
                         m.next = "TX_TRAILER"
                     with m.Elif(is_read & (byte_pos == 1)):
