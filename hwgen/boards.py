@@ -15,7 +15,10 @@ sites is reported as a :class:`FitError` with nextpnr's numbers.
 Boards map the array's multipliers onto their DSP blocks explicitly (``Board.dsp_packing``):
 on the iCE40UP5K two processing elements share one SB_MAC16 in its two-8x8 mode; on the ECP5
 each gets a MULT18X18D with its input and output registers (Yosys would leave those registers
-in the fabric). ECP5 boards also pipeline the requantization (``Board.post_pipeline``).
+in the fabric). Both families pipeline the requantization (``Board.post_pipeline``); the
+iCE40, whose requantization multipliers are logic cells, also splits each product in two
+(``Board.split_multiplier``). Reads of memories that never see a read and a write to the same
+address at once are built without Yosys's old-word bypass (:func:`_yosys_opts`).
 """
 
 import dataclasses
@@ -86,9 +89,10 @@ class PLLError(ValueError):
 #: The iCEBreaker preset: a 4x4 int8 array whose 16 MACs share the UP5K's 8 SB_MAC16s, one
 #: requantization lane (its multiplier is built from logic cells; rows of a layer's last
 #: reduction tile enter the array 4 cycles apart) and small buffers; the weights and the frame
-#: buffer sit in 3 of the 4 SB_SPRAM256KA. Measured: 5106 of 5280 logic cells, all 30 block RAMs,
-#: 21.1 MHz against the board's 12 MHz. With four requantization lanes (``--post-lanes 4``) the
-#: device needs about 6900 cells, and ``hwgen build`` refuses it, naming the numbers. The wide,
+#: buffer sit in 3 of the 4 SB_SPRAM256KA. Measured: 5036 of 5280 logic cells, all 30 block RAMs,
+#: 30.8 MHz against the board's 12 MHz (the board builds the pipelined requantization with the
+#: split multiplier). With four requantization lanes (``--post-lanes 4``) the device needs about
+#: 6900 cells, and ``hwgen build`` refuses it, naming the numbers. The wide,
 #: shallow memories take the block RAMs: PARAM (9), OUTPUT and the accumulators (6 each),
 #: PROGRAM (58-bit descriptors, 4).
 ICEBREAKER_PRESET = {
