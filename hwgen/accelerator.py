@@ -29,6 +29,13 @@ __all__ = ["SPRAM_ATTRS", "SPRAM_SUFFIX", "Accelerator", "collision_free_memorie
 #: Memory attributes that make Yosys's ``synth_ice40`` map a single-port memory onto
 #: ``SB_SPRAM256KA`` blocks (16 bits x 16K each, four on an iCE40UP5K).
 SPRAM_ATTRS = {"ram_style": "huge"}
+#: Ends the name of every such memory, so that the build can drop their initial contents
+#: (all zero; an SPRAM has none).
+SPRAM_SUFFIX = "_spram"
+#: Marks the memories of :func:`collision_free_memories` for readers of the netlist. Yosys heeds
+#: ``no_rw_check`` only where it merges a register into an asynchronous read port, and Amaranth's
+#: read ports are synchronous already, so the board build sets the read ports' mask itself.
+NO_COLLISION_ATTRS = {"no_rw_check": 1}
 
 
 def collision_free_memories(config, *, spram=False):
@@ -39,19 +46,12 @@ def collision_free_memories(config, *, spram=False):
     activations to an area the compiler keeps apart from the one it reads. So a board build may
     tell Yosys that a collision cannot happen (``COLLISION_X_MASK``): otherwise it adds a
     register and a multiplexer per bit of the word to return the old word on a collision.
-    (The accumulators are excluded: their read-modify-write needs the bypass.) The memories
-    carry the ``no_rw_check`` attribute too, for readers of the netlist.
+    (The accumulators are excluded: their read-modify-write needs the bypass.)
     """
     names = ["prog", "param", "out", *(f"act{b}" for b in range(config.act_lanes))]
     if not spram:
         names.append("weight")
     return names
-
-
-NO_COLLISION_ATTRS = {"no_rw_check": 1}
-#: Ends the name of every such memory, so that the build can drop their initial contents
-#: (all zero; an SPRAM has none).
-SPRAM_SUFFIX = "_spram"
 
 
 def _advance(m, word, rem, step, lanes, *, frm=None):
@@ -495,19 +495,21 @@ class Accelerator(wiring.Component):
         if self.split_multiplier:
             # a * m = a * m_lo + (a * m_hi << half): two shorter carry chains, then one adder.
             half = cfg.mult_bits // 2
-            lo = Signal(data.ArrayLayout(signed(cfg.acc_bits + half + 1), n_req), name="m_lo")
-            hi = Signal(data.ArrayLayout(signed(cfg.acc_bits + cfg.mult_bits - half + 1), n_req),
-                        name="m_hi")
+            prod_lo = Signal(data.ArrayLayout(signed(cfg.acc_bits + half + 1), n_req),
+                             name="m_lo")
+            prod_hi = Signal(data.ArrayLayout(signed(cfg.acc_bits + cfg.mult_bits - half + 1),
+                                              n_req), name="m_hi")
             for j in range(n_req):
                 mult = mul_par[j].mult
-                dp.d.sync += [lo[j].eq(mul_a[j] * mult[:half]), hi[j].eq(mul_a[j] * mult[half:])]
+                dp.d.sync += [prod_lo[j].eq(mul_a[j] * mult[:half]),
+                              prod_hi[j].eq(mul_a[j] * mult[half:])]
             mul_valid, mul_end, shifts, _, mul_pos = self._stage(
                 dp, "m", (mul_valid, mul_end, Cat(*(p.shift for p in mul_par)), Const(0, 1),
                           mul_pos))
-            products = [lo[j] + (hi[j] << half) for j in range(n_req)]
+            products = [prod_lo[j] + (prod_hi[j] << half) for j in range(n_req)]
         else:
             products = [mul_a[j] * mul_par[j].mult for j in range(n_req)]
-            shifts = Cat(*(s.shift for s in mul_par))
+            shifts = Cat(*(p.shift for p in mul_par))
         p2_pos = _registered(dp, mul_pos, "p2")
         dp.d.sync += [p2_valid.eq(mul_valid), p2_end.eq(mul_end), p2_shift.eq(shifts)]
         for j in range(n_req):

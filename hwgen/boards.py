@@ -596,9 +596,9 @@ def board_config(board, args=None, *, clock_hz=None, **overrides):
             if value is not None:
                 values[field.name] = value
     values.update(overrides)
-    if values.get("dataflow") == "os" and values.get("post_lanes") == board.preset.get(
-            "post_lanes") and "post_lanes" not in overrides and getattr(args, "post_lanes",
-                                                                        None) is None:
+    from_preset = values.get("post_lanes") == board.preset.get("post_lanes")
+    given = "post_lanes" in overrides or getattr(args, "post_lanes", None) is not None
+    if values.get("dataflow") == "os" and from_preset and not given:
         # The preset's requantization lanes are for its weight-stationary array.
         values.pop("post_lanes", None)
     if clock_hz is not None:
