@@ -137,26 +137,29 @@ class Accelerator(wiring.Component):
         m.submodules.engine = engine = self.engine
 
         # -- memories ----------------------------------------------------------------------------
+        # One list names the collision-free memories, for their attributes here and the build.
+        apart = collision_free_memories(cfg, spram=self.spram)
+
         def mem(name, region_or_shape, depth=None, attrs=None):
             if isinstance(region_or_shape, Region):
                 g = geo[region_or_shape]
                 shape, depth = unsigned(g.word_bits), g.depth
             else:
                 shape = region_or_shape
+            if name in apart:
+                attrs = NO_COLLISION_ATTRS
             mem_ = memory.Memory(shape=shape, depth=depth, init=[], attrs=attrs)
             m.submodules[name] = mem_
             return mem_
 
-        apart = NO_COLLISION_ATTRS
-        prog_mem = mem("prog", Region.PROGRAM, attrs=apart)
+        prog_mem = mem("prog", Region.PROGRAM)
         if self.spram:
             weight_mem = mem("weight" + SPRAM_SUFFIX, Region.WEIGHT, attrs=SPRAM_ATTRS)
         else:
-            weight_mem = mem("weight", Region.WEIGHT, attrs=apart)
-        param_mem = mem("param", Region.PARAM, attrs=apart)
-        out_mem = mem("out", Region.OUTPUT, attrs=apart)
-        act_mems = [mem(f"act{b}", signed(cfg.in_bits), cfg.act_depth, attrs=apart)
-                    for b in range(lanes)]
+            weight_mem = mem("weight", Region.WEIGHT)
+        param_mem = mem("param", Region.PARAM)
+        out_mem = mem("out", Region.OUTPUT)
+        act_mems = [mem(f"act{b}", signed(cfg.in_bits), cfg.act_depth) for b in range(lanes)]
         acc_layout = data.ArrayLayout(signed(cfg.acc_bits), cols)
         acc_mem = mem("acc", acc_layout, cfg.acc_depth)
 

@@ -67,17 +67,25 @@ def _run(cfg, prog, x):
     return result
 
 
+def run_random_network(cfg, seed, *, layers, max_width, rows=5):
+    """Run a random network of ``layers`` on up to ``rows`` rows, check the outputs against the
+    reference and return ``(result, program, rows run, network)``."""
+    rng = np.random.default_rng(seed)
+    net = random_network(rng, cfg, layers=layers, max_width=max_width)
+    prog = hwgen.compile(net, cfg)
+    m = min(prog.batch, rows)
+    x = random_input(rng, cfg, m, net.layers[0].in_features)
+    result = _run(cfg, prog, x)
+    np.testing.assert_array_equal(result["out"], net.forward(x))
+    return result, prog, m, net
+
+
 @pytest.mark.parametrize("dataflow", ["ws", "os"])
 @pytest.mark.parametrize("shape", [(2, 3), (3, 2), (1, 1)])
 def test_random_network(shape, dataflow):
     cfg = AcceleratorConfig(rows=shape[0], cols=shape[1], dataflow=dataflow, **SMALL)
-    rng = np.random.default_rng(shape[0] * 10 + shape[1])
-    net = random_network(rng, cfg, layers=3, max_width=9)
-    prog = hwgen.compile(net, cfg)
-    m = min(prog.batch, 5)
-    x = random_input(rng, cfg, m, net.layers[0].in_features)
-    result = _run(cfg, prog, x)
-    np.testing.assert_array_equal(result["out"], net.forward(x))
+    result, prog, m, _ = run_random_network(cfg, shape[0] * 10 + shape[1], layers=3,
+                                            max_width=9)
     assert result["cycles"] == program_cycles(prog, m)
     assert result["macs"] == m * prog.padded_macs_per_row
 
@@ -89,11 +97,6 @@ def test_fewer_requant_lanes(shape, post_lanes):
     counts the spaced rows."""
     cfg = AcceleratorConfig(rows=shape[0], cols=shape[1], post_lanes=post_lanes, **SMALL)
     assert cfg.requant_steps == shape[1] // post_lanes
-    rng = np.random.default_rng(shape[0] * 10 + shape[1] + post_lanes)
-    net = random_network(rng, cfg, layers=3, max_width=13)
-    prog = hwgen.compile(net, cfg)
-    m = min(prog.batch, 5)
-    x = random_input(rng, cfg, m, net.layers[0].in_features)
-    result = _run(cfg, prog, x)
-    np.testing.assert_array_equal(result["out"], net.forward(x))
+    result, prog, m, _ = run_random_network(cfg, shape[0] * 10 + shape[1] + post_lanes,
+                                            layers=3, max_width=13)
     assert result["cycles"] == program_cycles(prog, m)

@@ -239,19 +239,11 @@ def _run_variant(monkeypatch, cfg, seed, layers, rows, **options):
     reference and return ``(result, program, rows run, network)``."""
     import test_accelerator
 
-    import hwgen
     from hwgen.accelerator import Accelerator
-    from sim.netgen import random_input, random_network
 
     monkeypatch.setattr(test_accelerator, "Accelerator", functools.partial(Accelerator, **options))
-    rng = np.random.default_rng(seed)
-    net = random_network(rng, cfg, layers=layers, max_width=2 * layers + 3)
-    prog = hwgen.compile(net, cfg)
-    m = min(prog.batch, rows)
-    x = random_input(rng, cfg, m, net.layers[0].in_features)
-    result = test_accelerator._run(cfg, prog, x)
-    np.testing.assert_array_equal(result["out"], net.forward(x))
-    return result, prog, m, net
+    return test_accelerator.run_random_network(cfg, seed, layers=layers,
+                                               max_width=2 * layers + 3, rows=rows)
 
 
 def _run_unsaturated_layer(monkeypatch, cfg, seed, **options):

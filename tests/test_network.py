@@ -27,19 +27,25 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("dataflow", ["ws", "os"])
-@pytest.mark.parametrize("name", CASES)
-def test_network(name, dataflow, simulator, tmp_path):
-    params, networks, width, batch = CASES[name]
+def _run_networks(case, config, simulator, tmp_path, *, name):
+    """Run sim.tb_network's random networks of a ``(params, networks, max width, max batch)``
+    case on ``config``; return how many of its tests ran."""
+    _, networks, width, batch = case
     if simulator == "icarus":
         # Icarus is ~50x slower: fewer, smaller networks; the same code paths.
         networks, width, batch = max(2, networks // 3), min(width, 24), min(batch, 8)
-    config = AcceleratorConfig(dataflow=dataflow, **SMALL, **params)
-    ran = run_cocotb(config, "sim.tb_network", tmp_path, top="accelerator",
-                     simulator=simulator,
-                     env={"HWGEN_SEED": str(len(name) + networks), "HWGEN_NETWORKS": str(networks),
-                          "HWGEN_MAX_WIDTH": str(width), "HWGEN_MAX_BATCH": str(batch)})
-    assert ran == 2
+    return run_cocotb(config, "sim.tb_network", tmp_path, top="accelerator",
+                      simulator=simulator,
+                      env={"HWGEN_SEED": str(len(name) + networks),
+                           "HWGEN_NETWORKS": str(networks), "HWGEN_MAX_WIDTH": str(width),
+                           "HWGEN_MAX_BATCH": str(batch)})
+
+
+@pytest.mark.parametrize("dataflow", ["ws", "os"])
+@pytest.mark.parametrize("name", CASES)
+def test_network(name, dataflow, simulator, tmp_path):
+    config = AcceleratorConfig(dataflow=dataflow, **SMALL, **CASES[name][0])
+    assert _run_networks(CASES[name], config, simulator, tmp_path, name=name) == 2
 
 
 # Fewer requantization lanes than columns (weight-stationary only): the rows of a requantized
@@ -52,12 +58,5 @@ LANE_CASES = {
 
 @pytest.mark.parametrize("name", LANE_CASES)
 def test_network_fewer_requant_lanes(name, simulator, tmp_path):
-    params, networks, width, batch = LANE_CASES[name]
-    if simulator == "icarus":
-        networks, width, batch = 2, 24, 8
-    config = AcceleratorConfig(**SMALL, **params)
-    ran = run_cocotb(config, "sim.tb_network", tmp_path, top="accelerator",
-                     simulator=simulator,
-                     env={"HWGEN_SEED": str(len(name) + networks), "HWGEN_NETWORKS": str(networks),
-                          "HWGEN_MAX_WIDTH": str(width), "HWGEN_MAX_BATCH": str(batch)})
-    assert ran == 2
+    config = AcceleratorConfig(**SMALL, **LANE_CASES[name][0])
+    assert _run_networks(LANE_CASES[name], config, simulator, tmp_path, name=name) == 2
