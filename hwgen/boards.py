@@ -453,16 +453,17 @@ _SMALL_DEPTH = {"ice40": 0, "ecp5": 32}
 
 # LUT model: base + per (MAC x (acc_bits + w_bits)) + per (column x (acc_bits + mult_bits))
 # + per bit of the widest host word + per bit of the layer descriptor (its register and the
-# feeders' counters) + per (requantization lane x (acc_bits + 1) x mult_bits) on iCE40, whose
-# requantization multipliers and shifters are logic cells (about 620 cells per lane at 22x8).
+# feeders' counters) + per (requantization lane x (acc_bits + 1) x mult_bits).
 # iCE40 counts logic cells, fitted on whole-device builds of the iCEBreaker preset's buffers:
-# 4x4 with one lane (5106 cells), 4x4 with four (6977) and 2x2 with two (4224). ECP5 counts
-# LUT4s (carry halves included), fitted on ULX3S-12F 2x2 (4822) and ULX3S-85F 8x8 (14051),
-# measured before several savings (narrower descriptors, registers instead of the result FIFO,
-# no collision bypass on the memories): its figures err on the high side.
+# 4x4 with one lane (5106 cells), 4x4 with four (6977) and 2x2 with two (4224); its
+# requantization multipliers and shifters are logic cells (about 620 cells per lane at 22x8).
+# ECP5 counts LUT4s as nextpnr does (carry halves included), fitted on whole devices with the
+# ULX3S presets' buffers: the 12F 4x4 (6266) and 85F 8x8 (11228) builds, and 2x2, 4x8, 8x4,
+# 12x12 and 8x8 with two lanes from Yosys alone (LUT4 + 2 CCU2C + 540, which gives both builds
+# within 10 LUTs). Within 1.1 % on all seven; the word and descriptor terms add nothing there.
 _LUT_MODEL = {
     "ice40": {"base": 1567.0, "mac": 1.8, "col": 10.9, "word": 3.0, "desc": 5.6, "lane": 3.39},
-    "ecp5": {"base": 3400.0, "mac": 1.4, "col": 16.0, "word": 3.0, "desc": 0.0, "lane": 0.0},
+    "ecp5": {"base": 2832.0, "mac": 1.11, "col": 6.23, "word": 0.0, "desc": 0.0, "lane": 0.76},
 }
 
 

@@ -445,6 +445,29 @@ def test_icebreaker_preset_is_the_whole_4x4_with_one_requantization_lane():
     assert boards.board_config(board, dataflow="os").requant_lanes == 4
 
 
+# Whole-device LUT counts the estimate is fitted on: nextpnr's table after `hwgen build`, and
+# (marked) Yosys alone, as LUT4 + 2 CCU2C + 540 (which gives the two ECP5 builds within 10).
+_MEASURED_LUTS = [
+    ("icebreaker", {}, 5036),
+    ("icebreaker", {"post_lanes": 4}, 6977),
+    ("icebreaker", {"rows": 2, "cols": 2, "post_lanes": 2}, 4224),
+    ("ulx3s-12f", {}, 6266),
+    ("ulx3s-85f", {}, 11228),
+    ("ulx3s-85f", {"rows": 2, "cols": 2}, 4402),        # Yosys
+    ("ulx3s-85f", {"rows": 4, "cols": 8}, 9860),        # Yosys
+    ("ulx3s-85f", {"rows": 8, "cols": 4}, 7111),        # Yosys
+    ("ulx3s-85f", {"rows": 12, "cols": 12}, 17583),     # Yosys
+    ("ulx3s-85f", {"post_lanes": 2}, 8858),             # Yosys
+]
+
+
+@pytest.mark.parametrize(("name", "overrides", "measured"), _MEASURED_LUTS)
+def test_lut_estimate_is_within_3_percent_of_measured_builds(name, overrides, measured):
+    board = BOARDS[name]
+    lut = boards.estimate(board, boards.board_config(board, **overrides))["lut"]
+    assert abs(lut - measured) <= 0.03 * measured, (lut, measured)
+
+
 def test_fit_refuses_too_many_dsps():
     board = BOARDS["icebreaker"]
     with pytest.raises(FitError, match=r"needs 16 SB_MAC16 DSPs, the device has 8"):
