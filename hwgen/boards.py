@@ -505,10 +505,15 @@ def estimate(board, config):
     """
     fam = board.family
     macs = config.rows * config.cols
+    lut_mults = 0
     if fam == "ice40":
-        # The array shares SB_MAC16s (two products each); the post-processing multipliers are
-        # built from logic cells, the DSPs being taken.
-        dsp = config.cols * math.ceil(config.rows / 2) if board.dsp_packing else macs
+        # A packed array shares SB_MAC16s (two products each); the post-processing multipliers
+        # are built from logic cells, the DSPs being taken. Unpacked (output-stationary), Yosys
+        # builds every product from logic cells: about 3.2 cells per product bit (a 2x2 OS
+        # device took 1439 LUT4s more than the 2x2 WS one, one lane of them).
+        packed = board.packing_for(config) is not None
+        dsp = config.cols * math.ceil(config.rows / 2) if packed else 0
+        lut_mults = 0 if packed else 3.2 * macs * config.in_bits * config.w_bits
     else:
         # One MULT18X18D per product of the array; a post-processing product of
         # (acc_bits + 1) x (mult_bits + 1) signed bits takes 18x18 tiles.
@@ -520,7 +525,8 @@ def estimate(board, config):
     lut = (k["base"] + k["mac"] * macs * (config.acc_bits + config.w_bits)
            + k["col"] * config.cols * (config.acc_bits + config.mult_bits)
            + k["word"] * max_word_bits(config) + k["desc"] * descriptor_layout(config).size
-           + k["lane"] * config.requant_lanes * (config.acc_bits + 1) * config.mult_bits)
+           + k["lane"] * config.requant_lanes * (config.acc_bits + 1) * config.mult_bits
+           + lut_mults)
     # High on purpose (the whole 4x4 iCEBreaker device measured 2927): it only has to refuse
     # what cannot fit.
     ff = (macs * (config.in_bits + 2 * config.w_bits + config.acc_bits + 1)

@@ -468,6 +468,17 @@ def test_lut_estimate_is_within_3_percent_of_measured_builds(name, overrides, me
     assert abs(lut - measured) <= 0.03 * measured, (lut, measured)
 
 
+def test_ice40_output_stationary_products_are_logic_cells():
+    # Only weight-stationary arrays pack into SB_MAC16s; Yosys builds OS products from cells.
+    board = BOARDS["icebreaker"]
+    ws = boards.estimate(board, boards.board_config(board, rows=2, cols=2, post_lanes=2))
+    os_ = boards.estimate(board, boards.board_config(board, rows=2, cols=2, dataflow="os"))
+    assert (ws["dsp"], os_["dsp"]) == (2, 0)
+    assert os_["lut"] - ws["lut"] > 4 * 8 * 8 * 3    # four 8x8 products, ~3 cells per bit
+    with pytest.raises(FitError, match=r"logic cells, the device has 5280"):
+        boards.check_fit(board, boards.board_config(board, dataflow="os"))
+
+
 def test_fit_refuses_too_many_dsps():
     board = BOARDS["icebreaker"]
     with pytest.raises(FitError, match=r"needs 16 SB_MAC16 DSPs, the device has 8"):
