@@ -65,6 +65,7 @@ __all__ = [
     "estimate",
     "ice40_pll",
     "make_report",
+    "nextpnr_phases",
     "parse_nextpnr_log",
     "parse_yosys_log",
     "register_cli",
@@ -837,14 +838,30 @@ def build(board, config, out_dir, *, baud, seed=None, pe_instances=True, top="de
                     f"once per machine)")
         log(f"[{index}/{len(steps) + 1}] {_STEP_LABELS[step]}{note} ...", flush=True)
         t0 = time.perf_counter()
-        proc = subprocess.run([os.environ.get(var, exe), *argv], cwd=build_dir,
-                              capture_output=True, text=True, check=False)
+        output = build_dir / f"{step}.out"
+        with open(output, "w") as sink:
+            proc = subprocess.Popen([os.environ.get(var, exe), *argv], cwd=build_dir,
+                                    stdout=sink, stderr=subprocess.STDOUT)
+            # nextpnr runs for minutes: report its phases as its log reaches them.
+            watch = None
+            if step == "nextpnr":
+                (build_dir / "top.tim").unlink(missing_ok=True)   # a log of an earlier build
+                watch = _LogWatch(build_dir / "top.tim")
+            while True:
+                try:
+                    returncode = proc.wait(timeout=1)
+                except subprocess.TimeoutExpired:
+                    returncode = None
+                for phase in watch.new_phases() if watch else ():
+                    log(f"      {phase} ({time.perf_counter() - t0:.0f} s)", flush=True)
+                if returncode is not None:
+                    break
         times[f"{step}_s"] = round(time.perf_counter() - t0, 1)
-        if proc.returncode != 0:
+        if returncode != 0:
             if step == "nextpnr":
                 _raise_if_overfull(board, config, (build_dir / "top.tim").read_text())
-            tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
-            raise RuntimeError(f"{_STEP_LABELS[step]} failed (exit {proc.returncode}); logs in "
+            tail = "\n".join(output.read_text(errors="replace").strip().splitlines()[-15:])
+            raise RuntimeError(f"{_STEP_LABELS[step]} failed (exit {returncode}); logs in "
                                f"{build_dir}:\n{tail}")
         log(f"      done in {times[f'{step}_s']} s")
     times["total_s"] = round(time.perf_counter() - started, 1)
@@ -857,6 +874,49 @@ def build(board, config, out_dir, *, baud, seed=None, pe_instances=True, top="de
                          yosys_log=(build_dir / "top.rpt").read_text())
     write_report(report, out_dir)
     return report
+
+
+# Log lines that start nextpnr's long phases, and what the progress line calls them.
+_NEXTPNR_PHASES = (
+    ("Info: Running main analytical placer", "placing"),
+    ("Info: Running Static placer", "placing"),
+    ("Info: Running simulated annealing placer for refinement", "refining the placement"),
+    ("Info: Routing..", "routing"),
+)
+
+
+def nextpnr_phases(text):
+    """Return the long phases (placing, refining the placement, routing) a nextpnr log has
+    reached, in order."""
+    seen = []
+    for line in text.splitlines():
+        for marker, phase in _NEXTPNR_PHASES:
+            if line.startswith(marker) and phase not in seen:
+                seen.append(phase)
+    return seen
+
+
+class _LogWatch:
+    """Follow a log that a running tool writes; report each phase once, as it appears."""
+
+    def __init__(self, path):
+        self._path = path
+        self._offset = 0
+        self._partial = ""
+        self._seen = []
+
+    def new_phases(self):
+        try:
+            with open(self._path, errors="replace") as f:
+                f.seek(self._offset)
+                chunk = f.read()
+                self._offset = f.tell()
+        except FileNotFoundError:
+            return []
+        lines, _, self._partial = (self._partial + chunk).rpartition("\n")
+        fresh = [p for p in nextpnr_phases(lines) if p not in self._seen]
+        self._seen += fresh
+        return fresh
 
 
 def _raise_if_overfull(board, config, nextpnr_log):

@@ -557,6 +557,30 @@ def test_overfull_placement_is_a_fit_error():
         boards._raise_if_overfull(board, config, text)
 
 
+@pytest.mark.parametrize("family", ["ice40", "ecp5"])
+def test_nextpnr_phases_of_recorded_logs(family):
+    text = (DATA / f"{family}_nextpnr.log").read_text()
+    assert boards.nextpnr_phases(text) == ["placing", "refining the placement", "routing"]
+    head = text[:text.index("Info: Running simulated annealing")]
+    assert boards.nextpnr_phases(head) == ["placing"]
+    assert boards.nextpnr_phases("") == []
+
+
+def test_log_watch_reports_each_phase_once_across_partial_writes(tmp_path):
+    path = tmp_path / "top.tim"
+    watch = boards._LogWatch(path)
+    assert watch.new_phases() == []                  # not written yet
+    text = (DATA / "ecp5_nextpnr.log").read_text()
+    cut = text.index("Info: Routing..") + 7          # in the middle of the routing line
+    path.write_text(text[:cut])
+    assert watch.new_phases() == ["placing", "refining the placement"]
+    assert watch.new_phases() == []
+    with open(path, "a") as f:
+        f.write(text[cut:])
+    assert watch.new_phases() == ["routing"]
+    assert watch.new_phases() == []
+
+
 def test_parse_empty_logs():
     assert boards.parse_nextpnr_log("") == {"utilisation": {}, "clocks": {}}
     assert boards.parse_yosys_log("") == {}
@@ -594,9 +618,15 @@ def test_build_smoke(tmp_path, name):
     board_name, top, options = SMOKE[name]
     board = BOARDS[board_name]
     config = boards.board_config(board, **options)
+    lines = []
     report = boards.build(board, config, tmp_path, baud=115200, seed=1, top=top,
-                          log=lambda *a, **k: None)
+                          log=lambda line, **k: lines.append(line.strip()))
     assert (tmp_path / report["bitstream"]).stat().st_size > 10_000
+    # Progress: every step, and nextpnr's phases as it reached them.
+    phases = [line.split(" (")[0] for line in lines
+              if line.startswith(("placing", "refining", "routing"))]
+    assert phases == ["placing", "refining the placement", "routing"], lines
+    assert sum(line.startswith("done in") for line in lines) == 3, lines
     on_disk = json.loads((tmp_path / "report.json").read_text())
     assert on_disk["config_hash"] == config.hash
     assert "Fmax" in (tmp_path / "report.md").read_text()
