@@ -839,23 +839,12 @@ def build(board, config, out_dir, *, baud, seed=None, pe_instances=True, top="de
         log(f"[{index}/{len(steps) + 1}] {_STEP_LABELS[step]}{note} ...", flush=True)
         t0 = time.perf_counter()
         output = build_dir / f"{step}.out"
-        with open(output, "w") as sink:
-            proc = subprocess.Popen([os.environ.get(var, exe), *argv], cwd=build_dir,
-                                    stdout=sink, stderr=subprocess.STDOUT)
+        watch = None
+        if step == "nextpnr":
             # nextpnr runs for minutes: report its phases as its log reaches them.
-            watch = None
-            if step == "nextpnr":
-                (build_dir / "top.tim").unlink(missing_ok=True)   # a log of an earlier build
-                watch = _LogWatch(build_dir / "top.tim")
-            while True:
-                try:
-                    returncode = proc.wait(timeout=1)
-                except subprocess.TimeoutExpired:
-                    returncode = None
-                for phase in watch.new_phases() if watch else ():
-                    log(f"      {phase} ({time.perf_counter() - t0:.0f} s)", flush=True)
-                if returncode is not None:
-                    break
+            (build_dir / "top.tim").unlink(missing_ok=True)   # a log of an earlier build
+            watch = _LogWatch(build_dir / "top.tim")
+        returncode = _run_tool([os.environ.get(var, exe), *argv], build_dir, output, watch, log)
         times[f"{step}_s"] = round(time.perf_counter() - t0, 1)
         if returncode != 0:
             if step == "nextpnr":
@@ -917,6 +906,29 @@ class _LogWatch:
         fresh = [p for p in nextpnr_phases(lines) if p not in self._seen]
         self._seen += fresh
         return fresh
+
+
+def _run_tool(argv, cwd, output, watch, log):
+    """Run a tool with its output in the file ``output``; log each new phase that ``watch``
+    (a :class:`_LogWatch` or None) sees, with the time since the start. Return the exit
+    status."""
+    started = time.perf_counter()
+    with open(output, "w") as sink:
+        proc = subprocess.Popen(argv, cwd=cwd, stdout=sink, stderr=subprocess.STDOUT)
+        try:
+            while True:
+                try:
+                    returncode = proc.wait(timeout=1)
+                except subprocess.TimeoutExpired:
+                    returncode = None
+                for phase in watch.new_phases() if watch else ():
+                    log(f"      {phase} ({time.perf_counter() - started:.0f} s)", flush=True)
+                if returncode is not None:
+                    return returncode
+        except BaseException:
+            proc.kill()   # an interrupted build leaves no tool running
+            proc.wait()
+            raise
 
 
 def _raise_if_overfull(board, config, nextpnr_log):

@@ -581,6 +581,21 @@ def test_log_watch_reports_each_phase_once_across_partial_writes(tmp_path):
     assert watch.new_phases() == []
 
 
+def test_failing_tool_is_reported_with_its_step_and_output(tmp_path, monkeypatch):
+    fake = tmp_path / "fake-yosys"
+    fake.write_text("#!/bin/sh\necho 'ERROR: fake synthesis failure' >&2\nexit 3\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("YOSYS", str(fake))
+    board = BOARDS["icebreaker"]
+    lines = []
+    with pytest.raises(RuntimeError, match=r"(?s)synthesis \(Yosys\) failed \(exit 3\).*"
+                                           r"ERROR: fake synthesis failure"):
+        boards.build(board, boards.board_config(board, rows=2, cols=2), tmp_path / "out",
+                     baud=115200, pe_instances=False, log=lambda line, **k: lines.append(line))
+    assert "fake synthesis failure" in (tmp_path / "out" / "build" / "yosys.out").read_text()
+    assert not any("done in" in line for line in lines)
+
+
 def test_parse_empty_logs():
     assert boards.parse_nextpnr_log("") == {"utilisation": {}, "clocks": {}}
     assert boards.parse_yosys_log("") == {}
