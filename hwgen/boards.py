@@ -891,19 +891,20 @@ class _LogWatch:
     def __init__(self, path):
         self._path = path
         self._offset = 0
-        self._partial = ""
+        self._partial = b""   # bytes after the last newline: a line still being written
         self._seen = []
 
     def new_phases(self):
         try:
-            with open(self._path, errors="replace") as f:
+            with open(self._path, "rb") as f:
                 f.seek(self._offset)
                 chunk = f.read()
-                self._offset = f.tell()
         except FileNotFoundError:
             return []
-        lines, _, self._partial = (self._partial + chunk).rpartition("\n")
-        fresh = [p for p in nextpnr_phases(lines) if p not in self._seen]
+        self._offset += len(chunk)
+        lines, _, self._partial = (self._partial + chunk).rpartition(b"\n")
+        text = lines.decode(errors="replace")
+        fresh = [p for p in nextpnr_phases(text) if p not in self._seen]
         self._seen += fresh
         return fresh
 
