@@ -54,6 +54,29 @@ def collision_free_memories(config, *, spram=False):
     return names
 
 
+def _times_constant(value, constant):
+    """Return ``value * constant`` (``constant`` >= 1) as shifted copies of ``value`` added and
+    subtracted, one per nonzero digit of the constant's canonical signed-digit form.
+
+    Yosys maps a product by a constant onto DSP multipliers, which the array needs: a 64-bit
+    count times 48 took four ECP5 MULT18X18Ds. This takes one adder (none for a power of two).
+    """
+    digits = []                      # (sign, shift), lowest first
+    rest, shift = constant, 0
+    while rest:
+        if rest & 1:
+            sign = 2 - (rest & 3)    # +1 ends a run of ones, -1 starts one (..011 -> ..100 - 1)
+            digits.append((sign, shift))
+            rest -= sign
+        rest >>= 1
+        shift += 1
+    total = None
+    for sign, shift in sorted(digits, key=lambda d: -d[0]):   # a positive digit first
+        term = value << shift
+        total = term if total is None else (total + term if sign > 0 else total - term)
+    return total
+
+
 def _advance(m, word, rem, step, lanes, *, frm=None):
     """Add ``step`` (<= ``lanes``) to the element position ``word * lanes + rem``, registered.
 
@@ -586,9 +609,8 @@ class Accelerator(wiring.Component):
                 m.d.sync += host.cycles.eq(host.cycles + 1)
             with m.If(engine.issue):
                 m.d.sync += host.busy_cycles.eq(host.busy_cycles + 1)
-        # Every issue is rows * cols MACs: a product (a shift for a power of two), not a third
-        # 64-bit counter.
-        m.d.comb += host.macs.eq(host.busy_cycles * (rows * cols))
+        # Every issue is rows * cols MACs: a product, not a third 64-bit counter.
+        m.d.comb += host.macs.eq(_times_constant(host.busy_cycles, rows * cols))
         return m
 
     def _requant_steps(self, m, dp, *, start, load, b_end, biased, par, pos, param_hold):

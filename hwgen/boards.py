@@ -518,9 +518,10 @@ def estimate(board, config):
         lut_mults = 0 if packed else 3.2 * macs * config.in_bits * config.w_bits
     else:
         # One MULT18X18D per product of the array; a post-processing product of
-        # (acc_bits + 1) x (mult_bits + 1) signed bits takes 18x18 tiles.
+        # (acc_bits + 1) x (mult_bits + 1) signed bits takes 18x18 tiles. Nothing else
+        # multiplies (the MAC counter's product by rows * cols is shifts and adds).
         dsp = macs + config.requant_lanes * (math.ceil((config.acc_bits + 1) / 18)
-                                             * math.ceil((config.mult_bits + 1) / 18)) + 1
+                                             * math.ceil((config.mult_bits + 1) / 18))
     from .memmap import descriptor_layout, max_word_bits
 
     k = _LUT_MODEL[fam]

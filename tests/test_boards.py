@@ -469,6 +469,15 @@ def test_lut_estimate_is_within_5_percent_of_measured_builds(name, overrides, me
     assert abs(lut - measured) <= 0.05 * measured, (lut, measured)
 
 
+@pytest.mark.parametrize(("name", "overrides", "measured"), [
+    ("icebreaker", {}, 8), ("ulx3s-12f", {}, 24), ("ulx3s-85f", {}, 80),
+    ("ulx3s-45f", {}, 60),      # Yosys, after the MAC counter's product lost its DSPs (was 64)
+])
+def test_dsp_estimate_equals_measured_builds(name, overrides, measured):
+    board = BOARDS[name]
+    assert boards.estimate(board, boards.board_config(board, **overrides))["dsp"] == measured
+
+
 def test_ice40_output_stationary_products_are_logic_cells():
     # Only weight-stationary arrays pack into SB_MAC16s; Yosys builds OS products from cells.
     board = BOARDS["icebreaker"]
