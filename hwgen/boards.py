@@ -463,6 +463,8 @@ _SMALL_DEPTH = {"ice40": 0, "ecp5": 32}
 # 2x2, 4x8, 8x4, 12x12 and 8x8 with two lanes from Yosys alone (LUT4 + 2 CCU2C + 540, within
 # 1.2 % of the three builds). Within 2.3 % on all but the 45F (-4.4 %: six columns, not a
 # power of two, cost more address logic); the word and descriptor terms add nothing there.
+# Synthesis itself moves by up to 12 % on trivial changes (ABC's mapping of the requantization
+# shifters): the 45F took 10,635 LUTs in a later build at another baud rate.
 _LUT_MODEL = {
     "ice40": {"base": 1567.0, "mac": 1.8, "col": 10.9, "word": 3.0, "desc": 5.6, "lane": 3.39},
     "ecp5": {"base": 2937.0, "mac": 1.12, "col": 5.79, "word": 0.0, "desc": 0.0, "lane": 0.78},
