@@ -54,6 +54,18 @@ def collision_free_memories(config, *, spram=False):
     return names
 
 
+def _shift_right(value, amount):
+    """Return ``value >> amount`` (arithmetic for a signed ``value``) as one 2:1 multiplexer
+    stage per bit of ``amount``.
+
+    Written out, so that synthesis maps a fixed structure: Yosys turned the same variable shift
+    into 60 or 217 wide multiplexers per lane depending on unrelated parts of the design.
+    """
+    for k, bit in enumerate(amount):
+        value = Mux(bit, value >> (1 << k), value)
+    return value
+
+
 def _times_constant(value, constant):
     """Return ``value * constant`` (``constant`` >= 1) as shifted copies of ``value`` added and
     subtracted, one per nonzero digit of the constant's canonical signed-digit form.
@@ -547,7 +559,7 @@ class Accelerator(wiring.Component):
             # register.
             sums = Signal(data.ArrayLayout(signed(prod_shape.width + 1), n_req), name="sums")
             for j in range(n_req):
-                m.d.comb += sums[j].eq((p2_prod[j] << 1) >> p2_shift[j])
+                m.d.comb += sums[j].eq(_shift_right(p2_prod[j] << 1, p2_shift[j]))
             rounded = self._stage(dp, "s", (p2_valid, p2_end, sums, p2_shift, p2_pos))
         if rounded is not None:
             # The rounded values, registered: saturation starts from a register.
@@ -571,7 +583,7 @@ class Accelerator(wiring.Component):
                 # That is ((2p >> shift) + 1) >> 1 for every shift, including 0: no decoder for
                 # 2**(shift-1), and an incrementer instead of an adder.
                 r = Signal(signed(prod_shape.width + 1), name=f"r{j}")
-                m.d.comb += r.eq((((p2_prod[j] << 1) >> p2_shift[j]) + 1) >> 1)
+                m.d.comb += r.eq((_shift_right(p2_prod[j] << 1, p2_shift[j]) + 1) >> 1)
             else:
                 r = rounded[2][j]
             y = Mux(r < lo, lo, Mux(r > hi, hi, r))
