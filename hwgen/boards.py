@@ -459,15 +459,13 @@ _SMALL_DEPTH = {"ice40": 0, "ecp5": 32}
 # 4x4 with one lane (5106 cells), 4x4 with four (6977) and 2x2 with two (4224); its
 # requantization multipliers and shifters are logic cells (about 620 cells per lane at 22x8).
 # ECP5 counts LUT4s as nextpnr does (carry halves included), fitted on whole devices with the
-# ULX3S presets' buffers: the 12F 4x4 (6266), 45F 8x6 (9647) and 85F 8x8 (11228) builds, and
+# ULX3S presets' buffers: the 12F 4x4 (6287), 45F 8x6 (9900) and 85F 8x8 (11228) builds, and
 # 2x2, 4x8, 8x4, 12x12 and 8x8 with two lanes from Yosys alone (LUT4 + 2 CCU2C + 540, within
-# 1.2 % of the three builds). Within 2.3 % on all but the 45F (-4.4 %: six columns, not a
-# power of two, cost more address logic); the word and descriptor terms add nothing there.
-# Synthesis itself moves by up to 12 % on trivial changes (ABC's mapping of the requantization
-# shifters): the 45F took 10,635 LUTs in a later build at another baud rate.
+# 1.2 % of the builds). Within 3.2 % on all but the 45F (-6.4 %: six columns, not a power of
+# two, cost more address logic); the word and descriptor terms add nothing there.
 _LUT_MODEL = {
     "ice40": {"base": 1567.0, "mac": 1.8, "col": 10.9, "word": 3.0, "desc": 5.6, "lane": 3.39},
-    "ecp5": {"base": 2937.0, "mac": 1.12, "col": 5.79, "word": 0.0, "desc": 0.0, "lane": 0.78},
+    "ecp5": {"base": 2997.0, "mac": 1.13, "col": 5.55, "word": 0.0, "desc": 0.0, "lane": 0.79},
 }
 
 
