@@ -496,6 +496,11 @@ def _memories(config):
     return mems
 
 
+def _sb_mac16_pairs(config):
+    """SB_MAC16s of a packed array: vertically adjacent PEs share one (systolic.py)."""
+    return config.cols * math.ceil(config.rows / 2)
+
+
 def estimate(board, config):
     """Estimate the resources a device built from ``config`` uses on ``board``.
 
@@ -514,7 +519,7 @@ def estimate(board, config):
         # builds every product from logic cells: about 3.2 cells per product bit (a 2x2 OS
         # device took 1439 LUT4s more than the 2x2 WS one, one lane of them).
         packed = board.packing_for(config) is not None
-        dsp = config.cols * math.ceil(config.rows / 2) if packed else 0
+        dsp = _sb_mac16_pairs(config) if packed else 0
         lut_mults = 0 if packed else 3.2 * macs * config.in_bits * config.w_bits
     else:
         # One MULT18X18D per product of the array; a post-processing product of
@@ -790,7 +795,7 @@ def build(board, config, out_dir, *, baud, seed=None, pe_instances=True, top="de
         est = estimate(board, config)
         est["dsp"] = config.rows * config.cols
         if board.packing_for(config) == "sb_mac16":
-            est["dsp"] = config.cols * math.ceil(config.rows / 2)
+            est["dsp"] = _sb_mac16_pairs(config)
         if est["dsp"] > board.capacity["dsp"]:
             raise FitError(f"the {config.rows}x{config.cols} array needs {est['dsp']} "
                            f"{_RESOURCE_NAMES[board.family]['dsp']}, the {board.name} has "
