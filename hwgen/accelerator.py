@@ -54,16 +54,54 @@ def collision_free_memories(config, *, spram=False):
     return names
 
 
-def _shift_right(value, amount):
-    """Return ``value >> amount`` (arithmetic for a signed ``value``) as one 2:1 multiplexer
-    stage per bit of ``amount``.
+def _scaled(prod, shift, out_bits):
+    """Return ``(t, over)`` for the requantization of ``prod`` by ``shift``.
 
-    Written out, so that synthesis maps a fixed structure: Yosys turned the same variable shift
-    into 60 or 217 wide multiplexers per lane depending on unrelated parts of the design.
+    ``t`` is ``(2 * prod) >> shift`` (arithmetic) cut to ``out_bits + 1`` bits, and ``over``
+    says that the uncut value does not fit in them: the result then saturates by ``prod``'s
+    sign, whatever ``t`` holds. :func:`_round_saturate` finishes the job.
+
+    Only the bits that can reach the result are shifted, one 2:1 multiplexer stage per bit of
+    ``shift``, largest first, each narrower than the one before; each stage that does not shift
+    drops bits above the window, which ``over`` collects. A full-width shifter and full-width
+    saturation comparators cost about twice the logic, and Yosys mapped the plain ``>>`` into
+    60 or 217 wide multiplexers per lane depending on unrelated parts of the design.
     """
-    for k, bit in enumerate(amount):
-        value = Mux(bit, value >> (1 << k), value)
-    return value
+    width = out_bits + 1
+    value = Cat(Const(0, 1), prod)                  # 2 * prod
+    sign = value[-1]
+    n = width + (1 << len(shift)) - 1               # the bits the first stage needs
+    over = Const(0, 1)
+    if len(value) > n:
+        over = (value[n:] ^ sign.replicate(len(value) - n)).any()
+        value = value[:n]
+    else:
+        value = Cat(value, sign.replicate(n - len(value)))
+    for k in reversed(range(len(shift))):
+        step, keep = 1 << k, width + (1 << k) - 1
+        dropped = value[keep:]
+        over = over | (~shift[k] & (dropped ^ sign.replicate(step)).any())
+        value = Mux(shift[k], value[step:], value[:keep])
+    # Fits iff every bit from the window's top one upwards equals the sign.
+    return value.as_signed(), over | (value[-1] ^ sign)
+
+
+def _round_saturate(t, over, negative, out_bits, rounded=None):
+    """Return the requantized value from :func:`_scaled`'s ``(t, over)`` and ``prod < 0``.
+
+    Contract: r = (p + 2**(shift-1)) >> shift, or p when shift == 0; that is
+    ``((2p >> shift) + 1) >> 1`` for every shift, an incrementer and no decoder for
+    2**(shift-1). With ``t`` in ``out_bits + 1`` bits, ``r`` lies in
+    ``-2**(out_bits-1) .. 2**(out_bits-1)``, so only the top needs clamping. ``rounded``, if
+    given, is ``(t + 1) >> 1`` already (a pipeline register).
+    """
+    lo, hi = -(1 << (out_bits - 1)), (1 << (out_bits - 1)) - 1
+    r = _rounded(t) if rounded is None else rounded
+    return Mux(over, Mux(negative, lo, hi), Mux(r > hi, hi, r))
+
+
+def _rounded(t):
+    return ((t + 1) >> 1)[:len(t)].as_signed()
 
 
 def _times_constant(value, constant):
@@ -87,6 +125,27 @@ def _times_constant(value, constant):
         term = value << shift
         total = term if total is None else (total + term if sign > 0 else total - term)
     return total
+
+
+def _count(m, out, inc, clear, name):
+    """Drive ``out`` from a counter of its width that adds ``inc`` and resets on ``clear``.
+
+    Two halves, the upper one enabled when the lower is all ones: two short carry chains
+    instead of a 64-bit one, which was the iCE40's longest path (64 carries, 18 ns). Both
+    halves change in the same cycle, so the count is exact at every cycle. (Written as a
+    comparison: with ``lo.all()`` Yosys 0.70's ABC9 pass failed an assertion on a 2x2 ECP5
+    device.)
+    """
+    half = (len(out) + 1) // 2
+    lo = Signal(half, name=f"{name}_lo")
+    hi = Signal(len(out) - half, name=f"{name}_hi")
+    m.d.comb += out.eq(Cat(lo, hi))
+    with m.If(clear):
+        m.d.sync += [lo.eq(0), hi.eq(0)]
+    with m.Elif(inc):
+        m.d.sync += lo.eq(lo + 1)
+        with m.If(lo == (1 << half) - 1):
+            m.d.sync += hi.eq(hi + 1)
 
 
 def _advance(m, word, rem, step, lanes, *, frm=None):
@@ -552,41 +611,36 @@ class Accelerator(wiring.Component):
         dp.d.sync += [p2_valid.eq(mul_valid), p2_end.eq(mul_end), p2_shift.eq(shifts)]
         for j in range(n_req):
             dp.d.sync += p2_prod[j].eq(products[j])
-        lo, hi = -(1 << (cfg.in_bits - 1)), (1 << (cfg.in_bits - 1)) - 1
-        rounded = None
+        scaled = [_scaled(p2_prod[j], p2_shift[j], cfg.in_bits) for j in range(n_req)]
+        negative = Cat(p2_prod[j][-1] for j in range(n_req))
+        t_shape = data.ArrayLayout(signed(cfg.in_bits + 1), n_req)
+        flags = None     # (over, negative) per lane, once registered
         if self.post_pipeline:
-            # 2p >> shift (rounding below), registered: the rounding adders start from a
-            # register.
-            sums = Signal(data.ArrayLayout(signed(prod_shape.width + 1), n_req), name="sums")
-            for j in range(n_req):
-                m.d.comb += sums[j].eq(_shift_right(p2_prod[j] << 1, p2_shift[j]))
-            rounded = self._stage(dp, "s", (p2_valid, p2_end, sums, p2_shift, p2_pos))
-        if rounded is not None:
+            # The scaled values, registered: the rounding incrementers start from a register.
+            ts = Signal(t_shape, name="ts")
+            m.d.comb += [ts[j].eq(scaled[j][0]) for j in range(n_req)]
+            staged = self._stage(dp, "s", (p2_valid, p2_end, ts,
+                                           Cat(Cat(scaled[j][1] for j in range(n_req)), negative),
+                                           p2_pos))
             # The rounded values, registered: saturation starts from a register.
-            shifted = Signal(data.ArrayLayout(signed(prod_shape.width + 1), n_req),
-                             name="shifted")
-            for j in range(n_req):
-                m.d.comb += shifted[j].eq((rounded[2][j] + 1) >> 1)
-            rounded = self._stage(dp, "t", (rounded[0], rounded[1], shifted, Const(0, 1),
-                                           rounded[4]))
+            rs = Signal(t_shape, name="rs")
+            m.d.comb += [rs[j].eq(_rounded(staged[2][j])) for j in range(n_req)]
+            staged = self._stage(dp, "t", (staged[0], staged[1], rs, staged[3], staged[4]))
+            flags = staged[3]
         p3_valid, p3_end = Signal(), Signal()
         p3_y = Signal(data.ArrayLayout(signed(cfg.in_bits), n_req))
-        p3_pos = _registered(dp, p2_pos if rounded is None else rounded[4], "p3")
-        if rounded is None:
+        p3_pos = _registered(dp, p2_pos if flags is None else staged[4], "p3")
+        if flags is None:
             dp.d.sync += [p3_valid.eq(p2_valid), p3_end.eq(p2_end)]
         else:
-            dp.d.sync += [p3_valid.eq(rounded[0]), p3_end.eq(rounded[1])]
+            dp.d.sync += [p3_valid.eq(staged[0]), p3_end.eq(staged[1])]
         p3_base, cur_rem, p3_ok = p3_pos
         for j in range(n_req):
-            if rounded is None:
-                # Contract: r = (p + 2**(shift-1)) >> shift (arithmetic), or p when shift == 0.
-                # That is ((2p >> shift) + 1) >> 1 for every shift, including 0: no decoder for
-                # 2**(shift-1), and an incrementer instead of an adder.
-                r = Signal(signed(prod_shape.width + 1), name=f"r{j}")
-                m.d.comb += r.eq((_shift_right(p2_prod[j] << 1, p2_shift[j]) + 1) >> 1)
+            if flags is None:
+                y = _round_saturate(*scaled[j], negative[j], cfg.in_bits)
             else:
-                r = rounded[2][j]
-            y = Mux(r < lo, lo, Mux(r > hi, hi, r))
+                y = _round_saturate(None, flags[j], flags[n_req + j], cfg.in_bits,
+                                    rounded=staged[2][j])
             dp.d.sync += p3_y[j].eq(Mux(desc.relu & (y < 0), 0, y))
 
         # P3: element n = n0 + j (n0: the step's first channel) goes to bank n % lanes, word
@@ -614,13 +668,8 @@ class Accelerator(wiring.Component):
                                         name="layer_done"))
 
         # -- counters ------------------------------------------------------------------------------
-        with m.If(host.clear):
-            m.d.sync += [host.cycles.eq(0), host.busy_cycles.eq(0)]
-        with m.Else():
-            with m.If(busy):
-                m.d.sync += host.cycles.eq(host.cycles + 1)
-            with m.If(engine.issue):
-                m.d.sync += host.busy_cycles.eq(host.busy_cycles + 1)
+        _count(m, host.cycles, busy, host.clear, "cycles")
+        _count(m, host.busy_cycles, engine.issue, host.clear, "busy_cycles")
         # Every issue is rows * cols MACs: a product, not a third 64-bit counter.
         m.d.comb += host.macs.eq(_times_constant(host.busy_cycles, rows * cols))
         return m

@@ -14,6 +14,7 @@ from hwgen.accelerator import Accelerator
 from hwgen.config import AcceleratorConfig
 from hwgen.cycles import program_cycles
 from hwgen.memmap import Region
+from hwgen.nn.reference import requantize
 from sim.netgen import random_input, random_network
 
 SMALL = {"act_depth": 100, "weight_depth": 256, "param_depth": 32, "acc_depth": 16,
@@ -80,28 +81,84 @@ def run_random_network(cfg, seed, *, layers, max_width, rows=5):
     return result, prog, m, net
 
 
-def test_shift_right_in_stages_is_an_arithmetic_shift():
+@pytest.mark.parametrize("registered", [False, True], ids=["comb", "pipelined"])
+def test_narrow_requantization_matches_the_reference(registered):
+    """The requantization built from a narrow shifter and an overflow flag equals the
+    reference's full-width one, for every shift (past the product's width too) and products
+    at the rounding and saturation boundaries."""
     from amaranth.hdl import Module, Signal, signed, unsigned
 
-    from hwgen.accelerator import _shift_right
+    from hwgen.accelerator import _round_saturate, _rounded, _scaled
 
+    out_bits, prod_bits = 8, 20
     m = Module()
-    value, amount = Signal(signed(12)), Signal(unsigned(4))
-    out = Signal(signed(12))
-    m.d.comb += out.eq(_shift_right(value, amount))
+    prod, shift = Signal(signed(prod_bits)), Signal(unsigned(5))
+    out = Signal(signed(out_bits))
+    t, over = _scaled(prod, shift, out_bits)
+    if registered:
+        # As the post-processing pipeline splits it: rounding apart from saturation.
+        m.d.comb += out.eq(_round_saturate(None, over, prod[-1], out_bits, rounded=_rounded(t)))
+    else:
+        m.d.comb += out.eq(_round_saturate(t, over, prod[-1], out_bits))
+    rng = np.random.default_rng(5)
+    lim = 1 << (prod_bits - 1)
+    cases = {(int(v), s) for s in range(32) for v in rng.integers(-lim, lim, 24)}
+    for s in range(32):
+        for edge in (127.5, 128, -128.5, -129, 255.5, -256.5, 0.5, -0.5):
+            for d in (-1, 0, 1):
+                v = int(edge * (1 << s)) + d
+                if -lim <= v < lim:
+                    cases.add((v, s))
+    cases |= {(v, s) for v in (-lim, lim - 1, 0, 1, -1) for s in range(32)}
     sim = Simulator(m)
     seen = []
 
     async def bench(ctx):
-        for v in (-2048, -1234, -1, 0, 1, 5, 1023, 2047):
-            for a in range(16):                  # past the width too: all sign bits
-                ctx.set(value, v)
-                ctx.set(amount, a)
-                seen.append((v, a, ctx.get(out)))
+        for v, s in sorted(cases):
+            ctx.set(prod, v)
+            ctx.set(shift, s)
+            seen.append((v, s, ctx.get(out)))
 
     sim.add_testbench(bench)
     sim.run()
-    assert len(seen) == 8 * 16 and all(got == v >> a for v, a, got in seen), seen
+    vals = np.array([v for v, _, _ in seen], dtype=np.int64)
+    shifts = np.array([s for _, s, _ in seen], dtype=np.int64)
+    want = requantize(vals, 1, shifts, out_bits)
+    got = np.array([g for _, _, g in seen], dtype=np.int64)
+    assert len(seen) > 1000
+    bad = [(v, s, g, w) for (v, s, g), w in zip(seen, want, strict=True) if g != w]
+    assert not bad, bad[:10]
+    np.testing.assert_array_equal(got, want)
+
+
+def test_split_counter_is_exact_every_cycle():
+    """The two-half counter of the run statistics equals a plain counter at every cycle: across
+    the halves' boundary, at the wrap, with gaps and clears."""
+    from amaranth.hdl import Module, Signal
+
+    from hwgen.accelerator import _count
+
+    m = Module()
+    out, inc, clear = Signal(9), Signal(), Signal()
+    _count(m, out, inc, clear, "n")
+    sim = Simulator(m)
+    sim.add_clock(1e-6)
+    rng = np.random.default_rng(3)
+    seen = []
+
+    async def bench(ctx):
+        model = 0
+        for cycle in range(1500):
+            i, c = int(rng.random() < 0.9), int(cycle in (700, 701, 1200))
+            ctx.set(inc, i)
+            ctx.set(clear, c)
+            await ctx.tick()
+            model = 0 if c else (model + i) % 512
+            seen.append((ctx.get(out), model))
+
+    sim.add_testbench(bench)
+    sim.run()
+    assert max(w for _, w in seen) == 511 and all(g == w for g, w in seen), seen[:20]
 
 
 def test_times_constant_without_a_multiplier():
