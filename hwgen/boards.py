@@ -144,6 +144,10 @@ class Board:
     spram : bool
         Put the single-port buffers (weights, frame payload) into ``SB_SPRAM256KA`` blocks
         (iCE40UP), sparing block RAM.
+    link_on_oscillator : bool
+        When the target clock comes from the PLL, run the UART and the frame engine from the
+        oscillator, in a clock domain of their own (:class:`hwgen.cdc.HostPortBridge`): their
+        byte-serial logic then does not limit the accelerator's clock. iCE40 only.
     program : str
         Command that loads the bitstream into the board (``{bitstream}`` is replaced).
     serial : str
@@ -162,6 +166,7 @@ class Board:
     post_pipeline: bool = False
     split_multiplier: bool = False
     spram: bool = False
+    link_on_oscillator: bool = False
     program: str = ""
     serial: str = ""
 
@@ -198,7 +203,7 @@ BOARDS = {
         capacity={"lut": 5280, "ff": 5280, "dsp": 8, "bram": 30, "spram": 4},
         preset=ICEBREAKER_PRESET,
         dsp_packing="sb_mac16", post_pipeline=True, split_multiplier=True, spram=True,
-        program="iceprog {bitstream}",
+        link_on_oscillator=True, program="iceprog {bitstream}",
         serial="/dev/ttyUSB1"),
     "ulx3s-12f": _ulx3s(12, 12_096, 32, 28, ULX3S_SMALL_PRESET),
     "ulx3s-25f": _ulx3s(25, 24_288, 56, 28, ULX3S_SMALL_PRESET),
@@ -315,7 +320,9 @@ class BoardTop(Elaboratable):
     ----------
     board : Board
     config : AcceleratorConfig
-        ``config.clock_hz`` is the clock the design runs at; the UART divisor comes from it.
+        ``config.clock_hz`` is the clock the design runs at. The UART divisor comes from it, or
+        from the oscillator on a board with ``link_on_oscillator`` when the PLL makes the clock
+        (the link and the frame engine then run from the oscillator).
     baud : int
     pe_instances : bool
         Instantiate the processing elements by module name; their Verilog is added to the
@@ -328,15 +335,19 @@ class BoardTop(Elaboratable):
         self.board = board
         self.config = config
         self.clock = clock_plan(board, config.clock_hz)
+        #: The link's own clock (the oscillator), or None when it shares the design's.
+        self.link_clock_hz = (board.osc_hz if board.link_on_oscillator
+                              and self.clock["pll"] is not None else None)
         self.device = Device(config, link="uart", baud=baud, pe_instances=pe_instances,
                              dsp_packing=board.packing_for(config),
                              post_pipeline=board.post_pipeline,
-                             split_multiplier=board.split_multiplier, spram=board.spram)
+                             split_multiplier=board.split_multiplier, spram=board.spram,
+                             link_clock_hz=self.link_clock_hz)
 
     def elaborate(self, platform):
         m = Module()
         if self.clock["pll"] is not None:
-            _add_pll(m, platform, self.board, self.clock)
+            _add_pll(m, platform, self.board, self.clock, link=self.link_clock_hz is not None)
         m.submodules.device = dev = self.device
         uart = platform.request("uart", 0, dir="-")
         m.submodules.rx_buf = rx = io.Buffer("i", uart.rx)
@@ -402,13 +413,31 @@ def _led(m, platform, index):
     return buf.o
 
 
-def _add_pll(m, platform, board, clock):
-    """Make the ``sync`` domain from the board's PLL, in reset until it locks."""
+def _add_pll(m, platform, board, clock, *, link=False):
+    """Make the ``sync`` domain from the board's PLL, in reset until it locks; with ``link``
+    also the ``link`` domain from the oscillator (iCE40: the PLL's second output passes the
+    oscillator's clock through)."""
     m.domains.sync = ClockDomain("sync")
     clk, lock = Signal(), Signal()
     p = clock["pll"]
     zero = Const(0, 1)
-    if board.family == "ice40":
+    if link and board.family != "ice40":
+        raise ValueError(f"a link clock domain is built for iCE40 boards only, not "
+                         f"{board.name} ({board.family})")
+    if board.family == "ice40" and link:
+        pin = platform.request(platform.default_clk, dir="-")
+        m.domains.link = ClockDomain("link")
+        link_clk = Signal()
+        m.submodules.pll = Instance(
+            "SB_PLL40_2_PAD",
+            p_FEEDBACK_PATH="SIMPLE", p_DIVR=p["DIVR"], p_DIVF=p["DIVF"], p_DIVQ=p["DIVQ"],
+            p_FILTER_RANGE=p["FILTER_RANGE"], p_PLLOUT_SELECT_PORTB="GENCLK",
+            io_PACKAGEPIN=pin.io, i_RESETB=Const(1, 1), i_BYPASS=zero,
+            o_PLLOUTGLOBALA=link_clk, o_PLLOUTGLOBALB=clk, o_LOCK=lock)
+        m.d.comb += ClockSignal("link").eq(link_clk)
+        m.submodules.reset_sync_link = ResetSynchronizer(~lock, domain="link")
+        platform.add_clock_constraint(link_clk, board.osc_hz)
+    elif board.family == "ice40":
         pin = platform.request(platform.default_clk, dir="-")
         m.submodules.pll = Instance(
             "SB_PLL40_PAD",

@@ -4,12 +4,13 @@
 directly, which is what the simulated board drives (no bit-level UART to simulate per byte).
 """
 
-from amaranth.hdl import Module
+from amaranth.hdl import DomainRenamer, Module
 from amaranth.lib import stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from .accelerator import Accelerator
+from .cdc import HostPortBridge
 from .frame import FrameEngine
 from .uart import UART, divisor_for
 
@@ -42,6 +43,10 @@ class Device(wiring.Component):
     spram : bool
         Put the weight memory and the frame engine's payload buffer into iCE40UP
         ``SB_SPRAM256KA`` blocks (see :class:`hwgen.accelerator.Accelerator`).
+    link_clock_hz : int or None
+        Run the link (UART or streams) and the frame engine in a clock domain of their own,
+        ``link``, at this frequency, and the accelerator in ``sync`` at ``config.clock_hz``;
+        a :class:`hwgen.cdc.HostPortBridge` joins them. ``None``: everything in ``sync``.
 
     Members
     -------
@@ -58,13 +63,21 @@ class Device(wiring.Component):
     """
 
     def __init__(self, config, *, link="uart", baud=DEFAULT_BAUD, pe_instances=False,
-                 dsp_packing=None, post_pipeline=False, split_multiplier=False, spram=False):
+                 dsp_packing=None, post_pipeline=False, split_multiplier=False, spram=False,
+                 link_clock_hz=None):
         if link not in LINKS:
             raise ValueError(f"link={link!r} is not supported; allowed: {', '.join(LINKS)}")
+        if link_clock_hz is not None and (isinstance(link_clock_hz, bool)
+                                          or not isinstance(link_clock_hz, int)
+                                          or link_clock_hz < 1):
+            raise ValueError(f"link_clock_hz must be a positive int or None, not "
+                             f"{link_clock_hz!r}")
         self.config = config
         self.link = link
         self.baud = baud
-        self.divisor = divisor_for(config.clock_hz, baud) if link == "uart" else None
+        self.link_clock_hz = link_clock_hz
+        link_hz = config.clock_hz if link_clock_hz is None else link_clock_hz
+        self.divisor = divisor_for(link_hz, baud) if link == "uart" else None
         self.accelerator = Accelerator(config, pe_instances=pe_instances,
                                        dsp_packing=dsp_packing, post_pipeline=post_pipeline,
                                        split_multiplier=split_multiplier, spram=spram)
@@ -78,15 +91,30 @@ class Device(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         m.submodules.accelerator = acc = self.accelerator
-        m.submodules.frame = frame = FrameEngine(self.config, spram=self.spram)
-        wiring.connect(m, frame.host, acc.host)
+        split = self.link_clock_hz is not None
+
+        def in_link_domain(elaboratable):
+            return DomainRenamer("link")(elaboratable) if split else elaboratable
+
+        if split:
+            frame = FrameEngine(self.config, spram=self.spram, handshake=True,
+                                timeout_cycles=self.link_clock_hz // 10)
+            m.submodules.bridge = bridge = HostPortBridge(self.config)
+            wiring.connect(m, frame.host, bridge.link)
+            wiring.connect(m, bridge.core, acc.host)
+        else:
+            frame = FrameEngine(self.config, spram=self.spram)
+            wiring.connect(m, frame.host, acc.host)
+        m.submodules.frame = in_link_domain(frame)
         m.d.comb += self.busy.eq(acc.host.busy)
         if self.link == "stream":
             wiring.connect(m, wiring.flipped(self.i_stream), frame.i_stream)
             wiring.connect(m, frame.o_stream, wiring.flipped(self.o_stream))
             return m
-        m.submodules.uart = uart = UART(self.divisor)
-        m.submodules.rx_fifo = fifo = SyncFIFOBuffered(width=8, depth=RX_FIFO_DEPTH)
+        uart = UART(self.divisor)
+        fifo = SyncFIFOBuffered(width=8, depth=RX_FIFO_DEPTH)
+        m.submodules.uart = in_link_domain(uart)
+        m.submodules.rx_fifo = in_link_domain(fifo)
         m.d.comb += [
             uart.rx.eq(self.rx),
             self.tx.eq(uart.tx),

@@ -5,7 +5,7 @@ out on the accelerator's :class:`~hwgen.memmap.HostPortSignature` port and sends
 request. It is byte-serial throughout, so that it fits next to a small array on an iCE40UP5K.
 """
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -71,6 +71,10 @@ class FrameEngine(wiring.Component):
     spram : bool
         Ask Yosys to put the payload buffer into an iCE40UP ``SB_SPRAM256KA`` (it is written
         while a frame arrives and read while it is committed, never both).
+    handshake : bool
+        Hold every write, start, clear and counter snapshot (with its address and data) until
+        ``host.rvalid`` pulses, as reads wait already: for a port that crosses clock domains
+        (:class:`hwgen.cdc.HostPortBridge`). Without it they are one-cycle pulses.
 
     Members
     -------
@@ -90,7 +94,8 @@ class FrameEngine(wiring.Component):
         If ``timeout_cycles`` or ``max_payload`` is out of range, naming the value and the range.
     """
 
-    def __init__(self, config, *, timeout_cycles=None, max_payload=MAX_PAYLOAD, spram=False):
+    def __init__(self, config, *, timeout_cycles=None, max_payload=MAX_PAYLOAD, spram=False,
+                 handshake=False):
         if not isinstance(config, AcceleratorConfig):
             raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")
         if timeout_cycles is None:
@@ -110,6 +115,7 @@ class FrameEngine(wiring.Component):
         self._timeout_cycles = timeout_cycles
         self._max_payload = max_payload
         self._spram = spram
+        self._handshake = handshake
         super().__init__({
             "i_stream": In(stream.Signature(8)),
             "o_stream": Out(stream.Signature(8)),
@@ -292,6 +298,12 @@ class FrameEngine(wiring.Component):
             tx_hdr.length.eq(rsp_len),
         ]
 
+        # With `handshake`, a request holds until the port answers with `rvalid`.
+        answered = host.rvalid if self._handshake else Const(1, 1)
+        wait_write = Signal()
+        if self._handshake:
+            m.d.comb += wait_write.eq((byte_pos == sr_bytes - 1) & ~host.rvalid)
+
         def drop_when_idle():
             # A partial request that stops arriving is dropped: without this a truncated frame
             # would hold the parser until bytes of later frames completed it.
@@ -382,13 +394,21 @@ class FrameEngine(wiring.Component):
                     with m.Case(Opcode.INFO):
                         m.d.sync += rsp_len.eq(len(info))
                     with m.Case(Opcode.COUNTERS):
+                        m.d.comb += host.snapshot.eq(1)
                         m.d.sync += [rsp_len.eq(_COUNTERS_BYTES), sr.eq(counters)]
+                        with m.If(~answered):
+                            m.next = "DISPATCH"
                     with m.Case(Opcode.RESET):
                         m.d.comb += host.clear.eq(1)
                         m.d.sync += [program_loaded.eq(0), runs.eq(0)]
+                        with m.If(~answered):
+                            m.next = "DISPATCH"
                     with m.Case(Opcode.RUN):
                         m.d.comb += host.start.eq(1)
-                        m.d.sync += runs.eq(runs + 1)
+                        with m.If(answered):
+                            m.d.sync += runs.eq(runs + 1)
+                        with m.Else():
+                            m.next = "DISPATCH"
                     with m.Case(Opcode.READ):
                         m.d.sync += rsp_len.eq(xfer)
                     with m.Case(Opcode.WRITE):
@@ -404,8 +424,12 @@ class FrameEngine(wiring.Component):
                 data_phase = byte_pos < word_bytes
                 ptr_next = ptr + data_phase
                 m.d.comb += [sr_fill.eq(Mux(data_phase, buf_r.data, 0)), buf_r.addr.eq(ptr_next)]
-                m.d.sync += [sr.eq(sr_next), ptr.eq(ptr_next), byte_pos.eq(byte_pos + 1)]
-                with m.If(byte_pos == sr_bytes - 1):
+                with m.If(wait_write):
+                    # Everything holds, the buffer's output too: `wdata` stays what it was.
+                    m.d.comb += [host.we.eq(1), buf_r.en.eq(0)]
+                with m.Else():
+                    m.d.sync += [sr.eq(sr_next), ptr.eq(ptr_next), byte_pos.eq(byte_pos + 1)]
+                with m.If((byte_pos == sr_bytes - 1) & ~wait_write):
                     m.d.comb += host.we.eq(1)
                     m.d.sync += [byte_pos.eq(0), mem_addr.eq(mem_addr + 1),
                                  words_left.eq(words_left - 1)]

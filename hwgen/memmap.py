@@ -151,7 +151,10 @@ class HostPortSignature(wiring.Signature):
     cycle ``rvalid`` is high (a fixed, small latency), its bits above the region's word zero.
     ``start`` (one cycle, while idle) runs the program in :attr:`Region.PROGRAM` from word 0 on
     ``batch`` rows (1..``acc_depth``); ``busy`` rises in the next cycle and falls when the last
-    layer's results are written. ``clear`` zeroes the counters.
+    layer's results are written. ``clear`` zeroes the counters. ``snapshot`` asks for a copy of
+    the counters: a port that crosses clock domains (:class:`hwgen.cdc.HostPortBridge`) shows
+    the copy when ``rvalid`` pulses; the accelerator's own counters are always current and it
+    ignores ``snapshot``.
 
     Members
     -------
@@ -164,7 +167,7 @@ class HostPortSignature(wiring.Signature):
     start : In(1)
     batch : In(batch_bits(config))
     busy : Out(1)
-    clear : In(1)
+    clear, snapshot : In(1)
     cycles, busy_cycles, macs : Out(64)
         Since ``clear``: cycles with ``busy`` high; cycles in which an activation row entered
         the array; multiply-accumulates issued (rows entered times ``rows * cols``).
@@ -184,6 +187,7 @@ class HostPortSignature(wiring.Signature):
             "batch": In(batch_bits(config)),
             "busy": Out(1),
             "clear": In(1),
+            "snapshot": In(1),
             "cycles": Out(64),
             "busy_cycles": Out(64),
             "macs": Out(64),

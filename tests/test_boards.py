@@ -422,6 +422,17 @@ def test_board_clock_needs_no_pll():
     assert boards.clock_plan(BOARDS["icebreaker"], 12_000_000)["pll"] is None
 
 
+def test_icebreaker_link_runs_from_the_oscillator_when_the_pll_makes_the_clock():
+    board = BOARDS["icebreaker"]
+    fast = boards.BoardTop(board, boards.board_config(board, clock_hz=42_000_000), baud=1_000_000)
+    assert fast.link_clock_hz == 12_000_000
+    assert fast.device.divisor == 12          # 1 Mbaud from 12 MHz, not from 42
+    plain = boards.BoardTop(board, boards.board_config(board), baud=1_000_000)
+    assert plain.link_clock_hz is None and plain.device.divisor == 12
+    ecp5 = BOARDS["ulx3s-12f"]
+    assert boards.BoardTop(ecp5, boards.board_config(ecp5), baud=1_000_000).link_clock_hz is None
+
+
 # -- fit check ----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name", sorted(BOARDS))

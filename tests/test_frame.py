@@ -15,13 +15,14 @@ import struct
 import warnings
 
 import pytest
-from amaranth.hdl import Cat, Module, Signal, UnusedElaboratable
+from amaranth.hdl import Cat, ClockDomain, DomainRenamer, Module, Signal, UnusedElaboratable
 from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 from test_protocol import TINY
 
+from hwgen.cdc import HostPortBridge
 from hwgen.config import AcceleratorConfig
 from hwgen.frame import FrameEngine
 from hwgen.memmap import HostPortSignature, Region, max_word_bits, regions
@@ -216,16 +217,39 @@ class MemoryModel:
 
 
 def build(config=TINY, *, timeout_cycles=300, max_payload=MAX_PAYLOAD,
-          busy_cycles=BUSY_CYCLES, seed=1):
-    """Return ``(top, engine, target, link)``: the engine between the link and the target."""
-    engine = FrameEngine(config, timeout_cycles=timeout_cycles, max_payload=max_payload)
-    target = FakeAccelerator(config, busy_cycles)
+          busy_cycles=BUSY_CYCLES, seed=1, bridged=False, device=None):
+    """Return ``(top, engine, target, link)``: the engine between the link and the target.
+
+    ``bridged``: the link and the engine run in domain ``link``, the target in ``sync``, joined
+    by a :class:`HostPortBridge` (the engine in handshake mode). ``device``: a
+    :class:`hwgen.device.Device` with ``link="stream"`` and ``link_clock_hz`` replaces engine
+    and target.
+    """
     link = Link(seed)
     m = Module()
-    m.submodules.engine = engine
+    if device is not None:
+        # A whole Device: its streams are the link's, its domains `link` and `sync`.
+        m.domains.link = ClockDomain("link")
+        m.submodules.device = device
+        m.submodules.link = DomainRenamer("link")(link)
+        wiring.connect(m, link.o_stream, device.i_stream)
+        wiring.connect(m, device.o_stream, link.i_stream)
+        return m, None, device, link
+    engine = FrameEngine(config, timeout_cycles=timeout_cycles, max_payload=max_payload,
+                         handshake=bridged)
+    target = FakeAccelerator(config, busy_cycles)
     m.submodules.target = target
-    m.submodules.link = link
-    wiring.connect(m, engine.host, target.host)
+    if bridged:
+        m.domains.link = ClockDomain("link")
+        m.submodules.engine = DomainRenamer("link")(engine)
+        m.submodules.link = DomainRenamer("link")(link)
+        m.submodules.bridge = bridge = HostPortBridge(config)
+        wiring.connect(m, engine.host, bridge.link)
+        wiring.connect(m, bridge.core, target.host)
+    else:
+        m.submodules.engine = engine
+        m.submodules.link = link
+        wiring.connect(m, engine.host, target.host)
     wiring.connect(m, link.o_stream, engine.i_stream)
     wiring.connect(m, engine.o_stream, link.i_stream)
     return m, engine, target, link
@@ -281,10 +305,13 @@ class Bench:
 
     POLL = 8  # cycles between looks at the received bytes
 
-    def __init__(self, config=TINY, *, seed=0, gap=0.3, stall=0.3, **kwargs):
+    def __init__(self, config=TINY, *, seed=0, gap=0.3, stall=0.3, core_period=None, **kwargs):
         self.config = config
         self.geometry = regions(config)
-        self.top, self.engine, self.target, self.link = build(config, seed=seed + 1, **kwargs)
+        # With `core_period` (the link's clock period is 1): the target in its own domain.
+        self.core_period = core_period
+        self.top, self.engine, self.target, self.link = build(
+            config, seed=seed + 1, bridged=core_period is not None, **kwargs)
         self.driver = LinkDriver(self.link, gap, stall)
         self.rng = random.Random(seed)
         self.decoder = ResponseDecoder()
@@ -295,7 +322,11 @@ class Bench:
     def run(self, script):
         """Run ``async def script(bench, ctx)`` to its end; its assertions fail the test."""
         sim = Simulator(self.top)
-        sim.add_clock(1e-6)
+        if self.core_period is None:
+            sim.add_clock(1e-6)
+        else:
+            sim.add_clock(1e-6, domain="link")
+            sim.add_clock(self.core_period * 1e-6, domain="sync")
         sim.add_testbench(self.driver.receiver, background=True)
 
         async def main(ctx):
@@ -404,13 +435,21 @@ def test_info(config):
 
 # -- WRITE / READ --------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("config", "gap", "stall"), [
-    (TINY, 0.0, 0.0),
-    (TINY, 0.4, 0.5),
-    (NARROW, 0.3, 0.3),
-], ids=["tiny-streaming", "tiny-gaps-backpressure", "narrow"])
-def test_write_read_every_region(config, gap, stall):
-    bench = Bench(config, gap=gap, stall=stall, seed=hash((gap, stall)) & 0xFFFF)
+# Across HostPortBridge: the accelerator's clock 3.5x the link's (a board's PLL), or slower.
+BRIDGED = [0.29, 1.37]
+
+
+@pytest.mark.parametrize(("config", "gap", "stall", "core_period"), [
+    (TINY, 0.0, 0.0, None),
+    (TINY, 0.4, 0.5, None),
+    (NARROW, 0.3, 0.3, None),
+    (TINY, 0.0, 0.0, BRIDGED[0]),
+    (NARROW, 0.3, 0.3, BRIDGED[1]),
+], ids=["tiny-streaming", "tiny-gaps-backpressure", "narrow", "tiny-bridged-core-faster",
+        "narrow-bridged-core-slower"])
+def test_write_read_every_region(config, gap, stall, core_period):
+    bench = Bench(config, gap=gap, stall=stall, seed=hash((gap, stall)) & 0xFFFF,
+                  core_period=core_period)
 
     async def script(bench, ctx):
         rng = bench.rng
@@ -504,8 +543,9 @@ def _error_cases(geo):
     yield "run-before-program", encode_request(Opcode.RUN, 220, pack_run(1)), Status.NO_PROGRAM
 
 
-def test_errors_change_nothing():
-    bench = Bench()
+@pytest.mark.parametrize("core_period", [None, BRIDGED[0]], ids=["direct", "bridged"])
+def test_errors_change_nothing(core_period):
+    bench = Bench(core_period=core_period)
 
     async def script(bench, ctx):
         await bench.fill(ctx)
@@ -527,8 +567,10 @@ def test_errors_change_nothing():
     bench.run(script)
 
 
-def test_busy():
-    bench = Bench(busy_cycles=3000)
+@pytest.mark.parametrize("core_period", [None, *BRIDGED],
+                         ids=["direct", "bridged-core-faster", "bridged-core-slower"])
+def test_busy(core_period):
+    bench = Bench(busy_cycles=3000, core_period=core_period)
 
     async def script(bench, ctx):
         await bench.fill(ctx)
@@ -555,8 +597,10 @@ def test_busy():
     bench.run(script)
 
 
-def test_counters_and_reset():
-    bench = Bench()
+@pytest.mark.parametrize("core_period", [None, *BRIDGED],
+                         ids=["direct", "bridged-core-faster", "bridged-core-slower"])
+def test_counters_and_reset(core_period):
+    bench = Bench(core_period=core_period)
 
     async def script(bench, ctx):
         await bench.write(ctx, Region.PROGRAM, 0, bench.random_words(Region.PROGRAM, 2))
@@ -716,3 +760,56 @@ def test_parameter_checks():
         assert engine.timeout_cycles == TINY.clock_hz // 10
         del engine
         gc.collect()
+
+
+# -- the whole device across the bridge ----------------------------------------------------------
+
+def test_bridged_device_computes_a_network_exactly():
+    """``Device(link_clock_hz=...)``: the real accelerator behind the bridge, its clock 3.5x
+    the link's, loads a network over frames, runs it and answers with the reference's output;
+    its counters (snapshots across the bridge) equal the cycle model."""
+    import numpy as np
+
+    import hwgen
+    from hwgen.cycles import program_cycles
+    from hwgen.device import Device
+    from sim.netgen import random_input, random_network
+
+    cfg = AcceleratorConfig(rows=2, cols=2, act_depth=64, weight_depth=64, param_depth=8,
+                            acc_depth=8, out_depth=16, prog_depth=4, max_k=32)
+    rng = np.random.default_rng(11)
+    net = random_network(rng, cfg, layers=2, max_width=6, raw=False)
+    prog = hwgen.compile(net, cfg)
+    m = min(prog.batch, 3)
+    x = random_input(rng, cfg, m, net.layers[0].in_features)
+    device = Device(cfg, link="stream", link_clock_hz=cfg.clock_hz // 4)
+    bench = Bench(cfg, gap=0.2, stall=0.2, core_period=0.29, device=device)
+
+    async def script(bench, ctx):
+        for region, (base, words) in prog.images.items():
+            await bench.write(ctx, region, base, [int(w) for w in words])
+        await bench.write(ctx, Region.ACT, prog.input.base, [int(w) for w in prog.pack_input(x)])
+        # RESET clears the counters across the bridge and forgets the program: load it again.
+        await bench.request(ctx, Opcode.RESET)
+        for region, (base, words) in prog.images.items():
+            if region == Region.PROGRAM:
+                await bench.write(ctx, region, base, [int(w) for w in words])
+        await bench.request(ctx, Opcode.RUN, pack_run(m))
+        while (counters := await bench.counters(ctx)).busy:
+            pass
+        region, base, n_words = prog.output_words(m)
+        got = prog.unpack_output(await bench.read(ctx, region, base, n_words), m)
+        np.testing.assert_array_equal(got, net.forward(x))
+        assert counters.runs == 1 and counters.cycles == program_cycles(prog, m)
+        tiles = sum(d["k_tiles"] * d["n_tiles"] for d in prog.descriptors)
+        assert (counters.busy_cycles, counters.macs) == (m * tiles, m * prog.padded_macs_per_row)
+
+    bench.run(script)
+
+
+@pytest.mark.parametrize("bad", [0, -5, 1.5e6, True, "12e6"])
+def test_device_refuses_a_bad_link_clock(bad):
+    from hwgen.device import Device
+
+    with pytest.raises(ValueError, match=r"link_clock_hz must be a positive int or None"):
+        Device(TINY, link="stream", link_clock_hz=bad)

@@ -1,0 +1,104 @@
+"""The host port across two clock domains: the link's and the accelerator's.
+
+A board may run the serial link and the frame engine from its oscillator and the accelerator
+from a faster PLL clock (:class:`hwgen.device.Device` with ``link_clock_hz``): the frame
+engine's byte-serial logic then no longer limits the accelerator's clock.
+"""
+
+from amaranth.hdl import Cat, Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.cdc import FFSynchronizer
+from amaranth.lib.wiring import In, Out
+
+from .memmap import HostPortSignature
+
+__all__ = ["HostPortBridge"]
+
+
+class HostPortBridge(wiring.Component):
+    """Carry :class:`~hwgen.memmap.HostPortSignature` from the link's domain to the
+    accelerator's, one request at a time.
+
+    The link side takes a request (``we``, ``re``, ``start``, ``clear`` or ``snapshot``) when
+    none is pending, and pulses ``rvalid`` when the accelerator has carried it out. Until then
+    the requester holds ``region``, ``addr``, ``wdata`` and ``batch`` still, as
+    :class:`hwgen.frame.FrameEngine` does with ``handshake=True``: the accelerator's side reads
+    them directly, two synchronizer stages after the request toggled, so that they have settled
+    (a toggle handshake; only the toggles and ``busy`` pass through synchronizers). ``rdata``
+    and the counters are registered on the accelerator's side and still until the next request.
+
+    ``macs`` is derived from ``busy_cycles`` (the port defines it as rows entered times
+    ``rows * cols``) rather than carried: 64 registers fewer.
+
+    Parameters
+    ----------
+    config : AcceleratorConfig
+    link_domain, core_domain : str
+        The requester's and the accelerator's clock domains.
+
+    Members
+    -------
+    link : Out(HostPortSignature(config))
+        Towards the requester (the frame engine), in ``link_domain``.
+    core : In(HostPortSignature(config))
+        Towards the accelerator, in ``core_domain``.
+    """
+
+    def __init__(self, config, *, link_domain="link", core_domain="sync"):
+        self.config = config
+        self.link_domain = link_domain
+        self.core_domain = core_domain
+        super().__init__({"link": Out(HostPortSignature(config)),
+                          "core": In(HostPortSignature(config))})
+
+    def elaborate(self, platform):
+        from .accelerator import _times_constant
+
+        m = Module()
+        link, core = self.link, self.core
+        ld, cd = m.d[self.link_domain], m.d[self.core_domain]
+
+        # -- link side: one request at a time -----------------------------------------------------
+        req = Signal()          # toggles once per request
+        done_toggle = Signal()  # the core side's copy of `req` once the request is carried out
+        done_seen = Signal()
+        pending = Signal()
+        kind = Signal(5)        # we, re, start, clear, snapshot
+        asked = Cat(link.we, link.re, link.start, link.clear, link.snapshot)
+        m.submodules.done_sync = FFSynchronizer(done_toggle, done_seen,
+                                                o_domain=self.link_domain)
+        m.submodules.busy_sync = FFSynchronizer(core.busy, link.busy, o_domain=self.link_domain)
+        done = pending & (done_seen == req)
+        m.d.comb += link.rvalid.eq(done)
+        with m.If(done):
+            ld += pending.eq(0)
+        with m.Elif(~pending & asked.any()):
+            ld += [kind.eq(asked), req.eq(~req), pending.eq(1)]
+
+        # -- core side: carry it out once the toggle arrives --------------------------------------
+        req_seen = Signal()
+        m.submodules.req_sync = FFSynchronizer(req, req_seen, o_domain=self.core_domain)
+        reading = Signal()      # a read is waiting for the accelerator's rvalid
+        rdata = Signal.like(core.rdata, name="rdata_q")
+        cycles = Signal.like(core.cycles, name="cycles_q")
+        busy_cycles = Signal.like(core.busy_cycles, name="busy_cycles_q")
+        m.d.comb += [
+            core.region.eq(link.region), core.addr.eq(link.addr), core.wdata.eq(link.wdata),
+            core.batch.eq(link.batch),
+            link.rdata.eq(rdata), link.cycles.eq(cycles), link.busy_cycles.eq(busy_cycles),
+            link.macs.eq(_times_constant(busy_cycles, self.config.rows * self.config.cols)),
+        ]
+        with m.If((req_seen != done_toggle) & ~reading):
+            m.d.comb += [core.we.eq(kind[0]), core.re.eq(kind[1]), core.start.eq(kind[2]),
+                         core.clear.eq(kind[3])]
+            with m.If(kind[4]):
+                cd += [cycles.eq(core.cycles), busy_cycles.eq(core.busy_cycles)]
+            with m.If(kind[1] & ~core.rvalid):
+                cd += reading.eq(1)
+            with m.Else():
+                cd += done_toggle.eq(req_seen)
+                with m.If(kind[1]):
+                    cd += rdata.eq(core.rdata)
+        with m.Elif(reading & core.rvalid):
+            cd += [rdata.eq(core.rdata), reading.eq(0), done_toggle.eq(req_seen)]
+        return m
