@@ -484,17 +484,17 @@ _SMALL_DEPTH = {"ice40": 0, "ecp5": 32}
 # LUT model: base + per (MAC x (acc_bits + w_bits)) + per (column x (acc_bits + mult_bits))
 # + per bit of the widest host word + per bit of the layer descriptor (its register and the
 # feeders' counters) + per (requantization lane x (acc_bits + 1) x mult_bits).
-# iCE40 counts logic cells, fitted on whole-device builds of the iCEBreaker preset's buffers:
-# 4x4 with one lane (5106 cells), 4x4 with four (6977) and 2x2 with two (4224); its
-# requantization multipliers and shifters are logic cells (about 620 cells per lane at 22x8).
-# ECP5 counts LUT4s as nextpnr does (carry halves included), fitted on whole devices with the
-# ULX3S presets' buffers: the 12F 4x4 (6287), 45F 8x6 (9900) and 85F 8x8 (11228) builds, and
-# 2x2, 4x8, 8x4, 12x12 and 8x8 with two lanes from Yosys alone (LUT4 + 2 CCU2C + 540, within
-# 1.2 % of the builds). Within 3.2 % on all but the 45F (-6.4 %: six columns, not a power of
-# two, cost more address logic); the word and descriptor terms add nothing there.
+# Both families are fitted on the cell counts nextpnr reports after packing (`--pack-only`, the
+# same figure as a whole build's) of whole devices with the presets' buffers.
+# iCE40 counts logic cells: 4x4 with one lane (4928 cells), 4x4 with four (6449) and 2x2 with
+# two (3985); base and lane refitted, the rest as first fitted. Its requantization multipliers
+# and shifters are logic cells (about 500 cells per lane at 22x8). Within 1 %.
+# ECP5 counts LUT4s (carry halves included): the 12F 4x4 (5179), 45F 8x6 (8133) and 85F 8x8
+# (9494) presets, and on the 85F 2x2, 4x8, 8x4, 12x12 and 8x8 with two lanes. Within 4.8 %; the
+# word and descriptor terms add nothing there.
 _LUT_MODEL = {
-    "ice40": {"base": 1567.0, "mac": 1.8, "col": 10.9, "word": 3.0, "desc": 5.6, "lane": 3.39},
-    "ecp5": {"base": 2997.0, "mac": 1.13, "col": 5.55, "word": 0.0, "desc": 0.0, "lane": 0.79},
+    "ice40": {"base": 1532.4, "mac": 1.8, "col": 10.9, "word": 3.0, "desc": 5.6, "lane": 2.734},
+    "ecp5": {"base": 2599.0, "mac": 1.067, "col": 7.354, "word": 0.0, "desc": 0.0, "lane": 0.348},
 }
 
 
