@@ -484,8 +484,8 @@ _SMALL_DEPTH = {"ice40": 0, "ecp5": 32}
 # LUT model: base + per (MAC x (acc_bits + w_bits)) + per (column x (acc_bits + mult_bits))
 # + per bit of the widest host word + per bit of the layer descriptor (its register and the
 # feeders' counters) + per (requantization lane x (acc_bits + 1) x mult_bits).
-# Both families are fitted on the cell counts nextpnr reports after packing (`--pack-only`, the
-# same figure as a whole build's) of whole devices with the presets' buffers.
+# Both families are fitted on the cell counts nextpnr reports after packing (`--pack-only`,
+# within 2 % of a whole build's) of whole devices with the presets' buffers.
 # iCE40 counts logic cells: 4x4 with one lane (4928 cells), 4x4 with four (6449) and 2x2 with
 # two (3985); base and lane refitted, the rest as first fitted. Its requantization multipliers
 # and shifters are logic cells (about 500 cells per lane at 22x8). Within 1 %.
