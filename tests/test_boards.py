@@ -464,6 +464,9 @@ _MEASURED_LUTS = [
     ("icebreaker", {}, 4928),
     ("icebreaker", {"post_lanes": 4}, 6449),
     ("icebreaker", {"rows": 2, "cols": 2, "post_lanes": 2}, 3985),
+    # From the PLL, so with the link in its own domain (placed and routed counts).
+    ("icebreaker", {"clock_hz": 42_000_000}, 5122),
+    ("icebreaker", {"rows": 2, "cols": 2, "clock_hz": 24_000_000}, 3690),
     ("ulx3s-12f", {}, 5179),
     ("ulx3s-45f", {}, 8133),
     ("ulx3s-85f", {}, 9494),
@@ -634,12 +637,14 @@ def _tools_missing():
     return "YoWASP tools not installed: " + ", ".join(missing) if missing else None
 
 
-# One small whole device per family (the iCEBreaker's at the board's 12 MHz, with the preset's one
-# requantization lane), and the iCE40's 4x4 array alone on its 8 SB_MAC16s from the PLL at
-# 48 MHz (the whole 4x4 device, the preset, builds in about 5 minutes: `hwgen build`).
+# One small whole device per family (the iCEBreaker's with the preset's one requantization lane,
+# at 24 MHz from the PLL: the link runs from the 12 MHz oscillator in its own domain), and the
+# iCE40's 4x4 array alone on its 8 SB_MAC16s from the PLL at 48 MHz (the whole 4x4 device, the
+# preset, builds in about 5 minutes: `hwgen build`).
 SMOKE = {
     "icebreaker-array": ("icebreaker", "array", {"rows": 4, "cols": 4, "clock_hz": 48_000_000}),
-    "icebreaker-device": ("icebreaker", "device", {"rows": 2, "cols": 2}),
+    "icebreaker-device": ("icebreaker", "device", {"rows": 2, "cols": 2,
+                                                   "clock_hz": 24_000_000}),
     "ulx3s-12f-device": ("ulx3s-12f", "device", {
         "rows": 2, "cols": 2, "acc_bits": 20, "max_k": 16, "mult_bits": 8, "act_depth": 256,
         "weight_depth": 64, "out_depth": 64, "acc_depth": 32, "param_depth": 8,
@@ -670,6 +675,9 @@ def test_build_smoke(tmp_path, name):
     assert "Fmax" in (tmp_path / "report.md").read_text()
     assert report["timing"]["pass"], report["timing"]
     assert report["timing"]["fmax_mhz"] >= config.clock_hz / 1e6
+    targets = sorted(c["target_mhz"] for c in report["timing"]["clocks"].values())
+    if name == "icebreaker-device":
+        assert targets == [12.0, 24.0], report["timing"]   # the link's clock and the design's
     dsp = report["resources"]["dsp"]["used"]
     if board.family == "ice40":
         assert dsp == config.cols * math.ceil(config.rows / 2)   # two MACs per SB_MAC16
