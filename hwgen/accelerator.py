@@ -101,6 +101,7 @@ def _round_saturate(t, over, negative, out_bits, rounded=None):
 
 
 def _rounded(t):
+    """Return ``(t + 1) >> 1`` in ``t``'s width, which holds it (see :func:`_round_saturate`)."""
     return ((t + 1) >> 1)[:len(t)].as_signed()
 
 

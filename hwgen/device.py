@@ -96,16 +96,16 @@ class Device(wiring.Component):
         def in_link_domain(elaboratable):
             return DomainRenamer("link")(elaboratable) if split else elaboratable
 
+        # Its timeout counts the link's cycles (100 ms by default).
+        frame = FrameEngine(self.config, spram=self.spram, handshake=split,
+                            timeout_cycles=self.link_clock_hz // 10 if split else None)
+        m.submodules.frame = in_link_domain(frame)
         if split:
-            frame = FrameEngine(self.config, spram=self.spram, handshake=True,
-                                timeout_cycles=self.link_clock_hz // 10)
             m.submodules.bridge = bridge = HostPortBridge(self.config)
             wiring.connect(m, frame.host, bridge.link)
             wiring.connect(m, bridge.core, acc.host)
         else:
-            frame = FrameEngine(self.config, spram=self.spram)
             wiring.connect(m, frame.host, acc.host)
-        m.submodules.frame = in_link_domain(frame)
         m.d.comb += self.busy.eq(acc.host.busy)
         if self.link == "stream":
             wiring.connect(m, wiring.flipped(self.i_stream), frame.i_stream)
