@@ -573,6 +573,29 @@ def test_parse_recorded_logs(family):
     assert res["dsp"]["used"] == meta["yosys_cells"][meta["dsp_cell"]]
 
 
+def _two_clock_report(link_result):
+    # As nextpnr prints them for the iCEBreaker at 33 MHz with the link in its own domain: the
+    # constraint comes back as a period in picoseconds (33.03 MHz).
+    log = (f"Info: Max frequency for clock 'device.bridge.busy_sync.link_clk': 27.76 MHz "
+           f"({link_result} at 12.00 MHz)\n"
+           "Info: Max frequency for clock                              'clk': 36.15 MHz "
+           "(PASS at 33.03 MHz)\n")
+    board = BOARDS["icebreaker"]
+    config = boards.board_config(board, clock_hz=33_000_000)
+    return boards.make_report(board, config, boards.clock_plan(board, config.clock_hz),
+                              boards.estimate(board, config), top="device", baud=115200,
+                              seed=None, times={}, bitstream="x.bin", nextpnr_log=log,
+                              yosys_log="")
+
+
+def test_report_finds_the_design_clock_and_judges_every_clock():
+    timing = _two_clock_report("PASS")["timing"]
+    assert (timing["fmax_mhz"], timing["target_mhz"], timing["pass"]) == (36.15, 33.0, True)
+    assert len(timing["clocks"]) == 2
+    # The link's clock failing fails the build, although the design's clock passes.
+    assert _two_clock_report("FAIL")["timing"]["pass"] is False
+
+
 def test_overfull_placement_is_a_fit_error():
     """nextpnr's utilisation table, printed before it gives up, becomes a FitError."""
     text = (DATA / "ice40_overfull_nextpnr.log").read_text()
