@@ -54,7 +54,7 @@ def collision_free_memories(config, *, spram=False):
     return names
 
 
-def _scaled(prod, shift, out_bits):
+def _scaled(m, prod, shift, out_bits, name="scaled"):
     """Return ``(t, over)`` for the requantization of ``prod`` by ``shift``.
 
     ``t`` is ``(2 * prod) >> shift`` (arithmetic) cut to ``out_bits + 1`` bits, and ``over``
@@ -66,6 +66,11 @@ def _scaled(prod, shift, out_bits):
     drops bits above the window, which ``over`` collects. A full-width shifter and full-width
     saturation comparators cost about twice the logic, and Yosys mapped the plain ``>>`` into
     60 or 217 wide multiplexers per lane depending on unrelated parts of the design.
+
+    Each stage is a signal of ``m`` (named ``name`` and the stage): an expression uses its
+    operand twice per stage, and Amaranth's Verilog repeats a shared subexpression at each use,
+    so without the signals the emitted Verilog grew 2**stages-fold (Yosys merges the copies,
+    Verilator compiles them all).
     """
     width = out_bits + 1
     value = Cat(Const(0, 1), prod)                  # 2 * prod
@@ -81,7 +86,9 @@ def _scaled(prod, shift, out_bits):
         step, keep = 1 << k, width + (1 << k) - 1
         dropped = value[keep:]
         over = over | (~shift[k] & (dropped ^ sign.replicate(step)).any())
-        value = Mux(shift[k], value[step:], value[:keep])
+        stage = Signal(keep, name=f"{name}_s{k}")
+        m.d.comb += stage.eq(Mux(shift[k], value[step:], value[:keep]))
+        value = stage
     # Fits iff every bit from the window's top one upwards equals the sign.
     return value.as_signed(), over | (value[-1] ^ sign)
 
@@ -612,7 +619,8 @@ class Accelerator(wiring.Component):
         dp.d.sync += [p2_valid.eq(mul_valid), p2_end.eq(mul_end), p2_shift.eq(shifts)]
         for j in range(n_req):
             dp.d.sync += p2_prod[j].eq(products[j])
-        scaled = [_scaled(p2_prod[j], p2_shift[j], cfg.in_bits) for j in range(n_req)]
+        scaled = [_scaled(m, p2_prod[j], p2_shift[j], cfg.in_bits, name=f"scaled{j}")
+                  for j in range(n_req)]
         negative = Cat(p2_prod[j][-1] for j in range(n_req))
         t_shape = data.ArrayLayout(signed(cfg.in_bits + 1), n_req)
         flags = None     # (over, negative) per lane, once registered

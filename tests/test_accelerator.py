@@ -94,7 +94,7 @@ def test_narrow_requantization_matches_the_reference(registered):
     m = Module()
     prod, shift = Signal(signed(prod_bits)), Signal(unsigned(5))
     out = Signal(signed(out_bits))
-    t, over = _scaled(prod, shift, out_bits)
+    t, over = _scaled(m, prod, shift, out_bits)
     if registered:
         # As the post-processing pipeline splits it: rounding apart from saturation.
         m.d.comb += out.eq(_round_saturate(None, over, prod[-1], out_bits, rounded=_rounded(t)))
