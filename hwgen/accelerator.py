@@ -8,6 +8,8 @@ bias → requantize → saturate → activation into the other activation area (
 layer, its accumulators into :attr:`Region.OUTPUT`). Layers chain without the host.
 """
 
+import itertools
+
 from amaranth.hdl import Cat, Const, EnableInserter, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, memory, wiring
 from amaranth.lib.wiring import Out
@@ -112,6 +114,23 @@ def _rounded(t):
     return ((t + 1) >> 1)[:len(t)].as_signed()
 
 
+def _slices(width, pieces):
+    """Return ``pieces`` near-equal ``(lo, hi)`` bit ranges that cover ``width`` bits."""
+    bounds = [width * i // pieces for i in range(pieces + 1)]
+    return list(itertools.pairwise(bounds))
+
+
+def _sum_tree(terms):
+    """Return the sum of ``(value, shift)`` terms, each ``value << shift``, as a balanced tree:
+    the adders in series grow with the log of the number of terms."""
+    while len(terms) > 1:
+        pairs = zip(terms[::2], terms[1::2], strict=False)   # an odd one out waits
+        merged = [(a + (b << (sb - sa)), sa) for (a, sa), (b, sb) in pairs]
+        terms = merged + terms[len(merged) * 2:]
+    value, shift = terms[0]
+    return value << shift
+
+
 def _times_constant(value, constant):
     """Return ``value * constant`` (``constant`` >= 1) as shifted copies of ``value`` added and
     subtracted, one per nonzero digit of the constant's canonical signed-digit form.
@@ -203,10 +222,11 @@ class Accelerator(wiring.Component):
         saturation) and the controller's loop bounds held in registers. Results are the same;
         a requantized layer then takes 3 cycles more than :mod:`hwgen.cycles` counts (raw
         layers are unchanged).
-    split_multiplier : bool
-        Build each requantization product from two half-width products, added a cycle later:
-        for multipliers built from logic cells (iCE40), whose carry chains are the longest
-        path otherwise. Results are the same; a requantized layer takes one cycle more.
+    split_multiplier : bool or int
+        Build each requantization product from this many narrower products (``True``: two),
+        registered and added a cycle later: for multipliers built from logic cells (iCE40),
+        whose carry chains are the longest path otherwise. Results are the same; a requantized
+        layer takes one cycle more.
     spram : bool
         Ask Yosys to put the weight memory into iCE40UP ``SB_SPRAM256KA`` blocks. It has one
         address for both ports anyway: the host writes only while idle, the feeder reads only
@@ -222,7 +242,13 @@ class Accelerator(wiring.Component):
                  split_multiplier=False, spram=False):
         self.config = config
         self.post_pipeline = post_pipeline
-        self.split_multiplier = split_multiplier
+        # A bool is the historical spelling of two pieces (True) or one (False).
+        pieces = (1 + split_multiplier if isinstance(split_multiplier, bool)
+                  else split_multiplier)
+        if not isinstance(pieces, int) or not 1 <= pieces <= config.mult_bits:
+            raise ValueError(f"split_multiplier must cut the {config.mult_bits}-bit multiplier "
+                             f"into 1..{config.mult_bits} pieces, not {split_multiplier!r}")
+        self.split_multiplier = pieces
         self.spram = spram
         self.geometry = regions(config)
         # The controller takes every result row as it comes (`o_result.ready` is tied high).
@@ -597,21 +623,23 @@ class Accelerator(wiring.Component):
         p2_valid, p2_end = Signal(), Signal()
         p2_prod = Signal(data.ArrayLayout(prod_shape, n_req))
         p2_shift = Signal(data.ArrayLayout(unsigned(cfg.shift_bits), n_req))
-        if self.split_multiplier:
-            # a * m = a * m_lo + (a * m_hi << half): two shorter carry chains, then one adder.
-            half = cfg.mult_bits // 2
-            prod_lo = Signal(data.ArrayLayout(signed(cfg.acc_bits + half + 1), n_req),
-                             name="m_lo")
-            prod_hi = Signal(data.ArrayLayout(signed(cfg.acc_bits + cfg.mult_bits - half + 1),
-                                              n_req), name="m_hi")
-            for j in range(n_req):
-                mult = mul_par[j].mult
-                dp.d.sync += [prod_lo[j].eq(mul_a[j] * mult[:half]),
-                              prod_hi[j].eq(mul_a[j] * mult[half:])]
+        if self.split_multiplier > 1:
+            # a * m = sum(a * m_i << offset_i) over slices m_i of m: short carry chains, whose
+            # products are registered, then a balanced adder tree.
+            pieces = _slices(cfg.mult_bits, self.split_multiplier)
+            partial = []
+            for i, (lo, hi) in enumerate(pieces):
+                prod = Signal(data.ArrayLayout(signed(cfg.acc_bits + hi - lo + 1), n_req),
+                              name=f"m_{i}")
+                for j in range(n_req):
+                    dp.d.sync += prod[j].eq(mul_a[j] * mul_par[j].mult[lo:hi])
+                partial.append(prod)
             mul_valid, mul_end, shifts, _, mul_pos = self._stage(
                 dp, "m", (mul_valid, mul_end, Cat(*(p.shift for p in mul_par)), Const(0, 1),
                           mul_pos))
-            products = [prod_lo[j] + (prod_hi[j] << half) for j in range(n_req)]
+            products = [_sum_tree([(prod[j], lo) for prod, (lo, _) in zip(partial, pieces,
+                                                                          strict=True)])
+                        for j in range(n_req)]
         else:
             products = [mul_a[j] * mul_par[j].mult for j in range(n_req)]
             shifts = Cat(*(p.shift for p in mul_par))

@@ -296,21 +296,31 @@ def test_post_pipeline_gives_the_same_results(monkeypatch, shape, dataflow):
     assert cycles == program_cycles(prog, 5) + 3
 
 
-@pytest.mark.parametrize(("shape", "post_lanes"), [((2, 3), None), ((4, 4), 1), ((3, 4), 2)])
-def test_split_multiplier_gives_the_same_results(monkeypatch, shape, post_lanes):
-    """Accelerator(split_multiplier=True), which the iCEBreaker builds with its pipelined
+@pytest.mark.parametrize(("shape", "post_lanes", "pieces"),
+                         [((2, 3), None, True), ((4, 4), 1, 4), ((3, 4), 2, 3)])
+def test_split_multiplier_gives_the_same_results(monkeypatch, shape, post_lanes, pieces):
+    """Accelerator(split_multiplier=...), which the iCEBreaker builds with its pipelined
     requantization, computes what the reference does; each requantized layer takes exactly
     four cycles more than the cycle model (three pipeline stages and the split)."""
     import test_accelerator
 
     from hwgen.cycles import program_cycles
 
-    # An odd mult_bits: the halves differ in width.
+    # An odd mult_bits: the pieces differ in width.
     cfg = AcceleratorConfig(rows=shape[0], cols=shape[1], post_lanes=post_lanes, mult_bits=9,
                             **test_accelerator.SMALL)
     cycles, prog = _run_unsaturated_layer(monkeypatch, cfg, shape[0] * 10 + shape[1] + 11,
-                                          post_pipeline=True, split_multiplier=True)
+                                          post_pipeline=True, split_multiplier=pieces)
     assert cycles == program_cycles(prog, 5) + 4
+
+
+@pytest.mark.parametrize("pieces", [0.5, 10, "2"])
+def test_split_multiplier_refuses_a_bad_piece_count(pieces):
+    from hwgen.accelerator import Accelerator
+
+    cfg = AcceleratorConfig(rows=2, cols=2, mult_bits=9)
+    with pytest.raises((ValueError, TypeError), match=r"1\.\.9 pieces"):
+        Accelerator(cfg, split_multiplier=pieces)
 
 
 def test_spram_accelerator_gives_the_same_results(monkeypatch):
