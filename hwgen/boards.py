@@ -424,27 +424,22 @@ def _add_pll(m, platform, board, clock, *, link=False):
     if link and board.family != "ice40":
         raise ValueError(f"a link clock domain is built for iCE40 boards only, not "
                          f"{board.name} ({board.family})")
-    if board.family == "ice40" and link:
+    if board.family == "ice40":
         pin = platform.request(platform.default_clk, dir="-")
-        m.domains.link = ClockDomain("link")
-        link_clk = Signal()
-        m.submodules.pll = Instance(
-            "SB_PLL40_2_PAD",
-            p_FEEDBACK_PATH="SIMPLE", p_DIVR=p["DIVR"], p_DIVF=p["DIVF"], p_DIVQ=p["DIVQ"],
-            p_FILTER_RANGE=p["FILTER_RANGE"], p_PLLOUT_SELECT_PORTB="GENCLK",
-            io_PACKAGEPIN=pin.io, i_RESETB=Const(1, 1), i_BYPASS=zero,
-            o_PLLOUTGLOBALA=link_clk, o_PLLOUTGLOBALB=clk, o_LOCK=lock)
-        m.d.comb += ClockSignal("link").eq(link_clk)
-        m.submodules.reset_sync_link = ResetSynchronizer(~lock, domain="link")
-        platform.add_clock_constraint(link_clk, board.osc_hz)
-    elif board.family == "ice40":
-        pin = platform.request(platform.default_clk, dir="-")
-        m.submodules.pll = Instance(
-            "SB_PLL40_PAD",
-            p_FEEDBACK_PATH="SIMPLE", p_DIVR=p["DIVR"], p_DIVF=p["DIVF"], p_DIVQ=p["DIVQ"],
-            p_FILTER_RANGE=p["FILTER_RANGE"],
-            io_PACKAGEPIN=pin.io, i_RESETB=Const(1, 1), i_BYPASS=zero,
-            o_PLLOUTGLOBAL=clk, o_LOCK=lock)
+        ports = {"p_FEEDBACK_PATH": "SIMPLE", "io_PACKAGEPIN": pin.io, "i_RESETB": Const(1, 1),
+                 "i_BYPASS": zero, "o_LOCK": lock,
+                 **{f"p_{name}": p[name] for name in ("DIVR", "DIVF", "DIVQ", "FILTER_RANGE")}}
+        if link:
+            # The two-output PLL: port A passes the oscillator through, port B is the PLL's.
+            m.domains.link = ClockDomain("link")
+            link_clk = Signal()
+            m.submodules.pll = Instance("SB_PLL40_2_PAD", p_PLLOUT_SELECT_PORTB="GENCLK",
+                                        o_PLLOUTGLOBALA=link_clk, o_PLLOUTGLOBALB=clk, **ports)
+            m.d.comb += ClockSignal("link").eq(link_clk)
+            m.submodules.reset_sync_link = ResetSynchronizer(~lock, domain="link")
+            platform.add_clock_constraint(link_clk, board.osc_hz)
+        else:
+            m.submodules.pll = Instance("SB_PLL40_PAD", o_PLLOUTGLOBAL=clk, **ports)
     else:
         m.submodules.clk_buf = ref_buf = io.Buffer("i", platform.request(
             platform.default_clk, dir="-"))

@@ -443,6 +443,24 @@ def test_icebreaker_link_runs_from_the_oscillator_when_the_pll_makes_the_clock()
     assert boards.BoardTop(ecp5, boards.board_config(ecp5), baud=1_000_000).link_clock_hz is None
 
 
+
+@pytest.mark.parametrize(("link", "primitive"), [(True, "SB_PLL40_2_PAD"), (False, "SB_PLL40_PAD")])
+def test_icebreaker_pll_instance_has_the_planned_dividers(link, primitive):
+    import dataclasses
+    import re
+
+    board = dataclasses.replace(BOARDS["icebreaker"], link_on_oscillator=link)
+    config = boards.board_config(board, clock_hz=42_000_000, rows=2, cols=2)
+    platform = board.make_platform()
+    il = platform.build(boards.BoardTop(board, config, baud=1_000_000), name="top",
+                        do_build=False).files["top.il"]
+    cell = re.search(rf"cell \\{primitive} \\pll\n(.*?)\n  end", il, re.S).group(1)
+    pll = boards.ice40_pll(12_000_000, 42_000_000)
+    for name in ("DIVR", "DIVF", "DIVQ", "FILTER_RANGE"):
+        assert f"parameter \\{name} {pll[name]}\n" in cell + "\n"
+    assert ("PLLOUTGLOBALB \\clk" in cell) == link
+
+
 # -- fit check ----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name", sorted(BOARDS))
