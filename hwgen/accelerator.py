@@ -21,6 +21,7 @@ from .memmap import (
     Region,
     batch_bits,
     descriptor_layout,
+    macs_from_busy_cycles,
     param_lane_layout,
     regions,
 )
@@ -129,29 +130,6 @@ def _sum_tree(terms):
         terms = merged + terms[len(merged) * 2:]
     value, shift = terms[0]
     return value << shift
-
-
-def _times_constant(value, constant):
-    """Return ``value * constant`` (``constant`` >= 1) as shifted copies of ``value`` added and
-    subtracted, one per nonzero digit of the constant's canonical signed-digit form.
-
-    Yosys maps a product by a constant onto DSP multipliers, which the array needs: a 64-bit
-    count times 48 took four ECP5 MULT18X18Ds. This takes one adder (none for a power of two).
-    """
-    digits = []                      # (sign, shift), lowest first
-    rest, shift = constant, 0
-    while rest:
-        if rest & 1:
-            sign = 2 - (rest & 3)    # +1 ends a run of ones, -1 starts one (..011 -> ..100 - 1)
-            digits.append((sign, shift))
-            rest -= sign
-        rest >>= 1
-        shift += 1
-    total = None
-    for sign, shift in sorted(digits, key=lambda d: -d[0]):   # a positive digit first
-        term = value << shift
-        total = term if total is None else (total + term if sign > 0 else total - term)
-    return total
 
 
 def _count(m, out, inc, clear, name):
@@ -708,7 +686,7 @@ class Accelerator(wiring.Component):
         _count(m, host.cycles, busy, host.clear, "cycles")
         _count(m, host.busy_cycles, engine.issue, host.clear, "busy_cycles")
         # Every issue is rows * cols MACs: a product, not a third 64-bit counter.
-        m.d.comb += host.macs.eq(_times_constant(host.busy_cycles, rows * cols))
+        m.d.comb += host.macs.eq(macs_from_busy_cycles(host.busy_cycles, cfg))
         return m
 
     def _requant_steps(self, m, dp, *, start, load, b_end, biased, par, pos, param_hold):

@@ -10,7 +10,7 @@ from amaranth.lib import wiring
 from amaranth.lib.cdc import FFSynchronizer
 from amaranth.lib.wiring import In, Out
 
-from .memmap import HostPortSignature
+from .memmap import HostPortSignature, macs_from_busy_cycles
 
 __all__ = ["HostPortBridge"]
 
@@ -52,8 +52,6 @@ class HostPortBridge(wiring.Component):
                           "core": In(HostPortSignature(config))})
 
     def elaborate(self, platform):
-        from .accelerator import _times_constant
-
         m = Module()
         link, core = self.link, self.core
         ld, cd = m.d[self.link_domain], m.d[self.core_domain]
@@ -86,7 +84,7 @@ class HostPortBridge(wiring.Component):
             core.region.eq(link.region), core.addr.eq(link.addr), core.wdata.eq(link.wdata),
             core.batch.eq(link.batch),
             link.rdata.eq(rdata), link.cycles.eq(cycles), link.busy_cycles.eq(busy_cycles),
-            link.macs.eq(_times_constant(busy_cycles, self.config.rows * self.config.cols)),
+            link.macs.eq(macs_from_busy_cycles(busy_cycles, self.config)),
         ]
         with m.If((req_seen != done_toggle) & ~reading):
             m.d.comb += [core.we.eq(kind[0]), core.re.eq(kind[1]), core.start.eq(kind[2]),

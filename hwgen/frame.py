@@ -429,14 +429,14 @@ class FrameEngine(wiring.Component):
                     m.d.comb += [host.we.eq(1), buf_r.en.eq(0)]
                 with m.Else():
                     m.d.sync += [sr.eq(sr_next), ptr.eq(ptr_next), byte_pos.eq(byte_pos + 1)]
-                with m.If((byte_pos == sr_bytes - 1) & ~wait_write):
-                    m.d.comb += host.we.eq(1)
-                    m.d.sync += [byte_pos.eq(0), mem_addr.eq(mem_addr + 1),
-                                 words_left.eq(words_left - 1)]
-                    with m.If(words_left == 1):
-                        with m.If(args.region == Region.PROGRAM.value):
-                            m.d.sync += program_loaded.eq(1)
-                        m.next = "TX_HEADER"
+                    with m.If(byte_pos == sr_bytes - 1):
+                        m.d.comb += host.we.eq(1)
+                        m.d.sync += [byte_pos.eq(0), mem_addr.eq(mem_addr + 1),
+                                     words_left.eq(words_left - 1)]
+                        with m.If(words_left == 1):
+                            with m.If(args.region == Region.PROGRAM.value):
+                                m.d.sync += program_loaded.eq(1)
+                            m.next = "TX_HEADER"
 
             with m.State("TX_HEADER"):
                 m.d.comb += o.valid.eq(1)

@@ -12,8 +12,8 @@ from amaranth.lib import data, enum, wiring
 from amaranth.lib.wiring import In, Out
 
 __all__ = ["HostPortSignature", "Region", "RegionGeometry", "addr_bits", "batch_bits",
-           "descriptor_layout", "descriptor_limits", "max_word_bits", "param_lane_layout",
-           "regions"]
+           "descriptor_layout", "descriptor_limits", "macs_from_busy_cycles", "max_word_bits",
+           "param_lane_layout", "regions"]
 
 
 class Region(enum.Enum, shape=unsigned(3)):
@@ -170,7 +170,8 @@ class HostPortSignature(wiring.Signature):
     clear, snapshot : In(1)
     cycles, busy_cycles, macs : Out(64)
         Since ``clear``: cycles with ``busy`` high; cycles in which an activation row entered
-        the array; multiply-accumulates issued (rows entered times ``rows * cols``).
+        the array; multiply-accumulates issued (rows entered times ``rows * cols``, see
+        :func:`macs_from_busy_cycles`).
     """
 
     def __init__(self, config):
@@ -192,3 +193,32 @@ class HostPortSignature(wiring.Signature):
             "busy_cycles": Out(64),
             "macs": Out(64),
         })
+
+
+def macs_from_busy_cycles(busy_cycles, config):
+    """Return the host port's ``macs`` from its ``busy_cycles``: each row entered is
+    ``rows * cols`` multiply-accumulates (a product by a constant, not a third counter)."""
+    return _times_constant(busy_cycles, config.rows * config.cols)
+
+
+def _times_constant(value, constant):
+    """Return ``value * constant`` (``constant`` >= 1) as shifted copies of ``value`` added and
+    subtracted, one per nonzero digit of the constant's canonical signed-digit form.
+
+    Yosys maps a product by a constant onto DSP multipliers, which the array needs: a 64-bit
+    count times 48 took four ECP5 MULT18X18Ds. This takes one adder (none for a power of two).
+    """
+    digits = []                      # (sign, shift), lowest first
+    rest, shift = constant, 0
+    while rest:
+        if rest & 1:
+            sign = 2 - (rest & 3)    # +1 ends a run of ones, -1 starts one (..011 -> ..100 - 1)
+            digits.append((sign, shift))
+            rest -= sign
+        rest >>= 1
+        shift += 1
+    total = None
+    for sign, shift in sorted(digits, key=lambda d: -d[0]):   # a positive digit first
+        term = value << shift
+        total = term if total is None else (total + term if sign > 0 else total - term)
+    return total

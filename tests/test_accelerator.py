@@ -164,7 +164,7 @@ def test_split_counter_is_exact_every_cycle():
 def test_times_constant_without_a_multiplier():
     from amaranth.hdl import Module, Signal
 
-    from hwgen.accelerator import _times_constant
+    from hwgen.memmap import _times_constant
 
     constants = [1, 2, 3, 5, 6, 7, 11, 48, 63, 64, 255, 12289, 4095 * 4095]
     m = Module()
