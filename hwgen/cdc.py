@@ -23,8 +23,9 @@ class HostPortBridge(wiring.Component):
     none is pending, and pulses ``rvalid`` when the accelerator has carried it out. Until then
     the requester holds ``region``, ``addr``, ``wdata`` and ``batch`` still, as
     :class:`hwgen.frame.FrameEngine` does with ``handshake=True``: the accelerator's side reads
-    them directly, two synchronizer stages after the request toggled, so that they have settled
-    (a toggle handshake; only the toggles and ``busy`` pass through synchronizers). ``rdata``
+    them directly, two synchronizer stages and one register after the request toggled, so that
+    they have settled (a toggle handshake; only the toggles and ``busy`` pass through
+    synchronizers). ``rdata``
     and the counters are registered on the accelerator's side and still until the next request.
 
     ``macs`` is derived from ``busy_cycles`` (the port defines it as rows entered times
@@ -76,7 +77,6 @@ class HostPortBridge(wiring.Component):
         # -- core side: carry it out once the toggle arrives --------------------------------------
         req_seen = Signal()
         m.submodules.req_sync = FFSynchronizer(req, req_seen, o_domain=self.core_domain)
-        reading = Signal()      # a read is waiting for the accelerator's rvalid
         rdata = Signal.like(core.rdata, name="rdata_q")
         cycles = Signal.like(core.cycles, name="cycles_q")
         busy_cycles = Signal.like(core.busy_cycles, name="busy_cycles_q")
@@ -86,17 +86,22 @@ class HostPortBridge(wiring.Component):
             link.rdata.eq(rdata), link.cycles.eq(cycles), link.busy_cycles.eq(busy_cycles),
             link.macs.eq(macs_from_busy_cycles(busy_cycles, self.config)),
         ]
-        with m.If((req_seen != done_toggle) & ~reading):
-            m.d.comb += [core.we.eq(kind[0]), core.re.eq(kind[1]), core.start.eq(kind[2]),
-                         core.clear.eq(kind[3])]
+        # The strobes come from registers, set the cycle after the toggle arrives: the
+        # accelerator's write enables then start from a flip-flop, not from the handshake's
+        # comparison (on the iCE40 that chain, routed across the chip, was the longest path).
+        issued = Signal()       # the waiting request's strobes are out, or were
+        strobes = Signal(4)     # we, re, start, clear: one cycle each
+        m.d.comb += [core.we.eq(strobes[0]), core.re.eq(strobes[1]), core.start.eq(strobes[2]),
+                     core.clear.eq(strobes[3])]
+        cd += strobes.eq(0)
+        with m.If((req_seen != done_toggle) & ~issued):
+            cd += [strobes.eq(kind[:4]), issued.eq(1)]
             with m.If(kind[4]):
                 cd += [cycles.eq(core.cycles), busy_cycles.eq(core.busy_cycles)]
-            with m.If(kind[1] & ~core.rvalid):
-                cd += reading.eq(1)
-            with m.Else():
-                cd += done_toggle.eq(req_seen)
-                with m.If(kind[1]):
-                    cd += rdata.eq(core.rdata)
-        with m.Elif(reading & core.rvalid):
-            cd += [rdata.eq(core.rdata), reading.eq(0), done_toggle.eq(req_seen)]
+        with m.Elif(issued & (~kind[1] | core.rvalid)):
+            # Done: in the strobe's cycle for a write, start, clear or snapshot; with rvalid for
+            # a read (in the strobe's cycle too, for a port without latency).
+            cd += [done_toggle.eq(req_seen), issued.eq(0)]
+            with m.If(kind[1]):
+                cd += rdata.eq(core.rdata)
         return m
