@@ -202,7 +202,7 @@ BOARDS = {
         device="iCE40UP5K-SG48", osc_hz=12_000_000, clock_hz=12_000_000,
         capacity={"lut": 5280, "ff": 5280, "dsp": 8, "bram": 30, "spram": 4},
         preset=ICEBREAKER_PRESET,
-        dsp_packing="sb_mac16", post_pipeline=True, split_multiplier=True, spram=True,
+        dsp_packing="sb_mac16", post_pipeline=True, split_multiplier=4, spram=True,
         link_on_oscillator=True, program="iceprog {bitstream}",
         serial="/dev/ttyUSB1"),
     "ulx3s-12f": _ulx3s(12, 12_096, 32, 28, ULX3S_SMALL_PRESET),
