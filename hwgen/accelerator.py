@@ -69,6 +69,32 @@ def _scaled(m, prod, shift, out_bits, name="scaled"):
     drops bits above the window, which ``over`` collects. A full-width shifter and full-width
     saturation comparators cost about twice the logic, and Yosys mapped the plain ``>>`` into
     60 or 217 wide multiplexers per lane depending on unrelated parts of the design.
+    :func:`_shift_start`, :func:`_shift_stages` and :func:`_shift_end` are its parts, for a
+    pipeline that registers the stages' state between two of them.
+    """
+    value, over = _shift_start(prod, len(shift), out_bits)
+    value, over = _shift_stages(m, value, over, shift, sign=prod[-1],
+                                stages=range(len(shift) - 1, -1, -1), out_bits=out_bits,
+                                name=name)
+    return value.as_signed(), _shift_end(value, over, prod[-1])
+
+
+def _shift_start(prod, shift_bits, out_bits):
+    """Return ``(value, over)`` before the stages of :func:`_scaled`: ``2 * prod`` cut (or
+    sign-extended) to the bits the first stage needs, and whether the cut dropped any."""
+    width = out_bits + 1
+    value = Cat(Const(0, 1), prod)                  # 2 * prod
+    sign = value[-1]
+    n = width + (1 << shift_bits) - 1
+    if len(value) > n:
+        return value[:n], (value[n:] ^ sign.replicate(len(value) - n)).any()
+    return Cat(value, sign.replicate(n - len(value))), Const(0, 1)
+
+
+def _shift_stages(m, value, over, shift, *, sign, stages, out_bits, name):
+    """Shift ``value`` by the bits of ``shift`` that ``stages`` names, largest first (as
+    :func:`_scaled`), each stage narrower, and return ``(value, over)`` with the bits dropped
+    above the window ORed into ``over``.
 
     Each stage is a signal of ``m`` (named ``name`` and the stage): an expression uses its
     operand twice per stage, and Amaranth's Verilog repeats a shared subexpression at each use,
@@ -76,24 +102,20 @@ def _scaled(m, prod, shift, out_bits, name="scaled"):
     Verilator compiles them all).
     """
     width = out_bits + 1
-    value = Cat(Const(0, 1), prod)                  # 2 * prod
-    sign = value[-1]
-    n = width + (1 << len(shift)) - 1               # the bits the first stage needs
-    over = Const(0, 1)
-    if len(value) > n:
-        over = (value[n:] ^ sign.replicate(len(value) - n)).any()
-        value = value[:n]
-    else:
-        value = Cat(value, sign.replicate(n - len(value)))
-    for k in reversed(range(len(shift))):
+    for k in stages:
         step, keep = 1 << k, width + (1 << k) - 1
         dropped = value[keep:]
         over = over | (~shift[k] & (dropped ^ sign.replicate(step)).any())
         stage = Signal(keep, name=f"{name}_s{k}")
         m.d.comb += stage.eq(Mux(shift[k], value[step:], value[:keep]))
         value = stage
-    # Fits iff every bit from the window's top one upwards equals the sign.
-    return value.as_signed(), over | (value[-1] ^ sign)
+    return value, over
+
+
+def _shift_end(value, over, sign):
+    """Return the overflow flag of :func:`_scaled` after the last stage: fits iff every bit
+    from the window's top one upwards equals the sign."""
+    return over | (value[-1] ^ sign)
 
 
 def _round_saturate(t, over, negative, out_bits, rounded=None):
@@ -196,8 +218,9 @@ class Accelerator(wiring.Component):
         How the array maps its multipliers (see :class:`hwgen.engine.MatmulEngine`).
     post_pipeline : bool
         Shorten the longest paths for a faster clock: three pipeline stages in the
-        requantization (before the multipliers, before the rounding shifters and before
-        saturation) and the controller's loop bounds held in registers. Results are the same;
+        requantization (before the multipliers, between the rounding shifter's larger and
+        smaller stages, and before saturation) and the controller's loop bounds held in
+        registers. Results are the same;
         a requantized layer then takes 3 cycles more than :mod:`hwgen.cycles` counts (raw
         layers are unchanged).
     split_multiplier : bool or int
@@ -625,23 +648,44 @@ class Accelerator(wiring.Component):
         dp.d.sync += [p2_valid.eq(mul_valid), p2_end.eq(mul_end), p2_shift.eq(shifts)]
         for j in range(n_req):
             dp.d.sync += p2_prod[j].eq(products[j])
-        scaled = [_scaled(m, p2_prod[j], p2_shift[j], cfg.in_bits, name=f"scaled{j}")
-                  for j in range(n_req)]
         negative = Cat(p2_prod[j][-1] for j in range(n_req))
         t_shape = data.ArrayLayout(signed(cfg.in_bits + 1), n_req)
         flags = None     # (over, negative) per lane, once registered
         if self.post_pipeline:
-            # The scaled values, registered: the rounding incrementers start from a register.
-            ts = Signal(t_shape, name="ts")
-            m.d.comb += [ts[j].eq(scaled[j][0]) for j in range(n_req)]
-            staged = self._stage(dp, "s", (p2_valid, p2_end, ts,
-                                           Cat(Cat(scaled[j][1] for j in range(n_req)), negative),
-                                           p2_pos))
-            # The rounded values, registered: saturation starts from a register.
+            # The shifter's larger stages, registered with their overflow flags and the shift's
+            # remaining bits; the smaller stages and the rounding incrementer in the next stage.
+            # One register after the whole shifter left its flag 8 LUTs deep (iCE40, 40 MHz).
+            split = cfg.shift_bits // 2
+            upper = range(cfg.shift_bits - 1, split - 1, -1)
+            parts, overs = [], []
+            for j in range(n_req):
+                value, over = _shift_start(p2_prod[j], cfg.shift_bits, cfg.in_bits)
+                value, over = _shift_stages(m, value, over, p2_shift[j], sign=p2_prod[j][-1],
+                                            stages=upper, out_bits=cfg.in_bits,
+                                            name=f"scaled{j}")
+                parts.append(value)
+                overs.append(over)
+            low = [p2_shift[j][:split] for j in range(n_req)]
+            staged = self._stage(dp, "s", (p2_valid, p2_end, Cat(*parts),
+                                           Cat(*overs, negative, *low), p2_pos))
+            part_bits, extra = len(parts[0]), staged[3]
             rs = Signal(t_shape, name="rs")
-            m.d.comb += [rs[j].eq(_rounded(staged[2][j])) for j in range(n_req)]
-            staged = self._stage(dp, "t", (staged[0], staged[1], rs, staged[3], staged[4]))
+            over = []
+            for j in range(n_req):
+                sign = extra[n_req + j]
+                value, o = _shift_stages(
+                    m, staged[2][j * part_bits:(j + 1) * part_bits], extra[j],
+                    extra[2 * n_req + j * split:2 * n_req + (j + 1) * split], sign=sign,
+                    stages=range(split - 1, -1, -1), out_bits=cfg.in_bits, name=f"scaled{j}")
+                over.append(_shift_end(value, o, sign))
+                # The rounded values, registered: saturation starts from a register.
+                m.d.comb += rs[j].eq(_rounded(value.as_signed()))
+            staged = self._stage(dp, "t", (staged[0], staged[1], rs,
+                                           Cat(*over, extra[n_req:2 * n_req]), staged[4]))
             flags = staged[3]
+        else:
+            scaled = [_scaled(m, p2_prod[j], p2_shift[j], cfg.in_bits, name=f"scaled{j}")
+                      for j in range(n_req)]
         p3_valid, p3_end = Signal(), Signal()
         p3_y = Signal(data.ArrayLayout(signed(cfg.in_bits), n_req))
         p3_pos = _registered(dp, p2_pos if flags is None else staged[4], "p3")

@@ -88,17 +88,32 @@ def test_narrow_requantization_matches_the_reference(registered):
     at the rounding and saturation boundaries."""
     from amaranth.hdl import Module, Signal, signed, unsigned
 
-    from hwgen.accelerator import _round_saturate, _rounded, _scaled
+    from hwgen.accelerator import (
+        _round_saturate,
+        _rounded,
+        _scaled,
+        _shift_end,
+        _shift_stages,
+        _shift_start,
+    )
 
     out_bits, prod_bits = 8, 20
     m = Module()
     prod, shift = Signal(signed(prod_bits)), Signal(unsigned(5))
     out = Signal(signed(out_bits))
-    t, over = _scaled(m, prod, shift, out_bits)
     if registered:
-        # As the post-processing pipeline splits it: rounding apart from saturation.
-        m.d.comb += out.eq(_round_saturate(None, over, prod[-1], out_bits, rounded=_rounded(t)))
+        # As the post-processing pipeline splits it: the shifter in two parts (the pipeline
+        # registers between them), rounding apart from saturation.
+        sign, split = prod[-1], 2
+        value, over = _shift_start(prod, 5, out_bits)
+        for name, stages in (("a", range(4, split - 1, -1)), ("b", range(split - 1, -1, -1))):
+            value, over = _shift_stages(m, value, over, shift, sign=sign, stages=stages,
+                                        out_bits=out_bits, name=name)
+        over = _shift_end(value, over, sign)
+        m.d.comb += out.eq(_round_saturate(None, over, sign, out_bits,
+                                           rounded=_rounded(value.as_signed())))
     else:
+        t, over = _scaled(m, prod, shift, out_bits)
         m.d.comb += out.eq(_round_saturate(t, over, prod[-1], out_bits))
     rng = np.random.default_rng(5)
     lim = 1 << (prod_bits - 1)

@@ -314,6 +314,39 @@ def test_split_multiplier_gives_the_same_results(monkeypatch, shape, post_lanes,
     assert cycles == program_cycles(prog, 5) + 4
 
 
+@pytest.mark.parametrize("pieces", [1, 4])
+def test_pipelined_requantization_saturates_on_any_bit_of_the_product(monkeypatch, pieces):
+    """Products that are one power of two, at every bit a product reaches: a positive one
+    overflows through one term of the pipelined overflow flags only. Negative ones and
+    products shifted back into range check the other direction."""
+    import test_accelerator
+
+    import hwgen
+    from hwgen.accelerator import Accelerator
+    from hwgen.nn import Dense, QuantizedNetwork
+
+    monkeypatch.setattr(test_accelerator, "Accelerator", functools.partial(
+        Accelerator, post_pipeline=True, split_multiplier=pieces))
+    cfg = AcceleratorConfig(rows=2, cols=3, **test_accelerator.SMALL)
+    # (bias exponent, multiplier exponent, sign, shift): products +-2**(e + k).
+    fit = 6                                     # shifted to about 2**6: in range
+    channels = [(e, k, 1, 0) for k in (0, cfg.mult_bits - 1) for e in range(cfg.acc_bits - 1)]
+    channels += [(e, cfg.mult_bits - 1, -1, e % 3) for e in range(0, cfg.acc_bits - 1, 4)]
+    channels += [(e, cfg.mult_bits - 1, s, min(e + cfg.mult_bits - 1 - fit,
+                                               (1 << cfg.shift_bits) - 1))
+                 for e in range(0, cfg.acc_bits - 1, 5) for s in (1, -1)]
+    e, k, sign, shift = (np.array(v) for v in zip(*channels, strict=True))
+    x = np.zeros((2, 3), dtype=np.int64)
+    w = np.zeros((3, len(channels)), dtype=np.int64)
+    net = QuantizedNetwork([Dense(w, sign << e, 1 << k, shift, activation="identity")],
+                           in_bits=8, w_bits=8, acc_bits=cfg.acc_bits, mult_bits=cfg.mult_bits)
+    result = test_accelerator._run(cfg, hwgen.compile(net, cfg), x)
+    expected = net.forward(x)
+    assert {-128, 127} <= set(np.unique(expected))      # saturated both ways...
+    assert len(np.unique(expected)) > 8                 # ...and not everywhere
+    np.testing.assert_array_equal(result["out"], expected)
+
+
 @pytest.mark.parametrize("pieces", [0.5, 10, "2"])
 def test_split_multiplier_refuses_a_bad_piece_count(pieces):
     from hwgen.accelerator import Accelerator
