@@ -494,6 +494,14 @@ def test_icebreaker_pll_instance_has_the_planned_dividers(link, primitive):
     assert ("PLLOUTGLOBALB \\clk" in cell) == link
 
 
+
+@pytest.mark.parametrize(("name", "wanted"), [("icebreaker", True), ("ulx3s-12f", False)])
+def test_ice40_synthesis_keeps_rare_clock_enables_out_of_the_flip_flops(name, wanted):
+    board = BOARDS[name]
+    opts = boards._yosys_opts(board, boards.board_config(board))
+    assert ("-dffe_min_ce_use 4" in opts.get("synth_opts", "")) == wanted
+
+
 # -- fit check ----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name", sorted(BOARDS))
