@@ -138,9 +138,9 @@ class Board:
     post_pipeline : bool
         Build the accelerator with its pipelined requantization
         (:class:`hwgen.accelerator.Accelerator`).
-    split_multiplier : bool
-        Build each requantization product from two half-width ones (multipliers built from
-        logic cells; :class:`hwgen.accelerator.Accelerator`).
+    split_multiplier : bool or int
+        Build each requantization product from this many narrower ones (``True``: two;
+        multipliers built from logic cells; :class:`hwgen.accelerator.Accelerator`).
     spram : bool
         Put the single-port buffers (weights, frame payload) into ``SB_SPRAM256KA`` blocks
         (iCE40UP), sparing block RAM.
@@ -164,7 +164,7 @@ class Board:
     preset: dict
     dsp_packing: str = None
     post_pipeline: bool = False
-    split_multiplier: bool = False
+    split_multiplier: bool | int = False
     spram: bool = False
     link_on_oscillator: bool = False
     program: str = ""

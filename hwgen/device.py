@@ -38,7 +38,8 @@ class Device(wiring.Component):
     dsp_packing : str or None
         How the array maps its multipliers onto DSP blocks (see
         :class:`hwgen.systolic.WeightStationaryArray`).
-    post_pipeline, split_multiplier : bool
+    post_pipeline : bool
+    split_multiplier : bool or int
         Extra registers in the post-processing (see :class:`hwgen.accelerator.Accelerator`).
     spram : bool
         Put the weight memory and the frame engine's payload buffer into iCE40UP
