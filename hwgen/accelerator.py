@@ -220,9 +220,8 @@ class Accelerator(wiring.Component):
         Shorten the longest paths for a faster clock: three pipeline stages in the
         requantization (before the multipliers, between the rounding shifter's larger and
         smaller stages, and before saturation) and the controller's loop bounds held in
-        registers. Results are the same;
-        a requantized layer then takes 3 cycles more than :mod:`hwgen.cycles` counts (raw
-        layers are unchanged).
+        registers. Results are the same; a requantized layer then takes 3 cycles more than
+        :mod:`hwgen.cycles` counts (raw layers are unchanged).
     split_multiplier : bool or int
         Build each requantization product from this many narrower products (``True``: two),
         registered and added a cycle later: for multipliers built from logic cells (iCE40),
@@ -670,18 +669,18 @@ class Accelerator(wiring.Component):
                                            Cat(*overs, negative, *low), p2_pos))
             part_bits, extra = len(parts[0]), staged[3]
             rs = Signal(t_shape, name="rs")
-            over = []
+            overflow = []
             for j in range(n_req):
                 sign = extra[n_req + j]
                 value, o = _shift_stages(
                     m, staged[2][j * part_bits:(j + 1) * part_bits], extra[j],
                     extra[2 * n_req + j * split:2 * n_req + (j + 1) * split], sign=sign,
                     stages=range(split - 1, -1, -1), out_bits=cfg.in_bits, name=f"scaled{j}")
-                over.append(_shift_end(value, o, sign))
+                overflow.append(_shift_end(value, o, sign))
                 # The rounded values, registered: saturation starts from a register.
                 m.d.comb += rs[j].eq(_rounded(value.as_signed()))
             staged = self._stage(dp, "t", (staged[0], staged[1], rs,
-                                           Cat(*over, extra[n_req:2 * n_req]), staged[4]))
+                                           Cat(*overflow, extra[n_req:2 * n_req]), staged[4]))
             flags = staged[3]
         else:
             scaled = [_scaled(m, p2_prod[j], p2_shift[j], cfg.in_bits, name=f"scaled{j}")
