@@ -25,8 +25,8 @@ class HostPortBridge(wiring.Component):
     :class:`hwgen.frame.FrameEngine` does with ``handshake=True``: the accelerator's side reads
     them directly, two synchronizer stages and one register after the request toggled, so that
     they have settled (a toggle handshake; only the toggles and ``busy`` pass through
-    synchronizers). ``rdata``
-    and the counters are registered on the accelerator's side and still until the next request.
+    synchronizers). ``rdata`` and the counters are registered on the accelerator's side and
+    still until the next request.
 
     ``macs`` is derived from ``busy_cycles`` (the port defines it as rows entered times
     ``rows * cols``) rather than carried: 64 registers fewer.
