@@ -141,15 +141,17 @@ class MatmulEngine(wiring.Component):
             with m.Elif(clear_full[b]):
                 m.d.sync += full[b].eq(0)
 
-        # Credits: free FIFO entries not yet promised to a row in flight.
-        credits = Signal(range(self.fifo_depth + 1), init=self.fifo_depth)
+        # Credits: free FIFO entries not yet promised to a row in flight. With `always_ready`
+        # no FIFO fills: at most a latency's worth of rows is in flight, fewer than the FIFO
+        # depth, so there are no credits to count (on the iCE40 the credit test fed the
+        # activation feeder's enables, its longest path).
         taken = Signal(range(cfg.rows + 1))
         returned = Signal()
-        m.d.sync += credits.eq(credits - taken + returned)
-        # With `always_ready` no FIFO fills: at most a latency's worth of rows is in flight,
-        # fewer than the credits, so they never run out and the tests below are left out (on
-        # the iCE40 the credit test fed the activation feeder's enables, its longest path).
-        has_credit = Const(1, 1) if self.always_ready else credits != 0
+        credits = None
+        if not self.always_ready:
+            credits = Signal(range(self.fifo_depth + 1), init=self.fifo_depth)
+            m.d.sync += credits.eq(credits - taken + returned)
+        has_credit = Const(1, 1) if credits is None else credits != 0
 
         accept = Signal()
         m.d.comb += [accept.eq(self.i_act.valid & self.i_act.ready), self.issue.eq(accept)]
@@ -166,8 +168,7 @@ class MatmulEngine(wiring.Component):
                 m.d.sync += a_ptr.eq(~a_ptr)
                 m.d.comb += clear_full.bit_select(a_ptr, 1).eq(1)
         else:
-            self._os_staging(m, array, a_ptr=a_ptr, a_ptr_full=a_ptr_full,
-                             credits=None if self.always_ready else credits,
+            self._os_staging(m, array, a_ptr=a_ptr, a_ptr_full=a_ptr_full, credits=credits,
                              taken=taken, clear_full=clear_full, accept=accept)
 
         row = array.o_data.as_value() | (array.o_last << (layout.size - 1))
@@ -177,7 +178,6 @@ class MatmulEngine(wiring.Component):
             m.d.comb += [
                 self.o_result.payload.eq(row),
                 self.o_result.valid.eq(array.o_valid),
-                returned.eq(array.o_valid),
             ]
             return m
         m.d.comb += [
