@@ -656,31 +656,33 @@ class Accelerator(wiring.Component):
             # One register after the whole shifter left its flag 8 LUTs deep (iCE40, 40 MHz).
             split = cfg.shift_bits // 2
             upper = range(cfg.shift_bits - 1, split - 1, -1)
-            parts, overs = [], []
+            parts = []
             for j in range(n_req):
                 value, over = _shift_start(p2_prod[j], cfg.shift_bits, cfg.in_bits)
-                value, over = _shift_stages(m, value, over, p2_shift[j], sign=p2_prod[j][-1],
-                                            stages=upper, out_bits=cfg.in_bits,
-                                            name=f"scaled{j}")
-                parts.append(value)
-                overs.append(over)
-            low = [p2_shift[j][:split] for j in range(n_req)]
-            staged = self._stage(dp, "s", (p2_valid, p2_end, Cat(*parts),
-                                           Cat(*overs, negative, *low), p2_pos))
-            part_bits, extra = len(parts[0]), staged[3]
+                parts.append(_shift_stages(m, value, over, p2_shift[j], sign=p2_prod[j][-1],
+                                           stages=upper, out_bits=cfg.in_bits,
+                                           name=f"scaled{j}"))
+            s_lanes = Signal(data.ArrayLayout(data.StructLayout({
+                "value": len(parts[0][0]), "over": 1, "negative": 1, "shift": split,
+            }), n_req), name="s_lanes")
+            for j, (value, over) in enumerate(parts):
+                m.d.comb += [s_lanes[j].value.eq(value), s_lanes[j].over.eq(over),
+                             s_lanes[j].negative.eq(p2_prod[j][-1]),
+                             s_lanes[j].shift.eq(p2_shift[j][:split])]
+            staged = self._stage(dp, "s", (p2_valid, p2_end, s_lanes, Const(0, 1), p2_pos))
             rs = Signal(t_shape, name="rs")
-            overflow = []
+            t_flags = Signal(data.ArrayLayout(data.StructLayout({"over": 1, "negative": 1}),
+                                              n_req), name="t_flags")
             for j in range(n_req):
-                sign = extra[n_req + j]
-                value, o = _shift_stages(
-                    m, staged[2][j * part_bits:(j + 1) * part_bits], extra[j],
-                    extra[2 * n_req + j * split:2 * n_req + (j + 1) * split], sign=sign,
-                    stages=range(split - 1, -1, -1), out_bits=cfg.in_bits, name=f"scaled{j}")
-                overflow.append(_shift_end(value, o, sign))
+                lane = staged[2][j]
+                value, o = _shift_stages(m, lane.value, lane.over, lane.shift,
+                                         sign=lane.negative, stages=range(split - 1, -1, -1),
+                                         out_bits=cfg.in_bits, name=f"scaled{j}")
+                m.d.comb += [t_flags[j].over.eq(_shift_end(value, o, lane.negative)),
+                             t_flags[j].negative.eq(lane.negative)]
                 # The rounded values, registered: saturation starts from a register.
                 m.d.comb += rs[j].eq(_rounded(value.as_signed()))
-            staged = self._stage(dp, "t", (staged[0], staged[1], rs,
-                                           Cat(*overflow, extra[n_req:2 * n_req]), staged[4]))
+            staged = self._stage(dp, "t", (staged[0], staged[1], rs, t_flags, staged[4]))
             flags = staged[3]
         else:
             scaled = [_scaled(m, p2_prod[j], p2_shift[j], cfg.in_bits, name=f"scaled{j}")
@@ -697,8 +699,8 @@ class Accelerator(wiring.Component):
             if flags is None:
                 y = _round_saturate(*scaled[j], negative[j], cfg.in_bits)
             else:
-                y = _round_saturate(None, flags[j], flags[n_req + j], cfg.in_bits,
-                                    rounded=staged[2][j])
+                y = _round_saturate(None, flags[j].over, flags[j].negative,
+                                    cfg.in_bits, rounded=staged[2][j])
             dp.d.sync += p3_y[j].eq(Mux(desc.relu & (y < 0), 0, y))
 
         # P3: element n = n0 + j (n0: the step's first channel) goes to bank n % lanes, word
