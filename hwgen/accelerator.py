@@ -647,7 +647,6 @@ class Accelerator(wiring.Component):
         dp.d.sync += [p2_valid.eq(mul_valid), p2_end.eq(mul_end), p2_shift.eq(shifts)]
         for j in range(n_req):
             dp.d.sync += p2_prod[j].eq(products[j])
-        negative = Cat(p2_prod[j][-1] for j in range(n_req))
         t_shape = data.ArrayLayout(signed(cfg.in_bits + 1), n_req)
         flags = None     # (over, negative) per lane, once registered
         if self.post_pipeline:
@@ -697,7 +696,7 @@ class Accelerator(wiring.Component):
         p3_base, cur_rem, p3_ok = p3_pos
         for j in range(n_req):
             if flags is None:
-                y = _round_saturate(*scaled[j], negative[j], cfg.in_bits)
+                y = _round_saturate(*scaled[j], p2_prod[j][-1], cfg.in_bits)
             else:
                 y = _round_saturate(None, flags[j].over, flags[j].negative,
                                     cfg.in_bits, rounded=staged[2][j])
