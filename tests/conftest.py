@@ -1,4 +1,7 @@
-"""Shared fixtures: simulators that skip cleanly when absent."""
+"""Shared fixtures: simulators that skip cleanly when absent, refused constructors."""
+
+import gc
+import warnings
 
 import pytest
 
@@ -12,3 +15,24 @@ def simulator(request):
     if reason:
         pytest.skip(reason)
     return request.param
+
+
+def _refused(match, make, errors=ValueError):
+    """Check that ``make()`` raises ``errors`` matching ``match``. The half-built components
+    are collected here, where their UnusedElaboratable warnings are expected; left to the
+    garbage collector they would warn during some later test."""
+    def attempt():
+        with pytest.raises(errors, match=match):
+            make()
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        attempt()
+        gc.collect()
+
+
+@pytest.fixture
+def refused():
+    """``refused(match, make, errors=ValueError)``: a constructor that must refuse its
+    arguments, without leaving UnusedElaboratable warnings behind."""
+    return _refused
