@@ -29,6 +29,8 @@ CASES = {
                        "act_depth": 256, "weight_depth": 64, "out_depth": 64, "acc_depth": 32,
                        "param_depth": 8, "clock_hz": 50_000_000},
                       "whole device, 2x2, small buffers"),
+    "ulx3s-12f-4x4": ("ulx3s-12f", "device", {},
+                      "whole device, 4x4 int8 (board preset): the build-time target"),
     "ulx3s-85f-8x8": ("ulx3s-85f", "device", {}, "whole device, 8x8 int8 (board preset)"),
 }
 
@@ -67,7 +69,7 @@ def main(argv=None):
     if unknown:
         parser.error(f"unknown case(s) {', '.join(unknown)}; see --list")
     header = (f"{'case':16} {'MACs':>4} {'Fmax':>7} {'target':>6} {'LUT':>6} {'LUT/MAC':>7} "
-              f"{'DSP':>4} {'DSP/MAC':>7} {'BRAM':>5} {'time s':>6}")
+              f"{'DSP':>4} {'DSP/MAC':>7} {'BRAM':>5} {'time s':>6} {'yosys':>5} {'pnr':>5}")
     print(header)
     for name in names:
         start = time.perf_counter()
@@ -78,7 +80,8 @@ def main(argv=None):
         print(f"{name:16} {macs:4} {t['fmax_mhz'] or 0:7.1f} {t['target_mhz']:6g} "
               f"{res['lut']['used']:6} {res['lut']['used'] / macs:7.1f} {res['dsp']['used']:4} "
               f"{res['dsp']['used'] / macs:7.3f} {res['bram']['used']:5} "
-              f"{time.perf_counter() - start:6.1f}", flush=True)
+              f"{time.perf_counter() - start:6.1f} {rep['times']['yosys_s']:5.1f} "
+              f"{rep['times']['nextpnr_s']:5.1f}", flush=True)
         board_name, top, options, _ = CASES[name]
         print(f"{'':16} {_command(name, board_name, top, options)}   "
               f"({'PASS' if t['pass'] else 'FAIL'} at {t['target_mhz']:g} MHz)", flush=True)
