@@ -65,6 +65,7 @@ __all__ = [
     "estimate",
     "ice40_pll",
     "make_report",
+    "nextpnr_arcs_left",
     "nextpnr_phases",
     "parse_nextpnr_log",
     "parse_yosys_log",
@@ -930,14 +931,35 @@ def nextpnr_phases(text):
     return seen
 
 
+_ROUTING_ARCS = re.compile(r"^Info: Routing (\d+) arcs\.$", re.M)
+# Router1's progress table, every 1000 arcs routed: the last column before the times is the
+# number of arcs left to route.
+_ROUTER1_ROW = re.compile(r"^Info:\s+\d+ \|\s+\d+\s+\d+ \|\s+\d+\s+\d+ \|\s+(\d+)\|", re.M)
+
+
+def nextpnr_arcs_left(text):
+    """Return ``(left, total)``: the arcs router1 has still to route as of the last progress
+    row of a nextpnr log, and the arcs it routes in all; ``None`` for a part without them
+    (before routing, or another router's log)."""
+    total = _ROUTING_ARCS.findall(text)
+    rows = _ROUTER1_ROW.findall(text)
+    if not total or not rows:
+        return None
+    return int(rows[-1]), int(total[-1])
+
+
 class _LogWatch:
-    """Follow a log that a running tool writes; report each phase once, as it appears."""
+    """Follow a log that a running tool writes; report each phase once, as it appears, and
+    keep the router's progress (:attr:`arcs`)."""
 
     def __init__(self, path):
         self._path = path
         self._offset = 0
         self._partial = b""   # bytes after the last newline: a line still being written
         self._seen = []
+        self._total = None
+        #: ``(left, total)`` arcs of the router as last read, or None before it reports.
+        self.arcs = None
 
     def new_phases(self):
         try:
@@ -951,7 +973,18 @@ class _LogWatch:
         text = lines.decode(errors="replace")
         fresh = [p for p in nextpnr_phases(text) if p not in self._seen]
         self._seen += fresh
+        # The total is printed once, before the rows: it may be in an earlier chunk.
+        total = _ROUTING_ARCS.findall(text)
+        if total:
+            self._total = int(total[-1])
+        rows = _ROUTER1_ROW.findall(text)
+        if rows and self._total is not None:
+            self.arcs = (int(rows[-1]), self._total)
         return fresh
+
+
+#: Seconds between two reports of the router's progress.
+PROGRESS_EVERY_S = 30
 
 
 def _run_tool(argv, cwd, output, watch, log):
@@ -959,6 +992,8 @@ def _run_tool(argv, cwd, output, watch, log):
     (a :class:`_LogWatch` or None) sees, with the time since the start. Return the exit
     status."""
     started = time.perf_counter()
+    reported = started   # when the last progress line was logged
+    last_arcs = None
     with open(output, "w") as sink:
         proc = subprocess.Popen(argv, cwd=cwd, stdout=sink, stderr=subprocess.STDOUT)
         try:
@@ -967,10 +1002,19 @@ def _run_tool(argv, cwd, output, watch, log):
                     returncode = proc.wait(timeout=1)
                 except subprocess.TimeoutExpired:
                     returncode = None
+                now = time.perf_counter()
                 for phase in watch.new_phases() if watch else ():
-                    log(f"      {phase} ({time.perf_counter() - started:.0f} s)", flush=True)
+                    log(f"      {phase} ({now - started:.0f} s)", flush=True)
+                    reported = now
                 if returncode is not None:
                     return returncode
+                # Routing takes minutes on the larger ECP5s: say how far it has come.
+                if watch and watch.arcs not in (None, last_arcs) \
+                        and now - reported >= PROGRESS_EVERY_S:
+                    left, total = watch.arcs
+                    log(f"      routing: {left:,} of {total:,} arcs left ({now - started:.0f} s)",
+                        flush=True)
+                    reported, last_arcs = now, watch.arcs
         except BaseException:
             proc.kill()   # an interrupted build leaves no tool running
             proc.wait()

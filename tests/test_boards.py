@@ -10,6 +10,7 @@ import dataclasses
 import functools
 import json
 import math
+import re
 import subprocess
 from pathlib import Path
 
@@ -685,6 +686,46 @@ def test_log_watch_reports_each_phase_once_across_partial_writes(tmp_path):
         f.write(text[cut:])
     assert watch.new_phases() == ["routing"]
     assert watch.new_phases() == []
+
+
+@pytest.mark.parametrize(("family", "total"), [("ecp5", 26260), ("ice40", 2834)])
+def test_nextpnr_arcs_left_of_recorded_logs(family, total):
+    text = (DATA / f"{family}_nextpnr.log").read_text()
+    assert boards.nextpnr_arcs_left(text) == (0, total)        # routed to the end
+    rows = re.findall(r"^Info:\s+\d+ \|.*$", text, re.M)
+    first = rows[2]                                            # after the table's header rows
+    left = int(first.split("|")[3])
+    assert 0 < left < total
+    head = text[:text.index(first) + len(first)]
+    assert boards.nextpnr_arcs_left(head) == (left, total)
+    assert boards.nextpnr_arcs_left(text[:text.index("Info: Routing..")]) is None
+
+
+def test_run_tool_reports_the_routers_progress(tmp_path, monkeypatch):
+    """A stand-in for nextpnr writes a recorded log, a part at a time: the build's output names
+    each phase once and, while routing, how many arcs are left."""
+    text = (DATA / "ecp5_nextpnr.log").read_text()
+    rows = [m.end() for m in re.finditer(r"^Info:\s+\d+ \|\s+\d+ .*$", text, re.M)]
+    parts = [text[:rows[0]], text[rows[0]:rows[3]], text[rows[3]:]]
+    for i, part in enumerate(parts):
+        (tmp_path / f"part{i}").write_text(part)
+    script = tmp_path / "fake-nextpnr"
+    script.write_text("#!/bin/sh\n" + "".join(
+        f"cat {tmp_path}/part{i} >> top.tim; sleep 1.2\n" for i in range(len(parts))))
+    script.chmod(0o755)
+    monkeypatch.setattr(boards, "PROGRESS_EVERY_S", 0)
+    lines = []
+    watch = boards._LogWatch(tmp_path / "top.tim")
+    code = boards._run_tool([str(script)], tmp_path, tmp_path / "out", watch,
+                            lambda line, **k: lines.append(line.strip()))
+    assert code == 0
+    phases = [line.split(" (")[0] for line in lines if not line.startswith("routing:")]
+    assert phases == ["placing", "refining the placement", "routing"]
+    progress = [line for line in lines if line.startswith("routing:")]
+    left = [int(line.split()[1].replace(",", "")) for line in progress]
+    assert progress and all(line.endswith(" s)") and "of 26,260 arcs left" in line
+                            for line in progress)
+    assert left == sorted(left, reverse=True) and len(set(left)) == len(left)
 
 
 def test_failing_tool_is_reported_with_its_step_and_output(tmp_path, monkeypatch):
