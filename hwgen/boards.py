@@ -989,8 +989,8 @@ PROGRESS_EVERY_S = 30
 
 def _run_tool(argv, cwd, output, watch, log):
     """Run a tool with its output in the file ``output``; log each new phase that ``watch``
-    (a :class:`_LogWatch` or None) sees, with the time since the start. Return the exit
-    status."""
+    (a :class:`_LogWatch` or None) sees, with the time since the start, and the router's arcs
+    left at most every :data:`PROGRESS_EVERY_S` seconds. Return the exit status."""
     started = time.perf_counter()
     reported = started   # when the last progress line was logged
     last_arcs = None
