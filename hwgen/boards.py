@@ -956,8 +956,8 @@ class _LogWatch:
         self._path = path
         self._offset = 0
         self._partial = b""   # bytes after the last newline: a line still being written
+        self._text = ""       # the whole lines read so far (a nextpnr log is some 70 KB)
         self._seen = []
-        self._total = None
         #: ``(left, total)`` arcs of the router as last read, or None before it reports.
         self.arcs = None
 
@@ -970,16 +970,12 @@ class _LogWatch:
             return []
         self._offset += len(chunk)
         lines, _, self._partial = (self._partial + chunk).rpartition(b"\n")
-        text = lines.decode(errors="replace")
-        fresh = [p for p in nextpnr_phases(text) if p not in self._seen]
-        self._seen += fresh
-        # The total is printed once, before the rows: it may be in an earlier chunk.
-        total = _ROUTING_ARCS.findall(text)
-        if total:
-            self._total = int(total[-1])
-        rows = _ROUTER1_ROW.findall(text)
-        if rows and self._total is not None:
-            self.arcs = (int(rows[-1]), self._total)
+        if lines:
+            self._text += lines.decode(errors="replace") + "\n"
+        # Read again as a whole: the router's total precedes its rows, maybe chunks earlier.
+        phases = nextpnr_phases(self._text)
+        fresh, self._seen = phases[len(self._seen):], phases
+        self.arcs = nextpnr_arcs_left(self._text)
         return fresh
 
 
