@@ -469,9 +469,6 @@ def test_icebreaker_link_runs_from_the_oscillator_when_the_pll_makes_the_clock()
 
 @pytest.mark.parametrize(("link", "primitive"), [(True, "SB_PLL40_2_PAD"), (False, "SB_PLL40_PAD")])
 def test_icebreaker_pll_instance_has_the_planned_dividers(link, primitive):
-    import dataclasses
-    import re
-
     board = dataclasses.replace(BOARDS["icebreaker"], link_on_oscillator=link)
     config = boards.board_config(board, clock_hz=42_000_000, rows=2, cols=2)
     platform = board.make_platform()
