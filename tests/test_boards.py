@@ -785,9 +785,11 @@ def test_build_smoke(tmp_path, name):
     report = boards.build(board, config, tmp_path, baud=115200, seed=1, top=top,
                           log=lambda line, **k: lines.append(line.strip()))
     assert (tmp_path / report["bitstream"]).stat().st_size > 10_000
-    # Progress: every step, and nextpnr's phases as it reached them.
+    # Progress: every step, and nextpnr's phases as it reached them (not counting the
+    # router's arcs-left lines, which a slow machine prints too).
     phases = [line.split(" (")[0] for line in lines
-              if line.startswith(("placing", "refining", "routing"))]
+              if line.startswith(("placing", "refining", "routing"))
+              and not line.startswith("routing:")]
     assert phases == ["placing", "refining the placement", "routing"], lines
     assert sum(line.startswith("done in") for line in lines) == 3, lines
     on_disk = json.loads((tmp_path / "report.json").read_text())
