@@ -603,7 +603,10 @@ class Accelerator(wiring.Component):
         ]
         prod_shape = signed(cfg.acc_bits + cfg.mult_bits + 1)
         if steps == 1:
-            mul_in = (p1_valid & ~desc.raw, p1_end, biased, p1_par, p1_pos)
+            # A raw layer's end must not enter the pipeline: the run ends on it before it
+            # leaves, the datapath's enable then freezes it in a stage, and the next run would
+            # end its first layer on it.
+            mul_in = (p1_valid & ~desc.raw, p1_end & ~desc.raw, biased, p1_par, p1_pos)
         else:
             mul_in = self._requant_steps(m, dp, start=p1_valid & ~desc.raw, load=p1_load,
                                          b_end=b_end, biased=biased, par=p1_par, pos=p1_pos,

@@ -21,8 +21,12 @@ SMALL = {"act_depth": 100, "weight_depth": 256, "param_depth": 32, "acc_depth": 
          "out_depth": 64, "prog_depth": 8}
 
 
-def _run(cfg, prog, x):
-    """Load ``prog`` and ``x`` through the host port, run, read back; return output, counters."""
+def _run(cfg, prog, x, *more):
+    """Load ``prog`` and ``x`` through the host port, run, read back; return output, counters.
+
+    Each of ``more`` is a further batch written, run and read back after that, as a host does
+    (``result["more"]``: their outputs); the counters are those after the last run.
+    """
     dut = Accelerator(cfg)
     h = dut.host
     result = {}
@@ -37,27 +41,32 @@ def _run(cfg, prog, x):
                 await ctx.tick()
             ctx.set(h.we, 0)
 
+        async def run(x):
+            await write(Region.ACT, prog.input.base, prog.pack_input(x))
+            ctx.set(h.batch, len(x))
+            ctx.set(h.start, 1)
+            await ctx.tick()
+            ctx.set(h.start, 0)
+            for _ in range(100_000):
+                await ctx.tick()
+                if not ctx.get(h.busy):
+                    break
+            region, base, count = prog.output_words(len(x))
+            ctx.set(h.region, region)
+            words = []
+            for i in range(count):
+                ctx.set(h.addr, base + i)
+                ctx.set(h.re, 1)
+                await ctx.tick()
+                assert ctx.get(h.rvalid)
+                words.append(ctx.get(h.rdata))
+            ctx.set(h.re, 0)
+            return prog.unpack_output(words, len(x))
+
         for region, (base, words) in prog.images.items():
             await write(region, base, words)
-        await write(Region.ACT, prog.input.base, prog.pack_input(x))
-        ctx.set(h.batch, len(x))
-        ctx.set(h.start, 1)
-        await ctx.tick()
-        ctx.set(h.start, 0)
-        for _ in range(100_000):
-            await ctx.tick()
-            if not ctx.get(h.busy):
-                break
-        region, base, count = prog.output_words(len(x))
-        ctx.set(h.region, region)
-        words = []
-        for i in range(count):
-            ctx.set(h.addr, base + i)
-            ctx.set(h.re, 1)
-            await ctx.tick()
-            assert ctx.get(h.rvalid)
-            words.append(ctx.get(h.rdata))
-        result["out"] = prog.unpack_output(words, len(x))
+        result["out"] = await run(x)
+        result["more"] = [await run(x_) for x_ in more]
         result["cycles"] = ctx.get(h.cycles)
         result["macs"] = ctx.get(h.macs)
 

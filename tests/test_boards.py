@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from amaranth.hdl import Fragment
 
+import hwgen
 from hwgen import boards
 from hwgen.boards import BOARDS, FitError, PLLError
 from hwgen.config import AcceleratorConfig
@@ -25,6 +26,7 @@ from hwgen.dsp import MUL_PAIR_LATENCY, ECP5Mul, ICE40MulPair
 from hwgen.engine import MatmulEngine
 from hwgen.generate import emit_verilog, ports
 from hwgen.toolchain import icarus_available
+from sim.netgen import random_input, random_network
 
 DATA = Path(__file__).parent / "data"
 
@@ -239,10 +241,8 @@ def _run_unsaturated_layer(monkeypatch, cfg, seed, **options):
     and return ``(cycles, program)``."""
     import test_accelerator
 
-    import hwgen
     from hwgen.accelerator import Accelerator
     from hwgen.nn import Dense, QuantizedNetwork
-    from sim.netgen import random_input
 
     monkeypatch.setattr(test_accelerator, "Accelerator", functools.partial(Accelerator, **options))
     rng = np.random.default_rng(seed)
@@ -283,6 +283,33 @@ def test_post_pipeline_gives_the_same_results(monkeypatch, shape, dataflow):
     assert cycles == program_cycles(prog, 5) + 3
 
 
+@pytest.mark.parametrize("options", [
+    {}, {"post_pipeline": True},
+    {"post_pipeline": True, "split_multiplier": 4, "post_lanes": 1},     # the iCEBreaker's
+], ids=["plain", "pipelined", "pipelined-split"])
+def test_a_run_after_a_raw_layer_is_exact(options):
+    """Runs follow one another as a host makes them: a run that ends on a raw layer leaves no
+    state in the (gated) requantization pipeline for the next run's first layer to trip over.
+    (The pipelined variants, which every board builds, once ended the next run's first layer
+    early on the raw layer's end flag.)"""
+    import test_accelerator
+
+    from hwgen.accelerator import Accelerator
+
+    options = dict(options)
+    cfg = AcceleratorConfig(rows=2, cols=3, post_lanes=options.pop("post_lanes", None),
+                            **test_accelerator.SMALL)
+    rng = np.random.default_rng(41)
+    net = random_network(rng, cfg, layers=2, max_width=7, raw=True)
+    prog = hwgen.compile(net, cfg, batch=3)
+    xs = [random_input(rng, cfg, m, net.in_features) for m in (3, 2, 3)]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(test_accelerator, "Accelerator", functools.partial(Accelerator, **options))
+        result = test_accelerator._run(cfg, prog, *xs)
+    for x, out in zip(xs, [result["out"], *result["more"]], strict=True):
+        np.testing.assert_array_equal(out, net.forward(x))
+
+
 @pytest.mark.parametrize(("shape", "post_lanes", "pieces"),
                          [((2, 3), None, True), ((4, 4), 1, 4), ((3, 4), 2, 3)])
 def test_split_multiplier_gives_the_same_results(monkeypatch, shape, post_lanes, pieces):
@@ -308,7 +335,6 @@ def test_pipelined_requantization_saturates_on_any_bit_of_the_product(monkeypatc
     products shifted back into range check the other direction."""
     import test_accelerator
 
-    import hwgen
     from hwgen.accelerator import Accelerator
     from hwgen.nn import Dense, QuantizedNetwork
 
