@@ -64,6 +64,7 @@ __all__ = [
     "ecp5_pll",
     "estimate",
     "ice40_pll",
+    "link_clock_hz",
     "make_report",
     "nextpnr_arcs_left",
     "nextpnr_phases",
@@ -73,6 +74,7 @@ __all__ = [
     "render_markdown",
     "resources",
     "tool_versions",
+    "uart_divisor",
     "write_report",
 ]
 
@@ -310,6 +312,21 @@ def clock_plan(board, clock_hz):
 
 # -- the board top ----------------------------------------------------------------------------
 
+def link_clock_hz(board, config):
+    """Return the clock of the link's own domain on ``board`` (its oscillator, when the board
+    runs the link from it and a PLL makes the design's clock), or None when the link shares
+    the design's clock."""
+    pll = clock_plan(board, config.clock_hz)["pll"]
+    return board.osc_hz if board.link_on_oscillator and pll is not None else None
+
+
+def uart_divisor(board, config, baud):
+    """Return the clock cycles per bit of the board top's UART (of the link's clock)."""
+    from .uart import divisor_for
+
+    return divisor_for(link_clock_hz(board, config) or config.clock_hz, baud)
+
+
 class BoardTop(Elaboratable):
     """The device on a board: UART on the USB-serial pins, LEDs, clock.
 
@@ -337,8 +354,7 @@ class BoardTop(Elaboratable):
         self.config = config
         self.clock = clock_plan(board, config.clock_hz)
         #: The link's own clock (the oscillator), or None when it shares the design's.
-        self.link_clock_hz = (board.osc_hz if board.link_on_oscillator
-                              and self.clock["pll"] is not None else None)
+        self.link_clock_hz = link_clock_hz(board, config)
         self.device = Device(config, link="uart", baud=baud, pe_instances=pe_instances,
                              dsp_packing=board.packing_for(config),
                              post_pipeline=board.post_pipeline,
