@@ -456,6 +456,26 @@ class SimulatedBoard:
         self._reader = None
         self._finalizer = None
         self._params = None
+        self._netlist = None
+
+    @classmethod
+    def from_build(cls, out_dir, **kwargs):
+        """Return a board that simulates the synthesized netlist of ``hwgen build --out
+        out_dir`` (see :mod:`sim.netlist`): the cells that became the bitstream, over the UART
+        pins at the build's baud rate. Its :attr:`config` comes from the build's report; the
+        keyword arguments are those of the constructor, except ``config`` and ``uart``.
+
+        Raises
+        ------
+        sim.netlist.NetlistError
+            If ``out_dir`` is not a finished build of a whole device.
+        """
+        from .netlist import netlist_run_params
+
+        config, params = netlist_run_params(out_dir)
+        board = cls(config, uart=True, **kwargs)
+        board._netlist = (Path(out_dir), params)
+        return board
 
     # -- life cycle ------------------------------------------------------------------------------
 
@@ -463,9 +483,16 @@ class SimulatedBoard:
         """Build if needed, start the harness and wait until it listens; return ``self``."""
         if self.process is not None:
             raise BoardError("the board is already started")
-        binary = board_binary(self.config, uart=self.uart, cache_dir=self.build_dir,
-                              log=self.log)
-        self._params = params = json.loads((binary.parent / "board.json").read_text())["run"]
+        if self._netlist is not None:
+            from .netlist import netlist_board_binary
+
+            out_dir, params = self._netlist
+            binary = netlist_board_binary(out_dir, log=self.log)
+            self._params = params
+        else:
+            binary = board_binary(self.config, uart=self.uart, cache_dir=self.build_dir,
+                                  log=self.log)
+            self._params = params = json.loads((binary.parent / "board.json").read_text())["run"]
         cmd = [str(binary), "--port", str(self._want_port)]
         for name, value in params.items():
             cmd += [f"--{name}", str(value)]
@@ -515,9 +542,14 @@ class SimulatedBoard:
                     self._stats = stats
                 self._stats_seen.notify_all()
 
-    def _stderr_tail(self):
+    def messages(self):
+        """Return the last (up to 21) lines the harness wrote on stderr, statistics left out:
+        its errors, and a gate-level board's warnings (``hwgen-sim: ...``)."""
         with self._stats_seen:
-            lines = list(self._stderr_lines)
+            return list(self._stderr_lines)
+
+    def _stderr_tail(self):
+        lines = self.messages()
         return (": " + " | ".join(lines)) if lines else ""
 
     def close(self):
@@ -604,6 +636,8 @@ def _cmd_sim_board(args):
     config = config_from_args(args)
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port {args.port} is out of range; allowed: 0..65535 (0: any free)")
+    if args.netlist is not None:
+        return _serve_netlist(args, config)
     if args.uart:
         from hwgen.device import Device
 
@@ -611,22 +645,48 @@ def _cmd_sim_board(args):
             Device(config, link="uart")
         except ValueError as exc:
             raise UsageError(f"--uart: {exc}") from None
-
-    def say(text):
-        print(text, file=sys.stderr, flush=True)
-
     board = SimulatedBoard(config, port=args.port, uart=args.uart, build_dir=args.cache_dir,
-                           log=say)
+                           log=_say)
+    return _serve(board, "UART pins" if args.uart else "byte streams")
+
+
+def _serve_netlist(args, config):
+    from hwgen.cli import UsageError
+
+    from .netlist import NetlistError
+
+    if config != AcceleratorConfig() or args.uart or args.cache_dir is not None:
+        raise UsageError("--netlist takes the design from DIR/report.json and always uses the "
+                         "UART pins; leave out the design options, --uart and --cache-dir")
+    try:
+        board = SimulatedBoard.from_build(args.netlist, port=args.port, log=_say)
+    except NetlistError as exc:
+        raise UsageError(str(exc).splitlines()[0]) from None
+    return _serve(board, f"the netlist of {args.netlist}, UART pins")
+
+
+def _say(text):
+    print(text, file=sys.stderr, flush=True)
+
+
+def _serve(board, link):
+    """Start ``board`` and serve until Ctrl-C; return the exit status."""
+    from hwgen.cli import UsageError
+
+    from .netlist import NetlistError
+
+    config = board.config
     try:
         board.start()
-    except BoardError as exc:
+    except (BoardError, NetlistError) as exc:
         raise UsageError(str(exc).splitlines()[0]) from None
     except OSError as exc:
         raise UsageError(f"cannot start the simulated board: {exc}") from None
     with contextlib.closing(board):
         print(f"serving {config.name} on {board.url}", flush=True)
-        link = f"UART pins, {board.divisor} cycles per bit" if args.uart else "byte streams"
-        say(f"config hash {config.hash}, {link}; Ctrl-C stops")
+        if board.divisor is not None:
+            link += f", {board.divisor} cycles per bit"
+        _say(f"config hash {config.hash}, {link}; Ctrl-C stops")
         try:
             code = board.process.wait()
         except KeyboardInterrupt:
@@ -649,6 +709,9 @@ def register_cli(subparsers):
                    help="TCP port on 127.0.0.1 (default 0: any free port, printed)")
     p.add_argument("--uart", action="store_true",
                    help="simulate the UART pins (bit by bit) instead of the byte streams")
+    p.add_argument("--netlist", type=Path, metavar="DIR",
+                   help="serve the synthesized netlist of `hwgen build --out DIR` instead "
+                        "(gate level, UART pins; the design comes from DIR/report.json)")
     p.add_argument("--cache-dir", type=Path, metavar="DIR",
                    help="folder of cached boards (default $HWGEN_CACHE_DIR/boards or "
                         "~/.cache/hwgen/boards)")

@@ -12,6 +12,7 @@ starts one board per configuration.
 """
 
 import contextlib
+import json
 import select
 import signal
 import socket
@@ -471,6 +472,8 @@ def test_sim_board_command_serves_until_ctrl_c(board):
     (["--port", "70000"], "--port 70000 is out of range"),
     (["--rows", "0"], "rows=0 is out of range"),
     (["--uart", "--clock-hz", "1000000"], "--uart: clk_hz=1000000 and baud=1000000"),
+    (["--netlist", "no/such/build"], "no/such/build/report.json does not exist"),
+    (["--netlist", "tests", "--rows", "2"], "--netlist takes the design from DIR/report.json"),
 ])
 def test_sim_board_usage_errors_are_one_line(args, message):
     proc = subprocess.run([sys.executable, "-m", "hwgen", "sim-board", *args],
@@ -502,3 +505,23 @@ def test_cache_root_follows_the_environment(tmp_path, monkeypatch):
     assert board_cache_root() == tmp_path / "boards"
     monkeypatch.delenv("HWGEN_CACHE_DIR")
     assert board_cache_root() == Path.home() / ".cache" / "hwgen" / "boards"
+
+
+def test_netlist_board_needs_a_finished_device_build(tmp_path):
+    from sim.netlist import NetlistError
+
+    with pytest.raises(NetlistError, match=r"report\.json does not exist: give the --out folder"):
+        SimulatedBoard.from_build(tmp_path)
+    report = {"config": AcceleratorConfig(rows=2, cols=2).to_dict(), "board": "ulx3s-12f",
+              "baud": 115200, "top": "array"}
+    (tmp_path / "report.json").write_text(json.dumps(report))
+    with pytest.raises(NetlistError, match="'array' top, which has no UART"):
+        SimulatedBoard.from_build(tmp_path)
+    report["top"] = "device"
+    (tmp_path / "report.json").write_text(json.dumps(report))
+    with pytest.raises(NetlistError, match=r"build/top\.json \(the synthesized netlist\) is "
+                                           "missing"):
+        SimulatedBoard.from_build(tmp_path)
+    (tmp_path / "report.json").write_text("{not json")
+    with pytest.raises(NetlistError, match="is not a report of `hwgen build`"):
+        SimulatedBoard.from_build(tmp_path)

@@ -1,4 +1,4 @@
-// Behavioural model of the ECP5 MULT18X18D for simulation (test support, not a vendor model).
+// Behavioural model of the ECP5 MULT18X18D for simulation (not a vendor model).
 // Written from the Lattice ECP5 sysDSP usage guide (FPGA-TN-02205) for the subset hwgen uses:
 // optional input registers A/B and output register on CLK0/CE0/RST0 (synchronous reset),
 // signed or unsigned operands (SIGNEDA/SIGNEDB), no pipeline register, no cascade, no shift.
