@@ -1148,6 +1148,7 @@ def cmd_build(args):
           f"{'PASS' if t['pass'] else 'FAIL'}; {report['times']['total_s']} s in total")
     print(f"wrote {out / report['bitstream']}, {out / 'report.json'}, {out / 'report.md'}")
     print(f"program: cd {out} && {report['program']}; serial port: {report['serial']}")
+    print(f"simulate the built netlist first: hwgen sim-board --netlist {out}")
     if not t["pass"]:
         msg = (f"the design misses its {t['target_mhz']:g} MHz clock (Fmax "
                f"{t['fmax_mhz']} MHz); lower --clock-hz or pass --allow-timing-fail")

@@ -216,13 +216,14 @@ def frame_timeout_cycles(config):
     return engine.timeout_cycles
 
 
-def _run_params(config, device):
-    """Return the harness's run-time arguments for the built ``device`` of ``config``."""
+def _run_params(config, divisor):
+    """Return the harness's run-time arguments for a device of ``config`` whose UART has
+    ``divisor`` cycles per bit (None: the byte streams)."""
     quiesce = frame_timeout_cycles(config) + _QUIESCE_MARGIN
-    if device.link != "uart":
+    if divisor is None:
         return {"quiesce": quiesce}
     # A byte takes 10 bit periods on the line; the frame timeout counts from the FIFO side.
-    return {"quiesce": quiesce + 20 * device.divisor, "divisor": device.divisor}
+    return {"quiesce": quiesce + 20 * divisor, "divisor": divisor}
 
 
 @contextlib.contextmanager
@@ -280,7 +281,7 @@ def board_binary(config, *, uart=False, cache_dir=None, log=None, jobs=None):
     component, verilog = emit_design(config, "device" if uart else "device-stream",
                                      _DEVICE_MODULE)
     wrapper = _wrapper(component, uart)
-    run = _run_params(config, component)
+    run = _run_params(config, component.divisor if component.link == "uart" else None)
     name = f"{config.name}-{link}-{_binary_key(verilog, wrapper, run)}"
     final = root / name
     if not (final / "board").exists():

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from hwgen.config import AcceleratorConfig
 
-__all__ = ["netlist_board_binary"]
+__all__ = ["NetlistError", "netlist_board_binary", "netlist_run_params"]
 
 _HERE = Path(__file__).parent
 HARNESS = _HERE / "board_main.cpp"
@@ -90,7 +90,6 @@ endmodule
 """,
 }
 _BUILD_TIMEOUT = 3600
-_MARGIN_CYCLES = 4096
 
 
 class NetlistError(RuntimeError):
@@ -187,11 +186,18 @@ endmodule
 
 
 def _report(out_dir):
+    """Return ``(report, config, board, baud)`` of the build in ``out_dir``."""
+    from hwgen.boards import BOARDS
+
     path = Path(out_dir) / "report.json"
     try:
         report = json.loads(path.read_text())
         config = AcceleratorConfig.from_dict(report["config"])
-        board, baud, top = report["board"], int(report["baud"]), report.get("top", "device")
+        baud, top = int(report["baud"]), report.get("top", "device")
+        board = BOARDS.get(report["board"])
+        if board is None:
+            raise ValueError(f"unknown board {report['board']!r}; known: "
+                             f"{', '.join(sorted(BOARDS))}")
     except FileNotFoundError:
         raise NetlistError(f"{path} does not exist: give the --out folder of a finished "
                            f"`hwgen build`") from None
@@ -207,15 +213,12 @@ def _report(out_dir):
 
 def netlist_run_params(out_dir):
     """Return ``(config, harness arguments)`` of the gate-level board of build ``out_dir``."""
-    from hwgen.boards import BOARDS, uart_divisor
+    from hwgen.boards import uart_divisor
 
-    from .board import frame_timeout_cycles
+    from .board import _run_params
 
-    _, config, board_name, baud = _report(out_dir)
-    board = BOARDS[board_name]
-    divisor = uart_divisor(board, config, baud)
-    quiesce = frame_timeout_cycles(config) + _MARGIN_CYCLES + 20 * divisor
-    return config, {"quiesce": quiesce, "divisor": divisor}
+    _, config, board, baud = _report(out_dir)
+    return config, _run_params(config, uart_divisor(board, config, baud))
 
 
 def netlist_board_binary(out_dir, *, log=None, jobs=None):
@@ -228,14 +231,12 @@ def netlist_board_binary(out_dir, *, log=None, jobs=None):
         If ``out_dir`` is not a finished ``hwgen build`` of a whole device, or the build of the
         simulation fails (with the end of its log).
     """
-    from hwgen.boards import BOARDS
     from hwgen.toolchain import setup_verilator, setup_yowasp
 
     from .board import _OPT_FLAGS, board_missing
 
     out_dir = Path(out_dir)
-    report, config, board_name, _ = _report(out_dir)
-    board = BOARDS[board_name]
+    report, config, board, _ = _report(out_dir)
     family = board.family
     netlist_path = out_dir / "build" / "top.json"
     netlist_text = netlist_path.read_bytes()
@@ -284,7 +285,7 @@ def netlist_board_binary(out_dir, *, log=None, jobs=None):
         _run(cmd, tmp, "building the gate-level board (Verilator)")
         shutil.rmtree(tmp / "obj", ignore_errors=True)
         (tmp / "board.json").write_text(json.dumps(
-            {"config_hash": config.hash, "board": board_name, "netlist": str(netlist_path),
+            {"config_hash": config.hash, "board": board.name, "netlist": str(netlist_path),
              "report_bitstream": report.get("bitstream")}, indent=2) + "\n")
         if folder.exists():
             shutil.rmtree(folder)

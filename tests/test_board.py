@@ -518,6 +518,9 @@ def test_netlist_board_needs_a_finished_device_build(tmp_path):
     with pytest.raises(NetlistError, match="'array' top, which has no UART"):
         SimulatedBoard.from_build(tmp_path)
     report["top"] = "device"
+    (tmp_path / "report.json").write_text(json.dumps({**report, "board": "nope"}))
+    with pytest.raises(NetlistError, match="unknown board 'nope'; known: icebreaker, "):
+        SimulatedBoard.from_build(tmp_path)
     (tmp_path / "report.json").write_text(json.dumps(report))
     with pytest.raises(NetlistError, match=r"build/top\.json \(the synthesized netlist\) is "
                                            "missing"):
