@@ -3,9 +3,10 @@
     python benchmarks/netlist.py build/ulx3s-12f/<name> [more build folders]
 
 For each folder (the ``--out`` of ``hwgen build``): the seconds to build the simulation (a
-cached one is deleted first), then a random two-layer network loaded and run on 16 rows over
-the UART at the build's baud rate, checked against the NumPy reference, and the simulated
-cycles per second of the time spent clocking the model (the harness's run_s).
+cached one is deleted first), then a random two-layer network (at most 9 wide, to fit small
+buffers) loaded and run on 16 rows over the UART at the build's baud rate, checked against
+the NumPy reference, and the simulated cycles per second of the time spent clocking the model
+(the harness's run_s).
 """
 
 import argparse
@@ -30,7 +31,7 @@ def measure(out_dir):
         built = time.perf_counter() - start
         config = board.config
         rng = np.random.default_rng(0)
-        net = random_network(rng, config, layers=2, max_width=16, raw=True)
+        net = random_network(rng, config, layers=2, max_width=9, raw=True)
         program = hwgen.compile(net, config)
         x = random_input(rng, config, 16, net.in_features)
         with Accelerator(board.url, config=config, timeout=120) as acc:

@@ -460,21 +460,22 @@ class SimulatedBoard:
         self._netlist = None
 
     @classmethod
-    def from_build(cls, out_dir, **kwargs):
+    def from_build(cls, out_dir, *, port=0, timeout=30.0, log=None):
         """Return a board that simulates the synthesized netlist of ``hwgen build --out
         out_dir`` (see :mod:`sim.netlist`): the cells that became the bitstream, over the UART
         pins at the build's baud rate. Its :attr:`config` comes from the build's report; the
-        keyword arguments are those of the constructor, except ``config`` and ``uart``.
+        simulation is built into (and cached in) ``out_dir/sim/``. ``port``, ``timeout`` and
+        ``log`` are as for the constructor.
 
         Raises
         ------
         sim.netlist.NetlistError
-            If ``out_dir`` is not a finished build of a whole device.
+            (a :class:`BoardError`) If ``out_dir`` is not a finished build of a whole device.
         """
         from .netlist import netlist_run_params
 
         config, params = netlist_run_params(out_dir)
-        board = cls(config, uart=True, **kwargs)
+        board = cls(config, port=port, uart=True, timeout=timeout, log=log)
         board._netlist = (Path(out_dir), params)
         return board
 
@@ -674,12 +675,10 @@ def _serve(board, link):
     """Start ``board`` and serve until Ctrl-C; return the exit status."""
     from hwgen.cli import UsageError
 
-    from .netlist import NetlistError
-
     config = board.config
     try:
         board.start()
-    except (BoardError, NetlistError) as exc:
+    except BoardError as exc:
         raise UsageError(str(exc).splitlines()[0]) from None
     except OSError as exc:
         raise UsageError(f"cannot start the simulated board: {exc}") from None

@@ -34,6 +34,8 @@ from pathlib import Path
 
 from hwgen.config import AcceleratorConfig
 
+from .board import _OPT_FLAGS, BoardError, _run_params, board_missing
+
 __all__ = ["NetlistError", "netlist_board_binary", "netlist_run_params"]
 
 _HERE = Path(__file__).parent
@@ -92,7 +94,7 @@ endmodule
 _BUILD_TIMEOUT = 3600
 
 
-class NetlistError(RuntimeError):
+class NetlistError(BoardError):
     """A build folder holds no usable netlist, or its simulation could not be built."""
 
 
@@ -215,8 +217,6 @@ def netlist_run_params(out_dir):
     """Return ``(config, harness arguments)`` of the gate-level board of build ``out_dir``."""
     from hwgen.boards import uart_divisor
 
-    from .board import _run_params
-
     _, config, board, baud = _report(out_dir)
     return config, _run_params(config, uart_divisor(board, config, baud))
 
@@ -232,8 +232,6 @@ def netlist_board_binary(out_dir, *, log=None, jobs=None):
         simulation fails (with the end of its log).
     """
     from hwgen.toolchain import setup_verilator, setup_yowasp
-
-    from .board import _OPT_FLAGS, board_missing
 
     out_dir = Path(out_dir)
     report, config, board, _ = _report(out_dir)
