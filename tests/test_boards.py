@@ -960,3 +960,38 @@ endmodule
         got = [(0, a) for a, _ in got]            # the 36-bit word is {DOB, DOA}
         want = [(0, b) for _, b in want]
     assert got == want
+
+
+@pytest.mark.parametrize("same_address", [True, False])
+def test_dp16kd_model_reports_a_collision(tmp_path, same_address):
+    """A read of a byte that the other port writes in the same cycle (undefined on hardware)
+    is reported once on stderr: what lets the gate-level smoke test check the build's claim to
+    Yosys that none happens."""
+    if not icarus_available():
+        pytest.skip("Icarus Verilog (iverilog, vvp) is not installed")
+    from sim.netlist import _stand_ins
+
+    conn = [f".DIA{i}(1'b1)" for i in range(18)] + [f".DIB{i}(1'b0)" for i in range(18)]
+    conn += [f".ADA{i}(ada[{i}])" for i in range(14)] + [f".ADB{i}(adb[{i}])" for i in range(14)]
+    conn += [f".CS{p}{i}(1'b0)" for p in "AB" for i in range(3)]
+    conn += [f".{pin}{p}({value})" for p in "AB" for pin, value in
+             (("CLK", "clk"), ("CE", "1'b1"), ("OCE", "1'b1"), ("RST", "1'b0"))]
+    conn += [".WEA(1'b1)", ".WEB(1'b0)"]
+    (tmp_path / "model.v").write_text(_stand_ins("ecp5"))
+    (tmp_path / "tb.v").write_text(f"""
+module tb;
+  reg clk = 0;
+  reg [13:0] ada = 14'd40, adb = 14'd{40 if same_address else 48};
+  HWGEN_SIM_DP16KD #(.DATA_WIDTH_A(9), .DATA_WIDTH_B(9)) dut({", ".join(conn)});
+  initial begin
+    repeat (3) begin #5 clk = 1; #5 clk = 0; end
+    $finish;
+  end
+endmodule
+""")
+    exe = tmp_path / "sim.vvp"
+    subprocess.run(["iverilog", "-g2012", "-s", "tb", "-o", str(exe), str(tmp_path / "model.v"),
+                    str(tmp_path / "tb.v")], check=True, capture_output=True)
+    proc = subprocess.run(["vvp", "-n", str(exe)], check=True, capture_output=True, text=True)
+    reports = [line for line in proc.stderr.splitlines() if line.startswith("hwgen-sim:")]
+    assert len(reports) == (1 if same_address else 0), proc.stderr
