@@ -235,10 +235,17 @@ def netlist_board_binary(out_dir, *, log=None, jobs=None):
 
     out_dir = Path(out_dir)
     report, config, board, _ = _report(out_dir)
+    try:
+        setup_yowasp()   # Yosys converts the netlist, and its cell models live in its package
+    except RuntimeError as exc:
+        raise NetlistError(str(exc)) from None
     family = board.family
     netlist_path = out_dir / "build" / "top.json"
     netlist_text = netlist_path.read_bytes()
-    ports = _top_ports(json.loads(netlist_text))
+    try:
+        ports = _top_ports(json.loads(netlist_text))
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise NetlistError(f"{netlist_path} is not a Yosys JSON netlist ({exc})") from None
     led = board.make_platform().lookup("led", 1).ios[0]
     wrapper = _wrapper(ports, busy_inverted=bool(getattr(led, "invert", False)))
     stand_ins = _stand_ins(family)
@@ -255,7 +262,6 @@ def netlist_board_binary(out_dir, *, log=None, jobs=None):
     reason = board_missing()
     if reason:
         raise NetlistError(reason)
-    setup_yowasp()
     setup_verilator()
     if log:
         log(f"building the gate-level board of {out_dir} (about a minute)...")

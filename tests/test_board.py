@@ -525,6 +525,10 @@ def test_netlist_board_needs_a_finished_device_build(tmp_path):
     with pytest.raises(NetlistError, match=r"build/top\.json \(the synthesized netlist\) is "
                                            "missing"):
         SimulatedBoard.from_build(tmp_path)
+    (tmp_path / "build").mkdir()
+    (tmp_path / "build" / "top.json").write_text("[]")
+    with pytest.raises(NetlistError, match=r"top\.json is not a Yosys JSON netlist"):
+        SimulatedBoard.from_build(tmp_path).start()
     (tmp_path / "report.json").write_text("{not json")
     with pytest.raises(NetlistError, match="is not a report of `hwgen build`"):
         SimulatedBoard.from_build(tmp_path)
