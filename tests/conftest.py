@@ -22,13 +22,10 @@ def _refused(match, make, errors=ValueError):
     """Check that ``make()`` raises ``errors`` matching ``match``. The half-built components
     are collected here, where their UnusedElaboratable warnings are expected; left to the
     garbage collector they would warn during some later test."""
-    def attempt():
-        with pytest.raises(errors, match=match):
-            make()
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UnusedElaboratable)
-        attempt()
+        with pytest.raises(errors, match=match):
+            make()
         gc.collect()
 
 
