@@ -41,7 +41,7 @@ SPRAM_SUFFIX = "_spram"
 NO_COLLISION_ATTRS = {"no_rw_check": 1}
 
 
-def collision_free_memories(config, *, spram=False):
+def collision_free_memories(config, *, spram=False, registered_reads=False):
     """Return the names of the accelerator's memories whose reads never meet a write to the same
     address in the same cycle.
 
@@ -49,11 +49,14 @@ def collision_free_memories(config, *, spram=False):
     activations to an area the compiler keeps apart from the one it reads. So a board build may
     tell Yosys that a collision cannot happen (``COLLISION_X_MASK``): otherwise it adds a
     register and a multiplexer per bit of the word to return the old word on a collision.
-    (The accumulators are excluded: their read-modify-write needs the bypass.)
+    The accumulators' read-modify-write needs that bypass, unless ``registered_reads``: that
+    read skips a colliding cycle and forwards the word itself.
     """
     names = ["prog", "param", "out", *(f"act{b}" for b in range(config.act_lanes))]
     if not spram:
         names.append("weight")
+    if registered_reads:
+        names.append("acc")
     return names
 
 
@@ -143,6 +146,12 @@ def _slices(width, pieces):
     return list(itertools.pairwise(bounds))
 
 
+def _chunks(width, size):
+    """Return the ``(lo, hi)`` bit ranges of ``size`` bits (the last one narrower) that cover
+    ``width`` bits."""
+    return [(lo, min(lo + size, width)) for lo in range(0, width, size)]
+
+
 def _sum_tree(terms):
     """Return the sum of ``(value, shift)`` terms, each ``value << shift``, as a balanced tree:
     the adders in series grow with the log of the number of terms."""
@@ -227,6 +236,16 @@ class Accelerator(wiring.Component):
         registered and added a cycle later: for multipliers built from logic cells (iCE40),
         whose carry chains are the longest path otherwise. Results are the same; a requantized
         layer takes one cycle more.
+    split_operand : int or None
+        Build each requantization product from slices of this many bits of the biased
+        accumulator (unsigned, but the top one), registered and added a cycle later: 17 makes
+        every product one ECP5 MULT18X18D with nothing after it in the cycle. Results are the
+        same; a requantized layer takes one cycle more. Not together with
+        ``split_multiplier``.
+    registered_reads : bool
+        Put a register after the accumulator memory's read port, addressed a cycle ahead, and
+        forward the two sums it misses: the block RAM's output then ends its own path. Results
+        and cycle counts are the same.
     spram : bool
         Ask Yosys to put the weight memory into iCE40UP ``SB_SPRAM256KA`` blocks. It has one
         address for both ports anyway: the host writes only while idle, the feeder reads only
@@ -239,9 +258,11 @@ class Accelerator(wiring.Component):
     """
 
     def __init__(self, config, *, pe_instances=False, dsp_packing=None, post_pipeline=False,
-                 split_multiplier=False, spram=False):
+                 split_multiplier=False, split_operand=None, registered_reads=False,
+                 spram=False):
         self.config = config
         self.post_pipeline = post_pipeline
+        self.registered_reads = registered_reads
         # A bool is the historical spelling of two pieces (True) or one (False).
         pieces = (1 + split_multiplier if isinstance(split_multiplier, bool)
                   else split_multiplier)
@@ -249,6 +270,14 @@ class Accelerator(wiring.Component):
             raise ValueError(f"split_multiplier must cut the {config.mult_bits}-bit multiplier "
                              f"into 1..{config.mult_bits} pieces, not {split_multiplier!r}")
         self.split_multiplier = pieces
+        if split_operand is not None and (isinstance(split_operand, bool)
+                                          or not isinstance(split_operand, int)
+                                          or split_operand < 2
+                                          or pieces > 1):
+            raise ValueError(f"split_operand must be None or an int >= 2 (bits per slice of the "
+                             f"accumulator), and goes without split_multiplier; got "
+                             f"split_operand={split_operand!r}, split_multiplier={pieces}")
+        self.split_operand = split_operand
         self.spram = spram
         self.geometry = regions(config)
         # The controller takes every result row as it comes (`o_result.ready` is tied high).
@@ -266,7 +295,8 @@ class Accelerator(wiring.Component):
 
         # -- memories ----------------------------------------------------------------------------
         # One list names the collision-free memories, for their attributes here and the build.
-        apart = collision_free_memories(cfg, spram=self.spram)
+        apart = collision_free_memories(cfg, spram=self.spram,
+                                        registered_reads=self.registered_reads)
 
         def mem(name, region_or_shape, depth=None, attrs=None):
             if isinstance(region_or_shape, Region):
@@ -302,7 +332,8 @@ class Accelerator(wiring.Component):
         act_wr = [a.write_port() for a in act_mems]
         act_rd = [a.read_port() for a in act_mems]
         acc_wr = acc_mem.write_port()
-        acc_rd = acc_mem.read_port(transparent_for=(acc_wr,))
+        # Registered reads forward the sums themselves (see _registered_acc_read).
+        acc_rd = acc_mem.read_port(transparent_for=() if self.registered_reads else (acc_wr,))
 
         busy = Signal()
         m.d.comb += host.busy.eq(busy)
@@ -333,19 +364,27 @@ class Accelerator(wiring.Component):
         host_rd = Signal()
         m.d.comb += host_rd.eq(idle & host.re)
         region_q = Signal(Region)
-        m.d.sync += [host.rvalid.eq(host_rd), region_q.eq(host.region)]
+        m.d.sync += region_q.eq(host.region)
+        rdata = Signal.like(host.rdata, name="host_rdata")
         # Narrower words are zero-extended: the port promises zeros above a region's word.
         with m.Switch(region_q):
             with m.Case(Region.PROGRAM):
-                m.d.comb += host.rdata.eq(prog_rd.data)
+                m.d.comb += rdata.eq(prog_rd.data)
             with m.Case(Region.WEIGHT):
-                m.d.comb += host.rdata.eq(weight_rd.data)
+                m.d.comb += rdata.eq(weight_rd.data)
             with m.Case(Region.PARAM):
-                m.d.comb += host.rdata.eq(param_rd.data)
+                m.d.comb += rdata.eq(param_rd.data)
             with m.Case(Region.ACT):
-                m.d.comb += host.rdata.eq(Cat(*(p.data for p in act_rd)))
+                m.d.comb += rdata.eq(Cat(*(p.data for p in act_rd)))
             with m.Case(Region.OUTPUT):
-                m.d.comb += host.rdata.eq(out_rd.data)
+                m.d.comb += rdata.eq(out_rd.data)
+        if self.registered_reads:
+            # A cycle more: the memories' outputs end at a register, not in the frame engine.
+            rvalid = Signal(name="host_rvalid_early")
+            m.d.sync += [rvalid.eq(host_rd), host.rvalid.eq(rvalid), host.rdata.eq(rdata)]
+        else:
+            m.d.sync += host.rvalid.eq(host_rd)
+            m.d.comb += host.rdata.eq(rdata)
         m.d.comb += [out_rd.addr.eq(host.addr), out_rd.en.eq(host_rd)]
 
         # -- controller ---------------------------------------------------------------------------
@@ -540,9 +579,6 @@ class Accelerator(wiring.Component):
                 with m.Else():
                     m.d.sync += [r_kt.eq(0), r_nt.eq(r_nt + 1), r_n0.eq(r_n0 + cols)]
                     _advance(m, r_oword, r_orem, cols, lanes)
-        m.d.comb += [
-            acc_rd.addr.eq(r_m), acc_rd.en.eq(1),
-        ]
         b_valid = Signal()
         b_row = Signal(acc_layout)
         b_first = Signal()
@@ -554,10 +590,22 @@ class Accelerator(wiring.Component):
         b_end = Signal()
         # The parameters are read in stage B, so that the memory's own output register holds
         # them in P1: no second register for the whole word.
-        m.d.comb += [
-            param_rd.addr.eq(Mux(busy, desc.p_base + b_pos[0], host.addr)),
-            param_rd.en.eq(Mux(busy, ~param_hold, host_rd)),
-        ]
+        if self.registered_reads:
+            # Read every cycle a cycle ahead (b_pos[0]'s next value; the layer's p_base is
+            # settled long before its first row), and held in a register as the port was.
+            par_q = Signal(param_rd.data.shape(), name="param_q")
+            b_nt_next = Mux(array_en, pos[0], b_pos[0])
+            m.d.comb += [param_rd.addr.eq(Mux(busy, desc.p_base + b_nt_next, host.addr)),
+                         param_rd.en.eq(1)]
+            with m.If(busy & ~param_hold):
+                m.d.sync += par_q.eq(param_rd.data)
+            par_data = par_q
+        else:
+            m.d.comb += [
+                param_rd.addr.eq(Mux(busy, desc.p_base + b_pos[0], host.addr)),
+                param_rd.en.eq(Mux(busy, ~param_hold, host_rd)),
+            ]
+            par_data = param_rd.data
         dp.d.sync += [
             b_valid.eq(a_stage), b_row.eq(res.payload.data), b_first.eq(r_kt == 0),
             b_final.eq(r_kt == k_end()), b_m.eq(r_m),
@@ -565,13 +613,19 @@ class Accelerator(wiring.Component):
             b_end.eq(a_stage & (r_m == last_row) & (r_kt == k_end())
                      & (r_nt == n_end())),
         ]
-        acc_old = acc_rd.data
         b_sum = Signal(acc_layout)
+        acc_we = Signal()
+        m.d.comb += acc_we.eq(b_valid & ~b_final)
+        if self.registered_reads:
+            acc_old = self._registered_acc_read(m, acc_rd, r_m=r_m, a_stage=a_stage,
+                                                start_layer=start_layer, last_row=last_row,
+                                                b_m=b_m, b_sum=b_sum, we=acc_we)
+        else:
+            m.d.comb += [acc_rd.addr.eq(r_m), acc_rd.en.eq(1)]
+            acc_old = acc_rd.data
         for j in range(cols):
             m.d.comb += b_sum[j].eq(Mux(b_first, b_row[j], acc_old[j] + b_row[j]))
-        m.d.comb += [
-            acc_wr.addr.eq(b_m), acc_wr.data.eq(b_sum), acc_wr.en.eq(b_valid & ~b_final),
-        ]
+        m.d.comb += [acc_wr.addr.eq(b_m), acc_wr.data.eq(b_sum), acc_wr.en.eq(acc_we)]
 
         # -- post-processing: P1 bias (and raw write), P2 requantize, P3 write activations ------
         n_req = cfg.requant_lanes
@@ -580,7 +634,7 @@ class Accelerator(wiring.Component):
         p1_valid, p1_end = Signal(), Signal()
         p1_sum = Signal(acc_layout)
         p1_par = Signal(params)
-        m.d.comb += p1_par.eq(param_rd.data)
+        m.d.comb += p1_par.eq(par_data)
         p1_load = b_valid & b_final
         if steps == 1:
             p1_pos = _registered(dp, b_pos, "p1")
@@ -626,16 +680,32 @@ class Accelerator(wiring.Component):
         p2_valid, p2_end = Signal(), Signal()
         p2_prod = Signal(data.ArrayLayout(prod_shape, n_req))
         p2_shift = Signal(data.ArrayLayout(unsigned(cfg.shift_bits), n_req))
-        if self.split_multiplier > 1:
-            # a * m = sum(a * m_i << offset_i) over slices m_i of m: short carry chains, whose
-            # products are registered, then a balanced adder tree.
-            pieces = _slices(cfg.mult_bits, self.split_multiplier)
+        if self.split_multiplier > 1 or self.split_operand:
+            if self.split_operand:
+                # a * m = sum(a_i * m << offset_i) over slices a_i of a, unsigned but the top
+                # one: each product fits one block multiplier, registered after it.
+                pieces = _chunks(cfg.acc_bits, self.split_operand)
+
+                def term(j, lo, hi):
+                    a = mul_a[j]
+                    return (a[lo:].as_signed() if hi == len(a) else a[lo:hi]) * mul_par[j].mult
+
+                width = cfg.mult_bits
+            else:
+                # a * m = sum(a * m_i << offset_i) over slices m_i of m: short carry chains,
+                # whose products are registered, then a balanced adder tree.
+                pieces = _slices(cfg.mult_bits, self.split_multiplier)
+
+                def term(j, lo, hi):
+                    return mul_a[j] * mul_par[j].mult[lo:hi]
+
+                width = cfg.acc_bits
             partial = []
             for i, (lo, hi) in enumerate(pieces):
-                prod = Signal(data.ArrayLayout(signed(cfg.acc_bits + hi - lo + 1), n_req),
+                prod = Signal(data.ArrayLayout(signed(width + hi - lo + 1), n_req),
                               name=f"m_{i}")
                 for j in range(n_req):
-                    dp.d.sync += prod[j].eq(mul_a[j] * mul_par[j].mult[lo:hi])
+                    dp.d.sync += prod[j].eq(term(j, lo, hi))
                 partial.append(prod)
             mul_valid, mul_end, shifts, _, mul_pos = self._stage(
                 dp, "m", (mul_valid, mul_end, Cat(*(p.shift for p in mul_par)), Const(0, 1),
@@ -735,6 +805,41 @@ class Accelerator(wiring.Component):
         # Every issue is rows * cols MACs: a product, not a third 64-bit counter.
         m.d.comb += host.macs.eq(macs_from_busy_cycles(host.busy_cycles, cfg))
         return m
+
+    def _registered_acc_read(self, m, port, *, r_m, a_stage, start_layer, last_row, b_m, b_sum,
+                             we):
+        """Return the accumulators of stage B's row from a read port with a register after it.
+
+        The memory's output (5.8 ns after the clock on an ECP5 DP16KD) then starts a path of its
+        own instead of the accumulate-and-write one. The port is addressed a cycle ahead, with
+        the row stage A will hold next (``r_m``'s next value), so the register holds stage B's
+        row in time and no cycle is added. The two writes it misses, those of the two rows
+        before, are forwarded from registered copies; the selects are registers too. A read
+        that would meet a write to the same address (a batch of one or two rows) is skipped:
+        its word is forwarded anyway, and the block RAM never sees the collision.
+        """
+        acc_shape = b_sum.shape()
+        r_next = Signal.like(r_m, name="r_m_next")
+        m.d.comb += r_next.eq(r_m)
+        with m.If(start_layer):
+            m.d.comb += r_next.eq(0)
+        with m.Elif(a_stage):
+            m.d.comb += r_next.eq(Mux(r_m == last_row, 0, r_m + 1))
+        m.d.comb += [port.addr.eq(r_next), port.en.eq(~(we & (b_m == r_next)))]
+        # Cycle t: stage B holds row b_m (= r_m of t-1); the register holds the memory's word
+        # as read at edge t-1, before the writes of edges t-1 and t (rows of cycles t-2, t-1).
+        q = Signal(acc_shape, name="acc_q")
+        w1, w2 = Signal(acc_shape, name="acc_w1"), Signal(acc_shape, name="acc_w2")
+        w1_m, w1_we = Signal.like(b_m, name="acc_w1_m"), Signal(name="acc_w1_we")
+        hit1, hit2 = Signal(name="acc_hit1"), Signal(name="acc_hit2")
+        m.d.sync += [
+            q.eq(port.data), w1.eq(b_sum), w2.eq(w1), w1_m.eq(b_m), w1_we.eq(we),
+            # For the row stage B holds next (r_m now): written now, or a cycle ago.
+            hit1.eq(we & (b_m == r_m)), hit2.eq(w1_we & (w1_m == r_m)),
+        ]
+        old = Signal(acc_shape, name="acc_old")
+        m.d.comb += old.eq(Mux(hit1, w1, Mux(hit2, w2, q)))
+        return old
 
     def _requant_steps(self, m, dp, *, start, load, b_end, biased, par, pos, param_hold):
         """Feed a held result row to ``requant_lanes`` requantizers, one step per cycle.

@@ -144,6 +144,12 @@ class Board:
     split_multiplier : bool or int
         Build each requantization product from this many narrower ones (``True``: two;
         multipliers built from logic cells; :class:`hwgen.accelerator.Accelerator`).
+    split_operand : int or None
+        Build each requantization product from slices of the accumulator this wide, one block
+        multiplier each, registered (:class:`hwgen.accelerator.Accelerator`).
+    registered_reads : bool
+        Register the accumulator memory's output (:class:`hwgen.accelerator.Accelerator`):
+        an ECP5 DP16KD's unregistered output takes 5.8 ns, most of the accumulation's cycle.
     spram : bool
         Put the single-port buffers (weights, frame payload) into ``SB_SPRAM256KA`` blocks
         (iCE40UP), sparing block RAM.
@@ -168,6 +174,8 @@ class Board:
     dsp_packing: str = None
     post_pipeline: bool = False
     split_multiplier: bool | int = False
+    split_operand: int | None = None
+    registered_reads: bool = False
     spram: bool = False
     link_on_oscillator: bool = False
     program: str = ""
@@ -194,7 +202,7 @@ def _ulx3s(size, luts, ebr, mults, preset):
         # 62.5 MHz from the PLL: the 8x8 device reached 72.7 MHz on the 85F (12F 2x2: 89 MHz).
         osc_hz=25_000_000, clock_hz=62_500_000,
         capacity={"lut": luts, "ff": luts, "dsp": mults, "bram": ebr}, preset=preset,
-        dsp_packing="mult18x18d", post_pipeline=True,
+        dsp_packing="mult18x18d", post_pipeline=True, split_operand=17, registered_reads=True,
         program="openFPGALoader --board ulx3s {bitstream}", serial="/dev/ttyUSB0")
 
 
@@ -358,7 +366,9 @@ class BoardTop(Elaboratable):
         self.device = Device(config, link="uart", baud=baud, pe_instances=pe_instances,
                              dsp_packing=board.packing_for(config),
                              post_pipeline=board.post_pipeline,
-                             split_multiplier=board.split_multiplier, spram=board.spram,
+                             split_multiplier=board.split_multiplier,
+                             split_operand=board.split_operand,
+                             registered_reads=board.registered_reads, spram=board.spram,
                              link_clock_hz=self.link_clock_hz)
 
     def elaborate(self, platform):
@@ -793,7 +803,8 @@ def _yosys_opts(board, config):
     # Reads that never collide with a write need no old-word bypass (Amaranth has no way to
     # say so on a read port).
     lines = [f"setparam -set COLLISION_X_MASK 1'1 t:$memrd_v2 r:MEMID=\\{name} %i"
-             for name in collision_free_memories(config, spram=board.spram)]
+             for name in collision_free_memories(
+                 config, spram=board.spram, registered_reads=board.registered_reads)]
     if board.spram:
         # SB_SPRAM256KA has no initial contents: drop the all-zero ones Amaranth gives memories.
         lines.append(f"delete t:$meminit_v2 r:MEMID=*{SPRAM_SUFFIX} %i")

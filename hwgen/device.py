@@ -40,7 +40,10 @@ class Device(wiring.Component):
         :class:`hwgen.systolic.WeightStationaryArray`).
     post_pipeline : bool
     split_multiplier : bool or int
-        Extra registers in the post-processing (see :class:`hwgen.accelerator.Accelerator`).
+    split_operand : int or None
+    registered_reads : bool
+        Extra registers in the post-processing and after memories (see
+        :class:`hwgen.accelerator.Accelerator`).
     spram : bool
         Put the weight memory and the frame engine's payload buffer into iCE40UP
         ``SB_SPRAM256KA`` blocks (see :class:`hwgen.accelerator.Accelerator`).
@@ -64,8 +67,8 @@ class Device(wiring.Component):
     """
 
     def __init__(self, config, *, link="uart", baud=DEFAULT_BAUD, pe_instances=False,
-                 dsp_packing=None, post_pipeline=False, split_multiplier=False, spram=False,
-                 link_clock_hz=None):
+                 dsp_packing=None, post_pipeline=False, split_multiplier=False,
+                 split_operand=None, registered_reads=False, spram=False, link_clock_hz=None):
         if link not in LINKS:
             raise ValueError(f"link={link!r} is not supported; allowed: {', '.join(LINKS)}")
         if link_clock_hz is not None and (isinstance(link_clock_hz, bool)
@@ -81,7 +84,9 @@ class Device(wiring.Component):
         self.divisor = divisor_for(link_hz, baud) if link == "uart" else None
         self.accelerator = Accelerator(config, pe_instances=pe_instances,
                                        dsp_packing=dsp_packing, post_pipeline=post_pipeline,
-                                       split_multiplier=split_multiplier, spram=spram)
+                                       split_multiplier=split_multiplier,
+                                       split_operand=split_operand,
+                                       registered_reads=registered_reads, spram=spram)
         self.spram = spram
         if link == "uart":
             members = {"rx": In(1, init=1), "tx": Out(1, init=1)}

