@@ -184,24 +184,26 @@ def _count(m, out, inc, clear, name):
             m.d.sync += hi.eq(hi + 1)
 
 
-def _advance(m, word, rem, step, lanes, *, frm=None):
-    """Add ``step`` (<= ``lanes``) to the element position ``word * lanes + rem``, registered.
+def _advance(m, word, rem, step, lanes, *, frm=None, domain="sync"):
+    """Add ``step`` (<= ``lanes``) to the element position ``word * lanes + rem``, registered
+    (or, with ``domain="comb"``, as the next values of registers).
 
     Positions are kept as (word, lane) pairs so no division is needed in hardware. ``frm``, a
     ``(word, rem)`` pair of values, is the position to advance from, if not ``(word, rem)``.
     """
+    d = getattr(m.d, domain)
     src_word, src_rem = (word, rem) if frm is None else frm
     if step == lanes:
-        m.d.sync += word.eq(src_word + 1)
+        d += word.eq(src_word + 1)
         if frm is not None:
-            m.d.sync += rem.eq(src_rem)
+            d += rem.eq(src_rem)
         return
     with m.If(src_rem + step >= lanes):
-        m.d.sync += [rem.eq(src_rem + step - lanes), word.eq(src_word + 1)]
+        d += [rem.eq(src_rem + step - lanes), word.eq(src_word + 1)]
     with m.Else():
-        m.d.sync += rem.eq(src_rem + step)
+        d += rem.eq(src_rem + step)
         if frm is not None:
-            m.d.sync += word.eq(src_word)
+            d += word.eq(src_word)
 
 
 def _registered(m, values, prefix):
@@ -243,9 +245,11 @@ class Accelerator(wiring.Component):
         same; a requantized layer takes one cycle more. Not together with
         ``split_multiplier``.
     registered_reads : bool
-        Put a register after the accumulator memory's read port, addressed a cycle ahead, and
-        forward the two sums it misses: the block RAM's output then ends its own path. Results
-        and cycle counts are the same.
+        Put a register (without reset) right after every memory's read port, so that no path
+        starts at a block RAM's output but to that register (which an ECP5 build then folds into
+        the DP16KD's output register). The feeders, the program and the parameters address
+        their memories a cycle ahead; the accumulators also forward the two sums their register
+        misses. Results and cycle counts are the same; host reads take two cycles.
     spram : bool
         Ask Yosys to put the weight memory into iCE40UP ``SB_SPRAM256KA`` blocks. It has one
         address for both ports anyway: the host writes only while idle, the feeder reads only
@@ -349,6 +353,8 @@ class Accelerator(wiring.Component):
         m.submodules.datapath = EnableInserter({"sync": array_en})(dp)
 
         # -- host access (only while idle) -------------------------------------------------------
+        # (Memories read every cycle for registered_reads skip the cycles the host writes them:
+        # a block RAM's read of the word written in the same cycle is undefined.)
         idle = ~busy
         hwe = {r: Signal(name=f"host_we_{r.name.lower()}") for r in Region}
         for r in Region:
@@ -363,47 +369,42 @@ class Accelerator(wiring.Component):
         ]
         host_rd = Signal()
         m.d.comb += host_rd.eq(idle & host.re)
-        region_q = Signal(Region)
-        m.d.sync += region_q.eq(host.region)
-        rdata = Signal.like(host.rdata, name="host_rdata")
-        # Narrower words are zero-extended: the port promises zeros above a region's word.
-        with m.Switch(region_q):
-            with m.Case(Region.PROGRAM):
-                m.d.comb += rdata.eq(prog_rd.data)
-            with m.Case(Region.WEIGHT):
-                m.d.comb += rdata.eq(weight_rd.data)
-            with m.Case(Region.PARAM):
-                m.d.comb += rdata.eq(param_rd.data)
-            with m.Case(Region.ACT):
-                m.d.comb += rdata.eq(Cat(*(p.data for p in act_rd)))
-            with m.Case(Region.OUTPUT):
-                m.d.comb += rdata.eq(out_rd.data)
+        # The word each region's read returns (see the end of elaborate).
+        host_words = {}
         if self.registered_reads:
-            # A cycle more: the memories' outputs end at a register, not in the frame engine.
-            rvalid = Signal(name="host_rvalid_early")
-            m.d.sync += [rvalid.eq(host_rd), host.rvalid.eq(rvalid), host.rdata.eq(rdata)]
+            # A cycle more: every memory's output ends at a register of its own, which takes the
+            # word the cycle after the memory does.
+            host_rd_q = Signal(name="host_rd_q")
+            m.d.sync += host_rd_q.eq(host_rd)
+            out_q = Signal.like(out_rd.data, name="out_q", reset_less=True)
+            with m.If(host_rd_q):
+                m.d.sync += out_q.eq(out_rd.data)
+            host_words[Region.OUTPUT] = out_q
         else:
-            m.d.sync += host.rvalid.eq(host_rd)
-            m.d.comb += host.rdata.eq(rdata)
+            host_rd_q = Const(0, 1)
+            host_words[Region.OUTPUT] = out_rd.data
         m.d.comb += [out_rd.addr.eq(host.addr), out_rd.en.eq(host_rd)]
 
         # -- controller ---------------------------------------------------------------------------
         desc_layout = descriptor_layout(cfg)
         desc = Signal(desc_layout)
         # The descriptor being loaded: read at `start_layer`, the cycle before `desc` holds it.
-        next_desc = desc_layout(prog_rd.data)
+        prog_q = Signal.like(prog_rd.data, name="prog_q", reset_less=True)   # registered reads
+        next_desc = desc_layout(prog_q if self.registered_reads else prog_rd.data)
         batch = Signal(batch_bits(cfg))
-        pc = Signal(range(cfg.prog_depth))
+        pc = Signal(range(cfg.prog_depth))    # the next descriptor's word
         layer_done = Signal()
         start_layer = Signal()
         with m.FSM():
-            with m.State("IDLE"), m.If(host.start):
-                m.d.sync += [busy.eq(1), pc.eq(0), batch.eq(host.batch)]
-                m.next = "FETCH"
+            with m.State("IDLE"):
+                m.d.sync += pc.eq(0)
+                with m.If(host.start):
+                    m.d.sync += [busy.eq(1), batch.eq(host.batch)]
+                    m.next = "FETCH"
             with m.State("FETCH"):
                 m.next = "DECODE"
             with m.State("DECODE"):
-                m.d.sync += desc.eq(next_desc)
+                m.d.sync += [desc.eq(next_desc), pc.eq(pc + 1)]
                 m.d.comb += start_layer.eq(1)
                 m.next = "RUN"
             with m.State("RUN"), m.If(layer_done):
@@ -411,12 +412,21 @@ class Accelerator(wiring.Component):
                     m.d.sync += busy.eq(0)
                     m.next = "IDLE"
                 with m.Else():
-                    m.d.sync += pc.eq(pc + 1)
                     m.next = "FETCH"
-        m.d.comb += [
-            prog_rd.addr.eq(Mux(busy, pc, host.addr)),
-            prog_rd.en.eq(Mux(busy, 1, host_rd)),
-        ]
+        if self.registered_reads:
+            # `pc` holds still from DECODE to the next FETCH, so the register holds the
+            # descriptor by DECODE. Idle, the memory reads word 0 but for the host's reads: the
+            # first descriptor is there as a run starts, without `start` in the address's path.
+            m.d.comb += [prog_rd.addr.eq(Mux(busy, pc, Mux(host.re, host.addr, 0))),
+                         prog_rd.en.eq(~hwe[Region.PROGRAM])]
+            m.d.sync += prog_q.eq(prog_rd.data)
+            host_words[Region.PROGRAM] = prog_q
+        else:
+            m.d.comb += [
+                prog_rd.addr.eq(Mux(busy, pc, host.addr)),
+                prog_rd.en.eq(Mux(busy, 1, host_rd)),
+            ]
+            host_words[Region.PROGRAM] = prog_rd.data
         # Descriptor fields as seen by the feeders: valid from the cycle after DECODE.
         k_tiles = desc.k_tiles
         n_tiles = desc.n_tiles
@@ -454,22 +464,37 @@ class Accelerator(wiring.Component):
         w_more = Signal()
         w_valid = Signal()
         w_take = Signal()
-        m.d.comb += [
-            w_take.eq(~w_valid | engine.i_weight.ready),
-            # Never together with a write, as a single-port RAM needs.
-            weight_rd.en.eq(Mux(busy, w_take, host_rd) & ~weight_wr.en),
-            weight_rd.addr.eq(Mux(busy, w_addr, host.addr)),
-            engine.i_weight.valid.eq(w_valid),
-            engine.i_weight.payload.eq(weight_rd.data),
-        ]
+        w_addr_n = Signal.like(w_addr, name="w_addr_n")     # its next value
+        m.d.comb += [w_take.eq(~w_valid | engine.i_weight.ready), w_addr_n.eq(w_addr),
+                     engine.i_weight.valid.eq(w_valid)]
+        m.d.sync += w_addr.eq(w_addr_n)
+        if self.registered_reads:
+            # Addressed a cycle ahead, the register takes the word when the port did.
+            w_q = Signal.like(weight_rd.data, name="weight_q", reset_less=True)
+            m.d.comb += [weight_rd.en.eq(~weight_wr.en),
+                         weight_rd.addr.eq(Mux(busy, w_addr_n, host.addr)),
+                         engine.i_weight.payload.eq(w_q)]
+            with m.If(Mux(busy, w_take, host_rd_q)):
+                m.d.sync += w_q.eq(weight_rd.data)
+            host_words[Region.WEIGHT] = w_q
+        else:
+            m.d.comb += [
+                # Never together with a write, as a single-port RAM needs.
+                weight_rd.en.eq(Mux(busy, w_take, host_rd) & ~weight_wr.en),
+                weight_rd.addr.eq(Mux(busy, w_addr, host.addr)),
+                engine.i_weight.payload.eq(weight_rd.data),
+            ]
+            host_words[Region.WEIGHT] = weight_rd.data
         with m.If(start_layer):
-            m.d.sync += [w_addr.eq(next_desc.w_base), w_row.eq(0), w_kt.eq(0), w_nt.eq(0),
+            m.d.sync += [w_row.eq(0), w_kt.eq(0), w_nt.eq(0),
                          w_more.eq((next_desc.k_tiles != 0) & (next_desc.n_tiles != 0)),
                          w_valid.eq(0)]
+            m.d.comb += w_addr_n.eq(next_desc.w_base)
         with m.Elif(busy & w_take):
             m.d.sync += w_valid.eq(w_more)
             with m.If(w_more):
-                m.d.sync += [w_addr.eq(w_addr + 1), w_row.eq(w_row + 1)]
+                m.d.sync += w_row.eq(w_row + 1)
+                m.d.comb += w_addr_n.eq(w_addr + 1)
                 with m.If(w_row == rows - 1):
                     m.d.sync += w_row.eq(0)
                     with m.If(w_kt != k_end()):
@@ -513,14 +538,34 @@ class Accelerator(wiring.Component):
         # lanes meet zero weights, but must read as zero, not as whatever (or X) is there.
         a_inrow = Signal(lanes)
         a_inrow_q = Signal(lanes)
+        # The address registers' next values: a registered read addresses the memory with them.
+        a_row_n, a_kword_n, a_krem_n = (Signal.like(v, name=f"{v.name}_n")
+                                        for v in (a_row, a_kword, a_krem))
+        m.d.comb += [a_row_n.eq(a_row), a_kword_n.eq(a_kword), a_krem_n.eq(a_krem)]
+        m.d.sync += [a_row.eq(a_row_n), a_kword.eq(a_kword_n), a_krem.eq(a_krem_n)]
+        if self.registered_reads:
+            lane_next = self._act_lane_addresses(
+                m, advance=busy & a_take & a_active & ~start_layer, start_layer=start_layer,
+                a_m=a_m, last_row=last_row, a_kt=a_kt, k_end=k_end(),
+                next_desc=next_desc, desc=desc, krem_next=a_krem_n,
+                width=len(act_rd[0].addr))
+        act_data = []
         for b in range(lanes):
             word = a_kword + (Const(b) < a_krem)
-            m.d.comb += [
-                act_rd[b].addr.eq(Mux(busy, a_row + word, host.addr)),
-                act_rd[b].en.eq(Mux(busy, a_take, host_rd)),
-                a_inrow[b].eq(word < desc.src_stride),
-            ]
-        lane_data = [Mux(a_inrow_q[b], act_rd[b].data, 0) for b in range(lanes)]
+            m.d.comb += a_inrow[b].eq(word < desc.src_stride)
+            if self.registered_reads:
+                q = Signal.like(act_rd[b].data, name=f"act{b}_q", reset_less=True)
+                m.d.comb += [act_rd[b].addr.eq(Mux(busy, lane_next[b], host.addr)),
+                             act_rd[b].en.eq(~hwe[Region.ACT])]
+                with m.If(Mux(busy, a_take, host_rd_q)):
+                    m.d.sync += q.eq(act_rd[b].data)
+                act_data.append(q)
+            else:
+                m.d.comb += [act_rd[b].addr.eq(Mux(busy, a_row + word, host.addr)),
+                             act_rd[b].en.eq(Mux(busy, a_take, host_rd))]
+                act_data.append(act_rd[b].data)
+        host_words[Region.ACT] = Cat(*act_data)
+        lane_data = [Mux(a_inrow_q[b], act_data[b], 0) for b in range(lanes)]
         if rows < lanes:
             # Rotate so that engine lane i is element k0 + i.
             for i in range(rows):
@@ -534,21 +579,25 @@ class Accelerator(wiring.Component):
                 m.d.comb += engine.i_act.payload.data[i].eq(lane_data[i])
         m.d.comb += engine.i_act.payload.last.eq(a_last)
         with m.If(start_layer):
-            m.d.sync += [a_m.eq(0), a_kt.eq(0), a_nt.eq(0), a_row.eq(next_desc.src_base),
-                         a_kword.eq(0), a_krem.eq(0), a_active.eq(1), a_valid.eq(0)]
+            m.d.sync += [a_m.eq(0), a_kt.eq(0), a_nt.eq(0), a_active.eq(1), a_valid.eq(0)]
+            m.d.comb += [a_row_n.eq(next_desc.src_base), a_kword_n.eq(0), a_krem_n.eq(0)]
         with m.Elif(busy & a_take):
             m.d.sync += [a_valid.eq(a_active), a_last.eq(a_m == last_row), a_rem_q.eq(a_krem),
                          a_inrow_q.eq(a_inrow)]
             with m.If(a_active):
                 with m.If(a_m != last_row):
-                    m.d.sync += [a_m.eq(a_m + 1), a_row.eq(a_row + desc.src_stride)]
+                    m.d.sync += a_m.eq(a_m + 1)
+                    m.d.comb += a_row_n.eq(a_row + desc.src_stride)
                 with m.Else():
-                    m.d.sync += [a_m.eq(0), a_row.eq(desc.src_base)]
+                    m.d.sync += a_m.eq(0)
+                    m.d.comb += a_row_n.eq(desc.src_base)
                     with m.If(a_kt != k_end()):
                         m.d.sync += a_kt.eq(a_kt + 1)
-                        _advance(m, a_kword, a_krem, rows, lanes)
+                        _advance(m, a_kword_n, a_krem_n, rows, lanes, frm=(a_kword, a_krem),
+                                 domain="comb")
                     with m.Else():
-                        m.d.sync += [a_kt.eq(0), a_kword.eq(0), a_krem.eq(0)]
+                        m.d.sync += a_kt.eq(0)
+                        m.d.comb += [a_kword_n.eq(0), a_krem_n.eq(0)]
                         with m.If(a_nt != n_end()):
                             m.d.sync += a_nt.eq(a_nt + 1)
                         with m.Else():
@@ -593,11 +642,11 @@ class Accelerator(wiring.Component):
         if self.registered_reads:
             # Read every cycle a cycle ahead (b_pos[0]'s next value; the layer's p_base is
             # settled long before its first row), and held in a register as the port was.
-            par_q = Signal(param_rd.data.shape(), name="param_q")
+            par_q = Signal(param_rd.data.shape(), name="param_q", reset_less=True)
             b_nt_next = Mux(array_en, pos[0], b_pos[0])
             m.d.comb += [param_rd.addr.eq(Mux(busy, desc.p_base + b_nt_next, host.addr)),
-                         param_rd.en.eq(1)]
-            with m.If(busy & ~param_hold):
+                         param_rd.en.eq(~hwe[Region.PARAM])]
+            with m.If(Mux(busy, ~param_hold, host_rd_q)):
                 m.d.sync += par_q.eq(param_rd.data)
             par_data = par_q
         else:
@@ -606,6 +655,7 @@ class Accelerator(wiring.Component):
                 param_rd.en.eq(Mux(busy, ~param_hold, host_rd)),
             ]
             par_data = param_rd.data
+        host_words[Region.PARAM] = par_data
         dp.d.sync += [
             b_valid.eq(a_stage), b_row.eq(res.payload.data), b_first.eq(r_kt == 0),
             b_final.eq(r_kt == k_end()), b_m.eq(r_m),
@@ -617,15 +667,15 @@ class Accelerator(wiring.Component):
         acc_we = Signal()
         m.d.comb += acc_we.eq(b_valid & ~b_final)
         if self.registered_reads:
-            acc_old = self._registered_acc_read(m, acc_rd, r_m=r_m, a_stage=a_stage,
+            acc_old = self._registered_acc_read(m, acc_rd, acc_wr, r_m=r_m, a_stage=a_stage,
                                                 start_layer=start_layer, last_row=last_row,
                                                 b_m=b_m, b_sum=b_sum, we=acc_we)
         else:
-            m.d.comb += [acc_rd.addr.eq(r_m), acc_rd.en.eq(1)]
+            m.d.comb += [acc_rd.addr.eq(r_m), acc_rd.en.eq(1),
+                         acc_wr.addr.eq(b_m), acc_wr.data.eq(b_sum), acc_wr.en.eq(acc_we)]
             acc_old = acc_rd.data
         for j in range(cols):
             m.d.comb += b_sum[j].eq(Mux(b_first, b_row[j], acc_old[j] + b_row[j]))
-        m.d.comb += [acc_wr.addr.eq(b_m), acc_wr.data.eq(b_sum), acc_wr.en.eq(acc_we)]
 
         # -- post-processing: P1 bias (and raw write), P2 requantize, P3 write activations ------
         n_req = cfg.requant_lanes
@@ -799,6 +849,21 @@ class Accelerator(wiring.Component):
         m.d.comb += layer_done.eq(delay(m, Mux(desc.raw, p1_end, p3_end), FIFO_LATENCY,
                                         name="layer_done"))
 
+        # -- host reads ----------------------------------------------------------------------------
+        region_q = Signal(Region)
+        m.d.sync += region_q.eq(host.region)
+        if self.registered_reads:
+            region_qq = Signal(Region)
+            m.d.sync += [region_qq.eq(region_q), host.rvalid.eq(host_rd_q)]
+            region_q = region_qq
+        else:
+            m.d.sync += host.rvalid.eq(host_rd)
+        # Narrower words are zero-extended: the port promises zeros above a region's word.
+        with m.Switch(region_q):
+            for region, word in host_words.items():
+                with m.Case(region):
+                    m.d.comb += host.rdata.eq(word)
+
         # -- counters ------------------------------------------------------------------------------
         _count(m, host.cycles, busy, host.clear, "cycles")
         _count(m, host.busy_cycles, engine.issue, host.clear, "busy_cycles")
@@ -806,17 +871,20 @@ class Accelerator(wiring.Component):
         m.d.comb += host.macs.eq(macs_from_busy_cycles(host.busy_cycles, cfg))
         return m
 
-    def _registered_acc_read(self, m, port, *, r_m, a_stage, start_layer, last_row, b_m, b_sum,
-                             we):
-        """Return the accumulators of stage B's row from a read port with a register after it.
+    def _registered_acc_read(self, m, port, write, *, r_m, a_stage, start_layer, last_row, b_m,
+                             b_sum, we):
+        """Return the accumulators of stage B's row from a read port with a register after it,
+        and drive ``write`` from registered copies of stage B's sum.
 
-        The memory's output (5.8 ns after the clock on an ECP5 DP16KD) then starts a path of its
-        own instead of the accumulate-and-write one. The port is addressed a cycle ahead, with
-        the row stage A will hold next (``r_m``'s next value), so the register holds stage B's
-        row in time and no cycle is added. The two writes it misses, those of the two rows
-        before, are forwarded from registered copies; the selects are registers too. A read
-        that would meet a write to the same address (a batch of one or two rows) is skipped:
-        its word is forwarded anyway, and the block RAM never sees the collision.
+        The memory's output (5.8 ns after the clock on an ECP5 DP16KD) then ends at its
+        register, and the sum at another: the accumulate path runs from register to register,
+        not from block RAM to block RAM. The port is addressed a cycle ahead, with the row
+        stage A will hold next (``r_m``'s next value), so the register holds stage B's row in
+        time and no cycle is added. The three sums the register misses (one not yet written,
+        two written since the read) are forwarded from the write's register and two more
+        copies; the selects are registers too. A read that would meet a write to the same
+        address (batches of one to three rows) is skipped: its word is forwarded anyway, and the
+        block RAM never sees the collision.
         """
         acc_shape = b_sum.shape()
         r_next = Signal.like(r_m, name="r_m_next")
@@ -825,21 +893,82 @@ class Accelerator(wiring.Component):
             m.d.comb += r_next.eq(0)
         with m.Elif(a_stage):
             m.d.comb += r_next.eq(Mux(r_m == last_row, 0, r_m + 1))
-        m.d.comb += [port.addr.eq(r_next), port.en.eq(~(we & (b_m == r_next)))]
+        # Copies k of stage B's row, sum and write enable, k cycles old; copy 1 is written.
+        ws = [Signal(acc_shape, name=f"acc_w{k}") for k in (1, 2, 3)]
+        wm = [Signal.like(b_m, name=f"acc_w{k}_m") for k in (1, 2, 3)]
+        wwe = [Signal(name=f"acc_w{k}_we") for k in (1, 2, 3)]
+        m.d.sync += [ws[0].eq(b_sum), wm[0].eq(b_m), wwe[0].eq(we)]
+        for k in (1, 2):
+            m.d.sync += [ws[k].eq(ws[k - 1]), wm[k].eq(wm[k - 1]), wwe[k].eq(wwe[k - 1])]
+        m.d.comb += [write.addr.eq(wm[0]), write.data.eq(ws[0]), write.en.eq(wwe[0]),
+                     port.addr.eq(r_next), port.en.eq(~(wwe[0] & (wm[0] == r_next)))]
         # Cycle t: stage B holds row b_m (= r_m of t-1); the register holds the memory's word
-        # as read at edge t-1, before the writes of edges t-1 and t (rows of cycles t-2, t-1).
-        q = Signal(acc_shape, name="acc_q")
-        w1, w2 = Signal(acc_shape, name="acc_w1"), Signal(acc_shape, name="acc_w2")
-        w1_m, w1_we = Signal.like(b_m, name="acc_w1_m"), Signal(name="acc_w1_we")
-        hit1, hit2 = Signal(name="acc_hit1"), Signal(name="acc_hit2")
-        m.d.sync += [
-            q.eq(port.data), w1.eq(b_sum), w2.eq(w1), w1_m.eq(b_m), w1_we.eq(we),
-            # For the row stage B holds next (r_m now): written now, or a cycle ago.
-            hit1.eq(we & (b_m == r_m)), hit2.eq(w1_we & (w1_m == r_m)),
-        ]
+        # as read at edge t-1, before the writes of edges t-1 and t (copies 3 and 2 now) and
+        # the one of copy 1. Each select is computed a cycle early, for the row in r_m.
+        q = Signal(acc_shape, name="acc_q", reset_less=True)
+        hits = [Signal(name=f"acc_hit{k}") for k in (1, 2, 3)]
+        m.d.sync += [q.eq(port.data), hits[0].eq(we & (b_m == r_m)),
+                     hits[1].eq(wwe[0] & (wm[0] == r_m)), hits[2].eq(wwe[1] & (wm[1] == r_m))]
         old = Signal(acc_shape, name="acc_old")
-        m.d.comb += old.eq(Mux(hit1, w1, Mux(hit2, w2, q)))
+        m.d.comb += old.eq(Mux(hits[0], ws[0], Mux(hits[1], ws[1], Mux(hits[2], ws[2], q))))
         return old
+
+    def _act_lane_addresses(self, m, *, advance, start_layer, a_m, last_row, a_kt, k_end,
+                            next_desc, desc, krem_next, width):
+        """Return the next address of each activation bank, for reads a cycle ahead.
+
+        Bank ``b`` reads word ``a_row + a_kword + (b < a_krem)``. Computed from the feeder's
+        next values, that is two adders behind the decisions of the cycle (the engine's
+        ``ready`` among them), the address missed the clock. Here every candidate is a
+        register or one adder from them: the bank's address now, the address of the next row
+        (``+ src_stride``), of the next reduction tile's first row (kept a tile ahead) and the
+        layer's base, chosen by registered "last row" and "last tile" flags.
+        """
+        cfg = self.config
+        rows, lanes = cfg.rows, cfg.act_lanes
+
+        def step(r):
+            # Words bank b moves on by when the tile's first element moves from r to r + rows.
+            end = r + rows
+            return [end // lanes + (b < end % lanes) - (b < r) for b in range(lanes)]
+
+        steps = [step(r) for r in range(lanes)]
+        m_last = Signal(name="a_m_last")       # a_m == last_row
+        kt_last = Signal(name="a_kt_last")     # a_kt == k_end
+        with m.If(start_layer):
+            m.d.sync += [m_last.eq(last_row == 0), kt_last.eq(next_desc.k_tiles == 1)]
+        with m.Elif(advance):
+            m.d.sync += m_last.eq(Mux(m_last, last_row == 0, a_m + 1 == last_row))
+            with m.If(m_last):
+                m.d.sync += kt_last.eq(Mux(kt_last, k_end == 0, a_kt + 1 == k_end))
+        nexts = []
+        for b in range(lanes):
+            addr = Signal(width, name=f"act{b}_addr")
+            tile_next = Signal(width, name=f"act{b}_tile_next")
+            nxt = Signal(width, name=f"act{b}_addr_n")
+            # The words bank b moves on by from this tile's first row to the next tile's,
+            # by the next tile's first element's bank (krem_next).
+            delta = Signal(range(rows // lanes + 3), name=f"act{b}_delta")
+            with m.Switch(krem_next):
+                for r in range(lanes):
+                    with m.Case(r):
+                        m.d.comb += delta.eq(steps[r][b])
+            m.d.comb += nxt.eq(addr)
+            with m.If(start_layer):
+                m.d.comb += nxt.eq(next_desc.src_base)
+                m.d.sync += tile_next.eq(next_desc.src_base + steps[0][b])
+            with m.Elif(advance):
+                with m.If(~m_last):
+                    m.d.comb += nxt.eq(addr + desc.src_stride)
+                with m.Elif(~kt_last):
+                    m.d.comb += nxt.eq(tile_next)
+                    m.d.sync += tile_next.eq(tile_next + delta)
+                with m.Else():
+                    m.d.comb += nxt.eq(desc.src_base)
+                    m.d.sync += tile_next.eq(desc.src_base + steps[0][b])
+            m.d.sync += addr.eq(nxt)
+            nexts.append(nxt)
+        return nexts
 
     def _requant_steps(self, m, dp, *, start, load, b_end, biased, par, pos, param_hold):
         """Feed a held result row to ``requant_lanes`` requantizers, one step per cycle.

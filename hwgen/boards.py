@@ -16,9 +16,14 @@ Boards map the array's multipliers onto their DSP blocks explicitly (``Board.dsp
 on the iCE40UP5K two processing elements share one SB_MAC16 in its two-8x8 mode; on the ECP5
 each gets a MULT18X18D with its input and output registers (Yosys would leave those registers
 in the fabric). Both families pipeline the requantization (``Board.post_pipeline``); the
-iCE40, whose requantization multipliers are logic cells, also splits each product in two
-(``Board.split_multiplier``). Reads of memories that never see a read and a write to the same
-address at once are built without Yosys's old-word bypass (:func:`_yosys_opts`).
+iCE40, whose requantization multipliers are logic cells, splits each product into pieces of
+the multiplier (``Board.split_multiplier``), the ECP5 into one MULT18X18D per 17-bit slice of
+the accumulator (``Board.split_operand``). On the ECP5 every memory read ends at a register
+(``Board.registered_reads``) that the build moves into the DP16KD (:func:`fold_output_registers`),
+and the link runs from the oscillator in a domain of its own on both families when a PLL makes
+the design's clock (``Board.link_on_oscillator``). Reads of memories that never see a read and
+a write to the same address at once are built without Yosys's old-word bypass
+(:func:`_yosys_opts`).
 """
 
 import dataclasses
@@ -63,6 +68,7 @@ __all__ = [
     "clock_plan",
     "ecp5_pll",
     "estimate",
+    "fold_output_registers",
     "ice40_pll",
     "link_clock_hz",
     "make_report",
@@ -148,15 +154,16 @@ class Board:
         Build each requantization product from slices of the accumulator this wide, one block
         multiplier each, registered (:class:`hwgen.accelerator.Accelerator`).
     registered_reads : bool
-        Register the accumulator memory's output (:class:`hwgen.accelerator.Accelerator`):
-        an ECP5 DP16KD's unregistered output takes 5.8 ns, most of the accumulation's cycle.
+        Put a register after every memory's read port (:class:`hwgen.accelerator.Accelerator`),
+        which the build folds into the DP16KD's output register (:func:`fold_output_registers`):
+        an unregistered DP16KD output takes 5.8 ns, a registered one 1 ns.
     spram : bool
         Put the single-port buffers (weights, frame payload) into ``SB_SPRAM256KA`` blocks
         (iCE40UP), sparing block RAM.
     link_on_oscillator : bool
         When the target clock comes from the PLL, run the UART and the frame engine from the
         oscillator, in a clock domain of their own (:class:`hwgen.cdc.HostPortBridge`): their
-        byte-serial logic then does not limit the accelerator's clock. iCE40 only.
+        byte-serial logic then does not limit the accelerator's clock.
     program : str
         Command that loads the bitstream into the board (``{bitstream}`` is replaced).
     serial : str
@@ -199,11 +206,13 @@ def _ulx3s(size, luts, ebr, mults, preset):
     return Board(
         name=f"ulx3s-{size}f", family="ecp5",
         platform=f"amaranth_boards.ulx3s:ULX3S_{size}F_Platform", device=f"LFE5U-{size}F",
-        # 62.5 MHz from the PLL: the 8x8 device reached 72.7 MHz on the 85F (12F 2x2: 89 MHz).
+        # 62.5 MHz from the PLL: the 8x8 device reached 79.4-89.2 MHz on the 85F (depending on
+        # where nextpnr put a multiplier), the 4x4 111.5 MHz on the 12F.
         osc_hz=25_000_000, clock_hz=62_500_000,
         capacity={"lut": luts, "ff": luts, "dsp": mults, "bram": ebr}, preset=preset,
         dsp_packing="mult18x18d", post_pipeline=True, split_operand=17, registered_reads=True,
-        program="openFPGALoader --board ulx3s {bitstream}", serial="/dev/ttyUSB0")
+        link_on_oscillator=True, program="openFPGALoader --board ulx3s {bitstream}",
+        serial="/dev/ttyUSB0")
 
 
 #: Every board ``hwgen build`` knows, by name. Capacities from the Lattice data sheets.
@@ -443,14 +452,11 @@ def _led(m, platform, index):
 def _add_pll(m, platform, board, clock, *, link=False):
     """Make the ``sync`` domain from the board's PLL, in reset until it locks; with ``link``
     also the ``link`` domain from the oscillator (iCE40: the PLL's second output passes the
-    oscillator's clock through)."""
+    oscillator's clock through; ECP5: the oscillator's input buffer)."""
     m.domains.sync = ClockDomain("sync")
     clk, lock = Signal(), Signal()
     p = clock["pll"]
     zero = Const(0, 1)
-    if link and board.family != "ice40":
-        raise ValueError(f"a link clock domain is built for iCE40 boards only, not "
-                         f"{board.name} ({board.family})")
     if board.family == "ice40":
         pin = platform.request(platform.default_clk, dir="-")
         ports = {"p_FEEDBACK_PATH": "SIMPLE", "io_PACKAGEPIN": pin.io, "i_RESETB": Const(1, 1),
@@ -488,6 +494,11 @@ def _add_pll(m, platform, board, clock, *, link=False):
             i_PHASESEL1=zero, i_PHASEDIR=zero, i_PHASESTEP=zero, i_PHASELOADREG=zero,
             i_PLLWAKESYNC=zero, i_ENCLKOP=zero,
             o_CLKOP=clk, o_LOCK=lock)
+        if link:
+            # The oscillator's own clock (its pin's constraint covers it).
+            m.domains.link = ClockDomain("link")
+            m.d.comb += ClockSignal("link").eq(ref)
+            m.submodules.reset_sync_link = ResetSynchronizer(~lock, domain="link")
     m.d.comb += ClockSignal("sync").eq(clk)
     m.submodules.reset_sync = ResetSynchronizer(~lock, domain="sync")
     platform.add_clock_constraint(clk, clock["hz"])
@@ -511,13 +522,13 @@ _SMALL_DEPTH = {"ice40": 0, "ecp5": 32}
 # iCE40 counts logic cells: 4x4 with one lane (4928 cells), 4x4 with four (6449) and 2x2 with
 # two (3985); base and lane refitted, the rest as first fitted. Its requantization multipliers
 # and shifters are logic cells (about 500 cells per lane at 22x8). Within 1 %.
-# ECP5 counts LUT4s (carry halves included): the 12F 4x4 (5018), 45F 8x6 (7751) and 85F 8x8
-# (8913) presets, and on the 85F 2x2, 4x8, 8x4, 12x12 and 8x8 with two lanes; refitted after the
-# requantization's register moved into its shifter. Within 3.2 %; the word and descriptor terms
-# add nothing there.
+# ECP5 counts LUT4s (carry halves included): the 12F 4x4 (5818), 45F 8x6 (9453) and 85F 8x8
+# (10881) presets, and on the 85F 2x2, 4x8, 8x4, 12x12 and 8x8 with two lanes; refitted (on the
+# relative error) after the registered reads, with the link bridge's term as fitted on the
+# iCE40. Within 5.1 %; the word and descriptor terms add nothing there.
 _LUT_MODEL = {
     "ice40": {"base": 1532.4, "mac": 1.8, "col": 10.9, "word": 3.0, "desc": 5.6, "lane": 2.734},
-    "ecp5": {"base": 2563.2, "mac": 1.112, "col": 7.409, "word": 0.0, "desc": 0.0, "lane": 0.211},
+    "ecp5": {"base": 2712.6, "mac": 1.362, "col": 8.434, "word": 0.0, "desc": 0.0, "lane": 0.304},
 }
 
 
@@ -575,10 +586,12 @@ def estimate(board, config):
         lut_mults = 0 if packed else 3.2 * macs * config.in_bits * config.w_bits
     else:
         # One MULT18X18D per product of the array; a post-processing product of
-        # (acc_bits + 1) x (mult_bits + 1) signed bits takes 18x18 tiles. Nothing else
-        # multiplies (the MAC counter's product by rows * cols is shifts and adds).
-        dsp = macs + config.requant_lanes * (math.ceil((config.acc_bits + 1) / 18)
-                                             * math.ceil((config.mult_bits + 1) / 18))
+        # (acc_bits + 1) x (mult_bits + 1) signed bits takes 18x18 tiles (with split_operand,
+        # one per slice of the accumulator). Nothing else multiplies (the MAC counter's product
+        # by rows * cols is shifts and adds).
+        slices = (math.ceil(config.acc_bits / board.split_operand) if board.split_operand
+                  else math.ceil((config.acc_bits + 1) / 18))
+        dsp = macs + config.requant_lanes * slices * math.ceil((config.mult_bits + 1) / 18)
     from .memmap import descriptor_layout, max_word_bits
 
     k = _LUT_MODEL[fam]
@@ -926,6 +939,8 @@ def build(board, config, out_dir, *, baud, seed=None, pe_instances=True, top="de
             raise RuntimeError(f"{_STEP_LABELS[step]} failed (exit {returncode}); logs in "
                                f"{build_dir}:\n{tail}")
         log(f"      done in {times[f'{step}_s']} s")
+        if step == "yosys" and board.family == "ecp5":
+            _fold_netlist_file(build_dir / "top.json", log)
     times["total_s"] = round(time.perf_counter() - started, 1)
 
     bitstream = out_dir / f"{config.name}{board.bitstream_suffix}"
@@ -1008,6 +1023,108 @@ class _LogWatch:
 
 #: Seconds between two reports of the router's progress.
 PROGRESS_EVERY_S = 30
+
+
+def fold_output_registers(netlist):
+    """Move flip-flops that take a DP16KD's read data into the block's own output register.
+
+    Yosys maps every memory onto DP16KD blocks without their output register (``REGMODE
+    NOREG``), and an unregistered DP16KD output takes 5.8 ns in nextpnr's model. A read port
+    of :class:`hwgen.accelerator.Accelerator` with ``registered_reads`` feeds each data bit to
+    one flip-flop of its own, without reset, on the port's clock: this pass, run on Yosys's
+    JSON netlist before nextpnr, sets ``REGMODE`` to ``OUTREG``, drives the port's output
+    clock enable with the flip-flops' enable, moves their outputs onto the block's pins and
+    deletes them. Yosys has no pass for it (its memory library has no output registers).
+
+    A port is folded only if every data pin in use drives exactly one flip-flop input and
+    nothing else, all on the port's clock, none with a set/reset or an inverted clock, all with
+    one clock enable. A 36-bit read (both pin banks, port B's clock) is one port: both
+    ``REGMODE`` settings and both enables are set alike.
+
+    Returns
+    -------
+    list of (str, str)
+        The (cell, port) pairs folded, port ``"A"``, ``"B"`` or ``"AB"`` (36 bits).
+    """
+    folded = []
+    for module in netlist["modules"].values():
+        cells = module.get("cells", {})
+        readers = {}
+        for name, cell in cells.items():
+            for port, bits in cell["connections"].items():
+                if cell["port_directions"].get(port) != "output":
+                    for bit in bits:
+                        readers.setdefault(bit, []).append((name, port))
+        exposed = {bit for p in module.get("ports", {}).values() for bit in p["bits"]}
+        for name in sorted(n for n, c in cells.items() if c["type"] == "DP16KD"):
+            cell = cells[name]
+            wide = int(cell["parameters"].get("DATA_WIDTH_B", "0"), 2) == 36
+            for sides in (("A", "B"),) if wide else (("A",), ("B",)):
+                clock = "CLKB" if wide else f"CLK{sides[0]}"
+                plan = _fold_plan(cells, cell, sides, clock=clock, readers=readers,
+                                  exposed=exposed)
+                if plan is None:
+                    continue
+                enable, moves = plan
+                for side in sides:
+                    cell["parameters"][f"REGMODE_{side}"] = "OUTREG"
+                    cell["connections"][f"OCE{side}"] = [enable]
+                for pin, index, ff in moves:
+                    cell["connections"][pin][index] = cells[ff]["connections"]["Q"][0]
+                    del cells[ff]
+                folded.append((name, "".join(sides)))
+    return folded
+
+
+def _fold_plan(cells, cell, sides, *, clock, readers, exposed):
+    """Return ``(enable bit, [(pin, index, flip-flop)])`` for folding the flip-flops after one
+    read port of a DP16KD, or None if they do not qualify (see :func:`fold_output_registers`)."""
+    if any(cell["parameters"].get(f"REGMODE_{side}", "NOREG") != "NOREG" for side in sides):
+        return None
+    clk = cell["connections"][clock]
+    enables, moves = set(), []
+    for side in sides:
+        for index in range(18):
+            pin = f"DO{side}{index}"
+            bit = cell["connections"].get(pin, ["x"])[0]
+            if isinstance(bit, str) or bit not in readers:
+                continue                          # a constant or an unused pin
+            users = readers[bit]
+            if bit in exposed or len(users) != 1 or users[0][1] != "DI":
+                return None
+            enable = _plain_register_enable(cells[users[0][0]], clk)
+            if enable is None:
+                return None
+            enables.add(enable)
+            moves.append((pin, 0, users[0][0]))
+    if len(enables) != 1 or not moves:
+        return None
+    return enables.pop(), moves
+
+
+def _plain_register_enable(ff, clk):
+    """Return the clock enable (a bit, or ``"1"``) of a TRELLIS_FF on ``clk`` without set or
+    reset, or None for any other cell."""
+    params, conn = ff["parameters"], ff["connections"]
+    if ff["type"] != "TRELLIS_FF" or conn["CLK"] != clk or params.get("CLKMUX") != "CLK":
+        return None
+    if conn.get("LSR", ["0"]) != ["0"] or params.get("REGSET", "RESET") != "RESET":
+        return None
+    cemux = params.get("CEMUX", "1").strip()
+    if cemux == "CE":
+        return conn["CE"][0]
+    return "1" if cemux == "1" else None
+
+
+def _fold_netlist_file(path, log):
+    """Apply :func:`fold_output_registers` to a Yosys JSON netlist file, in place."""
+    netlist = json.loads(path.read_text())
+    folded = fold_output_registers(netlist)
+    if folded:
+        path.write_text(json.dumps(netlist))
+    log(f"      {len(folded)} block RAM read ports take their register into the block "
+        f"(OUTREG)")
+    return folded
 
 
 def _run_tool(argv, cwd, output, watch, log):
