@@ -248,8 +248,9 @@ class Accelerator(wiring.Component):
         Put a register (without reset) right after every memory's read port, so that no path
         starts at a block RAM's output but to that register (which an ECP5 build then folds into
         the DP16KD's output register). The feeders, the program and the parameters address
-        their memories a cycle ahead; the accumulators also forward the two sums their register
-        misses. Results and cycle counts are the same; host reads take two cycles.
+        their memories a cycle ahead; the accumulators are also written from a register and
+        forward the three sums their read register misses. Results and cycle counts are the
+        same; host reads take two cycles.
     spram : bool
         Ask Yosys to put the weight memory into iCE40UP ``SB_SPRAM256KA`` blocks. It has one
         address for both ports anyway: the host writes only while idle, the feeder reads only

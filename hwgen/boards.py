@@ -1069,15 +1069,15 @@ def fold_output_registers(netlist):
                 for side in sides:
                     cell["parameters"][f"REGMODE_{side}"] = "OUTREG"
                     cell["connections"][f"OCE{side}"] = [enable]
-                for pin, index, ff in moves:
-                    cell["connections"][pin][index] = cells[ff]["connections"]["Q"][0]
+                for pin, ff in moves:
+                    cell["connections"][pin] = cells[ff]["connections"]["Q"]
                     del cells[ff]
                 folded.append((name, "".join(sides)))
     return folded
 
 
 def _fold_plan(cells, cell, sides, *, clock, readers, exposed):
-    """Return ``(enable bit, [(pin, index, flip-flop)])`` for folding the flip-flops after one
+    """Return ``(enable bit, [(pin, flip-flop)])`` for folding the flip-flops after one
     read port of a DP16KD, or None if they do not qualify (see :func:`fold_output_registers`)."""
     if any(cell["parameters"].get(f"REGMODE_{side}", "NOREG") != "NOREG" for side in sides):
         return None
@@ -1096,7 +1096,7 @@ def _fold_plan(cells, cell, sides, *, clock, readers, exposed):
             if enable is None:
                 return None
             enables.add(enable)
-            moves.append((pin, 0, users[0][0]))
+            moves.append((pin, users[0][0]))
     if len(enables) != 1 or not moves:
         return None
     return enables.pop(), moves
