@@ -390,8 +390,11 @@ class Accelerator(wiring.Component):
         desc_layout = descriptor_layout(cfg)
         desc = Signal(desc_layout)
         # The descriptor being loaded: read at `start_layer`, the cycle before `desc` holds it.
-        prog_q = Signal.like(prog_rd.data, name="prog_q", reset_less=True)   # registered reads
-        next_desc = desc_layout(prog_q if self.registered_reads else prog_rd.data)
+        if self.registered_reads:
+            prog_q = Signal.like(prog_rd.data, name="prog_q", reset_less=True)
+            next_desc = desc_layout(prog_q)
+        else:
+            next_desc = desc_layout(prog_rd.data)
         batch = Signal(batch_bits(cfg))
         pc = Signal(range(cfg.prog_depth))    # the next descriptor's word
         layer_done = Signal()
@@ -616,14 +619,20 @@ class Accelerator(wiring.Component):
         res = engine.o_result
         m.d.comb += res.ready.eq(1)
         a_stage = res.valid
+        r_m_n = Signal.like(r_m, name="r_m_n")     # its next value (registered reads use it)
+        m.d.comb += r_m_n.eq(r_m)
+        m.d.sync += r_m.eq(r_m_n)
         with m.If(start_layer):
-            m.d.sync += [r_m.eq(0), r_kt.eq(0), r_nt.eq(0), r_n0.eq(0), r_oword.eq(0),
-                         r_orem.eq(0), r_dst.eq(next_desc.dst_base)]
+            m.d.sync += [r_kt.eq(0), r_nt.eq(0), r_n0.eq(0), r_oword.eq(0), r_orem.eq(0),
+                         r_dst.eq(next_desc.dst_base)]
+            m.d.comb += r_m_n.eq(0)
         with m.Elif(a_stage):
             with m.If(r_m != last_row):
-                m.d.sync += [r_m.eq(r_m + 1), r_dst.eq(r_dst + desc.dst_stride)]
+                m.d.sync += r_dst.eq(r_dst + desc.dst_stride)
+                m.d.comb += r_m_n.eq(r_m + 1)
             with m.Else():
-                m.d.sync += [r_m.eq(0), r_dst.eq(desc.dst_base)]
+                m.d.sync += r_dst.eq(desc.dst_base)
+                m.d.comb += r_m_n.eq(0)
                 with m.If(r_kt != k_end()):
                     m.d.sync += r_kt.eq(r_kt + 1)
                 with m.Else():
@@ -668,8 +677,7 @@ class Accelerator(wiring.Component):
         acc_we = Signal()
         m.d.comb += acc_we.eq(b_valid & ~b_final)
         if self.registered_reads:
-            acc_old = self._registered_acc_read(m, acc_rd, acc_wr, r_m=r_m, a_stage=a_stage,
-                                                start_layer=start_layer, last_row=last_row,
+            acc_old = self._registered_acc_read(m, acc_rd, acc_wr, r_m=r_m, r_next=r_m_n,
                                                 b_m=b_m, b_sum=b_sum, we=acc_we)
         else:
             m.d.comb += [acc_rd.addr.eq(r_m), acc_rd.en.eq(1),
@@ -872,15 +880,14 @@ class Accelerator(wiring.Component):
         m.d.comb += host.macs.eq(macs_from_busy_cycles(host.busy_cycles, cfg))
         return m
 
-    def _registered_acc_read(self, m, port, write, *, r_m, a_stage, start_layer, last_row, b_m,
-                             b_sum, we):
+    def _registered_acc_read(self, m, port, write, *, r_m, r_next, b_m, b_sum, we):
         """Return the accumulators of stage B's row from a read port with a register after it,
         and drive ``write`` from registered copies of stage B's sum.
 
         The memory's output (5.8 ns after the clock on an ECP5 DP16KD) then ends at its
         register, and the sum at another: the accumulate path runs from register to register,
         not from block RAM to block RAM. The port is addressed a cycle ahead, with the row
-        stage A will hold next (``r_m``'s next value), so the register holds stage B's row in
+        stage A will hold next (``r_next``), so the register holds stage B's row in
         time and no cycle is added. The three sums the register misses (one not yet written,
         two written since the read) are forwarded from the write's register and two more
         copies; the selects are registers too. A read that would meet a write to the same
@@ -888,12 +895,6 @@ class Accelerator(wiring.Component):
         block RAM never sees the collision.
         """
         acc_shape = b_sum.shape()
-        r_next = Signal.like(r_m, name="r_m_next")
-        m.d.comb += r_next.eq(r_m)
-        with m.If(start_layer):
-            m.d.comb += r_next.eq(0)
-        with m.Elif(a_stage):
-            m.d.comb += r_next.eq(Mux(r_m == last_row, 0, r_m + 1))
         # Copies k of stage B's row, sum and write enable, k cycles old; copy 1 is written.
         ws = [Signal(acc_shape, name=f"acc_w{k}") for k in (1, 2, 3)]
         wm = [Signal.like(b_m, name=f"acc_w{k}_m") for k in (1, 2, 3)]
