@@ -48,11 +48,15 @@ def random_network(rng, config, *, layers=None, max_width=200, raw=None, widths=
             if style == "sparse":
                 w[rng.random((k, n)) < 0.8] = 0
         headroom = (1 << (config.acc_bits - 1)) - 1 - lo_x * int(np.abs(w).sum(axis=0).max())
-        b_max = max(0, min(headroom, 1 << (config.acc_bits - 4)))
+        acc_typical = max(1.0, float(np.abs(w).mean()) * lo_x * np.sqrt(k))
+        # Mostly biases of an accumulator's size: a bias far larger saturates every output
+        # and leaves the requantization's low bits unchecked; sometimes a huge one.
+        b_scale = acc_typical if rng.random() < 0.8 else 1 << (config.acc_bits - 4)
+        b_max = max(0, min(headroom, int(b_scale)))
         b = rng.integers(-b_max, b_max + 1, size=n, dtype=np.int64)
         mult = rng.integers(1, 1 << config.mult_bits, size=n, dtype=np.int64)
         # Scale a typical accumulator into the output range, then jitter.
-        typical = max(1.0, float(np.abs(w).mean()) * lo_x * np.sqrt(k)) * mult.mean()
+        typical = acc_typical * mult.mean()
         centre = int(np.log2(typical / (1 << (config.in_bits - 2))))
         shift = np.clip(centre + rng.integers(-3, 4, size=n), 0, max_shift).astype(np.int64)
         shift[rng.random(n) < 0.05] = 0
