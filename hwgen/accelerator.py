@@ -41,6 +41,10 @@ SPRAM_SUFFIX = "_spram"
 NO_COLLISION_ATTRS = {"no_rw_check": 1}
 
 
+# Signed operand width of an ECP5 MULT18X18D.
+_DSP_OPERAND = 18
+
+
 def collision_free_memories(config, *, spram=False, registered_reads=False):
     """Return the names of the accelerator's memories whose reads never meet a write to the same
     address in the same cycle.
@@ -226,7 +230,10 @@ class Accelerator(wiring.Component):
         Instantiate the processing elements by Verilog module name (see
         :func:`hwgen.generate.emit_design`).
     dsp_packing : str or None
-        How the array maps its multipliers (see :class:`hwgen.engine.MatmulEngine`).
+        How the array maps its multipliers (see :class:`hwgen.engine.MatmulEngine`). With
+        ``"mult18x18d"``, ``post_pipeline`` and ``split_operand`` (at most 17, and
+        ``mult_bits`` at most 17), each requantization slice product is a MULT18X18D too, whose
+        input and output registers stand in for the fabric's: same cycles.
     post_pipeline : bool
         Shorten the longest paths for a faster clock: three pipeline stages in the
         requantization (before the multipliers, between the rounding shifter's larger and
@@ -260,6 +267,12 @@ class Accelerator(wiring.Component):
     -------
     host : Out(HostPortSignature(config))
         Memory access while idle, start, counters; see :class:`hwgen.memmap.HostPortSignature`.
+
+    Attributes
+    ----------
+    memories : dict
+        Each :class:`amaranth.lib.memory.Memory` by name, filled in by ``elaborate`` (the tests
+        watch their ports for collisions).
     """
 
     def __init__(self, config, *, pe_instances=False, dsp_packing=None, post_pipeline=False,
@@ -283,6 +296,7 @@ class Accelerator(wiring.Component):
                              f"accumulator), and goes without split_multiplier; got "
                              f"split_operand={split_operand!r}, split_multiplier={pieces}")
         self.split_operand = split_operand
+        self.dsp_packing = dsp_packing
         self.spram = spram
         self.geometry = regions(config)
         # The controller takes every result row as it comes (`o_result.ready` is tied high).
@@ -302,6 +316,7 @@ class Accelerator(wiring.Component):
         # One list names the collision-free memories, for their attributes here and the build.
         apart = collision_free_memories(cfg, spram=self.spram,
                                         registered_reads=self.registered_reads)
+        self.memories = {}
 
         def mem(name, region_or_shape, depth=None, attrs=None):
             if isinstance(region_or_shape, Region):
@@ -313,6 +328,7 @@ class Accelerator(wiring.Component):
                 attrs = NO_COLLISION_ATTRS
             mem_ = memory.Memory(shape=shape, depth=depth, init=[], attrs=attrs)
             m.submodules[name] = mem_
+            self.memories[name] = mem_
             return mem_
 
         prog_mem = mem("prog", Region.PROGRAM)
@@ -547,26 +563,29 @@ class Accelerator(wiring.Component):
                                         for v in (a_row, a_kword, a_krem))
         m.d.comb += [a_row_n.eq(a_row), a_kword_n.eq(a_kword), a_krem_n.eq(a_krem)]
         m.d.sync += [a_row.eq(a_row_n), a_kword.eq(a_kword_n), a_krem.eq(a_krem_n)]
+        for b in range(lanes):
+            m.d.comb += a_inrow[b].eq(a_kword + (Const(b) < a_krem) < desc.src_stride)
         if self.registered_reads:
-            lane_next = self._act_lane_addresses(
+            lane_next, lane_inrow = self._act_lane_addresses(
                 m, advance=busy & a_take & a_active & ~start_layer, start_layer=start_layer,
                 a_m=a_m, last_row=last_row, a_kt=a_kt, k_end=k_end(),
                 next_desc=next_desc, desc=desc, krem_next=a_krem_n,
-                width=len(act_rd[0].addr))
+                pos=(a_kword, a_krem), inrow=a_inrow, width=len(act_rd[0].addr))
         act_data = []
+        # A word past the row's end is not read: it may be the first word of the output
+        # area, which the layer may be writing (the build says activations never collide).
         for b in range(lanes):
-            word = a_kword + (Const(b) < a_krem)
-            m.d.comb += a_inrow[b].eq(word < desc.src_stride)
             if self.registered_reads:
                 q = Signal.like(act_rd[b].data, name=f"act{b}_q", reset_less=True)
                 m.d.comb += [act_rd[b].addr.eq(Mux(busy, lane_next[b], host.addr)),
-                             act_rd[b].en.eq(~hwe[Region.ACT])]
+                             act_rd[b].en.eq(~hwe[Region.ACT] & (~busy | lane_inrow[b]))]
                 with m.If(Mux(busy, a_take, host_rd_q)):
                     m.d.sync += q.eq(act_rd[b].data)
                 act_data.append(q)
             else:
+                word = a_kword + (Const(b) < a_krem)
                 m.d.comb += [act_rd[b].addr.eq(Mux(busy, a_row + word, host.addr)),
-                             act_rd[b].en.eq(Mux(busy, a_take, host_rd))]
+                             act_rd[b].en.eq(Mux(busy, a_take & a_inrow[b], host_rd))]
                 act_data.append(act_rd[b].data)
         host_words[Region.ACT] = Cat(*act_data)
         lane_data = [Mux(a_inrow_q[b], act_data[b], 0) for b in range(lanes)]
@@ -619,20 +638,22 @@ class Accelerator(wiring.Component):
         res = engine.o_result
         m.d.comb += res.ready.eq(1)
         a_stage = res.valid
-        r_m_n = Signal.like(r_m, name="r_m_n")     # its next value (registered reads use it)
-        m.d.comb += r_m_n.eq(r_m)
+        # r_m's next value (registered reads use it): 0 (wrap), r_m + 1 (step) or r_m.
+        r_m_n = Signal.like(r_m, name="r_m_n")
+        r_wrap, r_step = Signal(name="r_wrap"), Signal(name="r_step")
+        m.d.comb += r_m_n.eq(Mux(r_wrap, 0, Mux(r_step, r_m + 1, r_m)))
         m.d.sync += r_m.eq(r_m_n)
         with m.If(start_layer):
             m.d.sync += [r_kt.eq(0), r_nt.eq(0), r_n0.eq(0), r_oword.eq(0), r_orem.eq(0),
                          r_dst.eq(next_desc.dst_base)]
-            m.d.comb += r_m_n.eq(0)
+            m.d.comb += r_wrap.eq(1)
         with m.Elif(a_stage):
             with m.If(r_m != last_row):
                 m.d.sync += r_dst.eq(r_dst + desc.dst_stride)
-                m.d.comb += r_m_n.eq(r_m + 1)
+                m.d.comb += r_step.eq(1)
             with m.Else():
                 m.d.sync += r_dst.eq(desc.dst_base)
-                m.d.comb += r_m_n.eq(0)
+                m.d.comb += r_wrap.eq(1)
                 with m.If(r_kt != k_end()):
                     m.d.sync += r_kt.eq(r_kt + 1)
                 with m.Else():
@@ -678,7 +699,8 @@ class Accelerator(wiring.Component):
         m.d.comb += acc_we.eq(b_valid & ~b_final)
         if self.registered_reads:
             acc_old = self._registered_acc_read(m, acc_rd, acc_wr, r_m=r_m, r_next=r_m_n,
-                                                b_m=b_m, b_sum=b_sum, we=acc_we)
+                                                r_wrap=r_wrap, r_step=r_step, b_m=b_m,
+                                                b_sum=b_sum, we=acc_we)
         else:
             m.d.comb += [acc_rd.addr.eq(r_m), acc_rd.en.eq(1),
                          acc_wr.addr.eq(b_m), acc_wr.data.eq(b_sum), acc_wr.en.eq(acc_we)]
@@ -733,6 +755,7 @@ class Accelerator(wiring.Component):
         m.d.comb += [pos_base.eq(pos_dst + pos_word),
                      pos_ok.eq(Cat(pos_n0 + j < desc.n for j in range(n_req)))]
         mul_in = (*mul_in[:4], [pos_base, pos_rem, pos_ok])
+        to_q = mul_in
         if self.post_pipeline:
             mul_in = self._stage(dp, "q", mul_in)
         mul_valid, mul_end, mul_a, mul_par, mul_pos = mul_in
@@ -764,7 +787,11 @@ class Accelerator(wiring.Component):
                 prod = Signal(data.ArrayLayout(signed(width + hi - lo + 1), n_req),
                               name=f"m_{i}")
                 for j in range(n_req):
-                    dp.d.sync += prod[j].eq(term(j, lo, hi))
+                    if self._requant_in_dsp:
+                        self._dsp_term(m, f"rq_mul{i}_{j}", to_q[2][j], to_q[3][j].mult,
+                                       lo=lo, hi=hi, out=prod[j], en=array_en)
+                    else:
+                        dp.d.sync += prod[j].eq(term(j, lo, hi))
                 partial.append(prod)
             mul_valid, mul_end, shifts, _, mul_pos = self._stage(
                 dp, "m", (mul_valid, mul_end, Cat(*(p.shift for p in mul_par)), Const(0, 1),
@@ -880,7 +907,8 @@ class Accelerator(wiring.Component):
         m.d.comb += host.macs.eq(macs_from_busy_cycles(host.busy_cycles, cfg))
         return m
 
-    def _registered_acc_read(self, m, port, write, *, r_m, r_next, b_m, b_sum, we):
+    def _registered_acc_read(self, m, port, write, *, r_m, r_next, r_wrap, r_step, b_m, b_sum,
+                             we):
         """Return the accumulators of stage B's row from a read port with a register after it,
         and drive ``write`` from registered copies of stage B's sum.
 
@@ -892,7 +920,10 @@ class Accelerator(wiring.Component):
         two written since the read) are forwarded from the write's register and two more
         copies; the selects are registers too. A read that would meet a write to the same
         address (batches of one to three rows) is skipped: its word is forwarded anyway, and the
-        block RAM never sees the collision.
+        block RAM never sees the collision. (Whether it would is decided by comparing the row
+        being written with each of ``r_next``'s three candidates, from registers, and choosing
+        with ``r_wrap``/``r_step``: comparing with ``r_next`` itself put a carry chain after
+        the array's valid, 10.4 ns on the 12F.)
         """
         acc_shape = b_sum.shape()
         # Copies k of stage B's row, sum and write enable, k cycles old; copy 1 is written.
@@ -902,8 +933,9 @@ class Accelerator(wiring.Component):
         m.d.sync += [ws[0].eq(b_sum), wm[0].eq(b_m), wwe[0].eq(we)]
         for k in (1, 2):
             m.d.sync += [ws[k].eq(ws[k - 1]), wm[k].eq(wm[k - 1]), wwe[k].eq(wwe[k - 1])]
+        meets = Mux(r_wrap, wm[0] == 0, Mux(r_step, wm[0] == r_m + 1, wm[0] == r_m))
         m.d.comb += [write.addr.eq(wm[0]), write.data.eq(ws[0]), write.en.eq(wwe[0]),
-                     port.addr.eq(r_next), port.en.eq(~(wwe[0] & (wm[0] == r_next)))]
+                     port.addr.eq(r_next), port.en.eq(~(wwe[0] & meets))]
         # Cycle t: stage B holds row b_m (= r_m of t-1); the register holds the memory's word
         # as read at edge t-1, before the writes of edges t-1 and t (copies 3 and 2 now) and
         # the one of copy 1. Each select is computed a cycle early, for the row in r_m.
@@ -916,8 +948,9 @@ class Accelerator(wiring.Component):
         return old
 
     def _act_lane_addresses(self, m, *, advance, start_layer, a_m, last_row, a_kt, k_end,
-                            next_desc, desc, krem_next, width):
-        """Return the next address of each activation bank, for reads a cycle ahead.
+                            next_desc, desc, krem_next, pos, inrow, width):
+        """Return the next address of each activation bank, for reads a cycle ahead, and
+        whether that word lies within its row (``inrow``: the same for the position ``pos``).
 
         Bank ``b`` reads word ``a_row + a_kword + (b < a_krem)``. Computed from the feeder's
         next values, that is two adders behind the decisions of the cycle (the engine's
@@ -943,8 +976,14 @@ class Accelerator(wiring.Component):
             m.d.sync += m_last.eq(Mux(m_last, last_row == 0, a_m + 1 == last_row))
             with m.If(m_last):
                 m.d.sync += kt_last.eq(Mux(kt_last, k_end == 0, a_kt + 1 == k_end))
-        nexts = []
+        # The next reduction tile's position, from registers (only its in-row flags use it).
+        tile_word = Signal.like(pos[0], name="act_tile_word")
+        tile_rem = Signal.like(pos[1], name="act_tile_rem")
+        _advance(m, tile_word, tile_rem, rows, lanes, frm=pos, domain="comb")
+        nexts, inrows = [], []
         for b in range(lanes):
+            inrow_n = Signal(name=f"act{b}_inrow_n")
+            m.d.comb += inrow_n.eq(inrow[b])
             addr = Signal(width, name=f"act{b}_addr")
             tile_next = Signal(width, name=f"act{b}_tile_next")
             nxt = Signal(width, name=f"act{b}_addr_n")
@@ -956,21 +995,24 @@ class Accelerator(wiring.Component):
                     with m.Case(r):
                         m.d.comb += delta.eq(steps[r][b])
             m.d.comb += nxt.eq(addr)
+            # A row's first word is always in it (every stride is at least one word).
             with m.If(start_layer):
-                m.d.comb += nxt.eq(next_desc.src_base)
+                m.d.comb += [nxt.eq(next_desc.src_base), inrow_n.eq(1)]
                 m.d.sync += tile_next.eq(next_desc.src_base + steps[0][b])
             with m.Elif(advance):
                 with m.If(~m_last):
                     m.d.comb += nxt.eq(addr + desc.src_stride)
                 with m.Elif(~kt_last):
-                    m.d.comb += nxt.eq(tile_next)
+                    m.d.comb += [nxt.eq(tile_next),
+                                 inrow_n.eq(tile_word + (Const(b) < tile_rem) < desc.src_stride)]
                     m.d.sync += tile_next.eq(tile_next + delta)
                 with m.Else():
-                    m.d.comb += nxt.eq(desc.src_base)
+                    m.d.comb += [nxt.eq(desc.src_base), inrow_n.eq(1)]
                     m.d.sync += tile_next.eq(desc.src_base + steps[0][b])
             m.d.sync += addr.eq(nxt)
             nexts.append(nxt)
-        return nexts
+            inrows.append(inrow_n)
+        return nexts, inrows
 
     def _requant_steps(self, m, dp, *, start, load, b_end, biased, par, pos, param_hold):
         """Feed a held result row to ``requant_lanes`` requantizers, one step per cycle.
@@ -1013,6 +1055,28 @@ class Accelerator(wiring.Component):
             dp.d.sync += next_n0.eq(cur[0] + n_req)
             _advance(dp, next_word, next_rem, n_req, lanes, frm=(cur[1], cur[2]))
         return active, active & (step == steps - 1) & end, values, params, [nt, *cur, dst]
+
+    @property
+    def _requant_in_dsp(self):
+        """Whether the requantization's slice products are MULT18X18Ds with their registers."""
+        cfg = self.config
+        return (self.dsp_packing == "mult18x18d" and self.post_pipeline
+                and self.split_operand is not None and self.split_operand < _DSP_OPERAND
+                and cfg.mult_bits < _DSP_OPERAND)
+
+    @staticmethod
+    def _dsp_term(m, name, a, mult, *, lo, hi, out, en):
+        """Drive ``out`` with ``a[lo:hi] * mult`` (the top slice signed) from a MULT18X18D whose
+        input registers take the operands as stage q would and whose output register is stage
+        m: the same two cycles as the fabric's registers, with no fabric path through the
+        multiplier, wherever the placer puts it."""
+        from .dsp import ECP5Mul
+
+        top = hi == len(a)
+        piece = a[lo:].as_signed() if top else a[lo:hi]
+        mul = ECP5Mul(len(piece) + (not top), len(mult) + 1)
+        m.submodules[name] = mul
+        m.d.comb += [mul.a.eq(piece), mul.b.eq(mult), mul.ce.eq(en), out.eq(mul.p)]
 
     @staticmethod
     def _stage(m, prefix, stage):

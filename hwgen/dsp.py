@@ -117,6 +117,9 @@ class ECP5Mul(wiring.Component):
     a : In(signed(a_bits))
     b : In(signed(b_bits))
     p : Out(signed(a_bits + b_bits))
+    ce : In(1, init=1)
+        Clock enable of all three registers: Amaranth's ``EnableInserter`` does not reach into
+        an instance, so a gated pipeline passes its enable here.
     """
 
     def __init__(self, a_bits=8, b_bits=8):
@@ -125,7 +128,7 @@ class ECP5Mul(wiring.Component):
                 raise ValueError(f"{name}={bits!r} is not supported by MULT18X18D; "
                                  f"allowed: 2..{_ECP5_WIDTH}")
         super().__init__({"a": In(signed(a_bits)), "b": In(signed(b_bits)),
-                          "p": Out(signed(a_bits + b_bits))})
+                          "p": Out(signed(a_bits + b_bits)), "ce": In(1, init=1)})
 
     def elaborate(self, platform):
         m = Module()
@@ -142,7 +145,7 @@ class ECP5Mul(wiring.Component):
         ports.update({f"o_P{i}": out[i] for i in range(36)})
         for i in range(4):
             ports[f"i_CLK{i}"] = ClockSignal() if i == 0 else zero
-            ports[f"i_CE{i}"] = one if i == 0 else zero
+            ports[f"i_CE{i}"] = self.ce if i == 0 else zero
             ports[f"i_RST{i}"] = ResetSignal() if i == 0 else zero
         m.submodules.mult = Instance(
             "MULT18X18D",
