@@ -233,7 +233,7 @@ class Accelerator(wiring.Component):
         How the array maps its multipliers (see :class:`hwgen.engine.MatmulEngine`). With
         ``"mult18x18d"``, ``post_pipeline`` and ``split_operand`` (at most 17, and
         ``mult_bits`` at most 17), each requantization slice product is a MULT18X18D too, whose
-        input and output registers stand in for the fabric's: same cycles.
+        input and output registers stand in for the fabric's (same cycles).
     post_pipeline : bool
         Shorten the longest paths for a faster clock: three pipeline stages in the
         requantization (before the multipliers, between the rounding shifter's larger and
@@ -247,17 +247,18 @@ class Accelerator(wiring.Component):
         layer takes one cycle more.
     split_operand : int or None
         Build each requantization product from slices of this many bits of the biased
-        accumulator (unsigned, but the top one), registered and added a cycle later: 17 makes
-        every product one ECP5 MULT18X18D with nothing after it in the cycle. Results are the
-        same; a requantized layer takes one cycle more. Not together with
-        ``split_multiplier``.
+        accumulator (unsigned, but the top one), from operands registered once more, and add
+        the registered products a cycle later: 17 makes every product one ECP5 MULT18X18D with
+        only routing before and after it. Results are the same; a requantized layer takes two
+        cycles more. Not together with ``split_multiplier``.
     registered_reads : bool
         Put a register (without reset) right after every memory's read port, so that no path
         starts at a block RAM's output but to that register (which an ECP5 build then folds into
         the DP16KD's output register). The feeders, the program and the parameters address
         their memories a cycle ahead; the accumulators are also written from a register and
-        forward the three sums their read register misses. Results and cycle counts are the
-        same; host reads take two cycles.
+        forward the three sums their read register misses; a skid register between the
+        activation feeder and the engine lets the feeder's addresses ignore the engine's
+        ``ready``. Results and cycle counts are the same; host reads take two cycles.
     spram : bool
         Ask Yosys to put the weight memory into iCE40UP ``SB_SPRAM256KA`` blocks. It has one
         address for both ports anyway: the host writes only while idle, the feeder reads only
@@ -414,7 +415,10 @@ class Accelerator(wiring.Component):
         batch = Signal(batch_bits(cfg))
         pc = Signal(range(cfg.prog_depth))    # the next descriptor's word
         layer_done = Signal()
+        # High in DECODE: a register (FETCH always leads to DECODE), not a decode of the state,
+        # for the activation banks' addresses that it chooses.
         start_layer = Signal()
+        m.d.sync += start_layer.eq(0)
         with m.FSM():
             with m.State("IDLE"):
                 m.d.sync += pc.eq(0)
@@ -422,10 +426,10 @@ class Accelerator(wiring.Component):
                     m.d.sync += [busy.eq(1), batch.eq(host.batch)]
                     m.next = "FETCH"
             with m.State("FETCH"):
+                m.d.sync += start_layer.eq(1)
                 m.next = "DECODE"
             with m.State("DECODE"):
                 m.d.sync += [desc.eq(next_desc), pc.eq(pc + 1)]
-                m.d.comb += start_layer.eq(1)
                 m.next = "RUN"
             with m.State("RUN"), m.If(layer_done):
                 with m.If(desc.last):
@@ -536,11 +540,27 @@ class Accelerator(wiring.Component):
         a_last = Signal()
         a_rem_q = Signal.like(a_krem)
         a_take = Signal()
+        feed = Signal(engine.i_act.payload.shape(), name="a_feed")   # the row in `a_valid`
         steps = cfg.requant_steps
-        if steps == 1:
+        skid = self.registered_reads and steps == 1
+        if skid:
+            # A skid register between the feeder and the engine: the feeder moves on whenever
+            # it is empty (a register), not when the engine is ready, so that the activation
+            # banks' next addresses do not wait for the engine's decision (the 85F's longest
+            # path). The engine sees the same rows in the same cycles.
+            skid_full = Signal(name="a_skid_full")
+            skid_row = Signal.like(feed, name="a_skid_row")
+            m.d.comb += [a_take.eq(~skid_full), engine.i_act.valid.eq(skid_full | a_valid),
+                         engine.i_act.payload.eq(Mux(skid_full, skid_row, feed))]
+            with m.If(skid_full & engine.i_act.ready):
+                m.d.sync += skid_full.eq(0)
+            with m.Elif(~skid_full & a_valid & ~engine.i_act.ready):
+                m.d.sync += [skid_full.eq(1), skid_row.eq(feed)]
+        elif steps == 1:
             m.d.comb += [a_take.eq(~a_valid | engine.i_act.ready),
-                         engine.i_act.valid.eq(a_valid)]
+                         engine.i_act.valid.eq(a_valid), engine.i_act.payload.eq(feed)]
         else:
+            m.d.comb += engine.i_act.payload.eq(feed)
             # Rows whose results are requantized enter `steps` cycles apart: the requantization
             # takes that long per row (it has `requant_lanes` of the `cols` lanes).
             a_final = Signal()    # the row in `a_valid` is of a requantized last k-tile
@@ -566,11 +586,13 @@ class Accelerator(wiring.Component):
         for b in range(lanes):
             m.d.comb += a_inrow[b].eq(a_kword + (Const(b) < a_krem) < desc.src_stride)
         if self.registered_reads:
+            # a_active is set only while busy, and never in DECODE (start_layer): neither needs
+            # to be in the address's path (busy's many loads make it slow on the 85F).
             lane_next, lane_inrow = self._act_lane_addresses(
-                m, advance=busy & a_take & a_active & ~start_layer, start_layer=start_layer,
+                m, advance=a_take & a_active, start_layer=start_layer,
                 a_m=a_m, last_row=last_row, a_kt=a_kt, k_end=k_end(),
                 next_desc=next_desc, desc=desc, krem_next=a_krem_n,
-                pos=(a_kword, a_krem), inrow=a_inrow, width=len(act_rd[0].addr))
+                inrow=a_inrow, width=len(act_rd[0].addr))
         act_data = []
         # A word past the row's end is not read: it may be the first word of the output
         # area, which the layer may be writing (the build says activations never collide).
@@ -595,12 +617,11 @@ class Accelerator(wiring.Component):
                 with m.Switch(a_rem_q):
                     for r in range(lanes):
                         with m.Case(r):
-                            m.d.comb += engine.i_act.payload.data[i].eq(
-                                lane_data[(r + i) % lanes])
+                            m.d.comb += feed.data[i].eq(lane_data[(r + i) % lanes])
         else:
             for i in range(rows):
-                m.d.comb += engine.i_act.payload.data[i].eq(lane_data[i])
-        m.d.comb += engine.i_act.payload.last.eq(a_last)
+                m.d.comb += feed.data[i].eq(lane_data[i])
+        m.d.comb += feed.last.eq(a_last)
         with m.If(start_layer):
             m.d.sync += [a_m.eq(0), a_kt.eq(0), a_nt.eq(0), a_active.eq(1), a_valid.eq(0)]
             m.d.comb += [a_row_n.eq(next_desc.src_base), a_kword_n.eq(0), a_krem_n.eq(0)]
@@ -642,7 +663,8 @@ class Accelerator(wiring.Component):
         r_m_n = Signal.like(r_m, name="r_m_n")
         r_wrap, r_step = Signal(name="r_wrap"), Signal(name="r_step")
         m.d.comb += r_m_n.eq(Mux(r_wrap, 0, Mux(r_step, r_m + 1, r_m)))
-        m.d.sync += r_m.eq(r_m_n)
+        r_m1 = Signal(len(r_m) + 1, name="r_m1")     # r_m + 1, for the accumulators' reads
+        m.d.sync += [r_m.eq(r_m_n), r_m1.eq(r_m_n + 1)]
         with m.If(start_layer):
             m.d.sync += [r_kt.eq(0), r_nt.eq(0), r_n0.eq(0), r_oword.eq(0), r_orem.eq(0),
                          r_dst.eq(next_desc.dst_base)]
@@ -698,9 +720,9 @@ class Accelerator(wiring.Component):
         acc_we = Signal()
         m.d.comb += acc_we.eq(b_valid & ~b_final)
         if self.registered_reads:
-            acc_old = self._registered_acc_read(m, acc_rd, acc_wr, r_m=r_m, r_next=r_m_n,
-                                                r_wrap=r_wrap, r_step=r_step, b_m=b_m,
-                                                b_sum=b_sum, we=acc_we)
+            acc_old = self._registered_acc_read(m, acc_rd, acc_wr, r_m=r_m, r_m1=r_m1,
+                                                r_next=r_m_n, r_wrap=r_wrap, r_step=r_step,
+                                                b_m=b_m, b_sum=b_sum, we=acc_we)
         else:
             m.d.comb += [acc_rd.addr.eq(r_m), acc_rd.en.eq(1),
                          acc_wr.addr.eq(b_m), acc_wr.data.eq(b_sum), acc_wr.en.eq(acc_we)]
@@ -755,7 +777,6 @@ class Accelerator(wiring.Component):
         m.d.comb += [pos_base.eq(pos_dst + pos_word),
                      pos_ok.eq(Cat(pos_n0 + j < desc.n for j in range(n_req)))]
         mul_in = (*mul_in[:4], [pos_base, pos_rem, pos_ok])
-        to_q = mul_in
         if self.post_pipeline:
             mul_in = self._stage(dp, "q", mul_in)
         mul_valid, mul_end, mul_a, mul_par, mul_pos = mul_in
@@ -763,14 +784,27 @@ class Accelerator(wiring.Component):
         p2_prod = Signal(data.ArrayLayout(prod_shape, n_req))
         p2_shift = Signal(data.ArrayLayout(unsigned(cfg.shift_bits), n_req))
         if self.split_multiplier > 1 or self.split_operand:
+            shifts = Cat(*(p.shift for p in mul_par))
             if self.split_operand:
                 # a * m = sum(a_i * m << offset_i) over slices a_i of a, unsigned but the top
-                # one: each product fits one block multiplier, registered after it.
+                # one: each product fits one block multiplier, registered after it. Stage d
+                # holds the operands once more (in the block multipliers' own input registers
+                # when they are used): nothing but routing comes before a multiplier, nothing
+                # but routing after its output register.
                 pieces = _chunks(cfg.acc_bits, self.split_operand)
+                d_a = mul_a
+                d_mult = [mul_par[j].mult for j in range(n_req)]
+                if not self._requant_in_dsp:
+                    d_a = Signal(mul_a.shape(), name="d_a")
+                    d_mult = [Signal(len(v), name=f"d_mult{j}") for j, v in enumerate(d_mult)]
+                    dp.d.sync += [d_a.eq(mul_a),
+                                  *(reg.eq(mul_par[j].mult) for j, reg in enumerate(d_mult))]
+                mul_valid, mul_end, shifts, _, mul_pos = self._stage(
+                    dp, "d", (mul_valid, mul_end, shifts, Const(0, 1), mul_pos))
 
                 def term(j, lo, hi):
-                    a = mul_a[j]
-                    return (a[lo:].as_signed() if hi == len(a) else a[lo:hi]) * mul_par[j].mult
+                    a = d_a[j]
+                    return (a[lo:].as_signed() if hi == len(a) else a[lo:hi]) * d_mult[j]
 
                 width = cfg.mult_bits
             else:
@@ -788,14 +822,13 @@ class Accelerator(wiring.Component):
                               name=f"m_{i}")
                 for j in range(n_req):
                     if self._requant_in_dsp:
-                        self._dsp_term(m, f"rq_mul{i}_{j}", to_q[2][j], to_q[3][j].mult,
+                        self._dsp_term(m, f"rq_mul{i}_{j}", d_a[j], d_mult[j],
                                        lo=lo, hi=hi, out=prod[j], en=array_en)
                     else:
                         dp.d.sync += prod[j].eq(term(j, lo, hi))
                 partial.append(prod)
             mul_valid, mul_end, shifts, _, mul_pos = self._stage(
-                dp, "m", (mul_valid, mul_end, Cat(*(p.shift for p in mul_par)), Const(0, 1),
-                          mul_pos))
+                dp, "m", (mul_valid, mul_end, shifts, Const(0, 1), mul_pos))
             products = [_sum_tree([(prod[j], lo) for prod, (lo, _) in zip(partial, pieces,
                                                                           strict=True)])
                         for j in range(n_req)]
@@ -907,8 +940,8 @@ class Accelerator(wiring.Component):
         m.d.comb += host.macs.eq(macs_from_busy_cycles(host.busy_cycles, cfg))
         return m
 
-    def _registered_acc_read(self, m, port, write, *, r_m, r_next, r_wrap, r_step, b_m, b_sum,
-                             we):
+    def _registered_acc_read(self, m, port, write, *, r_m, r_m1, r_next, r_wrap, r_step, b_m,
+                             b_sum, we):
         """Return the accumulators of stage B's row from a read port with a register after it,
         and drive ``write`` from registered copies of stage B's sum.
 
@@ -921,9 +954,9 @@ class Accelerator(wiring.Component):
         copies; the selects are registers too. A read that would meet a write to the same
         address (batches of one to three rows) is skipped: its word is forwarded anyway, and the
         block RAM never sees the collision. (Whether it would is decided by comparing the row
-        being written with each of ``r_next``'s three candidates, from registers, and choosing
-        with ``r_wrap``/``r_step``: comparing with ``r_next`` itself put a carry chain after
-        the array's valid, 10.4 ns on the 12F.)
+        being written with each of ``r_next``'s three candidates, registers (``r_m1`` is
+        ``r_m + 1``), and choosing with ``r_wrap``/``r_step``: comparing with ``r_next`` itself
+        put a carry chain after the array's valid, 10.4 ns on the 12F.)
         """
         acc_shape = b_sum.shape()
         # Copies k of stage B's row, sum and write enable, k cycles old; copy 1 is written.
@@ -933,7 +966,7 @@ class Accelerator(wiring.Component):
         m.d.sync += [ws[0].eq(b_sum), wm[0].eq(b_m), wwe[0].eq(we)]
         for k in (1, 2):
             m.d.sync += [ws[k].eq(ws[k - 1]), wm[k].eq(wm[k - 1]), wwe[k].eq(wwe[k - 1])]
-        meets = Mux(r_wrap, wm[0] == 0, Mux(r_step, wm[0] == r_m + 1, wm[0] == r_m))
+        meets = Mux(r_wrap, wm[0] == 0, Mux(r_step, wm[0] == r_m1, wm[0] == r_m))
         m.d.comb += [write.addr.eq(wm[0]), write.data.eq(ws[0]), write.en.eq(wwe[0]),
                      port.addr.eq(r_next), port.en.eq(~(wwe[0] & meets))]
         # Cycle t: stage B holds row b_m (= r_m of t-1); the register holds the memory's word
@@ -948,9 +981,9 @@ class Accelerator(wiring.Component):
         return old
 
     def _act_lane_addresses(self, m, *, advance, start_layer, a_m, last_row, a_kt, k_end,
-                            next_desc, desc, krem_next, pos, inrow, width):
+                            next_desc, desc, krem_next, inrow, width):
         """Return the next address of each activation bank, for reads a cycle ahead, and
-        whether that word lies within its row (``inrow``: the same for the position ``pos``).
+        whether that word lies within its row (``inrow``: the same for the current position).
 
         Bank ``b`` reads word ``a_row + a_kword + (b < a_krem)``. Computed from the feeder's
         next values, that is two adders behind the decisions of the cycle (the engine's
@@ -976,10 +1009,30 @@ class Accelerator(wiring.Component):
             m.d.sync += m_last.eq(Mux(m_last, last_row == 0, a_m + 1 == last_row))
             with m.If(m_last):
                 m.d.sync += kt_last.eq(Mux(kt_last, k_end == 0, a_kt + 1 == k_end))
-        # The next reduction tile's position, from registers (only its in-row flags use it).
-        tile_word = Signal.like(pos[0], name="act_tile_word")
-        tile_rem = Signal.like(pos[1], name="act_tile_rem")
-        _advance(m, tile_word, tile_rem, rows, lanes, frm=pos, domain="comb")
+        # The next reduction tile's position and which banks' words lie within its rows, kept a
+        # tile ahead like `tile_next` (computed when needed, they put an adder and a comparator
+        # before the banks' read enables).
+        tile_word = Signal(range(cfg.act_depth * 2), name="act_tile_word")   # as a_kword
+        tile_rem = Signal.like(krem_next, name="act_tile_rem")
+        tile_inrow = Signal(lanes, name="act_tile_inrow")
+        after_word = Signal.like(tile_word, name="act_after_word")
+        after_rem = Signal.like(tile_rem, name="act_after_rem")
+        _advance(m, after_word, after_rem, rows, lanes, frm=(tile_word, tile_rem), domain="comb")
+        first_word, first_rem = divmod(rows, lanes)     # the second tile of a layer
+
+        def inrows_at(word, rem, stride):
+            return Cat(word + (Const(b) < rem) < stride for b in range(lanes))
+
+        with m.If(start_layer):
+            m.d.sync += [tile_word.eq(first_word), tile_rem.eq(first_rem),
+                         tile_inrow.eq(inrows_at(first_word, first_rem, next_desc.src_stride))]
+        with m.Elif(advance & m_last):
+            with m.If(~kt_last):
+                m.d.sync += [tile_word.eq(after_word), tile_rem.eq(after_rem),
+                             tile_inrow.eq(inrows_at(after_word, after_rem, desc.src_stride))]
+            with m.Else():
+                m.d.sync += [tile_word.eq(first_word), tile_rem.eq(first_rem),
+                             tile_inrow.eq(inrows_at(first_word, first_rem, desc.src_stride))]
         nexts, inrows = [], []
         for b in range(lanes):
             inrow_n = Signal(name=f"act{b}_inrow_n")
@@ -1003,8 +1056,7 @@ class Accelerator(wiring.Component):
                 with m.If(~m_last):
                     m.d.comb += nxt.eq(addr + desc.src_stride)
                 with m.Elif(~kt_last):
-                    m.d.comb += [nxt.eq(tile_next),
-                                 inrow_n.eq(tile_word + (Const(b) < tile_rem) < desc.src_stride)]
+                    m.d.comb += [nxt.eq(tile_next), inrow_n.eq(tile_inrow[b])]
                     m.d.sync += tile_next.eq(tile_next + delta)
                 with m.Else():
                     m.d.comb += [nxt.eq(desc.src_base), inrow_n.eq(1)]
@@ -1067,9 +1119,9 @@ class Accelerator(wiring.Component):
     @staticmethod
     def _dsp_term(m, name, a, mult, *, lo, hi, out, en):
         """Drive ``out`` with ``a[lo:hi] * mult`` (the top slice signed) from a MULT18X18D whose
-        input registers take the operands as stage q would and whose output register is stage
-        m: the same two cycles as the fabric's registers, with no fabric path through the
-        multiplier, wherever the placer puts it."""
+        input registers are stage d and whose output register is stage m: the same two cycles
+        as the fabric's registers, and no fabric path through the multiplier or the routing
+        to it, wherever the placer puts it."""
         from .dsp import ECP5Mul
 
         top = hi == len(a)
