@@ -256,7 +256,8 @@ class Accelerator(wiring.Component):
         starts at a block RAM's output but to that register (which an ECP5 build then folds into
         the DP16KD's output register). The feeders, the program and the parameters address
         their memories a cycle ahead; the accumulators are also written from a register and
-        forward the three sums their read register misses; a skid register between the
+        forward the three sums their read register misses; raw layers write their output
+        from registers; a skid register between the
         activation feeder and the engine lets the feeder's addresses ignore the engine's
         ``ready``. Results and cycle counts are the same; host reads take two cycles.
     spram : bool
@@ -591,8 +592,7 @@ class Accelerator(wiring.Component):
             lane_next, lane_inrow = self._act_lane_addresses(
                 m, advance=a_take & a_active, start_layer=start_layer,
                 a_m=a_m, last_row=last_row, a_kt=a_kt, k_end=k_end(),
-                next_desc=next_desc, desc=desc, krem_next=a_krem_n,
-                inrow=a_inrow, width=len(act_rd[0].addr))
+                next_desc=next_desc, desc=desc, inrow=a_inrow, width=len(act_rd[0].addr))
         act_data = []
         # A word past the row's end is not read: it may be the first word of the output
         # area, which the layer may be writing (the build says activations never collide).
@@ -727,8 +727,10 @@ class Accelerator(wiring.Component):
             m.d.comb += [acc_rd.addr.eq(r_m), acc_rd.en.eq(1),
                          acc_wr.addr.eq(b_m), acc_wr.data.eq(b_sum), acc_wr.en.eq(acc_we)]
             acc_old = acc_rd.data
+        # A row's first tile adds to zero: the choice before the adder, where it joins the
+        # forwarding multiplexer's last LUT, not after it (a LUT more on the accumulate path).
         for j in range(cols):
-            m.d.comb += b_sum[j].eq(Mux(b_first, b_row[j], acc_old[j] + b_row[j]))
+            m.d.comb += b_sum[j].eq(Mux(b_first, 0, acc_old[j]) + b_row[j])
 
         # -- post-processing: P1 bias (and raw write), P2 requantize, P3 write activations ------
         n_req = cfg.requant_lanes
@@ -753,10 +755,21 @@ class Accelerator(wiring.Component):
         biased = Signal(acc_layout)
         for j in range(cols):
             m.d.comb += biased[j].eq(p1_sum[j] + p1_par[j].bias)
+        raw_addr = Signal.like(out_wr.addr, name="raw_addr")
+        raw_data = Signal.like(out_wr.data, name="raw_data")
+        raw_we = Signal(name="raw_we")
+        raw = [raw_addr.eq(p1_dst + p1_nt), raw_data.eq(biased), raw_we.eq(p1_valid & desc.raw)]
+        if self.registered_reads:
+            # The raw write from registers: the bias adder, behind the parameter memory (placed
+            # far off on the 85F), ends at a register, not at the output memory. A cycle later
+            # is still in time: the layer ends FIFO_LATENCY cycles after its last row.
+            dp.d.sync += raw
+        else:
+            m.d.comb += raw
         m.d.comb += [
-            out_wr.addr.eq(Mux(busy, p1_dst + p1_nt, host.addr)),
-            out_wr.data.eq(Mux(busy, biased.as_value(), host.wdata)),
-            out_wr.en.eq(Mux(busy, p1_valid & desc.raw, hwe[Region.OUTPUT])),
+            out_wr.addr.eq(Mux(busy, raw_addr, host.addr)),
+            out_wr.data.eq(Mux(busy, raw_data, host.wdata)),
+            out_wr.en.eq(Mux(busy, raw_we, hwe[Region.OUTPUT])),
         ]
         prod_shape = signed(cfg.acc_bits + cfg.mult_bits + 1)
         if steps == 1:
@@ -981,7 +994,7 @@ class Accelerator(wiring.Component):
         return old
 
     def _act_lane_addresses(self, m, *, advance, start_layer, a_m, last_row, a_kt, k_end,
-                            next_desc, desc, krem_next, inrow, width):
+                            next_desc, desc, inrow, width):
         """Return the next address of each activation bank, for reads a cycle ahead, and
         whether that word lies within its row (``inrow``: the same for the current position).
 
@@ -1013,7 +1026,7 @@ class Accelerator(wiring.Component):
         # tile ahead like `tile_next` (computed when needed, they put an adder and a comparator
         # before the banks' read enables).
         tile_word = Signal(range(cfg.act_depth * 2), name="act_tile_word")   # as a_kword
-        tile_rem = Signal.like(krem_next, name="act_tile_rem")
+        tile_rem = Signal(range(lanes), name="act_tile_rem")
         tile_inrow = Signal(lanes, name="act_tile_inrow")
         after_word = Signal.like(tile_word, name="act_after_word")
         after_rem = Signal.like(tile_rem, name="act_after_rem")
@@ -1041,9 +1054,9 @@ class Accelerator(wiring.Component):
             tile_next = Signal(width, name=f"act{b}_tile_next")
             nxt = Signal(width, name=f"act{b}_addr_n")
             # The words bank b moves on by from this tile's first row to the next tile's,
-            # by the next tile's first element's bank (krem_next).
+            # by the next tile's first element's bank (a register: tile_rem).
             delta = Signal(range(rows // lanes + 3), name=f"act{b}_delta")
-            with m.Switch(krem_next):
+            with m.Switch(tile_rem):
                 for r in range(lanes):
                     with m.Case(r):
                         m.d.comb += delta.eq(steps[r][b])
