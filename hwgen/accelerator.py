@@ -658,13 +658,32 @@ class Accelerator(wiring.Component):
         r_orem = Signal(range(lanes))                 # (nt * cols) % lanes
         res = engine.o_result
         m.d.comb += res.ready.eq(1)
-        a_stage = res.valid
-        # r_m's next value (registered reads use it): 0 (wrap), r_m + 1 (step) or r_m.
-        r_m_n = Signal.like(r_m, name="r_m_n")
         r_wrap, r_step = Signal(name="r_wrap"), Signal(name="r_step")
-        m.d.comb += r_m_n.eq(Mux(r_wrap, 0, Mux(r_step, r_m + 1, r_m)))
-        r_m1 = Signal(len(r_m) + 1, name="r_m1")     # r_m + 1, for the accumulators' reads
-        m.d.sync += [r_m.eq(r_m_n), r_m1.eq(r_m_n + 1)]
+        if self.registered_reads:
+            # The engine's rows pass a register before stage A: the accumulators' row counter
+            # (e_m, r_m a cycle ahead) counts the engine's own valid, so the memory is addressed
+            # two cycles before stage A and its word reaches the fabric a cycle before stage B
+            # (see _registered_acc_read). The layer ends a cycle earlier after its last row
+            # (layer_done), so the cycles are the same.
+            a_stage = Signal(name="res_q_valid")
+            res_row = Signal.like(res.payload.data, name="res_q_data")
+            dp.d.sync += [a_stage.eq(res.valid), res_row.eq(res.payload.data)]
+            e_m = Signal.like(r_m, name="acc_e_m")
+            e_m1 = Signal(len(r_m) + 1, name="acc_e_m1")     # e_m + 1
+            e_m_n = Signal.like(r_m, name="acc_e_m_n")
+            e_wrap, e_step = Signal(name="acc_e_wrap"), Signal(name="acc_e_step")
+            m.d.comb += e_m_n.eq(Mux(e_wrap, 0, Mux(e_step, e_m + 1, e_m)))
+            m.d.sync += [e_m.eq(e_m_n), e_m1.eq(e_m_n + 1), r_m.eq(e_m)]
+            with m.If(start_layer):
+                m.d.comb += e_wrap.eq(1)
+            with m.Elif(res.valid):
+                with m.If(e_m != last_row):
+                    m.d.comb += e_step.eq(1)
+                with m.Else():
+                    m.d.comb += e_wrap.eq(1)
+        else:
+            a_stage, res_row = res.valid, res.payload.data
+            m.d.sync += r_m.eq(Mux(r_wrap, 0, Mux(r_step, r_m + 1, r_m)))
         with m.If(start_layer):
             m.d.sync += [r_kt.eq(0), r_nt.eq(0), r_n0.eq(0), r_oword.eq(0), r_orem.eq(0),
                          r_dst.eq(next_desc.dst_base)]
@@ -710,7 +729,7 @@ class Accelerator(wiring.Component):
             par_data = param_rd.data
         host_words[Region.PARAM] = par_data
         dp.d.sync += [
-            b_valid.eq(a_stage), b_row.eq(res.payload.data), b_first.eq(r_kt == 0),
+            b_valid.eq(a_stage), b_row.eq(res_row), b_first.eq(r_kt == 0),
             b_final.eq(r_kt == k_end()), b_m.eq(r_m),
 
             b_end.eq(a_stage & (r_m == last_row) & (r_kt == k_end())
@@ -720,8 +739,8 @@ class Accelerator(wiring.Component):
         acc_we = Signal()
         m.d.comb += acc_we.eq(b_valid & ~b_final)
         if self.registered_reads:
-            acc_old = self._registered_acc_read(m, acc_rd, acc_wr, r_m=r_m, r_m1=r_m1,
-                                                r_next=r_m_n, r_wrap=r_wrap, r_step=r_step,
+            acc_old = self._registered_acc_read(m, acc_rd, acc_wr, r_m=r_m, e_m=e_m, e_m1=e_m1,
+                                                e_next=e_m_n, e_wrap=e_wrap, e_step=e_step,
                                                 b_m=b_m, b_sum=b_sum, we=acc_we)
         else:
             m.d.comb += [acc_rd.addr.eq(r_m), acc_rd.en.eq(1),
@@ -928,8 +947,9 @@ class Accelerator(wiring.Component):
             ]
         # The engine's results come FIFO_LATENCY cycles before hwgen.cycles counts them (it has
         # no output FIFO here); the layer ends as counted, so the counters match the model.
-        m.d.comb += layer_done.eq(delay(m, Mux(desc.raw, p1_end, p3_end), FIFO_LATENCY,
-                                        name="layer_done"))
+        # (Registered reads pass the rows through a register first: a cycle of it.)
+        m.d.comb += layer_done.eq(delay(m, Mux(desc.raw, p1_end, p3_end),
+                                        FIFO_LATENCY - self.registered_reads, name="layer_done"))
 
         # -- host reads ----------------------------------------------------------------------------
         region_q = Signal(Region)
@@ -953,23 +973,22 @@ class Accelerator(wiring.Component):
         m.d.comb += host.macs.eq(macs_from_busy_cycles(host.busy_cycles, cfg))
         return m
 
-    def _registered_acc_read(self, m, port, write, *, r_m, r_m1, r_next, r_wrap, r_step, b_m,
-                             b_sum, we):
-        """Return the accumulators of stage B's row from a read port with a register after it,
-        and drive ``write`` from registered copies of stage B's sum.
+    def _registered_acc_read(self, m, port, write, *, r_m, e_m, e_m1, e_next, e_wrap, e_step,
+                             b_m, b_sum, we):
+        """Return the accumulators of stage B's row, but for a row's first tile, from a read port
+        with a register after it, and drive ``write`` from a registered copy of stage B's sum.
 
-        The memory's output (5.8 ns after the clock on an ECP5 DP16KD) then ends at its
-        register, and the sum at another: the accumulate path runs from register to register,
-        not from block RAM to block RAM. The port is addressed a cycle ahead, with the row
-        stage A will hold next (``r_next``), so the register holds stage B's row in
-        time and no cycle is added. The three sums the register misses (one not yet written,
-        two written since the read) are forwarded from the write's register and two more
-        copies; the selects are registers too. A read that would meet a write to the same
-        address (batches of one to three rows) is skipped: its word is forwarded anyway, and the
-        block RAM never sees the collision. (Whether it would is decided by comparing the row
-        being written with each of ``r_next``'s three candidates, registers (``r_m1`` is
-        ``r_m + 1``), and choosing with ``r_wrap``/``r_step``: comparing with ``r_next`` itself
-        put a carry chain after the array's valid, 10.4 ns on the 12F.)
+        The memory's output (5.8 ns after the clock on an ECP5 DP16KD) ends at its register,
+        and that register's route into the fabric (up to 3.9 ns on the 85F) at another: the
+        port is addressed three cycles before stage B, with the row ``e_m`` (stage A's row a
+        cycle ahead) will hold next (``e_next``), and its word joins the sums written since
+        the read a cycle before stage B, in ``base``. Stage B then adds only ``base`` or its
+        own last sum (a batch of one row): one LUT before the adder. The sums the read misses
+        (one not yet written, three written since, the oldest in the read's own cycle, whose
+        read is skipped so that the block RAM never sees a collision) come from the write's
+        register and copies of it; every select is a register, from comparisons of registers.
+        (The collision test compares the row being written with each of ``e_next``'s three
+        candidates (``e_m1`` is ``e_m + 1``) and chooses with ``e_wrap``/``e_step``.)
         """
         acc_shape = b_sum.shape()
         # Copies k of stage B's row, sum and write enable, k cycles old; copy 1 is written.
@@ -979,18 +998,29 @@ class Accelerator(wiring.Component):
         m.d.sync += [ws[0].eq(b_sum), wm[0].eq(b_m), wwe[0].eq(we)]
         for k in (1, 2):
             m.d.sync += [ws[k].eq(ws[k - 1]), wm[k].eq(wm[k - 1]), wwe[k].eq(wwe[k - 1])]
-        meets = Mux(r_wrap, wm[0] == 0, Mux(r_step, wm[0] == r_m1, wm[0] == r_m))
+        meets = Mux(e_wrap, wm[0] == 0, Mux(e_step, wm[0] == e_m1, wm[0] == e_m))
         m.d.comb += [write.addr.eq(wm[0]), write.data.eq(ws[0]), write.en.eq(wwe[0]),
-                     port.addr.eq(r_next), port.en.eq(~(wwe[0] & meets))]
-        # Cycle t: stage B holds row b_m (= r_m of t-1); the register holds the memory's word
-        # as read at edge t-1, before the writes of edges t-1 and t (copies 3 and 2 now) and
-        # the one of copy 1. Each select is computed a cycle early, for the row in r_m.
+                     port.addr.eq(e_next), port.en.eq(~(wwe[0] & meets))]
+        # Cycle t: stage B holds row b_m (= r_m of t-1 = e_m of t-2). The memory's register
+        # holds that row's word in cycle t-1, as read at edge t-2 (addressed in t-3), before
+        # the writes of edges t-2, t-1 and t (stage B's sums of t-4, t-3 and t-2: copies 3, 2
+        # and 1 in t-1) and the one of copy 1 in t (stage B's sum of t-1).
         q = Signal(acc_shape, name="acc_q", reset_less=True)
-        hits = [Signal(name=f"acc_hit{k}") for k in (1, 2, 3)]
-        m.d.sync += [q.eq(port.data), hits[0].eq(we & (b_m == r_m)),
-                     hits[1].eq(wwe[0] & (wm[0] == r_m)), hits[2].eq(wwe[1] & (wm[1] == r_m))]
+        m.d.sync += q.eq(port.data)
+        # Selects for cycle t-1 (copies 1, 2, 3 or the memory), compared in t-2 (e_m = row).
+        sel = [Signal(name=f"acc_sel{k}") for k in (1, 2, 3)]
+        sel_q = Signal(name="acc_sel_q")
+        hit = [we & (b_m == e_m), wwe[0] & (wm[0] == e_m), wwe[1] & (wm[1] == e_m)]
+        m.d.sync += [sel[0].eq(hit[0]), sel[1].eq(~hit[0] & hit[1]),
+                     sel[2].eq(~hit[0] & ~hit[1] & hit[2]), sel_q.eq(~(hit[0] | hit[1] | hit[2]))]
+        base = Signal(acc_shape, name="acc_base")
+        # The memory's word enters at the last multiplexer, one LUT before the register.
+        m.d.sync += base.eq(Mux(sel_q, q, Mux(sel[0], ws[0], Mux(sel[1], ws[1], ws[2]))))
+        # Stage B's own sum of the last cycle, if it was of the same row (selected in t-1).
+        last = Signal(name="acc_last")
+        m.d.sync += last.eq(we & (b_m == r_m))
         old = Signal(acc_shape, name="acc_old")
-        m.d.comb += old.eq(Mux(hits[0], ws[0], Mux(hits[1], ws[1], Mux(hits[2], ws[2], q))))
+        m.d.comb += old.eq(Mux(last, ws[0], base))
         return old
 
     def _act_lane_addresses(self, m, *, advance, start_layer, a_m, last_row, a_kt, k_end,

@@ -296,9 +296,10 @@ def test_post_pipeline_gives_the_same_results(monkeypatch, shape, dataflow):
 @pytest.mark.parametrize("shape", [(1, 3), (2, 3), (3, 2)])
 def test_registered_reads_give_the_same_results_and_cycles(shape, dataflow):
     """Accelerator(registered_reads=True), which ECP5 boards build, computes what the
-    reference does in exactly the cycles of the cycle model. Batches of one and two rows read a
-    row's accumulators back one or two cycles after writing them (the forwarded cases); the
-    raw last layer shows every accumulator unsaturated."""
+    reference does in exactly the cycles of the cycle model. Batches of one to four rows come
+    back to a row's accumulators one to four cycles after stage B summed it, before the memory
+    holds the sum (the forwarded cases); the raw last layer shows every accumulator
+    unsaturated."""
     import test_accelerator
 
     from hwgen.accelerator import Accelerator
@@ -309,7 +310,7 @@ def test_registered_reads_give_the_same_results_and_cycles(shape, dataflow):
     rng = np.random.default_rng(shape[0] * 10 + shape[1])
     net = random_network(rng, cfg, widths=[2, 7, 8, 5], raw=True)   # one k-tile, then more
     prog = hwgen.compile(net, cfg, batch=5)
-    xs = [random_input(rng, cfg, m, net.in_features) for m in (1, 2, 3, 5, 1)]
+    xs = [random_input(rng, cfg, m, net.in_features) for m in (1, 2, 3, 4, 5, 1)]
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(test_accelerator, "Accelerator",
                    functools.partial(Accelerator, registered_reads=True))
