@@ -255,11 +255,12 @@ class Accelerator(wiring.Component):
         Put a register (without reset) right after every memory's read port, so that no path
         starts at a block RAM's output but to that register (which an ECP5 build then folds into
         the DP16KD's output register). The feeders, the program and the parameters address
-        their memories a cycle ahead; the accumulators are also written from a register and
-        forward the three sums their read register misses; raw layers write their output
-        from registers; a skid register between the
-        activation feeder and the engine lets the feeder's addresses ignore the engine's
-        ``ready``. Results and cycle counts are the same; host reads take two cycles.
+        their memories a cycle ahead; the engine's rows pass a register, and the accumulators
+        are read three cycles before their sum (their word crosses into the fabric in a cycle
+        of its own), written from a register, and forward the four sums the read misses; raw
+        layers write their output from registers; a skid register between the activation
+        feeder and the engine lets the feeder's addresses ignore the engine's ``ready``.
+        Results and cycle counts are the same; host reads take two cycles.
     spram : bool
         Ask Yosys to put the weight memory into iCE40UP ``SB_SPRAM256KA`` blocks. It has one
         address for both ports anyway: the host writes only while idle, the feeder reads only
@@ -1031,9 +1032,9 @@ class Accelerator(wiring.Component):
         Bank ``b`` reads word ``a_row + a_kword + (b < a_krem)``. Computed from the feeder's
         next values, that is two adders behind the decisions of the cycle (the engine's
         ``ready`` among them), the address missed the clock. Here every candidate is a
-        register or one adder from them: the bank's address now, the address of the next row
-        (``+ src_stride``), of the next reduction tile's first row (kept a tile ahead) and the
-        layer's base, chosen by registered "last row" and "last tile" flags.
+        register: the bank's address now, the address of the next row (``+ src_stride``), of
+        the next reduction tile's first row (kept a tile ahead) and the layer's base, chosen by
+        registered "last row" and "last tile" flags.
         """
         cfg = self.config
         rows, lanes = cfg.rows, cfg.act_lanes
@@ -1046,10 +1047,14 @@ class Accelerator(wiring.Component):
         steps = [step(r) for r in range(lanes)]
         m_last = Signal(name="a_m_last")       # a_m == last_row
         kt_last = Signal(name="a_kt_last")     # a_kt == k_end
+        # last_row - 1 (a run's batch is set before its first layer): `a_m + 1 == last_row`
+        # put an adder before the comparator.
+        before_last = Signal.like(a_m, name="a_m_before_last")
+        m.d.sync += before_last.eq(last_row - 1)
         with m.If(start_layer):
             m.d.sync += [m_last.eq(last_row == 0), kt_last.eq(next_desc.k_tiles == 1)]
         with m.Elif(advance):
-            m.d.sync += m_last.eq(Mux(m_last, last_row == 0, a_m + 1 == last_row))
+            m.d.sync += m_last.eq(Mux(m_last, last_row == 0, a_m == before_last))
             with m.If(m_last):
                 m.d.sync += kt_last.eq(Mux(kt_last, k_end == 0, a_kt + 1 == k_end))
         # The next reduction tile's position and which banks' words lie within its rows, kept a
@@ -1081,6 +1086,9 @@ class Accelerator(wiring.Component):
             inrow_n = Signal(name=f"act{b}_inrow_n")
             m.d.comb += inrow_n.eq(inrow[b])
             addr = Signal(width, name=f"act{b}_addr")
+            # addr + src_stride, the next row's word, kept in a register (an adder before the
+            # block RAM's address otherwise, the 85F's longest path).
+            row_next = Signal(width, name=f"act{b}_row_next")
             tile_next = Signal(width, name=f"act{b}_tile_next")
             nxt = Signal(width, name=f"act{b}_addr_n")
             # The words bank b moves on by from this tile's first row to the next tile's,
@@ -1097,14 +1105,16 @@ class Accelerator(wiring.Component):
                 m.d.sync += tile_next.eq(next_desc.src_base + steps[0][b])
             with m.Elif(advance):
                 with m.If(~m_last):
-                    m.d.comb += nxt.eq(addr + desc.src_stride)
+                    m.d.comb += nxt.eq(row_next)
                 with m.Elif(~kt_last):
                     m.d.comb += [nxt.eq(tile_next), inrow_n.eq(tile_inrow[b])]
                     m.d.sync += tile_next.eq(tile_next + delta)
                 with m.Else():
                     m.d.comb += [nxt.eq(desc.src_base), inrow_n.eq(1)]
                     m.d.sync += tile_next.eq(desc.src_base + steps[0][b])
-            m.d.sync += addr.eq(nxt)
+            # (`desc` takes the next descriptor at the end of `start_layer`.)
+            m.d.sync += [addr.eq(nxt), row_next.eq(
+                nxt + Mux(start_layer, next_desc.src_stride, desc.src_stride))]
             nexts.append(nxt)
             inrows.append(inrow_n)
         return nexts, inrows
