@@ -673,24 +673,34 @@ class Accelerator(wiring.Component):
             e_m1 = Signal(len(r_m) + 1, name="acc_e_m1")     # e_m + 1
             e_m_n = Signal.like(r_m, name="acc_e_m_n")
             e_wrap, e_step = Signal(name="acc_e_wrap"), Signal(name="acc_e_step")
-            m.d.comb += e_m_n.eq(Mux(e_wrap, 0, Mux(e_step, e_m + 1, e_m)))
-            m.d.sync += [e_m.eq(e_m_n), e_m1.eq(e_m_n + 1), r_m.eq(e_m)]
+            m.d.comb += e_m_n.eq(Mux(e_wrap, 0, Mux(e_step, e_m1, e_m)))
+            # "The row is the batch's last" in registers too, for e_m and (a cycle later) r_m:
+            # comparators before the memory's address and stage A's enables otherwise. (Set
+            # anew by every layer's start, after the run's batch is.)
+            e_last = Signal(name="acc_e_last")
+            r_last = Signal(name="r_m_last")
+            before_last = Signal.like(r_m, name="acc_before_last")     # last_row - 1
+            m.d.sync += [e_m.eq(e_m_n), e_m1.eq(e_m_n + 1), r_m.eq(e_m), r_last.eq(e_last),
+                         before_last.eq(last_row - 1),
+                         e_last.eq(Mux(e_wrap, last_row == 0,
+                                       Mux(e_step, e_m == before_last, e_last)))]
             with m.If(start_layer):
                 m.d.comb += e_wrap.eq(1)
             with m.Elif(res.valid):
-                with m.If(e_m != last_row):
+                with m.If(~e_last):
                     m.d.comb += e_step.eq(1)
                 with m.Else():
                     m.d.comb += e_wrap.eq(1)
         else:
             a_stage, res_row = res.valid, res.payload.data
             m.d.sync += r_m.eq(Mux(r_wrap, 0, Mux(r_step, r_m + 1, r_m)))
+            r_last = r_m == last_row
         with m.If(start_layer):
             m.d.sync += [r_kt.eq(0), r_nt.eq(0), r_n0.eq(0), r_oword.eq(0), r_orem.eq(0),
                          r_dst.eq(next_desc.dst_base)]
             m.d.comb += r_wrap.eq(1)
         with m.Elif(a_stage):
-            with m.If(r_m != last_row):
+            with m.If(~r_last):
                 m.d.sync += r_dst.eq(r_dst + desc.dst_stride)
                 m.d.comb += r_step.eq(1)
             with m.Else():
@@ -733,7 +743,7 @@ class Accelerator(wiring.Component):
             b_valid.eq(a_stage), b_row.eq(res_row), b_first.eq(r_kt == 0),
             b_final.eq(r_kt == k_end()), b_m.eq(r_m),
 
-            b_end.eq(a_stage & (r_m == last_row) & (r_kt == k_end())
+            b_end.eq(a_stage & r_last & (r_kt == k_end())
                      & (r_nt == n_end())),
         ]
         b_sum = Signal(acc_layout)
@@ -988,8 +998,9 @@ class Accelerator(wiring.Component):
         (one not yet written, three written since, the oldest in the read's own cycle, whose
         read is skipped so that the block RAM never sees a collision) come from the write's
         register and copies of it; every select is a register, from comparisons of registers.
-        (The collision test compares the row being written with each of ``e_next``'s three
-        candidates (``e_m1`` is ``e_m + 1``) and chooses with ``e_wrap``/``e_step``.)
+        (The collision test compares, a cycle early, the row to be written with each of
+        ``e_next``'s three candidates (``e_m1`` is ``e_m + 1``) and chooses with
+        ``e_wrap``/``e_step``.)
         """
         acc_shape = b_sum.shape()
         # Copies k of stage B's row, sum and write enable, k cycles old; copy 1 is written.
@@ -999,7 +1010,14 @@ class Accelerator(wiring.Component):
         m.d.sync += [ws[0].eq(b_sum), wm[0].eq(b_m), wwe[0].eq(we)]
         for k in (1, 2):
             m.d.sync += [ws[k].eq(ws[k - 1]), wm[k].eq(wm[k - 1]), wwe[k].eq(wwe[k - 1])]
-        meets = Mux(e_wrap, wm[0] == 0, Mux(e_step, wm[0] == e_m1, wm[0] == e_m))
+        # Whether copy 1's row equals each candidate, compared a cycle early into registers
+        # (e_m2 is e_m + 2, for e_m1's next value).
+        e_m2 = Signal(len(e_m1) + 1, name="acc_e_m2")
+        m.d.sync += e_m2.eq(e_next + 2)
+        e_m1_next = Mux(e_wrap, 1, Mux(e_step, e_m2, e_m1))
+        is_zero, is_m1, is_m = (Signal(name=f"acc_meets_{n}") for n in ("0", "m1", "m"))
+        m.d.sync += [is_zero.eq(b_m == 0), is_m1.eq(b_m == e_m1_next), is_m.eq(b_m == e_next)]
+        meets = Mux(e_wrap, is_zero, Mux(e_step, is_m1, is_m))
         m.d.comb += [write.addr.eq(wm[0]), write.data.eq(ws[0]), write.en.eq(wwe[0]),
                      port.addr.eq(e_next), port.en.eq(~(wwe[0] & meets))]
         # Cycle t: stage B holds row b_m (= r_m of t-1 = e_m of t-2). The memory's register

@@ -320,6 +320,30 @@ def test_registered_reads_give_the_same_results_and_cycles(shape, dataflow):
     assert result["cycles"] == sum(program_cycles(prog, len(x)) for x in xs)
 
 
+@pytest.mark.parametrize("post_pipeline", [False, True])
+def test_accumulator_reads_skip_writes_between_spaced_rows(post_pipeline):
+    """With one requantization lane the last tile's rows enter the engine two cycles apart, and
+    the accumulators' look-ahead address holds between them: its read must still be skipped
+    when the write of the same cycle is to that word (the collision watch in ``_run`` fails
+    otherwise; a random search found it)."""
+    import test_accelerator
+
+    from hwgen.accelerator import Accelerator
+
+    cfg = AcceleratorConfig(rows=3, cols=2, post_lanes=1, **test_accelerator.SMALL)
+    rng = np.random.default_rng(59)
+    net = random_network(rng, cfg, layers=2, max_width=9)
+    prog = hwgen.compile(net, cfg, batch=3)
+    xs = [random_input(rng, cfg, m, net.in_features) for m in (2, 1, 3)]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(test_accelerator, "Accelerator",
+                   functools.partial(Accelerator, registered_reads=True,
+                                     post_pipeline=post_pipeline))
+        result = test_accelerator._run(cfg, prog, *xs)
+    for x, out in zip(xs, [result["out"], *result["more"]], strict=True):
+        np.testing.assert_array_equal(out, net.forward(x))
+
+
 @pytest.mark.parametrize("options", [
     {}, {"post_pipeline": True}, {"post_pipeline": True, "registered_reads": True},
     {"post_pipeline": True, "split_multiplier": 4, "post_lanes": 1},     # the iCEBreaker's
