@@ -695,25 +695,6 @@ class Accelerator(wiring.Component):
             a_stage, res_row = res.valid, res.payload.data
             m.d.sync += r_m.eq(Mux(r_wrap, 0, Mux(r_step, r_m + 1, r_m)))
             r_last = r_m == last_row
-        if self.registered_reads:
-            # "Last tile" flags in registers, as r_last (comparators before stage A's enables
-            # otherwise): r_kt == k_end and r_nt == n_end, compared with the bound less one.
-            r_kt_last, r_nt_last = Signal(name="r_kt_last"), Signal(name="r_nt_last")
-            kt_before = Signal.like(desc.k_tiles, name="r_kt_before")     # k_end - 1
-            nt_before = Signal.like(desc.n_tiles, name="r_nt_before")     # n_end - 1
-            with m.If(start_layer):
-                m.d.sync += [r_kt_last.eq(next_desc.k_tiles == 1),
-                             r_nt_last.eq(next_desc.n_tiles == 1),
-                             kt_before.eq(next_desc.k_tiles - 2),
-                             nt_before.eq(next_desc.n_tiles - 2)]
-            with m.Elif(a_stage & r_last):
-                with m.If(~r_kt_last):
-                    m.d.sync += r_kt_last.eq(r_kt == kt_before)
-                with m.Else():
-                    m.d.sync += [r_kt_last.eq(k_end() == 0),
-                                 r_nt_last.eq(Mux(r_nt_last, n_end() == 0, r_nt == nt_before))]
-        else:
-            r_kt_last, r_nt_last = r_kt == k_end(), r_nt == n_end()
         with m.If(start_layer):
             m.d.sync += [r_kt.eq(0), r_nt.eq(0), r_n0.eq(0), r_oword.eq(0), r_orem.eq(0),
                          r_dst.eq(next_desc.dst_base)]
@@ -725,7 +706,7 @@ class Accelerator(wiring.Component):
             with m.Else():
                 m.d.sync += r_dst.eq(desc.dst_base)
                 m.d.comb += r_wrap.eq(1)
-                with m.If(~r_kt_last):
+                with m.If(r_kt != k_end()):
                     m.d.sync += r_kt.eq(r_kt + 1)
                 with m.Else():
                     m.d.sync += [r_kt.eq(0), r_nt.eq(r_nt + 1), r_n0.eq(r_n0 + cols)]
@@ -760,9 +741,10 @@ class Accelerator(wiring.Component):
         host_words[Region.PARAM] = par_data
         dp.d.sync += [
             b_valid.eq(a_stage), b_row.eq(res_row), b_first.eq(r_kt == 0),
-            b_final.eq(r_kt_last), b_m.eq(r_m),
+            b_final.eq(r_kt == k_end()), b_m.eq(r_m),
 
-            b_end.eq(a_stage & r_last & r_kt_last & r_nt_last),
+            b_end.eq(a_stage & r_last & (r_kt == k_end())
+                     & (r_nt == n_end())),
         ]
         b_sum = Signal(acc_layout)
         acc_we = Signal()
