@@ -986,8 +986,9 @@ class Accelerator(wiring.Component):
 
     def _registered_acc_read(self, m, port, write, *, r_m, e_m, e_m1, e_next, e_wrap, e_step,
                              b_m, b_sum, we):
-        """Return the accumulators of stage B's row, but for a row's first tile, from a read port
-        with a register after it, and drive ``write`` from a registered copy of stage B's sum.
+        """Return the accumulators of stage B's row (the caller starts a row's first tile from
+        zero) from a read port with a register after it, and drive ``write`` from a registered
+        copy of stage B's sum.
 
         The memory's output (5.8 ns after the clock on an ECP5 DP16KD) ends at its register,
         and that register's route into the fabric (up to 3.9 ns on the 85F) at another: the
