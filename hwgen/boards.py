@@ -809,6 +809,14 @@ def _pe_verilog(config, external_mul):
     return name, text.replace("(* top =  1  *)\n", "", 1)
 
 
+# Amaranth names the elements of an array-shaped signal `x[0]`, `x[1]` beside `x` itself. When
+# bits of a wire `x` and of a wire `x[0]` both cross ABC9's boundary, Yosys 0.70's reintegration
+# (which rebuilds wide wires from names `x[i]`) trips an assertion: `count_id(wire->name) == 0` or
+# `GetSize(conn.first) == GetSize(conn.second)`, depending on the netlist. Making the bracketed
+# names private avoids it; the signals keep their unbracketed public names.
+YOSYS_HIDE_BRACKETED_NAMES = "rename -hide w:*[[]*"
+
+
 def _yosys_opts(board, config):
     """Return extra ``platform.build`` arguments for Yosys on ``board``."""
     from .accelerator import SPRAM_SUFFIX, collision_free_memories
@@ -821,6 +829,7 @@ def _yosys_opts(board, config):
     if board.spram:
         # SB_SPRAM256KA has no initial contents: drop the all-zero ones Amaranth gives memories.
         lines.append(f"delete t:$meminit_v2 r:MEMID=*{SPRAM_SUFFIX} %i")
+    lines.append(YOSYS_HIDE_BRACKETED_NAMES)
     opts = {"script_after_read": "\n".join(lines)}
     if board.family == "ice40":
         # A clock enable shared by fewer than four flip-flops becomes logic: the eight cells of
