@@ -462,7 +462,11 @@ class Accelerator(wiring.Component):
             last_row = Signal.like(batch, name="last_row")
             k_last = Signal.like(desc.k_tiles, name="k_last")
             n_last = Signal.like(desc.n_tiles, name="n_last")
-            m.d.sync += last_row.eq(batch - 1)   # valid from FETCH on
+            # last_row - 1, for the registered "last row" flags (`m + 1 == last_row` puts an
+            # adder before the comparator).
+            before_last_row = Signal.like(batch, name="before_last_row")
+            m.d.sync += [last_row.eq(batch - 1),   # valid from FETCH on
+                         before_last_row.eq(batch - 2)]
             with m.If(start_layer):
                 m.d.sync += [k_last.eq(next_desc.k_tiles - 1), n_last.eq(next_desc.n_tiles - 1)]
 
@@ -472,7 +476,7 @@ class Accelerator(wiring.Component):
             def n_end():
                 return n_last
         else:
-            last_row = batch - 1
+            last_row, before_last_row = batch - 1, batch - 2
 
             def k_end():
                 return k_tiles - 1
@@ -511,6 +515,16 @@ class Accelerator(wiring.Component):
                 engine.i_weight.payload.eq(weight_rd.data),
             ]
             host_words[Region.WEIGHT] = weight_rd.data
+        if self.registered_reads:
+            # w_addr + 1 in a register: the port's address follows the engine's `ready` through
+            # a multiplexer only, not an adder too (ECP5).
+            w_addr_p1 = Signal(range(cfg.weight_depth + 2), name="w_addr_p1")
+            with m.If(start_layer):
+                m.d.sync += w_addr_p1.eq(next_desc.w_base + 1)
+            with m.Elif(busy & w_take & w_more):
+                m.d.sync += w_addr_p1.eq(w_addr_p1 + 1)
+        else:
+            w_addr_p1 = w_addr + 1
         with m.If(start_layer):
             m.d.sync += [w_row.eq(0), w_kt.eq(0), w_nt.eq(0),
                          w_more.eq((next_desc.k_tiles != 0) & (next_desc.n_tiles != 0)),
@@ -520,7 +534,7 @@ class Accelerator(wiring.Component):
             m.d.sync += w_valid.eq(w_more)
             with m.If(w_more):
                 m.d.sync += w_row.eq(w_row + 1)
-                m.d.comb += w_addr_n.eq(w_addr + 1)
+                m.d.comb += w_addr_n.eq(w_addr_p1)
                 with m.If(w_row == rows - 1):
                     m.d.sync += w_row.eq(0)
                     with m.If(w_kt != k_end()):
@@ -592,7 +606,8 @@ class Accelerator(wiring.Component):
             # to be in the address's path (busy's many loads make it slow on the 85F).
             lane_next, lane_inrow = self._act_lane_addresses(
                 m, advance=a_take & a_active, start_layer=start_layer,
-                a_m=a_m, last_row=last_row, a_kt=a_kt, k_end=k_end(),
+                a_m=a_m, last_row=last_row, before_last_row=before_last_row, a_kt=a_kt,
+                k_end=k_end(),
                 next_desc=next_desc, desc=desc, inrow=a_inrow, width=len(act_rd[0].addr))
         act_data = []
         # A word past the row's end is not read: it may be the first word of the output
@@ -679,11 +694,9 @@ class Accelerator(wiring.Component):
             # anew by every layer's start, after the run's batch is.)
             e_last = Signal(name="acc_e_last")
             r_last = Signal(name="r_m_last")
-            before_last = Signal.like(r_m, name="acc_before_last")     # last_row - 1
             m.d.sync += [e_m.eq(e_m_n), e_m1.eq(e_m_n + 1), r_m.eq(e_m), r_last.eq(e_last),
-                         before_last.eq(last_row - 1),
                          e_last.eq(Mux(e_wrap, last_row == 0,
-                                       Mux(e_step, e_m == before_last, e_last)))]
+                                       Mux(e_step, e_m == before_last_row, e_last)))]
             with m.If(start_layer):
                 m.d.comb += e_wrap.eq(1)
             with m.Elif(res.valid):
@@ -695,6 +708,25 @@ class Accelerator(wiring.Component):
             a_stage, res_row = res.valid, res.payload.data
             m.d.sync += r_m.eq(Mux(r_wrap, 0, Mux(r_step, r_m + 1, r_m)))
             r_last = r_m == last_row
+        if self.registered_reads:
+            # "Last tile" flags in registers, as r_last (comparators before stage A's enables
+            # otherwise): r_kt == k_end and r_nt == n_end, compared with the bound less one.
+            r_kt_last, r_nt_last = Signal(name="r_kt_last"), Signal(name="r_nt_last")
+            kt_before = Signal.like(desc.k_tiles, name="r_kt_before")     # k_end - 1
+            nt_before = Signal.like(desc.n_tiles, name="r_nt_before")     # n_end - 1
+            with m.If(start_layer):
+                m.d.sync += [r_kt_last.eq(next_desc.k_tiles == 1),
+                             r_nt_last.eq(next_desc.n_tiles == 1),
+                             kt_before.eq(next_desc.k_tiles - 2),
+                             nt_before.eq(next_desc.n_tiles - 2)]
+            with m.Elif(a_stage & r_last):
+                with m.If(~r_kt_last):
+                    m.d.sync += r_kt_last.eq(r_kt == kt_before)
+                with m.Else():
+                    m.d.sync += [r_kt_last.eq(k_end() == 0),
+                                 r_nt_last.eq(Mux(r_nt_last, n_end() == 0, r_nt == nt_before))]
+        else:
+            r_kt_last, r_nt_last = r_kt == k_end(), r_nt == n_end()
         with m.If(start_layer):
             m.d.sync += [r_kt.eq(0), r_nt.eq(0), r_n0.eq(0), r_oword.eq(0), r_orem.eq(0),
                          r_dst.eq(next_desc.dst_base)]
@@ -706,7 +738,7 @@ class Accelerator(wiring.Component):
             with m.Else():
                 m.d.sync += r_dst.eq(desc.dst_base)
                 m.d.comb += r_wrap.eq(1)
-                with m.If(r_kt != k_end()):
+                with m.If(~r_kt_last):
                     m.d.sync += r_kt.eq(r_kt + 1)
                 with m.Else():
                     m.d.sync += [r_kt.eq(0), r_nt.eq(r_nt + 1), r_n0.eq(r_n0 + cols)]
@@ -741,10 +773,9 @@ class Accelerator(wiring.Component):
         host_words[Region.PARAM] = par_data
         dp.d.sync += [
             b_valid.eq(a_stage), b_row.eq(res_row), b_first.eq(r_kt == 0),
-            b_final.eq(r_kt == k_end()), b_m.eq(r_m),
+            b_final.eq(r_kt_last), b_m.eq(r_m),
 
-            b_end.eq(a_stage & r_last & (r_kt == k_end())
-                     & (r_nt == n_end())),
+            b_end.eq(a_stage & r_last & r_kt_last & r_nt_last),
         ]
         b_sum = Signal(acc_layout)
         acc_we = Signal()
@@ -1043,8 +1074,8 @@ class Accelerator(wiring.Component):
         m.d.comb += old.eq(Mux(last, ws[0], base))
         return old
 
-    def _act_lane_addresses(self, m, *, advance, start_layer, a_m, last_row, a_kt, k_end,
-                            next_desc, desc, inrow, width):
+    def _act_lane_addresses(self, m, *, advance, start_layer, a_m, last_row, before_last_row,
+                            a_kt, k_end, next_desc, desc, inrow, width):
         """Return the next address of each activation bank, for reads a cycle ahead, and
         whether that word lies within its row (``inrow``: the same for the current position).
 
@@ -1066,14 +1097,10 @@ class Accelerator(wiring.Component):
         steps = [step(r) for r in range(lanes)]
         m_last = Signal(name="a_m_last")       # a_m == last_row
         kt_last = Signal(name="a_kt_last")     # a_kt == k_end
-        # last_row - 1 (a run's batch is set before its first layer): `a_m + 1 == last_row`
-        # put an adder before the comparator.
-        before_last = Signal.like(a_m, name="a_m_before_last")
-        m.d.sync += before_last.eq(last_row - 1)
         with m.If(start_layer):
             m.d.sync += [m_last.eq(last_row == 0), kt_last.eq(next_desc.k_tiles == 1)]
         with m.Elif(advance):
-            m.d.sync += m_last.eq(Mux(m_last, last_row == 0, a_m == before_last))
+            m.d.sync += m_last.eq(Mux(m_last, last_row == 0, a_m == before_last_row))
             with m.If(m_last):
                 m.d.sync += kt_last.eq(Mux(kt_last, k_end == 0, a_kt + 1 == k_end))
         # The next reduction tile's position and which banks' words lie within its rows, kept a
