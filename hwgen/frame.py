@@ -172,6 +172,11 @@ class FrameEngine(wiring.Component):
         words_left = Signal(16)
         mem_addr = Signal.like(host.addr, name="mem_addr")
         ptr = Signal(range(max_payload + 1))
+        # COMMIT's next buffer address is `ptr + (byte_pos < word_bytes)`: a comparator and an
+        # adder before the block RAM's address, the ECP5 device's critical path. Both terms are
+        # kept in registers instead.
+        ptr_p1 = Signal(range(max_payload + 2), name="ptr_p1")   # ptr + 1
+        data_phase = Signal(name="data_phase")                   # byte_pos < word_bytes
         program_loaded = Signal()
         runs = Signal(32)
 
@@ -414,24 +419,26 @@ class FrameEngine(wiring.Component):
                     with m.Case(Opcode.WRITE):
                         # Prime the buffer's read port: COMMIT sees byte `ptr` each cycle.
                         m.d.comb += buf_r.addr.eq(_ACCESS_BYTES)
-                        m.d.sync += ptr.eq(_ACCESS_BYTES)
+                        m.d.sync += [ptr.eq(_ACCESS_BYTES), ptr_p1.eq(_ACCESS_BYTES + 1),
+                                     data_phase.eq(1)]     # byte_pos is 0, word_bytes >= 1
                         m.next = "COMMIT"
 
             with m.State("COMMIT"):
                 # Each word takes sr_bytes cycles: its word_bytes bytes enter at the top of `sr`,
                 # then zero bytes push them down to bit 0. That costs cycles (plentiful: the link
                 # is far slower) instead of a word-wide alignment multiplexer (scarce LUTs).
-                data_phase = byte_pos < word_bytes
-                ptr_next = ptr + data_phase
+                ptr_next = Mux(data_phase, ptr_p1, ptr)
                 m.d.comb += [sr_fill.eq(Mux(data_phase, buf_r.data, 0)), buf_r.addr.eq(ptr_next)]
                 with m.If(wait_write):
                     # Everything holds, the buffer's output too: `wdata` stays what it was.
                     m.d.comb += [host.we.eq(1), buf_r.en.eq(0)]
                 with m.Else():
-                    m.d.sync += [sr.eq(sr_next), ptr.eq(ptr_next), byte_pos.eq(byte_pos + 1)]
+                    m.d.sync += [sr.eq(sr_next), ptr.eq(ptr_next), ptr_p1.eq(ptr_next + 1),
+                                 byte_pos.eq(byte_pos + 1),
+                                 data_phase.eq(byte_pos + 1 < word_bytes)]
                     with m.If(byte_pos == sr_bytes - 1):
                         m.d.comb += host.we.eq(1)
-                        m.d.sync += [byte_pos.eq(0), mem_addr.eq(mem_addr + 1),
+                        m.d.sync += [byte_pos.eq(0), data_phase.eq(1), mem_addr.eq(mem_addr + 1),
                                      words_left.eq(words_left - 1)]
                         with m.If(words_left == 1):
                             with m.If(args.region == Region.PROGRAM.value):
