@@ -454,7 +454,7 @@ def _add_pll(m, platform, board, clock, *, link=False):
     also the ``link`` domain from the oscillator (iCE40: the PLL's second output passes the
     oscillator's clock through; ECP5: the oscillator's input buffer)."""
     m.domains.sync = ClockDomain("sync")
-    clk, lock = Signal(), Signal()
+    clk, lock = Signal(name="pll_clk"), Signal(name="pll_lock")
     p = clock["pll"]
     zero = Const(0, 1)
     if board.family == "ice40":
@@ -470,7 +470,6 @@ def _add_pll(m, platform, board, clock, *, link=False):
                                         o_PLLOUTGLOBALA=link_clk, o_PLLOUTGLOBALB=clk, **ports)
             m.d.comb += ClockSignal("link").eq(link_clk)
             m.submodules.reset_sync_link = ResetSynchronizer(~lock, domain="link")
-            platform.add_clock_constraint(link_clk, board.osc_hz)
         else:
             m.submodules.pll = Instance("SB_PLL40_PAD", o_PLLOUTGLOBAL=clk, **ports)
     else:
@@ -499,9 +498,11 @@ def _add_pll(m, platform, board, clock, *, link=False):
             m.domains.link = ClockDomain("link")
             m.d.comb += ClockSignal("link").eq(ref)
             m.submodules.reset_sync_link = ResetSynchronizer(~lock, domain="link")
+    # No constraints on the PLL's outputs: nextpnr derives them from the oscillator pin's and
+    # the PLL's dividers. (Constraints on `clk` and `link_clk` named nets that synthesis had
+    # merged into the domains' clocks, and nextpnr ignored them with a warning.)
     m.d.comb += ClockSignal("sync").eq(clk)
     m.submodules.reset_sync = ResetSynchronizer(~lock, domain="sync")
-    platform.add_clock_constraint(clk, clock["hz"])
 
 
 # -- fit check --------------------------------------------------------------------------------
