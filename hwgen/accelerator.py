@@ -495,20 +495,33 @@ class Accelerator(wiring.Component):
         w_valid = Signal()
         w_take = Signal()
         w_addr_n = Signal.like(w_addr, name="w_addr_n")     # its next value
-        m.d.comb += [w_take.eq(~w_valid | engine.i_weight.ready), w_addr_n.eq(w_addr),
-                     engine.i_weight.valid.eq(w_valid)]
+        m.d.comb += w_addr_n.eq(w_addr)
         m.d.sync += w_addr.eq(w_addr_n)
         if self.registered_reads:
             # Addressed a cycle ahead, the register takes the word when the port did.
             w_q = Signal.like(weight_rd.data, name="weight_q", reset_less=True)
-            m.d.comb += [weight_rd.en.eq(~weight_wr.en),
-                         weight_rd.addr.eq(Mux(busy, w_addr_n, host.addr)),
-                         engine.i_weight.payload.eq(w_q)]
+            # A skid register between the feeder and the engine, as the activation feeder has:
+            # the feeder moves on whenever it is empty (a register), so the port's address does
+            # not wait for the engine's `ready` (the 85F's longest path, 9.5 ns, 7.5 of them
+            # routing to the weight DP16KDs). The engine sees the same rows in the same cycles.
+            w_skid_full = Signal(name="w_skid_full")
+            w_skid = Signal.like(w_q, name="w_skid", reset_less=True)
+            m.d.comb += [w_take.eq(~w_skid_full),
+                         engine.i_weight.valid.eq(w_skid_full | w_valid),
+                         engine.i_weight.payload.eq(Mux(w_skid_full, w_skid, w_q)),
+                         weight_rd.en.eq(~weight_wr.en),
+                         weight_rd.addr.eq(Mux(busy, w_addr_n, host.addr))]
+            with m.If(w_skid_full & engine.i_weight.ready):
+                m.d.sync += w_skid_full.eq(0)
+            with m.Elif(~w_skid_full & w_valid & ~engine.i_weight.ready):
+                m.d.sync += [w_skid_full.eq(1), w_skid.eq(w_q)]
             with m.If(Mux(busy, w_take, host_rd_q)):
                 m.d.sync += w_q.eq(weight_rd.data)
             host_words[Region.WEIGHT] = w_q
         else:
             m.d.comb += [
+                w_take.eq(~w_valid | engine.i_weight.ready),
+                engine.i_weight.valid.eq(w_valid),
                 # Never together with a write, as a single-port RAM needs.
                 weight_rd.en.eq(Mux(busy, w_take, host_rd) & ~weight_wr.en),
                 weight_rd.addr.eq(Mux(busy, w_addr, host.addr)),
@@ -516,8 +529,7 @@ class Accelerator(wiring.Component):
             ]
             host_words[Region.WEIGHT] = weight_rd.data
         if self.registered_reads:
-            # w_addr + 1 in a register: the port's address follows the engine's `ready` through
-            # a multiplexer only, not an adder too (ECP5).
+            # w_addr + 1 in a register: the port's address is a multiplexer of registers.
             w_addr_p1 = Signal(range(cfg.weight_depth + 2), name="w_addr_p1")
             with m.If(start_layer):
                 m.d.sync += w_addr_p1.eq(next_desc.w_base + 1)
