@@ -533,7 +533,7 @@ class Accelerator(wiring.Component):
             w_addr_p1 = Signal(range(cfg.weight_depth + 2), name="w_addr_p1")
             with m.If(start_layer):
                 m.d.sync += w_addr_p1.eq(next_desc.w_base + 1)
-            with m.Elif(busy & w_take & w_more):
+            with m.Elif(w_take & w_more):
                 m.d.sync += w_addr_p1.eq(w_addr_p1 + 1)
         else:
             w_addr_p1 = w_addr + 1
@@ -542,7 +542,9 @@ class Accelerator(wiring.Component):
                          w_more.eq((next_desc.k_tiles != 0) & (next_desc.n_tiles != 0)),
                          w_valid.eq(0)]
             m.d.comb += w_addr_n.eq(next_desc.w_base)
-        with m.Elif(busy & w_take):
+        # Not gated by `busy` (many loads, slow on the 85F): outside a run w_more and w_valid
+        # are 0 (a layer's weights are all taken before it ends), so taking changes nothing.
+        with m.Elif(w_take):
             m.d.sync += w_valid.eq(w_more)
             with m.If(w_more):
                 m.d.sync += w_row.eq(w_row + 1)
