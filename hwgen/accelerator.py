@@ -258,8 +258,8 @@ class Accelerator(wiring.Component):
         their memories a cycle ahead; the engine's rows pass a register, and the accumulators
         are read three cycles before their sum (their word crosses into the fabric in a cycle
         of its own), written from a register, and forward the four sums the read misses; raw
-        layers write their output from registers; a skid register between the activation
-        feeder and the engine lets the feeder's addresses ignore the engine's ``ready``.
+        layers write their output from registers; skid registers between the feeders and the
+        engine let the feeders' addresses ignore the engine's ``ready``.
         Results and cycle counts are the same; host reads take two cycles.
     spram : bool
         Ask Yosys to put the weight memory into iCE40UP ``SB_SPRAM256KA`` blocks. It has one
