@@ -167,6 +167,22 @@ def _sum_tree(terms):
     return value << shift
 
 
+def _skid(m, port, valid, row, name):
+    """Drive stream ``port`` from a feeder's ``valid``/``row`` through a skid register and
+    return the feeder's "take" (move on): the skid is empty. The feeder then moves on whenever
+    the skid is empty (a register), not when ``port`` is ready, so that its next read address
+    does not wait for the consumer's decision; ``port`` sees the same rows in the same cycles.
+    """
+    full = Signal(name=f"{name}_skid_full")
+    held = Signal.like(row, name=f"{name}_skid_row", reset_less=True)
+    m.d.comb += [port.valid.eq(full | valid), port.payload.eq(Mux(full, held, row))]
+    with m.If(full & port.ready):
+        m.d.sync += full.eq(0)
+    with m.Elif(~full & valid & ~port.ready):
+        m.d.sync += [full.eq(1), held.eq(row)]
+    return ~full
+
+
 def _count(m, out, inc, clear, name):
     """Drive ``out`` from a counter of its width that adds ``inc`` and resets on ``clear``.
 
@@ -500,21 +516,11 @@ class Accelerator(wiring.Component):
         if self.registered_reads:
             # Addressed a cycle ahead, the register takes the word when the port did.
             w_q = Signal.like(weight_rd.data, name="weight_q", reset_less=True)
-            # A skid register between the feeder and the engine, as the activation feeder has:
-            # the feeder moves on whenever it is empty (a register), so the port's address does
-            # not wait for the engine's `ready` (the 85F's longest path, 9.5 ns, 7.5 of them
-            # routing to the weight DP16KDs). The engine sees the same rows in the same cycles.
-            w_skid_full = Signal(name="w_skid_full")
-            w_skid = Signal.like(w_q, name="w_skid", reset_less=True)
-            m.d.comb += [w_take.eq(~w_skid_full),
-                         engine.i_weight.valid.eq(w_skid_full | w_valid),
-                         engine.i_weight.payload.eq(Mux(w_skid_full, w_skid, w_q)),
+            # Through a skid register, the port's address does not wait for the engine's
+            # `ready` (the 85F's longest path, 9.5 ns, 7.5 of them routing to the DP16KDs).
+            m.d.comb += [w_take.eq(_skid(m, engine.i_weight, w_valid, w_q, "w")),
                          weight_rd.en.eq(~weight_wr.en),
                          weight_rd.addr.eq(Mux(busy, w_addr_n, host.addr))]
-            with m.If(w_skid_full & engine.i_weight.ready):
-                m.d.sync += w_skid_full.eq(0)
-            with m.Elif(~w_skid_full & w_valid & ~engine.i_weight.ready):
-                m.d.sync += [w_skid_full.eq(1), w_skid.eq(w_q)]
             with m.If(Mux(busy, w_take, host_rd_q)):
                 m.d.sync += w_q.eq(weight_rd.data)
             host_words[Region.WEIGHT] = w_q
@@ -574,18 +580,9 @@ class Accelerator(wiring.Component):
         steps = cfg.requant_steps
         skid = self.registered_reads and steps == 1
         if skid:
-            # A skid register between the feeder and the engine: the feeder moves on whenever
-            # it is empty (a register), not when the engine is ready, so that the activation
-            # banks' next addresses do not wait for the engine's decision (the 85F's longest
-            # path). The engine sees the same rows in the same cycles.
-            skid_full = Signal(name="a_skid_full")
-            skid_row = Signal.like(feed, name="a_skid_row")
-            m.d.comb += [a_take.eq(~skid_full), engine.i_act.valid.eq(skid_full | a_valid),
-                         engine.i_act.payload.eq(Mux(skid_full, skid_row, feed))]
-            with m.If(skid_full & engine.i_act.ready):
-                m.d.sync += skid_full.eq(0)
-            with m.Elif(~skid_full & a_valid & ~engine.i_act.ready):
-                m.d.sync += [skid_full.eq(1), skid_row.eq(feed)]
+            # The activation banks' next addresses waited for the engine's `ready` (the 85F's
+            # longest path).
+            m.d.comb += a_take.eq(_skid(m, engine.i_act, a_valid, feed, "a"))
         elif steps == 1:
             m.d.comb += [a_take.eq(~a_valid | engine.i_act.ready),
                          engine.i_act.valid.eq(a_valid), engine.i_act.payload.eq(feed)]
