@@ -207,7 +207,7 @@ def _ulx3s(size, luts, ebr, mults, preset):
         name=f"ulx3s-{size}f", family="ecp5",
         platform=f"amaranth_boards.ulx3s:ULX3S_{size}F_Platform", device=f"LFE5U-{size}F",
         # 62.5 MHz from the PLL: the 8x8 device reached 98.2-110.9 MHz on the 85F (designs a
-        # step apart, and placement), the 4x4 118.7-135.5 MHz on the 12F (2026-11-23).
+        # step apart, and placement), the 4x4 117.7-135.5 MHz on the 12F (2026-11-23).
         osc_hz=25_000_000, clock_hz=62_500_000,
         capacity={"lut": luts, "ff": luts, "dsp": mults, "bram": ebr}, preset=preset,
         dsp_packing="mult18x18d", post_pipeline=True, split_operand=17, registered_reads=True,
