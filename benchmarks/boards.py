@@ -1,5 +1,8 @@
 """Build a few designs per board and print Fmax, LUT and DSP per MAC, block RAM and build time.
 
+The build time is split into Yosys, nextpnr and nextpnr's own phases: placement (HeAP),
+its simulated-annealing refinement (SA) and routing.
+
 Run ``python benchmarks/boards.py`` (all cases) or ``python benchmarks/boards.py NAME...``;
 ``--list`` shows the cases. Each case is a real ``hwgen build`` (the same code path), so the
 YoWASP tools must be installed; the first run of each tool compiles its WebAssembly (about a
@@ -69,7 +72,8 @@ def main(argv=None):
     if unknown:
         parser.error(f"unknown case(s) {', '.join(unknown)}; see --list")
     header = (f"{'case':16} {'MACs':>4} {'Fmax':>7} {'target':>6} {'LUT':>6} {'LUT/MAC':>7} "
-              f"{'DSP':>4} {'DSP/MAC':>7} {'BRAM':>5} {'time s':>6} {'yosys':>5} {'pnr':>5}")
+              f"{'DSP':>4} {'DSP/MAC':>7} {'BRAM':>5} {'time s':>6} {'yosys':>5} {'pnr':>5} "
+              f"{'place':>5} {'SA':>5} {'route':>5}")
     print(header)
     for name in names:
         start = time.perf_counter()
@@ -81,7 +85,9 @@ def main(argv=None):
               f"{res['lut']['used']:6} {res['lut']['used'] / macs:7.1f} {res['dsp']['used']:4} "
               f"{res['dsp']['used'] / macs:7.3f} {res['bram']['used']:5} "
               f"{time.perf_counter() - start:6.1f} {rep['times']['yosys_s']:5.1f} "
-              f"{rep['times']['nextpnr_s']:5.1f}", flush=True)
+              f"{rep['times']['nextpnr_s']:5.1f} "
+              + " ".join(f"{rep['nextpnr_phases_s'].get(k, 0):5.1f}"
+                         for k in ("place", "refine", "route")), flush=True)
         board_name, top, options, _ = CASES[name]
         print(f"{'':16} {_command(name, board_name, top, options)}   "
               f"({'PASS' if t['pass'] else 'FAIL'} at {t['target_mhz']:g} MHz)", flush=True)

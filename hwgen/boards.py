@@ -701,6 +701,12 @@ _UTIL_RE = re.compile(r"^Info:\s+(\w+):\s+(\d+)/\s*(\d+)\s+\d+%", re.M)
 _FMAX_RE = re.compile(
     r"Max frequency for clock\s+'([^']+)':\s+([\d.]+) MHz \((PASS|FAIL) at ([\d.]+) MHz\)")
 _CELLS_RE = re.compile(r"^\s+(\d+)\s+(\S+)\s*$", re.M)
+# The lines in which nextpnr's placers and routers time themselves, and the phase each times.
+_PHASE_TIME_RES = (
+    ("place", re.compile(r"^Info: HeAP Placer Time: ([\d.]+)s", re.M)),
+    ("refine", re.compile(r"^Info: SA placement time ([\d.]+)s", re.M)),
+    ("route", re.compile(r"^Info: Router[12] time ([\d.]+)s", re.M)),
+)
 
 # nextpnr cell types -> report resources.
 _NEXTPNR_CELLS = {
@@ -719,7 +725,9 @@ def parse_nextpnr_log(text):
     dict
         ``"utilisation"``: ``{cell type: (used, available)}`` from the last "Device
         utilisation" table; ``"clocks"``: ``{clock: {"fmax_mhz", "target_mhz", "pass"}}`` from
-        the last timing report (after routing).
+        the last timing report (after routing); ``"phases_s"``: the seconds nextpnr says its
+        placement (``"place"``), the placement's refinement (``"refine"``) and routing
+        (``"route"``) took, for the phases the log reports.
     """
     util = {}
     tables = text.split("Device utilisation:")
@@ -730,7 +738,12 @@ def parse_nextpnr_log(text):
     for m in _FMAX_RE.finditer(text):
         clocks[m[1]] = {"fmax_mhz": float(m[2]), "target_mhz": float(m[4]),
                         "pass": m[3] == "PASS"}
-    return {"utilisation": util, "clocks": clocks}
+    phases = {}
+    for phase, pattern in _PHASE_TIME_RES:
+        found = pattern.findall(text)
+        if found:
+            phases[phase] = float(found[-1])
+    return {"utilisation": util, "clocks": clocks, "phases_s": phases}
 
 
 def parse_yosys_log(text):
@@ -1212,10 +1225,14 @@ def make_report(board, config, clock, est, *, top, baud, seed, times, bitstream,
                    "pass": timing_pass},
         "tools": tool_versions(board.family),
         "times": times,
+        "nextpnr_phases_s": pnr["phases_s"],
         "bitstream": Path(bitstream).name,
         "program": board.program.format(bitstream=Path(bitstream).name),
         "serial": board.serial,
     }
+
+
+_PHASE_LABELS = {"place": "placement", "refine": "refinement", "route": "routing"}
 
 
 def render_markdown(report):
@@ -1234,6 +1251,11 @@ def render_markdown(report):
         f"- build time: {report['times'].get('total_s')} s "
         + "(" + ", ".join(f"{k[:-2]} {v} s" for k, v in report["times"].items()
                           if k != "total_s") + ")",
+    ]
+    if report.get("nextpnr_phases_s"):
+        lines.append("- nextpnr: " + ", ".join(
+            f"{_PHASE_LABELS[k]} {v:g} s" for k, v in report["nextpnr_phases_s"].items()))
+    lines += [
         "", "| resource | used | available | % | estimate |", "| --- | ---: | ---: | ---: | ---: |",
     ]
     for res, r in report["resources"].items():

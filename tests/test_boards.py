@@ -805,6 +805,7 @@ def test_parse_recorded_logs(family):
     pnr = boards.parse_nextpnr_log((DATA / f"{family}_nextpnr.log").read_text())
     cells = boards.parse_yosys_log((DATA / f"{family}_yosys.log").read_text())
     assert pnr["clocks"] == meta["clocks"]
+    assert pnr["phases_s"] == meta["nextpnr_phases_s"]
     assert {k: list(v) for k, v in pnr["utilisation"].items()
             if k in meta["utilisation"]} == meta["utilisation"]
     assert {k: cells[k] for k in meta["yosys_cells"]} == meta["yosys_cells"]
@@ -834,6 +835,25 @@ def test_report_finds_the_design_clock_and_judges_every_clock():
     assert len(timing["clocks"]) == 2
     # The link's clock failing fails the build, although the design's clock passes.
     assert _two_clock_report("FAIL")["timing"]["pass"] is False
+
+
+def test_phase_times_of_router2_and_of_a_log_cut_short():
+    text = (DATA / "ecp5_nextpnr.log").read_text()
+    router2 = text.replace("Info: Router1 time 36.64s", "Info: Router2 time 12.50s")
+    assert boards.parse_nextpnr_log(router2)["phases_s"]["route"] == 12.5
+    # A log that ends while routing has the placement's times and no routing time.
+    head = text[:text.index("Info: Routing..")]
+    assert boards.parse_nextpnr_log(head)["phases_s"] == {"place": 19.73, "refine": 82.32}
+
+
+def test_report_renders_nextpnr_phase_times():
+    report = _two_clock_report("PASS")
+    # A log without the lines: no line for them.
+    assert not any(line.startswith("- nextpnr:")
+                   for line in boards.render_markdown(report).splitlines())
+    report["nextpnr_phases_s"] = {"place": 16.0, "refine": 37.68, "route": 91.49}
+    assert ("- nextpnr: placement 16 s, refinement 37.68 s, routing 91.49 s"
+            in boards.render_markdown(report).splitlines())
 
 
 def test_overfull_placement_is_a_fit_error():
@@ -926,7 +946,7 @@ def test_failing_tool_is_reported_with_its_step_and_output(tmp_path, monkeypatch
 
 
 def test_parse_empty_logs():
-    assert boards.parse_nextpnr_log("") == {"utilisation": {}, "clocks": {}}
+    assert boards.parse_nextpnr_log("") == {"utilisation": {}, "clocks": {}, "phases_s": {}}
     assert boards.parse_yosys_log("") == {}
 
 
