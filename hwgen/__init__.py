@@ -1,8 +1,12 @@
 """hwgen: systolic-array neural-network accelerators for FPGAs, in Amaranth HDL."""
 
 from .config import AcceleratorConfig
+from .toolchain import package_version
 
-__all__ = ["AcceleratorConfig", "compile"]
+__all__ = ["AcceleratorConfig", "__version__", "compile"]
+
+#: The installed distribution's version.
+__version__ = package_version("hwgen")
 
 
 def compile(network, config, **kwargs):

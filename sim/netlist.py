@@ -34,6 +34,7 @@ from pathlib import Path
 
 from hwgen.config import AcceleratorConfig
 
+from . import data_path
 from .board import (
     _WRAPPER_MODULE,
     HARNESS,
@@ -46,9 +47,8 @@ from .board import (
 
 __all__ = ["NetlistError", "netlist_board_binary", "netlist_run_params"]
 
-_HERE = Path(__file__).parent
-DP16KD_BODY = _HERE / "dp16kd_body.v"
-MULT18X18D_MODEL = _HERE / "mult18x18d_model.v"
+DP16KD_BODY = data_path("dp16kd_body.v")
+MULT18X18D_MODEL = data_path("mult18x18d_model.v")
 _SIM_PREFIX = "HWGEN_SIM_"
 # Cells whose Yosys model is a black box (or absent), renamed in the netlist to our stand-ins.
 _STAND_INS = {"ecp5": ("DP16KD", "EHXPLLL"),

@@ -786,9 +786,10 @@ def test_board_config_overrides_preset_with_given_options():
 
 def test_cli_refuses_unreachable_clock(capsys):
     from hwgen.cli import UsageError
+    from hwgen.cli.build import register
 
     parser = argparse.ArgumentParser()
-    boards.register_cli(parser.add_subparsers())
+    register(parser.add_subparsers())
     args = parser.parse_args(["build", "--board", "icebreaker", "--clock-hz", "40000000"])
     with pytest.raises(UsageError, match="cannot make 40 MHz"):
         args.func(args)

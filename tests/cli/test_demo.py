@@ -20,7 +20,7 @@ def _needs_verilator():
 
 
 def test_demo_device_equals_int8_reference():
-    from hwgen.demo import run_demo
+    from hwgen.cli.demo import run_demo
 
     figures = run_demo(AcceleratorConfig(**SMALL), epochs=40, progress=False)
     assert figures["float_accuracy"] >= 0.90
@@ -29,6 +29,15 @@ def test_demo_device_equals_int8_reference():
     assert figures["device_accuracy"] == figures["int8_accuracy"]
     assert figures["rows"] == 360
     assert 0 < figures["utilization"] <= 1
+    # The link: at least the input bytes and the raw outputs' bytes cross per inference, and
+    # the UART's rate follows from them.
+    assert figures["wire_bytes_per_inference"] > figures["payload_bytes_per_inference"] >= \
+        64 + 10 * 4
+    assert figures["link_inferences_per_second"] == pytest.approx(
+        figures["baud"] / 10 / figures["wire_bytes_per_inference"])
+    assert figures["end_to_end_inferences_per_second"] == min(
+        figures["link_inferences_per_second"], figures["inferences_per_second"])
+    assert figures["bound"] == "link"   # 1 Mbaud against a 50 MHz array
 
 
 def test_demo_command_prints_table():
@@ -37,32 +46,8 @@ def test_demo_command_prints_table():
                           capture_output=True, text=True, timeout=600, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     for label in ("float accuracy", "int8 reference accuracy", "device accuracy",
-                  "cycles per inference", "array utilization", "projected inferences/s",
-                  "elapsed"):
+                  "cycles per inference", "array utilization", "compute-bound inferences/s",
+                  "wire bytes per inference", "link-bound inferences/s",
+                  "end to end on a board", "elapsed"):
         assert label in proc.stdout
-
-
-def test_offload_example_script(tmp_path):
-    """examples/offload.py, run as a user would, returns exactly the reference's answer."""
-    from pathlib import Path
-
-    import numpy as np
-
-    import hwgen
-    from sim.board import SimulatedBoard
-    from sim.netgen import random_input, random_network
-
-    config = AcceleratorConfig(**SMALL)
-    rng = np.random.default_rng(11)
-    net = random_network(rng, config, widths=[20, 12, 7], raw=False)
-    program = hwgen.compile(net, config)
-    x = random_input(rng, config, program.batch + 3, 20)  # more rows than one run holds
-    program.save(tmp_path / "model.npz")
-    np.save(tmp_path / "x.npy", x)
-    script = Path(__file__).resolve().parents[1] / "examples" / "offload.py"
-    with SimulatedBoard(config) as board:
-        proc = subprocess.run([sys.executable, str(script), board.url, str(tmp_path / "model.npz"),
-                               str(tmp_path / "x.npy"), str(tmp_path / "y.npy")],
-                              capture_output=True, text=True, timeout=300, check=False)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), net.forward(x))
+    assert "inferences/s: the link is the bound" in proc.stdout

@@ -2,14 +2,22 @@
 
 Train a 64-32-10 MLP on scikit-learn's bundled digits (nothing is downloaded), quantize it to
 int8, generate the device for the configuration, start the simulated board, offload the whole
-test split through :class:`host.Accelerator` and compare the device with the references.
+test split through :class:`host.Accelerator` and compare the device with the references. It
+ends with what a board would do: the compute-bound rate at the configuration's clock, the rate
+its UART allows (from the wire bytes the simulated board's byte stream carried) and which of
+the two bounds applies.
 """
 
 import time
 
 import numpy as np
 
-__all__ = ["DemoMismatch", "register_cli", "run_demo"]
+from .options import BAUD_RANGE, SEED_MAX, add_config_options, config_from_args, number
+
+__all__ = ["DemoMismatch", "register", "run_demo"]
+
+# 8N1: a start bit, eight data bits and a stop bit per byte.
+UART_BITS_PER_BYTE = 10
 
 
 class DemoMismatch(RuntimeError):
@@ -20,8 +28,10 @@ def _step(message):
     print(f"  {message}", flush=True)
 
 
-def run_demo(config, *, epochs=40, seed=0, progress=True, uart=False):
+def run_demo(config, *, epochs=40, seed=0, progress=True, uart=False, baud=None):
     """Run the demo on ``config`` and return its figures as a ``dict``.
+
+    ``baud`` is the UART rate of the link-bound projection (default: the boards' rate).
 
     Raises
     ------
@@ -31,9 +41,11 @@ def run_demo(config, *, epochs=40, seed=0, progress=True, uart=False):
     import hwgen
     from host import Accelerator
     from hwgen.cycles import program_cycles
+    from hwgen.device import DEFAULT_BAUD
     from hwgen.nn import MLP, load_digits_split, quantize
     from sim.board import SimulatedBoard
 
+    baud = DEFAULT_BAUD if baud is None else baud
     start = time.perf_counter()
     print(f"hwgen demo: digits 64-32-10 MLP on {config.name} (config hash {config.hash})")
     x_train, y_train, x_test, y_test = load_digits_split()
@@ -56,6 +68,7 @@ def run_demo(config, *, epochs=40, seed=0, progress=True, uart=False):
             t0 = time.perf_counter()
             device_out = acc.infer(x_q)
             infer_wall = time.perf_counter() - t0
+            counters = acc.counters()
     mismatched = int(np.sum(np.any(device_out != reference, axis=1)))
     if mismatched:
         raise DemoMismatch(
@@ -66,31 +79,50 @@ def run_demo(config, *, epochs=40, seed=0, progress=True, uart=False):
     # Cycles the device spends per image at full batches (the cycle model equals the RTL).
     full = program.batch
     cycles_per_row = program_cycles(program, full) / full
-    useful = program.macs_per_row
-    utilization = useful / (config.rows * config.cols * cycles_per_row)
+    utilization = program.macs_per_row / (config.rows * config.cols * cycles_per_row)
+    rows = len(x_q)
+    wire_per_row = counters.wire_bytes / rows
+    compute_rate = config.clock_hz / cycles_per_row
+    link_rate = baud / UART_BITS_PER_BYTE / wire_per_row
     return {
         "float_accuracy": float_acc,
         "int8_accuracy": int8_acc,
         "device_accuracy": device_acc,
         "cycles_per_inference": cycles_per_row,
         "utilization": utilization,
-        "inferences_per_second": config.clock_hz / cycles_per_row,
+        "inferences_per_second": compute_rate,
+        "wire_bytes_per_inference": wire_per_row,
+        "payload_bytes_per_inference": counters.payload_bytes / rows,
+        "baud": baud,
+        "link_inferences_per_second": link_rate,
+        "end_to_end_inferences_per_second": min(compute_rate, link_rate),
+        "bound": "link" if link_rate < compute_rate else "compute",
         "elapsed_s": time.perf_counter() - start,
         "offload_s": infer_wall,
-        "rows": len(x_q),
+        "rows": rows,
     }
 
 
 def _print_table(config, f):
+    bound = ("the link is the bound" if f["bound"] == "link"
+             else "the array is the bound")
     rows = [
         ("float accuracy", f"{f['float_accuracy']:.2%}"),
         ("int8 reference accuracy", f"{f['int8_accuracy']:.2%}"),
         ("device accuracy", f"{f['device_accuracy']:.2%} (bit-exact with the int8 reference)"),
         ("cycles per inference", f"{f['cycles_per_inference']:.1f}"),
         ("array utilization", f"{f['utilization']:.1%}"),
-        ("projected inferences/s",
+        ("compute-bound inferences/s",
          f"{f['inferences_per_second']:,.0f} at {config.clock_hz / 1e6:g} MHz"),
-        ("offload of the test split", f"{f['rows']} images in {f['offload_s']:.2f} s"),
+        ("wire bytes per inference",
+         f"{f['wire_bytes_per_inference']:.1f} ({f['payload_bytes_per_inference']:.1f} of "
+         f"them input and output words; measured on the simulated board's byte stream)"),
+        ("link-bound inferences/s",
+         f"{f['link_inferences_per_second']:,.0f} over a {f['baud']:,} baud UART (8N1)"),
+        ("end to end on a board", f"{f['end_to_end_inferences_per_second']:,.0f} inferences/s: "
+                                  f"{bound}"),
+        ("offload of the test split", f"{f['rows']} images in {f['offload_s']:.2f} s "
+                                      "(simulated board)"),
         ("elapsed", f"{f['elapsed_s']:.1f} s"),
     ]
     width = max(len(k) for k, _ in rows)
@@ -99,15 +131,13 @@ def _print_table(config, f):
         print(f"  {key:<{width}}  {value}")
 
 
-def _cmd_demo(args):
+def _run(args):
     import sys
-
-    from .cli import config_from_args
 
     config = config_from_args(args)
     try:
         figures = run_demo(config, epochs=args.epochs, seed=args.seed,
-                           progress=not args.no_progress, uart=args.uart)
+                           progress=not args.no_progress, uart=args.uart, baud=args.baud)
     except DemoMismatch as exc:
         print(f"hwgen demo: FAILED: {exc}", file=sys.stderr)
         return 1
@@ -115,15 +145,24 @@ def _cmd_demo(args):
     return 0
 
 
-def register_cli(sub):
+def register(sub):
     """Add ``hwgen demo``."""
-    from .cli import add_config_options
+    from hwgen.device import DEFAULT_BAUD
 
-    p = sub.add_parser("demo", help="train, quantize, generate and run the digits demo")
+    p = sub.add_parser("demo", help="train, quantize, generate and run the digits demo",
+                       description="The main job: train an MLP on the bundled digits, quantize "
+                                   "it to int8, generate the device, run the test split on the "
+                                   "simulated board through the host driver and print "
+                                   "accuracy, cycles and what a board's link allows.")
     add_config_options(p)
-    p.add_argument("--epochs", type=int, default=40, help="training epochs (default 40)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--epochs", type=number(int, 1, 10_000), default=40,
+                   help="training epochs, 1..10000 (default 40)")
+    p.add_argument("--seed", type=number(int, 0, SEED_MAX), default=0,
+                   help="random seed of the training (default 0)")
     p.add_argument("--uart", action="store_true",
                    help="simulate the UART too (slower; the bytes are the same)")
+    p.add_argument("--baud", type=number(int, *BAUD_RANGE), default=DEFAULT_BAUD,
+                   help=f"UART rate of the link-bound projection (default {DEFAULT_BAUD})")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(func=_cmd_demo)
+    p.set_defaults(func=_run)
+    return p

@@ -8,17 +8,19 @@
 
 import argparse
 import sys
-from pathlib import Path
 
-__all__ = ["register_cli"]
+from .options import BAUD_RANGE, UsageError, input_file, number, output_file
+
+__all__ = ["register"]
 
 
 def _load_inputs(args):
     import numpy as np
 
-    from hwgen.cli import UsageError
     from hwgen.compiler import Program
 
+    input_file(args.program, "--program")
+    input_file(args.input, "--input")
     try:
         program = Program.load(args.program)
     except (OSError, ValueError) as exc:
@@ -41,17 +43,19 @@ def _summary(counters, program):
             f"{c.link_efficiency:.1%} of them input and output words")
 
 
-def _cmd_infer(args):
+def _run(args):
     import numpy as np
 
-    from hwgen.cli import UsageError
+    from host.accelerator import (
+        Accelerator,
+        BusyTimeout,
+        DeviceError,
+        IncompatibleDevice,
+        LinkError,
+    )
 
-    from .accelerator import Accelerator, BusyTimeout, DeviceError, IncompatibleDevice, LinkError
-
-    if args.timeout <= 0:
-        raise UsageError(f"--timeout {args.timeout}: allowed: a number of seconds > 0")
-    if args.retries < 0:
-        raise UsageError(f"--retries {args.retries}: allowed: 0 or more")
+    if args.output is not None:
+        output_file(args.output, "--output")
     program, x = _load_inputs(args)
     try:
         with Accelerator(args.url, timeout=args.timeout, retries=args.retries,
@@ -81,11 +85,11 @@ def _cmd_infer(args):
     return 0
 
 
-def register_cli(subparsers):
-    """Add ``hwgen infer`` to the ``hwgen`` command line."""
+def register(sub):
+    """Add ``hwgen infer``."""
     from hwgen.device import DEFAULT_BAUD
 
-    p = subparsers.add_parser(
+    p = sub.add_parser(
         "infer", help="run a compiled program on a device (a board or the simulated board)",
         description="Load a compiled program (hwgen.compiler.Program.save) on the device at "
                     "--url, run it on every row of --input and write or print the outputs. "
@@ -93,18 +97,19 @@ def register_cli(subparsers):
     p.add_argument("--url", required=True,
                    help="pyserial URL of the device: /dev/ttyUSB1, socket://127.0.0.1:PORT "
                         "(hwgen sim-board), ...")
-    p.add_argument("--program", required=True, type=Path, metavar="FILE",
+    p.add_argument("--program", required=True, metavar="FILE",
                    help="compiled program (.npz written by Program.save)")
-    p.add_argument("--input", required=True, type=Path, metavar="X.npy",
+    p.add_argument("--input", required=True, metavar="X.npy",
                    help="integer array of shape (rows, input features)")
-    p.add_argument("--output", type=Path, metavar="Y.npy",
+    p.add_argument("--output", metavar="Y.npy",
                    help="where to write the outputs (default: print them)")
-    p.add_argument("--timeout", type=float, default=5.0, metavar="S",
-                   help="seconds to wait for one answer (default 5)")
-    p.add_argument("--retries", type=int, default=3, metavar="N",
-                   help="attempts after the first for a lost or damaged answer (default 3)")
-    p.add_argument("--baud", type=int, default=DEFAULT_BAUD, metavar="B",
+    p.add_argument("--timeout", type=number(float, above=0), default=5.0, metavar="S",
+                   help="seconds to wait for one answer, > 0 (default 5)")
+    p.add_argument("--retries", type=number(int, 0, 100), default=3, metavar="N",
+                   help="attempts after the first for a lost or damaged answer, 0..100 "
+                        "(default 3)")
+    p.add_argument("--baud", type=number(int, *BAUD_RANGE), default=DEFAULT_BAUD, metavar="B",
                    help=f"serial rate of a real port (default {DEFAULT_BAUD}, the boards' rate)")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="show a progress bar (default: for long runs on a terminal)")
-    p.set_defaults(func=_cmd_infer)
+    p.set_defaults(func=_run)

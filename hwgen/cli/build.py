@@ -1,0 +1,89 @@
+"""``hwgen build``: a bitstream for a board with the YoWASP tools."""
+
+import dataclasses
+import sys
+from pathlib import Path
+
+from hwgen.config import AcceleratorConfig
+
+from .options import (
+    BAUD_RANGE,
+    UsageError,
+    add_config_options,
+    input_file,
+    number,
+    output_dir,
+)
+
+__all__ = ["register"]
+
+# nextpnr takes a signed 32-bit seed.
+_SEED_MAX = 2**31 - 1
+
+
+def _run(args):
+    from hwgen.boards import BOARDS, board_config, build, check_fit, clock_plan
+
+    board = BOARDS[args.board]
+    if args.config is not None:
+        input_file(args.config, "--config")
+    try:
+        config = board_config(board, args)
+        clock_plan(board, config.clock_hz)
+        check_fit(board, config)
+    except (ValueError, OSError) as exc:  # FitError and PLLError are ValueErrors
+        raise UsageError(str(exc)) from None
+    out = output_dir(args.out if args.out is not None
+                     else Path("build") / board.name / config.name, "--out")
+    try:
+        report = build(board, config, out, baud=args.baud, seed=args.seed,
+                       log=lambda *a, **k: print(*a, **{"flush": True, **k}))
+    except ValueError as exc:  # e.g. a baud rate the clock cannot make
+        raise UsageError(str(exc)) from None
+    except RuntimeError as exc:
+        print(f"hwgen build: error: {exc}", file=sys.stderr)
+        return 1
+    t = report["timing"]
+    res = report["resources"]
+    print(", ".join(f"{k} {v['used']}/{v['available']} ({v['percent']}%)"
+                    for k, v in res.items()))
+    print(f"Fmax {t['fmax_mhz']} MHz, target {t['target_mhz']:g} MHz: "
+          f"{'PASS' if t['pass'] else 'FAIL'}; {report['times']['total_s']} s in total")
+    print(f"wrote {out / report['bitstream']}, {out / 'report.json'}, {out / 'report.md'}")
+    print(f"program: cd {out} && {report['program']}; serial port: {report['serial']}")
+    print(f"simulate the built netlist first: hwgen sim-board --netlist {out}")
+    if not t["pass"]:
+        msg = (f"the design misses its {t['target_mhz']:g} MHz clock (Fmax "
+               f"{t['fmax_mhz']} MHz); lower --clock-hz or pass --allow-timing-fail")
+        if not args.allow_timing_fail:
+            print(f"hwgen build: error: {msg}", file=sys.stderr)
+            return 1
+        print(f"hwgen build: warning: {msg}", file=sys.stderr)
+    return 0
+
+
+def register(sub):
+    """Add ``hwgen build``."""
+    from hwgen.boards import BOARDS
+    from hwgen.device import DEFAULT_BAUD
+
+    p = sub.add_parser(
+        "build", help="build a bitstream for a board with the YoWASP tools",
+        description="Build the device (accelerator + UART + LEDs) for a board. Design "
+                    "options that are not given take the board's preset (not the defaults "
+                    "shown below). "
+                    "--clock-hz must be a clock the board makes (its oscillator or an exact "
+                    "PLL setting).")
+    p.add_argument("--board", required=True, choices=sorted(BOARDS))
+    add_config_options(p)
+    # A design option that is not given takes the board's preset, not AcceleratorConfig's
+    # default, so tell the two apart.
+    p.set_defaults(**{f.name: None for f in dataclasses.fields(AcceleratorConfig)})
+    p.add_argument("--baud", type=number(int, *BAUD_RANGE), default=DEFAULT_BAUD,
+                   help=f"UART rate (default {DEFAULT_BAUD})")
+    p.add_argument("--out", metavar="DIR",
+                   help="output folder (default: build/<board>/<config name>/)")
+    p.add_argument("--allow-timing-fail", action="store_true",
+                   help="exit 0 even if the design misses its target clock")
+    p.add_argument("--seed", type=number(int, 0, _SEED_MAX), help="nextpnr placement seed")
+    p.set_defaults(func=_run)

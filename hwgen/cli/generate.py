@@ -1,0 +1,35 @@
+"""``hwgen generate``: write the Verilog and manifest of a design."""
+
+import time
+
+from .options import add_config_options, config_from_args, output_dir
+
+__all__ = ["register"]
+
+
+def _run(args):
+    from hwgen.generate import default_out, write_design
+
+    config = config_from_args(args)
+    out = output_dir(args.out if args.out is not None else default_out(config, args.top),
+                     "--out")
+    start = time.perf_counter()
+    v_path, j_path = write_design(config, out, top=args.top)
+    print(f"wrote {v_path} and {j_path} ({time.perf_counter() - start:.1f} s, "
+          f"config hash {config.hash})")
+    return 0
+
+
+def register(sub):
+    """Add ``hwgen generate``."""
+    from hwgen.generate import DEFAULT_TOP, TOPS
+
+    p = sub.add_parser("generate", help="write the Verilog and manifest of a design",
+                       description="Write DIR/<name>.v and DIR/<name>.json (configuration, its "
+                                   "hash, ports, tool versions) for a design. The same "
+                                   "parameters give byte-identical files.")
+    add_config_options(p)
+    p.add_argument("--top", default=DEFAULT_TOP, choices=sorted(TOPS),
+                   help=f"design to emit (default: {DEFAULT_TOP})")
+    p.add_argument("--out", metavar="DIR", help="output folder (default: rtl_out/<name>/)")
+    p.set_defaults(func=_run)

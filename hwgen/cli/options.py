@@ -1,0 +1,171 @@
+"""What every ``hwgen`` subcommand shares: one-line usage errors, checked numbers and paths,
+and the design options (one per :class:`~hwgen.config.AcceleratorConfig` field).
+
+A usage error is one line on stderr, ``hwgen <command>: error: <what>; allowed: <what is>``,
+and exit status 2, whether argparse finds it (a number out of range) or the command does (a
+folder that cannot be created).
+"""
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import sys
+from pathlib import Path
+
+from hwgen.config import DATAFLOWS, AcceleratorConfig
+
+__all__ = ["Parser", "UsageError", "add_config_options", "config_from_args", "input_dir",
+           "input_file", "number", "output_dir", "output_file"]
+
+SEED_MAX = 2**32 - 1
+# pyserial and the UART accept these rates; the boards' clocks allow far fewer (checked later).
+BAUD_RANGE = (300, 12_000_000)
+
+
+class UsageError(Exception):
+    """A problem with the user's input: printed as one line, exit status 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    """An :class:`argparse.ArgumentParser` whose usage errors are one line, exit status 2.
+
+    The usage text is one ``--help`` away; the line names the option, the value and what is
+    allowed.
+    """
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+def number(kind, low=None, high=None, *, above=None):
+    """Return an argparse ``type`` that parses ``kind`` (int or float) within ``low..high``
+    (either may be None), or strictly above ``above``; its error says what is allowed."""
+    if above is not None:
+        allowed = f"a number > {above:g}"
+    elif high is None:
+        allowed = f"an integer >= {low}" if kind is int else f"a number >= {low:g}"
+    else:
+        allowed = f"an integer in {low}..{high}" if kind is int else f"{low:g}..{high:g}"
+
+    def parse(text):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {allowed}") from None
+        if kind is float and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{text} is not {allowed}")
+        if ((above is not None and not value > above)
+                or (low is not None and value < low) or (high is not None and value > high)):
+            raise argparse.ArgumentTypeError(f"{text} is out of range; allowed: {allowed}")
+        return value
+
+    parse.__name__ = kind.__name__   # argparse names the type in its own messages
+    return parse
+
+
+def _reason(exc):
+    return exc.strerror or str(exc)
+
+
+def output_dir(path, option):
+    """Create folder ``path`` (and its parents) for ``option``; return it as a ``Path``.
+
+    Raises
+    ------
+    UsageError
+        Naming the option, the path and why it cannot be a writable folder.
+    """
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"{option} {path}: cannot create the folder ({_reason(exc)})") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise UsageError(f"{option} {path}: the folder is not writable")
+    return path
+
+
+def output_file(path, option):
+    """Check that file ``path`` can be written for ``option`` (its folder exists and is
+    writable, and it is not a folder); return it as a ``Path``."""
+    path = Path(path)
+    folder = path.parent
+    if path.is_dir():
+        raise UsageError(f"{option} {path}: is a folder; allowed: a file name")
+    if not folder.is_dir():
+        raise UsageError(f"{option} {path}: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(f"{option} {path}: the folder {folder} is not writable")
+    return path
+
+
+def input_file(path, option):
+    """Check that file ``path`` exists and is readable for ``option``; return it."""
+    path = Path(path)
+    if not path.exists():
+        raise UsageError(f"{option} {path}: no such file")
+    if not path.is_file():
+        raise UsageError(f"{option} {path}: not a file")
+    if not os.access(path, os.R_OK):
+        raise UsageError(f"{option} {path}: the file is not readable")
+    return path
+
+
+def input_dir(path, option):
+    """Check that folder ``path`` exists for ``option``; return it."""
+    path = Path(path)
+    if not path.is_dir():
+        raise UsageError(f"{option} {path}: no such folder")
+    return path
+
+
+def add_config_options(parser):
+    """Add one option per :class:`AcceleratorConfig` field (and ``--config JSON``)."""
+    group = parser.add_argument_group("design parameters (see hwgen.AcceleratorConfig)")
+    for field in dataclasses.fields(AcceleratorConfig):
+        flag = "--" + field.name.replace("_", "-")
+        if field.name == "dataflow":
+            group.add_argument(flag, choices=DATAFLOWS, default=field.default,
+                               help="ws: weight-stationary (default), os: output-stationary")
+        elif field.name == "post_lanes":
+            group.add_argument(flag, type=number(int), default=None, metavar="N",
+                               help="channels requantized per cycle, a divisor of --cols "
+                                    "(default: all; fewer save logic, ws only)")
+        else:
+            # The configuration checks the range and says what is allowed.
+            group.add_argument(flag, type=number(int), default=field.default, metavar="N",
+                               help=f"default {field.default}")
+    group.add_argument("--config", type=Path, metavar="JSON",
+                       help="take the parameters from a manifest or config JSON file "
+                            "(options given on the command line override it)")
+
+
+def config_from_args(args):
+    """Build the :class:`AcceleratorConfig` the options describe; raise UsageError if bad."""
+    values = {}
+    if getattr(args, "config", None):
+        path = input_file(args.config, "--config")
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"--config {path}: not a JSON file ({exc})") from None
+        if not isinstance(data, dict):
+            raise UsageError(f"--config {path}: allowed: a JSON object of configuration fields "
+                             "(or a manifest with one under 'config')")
+        values.update(data.get("config", data))
+    defaults = AcceleratorConfig()
+    for field in dataclasses.fields(AcceleratorConfig):
+        value = getattr(args, field.name)
+        if value != getattr(defaults, field.name) or field.name not in values:
+            values[field.name] = value
+    try:
+        return AcceleratorConfig.from_dict(values)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+
+
+def say(text):
+    """Print a progress line for people (stderr, flushed)."""
+    print(text, file=sys.stderr, flush=True)

@@ -1,0 +1,120 @@
+"""Every path and number a subcommand takes is checked before any work: one line, exit 2.
+
+Found by trying hwgen as a new user would: `--out /proc/x` printed a traceback and
+`--epochs -1` trained nothing and printed 13 % accuracy.
+"""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hwgen.cli import main
+
+# A file that exists but is no folder, a folder that cannot exist, a file that does not.
+NOT_A_DIR = "pyproject.toml/sub"
+CANNOT_CREATE = "/proc/hwgen-x"
+MISSING = "no/such/file.npz"
+
+CASES = [
+    # demo
+    (["demo", "--epochs", "-1"], "--epochs: -1 is out of range; allowed: an integer in 1..10000"),
+    (["demo", "--epochs", "0"], "--epochs: 0 is out of range"),
+    (["demo", "--epochs", "ten"], "'ten' is not an integer in 1..10000"),
+    (["demo", "--seed", "-3"], "--seed: -3 is out of range"),
+    (["demo", "--baud", "0"], "--baud: 0 is out of range; allowed: an integer in 300..12000000"),
+    (["demo", "--rows", "0"], "rows=0 is out of range; allowed: 1..64"),
+    (["demo", "--config", MISSING], f"--config {MISSING}: no such file"),
+    # generate
+    (["generate", "--out", CANNOT_CREATE], f"--out {CANNOT_CREATE}: cannot create the folder"),
+    (["generate", "--out", NOT_A_DIR], f"--out {NOT_A_DIR}: cannot create the folder"),
+    (["generate", "--cols", "-2"], "cols=-2 is out of range"),
+    (["generate", "--clock-hz", "1e6"], "--clock-hz: '1e6' is not an integer"),
+    (["generate", "--config", "tests"], "--config tests: not a file"),
+    # verify
+    (["verify", "--cases", "0"], "--cases: 0 is out of range; allowed: an integer in 1..1000"),
+    (["verify", "--seed", "x"], "--seed: 'x' is not an integer"),
+    (["verify", "--build-dir", CANNOT_CREATE], f"--build-dir {CANNOT_CREATE}: cannot create"),
+    # sim-board
+    (["sim-board", "--port", "70000"], "--port: 70000 is out of range; allowed: an integer in "
+                                       "0..65535"),
+    (["sim-board", "--port", "-1"], "--port: -1 is out of range"),
+    (["sim-board", "--cache-dir", CANNOT_CREATE], f"--cache-dir {CANNOT_CREATE}: cannot create"),
+    (["sim-board", "--netlist", "no/such/build"], "no/such/build/report.json does not exist"),
+    # infer
+    (["infer", "--url", "loop://", "--program", MISSING, "--input", "x.npy"],
+     f"--program {MISSING}: no such file"),
+    (["infer", "--url", "loop://", "--program", "tests", "--input", "x.npy"],
+     "--program tests: not a file"),
+    (["infer", "--url", "loop://", "--program", "pyproject.toml", "--input", MISSING],
+     f"--input {MISSING}: no such file"),
+    (["infer", "--url", "loop://", "--program", "pyproject.toml", "--input", "pyproject.toml",
+      "--output", f"{CANNOT_CREATE}/y.npy"], f"--output {CANNOT_CREATE}/y.npy: the folder"),
+    (["infer", "--url", "loop://", "--program", "pyproject.toml", "--input", "pyproject.toml",
+      "--output", "tests"], "--output tests: is a folder"),
+    (["infer", "--url", "loop://", "--program", "pyproject.toml", "--input", "pyproject.toml"],
+     "--program pyproject.toml:"),
+    (["infer", "--url", "loop://", "--program", "p", "--input", "x", "--timeout", "0"],
+     "--timeout: 0 is out of range; allowed: a number > 0"),
+    (["infer", "--url", "loop://", "--program", "p", "--input", "x", "--timeout", "nan"],
+     "--timeout: nan is not a number > 0"),
+    (["infer", "--url", "loop://", "--program", "p", "--input", "x", "--retries", "-1"],
+     "--retries: -1 is out of range; allowed: an integer in 0..100"),
+    (["infer", "--url", "loop://", "--program", "p", "--input", "x", "--baud", "12"],
+     "--baud: 12 is out of range"),
+    # build
+    (["build", "--board", "icebreaker", "--out", CANNOT_CREATE],
+     f"--out {CANNOT_CREATE}: cannot create the folder"),
+    (["build", "--board", "icebreaker", "--seed", "-1"], "--seed: -1 is out of range"),
+    (["build", "--board", "icebreaker", "--baud", "20000000"], "--baud: 20000000 is out of range"),
+    (["build", "--board", "icebreaker", "--config", MISSING], f"--config {MISSING}: no such"),
+    (["build", "--board", "nope"], "argument --board: invalid choice: 'nope'"),
+]
+
+
+@pytest.mark.parametrize(("argv", "message"), CASES, ids=[" ".join(c[0]) for c in CASES])
+def test_bad_input_is_one_line_and_exit_2(argv, message, capsys, monkeypatch):
+    monkeypatch.chdir(Path(__file__).resolve().parents[2])
+    try:
+        code = main(argv)
+    except SystemExit as exc:   # argparse's own errors
+        code = exc.code
+    assert code == 2
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert message in lines[0], err
+    assert lines[0].startswith(f"hwgen {argv[0]}: error: ")
+
+
+def test_a_subprocess_sees_no_traceback():
+    """The same through the installed entry point, as the issue's user ran it."""
+    proc = subprocess.run([sys.executable, "-m", "hwgen", "generate", "--rows", "4", "--cols",
+                           "4", "--out", CANNOT_CREATE], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (f"hwgen generate: error: --out {CANNOT_CREATE}: cannot "
+                                   "create the folder (No such file or directory)")
+
+
+def test_version_and_help(capsys):
+    import hwgen
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out.strip() == f"hwgen {hwgen.__version__}"
+    assert hwgen.__version__[0].isdigit()
+    for command in ("demo", "generate", "verify", "sim-board", "infer", "build"):
+        with pytest.raises(SystemExit) as exc:
+            main([command, "--help"])
+        assert exc.value.code == 0
+        assert f"usage: hwgen {command}" in capsys.readouterr().out
+
+
+def test_missing_command_is_usage():
+    proc = subprocess.run([sys.executable, "-m", "hwgen"], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert proc.returncode == 2
+    assert "the following arguments are required: COMMAND" in proc.stderr

