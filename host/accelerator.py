@@ -31,8 +31,7 @@ import serial
 from hwgen.compiler import check_input_rows
 from hwgen.config import AcceleratorConfig
 from hwgen.cycles import program_cycles
-from hwgen.device import DEFAULT_BAUD
-from hwgen.protocol import PROTOCOL_VERSION, SYNC_REQUEST, Opcode
+from hwgen.protocol import DEFAULT_BAUD, PROTOCOL_VERSION, SYNC_REQUEST, Opcode
 
 from .client import BusyTimeout, DeviceClient, DeviceError, LinkError, LinkTimeout
 from .transport import open_port

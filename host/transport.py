@@ -7,10 +7,9 @@ pyserial's ``write``/``read``/``timeout`` works too.
 
 import serial
 
-__all__ = ["DEFAULT_BAUD", "open_port"]
+from hwgen.protocol import DEFAULT_BAUD
 
-#: Baud rate of the boards' UART unless told otherwise (ignored by ``socket://``).
-DEFAULT_BAUD = 115200
+__all__ = ["open_port"]
 
 
 def open_port(url, baudrate=DEFAULT_BAUD, timeout=0.05):

@@ -141,27 +141,28 @@ class Board:
     preset : dict
         Design parameters used when the command line gives none.
     dsp_packing : str or None
-        How the array maps its multipliers (:class:`hwgen.systolic.WeightStationaryArray`).
+        How the array maps its multipliers (:class:`hwgen.device.systolic.WeightStationaryArray`).
     post_pipeline : bool
         Build the accelerator with its pipelined requantization
-        (:class:`hwgen.accelerator.Accelerator`).
+        (:class:`hwgen.device.accelerator.Accelerator`).
     split_multiplier : bool or int
         Build each requantization product from this many narrower ones (``True``: two;
-        multipliers built from logic cells; :class:`hwgen.accelerator.Accelerator`).
+        multipliers built from logic cells; :class:`hwgen.device.accelerator.Accelerator`).
     split_operand : int or None
         Build each requantization product from slices of the accumulator this wide, one block
-        multiplier each, registered (:class:`hwgen.accelerator.Accelerator`).
+        multiplier each, registered (:class:`hwgen.device.accelerator.Accelerator`).
     registered_reads : bool
-        Put a register after every memory's read port (:class:`hwgen.accelerator.Accelerator`),
-        which the build folds into the DP16KD's output register (:func:`fold_output_registers`):
-        an unregistered DP16KD output takes 5.8 ns, a registered one 1 ns.
+        Put a register after every memory's read port
+        (:class:`hwgen.device.accelerator.Accelerator`), which the build folds into the
+        DP16KD's output register (:func:`fold_output_registers`): an unregistered DP16KD
+        output is slow to leave the block.
     spram : bool
         Put the single-port buffers (weights, frame payload) into ``SB_SPRAM256KA`` blocks
         (iCE40UP), sparing block RAM.
     link_on_oscillator : bool
         When the target clock comes from the PLL, run the UART and the frame engine from the
-        oscillator, in a clock domain of their own (:class:`hwgen.cdc.HostPortBridge`): their
-        byte-serial logic then does not limit the accelerator's clock.
+        oscillator, in a clock domain of their own (:class:`hwgen.link.bridge.HostPortBridge`):
+        their byte-serial logic then does not limit the accelerator's clock.
     program : str
         Command that loads the bitstream into the board (``{bitstream}`` is replaced).
     serial : str
@@ -337,7 +338,7 @@ def link_clock_hz(board, config):
 
 def uart_divisor(board, config, baud):
     """Return the clock cycles per bit of the board top's UART (of the link's clock)."""
-    from .uart import divisor_for
+    from .link.uart import divisor_for
 
     return divisor_for(link_clock_hz(board, config) or config.clock_hz, baud)
 
@@ -399,14 +400,14 @@ class BoardTop(Elaboratable):
 class ArrayTop(Elaboratable):
     """The systolic array alone on a board, for measuring its size and Fmax.
 
-    A 64-bit LFSR drives every input of :class:`hwgen.systolic.WeightStationaryArray` (random
+    A 64-bit LFSR drives every input of :class:`hwgen.device.systolic.WeightStationaryArray` (random
     traffic: nothing is computed, but no logic can be optimised away) and the XOR of all its
     outputs drives LED 0. This is what ``benchmarks/boards.py`` uses for "array" figures; the
     board's DSP packing applies.
     """
 
     def __init__(self, board, config):
-        from .systolic import WeightStationaryArray
+        from .device.systolic import WeightStationaryArray
 
         self.board = board
         self.config = config
@@ -543,7 +544,7 @@ def _bram_blocks(family, width, depth):
 
 def _memories(config):
     """Return ``[(name, width, depth)]`` of the memories of a device built from ``config``."""
-    from .device import RX_FIFO_DEPTH
+    from .device.top import RX_FIFO_DEPTH
     from .memmap import Region, regions
     from .protocol import MAX_PAYLOAD
 
@@ -804,8 +805,8 @@ def tool_versions(family):
 
 
 def _pe_verilog(config, external_mul):
+    from .device.systolic import pe_component, pe_module_name
     from .generate import emit_verilog
-    from .systolic import pe_component, pe_module_name
 
     name = pe_module_name(config, external_mul=external_mul)
     text = emit_verilog(pe_component(config, external_mul=external_mul), name)
@@ -823,7 +824,8 @@ YOSYS_HIDE_BRACKETED_NAMES = "rename -hide w:*[[]*"
 
 def _yosys_opts(board, config):
     """Return extra ``platform.build`` arguments for Yosys on ``board``."""
-    from .accelerator import SPRAM_SUFFIX, collision_free_memories
+    from .device.accelerator import collision_free_memories
+    from .memattrs import SPRAM_SUFFIX
 
     # Reads that never collide with a write need no old-word bypass (Amaranth has no way to
     # say so on a read port).
@@ -1044,8 +1046,8 @@ def fold_output_registers(netlist):
 
     Yosys maps every memory onto DP16KD blocks without their output register (``REGMODE
     NOREG``), and an unregistered DP16KD output takes 5.8 ns in nextpnr's model. A read port
-    of :class:`hwgen.accelerator.Accelerator` with ``registered_reads`` feeds each data bit to
-    one flip-flop of its own, without reset, on the port's clock: this pass, run on Yosys's
+    of :class:`hwgen.device.accelerator.Accelerator` with ``registered_reads`` feeds each data
+    bit to one flip-flop of its own, without reset, on the port's clock: this pass, run on Yosys's
     JSON netlist before nextpnr, sets ``REGMODE`` to ``OUTREG``, drives the port's output
     clock enable with the flip-flops' enable, moves their outputs onto the block's pins and
     deletes them. Yosys has no pass for it (its memory library has no output registers).

@@ -18,13 +18,13 @@ DEFAULT_TOP = "device"
 
 
 def _engine(config, pe_instances):
-    from .engine import MatmulEngine
+    from .device.engine import MatmulEngine
 
     return MatmulEngine(config, pe_instances=pe_instances)
 
 
 def _accelerator(config, pe_instances):
-    from .accelerator import Accelerator
+    from .device.accelerator import Accelerator
 
     return Accelerator(config, pe_instances=pe_instances)
 
@@ -109,7 +109,7 @@ def emit_verilog(component, name):
 def emit_design(config, top, name):
     """Return ``(component, verilog)`` of design ``top``: the processing element module once,
     then the top module ``name`` that instantiates it ``rows * cols`` times."""
-    from .systolic import pe_component, pe_module_name
+    from .device.systolic import pe_component, pe_module_name
 
     component = build_top(config, top, pe_instances=True)
     # Only the design is a top module; the cell is one of its parts.

@@ -152,8 +152,8 @@ class HostPortSignature(wiring.Signature):
     ``start`` (one cycle, while idle) runs the program in :attr:`Region.PROGRAM` from word 0 on
     ``batch`` rows (1..``acc_depth``); ``busy`` rises in the next cycle and falls when the last
     layer's results are written. ``clear`` zeroes the counters. ``snapshot`` asks for a copy of
-    the counters: a port that crosses clock domains (:class:`hwgen.cdc.HostPortBridge`) shows
-    the copy when ``rvalid`` pulses; the accelerator's own counters are always current and it
+    the counters: a port that crosses clock domains (:class:`hwgen.link.bridge.HostPortBridge`)
+    shows the copy when ``rvalid`` pulses; the accelerator's own counters are always current and it
     ignores ``snapshot``.
 
     Members

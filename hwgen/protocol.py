@@ -1,6 +1,6 @@
 """The host protocol: framing, commands, payloads. Defined here once, imported by all.
 
-The gateware (:class:`hwgen.frame.FrameEngine`), the host driver (:mod:`host.client`) and the
+The gateware (:class:`hwgen.link.frame.FrameEngine`), the host driver (:mod:`host.client`) and the
 simulated board take every constant, layout and code from this module, in the way Glasgow shares
 one command enum between its gateware and its host code.
 
@@ -75,16 +75,56 @@ from .config import DATAFLOWS
 from .memmap import Region, RegionGeometry, regions
 
 __all__ = [
-    "CRC_BYTES", "CRC_PARAMETERS", "FRAME_OVERHEAD", "HEADER_BYTES", "MAX_PAYLOAD",
-    "PROTOCOL_VERSION", "STATUS_TEXT", "SYNC_REQUEST", "SYNC_RESPONSE",
-    "AccessArgs", "Counters", "CountersPayload", "DeviceInfo", "Frame", "FrameDecoder",
-    "FrameHeader", "InfoHeader", "Opcode", "RegionInfo", "RequestDecoder", "ResponseDecoder",
-    "RunArgs", "Status",
-    "crc16", "decode_request", "decode_response", "encode_frame", "encode_request",
-    "encode_response", "info_bytes", "layout_bytes", "pack_access", "pack_counters", "pack_info",
-    "pack_layout", "pack_read", "pack_run", "pack_words", "pack_write", "read_chunk_words",
-    "unpack_access", "unpack_counters", "unpack_info", "unpack_layout", "unpack_run",
-    "unpack_words", "write_chunk_words",
+    "CRC_BYTES",
+    "CRC_PARAMETERS",
+    "DEFAULT_BAUD",
+    "FRAME_OVERHEAD",
+    "FRAME_TIMEOUT_MS",
+    "HEADER_BYTES",
+    "MAX_PAYLOAD",
+    "PROTOCOL_VERSION",
+    "STATUS_TEXT",
+    "SYNC_REQUEST",
+    "SYNC_RESPONSE",
+    "AccessArgs",
+    "Counters",
+    "CountersPayload",
+    "DeviceInfo",
+    "Frame",
+    "FrameDecoder",
+    "FrameHeader",
+    "InfoHeader",
+    "Opcode",
+    "RegionInfo",
+    "RequestDecoder",
+    "ResponseDecoder",
+    "RunArgs",
+    "Status",
+    "crc16",
+    "decode_request",
+    "decode_response",
+    "encode_frame",
+    "encode_request",
+    "encode_response",
+    "frame_timeout_cycles",
+    "info_bytes",
+    "layout_bytes",
+    "pack_access",
+    "pack_counters",
+    "pack_info",
+    "pack_layout",
+    "pack_read",
+    "pack_run",
+    "pack_words",
+    "pack_write",
+    "read_chunk_words",
+    "unpack_access",
+    "unpack_counters",
+    "unpack_info",
+    "unpack_layout",
+    "unpack_run",
+    "unpack_words",
+    "write_chunk_words",
 ]
 
 #: Version of this byte layout; reported by INFO. Bump on any incompatible change.
@@ -98,6 +138,17 @@ SYNC_RESPONSE = 0x5A
 #: Default (and largest useful) payload buffer of the frame engine, in bytes. The device reports
 #: its own value in INFO; hosts chunk WRITE and READ to what the device reports.
 MAX_PAYLOAD = 1024
+#: The boards' UART rate unless told otherwise (8N1); ignored by ``socket://`` links.
+DEFAULT_BAUD = 1_000_000
+#: A request that stops arriving for this long is dropped by the device: longer than any gap of
+#: a working host, shorter than a person waits.
+FRAME_TIMEOUT_MS = 100
+
+
+def frame_timeout_cycles(clock_hz):
+    """Return the cycles of a ``clock_hz`` clock in :data:`FRAME_TIMEOUT_MS`."""
+    return clock_hz * FRAME_TIMEOUT_MS // 1000
+
 
 #: CRC of both header and payload: CRC-16/XMODEM over bytes (``binascii.crc_hqx(data, 0)``).
 CRC_PARAMETERS = crc.catalog.CRC16_XMODEM(data_width=8)
@@ -127,6 +178,7 @@ class Status(enum.Enum, shape=8):
     BUSY = 0x06
     NO_PROGRAM = 0x07
     BAD_BATCH = 0x08
+    REFUSED = 0x09  #: sent by ``hwgen serve`` (:mod:`host.serve`), never by the device
 
 
 #: One sentence per :class:`Status`, for error messages.
@@ -141,6 +193,8 @@ STATUS_TEXT = {
     Status.BUSY: "the device is running a program; only INFO, COUNTERS and RESET are served",
     Status.NO_PROGRAM: "RUN before any WRITE to the PROGRAM region since reset",
     Status.BAD_BATCH: "the batch is 0 or larger than the accumulator depth (acc_depth)",
+    Status.REFUSED: "refused by hwgen serve: another client is connected to this board (one at "
+                    "a time); try again once it has disconnected",
 }
 
 

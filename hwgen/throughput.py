@@ -16,9 +16,9 @@ counted: this is the steady-state cost of inference.
 
 import math
 
-from .device import DEFAULT_BAUD
 from .memmap import regions
 from .protocol import (
+    DEFAULT_BAUD,
     MAX_PAYLOAD,
     AccessArgs,
     CountersPayload,

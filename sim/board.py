@@ -49,8 +49,8 @@ import time
 import weakref
 from pathlib import Path
 
+from hwgen import protocol
 from hwgen.config import AcceleratorConfig
-from hwgen.frame import FrameEngine
 from hwgen.generate import emit_design, ports
 
 from . import data_path
@@ -210,13 +210,8 @@ endmodule
 
 
 def frame_timeout_cycles(config):
-    """Return the clock cycles after which the device drops a partial request.
-
-    It is the default of :class:`hwgen.frame.FrameEngine`, which the device uses.
-    """
-    engine = FrameEngine(config)
-    engine._MustUse__silence = True  # built only to read its timeout, never elaborated
-    return engine.timeout_cycles
+    """Return the clock cycles after which the device of ``config`` drops a partial request."""
+    return protocol.frame_timeout_cycles(config.clock_hz)
 
 
 def _run_params(config, divisor):

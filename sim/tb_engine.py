@@ -1,4 +1,4 @@
-"""cocotb test bench of the matmul engine (``hwgen.engine.MatmulEngine``).
+"""cocotb test bench of the matmul engine (``hwgen.device.engine.MatmulEngine``).
 
 Scoreboard shape: a driver per input stream, a monitor on the output, a NumPy model (``x @ W``
 in int64) and an in-order checker. The test bench tiles products larger than the array itself,

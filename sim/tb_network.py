@@ -1,4 +1,4 @@
-"""cocotb test bench of the whole-network accelerator (``hwgen.accelerator.Accelerator``).
+"""cocotb test bench of the whole-network accelerator (``hwgen.device.accelerator.Accelerator``).
 
 Random networks are compiled with :func:`hwgen.compile`, loaded through the host port, run,
 and read back; the output must equal :class:`hwgen.nn.QuantizedNetwork` ``.forward`` bit for bit

@@ -10,11 +10,11 @@ import pytest
 from amaranth.sim import Simulator
 
 import hwgen
-from hwgen.accelerator import Accelerator, collision_free_memories
+from hwgen.device.accelerator import Accelerator, collision_free_memories
 from hwgen.config import AcceleratorConfig
 from hwgen.cycles import program_cycles
 from hwgen.memmap import Region
-from hwgen.nn.reference import requantize
+from hwgen.nn import requantize
 from sim.netgen import random_input, random_network
 
 SMALL = {"act_depth": 100, "weight_depth": 256, "param_depth": 32, "acc_depth": 16,
@@ -125,7 +125,7 @@ def test_narrow_requantization_matches_the_reference(registered):
     at the rounding and saturation boundaries."""
     from amaranth.hdl import Module, Signal, signed, unsigned
 
-    from hwgen.accelerator import (
+    from hwgen.device.accelerator import (
         _round_saturate,
         _rounded,
         _scaled,
@@ -188,7 +188,7 @@ def test_split_counter_is_exact_every_cycle():
     the halves' boundary, at the wrap, with gaps and clears."""
     from amaranth.hdl import Module, Signal
 
-    from hwgen.accelerator import _count
+    from hwgen.device.accelerator import _count
 
     m = Module()
     out, inc, clear = Signal(9), Signal(), Signal()

@@ -22,8 +22,8 @@ import hwgen
 from hwgen import boards
 from hwgen.boards import BOARDS, FitError, PLLError
 from hwgen.config import AcceleratorConfig
-from hwgen.dsp import MUL_PAIR_LATENCY, ECP5Mul, ICE40MulPair
-from hwgen.engine import MatmulEngine
+from hwgen.device.dsp import MUL_PAIR_LATENCY, ECP5Mul, ICE40MulPair
+from hwgen.device.engine import MatmulEngine
 from hwgen.generate import emit_verilog, ports
 from hwgen.toolchain import icarus_available
 from sim.netgen import random_input, random_network
@@ -237,7 +237,7 @@ def _run_variant(monkeypatch, cfg, seed, layers, rows, **options):
     reference and return ``(result, program, rows run, network)``."""
     import test_accelerator
 
-    from hwgen.accelerator import Accelerator
+    from hwgen.device.accelerator import Accelerator
 
     monkeypatch.setattr(test_accelerator, "Accelerator", functools.partial(Accelerator, **options))
     return test_accelerator.run_random_network(cfg, seed, layers=layers,
@@ -250,7 +250,7 @@ def _run_unsaturated_layer(monkeypatch, cfg, seed, **options):
     and return ``(cycles, program)``."""
     import test_accelerator
 
-    from hwgen.accelerator import Accelerator
+    from hwgen.device.accelerator import Accelerator
     from hwgen.nn import Dense, QuantizedNetwork
 
     monkeypatch.setattr(test_accelerator, "Accelerator", functools.partial(Accelerator, **options))
@@ -302,7 +302,7 @@ def test_registered_reads_give_the_same_results_and_cycles(shape, dataflow):
     unsaturated."""
     import test_accelerator
 
-    from hwgen.accelerator import Accelerator
+    from hwgen.device.accelerator import Accelerator
     from hwgen.cycles import program_cycles
 
     cfg = AcceleratorConfig(rows=shape[0], cols=shape[1], dataflow=dataflow,
@@ -328,7 +328,7 @@ def test_accumulator_reads_skip_writes_between_spaced_rows(post_pipeline):
     otherwise; a random search found it)."""
     import test_accelerator
 
-    from hwgen.accelerator import Accelerator
+    from hwgen.device.accelerator import Accelerator
 
     cfg = AcceleratorConfig(rows=3, cols=2, post_lanes=1, **test_accelerator.SMALL)
     rng = np.random.default_rng(59)
@@ -355,7 +355,7 @@ def test_a_run_after_a_raw_layer_is_exact(options):
     early on the raw layer's end flag.)"""
     import test_accelerator
 
-    from hwgen.accelerator import Accelerator
+    from hwgen.device.accelerator import Accelerator
 
     options = dict(options)
     cfg = AcceleratorConfig(rows=2, cols=3, post_lanes=options.pop("post_lanes", None),
@@ -383,7 +383,7 @@ def test_activation_reads_skip_words_past_the_row(shape, widths, batch, options)
     collision-free memory). Both cases collided before (found by a random search)."""
     import test_accelerator
 
-    from hwgen.accelerator import Accelerator
+    from hwgen.device.accelerator import Accelerator
 
     cfg = AcceleratorConfig(rows=shape[0], cols=shape[1], **test_accelerator.SMALL)
     rng = np.random.default_rng(3)
@@ -431,7 +431,7 @@ def test_pipelined_requantization_saturates_on_any_bit_of_the_product(monkeypatc
     exercised.)"""
     import test_accelerator
 
-    from hwgen.accelerator import Accelerator
+    from hwgen.device.accelerator import Accelerator
     from hwgen.nn import Dense, QuantizedNetwork
 
     monkeypatch.setattr(test_accelerator, "Accelerator", functools.partial(
@@ -480,7 +480,7 @@ def test_ecp5_requantization_products_use_the_dsp_registers(mult_bits, in_dsp):
     """With the ECP5 options each requantization slice product is a MULT18X18D whose input and
     output registers are on, clocked only when the datapath is (the gate-level smoke build runs
     it against the reference); operands wider than the block keep the fabric's registers."""
-    from hwgen.accelerator import Accelerator
+    from hwgen.device.accelerator import Accelerator
 
     cfg = AcceleratorConfig(rows=2, cols=3, acc_bits=32, mult_bits=mult_bits)
     acc = Accelerator(cfg, dsp_packing="mult18x18d", post_pipeline=True, split_operand=17,
@@ -506,7 +506,7 @@ def test_ecp5_requantization_products_use_the_dsp_registers(mult_bits, in_dsp):
 @pytest.mark.parametrize("options", [{"split_operand": 1}, {"split_operand": True},
                                      {"split_operand": 8, "split_multiplier": 2}])
 def test_split_operand_refuses_bad_slices(refused, options):
-    from hwgen.accelerator import Accelerator
+    from hwgen.device.accelerator import Accelerator
 
     cfg = AcceleratorConfig(rows=2, cols=2)
     refused(r"split_operand must be None or an int >= 2", lambda: Accelerator(cfg, **options))
@@ -514,7 +514,7 @@ def test_split_operand_refuses_bad_slices(refused, options):
 
 @pytest.mark.parametrize("pieces", [0.5, 10, "2"])
 def test_split_multiplier_refuses_a_bad_piece_count(refused, pieces):
-    from hwgen.accelerator import Accelerator
+    from hwgen.device.accelerator import Accelerator
 
     cfg = AcceleratorConfig(rows=2, cols=2, mult_bits=9)
     refused(r"1\.\.9 pieces", lambda: Accelerator(cfg, split_multiplier=pieces),
@@ -536,7 +536,7 @@ def test_spram_accelerator_gives_the_same_results(monkeypatch):
 def test_spram_memories_are_named_and_marked_for_yosys():
     from amaranth.back import rtlil
 
-    from hwgen.accelerator import SPRAM_SUFFIX
+    from hwgen.device.accelerator import SPRAM_SUFFIX
     from hwgen.device import Device
 
     cfg = AcceleratorConfig(rows=2, cols=2, act_depth=64, weight_depth=64, out_depth=16,
@@ -559,7 +559,7 @@ def test_collision_free_reads_are_marked_on_exactly_those_memories(tmp_path, spr
     has (a renamed memory would otherwise silently keep its bypass), and none other."""
     from amaranth.back import rtlil
 
-    from hwgen.accelerator import collision_free_memories
+    from hwgen.device.accelerator import collision_free_memories
     from hwgen.device import Device
 
     reason = _tools_missing()

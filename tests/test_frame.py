@@ -22,9 +22,9 @@ from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 from test_protocol import TINY
 
-from hwgen.cdc import HostPortBridge
+from hwgen.link.bridge import HostPortBridge
 from hwgen.config import AcceleratorConfig
-from hwgen.frame import FrameEngine
+from hwgen.link.frame import FrameEngine
 from hwgen.memmap import HostPortSignature, Region, max_word_bits, regions
 from hwgen.protocol import (
     FRAME_OVERHEAD,

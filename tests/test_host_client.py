@@ -1,6 +1,6 @@
 """host.client.DeviceClient against the frame engine in the simulator, and against scripted ports.
 
-:class:`SimPort` is a pyserial-like port whose far end is :class:`hwgen.frame.FrameEngine` with
+:class:`SimPort` is a pyserial-like port whose far end is :class:`hwgen.link.frame.FrameEngine` with
 the behavioural accelerator of ``test_frame.py``, run in the Amaranth simulator: bytes written go
 into the simulated link, and ``read`` runs the simulation until the bytes are there or a cycle
 budget is spent. :class:`ScriptedPort` answers from a small Python device model with faults

@@ -10,8 +10,8 @@ from amaranth.sim import Simulator
 
 from hwgen.config import AcceleratorConfig
 from hwgen.cycles import engine_timing
-from hwgen.engine import MatmulEngine
-from hwgen.systolic import OSProcessingElement, ProcessingElement
+from hwgen.device.engine import MatmulEngine
+from hwgen.device.systolic import OSProcessingElement, ProcessingElement
 
 
 def _simulate(dut, bench):

@@ -1,5 +1,5 @@
 # amaranth: UnusedElaboratable=no
-"""Tests of hwgen.uart against a bit-banging 8N1 model written here.
+"""Tests of hwgen.link.uart against a bit-banging 8N1 model written here.
 
 The model (``_frame``, ``_waveform``, ``_decode``) builds the levels a UART line should carry and
 reads bytes back from levels; every expected bit and byte comes from it, never from the design.
@@ -18,7 +18,7 @@ import pytest
 from amaranth.hdl import Module
 from amaranth.sim import Simulator
 
-from hwgen.uart import MIN_DIVISOR, UART, UARTRx, UARTTx, divisor_for
+from hwgen.link.uart import MIN_DIVISOR, UART, UARTRx, UARTTx, divisor_for
 
 _BITS_PER_FRAME = 10
 _MAX_CYCLES = 100_000

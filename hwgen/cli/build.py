@@ -65,7 +65,7 @@ def _run(args):
 def register(sub):
     """Add ``hwgen build``."""
     from hwgen.boards import BOARDS
-    from hwgen.device import DEFAULT_BAUD
+    from hwgen.protocol import DEFAULT_BAUD
 
     p = sub.add_parser(
         "build", help="build a bitstream for a board with the YoWASP tools",

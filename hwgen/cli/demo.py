@@ -41,8 +41,8 @@ def run_demo(config, *, epochs=40, seed=0, progress=True, uart=False, baud=None)
     import hwgen
     from host import Accelerator
     from hwgen.cycles import program_cycles
-    from hwgen.device import DEFAULT_BAUD
     from hwgen.nn import MLP, load_digits_split, quantize
+    from hwgen.protocol import DEFAULT_BAUD
     from sim.board import SimulatedBoard
 
     baud = DEFAULT_BAUD if baud is None else baud
@@ -147,7 +147,7 @@ def _run(args):
 
 def register(sub):
     """Add ``hwgen demo``."""
-    from hwgen.device import DEFAULT_BAUD
+    from hwgen.protocol import DEFAULT_BAUD
 
     p = sub.add_parser("demo", help="train, quantize, generate and run the digits demo",
                        description="The main job: train an MLP on the bundled digits, quantize "

@@ -87,7 +87,7 @@ def _run(args):
 
 def register(sub):
     """Add ``hwgen infer``."""
-    from hwgen.device import DEFAULT_BAUD
+    from hwgen.protocol import DEFAULT_BAUD
 
     p = sub.add_parser(
         "infer", help="run a compiled program on a device (a board or the simulated board)",

@@ -10,7 +10,7 @@ from amaranth.lib import wiring
 from amaranth.lib.cdc import FFSynchronizer
 from amaranth.lib.wiring import In, Out
 
-from .memmap import HostPortSignature, macs_from_busy_cycles
+from ..memmap import HostPortSignature, macs_from_busy_cycles
 
 __all__ = ["HostPortBridge"]
 
@@ -22,7 +22,7 @@ class HostPortBridge(wiring.Component):
     The link side takes a request (``we``, ``re``, ``start``, ``clear`` or ``snapshot``) when
     none is pending, and pulses ``rvalid`` when the accelerator has carried it out. Until then
     the requester holds ``region``, ``addr``, ``wdata`` and ``batch`` still, as
-    :class:`hwgen.frame.FrameEngine` does with ``handshake=True``: the accelerator's side reads
+    :class:`hwgen.link.frame.FrameEngine` does with ``handshake=True``: the accelerator's side reads
     them directly, two synchronizer stages and one register after the request toggled, so that
     they have settled (a toggle handshake; only the toggles and ``busy`` pass through
     synchronizers). ``rdata`` and the counters are registered on the accelerator's side and

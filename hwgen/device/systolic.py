@@ -1,8 +1,8 @@
 """Processing elements and systolic arrays, without handshakes.
 
 The arrays are fixed-latency pipelines: what enters in a cycle leaves a known number of cycles
-later. :class:`hwgen.engine.MatmulEngine` wraps them with streams, weight-bank bookkeeping and
-backpressure.
+later. :class:`hwgen.device.engine.MatmulEngine` wraps them with streams, weight-bank
+bookkeeping and backpressure.
 
 Both arrays take a weight tile as ``rows`` writes of ``cols`` weights, into one of two banks, so a
 tile loads while the previous one computes. Weight lane ``j`` and activation lane ``i`` are delayed
@@ -91,7 +91,7 @@ class ProcessingElement(wiring.Component):
         Signed widths of activation, weight and partial sum.
     external_mul : bool
         Leave the multiply to a pipelined multiplier outside the cell (a DSP block shared by
-        two cells, see :mod:`hwgen.dsp`): the cell presents the activation and the weight it
+        two cells, see :mod:`hwgen.device.dsp`): the cell presents the activation and the weight it
         selects on ``mul_a``/``mul_w`` in the cycle the activation arrives, and adds ``mul_p``,
         which must show their product two cycles later. The cycle behaviour is unchanged.
 
@@ -306,9 +306,9 @@ class WeightStationaryArray(wiring.Component):
     dsp_packing : str or None
         ``None``: each cell multiplies (inferred multipliers). ``"sb_mac16"``: the cells of rows
         ``2r`` and ``2r + 1`` of a column share one iCE40 SB_MAC16 in its two-8x8 mode
-        (:class:`hwgen.dsp.ICE40MulPair`; ``in_bits`` and ``w_bits`` at most 8), so the array
+        (:class:`hwgen.device.dsp.ICE40MulPair`; ``in_bits`` and ``w_bits`` at most 8), so the array
         uses ``cols * ceil(rows / 2)`` blocks. ``"mult18x18d"``: every cell gets an ECP5
-        MULT18X18D with its input and output registers (:class:`hwgen.dsp.ECP5Mul`; widths at
+        MULT18X18D with its input and output registers (:class:`hwgen.device.dsp.ECP5Mul`; widths at
         most 18). The cycle behaviour is the same.
 
     Members

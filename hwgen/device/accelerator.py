@@ -14,9 +14,8 @@ from amaranth.hdl import Cat, Const, EnableInserter, Module, Mux, Signal, signed
 from amaranth.lib import data, memory, wiring
 from amaranth.lib.wiring import Out
 
-from .cycles import FIFO_LATENCY
-from .engine import MatmulEngine
-from .memmap import (
+from ..cycles import FIFO_LATENCY
+from ..memmap import (
     HostPortSignature,
     Region,
     batch_bits,
@@ -25,6 +24,7 @@ from .memmap import (
     param_lane_layout,
     regions,
 )
+from .engine import MatmulEngine
 from .systolic import delay
 
 __all__ = ["SPRAM_ATTRS", "SPRAM_SUFFIX", "Accelerator", "collision_free_memories"]
@@ -246,7 +246,7 @@ class Accelerator(wiring.Component):
         Instantiate the processing elements by Verilog module name (see
         :func:`hwgen.generate.emit_design`).
     dsp_packing : str or None
-        How the array maps its multipliers (see :class:`hwgen.engine.MatmulEngine`). With
+        How the array maps its multipliers (see :class:`hwgen.device.engine.MatmulEngine`). With
         ``"mult18x18d"``, ``post_pipeline`` and ``split_operand`` (at most 17, and
         ``mult_bits`` at most 17), each requantization slice product is a MULT18X18D too, whose
         input and output registers stand in for the fabric's (same cycles).

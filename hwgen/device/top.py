@@ -9,15 +9,15 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
+from ..link.bridge import HostPortBridge
+from ..link.frame import FrameEngine
+from ..link.uart import UART, divisor_for
+from ..protocol import DEFAULT_BAUD, frame_timeout_cycles
 from .accelerator import Accelerator
-from .cdc import HostPortBridge
-from .frame import FrameEngine
-from .uart import UART, divisor_for
 
-__all__ = ["DEFAULT_BAUD", "LINKS", "Device"]
+__all__ = ["LINKS", "Device"]
 
 LINKS = ("uart", "stream")
-DEFAULT_BAUD = 1_000_000
 # Bytes the UART may deliver while the frame engine is busy answering.
 RX_FIFO_DEPTH = 64
 
@@ -37,20 +37,20 @@ class Device(wiring.Component):
         Instantiate the processing elements by Verilog module name (for emission).
     dsp_packing : str or None
         How the array maps its multipliers onto DSP blocks (see
-        :class:`hwgen.systolic.WeightStationaryArray`).
+        :class:`hwgen.device.systolic.WeightStationaryArray`).
     post_pipeline : bool
     split_multiplier : bool or int
     split_operand : int or None
     registered_reads : bool
         Extra registers in the post-processing and after memories (see
-        :class:`hwgen.accelerator.Accelerator`).
+        :class:`hwgen.device.accelerator.Accelerator`).
     spram : bool
         Put the weight memory and the frame engine's payload buffer into iCE40UP
-        ``SB_SPRAM256KA`` blocks (see :class:`hwgen.accelerator.Accelerator`).
+        ``SB_SPRAM256KA`` blocks (see :class:`hwgen.device.accelerator.Accelerator`).
     link_clock_hz : int or None
         Run the link (UART or streams) and the frame engine in a clock domain of their own,
         ``link``, at this frequency, and the accelerator in ``sync`` at ``config.clock_hz``;
-        a :class:`hwgen.cdc.HostPortBridge` joins them. ``None``: everything in ``sync``.
+        a :class:`hwgen.link.bridge.HostPortBridge` joins them. ``None``: everything in ``sync``.
 
     Members
     -------
@@ -103,8 +103,9 @@ class Device(wiring.Component):
             return DomainRenamer("link")(elaboratable) if split else elaboratable
 
         # Its timeout counts the link's cycles (100 ms by default).
+        timeout = frame_timeout_cycles(self.link_clock_hz) if split else None
         frame = FrameEngine(self.config, spram=self.spram, handshake=split,
-                            timeout_cycles=self.link_clock_hz // 10 if split else None)
+                            timeout_cycles=timeout)
         m.submodules.frame = in_link_domain(frame)
         if split:
             m.submodules.bridge = bridge = HostPortBridge(self.config)

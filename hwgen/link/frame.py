@@ -10,10 +10,10 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from .accelerator import SPRAM_ATTRS, SPRAM_SUFFIX
-from .config import AcceleratorConfig
-from .memmap import HostPortSignature, Region, regions
-from .protocol import (
+from ..config import AcceleratorConfig
+from ..memattrs import SPRAM_ATTRS, SPRAM_SUFFIX
+from ..memmap import HostPortSignature, Region, regions
+from ..protocol import (
     CRC_BYTES,
     CRC_PARAMETERS,
     HEADER_BYTES,
@@ -26,6 +26,7 @@ from .protocol import (
     Opcode,
     RunArgs,
     Status,
+    frame_timeout_cycles,
     info_bytes,
     layout_bytes,
 )
@@ -63,8 +64,9 @@ class FrameEngine(wiring.Component):
         The accelerator served; fixes the host port widths and the INFO contents.
     timeout_cycles : int
         Idle clock cycles after which a partial request is dropped; default
-        ``config.clock_hz // 10`` (100 ms, longer than any gap of a working host, shorter than
-        the host's response timeout, so a retry finds the engine hunting).
+        :func:`hwgen.protocol.frame_timeout_cycles` of ``config.clock_hz`` (100 ms, longer than
+        any gap of a working host, shorter than the host's response timeout, so a retry finds
+        the engine hunting).
     max_payload : int
         Payload buffer in bytes (reported by INFO); at least one WRITE argument block plus the
         widest word, at most 65535.
@@ -74,7 +76,7 @@ class FrameEngine(wiring.Component):
     handshake : bool
         Hold every write, start, clear and counter snapshot (with its address and data) until
         ``host.rvalid`` pulses, as reads wait already: for a port that crosses clock domains
-        (:class:`hwgen.cdc.HostPortBridge`). Without it they are one-cycle pulses.
+        (:class:`hwgen.link.bridge.HostPortBridge`). Without it they are one-cycle pulses.
 
     Members
     -------
@@ -99,7 +101,7 @@ class FrameEngine(wiring.Component):
         if not isinstance(config, AcceleratorConfig):
             raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")
         if timeout_cycles is None:
-            timeout_cycles = config.clock_hz // 10
+            timeout_cycles = frame_timeout_cycles(config.clock_hz)
         if isinstance(timeout_cycles, bool) or not isinstance(timeout_cycles, int) \
                 or timeout_cycles < 1:
             raise ValueError(f"timeout_cycles must be an int >= 1, not {timeout_cycles!r}")

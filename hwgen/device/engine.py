@@ -9,7 +9,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from .cycles import fifo_depth
+from ..cycles import fifo_depth
 from .systolic import OutputStationaryArray, WeightStationaryArray
 
 __all__ = ["MatmulEngine", "act_row_layout", "result_row_layout", "weight_row_layout"]
@@ -58,7 +58,7 @@ class MatmulEngine(wiring.Component):
         Add the ``en`` input, the array's clock enable.
     dsp_packing : str or None
         How the weight-stationary array maps its multipliers; see
-        :class:`hwgen.systolic.WeightStationaryArray`. Only ``None`` for ``dataflow="os"``.
+        :class:`hwgen.device.systolic.WeightStationaryArray`. Only ``None`` for ``dataflow="os"``.
     always_ready : bool
         The consumer holds ``o_result.ready`` high: no output FIFO (the credits then never run
         out); result rows leave as the array delivers them, ``FIFO_LATENCY`` cycles earlier
@@ -73,7 +73,7 @@ class MatmulEngine(wiring.Component):
         An activation row entered the engine this cycle (``rows * cols`` multiply-accumulates).
     en : In(1)
         Only with ``gated``: clock enable of the array (see
-        :class:`hwgen.systolic.WeightStationaryArray`), which may be low only while no
+        :class:`hwgen.device.systolic.WeightStationaryArray`), which may be low only while no
         weight or activation row has been accepted for the array's latency.
     """
 

@@ -1,0 +1,20 @@
+"""Attributes that tell Yosys how to build the device's memories.
+
+Shared by the memories' owners (the accelerator, the frame engine) and the board flow, which
+reads them back from the netlist.
+"""
+
+__all__ = ["NO_COLLISION_ATTRS", "SPRAM_ATTRS", "SPRAM_SUFFIX"]
+
+#: Memory attributes that make Yosys's ``synth_ice40`` map a single-port memory onto
+#: ``SB_SPRAM256KA`` blocks (16 bits x 16K each, four on an iCE40UP5K).
+SPRAM_ATTRS = {"ram_style": "huge"}
+#: Ends the name of every such memory, so that the build can drop their initial contents
+#: (all zero; an SPRAM has none).
+SPRAM_SUFFIX = "_spram"
+#: Marks the memories whose reads never meet a write (see
+#: :func:`hwgen.device.memories.collision_free_memories`) for readers of the netlist. Yosys
+#: heeds ``no_rw_check`` only where it merges a register into an asynchronous read port, and
+#: Amaranth's read ports are synchronous already, so the board build sets the read ports' mask
+#: itself.
+NO_COLLISION_ATTRS = {"no_rw_check": 1}
