@@ -2,6 +2,7 @@
 
 - :class:`Accelerator` (:mod:`host.accelerator`): open a pyserial URL, check the device, load a
   compiled program, run inference on any number of rows;
+- :class:`AcceleratorPool` (:mod:`host.pool`): several devices sharing the rows of each inference;
 - :class:`~host.client.DeviceClient` (:mod:`host.client`): one method per protocol command;
 - :func:`~host.transport.open_port` (:mod:`host.transport`): the pyserial ports.
 
@@ -11,11 +12,13 @@ fast.
 
 import importlib
 
-__all__ = ["Accelerator", "BusyTimeout", "DeviceClient", "DeviceError", "IncompatibleDevice",
-           "InferCounters", "LinkError", "LinkTimeout"]
+__all__ = ["Accelerator", "AcceleratorPool", "BusyTimeout", "DeviceClient", "DeviceError",
+           "IncompatibleDevice", "InferCounters", "LinkError", "LinkTimeout", "NoDeviceLeft"]
 
 _WHERE = {
     "Accelerator": "accelerator",
+    "AcceleratorPool": "pool",
+    "NoDeviceLeft": "pool",
     "IncompatibleDevice": "accelerator",
     "InferCounters": "accelerator",
     "BusyTimeout": "client",
