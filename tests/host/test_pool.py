@@ -235,6 +235,18 @@ def test_a_device_that_dies_mid_run_is_dropped_and_nothing_is_lost(board_factory
         assert set(p.counters().devices) == {boards[0].url}
 
 
+def test_a_device_that_fails_while_loading_is_dropped(board_factory):
+    boards = [board_factory(WS), board_factory(WS)]
+    net, program = network(WS, 12, widths=[7, 5], batch=8)
+    with AcceleratorPool([b.url for b in boards], config=WS, timeout=0.5, retries=1) as p:
+        boards[0].process.kill()
+        p.load(program)
+        assert p.urls == [boards[1].url]
+        assert p.dropped[boards[0].url].startswith("dropped during load: LinkError: ")
+        x = inputs(WS, 30, 7)
+        np.testing.assert_array_equal(p.infer(x), net.forward(x))
+
+
 def test_no_device_left_names_each_device_and_why(board_factory):
     boards = [board_factory(WS), board_factory(WS)]
     _, program = network(WS, 8, widths=[16, 12, 8], batch=8)
