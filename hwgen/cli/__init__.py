@@ -15,7 +15,7 @@ __all__ = ["UsageError", "add_config_options", "config_from_args", "main"]
 #: The subcommands, in the order ``hwgen --help`` lists them: modules of this package.
 COMMANDS = ["demo", "generate", "verify", "sim_board", "infer", "build"]
 #: Subcommands registered by other modules (``register_cli(subparsers)``).
-_SUBCOMMAND_MODULES = ["host.serve"]
+_SUBCOMMAND_MODULES = ["host.serve", "hwgen.dse.cli"]
 
 
 def _parser():

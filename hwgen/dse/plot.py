@@ -1,0 +1,90 @@
+"""``pareto.png``: every point of a sweep, its fronts highlighted, the board's capacity marked.
+
+Two panels, inferences per second (log scale) against LUTs and against DSP blocks. Grey dots
+are the designs that are ok, the coloured line and dots their front, red crosses the designs
+the fit estimate refuses (drawn where their estimate puts them, when the model compiled onto
+them), the dashed vertical line the device's capacity and the dotted horizontal line the
+best rate the UART allows at the sweep's baud rate. The figure is drawn with Matplotlib's Agg
+canvas, without ``pyplot``'s global state, and saved without a time stamp, so the same rows
+give the same file.
+"""
+
+from .pareto import FAMILY_UNITS, RESOURCES, cost, fronts
+
+__all__ = ["plot_pareto"]
+
+_VALUE = "device_infer_per_s"
+
+
+def _label(row):
+    label = f"{row.get('rows')}x{row.get('cols')}"
+    if row.get("dataflow") == "os":
+        label += " os"
+    return label
+
+
+def _panel(ax, rows, front, board, resource, *, link, baud):
+    units = FAMILY_UNITS.get(board.family, {}).get(resource, resource.upper())
+    ok = [r for r in rows if r.get("status") == "ok" and cost(r, resource) is not None]
+    refused = [r for r in rows if r.get("status") == "no-fit" and r.get(_VALUE)
+               and cost(r, resource) is not None]
+    if ok:
+        ax.scatter([cost(r, resource) for r in ok], [r[_VALUE] for r in ok], s=16,
+                   color="0.6", label=f"designs ({len(ok)})", zorder=2)
+    if refused:
+        ax.scatter([cost(r, resource) for r in refused], [r[_VALUE] for r in refused], s=20,
+                   marker="x", color="tab:red", alpha=0.6,
+                   label=f"does not fit ({len(refused)})", zorder=2)
+    if front:
+        xs = [cost(r, resource) for r in front]
+        ys = [r[_VALUE] for r in front]
+        ax.step(xs, ys, where="post", color="tab:blue", linewidth=1.5, zorder=3)
+        ax.scatter(xs, ys, s=30, color="tab:blue", label=f"Pareto front ({len(front)})",
+                   zorder=4)
+        labelled = set()
+        for x, y, r in zip(xs, ys, front, strict=True):
+            if _label(r) not in labelled:   # the cheapest front point of each array shape
+                labelled.add(_label(r))
+                ax.annotate(_label(r), (x, y), textcoords="offset points", xytext=(5, -9),
+                            fontsize=7, color="tab:blue")
+    capacity = board.capacity.get(resource)
+    if capacity:
+        ax.axvline(capacity, color="tab:red", linestyle="--", linewidth=1,
+                   label=f"{board.name}: {capacity:,} {units}")
+    if link:
+        ax.axhline(link, color="tab:green", linestyle=":", linewidth=1.2,
+                   label=f"UART bound at {baud:,} baud: {link:,.0f}/s")
+    ax.set_yscale("log")
+    ax.set_xlabel(f"{units} (count)")
+    ax.set_ylabel("inferences per second (1/s)")
+    ax.grid(True, which="both", linewidth=0.3, alpha=0.5)
+    ax.legend(fontsize=7, loc="best")
+
+
+def plot_pareto(rows, path, board, *, title, baud):
+    """Draw ``rows`` of one sweep on ``board`` into the PNG file ``path``.
+
+    Parameters
+    ----------
+    rows : list of dict
+        Rows of ``results.csv``.
+    path : path-like
+    board : hwgen.boards.Board
+    title : str
+    baud : int
+        The sweep's UART rate, named beside its bound.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(11, 4.6), dpi=110)
+    FigureCanvasAgg(fig)
+    links = [r["link_infer_per_s"] for r in rows
+             if r.get("status") == "ok" and r.get("link_infer_per_s")]
+    link = max(links, default=None)
+    axes = fig.subplots(1, len(RESOURCES))
+    for ax, (resource, front) in zip(axes, fronts(rows).items(), strict=True):
+        _panel(ax, rows, front, board, resource, link=link, baud=baud)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, format="png", metadata={"Software": None})

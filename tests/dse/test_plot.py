@@ -1,0 +1,38 @@
+"""hwgen.dse.plot: pareto.png is a picture of the rows, the same file for the same rows."""
+
+import matplotlib.image
+
+from hwgen.boards import BOARDS
+from hwgen.dse.plot import plot_pareto
+
+
+def _rows():
+    rows = []
+    for n, (r, c) in enumerate([(1, 1), (2, 1), (2, 2), (4, 2), (4, 4), (8, 8)]):
+        rows.append({"point": str(n), "status": "ok" if r * c <= 16 else "no-fit", "rows": r,
+                     "cols": c, "dataflow": "ws", "est_lut": 1000 + 400 * r * c,
+                     "est_dsp": r * c // 2, "device_infer_per_s": 1e4 * r * c,
+                     "link_infer_per_s": 900.0})
+    rows.append({"point": "x", "status": "invalid", "rows": 0})
+    return rows
+
+
+def test_the_plot_is_a_png_and_deterministic(tmp_path):
+    board = BOARDS["icebreaker"]
+    first, second = tmp_path / "a.png", tmp_path / "b.png"
+    plot_pareto(_rows(), first, board, title="test", baud=1_000_000)
+    plot_pareto(_rows(), second, board, title="test", baud=1_000_000)
+    assert first.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert first.read_bytes() == second.read_bytes()
+    image = matplotlib.image.imread(first)
+    assert image.shape[0] > 300 and image.shape[1] > 2 * image.shape[0]   # two panels
+    # Different rows, a different picture.
+    plot_pareto(_rows()[:3], second, board, title="test", baud=1_000_000)
+    assert first.read_bytes() != second.read_bytes()
+
+
+def test_the_plot_of_a_sweep_without_ok_points(tmp_path):
+    path = tmp_path / "empty.png"
+    plot_pareto([{"point": "x", "status": "invalid"}], path, BOARDS["ulx3s-85f"], title="none",
+                baud=115_200)
+    assert path.read_bytes()[:4] == b"\x89PNG"
