@@ -1,8 +1,4 @@
-"""``hwgen dse``: usage errors, a sweep end to end, and Ctrl-C in a real terminal's way.
-
-(The file is not called ``test_cli.py``: test modules are imported by their base name, and
-other folders of tests have command-line tests too.)
-"""
+"""``hwgen dse``: usage errors, a sweep end to end, and Ctrl-C in a real terminal's way."""
 
 import contextlib
 import csv
