@@ -1,28 +1,50 @@
 """The NumPy side of hwgen: float networks, training, quantization and the integer oracle.
 
-- :class:`MLP`, :func:`load_digits_split`: a float network trained with NumPy alone;
+- :class:`MLP`, :class:`CNN` (:class:`FloatDense`, :class:`FloatConv2D` layers): float networks
+  trained with NumPy alone; :func:`load_digits_split`, :func:`load_digits_images`,
+  :func:`digits_cnn`, :func:`train_digits_cnn`: the bundled digits and the default CNN;
 - :func:`quantize`: post-training quantization to a :class:`QuantizedNetwork`;
-- :class:`Dense`, :class:`QuantizedNetwork`, :func:`requantize`, :func:`accumulator_bound`: the
-  bit-exact integer reference of section 3 of the architecture brief, which every hardware test
-  compares against;
+- :class:`Dense`, :class:`Conv2D`, :class:`MaxPool2D`, :class:`Flatten`,
+  :class:`QuantizedNetwork`, :func:`requantize`, :func:`accumulator_bound`: the bit-exact
+  integer reference of sections 3 and 3.1 of the architecture brief, which every hardware test
+  compares against (:class:`MaxPool2D` and :class:`Flatten` serve the float :class:`CNN` too);
 - :func:`from_torch`, :func:`from_onnx`: importers (PyTorch and ONNX are optional).
 """
 
-from .importers import UnsupportedModelError, from_onnx, from_torch
-from .mlp import MLP, load_digits_split
-from .quantization import quantize, requant_params
-from .reference import Dense, QuantizedNetwork, accumulator_bound, requantize
+from .cnn import CNN
+from .conv import Conv2D
+from .dense import Dense, accumulator_bound
+from .digits import digits_cnn, load_digits_images, load_digits_split, train_digits_cnn
+from .flatten import Flatten
+from .float_layers import FloatConv2D, FloatDense
+from .import_chain import UnsupportedModelError
+from .import_onnx import from_onnx
+from .import_torch import from_torch
+from .maxpool import MaxPool2D
+from .mlp import MLP
+from .quantization import quantize
+from .quantized_network import QuantizedNetwork
+from .requantization import requant_params, requantize
 
 __all__ = [
+    "CNN",
     "MLP",
+    "Conv2D",
     "Dense",
+    "Flatten",
+    "FloatConv2D",
+    "FloatDense",
+    "MaxPool2D",
     "QuantizedNetwork",
     "UnsupportedModelError",
     "accumulator_bound",
+    "digits_cnn",
     "from_onnx",
     "from_torch",
+    "load_digits_images",
     "load_digits_split",
     "quantize",
     "requant_params",
     "requantize",
+    "train_digits_cnn",
 ]

@@ -4,15 +4,14 @@ Training is deterministic under a seed: the initial weights come from the constr
 the minibatch order from :meth:`MLP.fit`'s, and nothing else draws random numbers.
 """
 
-import importlib
 import itertools
 import numbers
 
 import numpy as np
 
-__all__ = ["MLP", "load_digits_split"]
+from .float_training import check_labels, check_optimizer, minibatch_descent, softmax_cross_entropy
 
-OPTIMIZERS = ("adam", "sgd")
+__all__ = ["MLP"]
 
 
 def _float_matrix(x, where, width):
@@ -172,51 +171,21 @@ class MLP:
             ``self``, trained in place; :attr:`history` gets one mean loss per epoch.
         """
         x = _float_matrix(x, "MLP.fit", self.in_features)
-        y = np.asarray(y)
-        if y.shape != (x.shape[0],) or y.dtype.kind not in "iu":
-            raise ValueError(f"MLP.fit: y has shape {y.shape} and dtype {y.dtype}; "
-                             f"allowed: integer labels of shape ({x.shape[0]},)")
-        if y.size and (y.min() < 0 or y.max() >= self.out_features):
-            raise ValueError(f"MLP.fit: labels outside 0..{self.out_features - 1}")
-        if optimizer not in OPTIMIZERS:
-            raise ValueError(f"MLP.fit: optimizer={optimizer!r}; allowed: "
-                             + ", ".join(repr(o) for o in OPTIMIZERS))
+        y = check_labels(y, x.shape[0], self.out_features, "MLP.fit")
+        check_optimizer(optimizer, batch_size, "MLP.fit")
         rng = np.random.default_rng(self.seed if seed is None else seed)
+        # The arrays stored in self.layers, updated in place.
         params = [p for layer in self.layers for p in layer]
-        first = [np.zeros_like(p) for p in params]  # momentum / Adam's first moment
-        second = [np.zeros_like(p) for p in params]  # Adam's second moment
-        step = 0
-        onehot = np.eye(self.out_features)[y]
-        for _ in range(epochs):
-            order = rng.permutation(x.shape[0])
-            losses = []
-            for start in range(0, x.shape[0], batch_size):
-                batch = order[start:start + batch_size]
-                loss, grads = self._gradients(x[batch], onehot[batch], weight_decay)
-                losses.append(loss * batch.size)
-                step += 1
-                for i, grad in enumerate(grads):
-                    if optimizer == "adam":
-                        first[i] = 0.9 * first[i] + 0.1 * grad
-                        second[i] = 0.999 * second[i] + 0.001 * grad * grad
-                        m_hat = first[i] / (1 - 0.9 ** step)
-                        v_hat = second[i] / (1 - 0.999 ** step)
-                        # In place: params[i] is the array stored in self.layers.
-                        params[i] -= lr * m_hat / (np.sqrt(v_hat) + 1e-8)
-                    else:
-                        first[i] = momentum * first[i] + grad
-                        params[i] -= lr * first[i]
-            self.history.append(float(np.sum(losses) / max(x.shape[0], 1)))
+        self.history.extend(minibatch_descent(
+            params, lambda xb, hb: self._gradients(xb, hb, weight_decay), x,
+            np.eye(self.out_features)[y], epochs=epochs, batch_size=batch_size, lr=lr,
+            optimizer=optimizer, momentum=momentum, rng=rng))
         return self
 
     def _gradients(self, x, onehot, weight_decay):
         """Return the mean cross-entropy loss and the gradients in the order of ``params``."""
         activations = [x, *self.forward_trace(x)]
-        logits = activations[-1]
-        shifted = logits - logits.max(axis=1, keepdims=True)  # avoids overflow in exp
-        log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
-        loss = -float(np.mean(np.sum(onehot * log_probs, axis=1)))
-        delta = (np.exp(log_probs) - onehot) / x.shape[0]
+        loss, delta = softmax_cross_entropy(activations[-1], onehot)
         grads = []
         for index in range(len(self.layers) - 1, -1, -1):
             weight, _ = self.layers[index]
@@ -228,25 +197,3 @@ class MLP:
             delta = delta @ weight.T
         grads.reverse()
         return loss, grads
-
-
-def load_digits_split(test_size=0.2, random_state=0):
-    """Return scikit-learn's bundled 8x8 digits, split and scaled to ``[0, 1]``.
-
-    The split is stratified and deterministic; nothing is downloaded.
-
-    Returns
-    -------
-    x_train, y_train, x_test, y_test : numpy.ndarray
-        ``x_*`` float64 ``(M, 64)`` with pixels divided by 16, ``y_*`` int64 labels ``0..9``.
-    """
-    # Imported here: scikit-learn is slow to import and only this helper needs it.
-    datasets = importlib.import_module("sklearn.datasets")
-    train_test_split = importlib.import_module("sklearn.model_selection").train_test_split
-
-    digits = datasets.load_digits()
-    x = digits.data.astype(np.float64) / 16.0
-    y = digits.target.astype(np.int64)
-    x_train, x_test, y_train, y_test = train_test_split(
-        x, y, test_size=test_size, random_state=random_state, stratify=y)
-    return x_train, y_train, x_test, y_test

@@ -1,65 +1,24 @@
-"""Post-training quantization of a float :class:`~hwgen.nn.MLP` to a :class:`QuantizedNetwork`.
+"""Post-training quantization of a float :class:`~hwgen.nn.MLP` or :class:`~hwgen.nn.CNN`.
 
 Symmetric, no zero points, per section 3 of the architecture brief: per-channel weight scales,
 per-tensor activation scales measured on calibration data, a bias at the accumulator's scale and
-a per-channel ``mult / 2**shift`` that maps the accumulator's scale onto the output's.
+a per-channel ``mult / 2**shift`` that maps the accumulator's scale onto the output's. Max
+pooling keeps its input's scale (the maximum of values that share a scale) and a flatten is free.
 """
-
-import math
 
 import numpy as np
 
-from .reference import Dense, QuantizedNetwork
+from .cnn import CNN
+from .conv import Conv2D
+from .dense import Dense
+from .flatten import Flatten
+from .float_layers import FloatConv2D, FloatDense
+from .maxpool import MaxPool2D
+from .mlp import MLP
+from .quantized_network import QuantizedNetwork
+from .requantization import requant_params
 
-__all__ = ["quantize", "requant_params"]
-
-
-def requant_params(ratio, mult_bits, max_shift):
-    """Return ``(mult, shift)`` with ``mult / 2**shift`` closest to ``ratio`` for large ``mult``.
-
-    ``mult`` is as large as ``mult_bits`` allows (``2**(mult_bits-1) <= mult < 2**mult_bits``)
-    unless ``shift`` would then exceed ``max_shift`` (``shift = max_shift`` and a smaller
-    ``mult``) or fall below 0 (``shift = 0`` and ``mult`` saturates at ``2**mult_bits - 1``).
-
-    Parameters
-    ----------
-    ratio : array_like of float
-        Non-negative, finite real multipliers, one per output channel.
-    mult_bits : int
-        Unsigned width of ``mult``.
-    max_shift : int
-        Largest allowed ``shift``, ``acc_bits + mult_bits - 1`` in the contract.
-
-    Returns
-    -------
-    mult, shift : numpy.ndarray of int64
-    """
-    ratio = np.asarray(ratio, dtype=np.float64)
-    if not np.all(np.isfinite(ratio)) or np.any(ratio < 0):
-        raise ValueError(f"requant_params: ratios must be finite and >= 0, got {ratio}")
-    mults, shifts = [], []
-    for r in ratio.flat:
-        if r == 0:
-            mults.append(0)
-            shifts.append(0)
-            continue
-        frac, exp = math.frexp(r)  # r = frac * 2**exp with 0.5 <= frac < 1
-        shift = mult_bits - exp
-        mult = round(math.ldexp(frac, mult_bits))
-        if mult == 1 << mult_bits:  # frac rounded up to 1.0: one bit fewer
-            mult >>= 1
-            shift -= 1
-        if shift > max_shift:
-            shift = max_shift
-            mult = round(math.ldexp(r, shift))
-        elif shift < 0:
-            shift = 0
-            mult = min(round(r), (1 << mult_bits) - 1)
-        mults.append(mult)
-        shifts.append(shift)
-    shape = ratio.shape
-    return (np.array(mults, dtype=np.int64).reshape(shape),
-            np.array(shifts, dtype=np.int64).reshape(shape))
+__all__ = ["quantize"]
 
 
 def _scale(max_abs, qmax):
@@ -67,13 +26,36 @@ def _scale(max_abs, qmax):
     return float(max_abs) / qmax if max_abs > 0 else 1.0
 
 
-def quantize(mlp, calib_x, *, in_bits=8, w_bits=8, acc_bits=32, mult_bits=16, output="raw"):
-    """Quantize a float MLP to integers, per section 3 of the architecture brief.
+def _as_cnn(model):
+    """Return ``model`` as a :class:`CNN` (an MLP becomes a chain of :class:`FloatDense`)."""
+    if isinstance(model, CNN):
+        return model
+    if isinstance(model, MLP):
+        return CNN([FloatDense(w, b, relu=r)
+                    for (w, b), r in zip(model.layers, model.relu, strict=True)])
+    raise TypeError(f"quantize: model is a {type(model).__name__}; allowed: MLP or CNN")
 
-    - weights: ``W_q[:, n] = round(W[:, n] / s_w[n])`` with
-      ``s_w[n] = max|W[:, n]| / (2**(w_bits-1) - 1)`` (a zero column gets ``s_w = 1``);
+
+def _calibration(cnn, calib_x):
+    calib_x = np.asarray(calib_x, dtype=np.float64)
+    shape = cnn.shapes[0][0]
+    if calib_x.ndim != len(shape) + 1 or calib_x.shape[0] < 1 or calib_x.shape[1:] != shape:
+        raise ValueError(f"quantize: calib_x has shape {calib_x.shape}; "
+                         f"allowed: (M, {', '.join(map(str, shape))}) with M >= 1")
+    if not np.all(np.isfinite(calib_x)):
+        raise ValueError("quantize: calib_x holds NaN or infinity")
+    return calib_x
+
+
+def quantize(mlp, calib_x, *, in_bits=8, w_bits=8, acc_bits=32, mult_bits=16, output="raw"):
+    """Quantize a float model to integers, per section 3 of the architecture brief.
+
+    - weights: ``W_q[..., n] = round(W[..., n] / s_w[n])`` with
+      ``s_w[n] = max|W[..., n]| / (2**(w_bits-1) - 1)`` per output channel ``n`` (a zero
+      channel gets ``s_w = 1``); a convolution's channel is its ``(KH, KW, C_in)`` kernel;
     - activations: one symmetric scale per tensor, ``s = max|a| / (2**(in_bits-1) - 1)`` over
-      ``calib_x`` for the input and for every layer's output (after its ReLU);
+      ``calib_x`` for the input and for every dense or convolution output (after its ReLU);
+      max pooling and flatten keep their input's scale;
     - bias: ``b_q = round(b / (s_x * s_w[n]))``;
     - requantization: ``mult[n] / 2**shift[n] ≈ s_x * s_w[n] / s_y`` with ``mult`` as large as
       ``mult_bits`` allows (see :func:`requant_params`).
@@ -87,61 +69,93 @@ def quantize(mlp, calib_x, *, in_bits=8, w_bits=8, acc_bits=32, mult_bits=16, ou
 
     Parameters
     ----------
-    mlp : MLP
+    mlp : MLP or CNN
         The float model; layers without a ReLU get ``activation="identity"``.
-    calib_x : array_like of float, shape (M, K)
-        Calibration inputs (``M >= 1``), typically a sample of the training data.
+    calib_x : array_like of float, shape (M, K) or (M, H, W, C)
+        Calibration inputs (``M >= 1``), typically a sample of the training data; NHWC for a
+        :class:`CNN` with a spatial input.
     in_bits, w_bits, acc_bits, mult_bits : int
         Widths, as for :class:`QuantizedNetwork`.
     output : {"raw", "requant"}
-        What the last layer returns.
+        What the last layer returns; ``"raw"`` needs a dense or convolution layer last.
 
     Returns
     -------
     QuantizedNetwork
-        With ``input_scale`` set (so :meth:`QuantizedNetwork.predict` takes float inputs) and
-        ``output_scale`` the real value of one output step per channel.
+        With :class:`Dense`, :class:`Conv2D`, :class:`MaxPool2D` and :class:`Flatten` layers in
+        the model's order, the model's ``input_shape`` (``None`` for an :class:`MLP`),
+        ``input_scale`` set (so :meth:`QuantizedNetwork.predict` takes float inputs) and
+        ``output_scale`` the real value of one output step per element of the output's last
+        axis.
 
     Raises
     ------
     ValueError
-        For bad calibration data, or a bias that does not fit signed ``acc_bits`` (naming the
-        layer).
+        For bad calibration data, ``output="raw"`` on a model that ends in a pooling or
+        flatten layer, or a bias that does not fit signed ``acc_bits`` (naming the layer).
+    TypeError
+        If the model is neither an :class:`MLP` nor a :class:`CNN`.
     """
     if output not in ("raw", "requant"):
         raise ValueError(f"quantize: output={output!r}; allowed: 'raw', 'requant'")
-    calib_x = np.asarray(calib_x, dtype=np.float64)
-    if calib_x.ndim != 2 or calib_x.shape[0] < 1 or calib_x.shape[1] != mlp.in_features:
-        raise ValueError(f"quantize: calib_x has shape {calib_x.shape}; "
-                         f"allowed: (M, {mlp.in_features}) with M >= 1")
-    if not np.all(np.isfinite(calib_x)):
-        raise ValueError("quantize: calib_x holds NaN or infinity")
+    cnn = _as_cnn(mlp)
+    calib_x = _calibration(cnn, calib_x)
+    count = len(cnn.layers)
+    if output == "raw" and not isinstance(cnn.layers[-1], FloatDense | FloatConv2D):
+        raise ValueError(f"quantize: output='raw' but layer {count - 1} is a "
+                         f"{type(cnn.layers[-1]).__name__}; allowed: output='requant', or a "
+                         "FloatDense or FloatConv2D last")
     a_max = (1 << (in_bits - 1)) - 1
     w_max = (1 << (w_bits - 1)) - 1
-    acc_limit = 1 << (acc_bits - 1)
-    outputs = mlp.forward_trace(calib_x)
+    outputs = cnn.forward_trace(calib_x)
     input_scale = _scale(np.max(np.abs(calib_x)), a_max)
     s_x = input_scale
+    channel_scale = None  # real value of one step of each channel of the running tensor
     layers = []
-    count = len(mlp.layers)
-    for index, ((weight, bias), relu) in enumerate(zip(mlp.layers, mlp.relu, strict=True)):
+    for index, layer in enumerate(cnn.layers):
+        if isinstance(layer, MaxPool2D):
+            layers.append(MaxPool2D(layer.size, layer.stride))
+            continue
+        if isinstance(layer, Flatten):
+            layers.append(Flatten())
+            pixels = int(np.prod(cnn.shapes[index][0][:2]))
+            channel_scale = None if channel_scale is None else np.tile(channel_scale, pixels)
+            continue
         raw = output == "raw" and index == count - 1
-        if raw:
-            s_w = np.full(weight.shape[1], _scale(np.max(np.abs(weight)), w_max))
-        else:
-            s_w = np.array([_scale(m, w_max) for m in np.max(np.abs(weight), axis=0)])
-        w_q = np.rint(weight / s_w).astype(np.int64)
-        b_q = np.rint(bias / (s_x * s_w))
-        if np.any(np.abs(b_q) >= acc_limit):
-            raise ValueError(f"layer {index}: quantized bias {b_q[np.argmax(np.abs(b_q))]:.0f} "
-                             f"does not fit signed acc_bits={acc_bits}")
         s_y = _scale(np.max(np.abs(outputs[index])), a_max)
-        mult, shift = requant_params(s_x * s_w / s_y, mult_bits, acc_bits + mult_bits - 1)
-        layers.append(Dense(w_q, b_q.astype(np.int64), mult, shift,
-                            activation="relu" if relu and not raw else "identity",
-                            output="raw" if raw else "requant"))
-        output_scale = s_x * s_w if raw else np.full(weight.shape[1], s_y)
+        quantized, s_w = _quantize_layer(layer, f"layer {index}", (s_x, s_y), raw,
+                                         w_max=w_max, acc_bits=acc_bits, mult_bits=mult_bits)
+        layers.append(quantized)
+        channel_scale = s_x * s_w if raw else np.full(layer.bias.shape, s_y)
         s_x = s_y
+    if channel_scale is None:  # no layer with parameters: the output is the (pooled) input
+        channel_scale = np.full(cnn.output_shape[-1], input_scale)
     return QuantizedNetwork(layers, in_bits=in_bits, w_bits=w_bits, acc_bits=acc_bits,
                             mult_bits=mult_bits, input_scale=input_scale,
-                            output_scale=output_scale)
+                            output_scale=channel_scale, input_shape=cnn.input_shape)
+
+
+def _quantize_layer(layer, where, scales, raw, *, w_max, acc_bits, mult_bits):
+    """Return the integer Dense or Conv2D of a float layer and its weight scales ``s_w``.
+
+    ``scales`` is ``(s_x, s_y)``, the input's and the output's activation scales.
+    """
+    s_x, s_y = scales
+    weight, bias = layer.weight, layer.bias
+    if raw:
+        s_w = np.full(weight.shape[-1], _scale(np.max(np.abs(weight)), w_max))
+    else:
+        per_channel = np.max(np.abs(weight.reshape(-1, weight.shape[-1])), axis=0)
+        s_w = np.array([_scale(m, w_max) for m in per_channel])
+    w_q = np.rint(weight / s_w).astype(np.int64)
+    b_q = np.rint(bias / (s_x * s_w))
+    if np.any(np.abs(b_q) >= 1 << (acc_bits - 1)):
+        raise ValueError(f"{where}: quantized bias {b_q[np.argmax(np.abs(b_q))]:.0f} "
+                         f"does not fit signed acc_bits={acc_bits}")
+    mult, shift = requant_params(s_x * s_w / s_y, mult_bits, acc_bits + mult_bits - 1)
+    kwargs = {"activation": "relu" if layer.relu and not raw else "identity",
+              "output": "raw" if raw else "requant"}
+    if isinstance(layer, FloatConv2D):
+        return Conv2D(w_q, b_q.astype(np.int64), mult, shift, stride=layer.stride,
+                      padding=layer.padding, **kwargs), s_w
+    return Dense(w_q, b_q.astype(np.int64), mult, shift, **kwargs), s_w

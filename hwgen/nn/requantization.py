@@ -1,0 +1,128 @@
+"""Requantization: the per-channel ``mult / 2**shift`` step of section 3 of the architecture brief.
+
+:func:`requantize` applies it to accumulators bit-exactly; :func:`requant_params` chooses
+``mult`` and ``shift`` for a real ratio when a float model is quantized.
+"""
+
+import math
+import numbers
+
+import numpy as np
+
+from ._ints import INT64_MAX, check_object_ints, int_array, max_abs, signed_range, to_object
+
+__all__ = ["requant_params", "requantize"]
+
+
+def requantize(acc, mult, shift, out_bits):
+    """Requantize and saturate accumulators, per section 3 of the architecture brief.
+
+    Computes ``p = acc * mult``, ``r = (p + (1 << (shift - 1))) >> shift`` where ``shift > 0``
+    (``r = p`` where ``shift == 0``) with ``>>`` the arithmetic shift (floor), and returns
+    ``clamp(r, -2**(out_bits - 1), 2**(out_bits - 1) - 1)``. No activation is applied.
+
+    Parameters
+    ----------
+    acc : array_like of int
+        Accumulators, typically ``(M, N)`` or ``(M, H, W, N)``; any integer dtype or Python
+        integers.
+    mult, shift : array_like of int
+        Non-negative multipliers and shifts, broadcast against ``acc`` (typically ``(N,)``, one
+        per output channel).
+    out_bits : int
+        Signed width of the result, at least 1.
+
+    Returns
+    -------
+    numpy.ndarray of int64
+        The saturated values, with the broadcast shape of the operands.
+
+    Raises
+    ------
+    ValueError
+        If an operand is not integer, ``mult`` or ``shift`` is negative, or ``out_bits`` is not
+        a positive integer (``<= 64``).
+    """
+    if not isinstance(out_bits, numbers.Integral) or not 1 <= out_bits <= 64:
+        raise ValueError(f"requantize: out_bits={out_bits!r}; allowed: an integer in 1..64")
+    acc = np.asarray(acc)
+    if acc.dtype == object:
+        # Object arrays may hold integers wider than int64, which the exact path handles.
+        check_object_ints(acc, "requantize", "acc")
+    else:
+        acc = int_array(acc, "requantize", "acc")
+    mult = int_array(mult, "requantize", "mult")
+    shift = int_array(shift, "requantize", "shift")
+    if mult.size and int(mult.min()) < 0:
+        raise ValueError(f"requantize: field 'mult' holds {int(mult.min())}; allowed: >= 0")
+    if shift.size and int(shift.min()) < 0:
+        raise ValueError(f"requantize: field 'shift' holds {int(shift.min())}; allowed: >= 0")
+    low, high = signed_range(out_bits)
+    shape = np.broadcast_shapes(acc.shape, mult.shape, shift.shape)
+    if math.prod(shape) == 0:
+        return np.zeros(shape, dtype=np.int64)
+    max_shift = int(shift.max())
+    worst = max_abs(acc) * int(mult.max()) + (1 << max(max_shift - 1, 0))
+    if acc.dtype != object and max_shift <= 62 and worst <= INT64_MAX:
+        # Fast path: every intermediate provably fits int64.
+        rounding = np.where(shift > 0, np.left_shift(np.int64(1), np.maximum(shift - 1, 0)), 0)
+        r = (acc * mult + rounding) >> shift
+        return np.clip(r, low, high).astype(np.int64)
+    acc, mult, shift = to_object(acc), to_object(mult), to_object(shift)
+    rounding = np.where(shift > 0, np.left_shift(1, np.maximum(shift - 1, 0)), 0)
+    r = (acc * mult + rounding) >> shift
+    return np.clip(r, low, high).astype(np.int64)
+
+
+def requant_params(ratio, mult_bits, max_shift):
+    """Return ``(mult, shift)`` with ``mult / 2**shift`` closest to ``ratio`` for large ``mult``.
+
+    ``mult`` is as large as ``mult_bits`` allows (``2**(mult_bits-1) <= mult < 2**mult_bits``)
+    unless ``shift`` would then exceed ``max_shift`` (``shift = max_shift`` and a smaller
+    ``mult``) or fall below 0 (``shift = 0`` and ``mult`` saturates at ``2**mult_bits - 1``).
+
+    Parameters
+    ----------
+    ratio : array_like of float
+        Non-negative, finite real multipliers, one per output channel.
+    mult_bits : int
+        Unsigned width of ``mult``.
+    max_shift : int
+        Largest allowed ``shift``, ``acc_bits + mult_bits - 1`` in the contract.
+
+    Returns
+    -------
+    mult, shift : numpy.ndarray of int64
+        With the shape of ``ratio``.
+
+    Raises
+    ------
+    ValueError
+        If a ratio is negative, NaN or infinite.
+    """
+    ratio = np.asarray(ratio, dtype=np.float64)
+    if not np.all(np.isfinite(ratio)) or np.any(ratio < 0):
+        raise ValueError(f"requant_params: ratios must be finite and >= 0, got {ratio}")
+    mults, shifts = [], []
+    for r in ratio.flat:
+        if r == 0:
+            mults.append(0)
+            shifts.append(0)
+            continue
+        frac, exp = math.frexp(r)  # r = frac * 2**exp with 0.5 <= frac < 1
+        shift = mult_bits - exp
+        mult = round(math.ldexp(frac, mult_bits))
+        if mult == 1 << mult_bits:  # frac rounded up to 1.0: one bit fewer
+            mult >>= 1
+            shift -= 1
+        if shift > max_shift:
+            shift = max_shift
+            mult = round(math.ldexp(r, shift))
+        elif shift < 0:
+            shift = 0
+            mult = min(round(r), (1 << mult_bits) - 1)
+        mults.append(mult)
+        shifts.append(shift)
+    shape = ratio.shape
+    return (np.array(mults, dtype=np.int64).reshape(shape),
+            np.array(shifts, dtype=np.int64).reshape(shape))
