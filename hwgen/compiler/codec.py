@@ -1,0 +1,92 @@
+"""The run-time codec of a program: input rows to ACT words, output words back to rows.
+
+Functions of a :class:`~hwgen.compiler.specs.MatrixSpec` and the compiled batch; the
+:class:`~hwgen.compiler.Program` methods of the same names call them.
+"""
+
+import numbers
+
+import numpy as np
+
+from .words import check_words, pack_words, unpack_words
+
+__all__ = ["check_input_rows", "check_rows", "output_words", "pack_input", "unpack_output"]
+
+
+def check_input_rows(x, features, bits, what, *, rows="M"):
+    """Return ``x`` as an int64 ``[rows, features]`` array of signed ``bits``-bit integers.
+
+    Raises
+    ------
+    ValueError
+        Starting with ``what``: not an array, a non-integer dtype or element, a wrong shape, or
+        the first value outside the signed range (with its index).
+    """
+    try:
+        arr = np.asarray(x)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{what}: x is not an array ({exc}); allowed: integers of shape "
+                         f"({rows}, {features})") from None
+    if arr.dtype == object:
+        bad = [v for v in arr.flat
+               if not isinstance(v, numbers.Integral) or isinstance(v, bool | np.bool_)]
+        if bad:
+            raise ValueError(f"{what}: x holds {type(bad[0]).__name__} {bad[0]!r}; allowed: "
+                             "integers")
+    elif arr.dtype.kind not in "iu":
+        raise ValueError(f"{what}: x has dtype {arr.dtype}; allowed: an integer dtype "
+                         "(quantize float inputs first, e.g. QuantizedNetwork.quantize_input)")
+    if arr.ndim != 2 or arr.shape[1] != features:
+        hint = f" (one row: x.reshape(1, {features}))" if arr.ndim == 1 else ""
+        raise ValueError(f"{what}: x has shape {arr.shape}; allowed: ({rows}, {features}){hint}")
+    low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    if arr.size:
+        values = arr.astype(object) if arr.dtype == object else arr
+        bad = np.argwhere((values < low) | (values > high))
+        if len(bad):
+            r, c = (int(i) for i in bad[0])
+            raise ValueError(f"{what}: x[{r}, {c}] = {arr[r, c]} is outside signed "
+                             f"in_bits={bits} ({low}..{high})")
+    return arr.astype(np.int64)
+
+
+def check_rows(m, batch, what):
+    """Return ``m`` as an int, or raise ``ValueError`` unless it is an integer in
+    ``0..batch``."""
+    if not isinstance(m, numbers.Integral) or isinstance(m, bool) or not 0 <= m <= batch:
+        raise ValueError(f"{what}: m={m!r} rows; allowed: an integer in 0..{batch} "
+                         "(the compiled batch)")
+    return int(m)
+
+
+def pack_input(spec, batch, x):
+    """Return the words of the input rows ``x`` for the matrix ``spec``
+    (see :meth:`Program.pack_input <hwgen.compiler.Program.pack_input>`)."""
+    arr = check_input_rows(x, spec.features, spec.lane_bits, "pack_input", rows="M")
+    m = arr.shape[0]
+    if m > batch:
+        raise ValueError(f"pack_input: x has {m} rows; allowed: at most batch={batch} "
+                         "per run (split larger inputs)")
+    padded = np.zeros((m, spec.stride * spec.lanes), dtype=np.int64)
+    padded[:, :spec.features] = arr.astype(np.int64)
+    lanes = padded.reshape(m * spec.stride, spec.lanes)
+    return pack_words([(lanes, 0, spec.lane_bits)], len(lanes), spec.lanes, spec.lane_bits)
+
+
+def output_words(spec, batch, m):
+    """Return ``(region, base, count)`` of the matrix ``spec`` after a run on ``m`` rows."""
+    m = check_rows(m, batch, "output_words")
+    return spec.region, spec.base, m * spec.stride
+
+
+def unpack_output(spec, batch, words, m):
+    """Decode ``words`` of the matrix ``spec`` into ``m`` rows
+    (see :meth:`Program.unpack_output <hwgen.compiler.Program.unpack_output>`)."""
+    m = check_rows(m, batch, "unpack_output")
+    words = list(words)
+    if len(words) != m * spec.stride:
+        raise ValueError(f"unpack_output: got {len(words)} words for m={m} rows; "
+                         f"allowed: exactly m * stride = {m * spec.stride}")
+    words = check_words(words, spec.lanes * spec.lane_bits, "unpack_output")
+    lanes = unpack_words(words, spec.lanes, spec.lane_bits)
+    return lanes.reshape(m, spec.stride * spec.lanes)[:, :spec.features].copy()

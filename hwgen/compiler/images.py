@@ -1,0 +1,53 @@
+"""The WEIGHT and PARAM images of a matrix layer, laid out as :mod:`hwgen.compiler` documents.
+
+A matrix layer is what the array runs: ``x[M, K] @ W[K, N]``, then bias, requantization and
+activation per output channel (a :class:`hwgen.nn.Dense`, or what another kind of layer is
+lowered to, see :mod:`hwgen.compiler.kinds`).
+"""
+
+import math
+
+import numpy as np
+
+from ..memmap import Region, param_lane_layout
+from .words import pack_words
+
+__all__ = ["IMAGE_REGIONS", "param_image", "weight_image"]
+
+#: Regions whose images a program carries; ACT and OUTPUT hold run-time data only.
+IMAGE_REGIONS = (Region.PROGRAM, Region.WEIGHT, Region.PARAM)
+
+
+def weight_image(layer, config):
+    """Return the weight words of ``layer``, tile by tile.
+
+    Tile ``(nt, kt)`` is the ``rows`` words from ``(nt * k_tiles + kt) * rows``; row ``i``,
+    lane ``j`` holds ``W[kt * rows + i, nt * cols + j]`` (zero beyond ``K`` or ``N``).
+    """
+    r, c = config.rows, config.cols
+    k, n = layer.weight.shape
+    k_tiles, n_tiles = config.tiles(k, n)
+    padded = np.zeros((k_tiles * r, n_tiles * c), dtype=np.int64)
+    padded[:k, :n] = layer.weight
+    # (kt, i, nt, j) -> (nt, kt, i, j): word (nt * k_tiles + kt) * rows + i, lane j.
+    tiles = padded.reshape(k_tiles, r, n_tiles, c).transpose(2, 0, 1, 3)
+    lanes = tiles.reshape(n_tiles * k_tiles * r, c)
+    return pack_words([(lanes, 0, config.w_bits)], len(lanes), c, config.w_bits)
+
+
+def param_image(layer, config):
+    """Return the parameter words of ``layer``: one per output tile, zero beyond ``N``.
+
+    Lane ``j`` of word ``nt`` is channel ``nt * cols + j`` in
+    :func:`~hwgen.memmap.param_lane_layout` (bias, mult and shift).
+    """
+    c = config.cols
+    n = layer.weight.shape[1]
+    n_tiles = math.ceil(n / c)
+    layout = param_lane_layout(config)
+    fields = []
+    for name, field in layout:
+        values = np.zeros(n_tiles * c, dtype=np.int64)
+        values[:n] = getattr(layer, name)
+        fields.append((values.reshape(n_tiles, c), field.offset, field.width))
+    return pack_words(fields, n_tiles, c, layout.size)

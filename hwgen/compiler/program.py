@@ -1,0 +1,133 @@
+"""The compiled program: memory images, descriptors and where its input and output live."""
+
+import dataclasses
+
+from ..config import AcceleratorConfig
+from . import codec, fileformat, report
+from .specs import MatrixSpec
+
+__all__ = ["Program"]
+
+
+@dataclasses.dataclass(frozen=True, eq=True)
+class Program:
+    """A network compiled for one accelerator configuration: memory images and descriptors.
+
+    Built by :func:`compile_network` or :meth:`load`; treat it as read-only. To run it, write
+    every entry of :attr:`images` to its region at its base, write :meth:`pack_input` words at
+    :attr:`input` ``.base`` of ACT, start the program on ``m <= batch`` rows, read
+    :meth:`output_words` and decode them with :meth:`unpack_output`.
+
+    Attributes
+    ----------
+    config : AcceleratorConfig
+    config_hash : str
+        ``config.hash``, as the device reports it.
+    batch : int
+        Rows one run can process (1..``acc_depth``); the activation and output memories are laid
+        out for it.
+    descriptors : tuple of dict
+        The fields of each layer's descriptor (:func:`~hwgen.memmap.descriptor_layout`),
+        by name.
+    layers : tuple of LayerSpec
+    images : dict
+        ``{Region: (base, [word, ...])}`` for PROGRAM, WEIGHT and PARAM.
+    input, output : MatrixSpec
+        Where the network's input goes and where its output appears.
+    macs_per_row : int
+        ``sum K * N`` over the layers: useful multiply-accumulates per input row.
+    padded_macs_per_row : int
+        ``sum k_tiles * rows * n_tiles * cols``: what the array performs per input row.
+    """
+
+    config: AcceleratorConfig
+    config_hash: str
+    batch: int
+    descriptors: tuple
+    layers: tuple
+    images: dict
+    input: MatrixSpec
+    output: MatrixSpec
+    macs_per_row: int
+    padded_macs_per_row: int
+
+    # -- running (hwgen.compiler.codec) -----------------------------------------------------------
+
+    def pack_input(self, x):
+        """Return the ACT words of the input rows ``x``, to be written at :attr:`input` base.
+
+        Parameters
+        ----------
+        x : array_like of int, shape (M, K)
+            Signed ``in_bits`` inputs, ``0 <= M <= batch``, ``K`` the network's input width.
+
+        Returns
+        -------
+        list of int
+            ``M * input.stride`` words; lanes beyond ``K`` are zero.
+
+        Raises
+        ------
+        ValueError
+            Naming the problem: a non-integer dtype, a wrong shape, too many rows or a value
+            outside signed ``in_bits``.
+        """
+        return codec.pack_input(self.input, self.batch, x)
+
+    def output_words(self, m):
+        """Return ``(region, base, count)``: the words to read back after a run on ``m`` rows."""
+        return codec.output_words(self.output, self.batch, m)
+
+    def unpack_output(self, words, m):
+        """Decode the words read from :meth:`output_words` into the network's output.
+
+        Parameters
+        ----------
+        words : sequence of int
+            Exactly ``m * output.stride`` words of the output region, from its base.
+        m : int
+            Rows of the run, ``0 .. batch``.
+
+        Returns
+        -------
+        numpy.ndarray of int64, shape (m, N)
+            Saturated activations (``requant``) or accumulators (``raw``), as
+            :meth:`hwgen.nn.QuantizedNetwork.forward` returns them. Padding lanes are ignored.
+
+        Raises
+        ------
+        ValueError
+            If ``m`` is out of range, the word count is wrong or a word is not an unsigned
+            integer of the region's width.
+        """
+        return codec.unpack_output(self.output, self.batch, words, m)
+
+    # -- reporting (hwgen.compiler.report) --------------------------------------------------------
+
+    def summary(self):
+        """Return a short table of the layers and the memory use, for people."""
+        return report.summary(self)
+
+    # -- files (hwgen.compiler.fileformat) --------------------------------------------------------
+
+    def save(self, path):
+        """Write the program to one ``.npz`` file at ``path`` (exactly that name).
+
+        The file holds a JSON metadata entry and one byte array per image (little-endian
+        words); :meth:`load` needs neither the network nor the training code.
+        """
+        fileformat.save(self, path)
+
+    @classmethod
+    def load(cls, path):
+        """Read a program written by :meth:`save`.
+
+        Raises
+        ------
+        ValueError
+            Naming the file and the problem, if it is not such a file, is of another format
+            version, or is damaged (a digest or a cross-check fails).
+        OSError
+            If the file cannot be opened.
+        """
+        return cls(**fileformat.read(path))

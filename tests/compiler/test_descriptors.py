@@ -1,0 +1,44 @@
+"""Layer descriptors (hwgen.compiler.descriptors) against the field order and widths documented
+in hwgen.memmap (tests/support.py writes them down independently)."""
+
+import numpy as np
+import pytest
+from support import COMPILER_CONFIGS as CONFIGS
+from support import ProgramInterpreter as Device
+from support import compile_refused as refused
+from support import documented_descriptor_fields as descriptor_fields
+
+from hwgen import AcceleratorConfig
+from hwgen.compiler import compile_network
+from hwgen.memmap import descriptor_layout, param_lane_layout, regions
+from hwgen.nn import Dense, QuantizedNetwork
+
+
+@pytest.mark.parametrize("config_name", list(CONFIGS))
+def test_descriptor_layout_as_documented(config_name):
+    config = CONFIGS[config_name]
+    offset = 0
+    layout = descriptor_layout(config)
+    for (name, width), (field_name, field) in zip(descriptor_fields(config), layout, strict=True):
+        assert (name, width, offset) == (field_name, field.width, field.offset)
+        offset += width
+    assert Device(config).p_lane == param_lane_layout(config).size
+    assert {r: g.word_bits for r, g in regions(config).items()} == Device(config).word_bits
+
+
+def test_descriptor_fields_reach_their_bounds():
+    # The widest layer a configuration takes fills its count fields to the top: the layout is
+    # as narrow as it can be, and whatever the checks before it allow still fits.
+    config = AcceleratorConfig(rows=2, cols=4, max_k=40, act_depth=256, weight_depth=1024,
+                               param_depth=16, out_depth=64, acc_depth=4)
+    n = 16 * config.cols  # every PARAM word
+    wide = Dense(np.ones((40, n), int), np.zeros(n, int), np.ones(n, int), np.zeros(n, int),
+                 output="raw")
+    (d,) = compile_network(QuantizedNetwork([wide]), config, batch=1).descriptors
+    assert (d["k_tiles"], d["n_tiles"], d["n"], d["dst_stride"]) == (20, 16, 64, 16)
+    widths = dict(descriptor_fields(config))
+    for name in ("k_tiles", "n_tiles", "n", "dst_stride"):
+        assert d[name].bit_length() == widths[name], name
+    refused(QuantizedNetwork([Dense(np.ones((41, 4), int), np.zeros(4, int), np.ones(4, int),
+                                    np.zeros(4, int))]), config, "K=41", "max_k=40")
+

@@ -1,0 +1,134 @@
+"""The program file (hwgen.compiler.fileformat): round trips, refusals of damaged and foreign
+files, and a file saved before the compiler became a package."""
+
+import json
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from support import COMPILER_CONFIGS as CONFIGS
+from support import random_dense_network as random_network
+from support import random_input_rows as random_input
+from support import run_on_interpreter as run_on_device
+
+from hwgen import AcceleratorConfig
+from hwgen.compiler import Program, compile_network
+from hwgen.nn import Dense, QuantizedNetwork
+
+DATA = Path(__file__).parent.parent / "data"
+
+
+def test_save_load_round_trip(tmp_path):
+    config = CONFIGS["4x4"]
+    rng = np.random.default_rng(5)
+    network = random_network(rng, config, [30, 20, 9], style="extreme", last_raw=True)
+    program = compile_network(network, config, batch=6)
+    path = tmp_path / "model.hwprog"
+    program.save(path)
+    loaded = Program.load(path)
+    assert loaded == program
+    x = random_input(rng, config, 6, 30)
+    interpreted, unpacked = run_on_device(loaded, x)
+    np.testing.assert_array_equal(interpreted, network.forward(x))
+    np.testing.assert_array_equal(unpacked, network.forward(x))
+
+
+def rewrite(path, **changes):
+    """Rewrite a saved program with some metadata fields or arrays replaced."""
+    with np.load(path) as npz:
+        arrays = {name: npz[name] for name in npz.files}
+    meta = json.loads(arrays["meta"].tobytes())
+    for key, value in changes.items():
+        if key in meta:
+            meta[key] = value
+        else:
+            arrays[key] = value
+    arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    with open(path, "wb") as f:
+        np.savez(f, **arrays)
+
+
+@pytest.fixture
+def saved(tmp_path, program):
+    path = tmp_path / "p.npz"
+    program.save(path)
+    return path
+
+
+def load_fails(path, fragment):
+    with pytest.raises(ValueError) as info:
+        Program.load(path)
+    assert str(path) in str(info.value) and fragment in str(info.value), str(info.value)
+
+
+@pytest.mark.parametrize("version", [1, 3])
+def test_load_refuses_other_version(saved, version):
+    # Version 1 files hold descriptors of the fixed 171-bit layout.
+    rewrite(saved, version=version)
+    load_fails(saved, f"version {version}")
+
+
+def test_load_refuses_other_format(saved):
+    rewrite(saved, format="something-else")
+    load_fails(saved, "something-else")
+
+
+def test_load_refuses_damaged_image(saved, program):
+    with np.load(saved) as npz:
+        weight = npz["WEIGHT"].copy()
+    weight[0, 0] ^= 1
+    rewrite(saved, WEIGHT=weight)
+    load_fails(saved, "WEIGHT")
+
+
+def test_load_refuses_damaged_config(saved):
+    rewrite(saved, config_hash="0" * 16)
+    load_fails(saved, "hash")
+
+
+def test_load_refuses_garbage(tmp_path, saved):
+    garbage = tmp_path / "garbage.npz"
+    garbage.write_bytes(b"not a program at all")
+    load_fails(garbage, "not an")
+    data = bytearray(saved.read_bytes())
+    truncated = tmp_path / "truncated.npz"
+    truncated.write_bytes(bytes(data[:len(data) // 2]))
+    load_fails(truncated, "not a readable")
+    with zipfile.ZipFile(saved) as z:
+        assert "meta.npy" in z.namelist()
+    # A single .npy array is not a program either.
+    single = tmp_path / "single.npz"
+    with open(single, "wb") as f:
+        np.savez(f, other=np.zeros(3))
+    load_fails(single, "meta")
+    with pytest.raises(OSError):
+        Program.load(tmp_path / "missing.npz")
+
+
+
+def saved_network(path):
+    """Return ``(network, config, batch, x, y)`` stored next to a saved program: the network
+    and the reference's output ``y`` on ``x``, computed when the file was saved."""
+    with np.load(path) as npz:
+        arrays = {name: npz[name] for name in npz.files}
+    meta = json.loads(arrays["meta"].tobytes())
+    layers = [Dense(*(arrays[f"layer{i}_{f}"] for f in ("weight", "bias", "mult", "shift")),
+                    activation=layer["activation"], output=layer["output"])
+              for i, layer in enumerate(meta["layers"])]
+    network = QuantizedNetwork(layers, **{k: meta[k] for k in
+                                          ("in_bits", "w_bits", "acc_bits", "mult_bits")})
+    config = AcceleratorConfig.from_dict(meta["config"])
+    return network, config, meta["batch"], arrays["x"], arrays["y"]
+
+
+@pytest.mark.parametrize("name", ["raw", "requant"])
+def test_file_of_format_version_2_loads_and_runs(name):
+    # Saved by hwgen/compiler.py (the module before the package) at format version 2.
+    network, config, batch, x, y = saved_network(DATA / f"program_v2_{name}_network.npz")
+    loaded = Program.load(DATA / f"program_v2_{name}.npz")
+    assert loaded == compile_network(network, config, batch=batch)
+    np.testing.assert_array_equal(network.forward(x), y)
+    interpreted, unpacked = run_on_device(loaded, x)
+    np.testing.assert_array_equal(interpreted, y)
+    np.testing.assert_array_equal(unpacked, y)

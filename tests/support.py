@@ -1,0 +1,317 @@
+"""Helpers the tests share.
+
+(On the path through ``pythonpath = ["tests"]``; test modules never import each other.)
+
+- the compiler's tests: an interpreter of compiled programs that shares no code with the
+  compiler, random dense networks and their inputs;
+"""
+
+import itertools
+import math
+import random
+
+import numpy as np
+import pytest
+
+from hwgen import AcceleratorConfig
+from hwgen.compiler import CompileError, compile_network
+from hwgen.memmap import Region
+from hwgen.nn import Dense, QuantizedNetwork
+
+# -- the compiler (tests/compiler): an interpreter of programs, random dense networks ---------
+#
+# ProgramInterpreter executes a hwgen.compiler.Program the way the hardware will: it decodes
+# descriptors with the documented field order, reads weights, parameters and activations at the
+# documented addresses, accumulates tile by tile and requantizes with Python integers (section 3
+# of the architecture brief). It shares no code with the compiler; its results are compared with
+# hwgen.nn.QuantizedNetwork.forward.
+
+def documented_descriptor_fields(config):
+    """Descriptor fields, least significant first, as documented in hwgen.memmap: each as wide
+    as the largest value the compiler can put there."""
+    nt = max(1, min(config.param_depth, config.weight_depth // config.rows))
+    ad = max(config.act_depth, config.out_depth)
+    limits = [1, 1, 1, -(-config.max_k // config.rows), nt, nt * config.cols,
+              config.act_depth - 1, min(-(-config.max_k // config.act_lanes), config.act_depth),
+              ad - 1, min(nt, ad), config.weight_depth - 1, config.param_depth - 1]
+    names = ["relu", "raw", "last", "k_tiles", "n_tiles", "n", "src_base", "src_stride",
+             "dst_base", "dst_stride", "w_base", "p_base"]
+    return [(name, max(1, limit.bit_length())) for name, limit in zip(names, limits, strict=True)]
+
+
+COMPILER_CONFIGS = {
+    "1x1": AcceleratorConfig(rows=1, cols=1, act_depth=1 << 16, weight_depth=1 << 18,
+                             param_depth=4096, out_depth=1 << 14, prog_depth=4),
+    "2x3": AcceleratorConfig(rows=2, cols=3, in_bits=4, w_bits=6, acc_bits=24, mult_bits=8,
+                             act_depth=1 << 15, weight_depth=1 << 16, param_depth=512,
+                             out_depth=1 << 13),
+    "3x2": AcceleratorConfig(rows=3, cols=2, act_depth=1 << 15, weight_depth=1 << 17,
+                             param_depth=512, out_depth=1 << 13, acc_depth=64),
+    "4x4": AcceleratorConfig(rows=4, cols=4, in_bits=16, w_bits=16, acc_bits=64, mult_bits=32,
+                             act_depth=1 << 14, weight_depth=1 << 16, param_depth=256,
+                             out_depth=1 << 12),
+    "8x8": AcceleratorConfig(act_depth=1 << 13, weight_depth=1 << 15, out_depth=1 << 13),
+    # Output-stationary, and acc_bits as small as max_k allows: headroom is tight.
+    "os5x7": AcceleratorConfig(rows=5, cols=7, dataflow="os", in_bits=6, w_bits=3, acc_bits=19,
+                               mult_bits=5, act_depth=1 << 13, weight_depth=1 << 15,
+                               out_depth=1 << 12),
+}
+
+
+def signed(value, bits):
+    """Return the two's complement value of the low ``bits`` bits of ``value``."""
+    value &= (1 << bits) - 1
+    return value - (1 << bits) if value >> (bits - 1) else value
+
+
+def signed_range(bits):
+    """Return ``(lowest, highest)`` of signed ``bits``-bit integers."""
+    return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+
+
+# -- the interpreter ----------------------------------------------------------------------------
+
+class ProgramInterpreter:
+    """Memories of ``config`` and a controller that runs programs from them.
+
+    Words never written read as garbage (fixed per address), as a block RAM after power-up
+    would; so padding the hardware does not write is never assumed to be zero.
+    """
+
+    def __init__(self, config, seed=0):
+        self.config = config
+        self.seed = seed
+        self.b = max(config.rows, config.cols)
+        self.shift_bits = (config.acc_bits + config.mult_bits - 1).bit_length()
+        self.p_lane = config.acc_bits + config.mult_bits + self.shift_bits
+        self.word_bits = {
+            Region.PROGRAM: sum(w for _, w in documented_descriptor_fields(config)),
+            Region.WEIGHT: config.cols * config.w_bits,
+            Region.PARAM: config.cols * self.p_lane,
+            Region.ACT: self.b * config.in_bits,
+            Region.OUTPUT: config.cols * config.acc_bits,
+        }
+        self.lane_shape = {Region.WEIGHT: (config.cols, config.w_bits),
+                           Region.ACT: (self.b, config.in_bits),
+                           Region.OUTPUT: (config.cols, config.acc_bits)}
+        self.depth = {Region.PROGRAM: config.prog_depth, Region.WEIGHT: config.weight_depth,
+                      Region.PARAM: config.param_depth, Region.ACT: config.act_depth,
+                      Region.OUTPUT: config.out_depth}
+        self.mem = {region: {} for region in Region}
+        self.decoded = {}
+
+    def read(self, region, addr):
+        if addr not in self.mem[region]:
+            garbage = random.Random(f"{self.seed}/{region.value}/{addr}")
+            self.mem[region][addr] = garbage.getrandbits(self.word_bits[region])
+        return self.mem[region][addr]
+
+    def write(self, region, addr, word):
+        assert 0 <= addr < self.depth[region], (region, addr)
+        assert 0 <= word < 1 << self.word_bits[region], (region, word)
+        self.mem[region][addr] = word
+        self.decoded.pop((region, addr), None)
+
+    def lanes(self, region, addr):
+        """Return the signed lanes of a word of WEIGHT, ACT or OUTPUT."""
+        key = (region, addr)
+        if key not in self.decoded:
+            count, bits = self.lane_shape[region]
+            word = self.read(region, addr)
+            self.decoded[key] = [signed(word >> (j * bits), bits) for j in range(count)]
+        return self.decoded[key]
+
+    def write_lane(self, region, addr, lane, value):
+        bits = self.lane_shape[region][1]
+        assert signed_range(bits)[0] <= value <= signed_range(bits)[1], (region, value)
+        mask = ((1 << bits) - 1) << (lane * bits)
+        word = self.read(region, addr) & ~mask | (value << (lane * bits)) & mask
+        self.write(region, addr, word)
+
+    def descriptor(self, addr):
+        word, fields, offset = self.read(Region.PROGRAM, addr), {}, 0
+        for name, width in documented_descriptor_fields(self.config):
+            fields[name] = (word >> offset) & ((1 << width) - 1)
+            offset += width
+        return fields
+
+    def params(self, addr, lane):
+        """Return ``(bias, mult, shift)`` of one lane of a PARAM word."""
+        c = self.config
+        v = self.read(Region.PARAM, addr) >> (lane * self.p_lane)
+        bias = signed(v, c.acc_bits)
+        mult = (v >> c.acc_bits) & ((1 << c.mult_bits) - 1)
+        shift = (v >> (c.acc_bits + c.mult_bits)) & ((1 << self.shift_bits) - 1)
+        return bias, mult, shift
+
+    def load(self, program, x):
+        for region, (base, words) in program.images.items():
+            for i, word in enumerate(words):
+                self.write(region, base + i, word)
+        for i, word in enumerate(program.pack_input(x)):
+            self.write(Region.ACT, program.input.base + i, word)
+
+    def run(self, m):
+        """Run the program in PROGRAM from word 0 on ``m`` rows; return the last descriptor."""
+        for pc in range(self.depth[Region.PROGRAM]):
+            d = self.descriptor(pc)
+            self.run_layer(d, m)
+            if d["last"]:
+                return d
+        raise AssertionError("no descriptor with last=1")
+
+    def run_layer(self, d, m):
+        c, b = self.config, self.b
+        rows, cols = c.rows, c.cols
+        assert not (d["raw"] and d["relu"]), "relu is documented for requantized layers only"
+        acc_low, acc_high = signed_range(c.acc_bits)
+        # Python integers where int64 could be too narrow for the accumulator.
+        dtype = object if c.acc_bits > 62 else np.int64
+        k_padded = d["k_tiles"] * rows
+        x = np.zeros((m, k_padded), dtype=dtype)
+        reads, writes = set(), set()
+        for r in range(m):
+            for f in range(k_padded):
+                addr = d["src_base"] + r * d["src_stride"] + f // b
+                if f < d["src_stride"] * b:
+                    reads.add(addr)
+                # Past the row's words (k_tiles * rows > stride * B) the hardware reads
+                # whatever is there; the zero weights of those rows must cancel it.
+                x[r, f] = self.lanes(Region.ACT, addr)[f % b]
+        for nt in range(d["n_tiles"]):
+            acc = np.zeros((m, cols), dtype=dtype)
+            for kt in range(d["k_tiles"]):
+                first = d["w_base"] + (nt * d["k_tiles"] + kt) * rows
+                w = np.array([self.lanes(Region.WEIGHT, first + i) for i in range(rows)],
+                             dtype=dtype)
+                acc = acc + x[:, kt * rows:(kt + 1) * rows] @ w
+                assert acc_low <= acc.min() and acc.max() <= acc_high
+            for j in range(cols):
+                n = nt * cols + j
+                if n >= d["n"]:
+                    continue
+                bias, mult, shift = self.params(d["p_base"] + nt, j)
+                for r in range(m):
+                    a = int(acc[r, j]) + bias
+                    assert acc_low <= a <= acc_high
+                    if d["raw"]:
+                        addr = d["dst_base"] + r * d["dst_stride"] + n // cols
+                        self.write_lane(Region.OUTPUT, addr, n % cols, a)
+                        continue
+                    p = a * mult
+                    y = (p + (1 << (shift - 1))) >> shift if shift > 0 else p
+                    y = min(max(y, -(1 << (c.in_bits - 1))), (1 << (c.in_bits - 1)) - 1)
+                    if d["relu"]:
+                        y = max(y, 0)
+                    addr = d["dst_base"] + r * d["dst_stride"] + n // b
+                    writes.add(addr)
+                    self.write_lane(Region.ACT, addr, n % b, y)
+        assert not reads & writes, "a layer overwrote its own input"
+
+    def result(self, d, m):
+        """Return the output matrix of the last layer ``d``, read at the documented places."""
+        region, lanes = (Region.OUTPUT, self.config.cols) if d["raw"] else (Region.ACT, self.b)
+        return np.array(
+            [[self.lanes(region, d["dst_base"] + r * d["dst_stride"] + n // lanes)[n % lanes]
+              for n in range(d["n"])] for r in range(m)], dtype=np.int64).reshape(m, d["n"])
+
+
+def run_on_interpreter(program, x, seed=0):
+    """Run ``program`` on ``x``; return (interpreter's output, unpack_output's output)."""
+    device = ProgramInterpreter(program.config, seed)
+    m = len(x)
+    device.load(program, x)
+    last = device.run(m)
+    region, base, count = program.output_words(m)
+    words = [device.read(region, base + i) for i in range(count)]
+    return device.result(last, m), program.unpack_output(words, m)
+
+
+# -- random networks ----------------------------------------------------------------------------
+
+def random_dense_layer(rng, config, k, n, *, style, activation, output, acc_bits, mult_bits):
+    """Return a Dense layer whose accumulator provably fits ``acc_bits``."""
+    w_low, w_high = signed_range(config.w_bits)
+    if style == "extreme":
+        weight = rng.choice([w_low, w_high, 0, -1, 1], size=(k, n))
+    elif style == "sparse":
+        weight = rng.integers(w_low, w_high + 1, size=(k, n)) * (rng.random((k, n)) < 0.1)
+    else:
+        weight = rng.integers(w_low, w_high + 1, size=(k, n))
+    weight = weight.astype(np.int64)
+    limit = (1 << (acc_bits - 1)) - 1
+    headroom = [limit - (1 << (config.in_bits - 1)) * int(np.abs(weight[:, j]).sum())
+                for j in range(n)]
+    assert min(headroom) >= 0  # the configs' acc_bits cover max_k worst-case products
+    bias = np.zeros(n, dtype=np.int64)
+    for j in range(n):
+        h = headroom[j]
+        small = min(h, 1 << (config.in_bits + config.w_bits))
+        bias[j] = rng.choice([h, -h]) if rng.random() < 0.15 else rng.integers(-small, small + 1)
+    mult_high = (1 << mult_bits) - 1
+    mult = rng.integers(0, mult_high + 1, size=n).astype(np.int64)
+    mult[rng.random(n) < 0.1] = mult_high
+    mult[rng.random(n) < 0.05] = 0
+    # Aim the shift at the typical accumulator so that outputs are not all saturated.
+    typical = (1 << (config.in_bits - 1)) * (1 << (config.w_bits - 1)) * max(1, math.isqrt(k))
+    max_shift = acc_bits + mult_bits - 1
+    shift = np.array([min(max((typical * max(int(mu), 1)).bit_length() - config.in_bits
+                               + int(rng.integers(-3, 4)), 0), max_shift) for mu in mult])
+    shift[rng.random(n) < 0.05] = 0
+    shift[rng.random(n) < 0.05] = max_shift
+    return Dense(weight, bias, mult, shift, activation=activation, output=output)
+
+
+def random_dense_network(rng, config, sizes, *, style, last_raw, acc_bits=None,
+                         mult_bits=None):
+    """Return a network of dense layers of ``sizes`` (``style`` as for
+    :func:`random_dense_layer`), the last one raw if ``last_raw``."""
+    acc_bits = acc_bits or config.acc_bits
+    mult_bits = mult_bits or config.mult_bits
+    layers = []
+    for i, (k, n) in enumerate(itertools.pairwise(sizes)):
+        last = i == len(sizes) - 2
+        layers.append(random_dense_layer(
+            rng, config, k, n, style=style, acc_bits=acc_bits, mult_bits=mult_bits,
+            activation=str(rng.choice(["relu", "identity"])),
+            output="raw" if last and last_raw else "requant"))
+    return QuantizedNetwork(layers, in_bits=config.in_bits, w_bits=config.w_bits,
+                            acc_bits=acc_bits, mult_bits=mult_bits)
+
+
+def random_input_rows(rng, config, m, k):
+    """Return ``[m, k]`` signed ``in_bits`` inputs, about 5 % of them the lowest value."""
+    low, high = signed_range(config.in_bits)
+    x = rng.integers(low, high + 1, size=(m, k))
+    x[rng.random((m, k)) < 0.05] = low
+    return x
+
+
+def check_against_reference(network, config, m, *, batch=None, seed=0):
+    """Compile ``network``, run it on ``m`` random rows in the interpreter and check both the
+    interpreter's and ``unpack_output``'s result against the reference; return the program."""
+    program = compile_network(network, config, batch=batch)
+    m = min(m, program.batch)
+    x = random_input_rows(np.random.default_rng(seed), config, m, network.in_features)
+    expected = network.forward(x)
+    interpreted, unpacked = run_on_interpreter(program, x, seed)
+    np.testing.assert_array_equal(interpreted, expected)
+    np.testing.assert_array_equal(unpacked, expected)
+    return program
+
+
+def small_dense_network(config, sizes=(4, 3), *, last_raw=False, seed=0, **widths):
+    """Return a random uniform dense network of layer ``sizes`` for ``config``."""
+    return random_dense_network(np.random.default_rng(seed), config, list(sizes),
+                                style="uniform", last_raw=last_raw, **widths)
+
+
+def compile_refused(network, config, *fragments, error=CompileError, **kwargs):
+    """Check that compiling ``network`` raises ``error`` with every one of ``fragments`` in its
+    message; return the error."""
+    with pytest.raises(error) as info:
+        compile_network(network, config, **kwargs)
+    for fragment in fragments:
+        assert fragment in str(info.value), (fragment, str(info.value))
+    return info.value
+
