@@ -2,7 +2,7 @@
   // a black box). Written from the Lattice ECP5 memory usage guide (FPGA-TN-02204) for the modes
   // Yosys maps: data widths 1, 2, 4, 9, 18 per port and 36 (port A writes on DIA/DIB, port B
   // reads on DOA/DOB), byte enables on the low address bits, WRITEMODE, RESETMODE, CSDECODE,
-  // REGMODE and INITVAL. `sim/netlist.py` puts this body into the primitive's declaration.
+  // REGMODE and INITVAL. `sim/board/netlist.py` puts this body into the primitive's declaration.
   // Storage: 2048 bytes of 9 bits; a word of width w at address a covers bytes (or, for 1, 2
   // and 4, bits of the 8 data bits of a byte) from the bottom up, as Yosys's memory mapping
   // assumes. A read of a byte that the other port writes in the same cycle returns the old

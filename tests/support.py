@@ -4,11 +4,15 @@
 
 - the compiler's tests: an interpreter of compiled programs that shares no code with the
   compiler, random dense networks and their inputs;
+- the simulated board's tests: small board designs, a started board, socket helpers, Icarus.
 """
 
+import contextlib
 import itertools
 import math
 import random
+import socket
+import subprocess
 
 import numpy as np
 import pytest
@@ -17,6 +21,7 @@ from hwgen import AcceleratorConfig
 from hwgen.compiler import CompileError, compile_network
 from hwgen.memmap import Region
 from hwgen.nn import Dense, QuantizedNetwork
+from sim.board import SimulatedBoard, board_missing
 
 # -- the compiler (tests/compiler): an interpreter of programs, random dense networks ---------
 #
@@ -315,3 +320,56 @@ def compile_refused(network, config, *fragments, error=CompileError, **kwargs):
         assert fragment in str(info.value), (fragment, str(info.value))
     return info.value
 
+
+# -- the simulated board (tests/sim/board, tests/cli/test_sim_board.py) -------------------------
+
+#: Small designs so that a first board build takes well under a minute; a 1 MHz clock makes the
+#: frame engine's partial-frame timeout (clock_hz // 10 cycles) short in simulated time too.
+BOARD_SMALL = {"act_depth": 512, "weight_depth": 512, "param_depth": 32, "acc_depth": 32,
+               "out_depth": 128, "prog_depth": 8}
+#: The simulated board most tests talk to (its cached build is shared by the test modules).
+BOARD_WS = AcceleratorConfig(rows=2, cols=3, clock_hz=1_000_000, **BOARD_SMALL)
+
+
+def skip_without_board():
+    """Skip the test, with the reason, where a simulated board cannot be built."""
+    reason = board_missing()
+    if reason:
+        pytest.skip(reason)
+
+
+@contextlib.contextmanager
+def started_board(config, **kwargs):
+    """A running :class:`sim.board.SimulatedBoard` (built once per configuration and
+    session)."""
+    skip_without_board()
+    with SimulatedBoard(config, **kwargs) as board:
+        yield board
+
+
+def host_port(url):
+    """Return ``(host, port)`` of a ``socket://HOST:PORT`` URL."""
+    host, port = url.removeprefix("socket://").rsplit(":", 1)
+    return host, int(port)
+
+
+def port_refused(port):
+    """Return whether a connection to ``127.0.0.1:port`` is refused (nothing listens)."""
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    except ConnectionRefusedError:
+        return True
+    return False
+
+
+def run_icarus(tmp_path, sources, top):
+    """Compile ``sources`` with Icarus (top module ``top``), run it in ``tmp_path`` and return
+    what it printed."""
+    exe = tmp_path / "sim.vvp"
+    # cells_sim.v gives ports default values, which Icarus does not take; the define drops them.
+    proc = subprocess.run(["iverilog", "-g2012", "-DNO_ICE40_DEFAULT_ASSIGNMENTS", "-s", top,
+                           "-o", str(exe), *map(str, sources)],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return subprocess.run(["vvp", "-n", str(exe)], check=True, capture_output=True, text=True,
+                          cwd=tmp_path).stdout

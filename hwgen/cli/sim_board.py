@@ -29,8 +29,7 @@ def _run(args):
 
 
 def _serve_netlist(args, config):
-    from sim.board import SimulatedBoard
-    from sim.netlist import NetlistError
+    from sim.board import NetlistError, SimulatedBoard
 
     if config != AcceleratorConfig() or args.uart or args.cache_dir is not None:
         raise UsageError("--netlist takes the design from DIR/report.json and always uses the "

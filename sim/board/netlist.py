@@ -34,16 +34,10 @@ from pathlib import Path
 
 from hwgen.config import AcceleratorConfig
 
-from . import data_path
-from .board import (
-    _WRAPPER_MODULE,
-    HARNESS,
-    BoardError,
-    _harness_command,
-    _run_logged,
-    _run_params,
-    board_missing,
-)
+from .. import data_path
+from .build import HARNESS, _harness_command, _run_logged, _run_params, board_missing
+from .errors import BoardError
+from .wrapper import _WRAPPER_MODULE
 
 __all__ = ["NetlistError", "netlist_board_binary", "netlist_run_params"]
 

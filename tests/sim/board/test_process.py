@@ -1,18 +1,17 @@
-"""The simulated board: the real device Verilog under Verilator, spoken to over real TCP.
+"""The simulated board's process (sim.board.process): the real device Verilog under Verilator,
+spoken to over real TCP.
 
 Requests are built with :mod:`hwgen.protocol` and sent on a raw socket (:class:`RawLink`), so the
 device's own error handling is what is tested: every malformed request gets its status and
 changes nothing (all memories are read back), garbage is skipped, a truncated frame times out on
-the device's clock. The life cycle of the harness process (ports, signals, a dying parent) and
-the ``hwgen sim-board`` command are tested here too; the host driver on top is in
-``test_host_accelerator.py``.
+the device's clock. The life cycle of the harness process (ports, signals, a dying parent) is
+tested here too; the host driver on top is in ``tests/test_host_accelerator.py``, the
+``hwgen sim-board`` command in ``tests/cli/test_sim_board.py``.
 
-Each configuration is built once (cached across sessions, see :mod:`sim.board`) and each module
-starts one board per configuration.
+Each configuration is built once (cached across sessions, see :mod:`sim.board.cache`) and each
+module starts one board per configuration.
 """
 
-import contextlib
-import json
 import select
 import signal
 import socket
@@ -23,6 +22,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support import BOARD_SMALL as SMALL
+from support import BOARD_WS as WS
+from support import host_port
+from support import port_refused as refused
+from support import started_board as started
 
 import hwgen
 from host.client import DeviceClient
@@ -46,44 +50,19 @@ from hwgen.protocol import (
     write_chunk_words,
 )
 from hwgen.protocol import Opcode as Op
-from sim.board import BoardError, SimulatedBoard, board_missing, frame_timeout_cycles
+from sim.board import BoardError, SimulatedBoard, frame_timeout_cycles
 from sim.netgen import random_input, random_network
 
-# Small designs so that a first build takes well under a minute; a 1 MHz clock makes the frame
-# engine's partial-frame timeout (clock_hz // 10 cycles) short in simulated time too.
-SMALL = {"act_depth": 512, "weight_depth": 512, "param_depth": 32, "acc_depth": 32,
-         "out_depth": 128, "prog_depth": 8}
-WS = AcceleratorConfig(rows=2, cols=3, clock_hz=1_000_000, **SMALL)
-OS = AcceleratorConfig(rows=3, cols=2, dataflow="os", clock_hz=1_000_000, **SMALL)
 # The UART needs at least 4 clock cycles per bit at the boards' 1 Mbaud.
 UART = AcceleratorConfig(rows=2, cols=2, clock_hz=4_000_000, **SMALL)
 
 TIMEOUT = 5.0
 
 
-def skip_without_board():
-    reason = board_missing()
-    if reason:
-        pytest.skip(reason)
-
-
-@contextlib.contextmanager
-def started(config, **kwargs):
-    """A running :class:`SimulatedBoard` (built once per configuration and session)."""
-    skip_without_board()
-    with SimulatedBoard(config, **kwargs) as board:
-        yield board
-
-
 @pytest.fixture(scope="module")
 def board():
     with started(WS) as b:
         yield b
-
-
-def host_port(url):
-    host, port = url.removeprefix("socket://").rsplit(":", 1)
-    return host, int(port)
 
 
 class RawLink:
@@ -184,8 +163,6 @@ def check_memories(link, contents):
     for region, geometry in regions(WS).items():
         assert link.read_region(geometry) == contents[region], region.name
 
-
-# -- the device through TCP ----------------------------------------------------------------------
 
 def test_info_is_the_configs(link):
     assert link.ok(Op.INFO) == info_bytes(WS)
@@ -381,14 +358,6 @@ def port_is_free(port):
     return True
 
 
-def refused(port):
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-    except ConnectionRefusedError:
-        return True
-    return False
-
-
 def test_exit_stops_the_process_and_frees_the_port():
     with started(WS) as b:
         pid, port = b.pid, b.port
@@ -438,51 +407,6 @@ def test_board_arguments_are_checked():
         SimulatedBoard(WS, port=70000)
 
 
-# -- hwgen sim-board ---------------------------------------------------------------------------
-
-def config_args(config):
-    args = []
-    for name, value in config.to_dict().items():
-        args += ["--" + name.replace("_", "-"), str(value)]
-    return args
-
-
-def test_sim_board_command_serves_until_ctrl_c(board):
-    from host.accelerator import Accelerator
-
-    with subprocess.Popen([sys.executable, "-m", "hwgen", "sim-board", *config_args(WS)],
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
-        try:
-            assert select.select([proc.stdout], [], [], 120)[0], "hwgen sim-board is silent"
-            line = proc.stdout.readline()
-            assert line.startswith(f"serving {WS.name} ") and " on socket://127.0.0.1:" in line
-            url = line.split()[-1]
-            with Accelerator(url, config=WS) as acc:
-                assert acc.config_hash == WS.hash
-            proc.send_signal(signal.SIGINT)
-            assert proc.wait(timeout=20) == 0
-            assert "stopped" in proc.stderr.read()
-            assert refused(host_port(url)[1])
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-
-
-@pytest.mark.parametrize(("args", "message"), [
-    (["--port", "70000"], "--port 70000 is out of range"),
-    (["--rows", "0"], "rows=0 is out of range"),
-    (["--uart", "--clock-hz", "1000000"], "--uart: clk_hz=1000000 and baud=1000000"),
-    (["--netlist", "no/such/build"], "no/such/build/report.json does not exist"),
-    (["--netlist", "tests", "--rows", "2"], "--netlist takes the design from DIR/report.json"),
-])
-def test_sim_board_usage_errors_are_one_line(args, message):
-    proc = subprocess.run([sys.executable, "-m", "hwgen", "sim-board", *args],
-                          capture_output=True, text=True, timeout=60, check=False)
-    assert proc.returncode == 2
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and message in lines[0], proc.stderr
-
-
 def test_client_over_pyserial(board):
     """DeviceClient over pyserial's socket:// port, the way every host opens a board."""
     import serial
@@ -497,38 +421,3 @@ def test_client_over_pyserial(board):
     finally:
         port.close()
 
-
-def test_cache_root_follows_the_environment(tmp_path, monkeypatch):
-    from sim.board import board_cache_root
-
-    monkeypatch.setenv("HWGEN_CACHE_DIR", str(tmp_path))
-    assert board_cache_root() == tmp_path / "boards"
-    monkeypatch.delenv("HWGEN_CACHE_DIR")
-    assert board_cache_root() == Path.home() / ".cache" / "hwgen" / "boards"
-
-
-def test_netlist_board_needs_a_finished_device_build(tmp_path):
-    from sim.netlist import NetlistError
-
-    with pytest.raises(NetlistError, match=r"report\.json does not exist: give the --out folder"):
-        SimulatedBoard.from_build(tmp_path)
-    report = {"config": AcceleratorConfig(rows=2, cols=2).to_dict(), "board": "ulx3s-12f",
-              "baud": 115200, "top": "array"}
-    (tmp_path / "report.json").write_text(json.dumps(report))
-    with pytest.raises(NetlistError, match="'array' top, which has no UART"):
-        SimulatedBoard.from_build(tmp_path)
-    report["top"] = "device"
-    (tmp_path / "report.json").write_text(json.dumps({**report, "board": "nope"}))
-    with pytest.raises(NetlistError, match="unknown board 'nope'; known: icebreaker, "):
-        SimulatedBoard.from_build(tmp_path)
-    (tmp_path / "report.json").write_text(json.dumps(report))
-    with pytest.raises(NetlistError, match=r"build/top\.json \(the synthesized netlist\) is "
-                                           "missing"):
-        SimulatedBoard.from_build(tmp_path)
-    (tmp_path / "build").mkdir()
-    (tmp_path / "build" / "top.json").write_text("[]")
-    with pytest.raises(NetlistError, match=r"top\.json is not a Yosys JSON netlist"):
-        SimulatedBoard.from_build(tmp_path).start()
-    (tmp_path / "report.json").write_text("{not json")
-    with pytest.raises(NetlistError, match="is not a report of `hwgen build`"):
-        SimulatedBoard.from_build(tmp_path)
