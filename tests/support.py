@@ -329,6 +329,8 @@ BOARD_SMALL = {"act_depth": 512, "weight_depth": 512, "param_depth": 32, "acc_de
                "out_depth": 128, "prog_depth": 8}
 #: The simulated board most tests talk to (its cached build is shared by the test modules).
 BOARD_WS = AcceleratorConfig(rows=2, cols=3, clock_hz=1_000_000, **BOARD_SMALL)
+#: An output-stationary one, for the host driver's tests over both dataflows.
+BOARD_OS = AcceleratorConfig(rows=3, cols=2, dataflow="os", clock_hz=1_000_000, **BOARD_SMALL)
 
 
 def skip_without_board():

@@ -17,7 +17,10 @@ import time
 
 import numpy as np
 import pytest
-from test_board import OS, WS, host_port, started
+from support import BOARD_OS as OS
+from support import BOARD_WS as WS
+from support import host_port
+from support import started_board as started
 
 import hwgen
 from host import Accelerator, IncompatibleDevice, InferCounters, LinkError
