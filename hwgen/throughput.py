@@ -14,6 +14,7 @@ Retries after damaged frames, and the INFO and program loading done once per ses
 counted: this is the steady-state cost of inference.
 """
 
+import functools
 import math
 
 from .memmap import regions
@@ -38,10 +39,18 @@ __all__ = ["BITS_PER_BYTE", "DEFAULT_BAUD", "link_bound_rate", "wire_bytes_per_r
 BITS_PER_BYTE = 10
 
 
+@functools.cache
 def _exchange_bytes(opcode, request_payload, response_payload):
     """Return the bytes of one request with ``request_payload`` bytes and its OK answer."""
+    # Cached: a sweep asks for the same few frame sizes thousands of times.
     return (len(encode_request(opcode, 0, bytes(request_payload)))
             + len(encode_response(opcode, 0, Status.OK, bytes(response_payload))))
+
+
+@functools.cache
+def _payload_bytes():
+    """Return the bytes of the WRITE/READ access header, the RUN and the COUNTERS payloads."""
+    return layout_bytes(AccessArgs), layout_bytes(RunArgs), layout_bytes(CountersPayload)
 
 
 def _check_count(name, value, low, high=None):
@@ -83,7 +92,7 @@ def wire_bytes_per_run(program, m, *, polls=1, max_payload=MAX_PAYLOAD):
     _check_count("max_payload", max_payload, 1)
     geometry = regions(program.config)
     total = 0
-    access = layout_bytes(AccessArgs)
+    access, run, counters = _payload_bytes()
 
     in_geo = geometry[program.input.region]
     in_words = m * program.input.stride
@@ -95,8 +104,8 @@ def wire_bytes_per_run(program, m, *, polls=1, max_payload=MAX_PAYLOAD):
         n = min(chunk, in_words - start)
         total += _exchange_bytes(Opcode.WRITE, access + n * in_geo.word_bytes, 0)
 
-    total += _exchange_bytes(Opcode.RUN, layout_bytes(RunArgs), 0)
-    total += polls * _exchange_bytes(Opcode.COUNTERS, 0, layout_bytes(CountersPayload))
+    total += _exchange_bytes(Opcode.RUN, run, 0)
+    total += polls * _exchange_bytes(Opcode.COUNTERS, 0, counters)
 
     _, _, out_words = program.output_words(m)
     out_geo = geometry[program.output.region]

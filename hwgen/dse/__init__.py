@@ -16,6 +16,6 @@ guide.
 
 from .driver import DSEError, sweep
 from .pareto import pareto_front
-from .space import SpaceError, parse_values, points
+from .space import SpaceError, parse_values
 
-__all__ = ["DSEError", "SpaceError", "pareto_front", "parse_values", "points", "sweep"]
+__all__ = ["DSEError", "SpaceError", "pareto_front", "parse_values", "sweep"]

@@ -90,9 +90,9 @@ def render_markdown(rows, board, *, tier, model, baud):
         + (f" ({detail})" if detail else "") + ".", "",
         f"Throughput: inferences per second the device computes at {clock}, from the exact "
         f"cycle model at full batches; 'link-bound' is the rate the UART allows at {baud:,} "
-        f"baud. Resources: from {measured}. The {board.name} has {cap.get('lut')} "
-        f"{units['lut']}, {cap.get('dsp')} {units['dsp']} and {cap.get('bram')} "
-        f"{units['bram']}.",
+        f"baud. Resources: from {measured}. The {board.name} has {_number(cap.get('lut'))} "
+        f"{units['lut']}, {_number(cap.get('dsp'))} {units['dsp']} and "
+        f"{_number(cap.get('bram'))} {units['bram']}.",
     ]
     shown = _varying(rows, [f for f in FIELDS if f not in ("clock_hz",)]) or ["rows", "cols"]
     head = [*shown, "clock MHz", units["lut"], units["dsp"], units["bram"], "cycles/inference",

@@ -3,8 +3,9 @@
 Two panels, inferences per second (log scale) against LUTs and against DSP blocks. Grey dots
 are the designs that are ok, the coloured line and dots their front, red crosses the designs
 the fit estimate refuses (drawn where their estimate puts them, when the model compiled onto
-them), the dashed vertical line the device's capacity and the dotted horizontal line the
-best rate the UART allows at the sweep's baud rate. The figure is drawn with Matplotlib's Agg
+them), the dashed vertical line the device's capacity (only named in the legend when it lies
+far beyond every design) and the dotted horizontal line the best rate the UART allows at
+the sweep's baud rate. The figure is drawn with Matplotlib's Agg
 canvas, without ``pyplot``'s global state, and saved without a time stamp, so the same rows
 give the same file.
 """
@@ -14,6 +15,8 @@ from .pareto import FAMILY_UNITS, RESOURCES, cost, fronts
 __all__ = ["plot_pareto"]
 
 _VALUE = "device_infer_per_s"
+# A capacity this many times the largest design drawn is only named in the legend.
+_FAR = 2.5
 
 
 def _label(row):
@@ -48,7 +51,12 @@ def _panel(ax, rows, front, board, resource, *, link, baud):
                 ax.annotate(_label(r), (x, y), textcoords="offset points", xytext=(5, -9),
                             fontsize=7, color="tab:blue")
     capacity = board.capacity.get(resource)
-    if capacity:
+    drawn = [cost(r, resource) for r in ok + refused]
+    if capacity and drawn and capacity > _FAR * max(drawn):
+        # Far beyond every design: named in the legend rather than squeezing the designs.
+        ax.plot([], [], color="tab:red", linestyle="--", linewidth=1,
+                label=f"{board.name}: {capacity:,} {units} (off the axis)")
+    elif capacity:
         ax.axvline(capacity, color="tab:red", linestyle="--", linewidth=1,
                    label=f"{board.name}: {capacity:,} {units}")
     if link:

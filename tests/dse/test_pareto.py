@@ -68,7 +68,7 @@ def test_pareto_md_lists_both_fronts():
                            baud=1_000_000)
     assert text.startswith("# Pareto front: tiny on icebreaker (estimate tier)\n")
     assert "5 points: 4 ok, 1 failed (no-fit 1)." in text
-    assert "The icebreaker has 5280 logic cells, 8 SB_MAC16 DSP blocks" in text
+    assert "The icebreaker has 5,280 logic cells, 8 SB_MAC16 DSP blocks and 30 block RAMs." in text
     lut = text.split("## Throughput against logic cells")[1].split("## Throughput against")[0]
     dsp = text.split("## Throughput against SB_MAC16 DSP blocks")[1]
     assert [line.split("`")[1] for line in lut.splitlines() if "`" in line] == ["a", "c"]

@@ -31,6 +31,14 @@ def test_the_plot_is_a_png_and_deterministic(tmp_path):
     assert first.read_bytes() != second.read_bytes()
 
 
+def test_a_capacity_far_beyond_the_designs(tmp_path):
+    # The ULX3S-85F's 83,640 LUTs: named in the legend, not drawn (another picture).
+    near, far = tmp_path / "near.png", tmp_path / "far.png"
+    plot_pareto(_rows(), near, BOARDS["icebreaker"], title="t", baud=1_000_000)
+    plot_pareto(_rows(), far, BOARDS["ulx3s-85f"], title="t", baud=1_000_000)
+    assert far.read_bytes()[:4] == b"\x89PNG" and far.read_bytes() != near.read_bytes()
+
+
 def test_the_plot_of_a_sweep_without_ok_points(tmp_path):
     path = tmp_path / "empty.png"
     plot_pareto([{"point": "x", "status": "invalid"}], path, BOARDS["ulx3s-85f"], title="none",
