@@ -53,6 +53,7 @@ from amaranth.lib import io
 from amaranth.lib.cdc import ResetSynchronizer
 
 from .config import AcceleratorConfig
+from .implementation import Implementation
 
 __all__ = [
     "BOARDS",
@@ -140,29 +141,10 @@ class Board:
         ``bram`` (SB_RAM40_4K or DP16KD blocks).
     preset : dict
         Design parameters used when the command line gives none.
-    dsp_packing : str or None
-        How the array maps its multipliers (:class:`hwgen.device.systolic.WeightStationaryArray`).
-    post_pipeline : bool
-        Build the accelerator with its pipelined requantization
-        (:class:`hwgen.device.accelerator.Accelerator`).
-    split_multiplier : bool or int
-        Build each requantization product from this many narrower ones (``True``: two;
-        multipliers built from logic cells; :class:`hwgen.device.accelerator.Accelerator`).
-    split_operand : int or None
-        Build each requantization product from slices of the accumulator this wide, one block
-        multiplier each, registered (:class:`hwgen.device.accelerator.Accelerator`).
-    registered_reads : bool
-        Put a register after every memory's read port
-        (:class:`hwgen.device.accelerator.Accelerator`), which the build folds into the
-        DP16KD's output register (:func:`fold_output_registers`): an unregistered DP16KD
-        output is slow to leave the block.
-    spram : bool
-        Put the single-port buffers (weights, frame payload) into ``SB_SPRAM256KA`` blocks
-        (iCE40UP), sparing block RAM.
-    link_on_oscillator : bool
-        When the target clock comes from the PLL, run the UART and the frame engine from the
-        oscillator, in a clock domain of their own (:class:`hwgen.link.bridge.HostPortBridge`):
-        their byte-serial logic then does not limit the accelerator's clock.
+    implementation : Implementation
+        How the device is built for the chip (:class:`hwgen.implementation.Implementation`):
+        its DSP blocks, pipeline registers, registered reads (folded into the DP16KDs by
+        :func:`fold_output_registers`), SPRAM and the link's clock domain.
     program : str
         Command that loads the bitstream into the board (``{bitstream}`` is replaced).
     serial : str
@@ -177,19 +159,13 @@ class Board:
     clock_hz: int
     capacity: dict
     preset: dict
-    dsp_packing: str = None
-    post_pipeline: bool = False
-    split_multiplier: bool | int = False
-    split_operand: int | None = None
-    registered_reads: bool = False
-    spram: bool = False
-    link_on_oscillator: bool = False
+    implementation: Implementation
     program: str = ""
     serial: str = ""
 
     def packing_for(self, config):
         """Return the array's DSP packing for ``config``: only weight-stationary arrays pack."""
-        return self.dsp_packing if config.dataflow == "ws" else None
+        return self.implementation.packing_for(config)
 
     @property
     def bitstream_suffix(self):
@@ -201,6 +177,19 @@ class Board:
         return getattr(importlib.import_module(module), cls)()
 
 
+#: How the iCEBreaker builds the device: two products per SB_MAC16, the requantization
+#: pipelined with its multipliers (logic cells) split in four, weights and the frame buffer in
+#: SPRAM, the link on the 12 MHz oscillator when the PLL makes the design's clock.
+ICE40_IMPLEMENTATION = Implementation(dsp_packing="sb_mac16", post_pipeline=True,
+                                      split_multiplier=4, spram=True, link_on_oscillator=True)
+#: How the ULX3S builds it: a MULT18X18D per processing element, the requantization pipelined
+#: with one MULT18X18D per 17-bit slice, every read registered, the link on the 25 MHz
+#: oscillator.
+ECP5_IMPLEMENTATION = Implementation(dsp_packing="mult18x18d", post_pipeline=True,
+                                     split_operand=17, registered_reads=True,
+                                     link_on_oscillator=True)
+
+
 def _ulx3s(size, luts, ebr, mults, preset):
     return Board(
         name=f"ulx3s-{size}f", family="ecp5",
@@ -209,8 +198,8 @@ def _ulx3s(size, luts, ebr, mults, preset):
         # step apart, and placement), the 4x4 117.7-135.5 MHz on the 12F (2026-11-23).
         osc_hz=25_000_000, clock_hz=62_500_000,
         capacity={"lut": luts, "ff": luts, "dsp": mults, "bram": ebr}, preset=preset,
-        dsp_packing="mult18x18d", post_pipeline=True, split_operand=17, registered_reads=True,
-        link_on_oscillator=True, program="openFPGALoader --board ulx3s {bitstream}",
+        implementation=ECP5_IMPLEMENTATION,
+        program="openFPGALoader --board ulx3s {bitstream}",
         serial="/dev/ttyUSB0")
 
 
@@ -221,8 +210,7 @@ BOARDS = {
         device="iCE40UP5K-SG48", osc_hz=12_000_000, clock_hz=12_000_000,
         capacity={"lut": 5280, "ff": 5280, "dsp": 8, "bram": 30, "spram": 4},
         preset=ICEBREAKER_PRESET,
-        dsp_packing="sb_mac16", post_pipeline=True, split_multiplier=4, spram=True,
-        link_on_oscillator=True, program="iceprog {bitstream}",
+        implementation=ICE40_IMPLEMENTATION, program="iceprog {bitstream}",
         serial="/dev/ttyUSB1"),
     "ulx3s-12f": _ulx3s(12, 12_096, 32, 28, ULX3S_SMALL_PRESET),
     "ulx3s-25f": _ulx3s(25, 24_288, 56, 28, ULX3S_SMALL_PRESET),
@@ -333,7 +321,7 @@ def link_clock_hz(board, config):
     runs the link from it and a PLL makes the design's clock), or None when the link shares
     the design's clock."""
     pll = clock_plan(board, config.clock_hz)["pll"]
-    return board.osc_hz if board.link_on_oscillator and pll is not None else None
+    return board.osc_hz if board.implementation.link_on_oscillator and pll is not None else None
 
 
 def uart_divisor(board, config, baud):
@@ -364,19 +352,15 @@ class BoardTop(Elaboratable):
     """
 
     def __init__(self, board, config, *, baud, pe_instances=False):
-        from .device import Device
+        from .device import Device, Link
 
         self.board = board
         self.config = config
         self.clock = clock_plan(board, config.clock_hz)
         #: The link's own clock (the oscillator), or None when it shares the design's.
         self.link_clock_hz = link_clock_hz(board, config)
-        self.device = Device(config, link="uart", baud=baud, pe_instances=pe_instances,
-                             dsp_packing=board.packing_for(config),
-                             post_pipeline=board.post_pipeline,
-                             split_multiplier=board.split_multiplier,
-                             split_operand=board.split_operand,
-                             registered_reads=board.registered_reads, spram=board.spram,
+        self.device = Device(config, link=Link.UART, baud=baud,
+                             implementation=board.implementation, pe_instances=pe_instances,
                              link_clock_hz=self.link_clock_hz)
 
     def elaborate(self, platform):
@@ -589,7 +573,8 @@ def estimate(board, config):
         # (acc_bits + 1) x (mult_bits + 1) signed bits takes 18x18 tiles (with split_operand,
         # one per slice of the accumulator). Nothing else multiplies (the MAC counter's product
         # by rows * cols is shifts and adds).
-        slices = (math.ceil(config.acc_bits / board.split_operand) if board.split_operand
+        operand = board.implementation.split_operand
+        slices = (math.ceil(config.acc_bits / operand) if operand
                   else math.ceil((config.acc_bits + 1) / 18))
         dsp = macs + config.requant_lanes * slices * math.ceil((config.mult_bits + 1) / 18)
     from .memmap import descriptor_layout, max_word_bits
@@ -600,7 +585,8 @@ def estimate(board, config):
            + k["word"] * max_word_bits(config) + k["desc"] * descriptor_layout(config).size
            + k["lane"] * config.requant_lanes * (config.acc_bits + 1) * config.mult_bits
            + lut_mults)
-    if board.link_on_oscillator and clock_plan(board, config.clock_hz)["pll"] is not None:
+    if board.implementation.link_on_oscillator \
+            and clock_plan(board, config.clock_hz)["pll"] is not None:
         # The host port bridge (link in its own domain): the counters' copy (128 registers), a
         # read register and the handshake. Fitted on two iCEBreaker builds (4x4 at 42 MHz:
         # 5122 cells; 2x2 at 24 MHz: 3690), both within 2 %.
@@ -611,7 +597,7 @@ def estimate(board, config):
           + 10 * config.cols * config.acc_bits + 1900 + 2 * max_word_bits(config))
     mems, spram = [], 0
     for name, w, d in _memories(config):
-        if board.spram and name in _SPRAM_MEMORIES:
+        if board.implementation.spram and name in _SPRAM_MEMORIES:
             spram += math.ceil(w / 16) * math.ceil(d / 16384)   # SB_SPRAM256KA: 16 x 16K
             mems.append((name, w, d, 0))
         else:
@@ -824,15 +810,14 @@ YOSYS_HIDE_BRACKETED_NAMES = "rename -hide w:*[[]*"
 
 def _yosys_opts(board, config):
     """Return extra ``platform.build`` arguments for Yosys on ``board``."""
-    from .device.accelerator import collision_free_memories
+    from .device.memories import collision_free_memories
     from .memattrs import SPRAM_SUFFIX
 
     # Reads that never collide with a write need no old-word bypass (Amaranth has no way to
     # say so on a read port).
     lines = [f"setparam -set COLLISION_X_MASK 1'1 t:$memrd_v2 r:MEMID=\\{name} %i"
-             for name in collision_free_memories(
-                 config, spram=board.spram, registered_reads=board.registered_reads)]
-    if board.spram:
+             for name in collision_free_memories(config, board.implementation)]
+    if board.implementation.spram:
         # SB_SPRAM256KA has no initial contents: drop the all-zero ones Amaranth gives memories.
         lines.append(f"delete t:$meminit_v2 r:MEMID=*{SPRAM_SUFFIX} %i")
     lines.append(YOSYS_HIDE_BRACKETED_NAMES)

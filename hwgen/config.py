@@ -5,13 +5,25 @@ host's compatibility check, so a host never talks to a device built from other p
 """
 
 import dataclasses
+import enum
 import hashlib
 import json
 import math
 
-__all__ = ["DATAFLOWS", "AcceleratorConfig"]
+__all__ = ["DATAFLOWS", "AcceleratorConfig", "Dataflow"]
 
-DATAFLOWS = ("ws", "os")
+
+class Dataflow(enum.StrEnum):
+    """How the systolic array moves its operands."""
+
+    #: Weight-stationary (TPU style): weights preloaded, activations flow, sums flow down.
+    WS = "ws"
+    #: Output-stationary: each cell keeps one output while operands flow past.
+    OS = "os"
+
+
+#: The values ``AcceleratorConfig.dataflow`` accepts, as strings (command lines, JSON).
+DATAFLOWS = tuple(d.value for d in Dataflow)
 
 # field -> (low, high) inclusive; checked in the order of the dataclass fields.
 _RANGES = {
@@ -47,8 +59,9 @@ class AcceleratorConfig:
     rows, cols : int
         Processing elements of the systolic array (1..64 each). ``rows`` is the reduction width
         of one weight tile, ``cols`` the number of output channels computed at once.
-    dataflow : str
-        ``"ws"`` (weight-stationary, TPU style) or ``"os"`` (output-stationary).
+    dataflow : Dataflow or str
+        :attr:`Dataflow.WS` (``"ws"``, weight-stationary, TPU style) or :attr:`Dataflow.OS`
+        (``"os"``, output-stationary); a string is converted.
     in_bits, w_bits : int
         Signed widths of activations and weights (2..16). Outputs of requantized layers have
         ``in_bits`` bits too.
@@ -81,7 +94,7 @@ class AcceleratorConfig:
 
     rows: int = 8
     cols: int = 8
-    dataflow: str = "ws"
+    dataflow: Dataflow = Dataflow.WS
     in_bits: int = 8
     w_bits: int = 8
     acc_bits: int = 32
@@ -106,6 +119,7 @@ class AcceleratorConfig:
                     raise ValueError(
                         f"dataflow={value!r} is not supported; allowed: "
                         + ", ".join(repr(d) for d in DATAFLOWS))
+                object.__setattr__(self, "dataflow", Dataflow(value))
                 continue
             low, high = _RANGES[field.name]
             if not isinstance(value, int) or isinstance(value, bool):
@@ -127,7 +141,7 @@ class AcceleratorConfig:
             if self.post_lanes == self.cols:
                 # The same hardware as the default: one spelling, one hash.
                 object.__setattr__(self, "post_lanes", None)
-            elif self.dataflow != "ws":
+            elif self.dataflow is not Dataflow.WS:
                 raise ValueError(
                     f"post_lanes={self.post_lanes} needs dataflow='ws' (an output-stationary "
                     f"array delivers its rows back to back); allowed with 'os': {self.cols}")

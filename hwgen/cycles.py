@@ -192,18 +192,27 @@ def layer_spacing(config, k_tiles, n_tiles, raw):
     return [steps if kt == k_tiles - 1 else 1 for _ in range(n_tiles) for kt in range(k_tiles)]
 
 
-def layer_cycles(config, k_tiles, n_tiles, m, raw):
-    """Return the cycles one layer takes on the accelerator with a batch of ``m`` rows."""
+def layer_cycles(config, k_tiles, n_tiles, m, raw, implementation=None):
+    """Return the cycles one layer takes on the accelerator with a batch of ``m`` rows.
+
+    ``implementation`` (an :class:`~hwgen.implementation.Implementation`, the plain one by
+    default) adds the stages of its requantization pipeline to a requantized layer.
+    """
     timing = engine_timing(config, [m] * (k_tiles * n_tiles),
                            layer_spacing(config, k_tiles, n_tiles, raw))
     tail = _RAW_TAIL if raw else _REQUANT_TAIL + config.requant_steps - 1
+    if not raw and implementation is not None:
+        tail += implementation.requant_latency
     return _LAYER_LEAD + timing.last + tail + 1
 
 
-def program_cycles(program, m):
+def program_cycles(program, m, implementation=None):
     """Return the cycles a run of ``program`` on ``m`` rows keeps the accelerator busy.
 
-    This is what the device's ``cycles`` counter reads after the run.
+    This is what the device's ``cycles`` counter reads after the run, on a device built with
+    ``implementation`` (a board's: :attr:`hwgen.boards.Board.implementation`; the plain one
+    by default).
     """
-    return sum(layer_cycles(program.config, d["k_tiles"], d["n_tiles"], m, bool(d["raw"]))
+    return sum(layer_cycles(program.config, d["k_tiles"], d["n_tiles"], m, bool(d["raw"]),
+                            implementation)
                for d in program.descriptors)

@@ -7,7 +7,6 @@ iCE40 build maps. The build smoke tests run the YoWASP tools end to end.
 
 import argparse
 import dataclasses
-import functools
 import json
 import math
 import re
@@ -230,318 +229,17 @@ def test_dsp_packing_refusals(refused):
     refused("b_bits=19", lambda: ECP5Mul(8, 19))
 
 
-# -- accelerator variants that boards build ---------------------------------------------------
-
-def _run_variant(monkeypatch, cfg, seed, layers, rows, **options):
-    """Run a random network on ``Accelerator(**options)``, check its outputs against the
-    reference and return ``(result, program, rows run, network)``."""
-    import test_accelerator
-
-    from hwgen.device.accelerator import Accelerator
-
-    monkeypatch.setattr(test_accelerator, "Accelerator", functools.partial(Accelerator, **options))
-    return test_accelerator.run_random_network(cfg, seed, layers=layers,
-                                               max_width=2 * layers + 3, rows=rows)
-
-
-def _run_unsaturated_layer(monkeypatch, cfg, seed, **options):
-    """Run one requantized 9 -> 7 layer whose outputs spread over the int8 range (so that a
-    wrong product shows) on ``Accelerator(**options)``; check the outputs against the reference
-    and return ``(cycles, program)``."""
-    import test_accelerator
-
-    from hwgen.device.accelerator import Accelerator
-    from hwgen.nn import Dense, QuantizedNetwork
-
-    monkeypatch.setattr(test_accelerator, "Accelerator", functools.partial(Accelerator, **options))
-    rng = np.random.default_rng(seed)
-    x = random_input(rng, cfg, 5, 9)
-    w = rng.integers(-128, 128, size=(9, 7))
-    b = rng.integers(-1000, 1001, size=7)
-    mult = rng.integers(1 << (cfg.mult_bits - 1), 1 << cfg.mult_bits, size=7)  # top bit set
-    # Shifts that put each channel's largest product just past the int8 range.
-    peak = np.abs((x @ w + b) * mult).max(axis=0)
-    shift = np.array([max(0, int(v).bit_length() - 8) for v in peak])
-    net = QuantizedNetwork([Dense(w, b, mult, shift, activation="identity")], in_bits=8,
-                           w_bits=8, acc_bits=cfg.acc_bits, mult_bits=cfg.mult_bits)
-    prog = hwgen.compile(net, cfg)
-    result = test_accelerator._run(cfg, prog, x)
-    expected = net.forward(x)
-    assert len(np.unique(expected)) > 5   # not saturated throughout
-    np.testing.assert_array_equal(result["out"], expected)
-    return result["cycles"], prog
-
-
-@pytest.mark.parametrize("dataflow", ["ws", "os"])
-@pytest.mark.parametrize("shape", [(2, 3), (3, 2)])
-def test_post_pipeline_gives_the_same_results(monkeypatch, shape, dataflow):
-    """Accelerator(post_pipeline=True), which ECP5 boards build, computes what the reference
-    does; each requantized layer takes exactly three cycles more than the cycle model."""
-    import test_accelerator
-
-    from hwgen.cycles import program_cycles
-
-    cfg = AcceleratorConfig(rows=shape[0], cols=shape[1], dataflow=dataflow,
-                            **test_accelerator.SMALL)
-    result, prog, m, net = _run_variant(monkeypatch, cfg, shape[0] * 10 + shape[1] + 7,
-                                        layers=3, rows=5, post_pipeline=True)
-    requantized = sum(layer.output != "raw" for layer in net.layers)
-    assert result["cycles"] == program_cycles(prog, m) + 3 * requantized
-    cycles, prog = _run_unsaturated_layer(monkeypatch, cfg, shape[0] + shape[1],
-                                          post_pipeline=True)
-    assert cycles == program_cycles(prog, 5) + 3
-
-
-@pytest.mark.parametrize("dataflow", ["ws", "os"])
-@pytest.mark.parametrize("shape", [(1, 3), (2, 3), (3, 2)])
-def test_registered_reads_give_the_same_results_and_cycles(shape, dataflow):
-    """Accelerator(registered_reads=True), which ECP5 boards build, computes what the
-    reference does in exactly the cycles of the cycle model. Batches of one to four rows come
-    back to a row's accumulators one to four cycles after stage B summed it, before the memory
-    holds the sum (the forwarded cases); the raw last layer shows every accumulator
-    unsaturated."""
-    import test_accelerator
-
-    from hwgen.device.accelerator import Accelerator
-    from hwgen.cycles import program_cycles
-
-    cfg = AcceleratorConfig(rows=shape[0], cols=shape[1], dataflow=dataflow,
-                            **test_accelerator.SMALL)
-    rng = np.random.default_rng(shape[0] * 10 + shape[1])
-    net = random_network(rng, cfg, widths=[2, 7, 8, 5], raw=True)   # one k-tile, then more
-    prog = hwgen.compile(net, cfg, batch=5)
-    xs = [random_input(rng, cfg, m, net.in_features) for m in (1, 2, 3, 4, 5, 1)]
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(test_accelerator, "Accelerator",
-                   functools.partial(Accelerator, registered_reads=True))
-        result = test_accelerator._run(cfg, prog, *xs)
-    for x, out in zip(xs, [result["out"], *result["more"]], strict=True):
-        np.testing.assert_array_equal(out, net.forward(x))
-    assert result["cycles"] == sum(program_cycles(prog, len(x)) for x in xs)
-
-
-@pytest.mark.parametrize("post_pipeline", [False, True])
-def test_accumulator_reads_skip_writes_between_spaced_rows(post_pipeline):
-    """With one requantization lane the last tile's rows enter the engine two cycles apart, and
-    the accumulators' look-ahead address holds between them: its read must still be skipped
-    when the write of the same cycle is to that word (the collision watch in ``_run`` fails
-    otherwise; a random search found it)."""
-    import test_accelerator
-
-    from hwgen.device.accelerator import Accelerator
-
-    cfg = AcceleratorConfig(rows=3, cols=2, post_lanes=1, **test_accelerator.SMALL)
-    rng = np.random.default_rng(59)
-    net = random_network(rng, cfg, layers=2, max_width=9)
-    prog = hwgen.compile(net, cfg, batch=3)
-    xs = [random_input(rng, cfg, m, net.in_features) for m in (2, 1, 3)]
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(test_accelerator, "Accelerator",
-                   functools.partial(Accelerator, registered_reads=True,
-                                     post_pipeline=post_pipeline))
-        result = test_accelerator._run(cfg, prog, *xs)
-    for x, out in zip(xs, [result["out"], *result["more"]], strict=True):
-        np.testing.assert_array_equal(out, net.forward(x))
-
-
-@pytest.mark.parametrize("options", [
-    {}, {"post_pipeline": True}, {"post_pipeline": True, "registered_reads": True},
-    {"post_pipeline": True, "split_multiplier": 4, "post_lanes": 1},     # the iCEBreaker's
-], ids=["plain", "pipelined", "ecp5", "pipelined-split"])
-def test_a_run_after_a_raw_layer_is_exact(options):
-    """Runs follow one another as a host makes them: a run that ends on a raw layer leaves no
-    state in the (gated) requantization pipeline for the next run's first layer to trip over.
-    (The pipelined variants, which every board builds, once ended the next run's first layer
-    early on the raw layer's end flag.)"""
-    import test_accelerator
-
-    from hwgen.device.accelerator import Accelerator
-
-    options = dict(options)
-    cfg = AcceleratorConfig(rows=2, cols=3, post_lanes=options.pop("post_lanes", None),
-                            **test_accelerator.SMALL)
-    rng = np.random.default_rng(41)
-    net = random_network(rng, cfg, layers=2, max_width=7, raw=True)
-    prog = hwgen.compile(net, cfg, batch=3)
-    xs = [random_input(rng, cfg, m, net.in_features) for m in (3, 2, 3)]
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(test_accelerator, "Accelerator", functools.partial(Accelerator, **options))
-        result = test_accelerator._run(cfg, prog, *xs)
-    for x, out in zip(xs, [result["out"], *result["more"]], strict=True):
-        np.testing.assert_array_equal(out, net.forward(x))
-
-
-@pytest.mark.parametrize(("shape", "widths", "batch", "options"), [
-    ((2, 3), (5, 7, 7), 3, {}),
-    ((1, 3), (5, 10, 9), 1, {"post_pipeline": True, "registered_reads": True,
-                             "split_operand": 17}),
-], ids=["plain", "ecp5"])
-def test_activation_reads_skip_words_past_the_row(shape, widths, batch, options):
-    """A reduction tile may end inside a word: the banks past the row's end would read the
-    next word, here the first word of the output area, while the layer writes it. The feeder
-    does not read such words, so no activation read ever meets a write (``_run`` watches every
-    collision-free memory). Both cases collided before (found by a random search)."""
-    import test_accelerator
-
-    from hwgen.device.accelerator import Accelerator
-
-    cfg = AcceleratorConfig(rows=shape[0], cols=shape[1], **test_accelerator.SMALL)
-    rng = np.random.default_rng(3)
-    net = random_network(rng, cfg, widths=list(widths), raw=True)
-    prog = hwgen.compile(net, cfg, batch=batch)
-    # The input's rows end inside a word, and the output area starts right after it.
-    assert prog.descriptors[0]["dst_base"] == batch * prog.descriptors[0]["src_stride"]
-    assert widths[0] % cfg.act_lanes
-    xs = [random_input(rng, cfg, batch, widths[0]) for _ in range(2)]
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(test_accelerator, "Accelerator", functools.partial(Accelerator, **options))
-        result = test_accelerator._run(cfg, prog, *xs)
-    for x, out in zip(xs, [result["out"], *result["more"]], strict=True):
-        np.testing.assert_array_equal(out, net.forward(x))
-
-
-@pytest.mark.parametrize(("shape", "post_lanes", "pieces"),
-                         [((2, 3), None, True), ((4, 4), 1, 4), ((3, 4), 2, 3)])
-def test_split_multiplier_gives_the_same_results(monkeypatch, shape, post_lanes, pieces):
-    """Accelerator(split_multiplier=...), which the iCEBreaker builds with its pipelined
-    requantization, computes what the reference does; each requantized layer takes exactly
-    four cycles more than the cycle model (three pipeline stages and the split)."""
-    import test_accelerator
-
-    from hwgen.cycles import program_cycles
-
-    # An odd mult_bits: the pieces differ in width.
-    cfg = AcceleratorConfig(rows=shape[0], cols=shape[1], post_lanes=post_lanes, mult_bits=9,
-                            **test_accelerator.SMALL)
-    cycles, prog = _run_unsaturated_layer(monkeypatch, cfg, shape[0] * 10 + shape[1] + 11,
-                                          post_pipeline=True, split_multiplier=pieces)
-    assert cycles == program_cycles(prog, 5) + 4
-
-
-@pytest.mark.parametrize("options", [
-    {"split_multiplier": 1}, {"split_multiplier": 4},
-    {"split_operand": 17, "registered_reads": True},     # the ECP5 boards'
-    {"split_operand": 5},
-], ids=["whole", "split-multiplier", "ecp5", "split-operand-5"])
-def test_pipelined_requantization_saturates_on_any_bit_of_the_product(monkeypatch, options):
-    """Products that are one power of two, at every bit a product reaches: a positive one
-    overflows through one term of the pipelined overflow flags only. Negative ones and
-    products shifted back into range check the other direction. (The biases put a one on every
-    bit of the operand, so every slice of a split operand, signed top one included, is
-    exercised.)"""
-    import test_accelerator
-
-    from hwgen.device.accelerator import Accelerator
-    from hwgen.nn import Dense, QuantizedNetwork
-
-    monkeypatch.setattr(test_accelerator, "Accelerator", functools.partial(
-        Accelerator, post_pipeline=True, **options))
-    cfg = AcceleratorConfig(rows=2, cols=3, **test_accelerator.SMALL)
-    # (bias exponent, multiplier exponent, sign, shift): products +-2**(e + k).
-    fit = 6                                     # shifted to about 2**6: in range
-    channels = [(e, k, 1, 0) for k in (0, cfg.mult_bits - 1) for e in range(cfg.acc_bits - 1)]
-    channels += [(e, cfg.mult_bits - 1, -1, e % 3) for e in range(0, cfg.acc_bits - 1, 4)]
-    channels += [(e, cfg.mult_bits - 1, s, min(e + cfg.mult_bits - 1 - fit,
-                                               (1 << cfg.shift_bits) - 1))
-                 for e in range(0, cfg.acc_bits - 1, 5) for s in (1, -1)]
-    e, k, sign, shift = (np.array(v) for v in zip(*channels, strict=True))
-    x = np.zeros((2, 3), dtype=np.int64)
-    w = np.zeros((3, len(channels)), dtype=np.int64)
-    net = QuantizedNetwork([Dense(w, sign << e, 1 << k, shift, activation="identity")],
-                           in_bits=8, w_bits=8, acc_bits=cfg.acc_bits, mult_bits=cfg.mult_bits)
-    result = test_accelerator._run(cfg, hwgen.compile(net, cfg), x)
-    expected = net.forward(x)
-    assert {-128, 127} <= set(np.unique(expected))      # saturated both ways...
-    assert len(np.unique(expected)) > 8                 # ...and not everywhere
-    np.testing.assert_array_equal(result["out"], expected)
-
-
-@pytest.mark.parametrize(("shape", "post_lanes", "bits"),
-                         [((2, 3), None, 17), ((3, 4), 2, 7)])
-def test_split_operand_gives_the_same_results(monkeypatch, shape, post_lanes, bits):
-    """Accelerator(split_operand=...), which the ECP5 boards build with their pipelined
-    requantization and registered reads, computes what the reference does; each requantized
-    layer takes exactly five cycles more than the cycle model (three stages, and the split's
-    operand and product stages)."""
-    import test_accelerator
-
-    from hwgen.cycles import program_cycles
-
-    cfg = AcceleratorConfig(rows=shape[0], cols=shape[1], post_lanes=post_lanes,
-                            **test_accelerator.SMALL)
-    cycles, prog = _run_unsaturated_layer(monkeypatch, cfg, shape[0] * 10 + shape[1] + 13,
-                                          post_pipeline=True, split_operand=bits,
-                                          registered_reads=True)
-    assert cycles == program_cycles(prog, 5) + 5
-
-
-@pytest.mark.parametrize(("mult_bits", "in_dsp"), [(16, True), (18, False)])
-def test_ecp5_requantization_products_use_the_dsp_registers(mult_bits, in_dsp):
-    """With the ECP5 options each requantization slice product is a MULT18X18D whose input and
-    output registers are on, clocked only when the datapath is (the gate-level smoke build runs
-    it against the reference); operands wider than the block keep the fabric's registers."""
-    from hwgen.device.accelerator import Accelerator
-
-    cfg = AcceleratorConfig(rows=2, cols=3, acc_bits=32, mult_bits=mult_bits)
-    acc = Accelerator(cfg, dsp_packing="mult18x18d", post_pipeline=True, split_operand=17,
-                      registered_reads=True)
-    verilog = emit_verilog(acc, "acc")
-    blocks = {name: body for name, body in re.findall(r"module (\S+)(.*?)endmodule", verilog, re.S)
-              if "MULT18X18D #(" in body}
-    requant = [body for name, body in blocks.items() if ".rq_mul" in name]
-    assert len(blocks) == 6 + len(requant)               # the array's 6 cells...
-    assert len(requant) == (6 if in_dsp else 0)          # ...and 3 lanes x 2 slices
-    for body in blocks.values():
-        for reg in ("INPUTA", "INPUTB", "OUTPUT"):
-            assert f'.REG_{reg}_CLK("CLK0")' in body
-    # The requantization's blocks hold still with the datapath (the array's run freely).
-    for body in requant:
-        assert ".CE0(ce)" in body
-    enables = [re.search(r"\.ce\(([^)]*)\)", pins)[1]
-               for pins in re.findall(r"\S +rq_mul\d+_\d+ \((.*?)\);", verilog, re.S)]
-    assert len(enables) == len(requant)
-    assert all(e.strip() not in ("1'h1", "1'h0") for e in enables), enables
-
-
-@pytest.mark.parametrize("options", [{"split_operand": 1}, {"split_operand": True},
-                                     {"split_operand": 8, "split_multiplier": 2}])
-def test_split_operand_refuses_bad_slices(refused, options):
-    from hwgen.device.accelerator import Accelerator
-
-    cfg = AcceleratorConfig(rows=2, cols=2)
-    refused(r"split_operand must be None or an int >= 2", lambda: Accelerator(cfg, **options))
-
-
-@pytest.mark.parametrize("pieces", [0.5, 10, "2"])
-def test_split_multiplier_refuses_a_bad_piece_count(refused, pieces):
-    from hwgen.device.accelerator import Accelerator
-
-    cfg = AcceleratorConfig(rows=2, cols=2, mult_bits=9)
-    refused(r"1\.\.9 pieces", lambda: Accelerator(cfg, split_multiplier=pieces),
-            errors=(ValueError, TypeError))
-
-
-def test_spram_accelerator_gives_the_same_results(monkeypatch):
-    """Accelerator(spram=True), which the iCEBreaker builds, computes what the reference does
-    in the cycles the model counts (only memory names and attributes differ)."""
-    import test_accelerator
-
-    from hwgen.cycles import program_cycles
-
-    cfg = AcceleratorConfig(rows=2, cols=3, **test_accelerator.SMALL)
-    result, prog, m, _ = _run_variant(monkeypatch, cfg, 23, layers=2, rows=4, spram=True)
-    assert result["cycles"] == program_cycles(prog, m)
-
-
 def test_spram_memories_are_named_and_marked_for_yosys():
     from amaranth.back import rtlil
 
-    from hwgen.device.accelerator import SPRAM_SUFFIX
     from hwgen.device import Device
+    from hwgen.implementation import Implementation
+    from hwgen.memattrs import SPRAM_SUFFIX
 
     cfg = AcceleratorConfig(rows=2, cols=2, act_depth=64, weight_depth=64, out_depth=16,
                             param_depth=4, acc_depth=16, prog_depth=2)
-    text = rtlil.convert(Device(cfg, link="stream", spram=True), name="top")
+    text = rtlil.convert(Device(cfg, link="stream", implementation=Implementation(spram=True)),
+                         name="top")
     assert text.count(f"weight{SPRAM_SUFFIX}") and text.count(f"buffer{SPRAM_SUFFIX}")
     assert 'attribute \\ram_style "huge"' in text
     plain = rtlil.convert(Device(cfg, link="stream"), name="top")
@@ -559,8 +257,8 @@ def test_collision_free_reads_are_marked_on_exactly_those_memories(tmp_path, spr
     has (a renamed memory would otherwise silently keep its bypass), and none other."""
     from amaranth.back import rtlil
 
-    from hwgen.device.accelerator import collision_free_memories
     from hwgen.device import Device
+    from hwgen.device.memories import collision_free_memories
 
     reason = _tools_missing()
     if reason:
@@ -568,13 +266,14 @@ def test_collision_free_reads_are_marked_on_exactly_those_memories(tmp_path, spr
     cfg = AcceleratorConfig(rows=2, cols=3, act_depth=64, weight_depth=64, out_depth=16,
                             param_depth=4, acc_depth=16, prog_depth=2)
     board = BOARDS["icebreaker" if spram else "ulx3s-12f"]
-    registered = board.registered_reads
+    impl = dataclasses.replace(board.implementation, dsp_packing=None)
+    registered = impl.registered_reads
     assert registered is not spram         # the ECP5 boards register the accumulators' reads
-    device = Device(cfg, link="stream", spram=spram, registered_reads=registered)
+    device = Device(cfg, link="stream", implementation=impl)
     (tmp_path / "top.il").write_text(rtlil.convert(device, name="top"))
     lines = boards._yosys_opts(board, cfg)["script_after_read"].splitlines()
     marks = [line for line in lines if line.startswith("setparam")]
-    names = collision_free_memories(cfg, spram=spram, registered_reads=registered)
+    names = collision_free_memories(cfg, impl)
     assert len(marks) == len(names) == 3 + cfg.act_lanes + (not spram) + registered
     script = ["read_rtlil top.il"]
     script += ["select -assert-count 1 " + line.split("1'1 ", 1)[1] for line in marks]
@@ -653,7 +352,9 @@ def test_link_runs_from_the_oscillator_when_the_pll_makes_the_clock():
 
 @pytest.mark.parametrize(("link", "primitive"), [(True, "SB_PLL40_2_PAD"), (False, "SB_PLL40_PAD")])
 def test_icebreaker_pll_instance_has_the_planned_dividers(link, primitive):
-    board = dataclasses.replace(BOARDS["icebreaker"], link_on_oscillator=link)
+    board = BOARDS["icebreaker"]
+    board = dataclasses.replace(board, implementation=dataclasses.replace(
+        board.implementation, link_on_oscillator=link))
     config = boards.board_config(board, clock_hz=42_000_000, rows=2, cols=2)
     platform = board.make_platform()
     il = platform.build(boards.BoardTop(board, config, baud=1_000_000), name="top",

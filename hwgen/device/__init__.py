@@ -5,6 +5,6 @@ link (:mod:`hwgen.link`).
 """
 
 from ..protocol import DEFAULT_BAUD
-from .top import LINKS, Device
+from .top import LINKS, Device, Link
 
-__all__ = ["DEFAULT_BAUD", "LINKS", "Device"]
+__all__ = ["DEFAULT_BAUD", "LINKS", "Device", "Link"]

@@ -1,23 +1,37 @@
 """The device: accelerator + frame engine, behind a UART or a plain byte stream.
 
-``Device(config, link="uart")`` is what a board runs; ``link="stream"`` exposes the byte streams
-directly, which is what the simulated board drives (no bit-level UART to simulate per byte).
+``Device(config, link=Link.UART)`` is what a board runs; ``Link.STREAM`` exposes the byte
+streams directly, which is what the simulated board drives (no bit-level UART to simulate per
+byte).
 """
+
+import enum
 
 from amaranth.hdl import DomainRenamer, Module
 from amaranth.lib import stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
+from ..implementation import Implementation
 from ..link.bridge import HostPortBridge
 from ..link.frame import FrameEngine
 from ..link.uart import UART, divisor_for
 from ..protocol import DEFAULT_BAUD, frame_timeout_cycles
 from .accelerator import Accelerator
 
-__all__ = ["LINKS", "Device"]
+__all__ = ["LINKS", "Device", "Link"]
 
-LINKS = ("uart", "stream")
+
+class Link(enum.StrEnum):
+    """How a host's bytes reach the device."""
+
+    #: 8N1 serial pins.
+    UART = "uart"
+    #: Request and response byte streams (the simulated board).
+    STREAM = "stream"
+
+
+LINKS = tuple(link.value for link in Link)
 # Bytes the UART may deliver while the frame engine is busy answering.
 RX_FIFO_DEPTH = 64
 
@@ -28,25 +42,16 @@ class Device(wiring.Component):
     Parameters
     ----------
     config : AcceleratorConfig
-    link : str
-        ``"uart"``: 8N1 serial pins at ``baud`` (divisor from ``config.clock_hz``);
-        ``"stream"``: request and response byte streams.
+    link : Link or str
+        :attr:`Link.UART`: 8N1 serial pins at ``baud`` (divisor from ``config.clock_hz``);
+        :attr:`Link.STREAM`: request and response byte streams.
     baud : int
         Serial rate for ``link="uart"``.
     pe_instances : bool
         Instantiate the processing elements by Verilog module name (for emission).
-    dsp_packing : str or None
-        How the array maps its multipliers onto DSP blocks (see
-        :class:`hwgen.device.systolic.WeightStationaryArray`).
-    post_pipeline : bool
-    split_multiplier : bool or int
-    split_operand : int or None
-    registered_reads : bool
-        Extra registers in the post-processing and after memories (see
-        :class:`hwgen.device.accelerator.Accelerator`).
-    spram : bool
-        Put the weight memory and the frame engine's payload buffer into iCE40UP
-        ``SB_SPRAM256KA`` blocks (see :class:`hwgen.device.accelerator.Accelerator`).
+    implementation : Implementation
+        How the accelerator is built (:class:`hwgen.implementation.Implementation`); its
+        ``spram`` puts the frame engine's payload buffer into an SB_SPRAM256KA too.
     link_clock_hz : int or None
         Run the link (UART or streams) and the frame engine in a clock domain of their own,
         ``link``, at this frequency, and the accelerator in ``sync`` at ``config.clock_hz``;
@@ -66,11 +71,12 @@ class Device(wiring.Component):
         A program is running (for an LED).
     """
 
-    def __init__(self, config, *, link="uart", baud=DEFAULT_BAUD, pe_instances=False,
-                 dsp_packing=None, post_pipeline=False, split_multiplier=False,
-                 split_operand=None, registered_reads=False, spram=False, link_clock_hz=None):
+    def __init__(self, config, *, link=Link.UART, baud=DEFAULT_BAUD, implementation=None,
+                 pe_instances=False, link_clock_hz=None):
         if link not in LINKS:
             raise ValueError(f"link={link!r} is not supported; allowed: {', '.join(LINKS)}")
+        link = Link(link)
+        implementation = Implementation() if implementation is None else implementation
         if link_clock_hz is not None and (isinstance(link_clock_hz, bool)
                                           or not isinstance(link_clock_hz, int)
                                           or link_clock_hz < 1):
@@ -81,14 +87,10 @@ class Device(wiring.Component):
         self.baud = baud
         self.link_clock_hz = link_clock_hz
         link_hz = config.clock_hz if link_clock_hz is None else link_clock_hz
-        self.divisor = divisor_for(link_hz, baud) if link == "uart" else None
-        self.accelerator = Accelerator(config, pe_instances=pe_instances,
-                                       dsp_packing=dsp_packing, post_pipeline=post_pipeline,
-                                       split_multiplier=split_multiplier,
-                                       split_operand=split_operand,
-                                       registered_reads=registered_reads, spram=spram)
-        self.spram = spram
-        if link == "uart":
+        self.divisor = divisor_for(link_hz, baud) if link is Link.UART else None
+        self.accelerator = Accelerator(config, implementation, pe_instances=pe_instances)
+        self.implementation = implementation
+        if link is Link.UART:
             members = {"rx": In(1, init=1), "tx": Out(1, init=1)}
         else:
             members = {"i_stream": In(stream.Signature(8)), "o_stream": Out(stream.Signature(8))}
@@ -104,7 +106,7 @@ class Device(wiring.Component):
 
         # Its timeout counts the link's cycles (100 ms by default).
         timeout = frame_timeout_cycles(self.link_clock_hz) if split else None
-        frame = FrameEngine(self.config, spram=self.spram, handshake=split,
+        frame = FrameEngine(self.config, spram=self.implementation.spram, handshake=split,
                             timeout_cycles=timeout)
         m.submodules.frame = in_link_domain(frame)
         if split:
@@ -114,7 +116,7 @@ class Device(wiring.Component):
         else:
             wiring.connect(m, frame.host, acc.host)
         m.d.comb += self.busy.eq(acc.host.busy)
-        if self.link == "stream":
+        if self.link is Link.STREAM:
             wiring.connect(m, wiring.flipped(self.i_stream), frame.i_stream)
             wiring.connect(m, frame.o_stream, wiring.flipped(self.o_stream))
             return m

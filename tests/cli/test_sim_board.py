@@ -49,7 +49,7 @@ def test_sim_board_command_serves_until_ctrl_c(board):
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--port", "70000"], "--port 70000 is out of range"),
+    (["--port", "70000"], "--port: 70000 is out of range"),
     (["--rows", "0"], "rows=0 is out of range"),
     (["--uart", "--clock-hz", "1000000"], "--uart: clk_hz=1000000 and baud=1000000"),
     (["--netlist", "no/such/build"], "no/such/build/report.json does not exist"),

@@ -1,0 +1,268 @@
+"""The accumulator bank: sums each result row of a layer's reduction tiles in block RAM."""
+
+from amaranth.hdl import EnableInserter, Module, Mux, Signal
+from amaranth.lib import memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from ..memattrs import NO_COLLISION_ATTRS
+from ..memmap import descriptor_layout
+from .engine import result_row_layout
+from .layouts import acc_row_layout, position_layout
+from .positions import advance
+
+__all__ = ["AccumulatorBank"]
+
+
+class AccumulatorBank(wiring.Component):
+    """Add each result row of the engine to the accumulators of its row, tile after tile.
+
+    The engine delivers, for each output tile and reduction tile, the batch's rows in order.
+    Stage A takes a row and its position (row ``m``, tiles ``kt``, ``nt``); stage B adds it to
+    the accumulators of row ``m`` (a row's first reduction tile adds to zero) and writes the
+    sum back, or, after the last reduction tile, hands the sum on (``row_*``) with where the
+    row goes. The accumulator memory holds ``acc_depth`` rows of ``cols`` sums.
+
+    Parameters
+    ----------
+    config : AcceleratorConfig
+    registered_reads : bool
+        The accumulators' read ends at a register: the memory is addressed three cycles before
+        stage B (the engine's rows pass a register first), its word crosses into the fabric in
+        a cycle of its own, and the sums the read misses are forwarded
+        (:meth:`_registered_read`). The position's "last" flags are registers too.
+
+    Members
+    -------
+    en : In(1)
+        Clock enable of the datapath registers (the engine's rows and stage B): low only while
+        no row is in flight.
+    start_layer : In(1)
+    next_desc, desc : In(descriptor_layout(config))
+    last_row, before_last_row, k_end, n_end : In
+        The controller's loop bounds.
+    i_result : In(stream.Signature(result_row_layout(config)))
+        The engine's result rows, taken as they come (``ready`` is high).
+    row_valid : Out(1)
+        Stage B holds a row (any tile).
+    row_final : Out(1)
+        ... of its last reduction tile: ``row_sum`` is the finished sum.
+    row_end : Out(1)
+        ... and the layer's last row.
+    row_sum : Out(acc_row_layout(config))
+    row_pos : Out(position_layout(config))
+        Where the row goes.
+    param_nt : Out
+        The output tile whose parameters the post-processing needs next: stage B's, or with
+        registered reads the one it will hold in the next cycle (the parameters' read ends at
+        a register too).
+
+    Attributes
+    ----------
+    memory : amaranth.lib.memory.Memory
+        The accumulators (named ``acc`` in the design), set by ``elaborate``.
+    """
+
+    def __init__(self, config, *, registered_reads=False):
+        self.config = config
+        self.registered_reads = registered_reads
+        self.memory = None
+        layout = descriptor_layout(config)
+        batch = Signal(range(config.acc_depth + 1)).shape()
+        super().__init__({
+            "en": In(1),
+            "start_layer": In(1),
+            "next_desc": In(layout),
+            "desc": In(layout),
+            "last_row": In(batch),
+            "before_last_row": In(batch),
+            "k_end": In(layout.members["k_tiles"]),
+            "n_end": In(layout.members["n_tiles"]),
+            "i_result": In(stream.Signature(result_row_layout(config))),
+            "row_valid": Out(1),
+            "row_final": Out(1),
+            "row_end": Out(1),
+            "row_sum": Out(acc_row_layout(config)),
+            "row_pos": Out(position_layout(config)),
+            "param_nt": Out(layout.members["n_tiles"]),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.config
+        cols, lanes = cfg.cols, cfg.act_lanes
+        desc, nd = self.desc, self.next_desc
+        start_layer, last_row, before_last_row = self.start_layer, self.last_row, \
+            self.before_last_row
+        # The registers after the array hold still between runs (they are empty then).
+        dp = Module()
+        m.submodules.datapath = EnableInserter({"sync": self.en})(dp)
+        attrs = NO_COLLISION_ATTRS if self.registered_reads else None
+        self.memory = mem = memory.Memory(shape=acc_row_layout(cfg), depth=cfg.acc_depth,
+                                          init=[], attrs=attrs)
+        m.submodules.acc = mem
+        wr = mem.write_port()
+        # Registered reads forward the sums themselves (see _registered_read).
+        rd = mem.read_port(transparent_for=() if self.registered_reads else (wr,))
+
+        r_m = Signal.like(last_row, name="r_m")
+        r_kt = Signal.like(desc.k_tiles, name="r_kt")
+        r_nt = Signal.like(desc.n_tiles, name="r_nt")
+        pos_layout = position_layout(cfg)
+        pos = Signal(pos_layout, name="r_pos")     # travels with the row to the writes
+        res = self.i_result
+        m.d.comb += res.ready.eq(1)
+        r_wrap, r_step = Signal(name="r_wrap"), Signal(name="r_step")
+        look = None
+        if self.registered_reads:
+            # The engine's rows pass a register before stage A: the accumulators' row counter
+            # (e_m, r_m a cycle ahead) counts the engine's own valid, so the memory is
+            # addressed two cycles before stage A and its word reaches the fabric a cycle
+            # before stage B. The layer ends a cycle earlier after its last row (see the
+            # accelerator's layer_done), so the cycles are the same.
+            a_valid = Signal(name="res_q_valid")
+            a_row = Signal.like(res.payload.data, name="res_q_data")
+            dp.d.sync += [a_valid.eq(res.valid), a_row.eq(res.payload.data)]
+            e_m = Signal.like(r_m, name="e_m")
+            e_m1 = Signal(len(r_m) + 1, name="e_m1")     # e_m + 1
+            e_m_n = Signal.like(r_m, name="e_m_n")
+            e_wrap, e_step = Signal(name="e_wrap"), Signal(name="e_step")
+            m.d.comb += e_m_n.eq(Mux(e_wrap, 0, Mux(e_step, e_m1, e_m)))
+            # "The row is the batch's last" in registers too, for e_m and (a cycle later) r_m:
+            # comparators before the memory's address and stage A's enables otherwise. (Set
+            # anew by every layer's start, after the run's batch is.)
+            e_last = Signal(name="e_last")
+            r_last = Signal(name="r_last")
+            m.d.sync += [e_m.eq(e_m_n), e_m1.eq(e_m_n + 1), r_m.eq(e_m), r_last.eq(e_last),
+                         e_last.eq(Mux(e_wrap, last_row == 0,
+                                       Mux(e_step, e_m == before_last_row, e_last)))]
+            with m.If(start_layer):
+                m.d.comb += e_wrap.eq(1)
+            with m.Elif(res.valid):
+                with m.If(~e_last):
+                    m.d.comb += e_step.eq(1)
+                with m.Else():
+                    m.d.comb += e_wrap.eq(1)
+            look = (e_m, e_m1, e_m_n, e_wrap, e_step)
+            # "Last tile" flags in registers, as r_last (comparators before stage A's enables
+            # otherwise): r_kt == k_end and r_nt == n_end, compared with the bound less one.
+            kt_last, nt_last = Signal(name="r_kt_last"), Signal(name="r_nt_last")
+            kt_before = Signal.like(desc.k_tiles, name="r_kt_before")     # k_end - 1
+            nt_before = Signal.like(desc.n_tiles, name="r_nt_before")     # n_end - 1
+            with m.If(start_layer):
+                m.d.sync += [kt_last.eq(nd.k_tiles == 1), nt_last.eq(nd.n_tiles == 1),
+                             kt_before.eq(nd.k_tiles - 2), nt_before.eq(nd.n_tiles - 2)]
+            with m.Elif(a_valid & r_last):
+                with m.If(~kt_last):
+                    m.d.sync += kt_last.eq(r_kt == kt_before)
+                with m.Else():
+                    m.d.sync += [kt_last.eq(self.k_end == 0),
+                                 nt_last.eq(Mux(nt_last, self.n_end == 0, r_nt == nt_before))]
+        else:
+            a_valid, a_row = res.valid, res.payload.data
+            m.d.sync += r_m.eq(Mux(r_wrap, 0, Mux(r_step, r_m + 1, r_m)))
+            r_last = r_m == last_row
+            kt_last, nt_last = r_kt == self.k_end, r_nt == self.n_end
+        with m.If(start_layer):
+            m.d.sync += [r_kt.eq(0), r_nt.eq(0), pos.n0.eq(0), pos.oword.eq(0), pos.orem.eq(0),
+                         pos.dst.eq(nd.dst_base)]
+            m.d.comb += r_wrap.eq(1)
+        with m.Elif(a_valid):
+            with m.If(~r_last):
+                m.d.sync += pos.dst.eq(pos.dst + desc.dst_stride)
+                m.d.comb += r_step.eq(1)
+            with m.Else():
+                m.d.sync += pos.dst.eq(desc.dst_base)
+                m.d.comb += r_wrap.eq(1)
+                with m.If(~kt_last):
+                    m.d.sync += r_kt.eq(r_kt + 1)
+                with m.Else():
+                    m.d.sync += [r_kt.eq(0), r_nt.eq(r_nt + 1), pos.n0.eq(pos.n0 + cols)]
+                    advance(m, pos.oword, pos.orem, cols, lanes)
+        m.d.comb += pos.nt.eq(r_nt)
+
+        # Stage B.
+        b_row = Signal.like(a_row, name="b_row")
+        b_first = Signal(name="b_first")
+        b_m = Signal.like(r_m, name="b_m")
+        dp.d.sync += [self.row_pos.eq(pos), self.row_valid.eq(a_valid), b_row.eq(a_row),
+                      b_first.eq(r_kt == 0), self.row_final.eq(kt_last), b_m.eq(r_m),
+                      self.row_end.eq(a_valid & r_last & kt_last & nt_last)]
+        if self.registered_reads:
+            # Read a cycle ahead: the output tile stage B holds next.
+            m.d.comb += self.param_nt.eq(Mux(self.en, pos.nt, self.row_pos.nt))
+        else:
+            m.d.comb += self.param_nt.eq(self.row_pos.nt)
+        b_sum = self.row_sum
+        we = Signal(name="acc_we")
+        m.d.comb += we.eq(self.row_valid & ~self.row_final)
+        if self.registered_reads:
+            old = self._registered_read(m, rd, wr, r_m=r_m, look=look, b_m=b_m, b_sum=b_sum,
+                                        we=we)
+        else:
+            m.d.comb += [rd.addr.eq(r_m), rd.en.eq(1),
+                         wr.addr.eq(b_m), wr.data.eq(b_sum), wr.en.eq(we)]
+            old = rd.data
+        # A row's first tile adds to zero: the choice before the adder, where it joins the
+        # forwarding multiplexer's last LUT, not after it (a LUT more on the accumulate path).
+        for j in range(cols):
+            m.d.comb += b_sum[j].eq(Mux(b_first, 0, old[j]) + b_row[j])
+        return m
+
+    def _registered_read(self, m, port, write, *, r_m, look, b_m, b_sum, we):
+        """Return the accumulators of stage B's row (the caller starts a row's first tile from
+        zero) from a read port with a register after it, and drive ``write`` from a registered
+        copy of stage B's sum.
+
+        The memory's output ends at its register, and that register's route into the fabric at
+        another: the port is addressed three cycles before stage B, with the row ``e_m``
+        (stage A's row a cycle ahead) will hold next (``e_next``), and its word joins the sums
+        written since the read a cycle before stage B, in ``base``. Stage B then adds only
+        ``base`` or its own last sum (a batch of one row): one LUT before the adder. The sums
+        the read misses (one not yet written, three written since, the oldest in the read's
+        own cycle, whose read is skipped so that the block RAM never sees a collision) come
+        from the write's register and copies of it; every select is a register, from
+        comparisons of registers. (The collision test compares, a cycle early, the row to be
+        written with each of ``e_next``'s three candidates (``e_m1`` is ``e_m + 1``) and
+        chooses with ``e_wrap``/``e_step``.)
+        """
+        e_m, e_m1, e_next, e_wrap, e_step = look
+        acc_shape = b_sum.shape()
+        # Copies k of stage B's row, sum and write enable, k cycles old; copy 1 is written.
+        ws = [Signal(acc_shape, name=f"acc_w{k}") for k in (1, 2, 3)]
+        wm = [Signal.like(b_m, name=f"acc_w{k}_m") for k in (1, 2, 3)]
+        wwe = [Signal(name=f"acc_w{k}_we") for k in (1, 2, 3)]
+        m.d.sync += [ws[0].eq(b_sum), wm[0].eq(b_m), wwe[0].eq(we)]
+        for k in (1, 2):
+            m.d.sync += [ws[k].eq(ws[k - 1]), wm[k].eq(wm[k - 1]), wwe[k].eq(wwe[k - 1])]
+        # Whether copy 1's row equals each candidate, compared a cycle early into registers
+        # (e_m2 is e_m + 2, for e_m1's next value).
+        e_m2 = Signal(len(e_m1) + 1, name="acc_e_m2")
+        m.d.sync += e_m2.eq(e_next + 2)
+        e_m1_next = Mux(e_wrap, 1, Mux(e_step, e_m2, e_m1))
+        is_zero, is_m1, is_m = (Signal(name=f"acc_meets_{n}") for n in ("0", "m1", "m"))
+        m.d.sync += [is_zero.eq(b_m == 0), is_m1.eq(b_m == e_m1_next), is_m.eq(b_m == e_next)]
+        meets = Mux(e_wrap, is_zero, Mux(e_step, is_m1, is_m))
+        m.d.comb += [write.addr.eq(wm[0]), write.data.eq(ws[0]), write.en.eq(wwe[0]),
+                     port.addr.eq(e_next), port.en.eq(~(wwe[0] & meets))]
+        # Cycle t: stage B holds row b_m (= r_m of t-1 = e_m of t-2). The memory's register
+        # holds that row's word in cycle t-1, as read at edge t-2 (addressed in t-3), before
+        # the writes of edges t-2, t-1 and t (stage B's sums of t-4, t-3 and t-2: copies 3, 2
+        # and 1 in t-1) and the one of copy 1 in t (stage B's sum of t-1).
+        q = Signal(acc_shape, name="acc_q", reset_less=True)
+        m.d.sync += q.eq(port.data)
+        # Selects for cycle t-1 (copies 1, 2, 3 or the memory), compared in t-2 (e_m = row).
+        sel = [Signal(name=f"acc_sel{k}") for k in (1, 2, 3)]
+        sel_q = Signal(name="acc_sel_q")
+        hit = [we & (b_m == e_m), wwe[0] & (wm[0] == e_m), wwe[1] & (wm[1] == e_m)]
+        m.d.sync += [sel[0].eq(hit[0]), sel[1].eq(~hit[0] & hit[1]),
+                     sel[2].eq(~hit[0] & ~hit[1] & hit[2]),
+                     sel_q.eq(~(hit[0] | hit[1] | hit[2]))]
+        base = Signal(acc_shape, name="acc_base")
+        # The memory's word enters at the last multiplexer, one LUT before the register.
+        m.d.sync += base.eq(Mux(sel_q, q, Mux(sel[0], ws[0], Mux(sel[1], ws[1], ws[2]))))
+        # Stage B's own sum of the last cycle, if it was of the same row (selected in t-1).
+        last = Signal(name="acc_last")
+        m.d.sync += last.eq(we & (b_m == r_m))
+        old = Signal(acc_shape, name="acc_old")
+        m.d.comb += old.eq(Mux(last, ws[0], base))
+        return old

@@ -1,0 +1,134 @@
+"""The host's access to the accelerator's memories, while it is idle.
+
+Every memory has one read port and one write port. While a program runs (``busy``) the
+accelerator's own blocks drive them; while it is idle the host port does. :class:`HostAccess`
+decodes the host's requests and :func:`share_read` / :func:`share_write` put the two users of
+a port behind one multiplexer, so that the blocks see a plain port of their own.
+
+With ``registered_reads`` every read port ends at a register of its own, which takes the word
+the cycle after the memory does (an ECP5 build folds it into the block RAM): the blocks address
+their ports a cycle ahead, and the host's reads take a cycle more.
+"""
+
+from amaranth.hdl import Const, Mux, Signal
+
+from ..memmap import Region
+
+__all__ = ["HostAccess", "host_write", "share_read", "share_write"]
+
+
+class HostAccess:
+    """The host's requests of one cycle, decoded once for every memory.
+
+    Parameters
+    ----------
+    m : Module
+        Where the decoding and the read-latency register live.
+    host : the accelerator's host port (:class:`hwgen.memmap.HostPortSignature`)
+    busy : Signal
+        A program is running: the host's memory accesses are ignored.
+    registered : bool
+        Reads end at a register: they take two cycles, not one.
+
+    Attributes
+    ----------
+    we : dict of Region to Signal
+        The host writes this region in this cycle.
+    rd : Signal
+        The host reads (any region) in this cycle.
+    rd_q : Signal
+        ``rd`` a cycle ago (registered reads: the cycle the read's register takes the word);
+        ``Const(0)`` otherwise.
+    words : dict of Region to Value
+        The word each region's read returns, filled in by the memories' users; see
+        :meth:`drive_read_data`.
+    """
+
+    def __init__(self, m, host, busy, *, registered):
+        self.host = host
+        self.busy = busy
+        self.registered = registered
+        idle = ~busy
+        self.we = {r: Signal(name=f"host_we_{r.name.lower()}") for r in Region}
+        for r in Region:
+            m.d.comb += self.we[r].eq(idle & host.we & (host.region == r))
+        self.rd = Signal(name="host_rd")
+        m.d.comb += self.rd.eq(idle & host.re)
+        if registered:
+            self.rd_q = Signal(name="host_rd_q")
+            m.d.sync += self.rd_q.eq(self.rd)
+        else:
+            self.rd_q = Const(0, 1)
+        self.words = {}
+
+    def drive_read_data(self, m):
+        """Drive the host port's ``rdata`` and ``rvalid`` from :attr:`words`, a fixed latency
+        after ``re``: one cycle, two with registered reads. Narrower words are zero-extended:
+        the port promises zeros above a region's word."""
+        host = self.host
+        region_q = Signal(Region)
+        m.d.sync += region_q.eq(host.region)
+        if self.registered:
+            region_qq = Signal(Region)
+            m.d.sync += [region_qq.eq(region_q), host.rvalid.eq(self.rd_q)]
+            region_q = region_qq
+        else:
+            m.d.sync += host.rvalid.eq(self.rd)
+        with m.Switch(region_q):
+            for region, word in self.words.items():
+                with m.Case(region):
+                    m.d.comb += host.rdata.eq(word)
+
+
+def share_read(m, port, access, region, *, addr, en, port_en=1, always_take=False,
+               exclusive=False, host_addr=None, name):
+    """Drive read ``port`` of ``region``'s memory from a block's request while busy and from
+    the host while idle; return the word (the port's data, or the register after it).
+
+    Plain reads: the port reads ``addr`` when ``en``, as a block expects. Registered reads:
+    ``addr`` is a cycle ahead, the port reads it when ``port_en`` (the host's reads: always)
+    and the register takes the word when ``en`` (or every cycle, ``always_take``); the port
+    does not read in a cycle in which the host writes the memory (a block RAM's read of the
+    word being written is undefined). ``exclusive``: plain reads never happen while the host
+    writes either (a single-port RAM). ``host_addr`` replaces the host port's address while
+    idle. The word is also what the host's reads of ``region`` return.
+    """
+    busy = access.busy
+    host = access.host
+    hwe = access.we[region]
+    host_addr = host.addr if host_addr is None else host_addr
+    m.d.comb += port.addr.eq(Mux(busy, addr, host_addr))
+    if access.registered:
+        word = Signal.like(port.data, name=f"{name}_q", reset_less=True)
+        m.d.comb += port.en.eq(~hwe & (~busy | port_en))
+        if always_take:
+            m.d.sync += word.eq(port.data)
+        else:
+            with m.If(Mux(busy, en, access.rd_q)):
+                m.d.sync += word.eq(port.data)
+    else:
+        read = Mux(busy, en, access.rd)
+        m.d.comb += port.en.eq(read & ~hwe if exclusive else read)
+        word = port.data
+    access.words[region] = word
+    return word
+
+
+def share_write(m, port, access, region, *, addr, data, en, host_data=None):
+    """Drive write ``port`` of ``region``'s memory from a block while busy and from the host
+    while idle (``host_data``: the host's word, by default its ``wdata``)."""
+    busy = access.busy
+    host = access.host
+    host_data = host.wdata if host_data is None else host_data
+    m.d.comb += [
+        port.addr.eq(Mux(busy, addr, host.addr)),
+        port.data.eq(Mux(busy, data, host_data)),
+        port.en.eq(Mux(busy, en, access.we[region])),
+    ]
+
+
+def host_write(m, port, access, region):
+    """Drive write ``port`` of ``region``'s memory from the host alone."""
+    host = access.host
+    m.d.comb += [port.addr.eq(host.addr), port.data.eq(host.wdata),
+                 port.en.eq(access.we[region])]

@@ -1,0 +1,55 @@
+"""Payloads that travel between the accelerator's blocks, as ``data`` layouts."""
+
+from amaranth.hdl import signed
+from amaranth.lib import data
+
+from ..memmap import descriptor_layout, param_lane_layout
+
+__all__ = ["acc_row_layout", "lane_position_layout", "param_row_layout", "position_layout"]
+
+
+def acc_row_layout(config):
+    """One row of ``cols`` accumulators (signed ``acc_bits``)."""
+    return data.ArrayLayout(signed(config.acc_bits), config.cols)
+
+
+def param_row_layout(config):
+    """One parameter word: the bias, multiplier and shift of ``cols`` channels."""
+    return data.ArrayLayout(param_lane_layout(config), config.cols)
+
+
+def position_layout(config):
+    """Where a result row goes, as it travels from the accumulators to the write-back.
+
+    nt, n0
+        Its output tile and that tile's first channel (``nt * cols``).
+    oword, orem
+        The activation word and bank of channel ``n0`` (``n0 // lanes``, ``n0 % lanes``).
+    dst
+        The output row's first word (``dst_base + m * dst_stride``).
+    """
+    nt = descriptor_layout(config).members["n_tiles"]
+    return data.StructLayout({
+        "nt": nt,
+        "n0": range((1 << nt.width) * config.cols),
+        "oword": range(config.act_depth * 2),
+        "orem": range(config.act_lanes),
+        "dst": range(config.act_depth + config.out_depth + 1),
+    })
+
+
+def lane_position_layout(config, addr_width):
+    """Where a requantization step's lanes go in the activation banks.
+
+    base
+        The word of the step's first channel (``dst + oword``; addresses wrap alike).
+    rem
+        That channel's bank.
+    ok
+        Which of the ``requant_lanes`` channels exist (``< n``).
+    """
+    return data.StructLayout({
+        "base": addr_width,
+        "rem": range(config.act_lanes),
+        "ok": config.requant_lanes,
+    })

@@ -1,0 +1,175 @@
+"""Post-processing: bias, then the raw write or the requantization, a few channels per cycle."""
+
+from amaranth.hdl import Cat, EnableInserter, Module, Mux, Signal
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from ..memmap import descriptor_layout
+from .layouts import acc_row_layout, lane_position_layout, param_row_layout, position_layout
+from .positions import advance
+from .requantizer import Requantizer
+
+__all__ = ["PostProcessor"]
+
+
+class PostProcessor(wiring.Component):
+    """Finish each summed row: add the biases (P1), then write the row's accumulators to the
+    output memory (a ``raw`` layer) or requantize it, ``requant_lanes`` channels per step.
+
+    Parameters
+    ----------
+    config : AcceleratorConfig
+        With ``requant_steps > 1`` a row is requantized over that many cycles (rows then come
+        that many cycles apart, as the activation feeder spaces them).
+    implementation : Implementation
+        The requantizer's pipeline; with ``registered_reads`` the raw write leaves registers.
+
+    Members
+    -------
+    en : In(1)
+        Clock enable of the datapath registers.
+    desc : In(descriptor_layout(config))
+        The running layer's (``raw``, ``relu``, ``n``).
+    row_valid, row_final, row_end : In(1)
+    row_sum : In(acc_row_layout(config))
+    row_pos : In(position_layout(config))
+        A summed row, from the accumulators (:class:`~hwgen.device.accumulators.AccumulatorBank`).
+    params : In(param_row_layout(config))
+        The row's output tile's parameters, from the parameter memory, read in the row's
+        cycle in the accumulators and held until ``param_hold`` falls.
+    param_hold : Out(1)
+        Keep the parameters read out: the row's later steps need them.
+    raw_addr, raw_data, raw_we : Out
+        The write of a raw layer's row to the output memory.
+    raw_end : Out(1)
+        The raw write of the layer's last row.
+    o_valid, o_end : Out(1)
+    o_y : Out(ArrayLayout(signed(in_bits), requant_lanes))
+    o_pos : Out(lane_position_layout(config, ...))
+        A requantized step and where its channels go, for the write-back; ``o_end`` marks the
+        layer's last.
+    """
+
+    def __init__(self, config, implementation):
+        self.config = config
+        self.implementation = implementation
+        self.addr_width = Signal(range(config.act_depth)).shape().width
+        self.requantizer = Requantizer(
+            config, implementation, pos_shape=lane_position_layout(config, self.addr_width))
+        super().__init__({
+            "en": In(1),
+            "desc": In(descriptor_layout(config)),
+            "row_valid": In(1),
+            "row_final": In(1),
+            "row_end": In(1),
+            "row_sum": In(acc_row_layout(config)),
+            "row_pos": In(position_layout(config)),
+            "params": In(param_row_layout(config)),
+            "param_hold": Out(1),
+            "raw_addr": Out(range(config.out_depth)),
+            "raw_data": Out(acc_row_layout(config)),
+            "raw_we": Out(1),
+            "raw_end": Out(1),
+            "o_valid": Out(1),
+            "o_end": Out(1),
+            "o_y": Out(self.requantizer.o_y.shape()),
+            "o_pos": Out(self.requantizer.o_pos.shape()),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        dp = Module()
+        m.submodules.datapath = EnableInserter({"sync": self.en})(dp)
+        cfg = self.config
+        desc = self.desc
+        steps, n_req = cfg.requant_steps, cfg.requant_lanes
+        p1_valid, p1_end = Signal(name="p1_valid"), Signal(name="p1_end")
+        p1_sum = Signal(acc_row_layout(cfg), name="p1_sum")
+        p1_pos = Signal(position_layout(cfg), name="p1_pos")
+        par = self.params
+        load = self.row_valid & self.row_final
+        if steps == 1:
+            dp.d.sync += [p1_pos.eq(self.row_pos), p1_sum.eq(self.row_sum)]
+        else:
+            # Held while the row is requantized (requantized rows come `steps` cycles apart).
+            with dp.If(load):
+                dp.d.sync += [p1_pos.eq(self.row_pos), p1_sum.eq(self.row_sum)]
+        dp.d.sync += [p1_valid.eq(load), p1_end.eq(self.row_end)]
+        m.d.comb += self.raw_end.eq(p1_end)
+        biased = Signal(acc_row_layout(cfg), name="biased")
+        for j in range(cfg.cols):
+            m.d.comb += biased[j].eq(p1_sum[j] + par[j].bias)
+        raw = [self.raw_addr.eq(p1_pos.dst + p1_pos.nt), self.raw_data.eq(biased),
+               self.raw_we.eq(p1_valid & desc.raw)]
+        if self.implementation.registered_reads:
+            # The raw write from registers: the bias adder, behind the parameter memory, ends
+            # at a register, not at the output memory. A cycle later is still in time: the
+            # layer ends FIFO_LATENCY cycles after its last row.
+            dp.d.sync += raw
+        else:
+            m.d.comb += raw
+        if steps == 1:
+            # A raw layer's end must not enter the pipeline: the run ends on it before it
+            # leaves, the datapath's enable then freezes it in a stage, and the next run would
+            # end its first layer on it.
+            valid, end = p1_valid & ~desc.raw, p1_end & ~desc.raw
+            values = biased
+            params = par
+            pos = p1_pos
+        else:
+            valid, end, values, params, pos = self._steps(
+                m, dp, start=p1_valid & ~desc.raw, load=load, biased=biased, pos=p1_pos)
+        # From here on a step needs only where its values go: the activation word of its first
+        # channel, that channel's bank and which of its channels exist. Fewer bits travel down
+        # the pipeline, and the write-back adds one term less to form its addresses.
+        rq = self.requantizer
+        m.submodules.requantizer = rq
+        m.d.comb += [rq.en.eq(self.en), rq.valid.eq(valid), rq.end.eq(end), rq.relu.eq(desc.relu),
+                     rq.pos.base.eq(pos.dst + pos.oword), rq.pos.rem.eq(pos.orem),
+                     rq.pos.ok.eq(Cat(pos.n0 + j < desc.n for j in range(n_req)))]
+        for j in range(n_req):
+            m.d.comb += [rq.values[j].eq(values[j]), rq.params[j].eq(params[j])]
+        m.d.comb += [self.o_valid.eq(rq.o_valid), self.o_end.eq(rq.o_end),
+                     self.o_y.eq(rq.o_y), self.o_pos.eq(rq.o_pos)]
+        return m
+
+    def _steps(self, m, dp, *, start, load, biased, pos):
+        """Feed a held row to the ``requant_lanes`` requantizers, one step per cycle.
+
+        Step ``c`` takes channels ``c * lanes .. (c + 1) * lanes - 1`` of the row. Returns the
+        requantizer's inputs ``(valid, end, values, params, pos)``, with ``pos`` describing the
+        step's first channel.
+        """
+        cfg = self.config
+        steps, n_req, lanes = cfg.requant_steps, cfg.requant_lanes, cfg.act_lanes
+        par = self.params
+        step = Signal(range(steps), name="rq_step")
+        active = Signal(name="rq_active")
+        end = Signal(name="rq_end")
+        m.d.comb += [active.eq(start | (step != 0)),
+                     # The parameter memory's output holds the row's parameters until its last
+                     # step; the next requantized row is read in that step at the earliest.
+                     self.param_hold.eq(active & (step != steps - 1))]
+        with dp.If(load):
+            dp.d.sync += end.eq(self.row_end)
+        with dp.If(active):
+            dp.d.sync += step.eq(Mux(step == steps - 1, 0, step + 1))
+        values = Signal(data.ArrayLayout(biased.shape().elem_shape, n_req), name="rq_values")
+        params = Signal(data.ArrayLayout(par.shape().elem_shape, n_req), name="rq_params")
+        with m.Switch(step):
+            for c in range(steps):
+                with m.Case(c):
+                    for j in range(n_req):
+                        m.d.comb += [values[j].eq(biased[c * n_req + j]),
+                                     params[j].eq(par[c * n_req + j])]
+        # The step's first channel: the row's at step 0, then `n_req` further on each step.
+        nxt = Signal(position_layout(cfg), name="rq_next")
+        cur = Signal(position_layout(cfg), name="rq_pos")
+        first = step == 0
+        m.d.comb += [cur.eq(pos), cur.n0.eq(Mux(first, pos.n0, nxt.n0)),
+                     cur.oword.eq(Mux(first, pos.oword, nxt.oword)),
+                     cur.orem.eq(Mux(first, pos.orem, nxt.orem))]
+        with dp.If(active):
+            dp.d.sync += nxt.n0.eq(cur.n0 + n_req)
+            advance(dp, nxt.oword, nxt.orem, n_req, lanes, frm=(cur.oword, cur.orem))
+        return active, active & (step == steps - 1) & end, values, params, cur

@@ -1,0 +1,114 @@
+"""The weight feeder: streams a layer's weight tiles to the engine in the order they are used."""
+
+from amaranth.hdl import Module, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from ..memmap import descriptor_layout
+from .engine import weight_row_layout
+from .skid import Skid
+
+__all__ = ["WeightFeeder"]
+
+
+class WeightFeeder(wiring.Component):
+    """Read a layer's weight rows from the weight memory and stream them to the engine.
+
+    The compiler stores the tiles in the order they are used (output tile major, then reduction
+    tile, ``rows`` words each from ``w_base``), so the feeder walks one address up; it keeps
+    the position ``(row, kt, nt)`` in counters rather than a count of the words left (a
+    multiplier of ``k_tiles * n_tiles * rows``).
+
+    Parameters
+    ----------
+    config : AcceleratorConfig
+    registered_reads : bool
+        The memory's word passes a register: the feeder addresses the memory a cycle ahead
+        (``rd_addr`` is the address's next value), and a :class:`~hwgen.device.skid.Skid`
+        between it and the engine lets it move on without waiting for the engine's ``ready``.
+
+    Members
+    -------
+    start_layer : In(1)
+    next_desc : In(descriptor_layout(config))
+        A layer starts: its descriptor (``w_base``, ``k_tiles``, ``n_tiles``).
+    k_end, n_end : In
+        The layer's last reduction and output tile.
+    rd_addr : Out(range(config.weight_depth + 1))
+    rd_en : Out(1)
+        The weight memory's read request: the word at ``rd_addr`` is read (plain reads) or
+        taken into the register (registered reads) when ``rd_en``.
+    rd_data : In(weight_row_layout(config))
+        The word read.
+    o_weight : Out(stream.Signature(weight_row_layout(config)))
+        To the engine's ``i_weight``.
+    """
+
+    def __init__(self, config, *, registered_reads=False):
+        self.config = config
+        self.registered_reads = registered_reads
+        layout = descriptor_layout(config)
+        row = weight_row_layout(config)
+        super().__init__({
+            "start_layer": In(1),
+            "next_desc": In(layout),
+            "k_end": In(layout.members["k_tiles"]),
+            "n_end": In(layout.members["n_tiles"]),
+            "rd_addr": Out(range(config.weight_depth + 1)),
+            "rd_en": Out(1),
+            "rd_data": In(row),
+            "o_weight": Out(stream.Signature(row)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.config
+        nd = self.next_desc
+        addr = Signal(range(cfg.weight_depth + 1))
+        addr_n = Signal.like(addr, name="addr_n")     # its next value
+        row = Signal(range(cfg.rows))
+        kt = Signal.like(nd.k_tiles, name="kt")
+        nt = Signal.like(nd.n_tiles, name="nt")
+        more = Signal()      # words of the layer left to read
+        valid = Signal()     # the word in `rd_data` is the layer's
+        take = Signal()
+        m.d.comb += addr_n.eq(addr)
+        m.d.sync += addr.eq(addr_n)
+        if self.registered_reads:
+            m.submodules.skid = skid = Skid(weight_row_layout(cfg))
+            m.d.comb += [skid.valid.eq(valid), skid.payload.eq(self.rd_data),
+                         take.eq(skid.take), self.rd_addr.eq(addr_n), self.rd_en.eq(take)]
+            wiring.connect(m, skid.o, wiring.flipped(self.o_weight))
+            # addr + 1 in a register: the memory's address is a multiplexer of registers.
+            addr_p1 = Signal(range(cfg.weight_depth + 2), name="addr_p1")
+            with m.If(self.start_layer):
+                m.d.sync += addr_p1.eq(nd.w_base + 1)
+            with m.Elif(take & more):
+                m.d.sync += addr_p1.eq(addr_p1 + 1)
+        else:
+            m.d.comb += [take.eq(~valid | self.o_weight.ready),
+                         self.o_weight.valid.eq(valid), self.o_weight.payload.eq(self.rd_data),
+                         self.rd_addr.eq(addr), self.rd_en.eq(take)]
+            addr_p1 = addr + 1
+        with m.If(self.start_layer):
+            m.d.sync += [row.eq(0), kt.eq(0), nt.eq(0),
+                         more.eq((nd.k_tiles != 0) & (nd.n_tiles != 0)), valid.eq(0)]
+            m.d.comb += addr_n.eq(nd.w_base)
+        # Not gated by `busy` (many loads, slow on a large ECP5): outside a run `more` and
+        # `valid` are 0 (a layer's weights are all taken before it ends), so taking changes
+        # nothing.
+        with m.Elif(take):
+            m.d.sync += valid.eq(more)
+            with m.If(more):
+                m.d.sync += row.eq(row + 1)
+                m.d.comb += addr_n.eq(addr_p1)
+                with m.If(row == cfg.rows - 1):
+                    m.d.sync += row.eq(0)
+                    with m.If(kt != self.k_end):
+                        m.d.sync += kt.eq(kt + 1)
+                    with m.Else():
+                        m.d.sync += [kt.eq(0), nt.eq(nt + 1)]
+                        with m.If(nt == self.n_end):
+                            m.d.sync += more.eq(0)
+        return m
+

@@ -1,0 +1,67 @@
+"""The write-back: requantized channels into the activation banks of the next layer's input."""
+
+from amaranth.hdl import Const, Module, Mux, Signal, signed
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from .layouts import lane_position_layout
+
+__all__ = ["WriteBack"]
+
+
+class WriteBack(wiring.Component):
+    """Write a requantized step's channels into the activation banks.
+
+    Channel ``n = n0 + j`` of a step (``n0``: the step's first channel, lane ``j``) goes to
+    bank ``n % lanes``, word ``dst + n // lanes``: lane ``j`` lands in bank
+    ``(rem + j) % lanes``, at the step's word or the next one. Lanes past the layer's ``n``
+    channels are not written.
+
+    Parameters
+    ----------
+    config : AcceleratorConfig
+    addr_width : int
+        Of the banks' addresses.
+
+    Members
+    -------
+    valid : In(1)
+    y : In(ArrayLayout(signed(in_bits), requant_lanes))
+    pos : In(lane_position_layout(config, addr_width))
+    wr_addr : Out(ArrayLayout(unsigned(addr_width), act_lanes))
+    wr_data : Out(ArrayLayout(signed(in_bits), act_lanes))
+    wr_en : Out(act_lanes)
+        Each bank's write.
+    """
+
+    def __init__(self, config, addr_width):
+        self.config = config
+        lanes, n_req = config.act_lanes, config.requant_lanes
+        value = signed(config.in_bits)
+        super().__init__({
+            "valid": In(1),
+            "y": In(data.ArrayLayout(value, n_req)),
+            "pos": In(lane_position_layout(config, addr_width)),
+            "wr_addr": Out(data.ArrayLayout(addr_width, lanes)),
+            "wr_data": Out(data.ArrayLayout(value, lanes)),
+            "wr_en": Out(lanes),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.config
+        lanes, n_req = cfg.act_lanes, cfg.requant_lanes
+        rem = self.pos.rem
+        for b in range(lanes):
+            # Lane j that lands in bank b: j = (b - rem) mod lanes.
+            j = Signal(range(lanes), name=f"lane{b}")
+            m.d.comb += j.eq(Mux(Const(b) >= rem, b - rem, b + lanes - rem))
+            with m.Switch(j):
+                for jj in range(n_req):
+                    with m.Case(jj):
+                        m.d.comb += self.wr_data[b].eq(self.y[jj])
+            m.d.comb += [
+                self.wr_en[b].eq(self.valid & (j < n_req) & self.pos.ok.bit_select(j, 1)),
+                self.wr_addr[b].eq(self.pos.base + (Const(b) < rem)),
+            ]
+        return m

@@ -1,0 +1,276 @@
+"""The whole-network accelerator in the Amaranth simulator, on every implementation a board
+builds: outputs against hwgen.nn, cycles against hwgen.cycles, to the cycle.
+
+The cocotb regression (tests/sim/test_network.py) runs many more networks on the emitted
+Verilog; these check the Amaranth design itself, with a watch on every memory that must never
+see a read meet a write.
+"""
+
+import numpy as np
+import pytest
+from amaranth.sim import Simulator
+from support import ECP5, ICE40, SMALL, run_program, run_random_network, without_dsp
+
+import hwgen
+from hwgen.config import AcceleratorConfig
+from hwgen.cycles import program_cycles
+from hwgen.device.accelerator import Accelerator
+from hwgen.implementation import Implementation
+from hwgen.nn import Dense, QuantizedNetwork
+from sim.netgen import random_input, random_network
+
+PLAIN = Implementation()
+PIPELINED = Implementation(post_pipeline=True)
+REGISTERED = Implementation(registered_reads=True)
+#: Every variant the boards build (their DSP blocks aside), and their parts one at a time.
+VARIANTS = {"plain": PLAIN, "pipelined": PIPELINED, "registered-reads": REGISTERED,
+            "split-multiplier": Implementation(post_pipeline=True, split_multiplier=3),
+            "split-operand": Implementation(post_pipeline=True, split_operand=7),
+            "spram": Implementation(spram=True), "ice40": without_dsp(ICE40),
+            "ecp5": without_dsp(ECP5)}
+
+
+def _config(shape, **kw):
+    return AcceleratorConfig(rows=shape[0], cols=shape[1], **{**SMALL, **kw})
+
+
+@pytest.mark.parametrize("dataflow", ["ws", "os"])
+@pytest.mark.parametrize("shape", [(2, 3), (3, 2), (1, 1)])
+def test_random_network(shape, dataflow):
+    cfg = _config(shape, dataflow=dataflow)
+    result, prog, m, _ = run_random_network(cfg, shape[0] * 10 + shape[1], layers=3,
+                                            max_width=9)
+    assert result["cycles"] == program_cycles(prog, m)
+    assert result["macs"] == m * prog.padded_macs_per_row
+
+
+@pytest.mark.parametrize("name", list(VARIANTS))
+@pytest.mark.parametrize("dataflow", ["ws", "os"])
+def test_every_variant_is_exact_in_outputs_and_cycles(name, dataflow):
+    """Each implementation computes what the reference does, and hwgen.cycles counts its
+    cycles exactly (a requantized layer's pipeline stages included)."""
+    impl = VARIANTS[name]
+    cfg = _config((2, 3), dataflow=dataflow)
+    result, prog, m, net = run_random_network(cfg, 23 + len(name), layers=3, max_width=9,
+                                              implementation=impl)
+    assert result["cycles"] == program_cycles(prog, m, impl)
+    requantized = sum(layer.output != "raw" for layer in net.layers)
+    assert result["cycles"] - program_cycles(prog, m) == impl.requant_latency * requantized
+
+
+@pytest.mark.parametrize(("shape", "post_lanes"), [((2, 4), 1), ((2, 4), 2), ((4, 2), 1),
+                                                   ((3, 6), 3)])
+@pytest.mark.parametrize("name", ["plain", "ice40"])
+def test_fewer_requant_lanes(shape, post_lanes, name):
+    """A row requantized over several cycles gives the reference's outputs, and the cycle model
+    counts the spaced rows (the iCEBreaker builds one lane)."""
+    cfg = _config(shape, post_lanes=post_lanes)
+    assert cfg.requant_steps == shape[1] // post_lanes
+    impl = VARIANTS[name]
+    result, prog, m, _ = run_random_network(cfg, shape[0] * 10 + shape[1] + post_lanes,
+                                            layers=3, max_width=13, implementation=impl)
+    assert result["cycles"] == program_cycles(prog, m, impl)
+
+
+def _unsaturated_layer(cfg, seed, impl):
+    """Run one requantized 9 -> 7 layer whose outputs spread over the int8 range (so that a
+    wrong product shows); check the outputs against the reference and return its cycles and
+    program."""
+    rng = np.random.default_rng(seed)
+    x = random_input(rng, cfg, 5, 9)
+    w = rng.integers(-128, 128, size=(9, 7))
+    b = rng.integers(-1000, 1001, size=7)
+    mult = rng.integers(1 << (cfg.mult_bits - 1), 1 << cfg.mult_bits, size=7)  # top bit set
+    # Shifts that put each channel's largest product just past the int8 range.
+    peak = np.abs((x @ w + b) * mult).max(axis=0)
+    shift = np.array([max(0, int(v).bit_length() - 8) for v in peak])
+    net = QuantizedNetwork([Dense(w, b, mult, shift, activation="identity")], in_bits=8,
+                           w_bits=8, acc_bits=cfg.acc_bits, mult_bits=cfg.mult_bits)
+    prog = hwgen.compile(net, cfg)
+    result = run_program(cfg, prog, x, implementation=impl)
+    expected = net.forward(x)
+    assert len(np.unique(expected)) > 5   # not saturated throughout
+    np.testing.assert_array_equal(result["out"], expected)
+    return result["cycles"], prog
+
+
+@pytest.mark.parametrize(("shape", "post_lanes", "impl"), [
+    ((2, 3), None, PIPELINED),
+    ((3, 2), None, PIPELINED),
+    ((2, 3), None, Implementation(post_pipeline=True, split_multiplier=2)),
+    ((4, 4), 1, Implementation(post_pipeline=True, split_multiplier=4)),
+    ((3, 4), 2, Implementation(post_pipeline=True, split_multiplier=3)),
+    ((2, 3), None, Implementation(post_pipeline=True, split_operand=17,
+                                  registered_reads=True)),
+    ((3, 4), 2, Implementation(post_pipeline=True, split_operand=7, registered_reads=True)),
+], ids=["pipelined-2x3", "pipelined-3x2", "split2", "split4-lanes1", "split3-lanes2",
+        "operand17", "operand7-lanes2"])
+def test_products_of_the_pipelined_requantization(shape, post_lanes, impl):
+    """Products whose rounded results spread over the int8 range, on each pipelined
+    requantization; an odd mult_bits makes the split multiplier's pieces differ in width."""
+    cfg = _config(shape, post_lanes=post_lanes, mult_bits=9)
+    cycles, prog = _unsaturated_layer(cfg, shape[0] * 10 + shape[1] + 11, impl)
+    assert cycles == program_cycles(prog, 5, impl)
+
+
+@pytest.mark.parametrize("dataflow", ["ws", "os"])
+@pytest.mark.parametrize("shape", [(1, 3), (2, 3), (3, 2)])
+def test_registered_reads_forward_every_sum(shape, dataflow):
+    """Batches of one to four rows come back to a row's accumulators one to four cycles after
+    stage B summed it, before the memory holds the sum (the forwarded cases); the raw last
+    layer shows every accumulator unsaturated."""
+    cfg = _config(shape, dataflow=dataflow)
+    rng = np.random.default_rng(shape[0] * 10 + shape[1])
+    net = random_network(rng, cfg, widths=[2, 7, 8, 5], raw=True)   # one k-tile, then more
+    prog = hwgen.compile(net, cfg, batch=5)
+    xs = [random_input(rng, cfg, m, net.in_features) for m in (1, 2, 3, 4, 5, 1)]
+    result = run_program(cfg, prog, *xs, implementation=REGISTERED)
+    for x, out in zip(xs, [result["out"], *result["more"]], strict=True):
+        np.testing.assert_array_equal(out, net.forward(x))
+    assert result["cycles"] == sum(program_cycles(prog, len(x), REGISTERED) for x in xs)
+
+
+@pytest.mark.parametrize("post_pipeline", [False, True])
+def test_accumulator_reads_skip_writes_between_spaced_rows(post_pipeline):
+    """With one requantization lane the last tile's rows enter the engine two cycles apart, and
+    the accumulators' look-ahead address holds between them: its read must still be skipped
+    when the write of the same cycle is to that word (the collision watch fails otherwise; a
+    random search found it)."""
+    cfg = _config((3, 2), post_lanes=1)
+    rng = np.random.default_rng(59)
+    net = random_network(rng, cfg, layers=2, max_width=9)
+    prog = hwgen.compile(net, cfg, batch=3)
+    xs = [random_input(rng, cfg, m, net.in_features) for m in (2, 1, 3)]
+    impl = Implementation(registered_reads=True, post_pipeline=post_pipeline)
+    result = run_program(cfg, prog, *xs, implementation=impl)
+    for x, out in zip(xs, [result["out"], *result["more"]], strict=True):
+        np.testing.assert_array_equal(out, net.forward(x))
+
+
+@pytest.mark.parametrize("name", ["plain", "pipelined", "ecp5", "ice40"])
+def test_a_run_after_a_raw_layer_is_exact(name):
+    """Runs follow one another as a host makes them: a run that ends on a raw layer leaves no
+    state in the (gated) requantization pipeline for the next run's first layer to trip over.
+    (The pipelined variants, which every board builds, once ended the next run's first layer
+    early on the raw layer's end flag.)"""
+    impl = VARIANTS[name]
+    cfg = _config((2, 3), post_lanes=1 if name == "ice40" else None)
+    rng = np.random.default_rng(41)
+    net = random_network(rng, cfg, layers=2, max_width=7, raw=True)
+    prog = hwgen.compile(net, cfg, batch=3)
+    xs = [random_input(rng, cfg, m, net.in_features) for m in (3, 2, 3)]
+    result = run_program(cfg, prog, *xs, implementation=impl)
+    for x, out in zip(xs, [result["out"], *result["more"]], strict=True):
+        np.testing.assert_array_equal(out, net.forward(x))
+    assert result["cycles"] == sum(program_cycles(prog, len(x), impl) for x in xs)
+
+
+@pytest.mark.parametrize(("shape", "widths", "batch", "impl"), [
+    ((2, 3), (5, 7, 7), 3, PLAIN),
+    ((1, 3), (5, 10, 9), 1, Implementation(post_pipeline=True, registered_reads=True,
+                                           split_operand=17)),
+], ids=["plain", "ecp5"])
+def test_activation_reads_skip_words_past_the_row(shape, widths, batch, impl):
+    """A reduction tile may end inside a word: the banks past the row's end would read the
+    next word, here the first word of the output area, while the layer writes it. The feeder
+    does not read such words, so no activation read ever meets a write. Both cases collided
+    before (found by a random search)."""
+    cfg = _config(shape)
+    rng = np.random.default_rng(3)
+    net = random_network(rng, cfg, widths=list(widths), raw=True)
+    prog = hwgen.compile(net, cfg, batch=batch)
+    # The input's rows end inside a word, and the output area starts right after it.
+    assert prog.descriptors[0]["dst_base"] == batch * prog.descriptors[0]["src_stride"]
+    assert widths[0] % cfg.act_lanes
+    xs = [random_input(rng, cfg, batch, widths[0]) for _ in range(2)]
+    result = run_program(cfg, prog, *xs, implementation=impl)
+    for x, out in zip(xs, [result["out"], *result["more"]], strict=True):
+        np.testing.assert_array_equal(out, net.forward(x))
+
+
+@pytest.mark.parametrize("options", [
+    {"split_multiplier": 1}, {"split_multiplier": 4},
+    {"split_operand": 17, "registered_reads": True},     # the ECP5 boards'
+    {"split_operand": 5},
+], ids=["whole", "split-multiplier", "ecp5", "split-operand-5"])
+def test_pipelined_requantization_saturates_on_any_bit_of_the_product(options):
+    """Products that are one power of two, at every bit a product reaches: a positive one
+    overflows through one term of the pipelined overflow flags only. Negative ones and
+    products shifted back into range check the other direction. (The biases put a one on every
+    bit of the operand, so every slice of a split operand, signed top one included, is
+    exercised.)"""
+    impl = Implementation(post_pipeline=True, **options)
+    cfg = _config((2, 3))
+    # (bias exponent, multiplier exponent, sign, shift): products +-2**(e + k).
+    fit = 6                                     # shifted to about 2**6: in range
+    channels = [(e, k, 1, 0) for k in (0, cfg.mult_bits - 1) for e in range(cfg.acc_bits - 1)]
+    channels += [(e, cfg.mult_bits - 1, -1, e % 3) for e in range(0, cfg.acc_bits - 1, 4)]
+    channels += [(e, cfg.mult_bits - 1, s, min(e + cfg.mult_bits - 1 - fit,
+                                               (1 << cfg.shift_bits) - 1))
+                 for e in range(0, cfg.acc_bits - 1, 5) for s in (1, -1)]
+    e, k, sign, shift = (np.array(v) for v in zip(*channels, strict=True))
+    x = np.zeros((2, 3), dtype=np.int64)
+    w = np.zeros((3, len(channels)), dtype=np.int64)
+    net = QuantizedNetwork([Dense(w, sign << e, 1 << k, shift, activation="identity")],
+                           in_bits=8, w_bits=8, acc_bits=cfg.acc_bits, mult_bits=cfg.mult_bits)
+    result = run_program(cfg, hwgen.compile(net, cfg), x, implementation=impl)
+    expected = net.forward(x)
+    assert {-128, 127} <= set(np.unique(expected))      # saturated both ways...
+    assert len(np.unique(expected)) > 8                 # ...and not everywhere
+    np.testing.assert_array_equal(result["out"], expected)
+
+
+@pytest.mark.parametrize("registered", [False, True], ids=["plain", "registered-reads"])
+def test_host_port_reads_back_every_region(registered):
+    """Words written through the host port read back from every region, each with ``rvalid``
+    a fixed latency after ``re`` (one cycle, two with registered reads) and zeros above the
+    region's word; reads follow one another back to back."""
+    from hwgen.memmap import regions
+
+    cfg = _config((2, 3))
+    dut = Accelerator(cfg, Implementation(registered_reads=registered))
+    h = dut.host
+    rng = np.random.default_rng(5)
+    images = {r: [int.from_bytes(rng.bytes(g.word_bits // 8 + 1), "little") % (1 << g.word_bits)
+                  for _ in range(min(g.depth, 9))]
+              for r, g in regions(cfg).items()}
+    latency = 2 if registered else 1
+    seen = {}
+
+    async def bench(ctx):
+        ctx.set(h.we, 1)
+        for region, words in images.items():
+            ctx.set(h.region, region)
+            for i, w in enumerate(words):
+                ctx.set(h.addr, i)
+                ctx.set(h.wdata, w)
+                await ctx.tick()
+        ctx.set(h.we, 0)
+        # Round robin over the regions, with an idle cycle now and then.
+        asks = [(r, i) for i in range(9) for r in images if i < len(images[r])]
+        asks = [a for k, ask in enumerate(asks) for a in ([ask, None] if k % 4 == 3 else [ask])]
+        asks += [None] * latency
+        for k, ask in enumerate(asks):
+            ctx.set(h.re, ask is not None)
+            if ask is not None:
+                ctx.set(h.region, ask[0])
+                ctx.set(h.addr, ask[1])
+            await ctx.tick()
+            answered = asks[k + 1 - latency] if k + 1 >= latency else None
+            assert ctx.get(h.rvalid) == (answered is not None)
+            if answered is not None:
+                seen.setdefault(answered[0], []).append(ctx.get(h.rdata))
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    assert seen == images
+
+
+def test_implementation_is_checked_against_the_config(refused):
+    cfg = AcceleratorConfig(rows=2, cols=2, mult_bits=9)
+    refused(r"split_multiplier=10 .* allowed: 1\.\.9",
+            lambda: Accelerator(cfg, Implementation(split_multiplier=10)))
+    refused("implementation must be an Implementation",
+            lambda: Accelerator(cfg, {"post_pipeline": True}), errors=TypeError)
