@@ -19,6 +19,7 @@ only in the clock or in buffers that leave the batch alone reuse a cached count.
 
 import argparse
 import logging
+import os
 import shutil
 import tempfile
 import time
@@ -31,6 +32,8 @@ from hwgen.dse import sweep
 from hwgen.dse.model import IntegerModel, load_model
 from sim.netgen import random_network
 
+# Builds are CPU-bound: the speed-up only means something on a machine otherwise idle, so each
+# line says how loaded it was (the load average counts this benchmark's own processes too).
 BUILD_SPACE = {"rows": [2], "cols": [2], "acc_depth": [16, 32, 48, 64]}
 ESTIMATE_SPACE = {"rows": [2, 4, 8], "cols": [2, 4, 8], "post_lanes": [1, 2, None],
                   "clock_hz": [50_000_000, 62_500_000, 75_000_000],
@@ -49,6 +52,10 @@ def _tiny_model(board):
     config = board_config(board, rows=2, cols=2, acc_depth=16)
     net = random_network(np.random.default_rng(0), config, widths=[16, 8, 4])
     return IntegerModel(net, label="random-16-8-4", digest="benchmark")
+
+
+def _load():
+    return "load average " + ", ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 def build_tier(board_name, root):
@@ -71,7 +78,7 @@ def build_tier(board_name, root):
                                f"{bad[0]['reason']}")
         builds = ", ".join(f"{r['build_s']:.0f} s" for r in rows)
         print(f"build tier, {len(rows)} points on {board.name}, {workers} worker(s): "
-              f"{seconds[workers]:.1f} s wall (builds: {builds})", flush=True)
+              f"{seconds[workers]:.1f} s wall (builds: {builds}; {_load()})", flush=True)
     print(f"build tier speed-up with 2 workers: {seconds[1] / seconds[2]:.2f}x "
           f"(target >= 1.7 on 2 cores)")
 
