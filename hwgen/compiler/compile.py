@@ -17,7 +17,7 @@ from .specs import LayerSpec, MatrixSpec
 __all__ = ["compile_network"]
 
 
-def _check_arguments(network, config, batch):
+def _check_arguments(network, config, batch, readout):
     if not isinstance(network, QuantizedNetwork):
         raise TypeError(f"compile: network is {type(network).__name__}; "
                         "allowed: hwgen.nn.QuantizedNetwork")
@@ -26,6 +26,8 @@ def _check_arguments(network, config, batch):
                         "allowed: hwgen.AcceleratorConfig")
     if batch is not None and (not isinstance(batch, numbers.Integral) or isinstance(batch, bool)):
         raise TypeError(f"compile: batch={batch!r}; allowed: an integer or None")
+    if not isinstance(readout, bool):
+        raise TypeError(f"compile: readout={readout!r}; allowed: True or False")
 
 
 def _place_layers(layers, config):
@@ -88,7 +90,16 @@ def _output_matrix(specs, plan, config):
                       config.act_lanes, config.in_bits, "requant")
 
 
-def compile_network(network, config, *, batch=None):
+def _layer_matrices(specs, plan, config):
+    """Where each layer's output lives after a run: its own ACT area (a read-out plan), the
+    last one where :attr:`Program.output` says."""
+    kept = [MatrixSpec(Region.ACT, plan.base(i + 1), plan.strides[i + 1], spec.n,
+                       config.act_lanes, config.in_bits, "requant")
+            for i, spec in enumerate(specs[:-1])]
+    return (*kept, _output_matrix(specs, plan, config))
+
+
+def compile_network(network, config, *, batch=None, readout=False):
     """Compile ``network`` for the accelerator described by ``config``.
 
     Parameters
@@ -100,6 +111,10 @@ def compile_network(network, config, *, batch=None):
     batch : int, optional
         Rows per run (``1 .. acc_depth``) to lay the activation and output memories out for.
         By default, the largest batch that fits every memory.
+    readout : bool
+        Keep every layer's output of a run in an ACT area of its own (instead of two areas
+        that the layers take turns in), so that the host can read them all after the run
+        (:attr:`Program.layer_outputs`); the largest batch is then smaller.
 
     Returns
     -------
@@ -109,7 +124,7 @@ def compile_network(network, config, *, batch=None):
     ------
     TypeError
         If ``network`` is not a :class:`~hwgen.nn.QuantizedNetwork`, ``config`` not an
-        :class:`AcceleratorConfig` or ``batch`` not an integer.
+        :class:`AcceleratorConfig`, ``batch`` not an integer or ``readout`` not a bool.
     CompileError
         A :class:`ValueError` naming the layer, what does not fit, the need and the limit:
         mismatched widths, a kind of layer the compiler does not take, ``K > max_k``, an
@@ -120,7 +135,7 @@ def compile_network(network, config, *, batch=None):
     ValueError
         If the network itself is inconsistent (see :meth:`QuantizedNetwork.validate`).
     """
-    _check_arguments(network, config, batch)
+    _check_arguments(network, config, batch, readout)
     network.validate()  # layers are mutable: check them as they are now
     check_widths(network, config)
     layers = network.layers
@@ -130,7 +145,7 @@ def compile_network(network, config, *, batch=None):
                            layer=config.prog_depth, resource="prog_depth", need=len(layers),
                            limit=config.prog_depth)
     lowered, specs = _place_layers(layers, config)
-    plan = plan_activations(network.in_features, specs, config, batch)
+    plan = plan_activations(network.in_features, specs, config, batch, readout=readout)
 
     descriptors, words, w_images, p_images = [], [], [], []
     for index, (matrix, spec) in enumerate(zip(lowered, specs, strict=True)):
@@ -155,4 +170,5 @@ def compile_network(network, config, *, batch=None):
         macs_per_row=sum(s.k * s.n for s in specs),
         padded_macs_per_row=sum(s.k_tiles * config.rows * s.n_tiles * config.cols
                                 for s in specs),
+        layer_outputs=_layer_matrices(specs, plan, config) if readout else (),
     )

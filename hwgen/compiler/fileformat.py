@@ -4,8 +4,10 @@
 The archive holds ``meta`` (UTF-8 JSON as a uint8 array) and one uint8 array per image region
 (``PROGRAM``, ``WEIGHT``, ``PARAM``), ``(words, word_bytes)``, little-endian words. The metadata
 names the format and its version, the configuration and its hash, the batch, the descriptors,
-the layers, each image's base, word count and SHA-256, the input and output matrices and the
-MAC counts. Loading cross-checks all of it and refuses any other version.
+the layers, each image's base, word count and SHA-256, the input and output matrices, the MAC
+counts and, for a program compiled with read-out, where each layer's output lives
+(``layer_outputs``: an optional entry, so files written before read-out existed load as
+programs without it). Loading cross-checks all of it and refuses any other version.
 """
 
 import dataclasses
@@ -54,6 +56,7 @@ def _metadata(program, arrays):
         "output": program.output.to_dict(),
         "macs_per_row": program.macs_per_row,
         "padded_macs_per_row": program.padded_macs_per_row,
+        "layer_outputs": [spec.to_dict() for spec in program.layer_outputs],
     }
 
 
@@ -147,10 +150,14 @@ def _from_arrays(arrays):
     decoded = tuple(unpack_descriptor(config, w) for w in images[Region.PROGRAM][1])
     if decoded != descriptors:
         raise ValueError("the PROGRAM image does not match the stored descriptors; damaged")
+    layers = tuple(LayerSpec(**layer) for layer in meta["layers"])
+    output = MatrixSpec.from_dict(meta["output"])
+    kept = tuple(MatrixSpec.from_dict(d) for d in meta.get("layer_outputs", []))
+    if kept and (len(kept) != len(layers) or kept[-1] != output):
+        raise ValueError(f"{len(kept)} layer outputs for {len(layers)} layers, the last "
+                         f"{kept[-1]} for the output {output}; damaged")
     return {"config": config, "config_hash": config.hash, "batch": int(meta["batch"]),
             "descriptors": descriptors,
-            "layers": tuple(LayerSpec(**layer) for layer in meta["layers"]),
-            "images": images, "input": MatrixSpec.from_dict(meta["input"]),
-            "output": MatrixSpec.from_dict(meta["output"]),
-            "macs_per_row": int(meta["macs_per_row"]),
-            "padded_macs_per_row": int(meta["padded_macs_per_row"])}
+            "layers": layers, "images": images, "input": MatrixSpec.from_dict(meta["input"]),
+            "output": output, "macs_per_row": int(meta["macs_per_row"]),
+            "padded_macs_per_row": int(meta["padded_macs_per_row"]), "layer_outputs": kept}

@@ -16,7 +16,9 @@ class Program:
     Built by :func:`compile_network` or :meth:`load`; treat it as read-only. To run it, write
     every entry of :attr:`images` to its region at its base, write :meth:`pack_input` words at
     :attr:`input` ``.base`` of ACT, start the program on ``m <= batch`` rows, read
-    :meth:`output_words` and decode them with :meth:`unpack_output`.
+    :meth:`output_words` and decode them with :meth:`unpack_output`. A program compiled with
+    ``readout=True`` also keeps every layer's output of the run: read layer ``i``'s with
+    :meth:`layer_output_words` and :meth:`unpack_layer_output`.
 
     Attributes
     ----------
@@ -38,6 +40,9 @@ class Program:
         ``sum K * N`` over the layers: useful multiply-accumulates per input row.
     padded_macs_per_row : int
         ``sum k_tiles * rows * n_tiles * cols``: what the array performs per input row.
+    layer_outputs : tuple of MatrixSpec
+        Where each layer's output is after a run (the last one is :attr:`output`), for a
+        program compiled with ``readout=True``; empty otherwise (the layers' areas are reused).
     """
 
     config: AcceleratorConfig
@@ -50,6 +55,7 @@ class Program:
     output: MatrixSpec
     macs_per_row: int
     padded_macs_per_row: int
+    layer_outputs: tuple = ()
 
     # -- running (hwgen.compiler.codec) -----------------------------------------------------------
 
@@ -101,6 +107,45 @@ class Program:
             integer of the region's width.
         """
         return codec.unpack_output(self.output, self.batch, words, m)
+
+    def _layer_output(self, index, what):
+        if not self.layer_outputs:
+            raise ValueError(f"{what}: the program was compiled without read-out, so the layers' "
+                             "outputs are overwritten during a run; compile it with "
+                             "hwgen.compile(network, config, readout=True)")
+        count = len(self.layer_outputs)
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < count:
+            raise ValueError(f"{what}: layer {index!r}; allowed: an integer in 0..{count - 1}")
+        return self.layer_outputs[index]
+
+    def layer_output_words(self, index, m):
+        """Return ``(region, base, count)``: the words of layer ``index``'s output after a run
+        on ``m`` rows (a program compiled with ``readout=True``).
+
+        Raises
+        ------
+        ValueError
+            If the program has no read-out (saying how to compile one), or ``index`` or ``m``
+            is out of range.
+        """
+        spec = self._layer_output(index, "layer_output_words")
+        return codec.output_words(spec, self.batch, m)
+
+    def unpack_layer_output(self, index, words, m):
+        """Decode the words read from :meth:`layer_output_words` into layer ``index``'s output.
+
+        Returns
+        -------
+        numpy.ndarray of int64, shape (m, N_index)
+            As :meth:`hwgen.nn.QuantizedNetwork.forward_trace` returns ``outputs[index]``.
+
+        Raises
+        ------
+        ValueError
+            As for :meth:`layer_output_words` and :meth:`unpack_output`.
+        """
+        spec = self._layer_output(index, "unpack_layer_output")
+        return codec.unpack_output(spec, self.batch, words, m)
 
     # -- reporting (hwgen.compiler.report) --------------------------------------------------------
 

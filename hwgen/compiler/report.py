@@ -24,7 +24,8 @@ def summary(program):
     lines += [f"words used: {used}",
               f"input: ACT[{program.input.base}] stride {program.input.stride}; output: "
               f"{program.output.region.name}[{program.output.base}] stride "
-              f"{program.output.stride} ({program.output.kind})",
+              f"{program.output.stride} ({program.output.kind})"
+              + (", every layer's output kept (read-out)" if program.layer_outputs else ""),
               f"MACs per row: {program.macs_per_row} useful of {program.padded_macs_per_row} "
               f"issued ({useful:.1f} %)"]
     return "\n".join(lines)
