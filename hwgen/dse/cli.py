@@ -9,6 +9,8 @@ __all__ = ["register_cli"]
 
 # nextpnr takes a signed 32-bit seed.
 _SEED_MAX = 2**31 - 1
+# Failure reasons the summary lists, the most frequent first (all are in results.csv).
+_REASONS = 3
 
 _EXAMPLES = """\
 value lists: 2,4,8 | 2..8 | 2..8:2 (a step) | 64..1024x2 (a factor) | post-lanes: all
@@ -46,6 +48,12 @@ def _print_summary(rows, out, board):
     ok = counts.pop("ok", 0)
     failed = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
     print(f"{len(rows)} points: {ok} ok" + (f", failed: {failed}" if failed else ""))
+    reasons = {}
+    for r in rows:
+        if r["status"] != "ok":
+            reasons[r["reason"]] = reasons.get(r["reason"], 0) + 1
+    for reason, count in sorted(reasons.items(), key=lambda item: -item[1])[:_REASONS]:
+        print(f"  {count} x {reason}")
     units = FAMILY_UNITS.get(board.family, {})
     front = fronts(rows)["lut"]
     if front:

@@ -85,7 +85,7 @@ def test_a_sweep_from_the_command_line(capsys, tmp_path, saved_program):
     assert by_width[6] == ["no-compile"] * 4
     assert all("small.npz is an integer network of in_bits=8" in r["reason"]
                for r in rows if r["in_bits"] == 6)
-    assert "8 points: 4 ok, failed: no-compile 4" in text
+    assert "8 points: 4 ok, failed: no-compile 4\n  4 x small.npz is an integer network" in text
     assert "Pareto front, inferences/s against logic cells:" in text
     assert f"wrote {out / 'results.csv'}, {out / 'pareto.md'}, {out / 'pareto.png'}" in text
     assert (out / "pareto.png").stat().st_size > 0
