@@ -9,6 +9,7 @@
     with Accelerator("socket://127.0.0.1:4567", config=config) as acc:
         acc.load(program)              # a hwgen.compiler.Program, or the path of a saved one
         y = acc.infer(x)               # any number of rows; chunked to program.batch per run
+        trace = acc.infer(x, outputs="all")  # every layer's output (compiled with readout=True)
         print(acc.counters())          # device cycles, MACs and link bytes of that infer
 
 It checks on opening that the device speaks this host's protocol version and, given a
@@ -29,6 +30,7 @@ import numpy as np
 import serial
 
 from hwgen.compiler import check_input_rows
+from hwgen.compiler.codec import unpack_output
 from hwgen.config import AcceleratorConfig
 from hwgen.cycles import program_cycles
 from hwgen.protocol import DEFAULT_BAUD, PROTOCOL_VERSION, SYNC_REQUEST, Opcode
@@ -47,6 +49,28 @@ _POLL_MIN_S = 0.0002
 _POLL_MAX_S = 0.05
 # Sleeps shorter than this are not worth a system call; the COUNTERS round trip takes longer.
 _SLEEP_MIN_S = 0.0001
+
+
+def readout_specs(program, outputs, what):
+    """Return the matrices an infer call reads after each run: ``[program.output]`` for
+    ``outputs="last"``, every layer's for ``"all"``.
+
+    Raises
+    ------
+    ValueError
+        Naming ``what``, for another ``outputs``, or ``"all"`` of a program compiled without
+        read-out (saying how to compile one).
+    """
+    if outputs == "last":
+        return [program.output]
+    if outputs != "all":
+        raise ValueError(f"{what}: outputs={outputs!r}; allowed: 'last' (the network's output) "
+                         "or 'all' (every layer's)")
+    if not program.layer_outputs:
+        raise ValueError(f"{what}: outputs='all' needs every layer's output of the run, but "
+                         "the program was compiled without read-out (its layers reuse two "
+                         "areas); compile it with hwgen.compile(network, config, readout=True)")
+    return list(program.layer_outputs)
 
 
 class IncompatibleDevice(RuntimeError):
@@ -343,7 +367,7 @@ class Accelerator:
         spec = program.input
         return check_input_rows(x, spec.features, spec.lane_bits, "infer", rows="rows")
 
-    def infer(self, x):
+    def infer(self, x, outputs="last"):
         """Run the loaded program on every row of ``x``; return one output row per input row.
 
         Rows are sent in chunks of at most ``program.batch`` (one RUN each), in order; the
@@ -353,12 +377,18 @@ class Accelerator:
         ----------
         x : array_like of int, shape (rows, K)
             Signed ``in_bits`` integers, ``K`` the program's input features; ``rows`` may be 0.
+        outputs : {"last", "all"}
+            ``"all"``: after each run, also read every layer's output of that run from the
+            device (READ requests at :attr:`Program.layer_outputs <hwgen.compiler.Program>`);
+            the program must have been compiled with ``readout=True``.
 
         Returns
         -------
-        numpy.ndarray of int64, shape (rows, N)
+        numpy.ndarray of int64, shape (rows, N), or list of them
             As :meth:`hwgen.nn.QuantizedNetwork.forward` returns it: saturated activations, or
-            raw accumulators for a ``raw`` output layer.
+            raw accumulators for a ``raw`` output layer. With ``outputs="all"``, one array per
+            layer, ``(rows, N_i)``, as :meth:`~hwgen.nn.QuantizedNetwork.forward_trace` returns
+            them.
 
         Raises
         ------
@@ -366,7 +396,9 @@ class Accelerator:
             If no program is loaded.
         ValueError
             Before anything is sent, if ``x`` is not integer, not 2-D, of the wrong width or
-            outside signed ``in_bits`` (naming the first bad element).
+            outside signed ``in_bits`` (naming the first bad element), if ``outputs`` is
+            neither ``"last"`` nor ``"all"``, or if ``"all"`` is asked of a program compiled
+            without read-out (saying how to compile one).
         BusyTimeout
             If a run is still going ``timeout`` seconds after it should have ended.
         DeviceError, LinkError, LinkTimeout
@@ -376,15 +408,15 @@ class Accelerator:
         program = self._program
         if program is None:
             raise RuntimeError("infer: no program is loaded; call load(program) first")
+        kept = readout_specs(program, outputs, "infer")
         x = self._check_input(x, program)
         if self._snapshot is None:  # the last call failed: a run may still be going
             self._snapshot = self._call("infer: wait for the device", self.client.wait_idle,
                                         self.timeout)
         rows = len(x)
-        out = np.empty((rows, program.output.features), dtype=np.int64)
+        outs = [np.empty((rows, spec.features), dtype=np.int64) for spec in kept]
         chunks = math.ceil(rows / program.batch)
         in_bytes = self._info.regions[program.input.region].word_bytes
-        out_bytes = self._info.regions[program.output.region].word_bytes
         start_time = time.perf_counter()
         sent, received = self._port.sent, self._port.received
         first = self._snapshot
@@ -399,10 +431,12 @@ class Accelerator:
                            words)
                 self._call(stage, self.client.run, m)
                 self._wait_run(stage, program, m)
-                region, base, count = program.output_words(m)
-                raw = self._call(stage, self.client.read, region, base, count)
-                out[start:start + m] = program.unpack_output(raw.tolist(), m)
-                payload += len(words) * in_bytes + count * out_bytes
+                payload += len(words) * in_bytes
+                for out, spec in zip(outs, kept, strict=True):
+                    region, base, count = spec.region, spec.base, m * spec.stride
+                    raw = self._call(stage, self.client.read, region, base, count)
+                    out[start:start + m] = unpack_output(spec, program.batch, raw.tolist(), m)
+                    payload += count * self._info.regions[region].word_bytes
                 if bar is not None:
                     bar.update(m)
         except BaseException:
@@ -420,7 +454,7 @@ class Accelerator:
             seconds=time.perf_counter() - start_time,
             bytes_sent=self._port.sent - sent, bytes_received=self._port.received - received,
             payload_bytes=payload)
-        return out
+        return outs if outputs == "all" else outs[0]
 
     def _progress_bar(self, rows, chunks):
         show = self.progress

@@ -10,6 +10,7 @@ machine's serial ports, boards on other machines shared with ``hwgen serve``, si
     with AcceleratorPool(["socket://lab1:4600", "socket://lab2:4600", "/dev/ttyUSB1"]) as pool:
         pool.load(program)             # the same program on every device
         y = pool.infer(x)              # rows split across the devices, returned in order
+        trace = pool.infer(x, outputs="all")  # every layer's output (compiled with readout)
         print(pool.counters().total)   # summed over the devices; .devices: one per URL
 
 Each device is driven from its own thread; the devices compute in parallel (a board in its
@@ -39,7 +40,7 @@ import numpy as np
 from hwgen.compiler import check_input_rows
 from hwgen.protocol import DEFAULT_BAUD
 
-from .accelerator import Accelerator, IncompatibleDevice, InferCounters
+from .accelerator import Accelerator, IncompatibleDevice, InferCounters, readout_specs
 from .client import DeviceError
 
 __all__ = ["AcceleratorPool", "NoDeviceLeft", "PoolCounters", "chunk_runs"]
@@ -383,25 +384,30 @@ class AcceleratorPool:
 
     # -- inference -------------------------------------------------------------------------------
 
-    def infer(self, x):
+    def infer(self, x, outputs="last"):
         """Run the loaded program on every row of ``x`` across the devices, rows in order.
 
         Parameters
         ----------
         x : array_like of int, shape (rows, K)
             As for :meth:`Accelerator.infer`; ``rows`` may be 0.
+        outputs : {"last", "all"}
+            As for :meth:`Accelerator.infer`: ``"all"`` also reads every layer's output of
+            each run (a program compiled with ``readout=True``).
 
         Returns
         -------
-        numpy.ndarray of int64, shape (rows, N)
-            Row ``i`` is the network's output for ``x[i]``, whichever device ran it.
+        numpy.ndarray of int64, shape (rows, N), or list of them
+            Row ``i`` is the network's output for ``x[i]``, whichever device ran it; with
+            ``outputs="all"``, one such array per layer.
 
         Raises
         ------
         RuntimeError
             If no program is loaded or the pool is closed.
         ValueError
-            Before anything is sent, if ``x`` does not fit the program (shape, dtype, range).
+            Before anything is sent, if ``x`` does not fit the program (shape, dtype, range),
+            or ``outputs`` is not allowed for it (as for :meth:`Accelerator.infer`).
         NoDeviceLeft
             If every device was dropped before all rows were done; it names each device and
             why it was dropped.
@@ -410,16 +416,18 @@ class AcceleratorPool:
         program = self._program
         if program is None:
             raise RuntimeError("infer: no program is loaded; call load(program) first")
+        kept = readout_specs(program, outputs, "infer")
         spec = program.input
         x = check_input_rows(x, spec.features, spec.lane_bits, "infer", rows="rows")
         rows = len(x)
-        out = np.empty((rows, program.output.features), dtype=np.int64)
+        outs = [np.empty((rows, s.features), dtype=np.int64) for s in kept]
         start = time.perf_counter()
         for member in self._members:
             member.chunks = []
         members = list(self._members)
         queue = _Queue(math.ceil(rows / program.batch))
-        threads = [threading.Thread(target=self._drive, args=(m, queue, x, out, program.batch),
+        threads = [threading.Thread(target=self._drive, args=(m, queue, x, outs),
+                                    kwargs={"outputs": outputs, "batch": program.batch},
                                     daemon=True, name=f"pool-{m.url}") for m in members]
         for thread in threads:
             thread.start()
@@ -442,9 +450,9 @@ class AcceleratorPool:
             raise queue.error
         if queue.free:
             raise NoDeviceLeft(f"infer of {rows} rows", self._dropped)
-        return out
+        return outs if outputs == "all" else outs[0]
 
-    def _drive(self, member, queue, x, out, batch):
+    def _drive(self, member, queue, x, outs, *, outputs, batch):
         """One device's thread: take chunks until none is left; drop the device if it fails."""
         rows = len(x)
         while True:
@@ -453,7 +461,7 @@ class AcceleratorPool:
                 return
             lo, hi = chunk[0] * batch, min(chunk[1] * batch, rows)
             try:
-                y = member.acc.infer(x[lo:hi])
+                ys = member.acc.infer(x[lo:hi], outputs=outputs)
             except _DROP_ERRORS as exc:
                 with queue.cond:
                     self._drop(member, f"infer (rows {lo}..{hi - 1} of {rows})", exc)
@@ -462,7 +470,8 @@ class AcceleratorPool:
             except BaseException as exc:  # not the device's fault: the call stops
                 queue.done(error=exc)
                 return
-            out[lo:hi] = y
+            for out, y in zip(outs, ys if outputs == "all" else [ys], strict=True):
+                out[lo:hi] = y
             counters = member.acc.counters()
             member.chunks.append(counters)
             with queue.cond:  # the rate is read by the other threads' chunk_runs

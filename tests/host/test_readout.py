@@ -1,0 +1,102 @@
+"""Per-layer read-out over the protocol: ``Accelerator.infer(x, outputs="all")`` and
+``AcceleratorPool.infer(x, outputs="all")`` on simulated boards, against
+:meth:`hwgen.nn.QuantizedNetwork.forward_trace`; the refusals before anything is sent."""
+
+import numpy as np
+import pytest
+from support import BOARD_WS
+
+import hwgen
+from host import Accelerator, AcceleratorPool
+from sim.netgen import random_input, random_network
+
+
+def network(seed, widths, raw):
+    return random_network(np.random.default_rng(seed), BOARD_WS, widths=widths, raw=raw)
+
+
+@pytest.fixture(scope="module")
+def pair(module_board_factory):
+    return module_board_factory(BOARD_WS), module_board_factory(BOARD_WS)
+
+
+@pytest.fixture
+def acc(pair):
+    with Accelerator(pair[0].url, config=BOARD_WS) as a:
+        yield a
+
+
+@pytest.mark.parametrize(("seed", "widths", "raw"),
+                         [(1, [7, 9, 5, 4], True), (2, [5, 11, 6], False), (3, [8, 3], True)])
+def test_every_layer_of_every_run_is_read(acc, seed, widths, raw):
+    net = network(seed, widths, raw)
+    program = hwgen.compile(net, BOARD_WS, batch=5, readout=True)
+    acc.load(program)
+    x = random_input(np.random.default_rng(seed), BOARD_WS, 13, widths[0])  # runs of 5, 5, 3
+    outputs = acc.infer(x, outputs="all")
+    trace = net.forward_trace(x)
+    assert isinstance(outputs, list) and len(outputs) == len(trace)
+    for got, expected in zip(outputs, trace, strict=True):
+        assert got.dtype == np.int64
+        np.testing.assert_array_equal(got, expected)
+    assert acc.counters().runs == 3
+    np.testing.assert_array_equal(acc.infer(x), trace[-1])  # "last": the output alone
+
+
+def test_payload_counts_every_layer_read(acc):
+    net = network(4, [6, 7, 5], True)
+    program = hwgen.compile(net, BOARD_WS, readout=True)
+    acc.load(program)
+    x = random_input(np.random.default_rng(4), BOARD_WS, 4, 6)
+    acc.infer(x)
+    last = acc.counters().payload_bytes
+    acc.infer(x, outputs="all")
+    hidden = program.layer_outputs[0]
+    word_bytes = acc.info.regions[hidden.region].word_bytes
+    assert acc.counters().payload_bytes == last + 4 * hidden.stride * word_bytes
+
+
+def test_zero_rows(acc):
+    net = network(5, [4, 6, 3], True)
+    acc.load(hwgen.compile(net, BOARD_WS, readout=True))
+    outputs = acc.infer(np.zeros((0, 4), dtype=np.int64), outputs="all")
+    assert [o.shape for o in outputs] == [(0, 6), (0, 3)]
+
+
+def test_pool_reads_every_layer_in_row_order(pair):
+    net = network(6, [9, 10, 7, 5], False)
+    program = hwgen.compile(net, BOARD_WS, batch=4, readout=True)
+    x = random_input(np.random.default_rng(6), BOARD_WS, 37, 9)
+    x[:, 0] = np.arange(37) - 18  # every row distinct: a swap or a repeat shows
+    with AcceleratorPool([b.url for b in pair], config=BOARD_WS) as pool:
+        pool.load(program)
+        outputs = pool.infer(x, outputs="all")
+        counters = pool.counters()
+    for got, expected in zip(outputs, net.forward_trace(x), strict=True):
+        np.testing.assert_array_equal(got, expected)
+    assert counters.total.rows == 37
+
+
+def test_program_without_readout_is_refused_before_sending(acc):
+    net = network(7, [5, 6, 4], True)
+    acc.load(hwgen.compile(net, BOARD_WS))
+    x = random_input(np.random.default_rng(7), BOARD_WS, 3, 5)
+    sent = acc.bytes_sent
+    with pytest.raises(ValueError, match=r"compiled without read-out.*readout=True"):
+        acc.infer(x, outputs="all")
+    assert acc.bytes_sent == sent
+    np.testing.assert_array_equal(acc.infer(x), net.forward(x))  # the device is fine
+
+
+@pytest.mark.parametrize("outputs", ["first", None, 1])
+def test_bad_outputs_value_is_refused(acc, outputs):
+    acc.load(hwgen.compile(network(8, [5, 4], True), BOARD_WS, readout=True))
+    with pytest.raises(ValueError, match=r"outputs=.*allowed: 'last'.*'all'"):
+        acc.infer(np.zeros((1, 5), dtype=np.int64), outputs=outputs)
+
+
+def test_pool_refuses_all_of_a_program_without_readout(pair):
+    with AcceleratorPool([pair[1].url], config=BOARD_WS) as pool:
+        pool.load(hwgen.compile(network(9, [5, 6, 4], True), BOARD_WS))
+        with pytest.raises(ValueError, match="readout=True"):
+            pool.infer(np.zeros((2, 5), dtype=np.int64), outputs="all")
