@@ -73,24 +73,28 @@ def _clock_plan(board, clock_hz):
     return found
 
 
-def _cycle_key(program, m):
+def _cycle_key(program, m, implementation=None):
     # What hwgen.cycles.program_cycles reads: the array's shape and dataflow, the
-    # requantization's steps per row and each layer's tiling (tests/dse/test_points.py checks
-    # that configurations alike in these count alike).
+    # requantization's steps per row, each layer's tiling and the implementation's
+    # requantization pipeline (tests/dse/test_points.py checks that configurations alike in
+    # these count alike).
     config = program.config
     layers = tuple((d["k_tiles"], d["n_tiles"], bool(d["raw"])) for d in program.descriptors)
-    return (config.rows, config.cols, config.dataflow, config.requant_steps, layers, m)
+    latency = getattr(implementation, "requant_latency", 0)
+    return (config.rows, config.cols, config.dataflow, config.requant_steps, layers, m, latency)
 
 
-def _program_cycles(program, m):
+def _program_cycles(program, m, implementation=None):
+    """Return :func:`hwgen.cycles.program_cycles` of a run of ``m`` rows on a device built
+    with ``implementation`` (a board's), once per distinct count in this process."""
     from ..cycles import program_cycles
 
-    key = _cycle_key(program, m)
+    key = _cycle_key(program, m, implementation)
     found = _cycle_cache.get(key)
     if found is None:
         if len(_cycle_cache) >= _CYCLE_CACHE_SIZE:
             _cycle_cache.clear()
-        found = _cycle_cache[key] = program_cycles(program, m)
+        found = _cycle_cache[key] = program_cycles(program, m, implementation)
     return found
 
 
@@ -139,7 +143,8 @@ def _estimate(row, board, config, model, baud):
         program = compile_network(network, config)
     except (ModelError, CompileError) as exc:
         raise failure or _Failed("no-compile", exc) from None
-    cycles = _program_cycles(program, program.batch)
+    # The board's implementation: its requantization pipeline adds cycles to every layer.
+    cycles = _program_cycles(program, program.batch, getattr(board, "implementation", None))
     row.update(batch=program.batch, cycles_per_run=cycles,
                cycles_per_inference=round(cycles / program.batch, 3),
                link_infer_per_s=round(link_bound_rate(program, baud), 1))

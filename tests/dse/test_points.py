@@ -44,7 +44,7 @@ def _expected(model, values, baud=BAUD):
     config = board_config(BOARD, clock_hz=fields.pop("clock_hz", None), **fields)
     program = hwgen.compile(model.network(config.in_bits, config.w_bits, config.acc_bits,
                                           config.mult_bits), config)
-    cycles = program_cycles(program, program.batch)
+    cycles = program_cycles(program, program.batch, BOARD.implementation)
     return config, program, cycles
 
 
@@ -133,14 +133,16 @@ def test_evaluate_points_keeps_the_order_and_the_keys(model):
 @pytest.mark.parametrize("seed", range(6))
 def test_the_cycle_cache_key_holds_what_the_cycle_model_reads(seed):
     # Designs alike in the key's fields, and different in every other, count alike; and the
-    # cached count is the model's.
+    # cached count is the model's, for the plain implementation and the boards'.
     rng = np.random.default_rng(seed)
     base = AcceleratorConfig(rows=int(rng.integers(1, 6)), cols=int(rng.integers(2, 7)),
                              dataflow=str(rng.choice(["ws", "os"])))
     net = random_network(rng, base, max_width=30)
-    programs = []
     lanes = [d for d in range(1, base.cols + 1) if base.cols % d == 0] \
         if base.dataflow == "ws" else [base.cols]
+    implementations = [None, BOARDS["icebreaker"].implementation,
+                       BOARDS["ulx3s-85f"].implementation]
+    cases = []
     for _ in range(6):
         config = AcceleratorConfig(**{
             **base.to_dict(), "post_lanes": int(rng.choice(lanes)),
@@ -149,14 +151,15 @@ def test_the_cycle_cache_key_holds_what_the_cycle_model_reads(seed):
             "weight_depth": int(rng.integers(1024, 4096)), "out_depth": 1024,
             "acc_depth": 32, "param_depth": 256, "clock_hz": int(rng.integers(1, 100)) * 10**6,
             "prog_depth": int(rng.integers(4, 17))})
-        programs.append(hwgen.compile(net, config, batch=int(rng.integers(1, 33))))
-    for a in programs:
-        for b in programs:
+        program = hwgen.compile(net, config, batch=int(rng.integers(1, 33)))
+        cases.append((program, implementations[int(rng.integers(0, 3))]))
+    for a, impl_a in cases:
+        for b, impl_b in cases:
             for m in (1, min(a.batch, b.batch)):
-                if _cycle_key(a, m) == _cycle_key(b, m):
-                    assert program_cycles(a, m) == program_cycles(b, m)
-        assert _program_cycles(a, a.batch) == program_cycles(a, a.batch)
-        assert _program_cycles(a, a.batch) == program_cycles(a, a.batch)   # from the cache
+                if _cycle_key(a, m, impl_a) == _cycle_key(b, m, impl_b):
+                    assert program_cycles(a, m, impl_a) == program_cycles(b, m, impl_b)
+        for _ in range(2):   # computed, then from the cache
+            assert _program_cycles(a, a.batch, impl_a) == program_cycles(a, a.batch, impl_a)
 
 
 def test_dask_setup_leaves_ctrl_c_to_the_sweep():
