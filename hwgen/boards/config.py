@@ -1,0 +1,48 @@
+"""The configuration a board builds: its preset, a ``--config`` manifest and the command line's
+design options, merged in that order."""
+
+import dataclasses
+import json
+from pathlib import Path
+
+from ..config import AcceleratorConfig, Dataflow
+
+__all__ = ["board_config"]
+
+
+def board_config(board, args=None, *, clock_hz=None, **overrides):
+    """Return the configuration to build on ``board``.
+
+    The board's preset, then the fields of a ``--config`` JSON file, then every design option
+    given on the command line (``args``, compared with :class:`AcceleratorConfig`'s defaults),
+    then ``overrides``. ``clock_hz`` defaults to the board's default clock. In ``args`` a
+    design option is given when it is not ``None`` (see ``hwgen build``).
+
+    Raises
+    ------
+    ValueError
+        If the parameters are not a valid configuration.
+    """
+    values = dict(board.preset)
+    defaults = AcceleratorConfig()
+    if args is not None:
+        if getattr(args, "config", None):
+            data = json.loads(Path(args.config).read_text())
+            values.update(data.get("config", data))
+        # `hwgen build` leaves every design option at None unless it is given.
+        for field in dataclasses.fields(AcceleratorConfig):
+            value = getattr(args, field.name, None)
+            if value is not None:
+                values[field.name] = value
+    values.update(overrides)
+    from_preset = values.get("post_lanes") == board.preset.get("post_lanes")
+    given = "post_lanes" in overrides or getattr(args, "post_lanes", None) is not None
+    if values.get("dataflow") == Dataflow.OS and from_preset and not given:
+        # The preset's requantization lanes are for its weight-stationary array.
+        values.pop("post_lanes", None)
+    if clock_hz is not None:
+        values["clock_hz"] = clock_hz
+    elif "clock_hz" not in values or values["clock_hz"] == defaults.clock_hz:
+        # AcceleratorConfig's default clock means nothing on a board: use the board's.
+        values["clock_hz"] = board.clock_hz
+    return AcceleratorConfig.from_dict(values)

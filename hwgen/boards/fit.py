@@ -1,0 +1,217 @@
+"""Whether a design fits a board: the resource model checked before synthesis, and nextpnr's
+word after it.
+
+:func:`estimate` is a model calibrated on builds of this flow: exact for DSP blocks, exact for
+large block RAMs (small ones may become LUT RAM on the ECP5), within a few percent for LUTs
+(the measured builds it is fitted on are in docs/performance.md, and
+``tests/boards/test_fit.py`` holds it against them). :func:`check_fit` refuses a design only
+when the estimate exceeds the device, so a design near the limit still reaches place and route,
+which has the last word: a placement that runs out of sites is reported as a :class:`FitError`
+with nextpnr's numbers (:func:`raise_if_overfull`).
+"""
+
+import math
+
+from .catalog import Family
+from .nextpnr import NEXTPNR_CELLS, parse_nextpnr_log
+from .pll import clock_plan
+
+__all__ = ["RESOURCE_NAMES", "FitError", "check_array_fit", "check_fit", "estimate",
+           "raise_if_overfull", "sb_mac16_pairs"]
+
+
+class FitError(ValueError):
+    """A design does not fit a device; the message names the resource, the need and the
+    capacity."""
+
+
+#: What each family calls each resource, for messages.
+RESOURCE_NAMES = {
+    Family.ICE40: {"lut": "logic cells", "ff": "flip-flops", "dsp": "SB_MAC16 DSPs",
+                   "bram": "SB_RAM40_4K block RAMs", "spram": "SB_SPRAM256KA RAMs"},
+    Family.ECP5: {"lut": "LUT4s", "ff": "flip-flops", "dsp": "MULT18X18D multipliers",
+                  "bram": "DP16KD block RAMs"},
+}
+
+# Block RAM shapes (width, depth) Yosys can map a 1R1W memory onto.
+_BRAM_SHAPES = {
+    Family.ICE40: ((16, 256), (8, 512), (4, 1024), (2, 2048)),           # SB_RAM40_4K
+    Family.ECP5: ((36, 512), (18, 1024), (9, 2048), (4, 4096), (2, 8192), (1, 16384)),  # DP16KD
+}
+# Memories at most this deep become LUT RAM (ECP5) or flip-flops rather than block RAM.
+_SMALL_DEPTH = {Family.ICE40: 0, Family.ECP5: 32}
+
+# LUT model: base + per (MAC x (acc_bits + w_bits)) + per (column x (acc_bits + mult_bits))
+# + per bit of the widest host word + per bit of the layer descriptor (its register and the
+# feeders' counters) + per (requantization lane x (acc_bits + 1) x mult_bits).
+# Both families are fitted on the cell counts nextpnr reports after packing (`--pack-only`) of
+# whole devices with the presets' buffers; the builds, their counts and the fit's error are in
+# docs/performance.md ("Figures that were in code comments").
+# iCE40 counts logic cells; its requantization multipliers and shifters are logic cells (the
+# lane term). ECP5 counts LUT4s (carry halves included), refitted after the registered reads
+# with the link bridge's term as fitted on the iCE40; the word and descriptor terms add nothing
+# there.
+_LUT_MODEL = {
+    Family.ICE40: {"base": 1532.4, "mac": 1.8, "col": 10.9, "word": 3.0, "desc": 5.6,
+                   "lane": 2.734},
+    Family.ECP5: {"base": 2712.6, "mac": 1.362, "col": 8.434, "word": 0.0, "desc": 0.0,
+                  "lane": 0.304},
+}
+# Logic cells per product bit of a multiplier that Yosys builds from iCE40 logic cells (an
+# unpacked, output-stationary array).
+_ICE40_CELLS_PER_PRODUCT_BIT = 3.2
+
+# Memories a board with ``spram`` puts into SB_SPRAM256KA (names as in _memories).
+_SPRAM_MEMORIES = ("weight", "frame_buffer")
+
+
+def _bram_blocks(family, width, depth):
+    if depth <= _SMALL_DEPTH[family]:
+        return 0
+    return min(math.ceil(width / w) * math.ceil(depth / d) for w, d in _BRAM_SHAPES[family])
+
+
+def _memories(config):
+    """Return ``[(name, width, depth)]`` of the memories of a device built from ``config``."""
+    from ..device.top import RX_FIFO_DEPTH
+    from ..memmap import Region, regions
+    from ..protocol import MAX_PAYLOAD
+
+    geo = regions(config)
+    mems = [(r.name.lower(), geo[r].word_bits, geo[r].depth)
+            for r in (Region.PROGRAM, Region.WEIGHT, Region.PARAM, Region.OUTPUT)]
+    mems += [(f"act{b}", config.in_bits, config.act_depth) for b in range(config.act_lanes)]
+    mems.append(("acc", config.cols * config.acc_bits, config.acc_depth))
+    mems.append(("frame_buffer", 8, MAX_PAYLOAD))
+    # The engine's result FIFO is registers in the accelerator (its sink is always ready).
+    mems.append(("rx_fifo", 8, RX_FIFO_DEPTH - 1))
+    return mems
+
+
+def sb_mac16_pairs(config):
+    """Return the SB_MAC16s of a packed array: vertically adjacent processing elements share
+    one (:class:`hwgen.device.systolic.WeightStationaryArray`)."""
+    return config.cols * math.ceil(config.rows / 2)
+
+
+def _dsp_blocks(board, config):
+    """Return ``(DSP blocks, products built from logic cells)`` of a device on ``board``."""
+    macs = config.rows * config.cols
+    if board.family is Family.ICE40:
+        # A packed array shares SB_MAC16s (two products each); the post-processing multipliers
+        # are built from logic cells, the DSPs being taken. Unpacked (output-stationary), Yosys
+        # builds every product from logic cells.
+        if board.packing_for(config) is not None:
+            return sb_mac16_pairs(config), 0
+        return 0, _ICE40_CELLS_PER_PRODUCT_BIT * macs * config.in_bits * config.w_bits
+    # One MULT18X18D per product of the array; a post-processing product of
+    # (acc_bits + 1) x (mult_bits + 1) signed bits takes 18x18 tiles (with split_operand,
+    # one per slice of the accumulator). Nothing else multiplies (the MAC counter's product
+    # by rows * cols is shifts and adds).
+    operand = board.implementation.split_operand
+    slices = (math.ceil(config.acc_bits / operand) if operand
+              else math.ceil((config.acc_bits + 1) / 18))
+    return macs + config.requant_lanes * slices * math.ceil((config.mult_bits + 1) / 18), 0
+
+
+def estimate(board, config):
+    """Estimate the resources a device built from ``config`` uses on ``board``.
+
+    Returns
+    -------
+    dict
+        ``{"lut", "ff", "dsp", "bram", "spram"}`` → int, plus ``"memories"``: the block RAMs
+        of every memory, ``[(name, width, depth, blocks)]`` (0 blocks for one in SPRAM).
+    """
+    from ..memmap import descriptor_layout, max_word_bits
+
+    fam = board.family
+    macs = config.rows * config.cols
+    dsp, lut_mults = _dsp_blocks(board, config)
+    k = _LUT_MODEL[fam]
+    lut = (k["base"] + k["mac"] * macs * (config.acc_bits + config.w_bits)
+           + k["col"] * config.cols * (config.acc_bits + config.mult_bits)
+           + k["word"] * max_word_bits(config) + k["desc"] * descriptor_layout(config).size
+           + k["lane"] * config.requant_lanes * (config.acc_bits + 1) * config.mult_bits
+           + lut_mults)
+    if board.implementation.link_on_oscillator \
+            and clock_plan(board, config.clock_hz)["pll"] is not None:
+        # The host port bridge (link in its own domain): the counters' copy (128 registers), a
+        # read register and the handshake; fitted on iCEBreaker builds (docs/performance.md).
+        lut += 170 + max_word_bits(config) // 2
+    # High on purpose (well above a measured build's, docs/performance.md): it only has to
+    # refuse what cannot fit.
+    ff = (macs * (config.in_bits + 2 * config.w_bits + config.acc_bits + 1)
+          + 10 * config.cols * config.acc_bits + 1900 + 2 * max_word_bits(config))
+    mems, spram = [], 0
+    for name, w, d in _memories(config):
+        if board.implementation.spram and name in _SPRAM_MEMORIES:
+            spram += math.ceil(w / 16) * math.ceil(d / 16384)   # SB_SPRAM256KA: 16 x 16K
+            mems.append((name, w, d, 0))
+        else:
+            mems.append((name, w, d, _bram_blocks(fam, w, d)))
+    return {"lut": int(lut), "ff": int(ff), "dsp": dsp, "bram": sum(m[3] for m in mems),
+            "spram": spram, "memories": mems}
+
+
+def check_fit(board, config):
+    """Return :func:`estimate` of ``config`` on ``board``; raise if it cannot fit.
+
+    Raises
+    ------
+    FitError
+        Naming the first resource whose estimate exceeds the device, the need and the capacity
+        (for block RAM also the largest memories).
+    """
+    est = estimate(board, config)
+    over = [res for res in ("dsp", "bram", "spram", "lut", "ff")
+            if est[res] > board.capacity.get(res, 0)]
+    if not over:
+        return est
+    res = over[0]
+    names = RESOURCE_NAMES[board.family]
+    hint = ""
+    if res == "bram":
+        big = sorted(est["memories"], key=lambda m: -m[3])[:3]
+        hint = "; largest memories: " + ", ".join(f"{n} {w}x{d} ({b})" for n, w, d, b in big)
+    elif res == "dsp":
+        hint = "; use a smaller array (rows x cols)"
+    also = "".join(f"; also {est[r]} {names[r]} of {board.capacity[r]}" for r in over[1:])
+    raise FitError(
+        f"{config.name} does not fit the {board.name} ({board.device}): it needs "
+        f"{est[res]} {names[res]}, the device has {board.capacity[res]}{hint}{also}")
+
+
+def check_array_fit(board, config):
+    """Return ``{"dsp": blocks}`` of the array alone (:class:`hwgen.boards.tops.ArrayTop`) on
+    ``board``: one DSP block per product, or one per pair on a packed iCE40 array.
+
+    Raises
+    ------
+    FitError
+        If the board has fewer DSP blocks.
+    """
+    from ..implementation import DspPacking
+
+    dsp = config.rows * config.cols
+    if board.packing_for(config) is DspPacking.SB_MAC16:
+        dsp = sb_mac16_pairs(config)
+    if dsp > board.capacity["dsp"]:
+        raise FitError(f"the {config.rows}x{config.cols} array needs {dsp} "
+                       f"{RESOURCE_NAMES[board.family]['dsp']}, the {board.name} has "
+                       f"{board.capacity['dsp']}")
+    return {"dsp": dsp}
+
+
+def raise_if_overfull(board, config, nextpnr_log):
+    """Raise :class:`FitError` if nextpnr's utilisation table in ``nextpnr_log`` shows more
+    cells than sites (nextpnr prints it before it gives up)."""
+    names = NEXTPNR_CELLS[board.family]
+    util = parse_nextpnr_log(nextpnr_log)["utilisation"]
+    for res in ("lut", "dsp", "bram", "ff"):
+        used, avail = util.get(names.get(res), (0, 1))
+        if used > avail:
+            raise FitError(
+                f"{config.name} does not fit the {board.name} ({board.device}) after synthesis: "
+                f"it needs {used} {RESOURCE_NAMES[board.family][res]}, the device has {avail} "
+                f"(the estimate before synthesis was {estimate(board, config)[res]})")

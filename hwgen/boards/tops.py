@@ -1,0 +1,194 @@
+"""What a board's bitstream holds: the device with its pins, LEDs and clock, or the array alone.
+
+:class:`BoardTop` wraps :class:`hwgen.device.Device` for a board: the UART on the board's
+USB-serial pins, a heartbeat LED and a busy LED, and a PLL when the target clock is not the
+board's oscillator. :class:`ArrayTop` puts the systolic array alone on a board, for
+measurements.
+"""
+
+from amaranth.hdl import (
+    Cat,
+    ClockDomain,
+    ClockSignal,
+    Const,
+    Elaboratable,
+    Instance,
+    Module,
+    Signal,
+    Value,
+)
+from amaranth.lib import io
+from amaranth.lib.cdc import ResetSynchronizer
+
+from .catalog import Family
+from .pll import clock_plan, link_clock_hz
+
+__all__ = ["ArrayTop", "BoardTop"]
+
+
+class BoardTop(Elaboratable):
+    """The device on a board: UART on the USB-serial pins, LEDs, clock.
+
+    LED 0 blinks at 0.5..1 Hz while the clock runs (a heartbeat); LED 1 shows ``busy``. When
+    the target clock is not the board's oscillator, a PLL makes it and the design is held in
+    reset until the PLL locks.
+
+    Parameters
+    ----------
+    board : Board
+    config : AcceleratorConfig
+        ``config.clock_hz`` is the clock the design runs at. The UART divisor comes from it, or
+        from the oscillator on a board with ``link_on_oscillator`` when the PLL makes the clock
+        (the link and the frame engine then run from the oscillator).
+    baud : int
+    pe_instances : bool
+        Instantiate the processing elements by module name; their Verilog is added to the
+        platform by :func:`hwgen.boards.flow.build`.
+    """
+
+    def __init__(self, board, config, *, baud, pe_instances=False):
+        from ..device import Device, Link
+
+        self.board = board
+        self.config = config
+        self.clock = clock_plan(board, config.clock_hz)
+        #: The link's own clock (the oscillator), or None when it shares the design's.
+        self.link_clock_hz = link_clock_hz(board, config)
+        self.device = Device(config, link=Link.UART, baud=baud,
+                             implementation=board.implementation, pe_instances=pe_instances,
+                             link_clock_hz=self.link_clock_hz)
+
+    def elaborate(self, platform):
+        m = Module()
+        if self.clock["pll"] is not None:
+            _add_pll(m, platform, self.board, self.clock, link=self.link_clock_hz is not None)
+        m.submodules.device = dev = self.device
+        uart = platform.request("uart", 0, dir="-")
+        m.submodules.rx_buf = rx = io.Buffer("i", uart.rx)
+        m.submodules.tx_buf = tx = io.Buffer("o", uart.tx)
+        m.d.comb += [dev.rx.eq(rx.i), tx.o.eq(dev.tx)]
+        # A free-running counter, not a reloaded down-counter: on the iCE40 the reload
+        # multiplexer broke the carry chain every few bits and made the heartbeat the critical
+        # path. Its top bit toggles every 0.5..1 s.
+        beat = Signal(self.clock["hz"].bit_length())
+        m.d.sync += beat.eq(beat + 1)
+        m.d.comb += [_led(m, platform, 0).eq(beat[-1]), _led(m, platform, 1).eq(dev.busy)]
+        return m
+
+
+class ArrayTop(Elaboratable):
+    """The systolic array alone on a board, for measuring its size and Fmax.
+
+    A 64-bit LFSR drives every input of :class:`hwgen.device.systolic.WeightStationaryArray`
+    (random traffic: nothing is computed, but no logic can be optimised away) and the XOR of
+    all its outputs drives LED 0. This is what ``benchmarks/boards.py`` uses for "array"
+    figures; the board's DSP packing applies.
+    """
+
+    def __init__(self, board, config):
+        from ..device.systolic import WeightStationaryArray
+
+        self.board = board
+        self.config = config
+        self.clock = clock_plan(board, config.clock_hz)
+        self.array = WeightStationaryArray(config, dsp_packing=board.packing_for(config))
+
+    def elaborate(self, platform):
+        m = Module()
+        if self.clock["pll"] is not None:
+            _add_pll(m, platform, self.board, self.clock)
+        m.submodules.array = arr = self.array
+        inputs = [arr.a_data, arr.a_valid, arr.a_last, arr.a_sel, arr.w_data, arr.w_row,
+                  arr.w_valid, arr.w_bank]
+        width = sum(len(Value.cast(v)) for v in inputs)
+        lfsr = Signal(max(64, width), init=1)
+        # x^64 + x^63 + x^61 + x^60 + 1, shifted by one bit per cycle.
+        fb = lfsr[63] ^ lfsr[62] ^ lfsr[60] ^ lfsr[59]
+        m.d.sync += lfsr.eq(Cat(fb, lfsr[:-1]))
+        pos = 0
+        for v in inputs:
+            n = len(Value.cast(v))
+            m.d.comb += Value.cast(v).eq(lfsr[pos:pos + n])
+            pos += n
+        # Reduce the outputs in two registered steps, so that the harness is not the
+        # critical path: one parity bit per result column, then their parity.
+        parts = [Value.cast(arr.o_data[j]).xor() for j in range(self.config.cols)]
+        partial = Signal(len(parts) + 2)
+        sink = Signal()
+        m.d.sync += [partial.eq(Cat(*parts, arr.o_valid, arr.o_last)), sink.eq(partial.xor())]
+        m.d.comb += _led(m, platform, 0).eq(sink)
+        return m
+
+
+def _led(m, platform, index):
+    """Return the output of an output buffer on LED ``index`` (inversion handled by the port)."""
+    buf = io.Buffer("o", platform.request("led", index, dir="-"))
+    m.submodules[f"led{index}_buf"] = buf
+    return buf.o
+
+
+def _add_pll(m, platform, board, clock, *, link=False):
+    """Make the ``sync`` domain from the board's PLL, in reset until it locks; with ``link``
+    also the ``link`` domain from the oscillator (iCE40: the PLL's second output passes the
+    oscillator's clock through; ECP5: the oscillator's input buffer)."""
+    m.domains.sync = ClockDomain("sync")
+    clk, lock = Signal(name="pll_clk"), Signal(name="pll_lock")
+    if board.family is Family.ICE40:
+        _ice40_pll(m, platform, clock["pll"], clk=clk, lock=lock, link=link)
+    else:
+        _ecp5_pll(m, platform, board, clock, clk=clk, lock=lock, link=link)
+    # No constraints on the PLL's outputs: nextpnr derives them from the oscillator pin's and
+    # the PLL's dividers. (Constraints on `clk` and `link_clk` named nets that synthesis had
+    # merged into the domains' clocks, and nextpnr ignored them with a warning.)
+    m.d.comb += ClockSignal("sync").eq(clk)
+    m.submodules.reset_sync = ResetSynchronizer(~lock, domain="sync")
+
+
+def _ice40_pll(m, platform, p, *, clk, lock, link):
+    """Instantiate the SB_PLL40 on the oscillator's pin (two outputs with ``link``)."""
+    pin = platform.request(platform.default_clk, dir="-")
+    ports = {"p_FEEDBACK_PATH": "SIMPLE", "io_PACKAGEPIN": pin.io, "i_RESETB": Const(1, 1),
+             "i_BYPASS": Const(0, 1), "o_LOCK": lock,
+             **{f"p_{name}": p[name] for name in ("DIVR", "DIVF", "DIVQ", "FILTER_RANGE")}}
+    if link:
+        # The two-output PLL: port A passes the oscillator through, port B is the PLL's.
+        m.domains.link = ClockDomain("link")
+        link_clk = Signal()
+        m.submodules.pll = Instance("SB_PLL40_2_PAD", p_PLLOUT_SELECT_PORTB="GENCLK",
+                                    o_PLLOUTGLOBALA=link_clk, o_PLLOUTGLOBALB=clk, **ports)
+        m.d.comb += ClockSignal("link").eq(link_clk)
+        m.submodules.reset_sync_link = ResetSynchronizer(~lock, domain="link")
+    else:
+        m.submodules.pll = Instance("SB_PLL40_PAD", o_PLLOUTGLOBAL=clk, **ports)
+
+
+def _ecp5_pll(m, platform, board, clock, *, clk, lock, link):
+    """Instantiate the EHXPLLL behind the oscillator's input buffer (whose clock is the
+    ``link`` domain's with ``link``)."""
+    p = clock["pll"]
+    zero = Const(0, 1)
+    m.submodules.clk_buf = ref_buf = io.Buffer("i", platform.request(
+        platform.default_clk, dir="-"))
+    ref = ref_buf.i
+    m.submodules.pll = Instance(
+        "EHXPLLL",
+        # Loop filter settings as `ecppll` writes them.
+        a_FREQUENCY_PIN_CLKI=f"{board.osc_hz / 1e6:g}",
+        a_FREQUENCY_PIN_CLKOP=f"{clock['hz'] / 1e6:g}",
+        a_ICP_CURRENT="12", a_LPF_RESISTOR="8", a_MFG_ENABLE_FILTEROPAMP="1",
+        a_MFG_GMCREF_SEL="2",
+        p_PLLRST_ENA="DISABLED", p_INTFB_WAKE="DISABLED", p_STDBY_ENABLE="DISABLED",
+        p_DPHASE_SOURCE="DISABLED", p_OUTDIVIDER_MUXA="DIVA", p_OUTDIVIDER_MUXB="DIVB",
+        p_OUTDIVIDER_MUXC="DIVC", p_OUTDIVIDER_MUXD="DIVD",
+        p_CLKI_DIV=p["CLKI_DIV"], p_CLKOP_ENABLE="ENABLED", p_CLKOP_DIV=p["CLKOP_DIV"],
+        p_CLKOP_CPHASE=p["CLKOP_CPHASE"], p_CLKOP_FPHASE=0, p_FEEDBK_PATH="CLKOP",
+        p_CLKFB_DIV=p["CLKFB_DIV"],
+        i_CLKI=ref, i_CLKFB=clk, i_RST=zero, i_STDBY=zero, i_PHASESEL0=zero,
+        i_PHASESEL1=zero, i_PHASEDIR=zero, i_PHASESTEP=zero, i_PHASELOADREG=zero,
+        i_PLLWAKESYNC=zero, i_ENCLKOP=zero,
+        o_CLKOP=clk, o_LOCK=lock)
+    if link:
+        # The oscillator's own clock (its pin's constraint covers it).
+        m.domains.link = ClockDomain("link")
+        m.d.comb += ClockSignal("link").eq(ref)
+        m.submodules.reset_sync_link = ResetSynchronizer(~lock, domain="link")

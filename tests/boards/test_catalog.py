@@ -1,0 +1,38 @@
+"""The board catalog: every preset fits its board, the iCEBreaker's is the whole 4x4, and a
+board's family is a Family."""
+
+import dataclasses
+
+import pytest
+
+from hwgen import boards
+from hwgen.boards import BOARDS, FitError
+
+
+@pytest.mark.parametrize("name", sorted(BOARDS))
+def test_presets_fit_their_boards(name):
+    board = BOARDS[name]
+    config = boards.board_config(board)
+    assert config.clock_hz == board.clock_hz
+    boards.check_fit(board, config)
+
+
+def test_icebreaker_preset_is_the_whole_4x4_with_one_requantization_lane():
+    board = BOARDS["icebreaker"]
+    config = boards.board_config(board)
+    assert (config.rows, config.cols, config.requant_lanes) == (4, 4, 1)
+    est = boards.check_fit(board, config)
+    assert (est["dsp"], est["bram"], est["spram"]) == (8, 30, 3)
+    # Four lanes, four multipliers and shifters built from logic cells: more than the UP5K has.
+    with pytest.raises(FitError, match=r"logic cells, the device has 5280"):
+        boards.check_fit(board, boards.board_config(board, post_lanes=4))
+    # The preset's lane count is for its weight-stationary array; an OS array uses all lanes.
+    assert boards.board_config(board, dataflow="os").requant_lanes == 4
+
+
+def test_family_is_an_enum_and_checked():
+    assert BOARDS["icebreaker"].family is boards.Family.ICE40
+    assert {b.family for b in BOARDS.values()} == set(boards.Family)
+    assert BOARDS["ulx3s-85f"].family == "ecp5"     # JSON and report values stay strings
+    with pytest.raises(ValueError, match=r"family='xilinx'; allowed: 'ice40', 'ecp5'"):
+        dataclasses.replace(BOARDS["icebreaker"], family="xilinx")

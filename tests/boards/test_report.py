@@ -1,0 +1,59 @@
+"""The build report: resources from recorded logs, the design's clock among several, the
+rendering of nextpnr's phase times."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hwgen import boards
+from hwgen.boards import BOARDS
+
+DATA = Path(__file__).parents[1] / "data"
+
+@pytest.mark.parametrize("family", ["ice40", "ecp5"])
+def test_parse_recorded_logs(family):
+    meta = json.loads((DATA / f"{family}_build.json").read_text())
+    pnr = boards.parse_nextpnr_log((DATA / f"{family}_nextpnr.log").read_text())
+    cells = boards.parse_yosys_log((DATA / f"{family}_yosys.log").read_text())
+    assert pnr["clocks"] == meta["clocks"]
+    assert pnr["phases_s"] == meta["nextpnr_phases_s"]
+    assert {k: list(v) for k, v in pnr["utilisation"].items()
+            if k in meta["utilisation"]} == meta["utilisation"]
+    assert {k: cells[k] for k in meta["yosys_cells"]} == meta["yosys_cells"]
+    res = boards.resources(BOARDS[meta["board"]], pnr, cells)
+    assert set(res) == {"lut", "ff", "dsp", "bram"}
+    assert res["dsp"]["used"] == meta["yosys_cells"][meta["dsp_cell"]]
+
+
+def _two_clock_report(link_result):
+    # As nextpnr prints them for the iCEBreaker at 33 MHz with the link in its own domain: the
+    # constraint comes back as a period in picoseconds (33.03 MHz).
+    log = (f"Info: Max frequency for clock 'device.bridge.busy_sync.link_clk': 27.76 MHz "
+           f"({link_result} at 12.00 MHz)\n"
+           "Info: Max frequency for clock                              'clk': 36.15 MHz "
+           "(PASS at 33.03 MHz)\n")
+    board = BOARDS["icebreaker"]
+    config = boards.board_config(board, clock_hz=33_000_000)
+    return boards.make_report(board, config, boards.clock_plan(board, config.clock_hz),
+                              boards.estimate(board, config), top="device", baud=115200,
+                              seed=None, times={}, bitstream="x.bin", nextpnr_log=log,
+                              yosys_log="")
+
+
+def test_report_finds_the_design_clock_and_judges_every_clock():
+    timing = _two_clock_report("PASS")["timing"]
+    assert (timing["fmax_mhz"], timing["target_mhz"], timing["pass"]) == (36.15, 33.0, True)
+    assert len(timing["clocks"]) == 2
+    # The link's clock failing fails the build, although the design's clock passes.
+    assert _two_clock_report("FAIL")["timing"]["pass"] is False
+
+
+def test_report_renders_nextpnr_phase_times():
+    report = _two_clock_report("PASS")
+    # A log without the lines: no line for them.
+    assert not any(line.startswith("- nextpnr:")
+                   for line in boards.render_markdown(report).splitlines())
+    report["nextpnr_phases_s"] = {"place": 16.0, "refine": 37.68, "route": 91.49}
+    assert ("- nextpnr: placement 16 s, refinement 37.68 s, routing 91.49 s"
+            in boards.render_markdown(report).splitlines())

@@ -1,0 +1,44 @@
+"""The board tops: the link's clock domain and the PLL instance they elaborate."""
+
+import dataclasses
+import re
+
+import pytest
+from amaranth.hdl import Fragment
+
+from hwgen import boards
+from hwgen.boards import BOARDS
+
+
+def test_link_runs_from_the_oscillator_when_the_pll_makes_the_clock():
+    board = BOARDS["icebreaker"]
+    fast = boards.BoardTop(board, boards.board_config(board, clock_hz=42_000_000), baud=1_000_000)
+    assert fast.link_clock_hz == 12_000_000
+    assert fast.device.divisor == 12          # 1 Mbaud from 12 MHz, not from 42
+    plain = boards.BoardTop(board, boards.board_config(board), baud=1_000_000)
+    assert plain.link_clock_hz is None and plain.device.divisor == 12
+    ecp5 = BOARDS["ulx3s-12f"]
+    ecp5_top = boards.BoardTop(ecp5, boards.board_config(ecp5), baud=1_000_000)
+    assert ecp5_top.link_clock_hz == 25_000_000 and ecp5_top.device.divisor == 25
+    ecp5_plain = boards.BoardTop(ecp5, boards.board_config(ecp5, clock_hz=25_000_000),
+                                 baud=1_000_000)
+    assert ecp5_plain.link_clock_hz is None
+    # And each top elaborates for its board (which also marks its parts used).
+    for b, top in ((board, fast), (board, plain), (ecp5, ecp5_top), (ecp5, ecp5_plain)):
+        Fragment.get(top, b.make_platform())
+
+
+@pytest.mark.parametrize(("link", "primitive"), [(True, "SB_PLL40_2_PAD"), (False, "SB_PLL40_PAD")])
+def test_icebreaker_pll_instance_has_the_planned_dividers(link, primitive):
+    board = BOARDS["icebreaker"]
+    board = dataclasses.replace(board, implementation=dataclasses.replace(
+        board.implementation, link_on_oscillator=link))
+    config = boards.board_config(board, clock_hz=42_000_000, rows=2, cols=2)
+    platform = board.make_platform()
+    il = platform.build(boards.BoardTop(board, config, baud=1_000_000), name="top",
+                        do_build=False).files["top.il"]
+    cell = re.search(rf"cell \\{primitive} \\pll\n(.*?)\n  end", il, re.S).group(1)
+    pll = boards.ice40_pll(12_000_000, 42_000_000)
+    for name in ("DIVR", "DIVF", "DIVQ", "FILTER_RANGE"):
+        assert f"parameter \\{name} {pll[name]}\n" in cell + "\n"
+    assert ("PLLOUTGLOBALB \\clk" in cell) == link
