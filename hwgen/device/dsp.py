@@ -8,29 +8,32 @@ The wrappers here instantiate the primitive itself, so what the tests simulate (
 model from Yosys, ``share/ice40/cells_sim.v``) is what the build maps.
 
 On the ECP5, Yosys maps a multiplication onto a MULT18X18D but leaves the registers around it
-in the fabric, so the multiplier's 4 ns sits inside a fabric-to-fabric path (the critical path
-of an inferred array, about 105 MHz). :class:`ECP5Mul` uses the block's own input and output
-registers instead. Yosys ships no simulation model of MULT18X18D, only a black box; the tests
-use a behavioural model written from the Lattice ECP5 sysDSP usage guide.
+in the fabric, so the multiplier's delay sits inside a fabric-to-fabric path (the critical path
+of an inferred array; docs/performance.md has the figures). :class:`ECP5Mul` uses the block's
+own input and output registers instead. Yosys ships no simulation model of MULT18X18D, only a
+black box; the tests use a behavioural model written from the Lattice ECP5 sysDSP usage guide.
 """
 
 from amaranth.hdl import Cat, ClockSignal, Const, Instance, Module, ResetSignal, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from ..implementation import DSP_OPERAND_BITS, SB_MAC16_OPERAND_BITS, DspPacking
+
 __all__ = ["DSP_PACKINGS", "MUL_PAIR_LATENCY", "ECP5Mul", "ICE40MulPair"]
 
-#: Values of the ``dsp_packing`` option of the arrays: ``None`` (inferred multipliers),
-#: ``"sb_mac16"`` (two processing elements of one column share an iCE40 SB_MAC16) or
-#: ``"mult18x18d"`` (one ECP5 MULT18X18D per element, with its input and output registers).
-DSP_PACKINGS = (None, "sb_mac16", "mult18x18d")
+#: Values of the ``dsp_packing`` option of the arrays: ``None`` (inferred multipliers) or the
+#: value of a :class:`~hwgen.implementation.DspPacking`: ``"sb_mac16"`` (two processing
+#: elements of one column share an iCE40 SB_MAC16) or ``"mult18x18d"`` (one ECP5 MULT18X18D
+#: per element, with its input and output registers).
+DSP_PACKINGS = (None, *(packing.value for packing in DspPacking))
 
 #: Cycles from the operands to the products of :class:`ICE40MulPair` and :class:`ECP5Mul`.
 MUL_PAIR_LATENCY = 2
 
 # The SB_MAC16 takes two 8-bit halves per 16-bit port; the MULT18X18D 18-bit operands.
-_HALF = 8
-_ECP5_WIDTH = 18
+_HALF = SB_MAC16_OPERAND_BITS
+_ECP5_WIDTH = DSP_OPERAND_BITS
 
 
 class ICE40MulPair(wiring.Component):

@@ -9,6 +9,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
+from ..config import Dataflow
 from ..cycles import fifo_depth
 from .systolic import OutputStationaryArray, WeightStationaryArray
 
@@ -56,7 +57,7 @@ class MatmulEngine(wiring.Component):
         :func:`hwgen.generate.emit_design`) instead of inlining them; for emission only.
     gated : bool
         Add the ``en`` input, the array's clock enable.
-    dsp_packing : str or None
+    dsp_packing : DspPacking, str or None
         How the weight-stationary array maps its multipliers; see
         :class:`hwgen.device.systolic.WeightStationaryArray`. Only ``None`` for ``dataflow="os"``.
     always_ready : bool
@@ -82,10 +83,10 @@ class MatmulEngine(wiring.Component):
         self.config = config
         self.gated = gated
         self.always_ready = always_ready
-        if dsp_packing is not None and config.dataflow != "ws":
-            raise ValueError(f"dsp_packing={dsp_packing!r} needs dataflow='ws', not "
-                             f"{config.dataflow!r}")
-        if config.dataflow == "ws":
+        if dsp_packing is not None and config.dataflow is not Dataflow.WS:
+            raise ValueError(f"dsp_packing={str(dsp_packing)!r} needs dataflow='ws', not "
+                             f"{config.dataflow.value!r}")
+        if config.dataflow is Dataflow.WS:
             self.array = WeightStationaryArray(config, pe_instances=pe_instances,
                                                dsp_packing=dsp_packing)
         else:
@@ -155,7 +156,7 @@ class MatmulEngine(wiring.Component):
 
         accept = Signal()
         m.d.comb += [accept.eq(self.i_act.valid & self.i_act.ready), self.issue.eq(accept)]
-        if cfg.dataflow == "ws":
+        if cfg.dataflow is Dataflow.WS:
             m.d.comb += [
                 self.i_act.ready.eq(a_ptr_full & has_credit),
                 array.a_data.eq(self.i_act.payload.data),

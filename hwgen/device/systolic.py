@@ -24,6 +24,9 @@ from amaranth.hdl import (
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
+from ..config import Dataflow
+from ..implementation import DspPacking
+
 __all__ = ["OSProcessingElement", "OutputStationaryArray", "ProcessingElement",
            "WeightStationaryArray", "delay", "pe_module_name"]
 
@@ -215,7 +218,7 @@ def pe_module_name(config, *, external_mul=False):
 
 def pe_component(config, *, external_mul=False):
     """Return the processing element of ``config``'s array (see :func:`pe_module_name`)."""
-    if config.dataflow == "ws":
+    if config.dataflow is Dataflow.WS:
         return ProcessingElement(config.in_bits, config.w_bits, config.acc_bits,
                                  external_mul=external_mul)
     return OSProcessingElement(config.in_bits, config.w_bits, config.acc_bits)
@@ -232,7 +235,7 @@ class _PEInstance:
         self._config = config
         self._external_mul = external_mul
         self._ports = {}
-        if config.dataflow == "ws":
+        if config.dataflow is Dataflow.WS:
             sig = ws_pe_signature(config.in_bits, config.w_bits, config.acc_bits, external_mul)
         else:
             sig = os_pe_signature(config.in_bits, config.w_bits, config.acc_bits)
@@ -303,7 +306,7 @@ class WeightStationaryArray(wiring.Component):
     config : AcceleratorConfig
     pe_instances : bool
         Instantiate the cells by Verilog module name (:func:`pe_module_name`).
-    dsp_packing : str or None
+    dsp_packing : DspPacking, str or None
         ``None``: each cell multiplies (inferred multipliers). ``"sb_mac16"``: the cells of rows
         ``2r`` and ``2r + 1`` of a column share one iCE40 SB_MAC16 in its two-8x8 mode
         (:class:`hwgen.device.dsp.ICE40MulPair`; ``in_bits`` and ``w_bits`` at most 8), so the array
@@ -333,11 +336,13 @@ class WeightStationaryArray(wiring.Component):
         if dsp_packing not in DSP_PACKINGS:
             raise ValueError(f"dsp_packing={dsp_packing!r} is not supported; allowed: "
                              + ", ".join(repr(p) for p in DSP_PACKINGS))
-        limit = {"sb_mac16": 8, "mult18x18d": 18}.get(dsp_packing)
-        if limit is not None and max(config.in_bits, config.w_bits) > limit:
-            raise ValueError(
-                f"dsp_packing={dsp_packing!r} needs in_bits and w_bits <= {limit}, not "
-                f"in_bits={config.in_bits}, w_bits={config.w_bits}")
+        if dsp_packing is not None:
+            dsp_packing = DspPacking(dsp_packing)
+            limit = dsp_packing.operand_bits
+            if max(config.in_bits, config.w_bits) > limit:
+                raise ValueError(
+                    f"dsp_packing={dsp_packing.value!r} needs in_bits and w_bits <= {limit}, "
+                    f"not in_bits={config.in_bits}, w_bits={config.w_bits}")
         self.config = config
         self.pe_instances = pe_instances
         self.dsp_packing = dsp_packing
@@ -393,7 +398,7 @@ class WeightStationaryArray(wiring.Component):
         from .dsp import ECP5Mul, ICE40MulPair
 
         cfg = self.config
-        if self.dsp_packing == "mult18x18d":
+        if self.dsp_packing is DspPacking.MULT18X18D:
             for i in range(cfg.rows):
                 for j in range(cfg.cols):
                     mul = ECP5Mul(cfg.in_bits, cfg.w_bits)
