@@ -5,7 +5,7 @@ Requests are built with :mod:`hwgen.protocol` and sent on a raw socket (:class:`
 device's own error handling is what is tested: every malformed request gets its status and
 changes nothing (all memories are read back), garbage is skipped, a truncated frame times out on
 the device's clock. The life cycle of the harness process (ports, signals, a dying parent) is
-tested here too; the host driver on top is in ``tests/test_host_accelerator.py``, the
+tested here too; the host driver on top is in ``tests/host/test_accelerator.py``, the
 ``hwgen sim-board`` command in ``tests/cli/test_sim_board.py``.
 
 Each configuration is built once (cached across sessions, see :mod:`sim.board.cache`) and each
