@@ -8,6 +8,7 @@ import pytest
 from amaranth.hdl import Shape
 from hypothesis import given
 from hypothesis import strategies as st
+from support import TINY
 
 from hwgen.config import AcceleratorConfig
 from hwgen.memmap import Region, RegionGeometry, regions
@@ -49,9 +50,6 @@ from hwgen.protocol import (
     unpack_words,
     write_chunk_words,
 )
-
-TINY = AcceleratorConfig(rows=2, cols=3, act_depth=32, weight_depth=32, param_depth=4,
-                         acc_depth=8, out_depth=16, prog_depth=4)
 
 opcodes = st.sampled_from(list(Opcode))
 statuses = st.sampled_from(list(Status))

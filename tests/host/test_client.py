@@ -1,7 +1,7 @@
 """host.client.DeviceClient against the frame engine in the simulator, and against scripted ports.
 
 :class:`SimPort` is a pyserial-like port whose far end is :class:`hwgen.link.frame.FrameEngine` with
-the behavioural accelerator of ``test_frame.py``, run in the Amaranth simulator: bytes written go
+the behavioural accelerator of ``tests/support.py``, run in the Amaranth simulator: bytes written go
 into the simulated link, and ``read`` runs the simulation until the bytes are there or a cycle
 budget is spent. :class:`ScriptedPort` answers from a small Python device model with faults
 injected on request, for the retry and timeout paths.
@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 import serial
 from amaranth.sim import Simulator
-from test_frame import TINY, LinkDriver, build, rows_per_run
+from support import TINY, LinkDriver, rows_per_run
+from support import build_frame_bench as build
 
 from host.client import BusyTimeout, DeviceClient, DeviceError, LinkError, LinkTimeout
 from hwgen.memmap import Region, regions

@@ -1,0 +1,143 @@
+"""The build flow: the tool runner's progress, a failing tool, and real builds (smoke tests on
+both families, each bitstream's netlist simulated against the reference)."""
+
+import json
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from support import yowasp_missing
+
+import hwgen
+from hwgen import boards
+from hwgen.boards import BOARDS, flow
+from hwgen.boards.flow import run_tool
+from hwgen.boards.nextpnr import LogWatch
+from sim.netgen import random_input, random_network
+
+DATA = Path(__file__).parents[1] / "data"
+
+def test_run_tool_reports_the_routers_progress(tmp_path, monkeypatch):
+    """A stand-in for nextpnr writes a recorded log, a part at a time: the build's output names
+    each phase once and, while routing, how many arcs are left."""
+    text = (DATA / "ecp5_nextpnr.log").read_text()
+    rows = [m.end() for m in re.finditer(r"^Info:\s+\d+ \|\s+\d+ .*$", text, re.M)]
+    parts = [text[:rows[0]], text[rows[0]:rows[3]], text[rows[3]:]]
+    for i, part in enumerate(parts):
+        (tmp_path / f"part{i}").write_text(part)
+    script = tmp_path / "fake-nextpnr"
+    script.write_text("#!/bin/sh\n" + "".join(
+        f"cat {tmp_path}/part{i} >> top.tim; sleep 1.2\n" for i in range(len(parts))))
+    script.chmod(0o755)
+    monkeypatch.setattr(flow, "PROGRESS_EVERY_S", 0)
+    lines = []
+    watch = LogWatch(tmp_path / "top.tim")
+    code = run_tool([str(script)], tmp_path, tmp_path / "out", watch,
+                            lambda line, **k: lines.append(line.strip()))
+    assert code == 0
+    phases = [line.split(" (")[0] for line in lines if not line.startswith("routing:")]
+    assert phases == ["placing", "refining the placement", "routing"]
+    progress = [line for line in lines if line.startswith("routing:")]
+    left = [int(line.split()[1].replace(",", "")) for line in progress]
+    assert progress and all(line.endswith(" s)") and "of 26,260 arcs left" in line
+                            for line in progress)
+    assert left == sorted(left, reverse=True) and len(set(left)) == len(left)
+
+
+def test_failing_tool_is_reported_with_its_step_and_output(tmp_path, monkeypatch):
+    fake = tmp_path / "fake-yosys"
+    fake.write_text("#!/bin/sh\necho 'ERROR: fake synthesis failure' >&2\nexit 3\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("YOSYS", str(fake))
+    board = BOARDS["icebreaker"]
+    lines = []
+    with pytest.raises(RuntimeError, match=r"(?s)synthesis \(Yosys\) failed \(exit 3\).*"
+                                           r"ERROR: fake synthesis failure"):
+        boards.build(board, boards.board_config(board, rows=2, cols=2), tmp_path / "out",
+                     baud=115200, pe_instances=False, log=lambda line, **k: lines.append(line))
+    assert "fake synthesis failure" in (tmp_path / "out" / "build" / "yosys.out").read_text()
+    assert not any("done in" in line for line in lines)
+
+
+# One small whole device per family (the iCEBreaker's with the preset's one requantization lane,
+# twice: at 24 MHz from the PLL, the link from the 12 MHz oscillator in its own domain, and at
+# the board's 12 MHz in one domain), and the iCE40's 4x4 array alone on its 8 SB_MAC16s from the
+# PLL at 48 MHz (the whole 4x4 device, the preset, builds in about 5 minutes: `hwgen build`).
+SMOKE = {
+    "icebreaker-array": ("icebreaker", "array", {"rows": 4, "cols": 4, "clock_hz": 48_000_000}),
+    "icebreaker-device": ("icebreaker", "device", {"rows": 2, "cols": 2,
+                                                   "clock_hz": 24_000_000}),
+    # The default: the board's 12 MHz, one domain, no PLL.
+    "icebreaker-device-oscillator": ("icebreaker", "device", {"rows": 2, "cols": 2}),
+    "ulx3s-12f-device": ("ulx3s-12f", "device", {
+        "rows": 2, "cols": 2, "acc_bits": 20, "max_k": 16, "mult_bits": 8, "act_depth": 256,
+        "weight_depth": 64, "out_depth": 64, "acc_depth": 32, "param_depth": 8,
+        "clock_hz": 50_000_000}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SMOKE))
+def test_build_smoke(tmp_path, name):
+    """A small design goes from configuration to bitstream and report on each family."""
+    reason = yowasp_missing()
+    if reason:
+        pytest.skip(reason)
+    board_name, top, options = SMOKE[name]
+    board = BOARDS[board_name]
+    config = boards.board_config(board, **options)
+    lines = []
+    report = boards.build(board, config, tmp_path, baud=115200, seed=1, top=top,
+                          log=lambda line, **k: lines.append(line.strip()))
+    assert (tmp_path / report["bitstream"]).stat().st_size > 10_000
+    # Progress: every step, and nextpnr's phases as it reached them (not counting the
+    # router's arcs-left lines, which a slow machine prints too).
+    phases = [line.split(" (")[0] for line in lines
+              if line.startswith(("placing", "refining", "routing"))
+              and not line.startswith("routing:")]
+    assert phases == ["placing", "refining the placement", "routing"], lines
+    assert sum(line.startswith("done in") for line in lines) == 3, lines
+    on_disk = json.loads((tmp_path / "report.json").read_text())
+    assert on_disk["config_hash"] == config.hash
+    assert "Fmax" in (tmp_path / "report.md").read_text()
+    assert report["timing"]["pass"], report["timing"]
+    assert report["timing"]["fmax_mhz"] >= config.clock_hz / 1e6
+    targets = sorted(c["target_mhz"] for c in report["timing"]["clocks"].values())
+    # Every clock constraint names a net nextpnr found; the PLL's output is constrained.
+    assert "does not exist in design" not in (tmp_path / "build" / "top.tim").read_text()
+    assert config.clock_hz / 1e6 in targets, report["timing"]
+    if name == "icebreaker-device":
+        assert targets == [12.0, 24.0], report["timing"]   # the link's clock and the design's
+    elif name == "icebreaker-device-oscillator":
+        assert targets == [12.0], report["timing"]
+    dsp = report["resources"]["dsp"]["used"]
+    if board.family == "ice40":
+        assert dsp == config.cols * math.ceil(config.rows / 2)   # two MACs per SB_MAC16
+    else:
+        assert dsp >= config.rows * config.cols
+    assert 0 < report["resources"]["lut"]["percent"] < 100
+    if top == "device":
+        _check_netlist_board(tmp_path, config)
+
+
+def _check_netlist_board(out_dir, config):
+    """The synthesized netlist of a build, simulated with the cells' models, answers the host
+    driver over its UART as the reference does, run after run (what the bitstream is made of
+    computes what the Amaranth design does)."""
+    from host import Accelerator
+    from sim.board import SimulatedBoard
+
+    with SimulatedBoard.from_build(out_dir, timeout=120) as board:
+        assert board.config == config
+        rng = np.random.default_rng(config.rows * 7 + config.clock_hz % 97)
+        net = random_network(rng, config, layers=2, max_width=9, raw=True)
+        program = hwgen.compile(net, config, batch=3)
+        with Accelerator(board.url, config=config, timeout=60) as acc:
+            acc.load(program)
+            for rows in (3, 5):   # the second input takes two runs
+                x = random_input(rng, config, rows, net.in_features)
+                np.testing.assert_array_equal(acc.infer(x), net.forward(x))
+        # No block RAM saw a read of a byte written in the same cycle (the build tells Yosys
+        # that none happens).
+        assert not [m for m in board.messages() if "hwgen-sim:" in m], board.messages()
