@@ -15,12 +15,12 @@ __all__ = ["YOSYS_HIDE_BRACKETED_NAMES", "parse_yosys_log", "yosys_options"]
 
 _CELLS_RE = re.compile(r"^\s+(\d+)\s+(\S+)\s*$", re.M)
 
-# Amaranth names the elements of an array-shaped signal `x[0]`, `x[1]` beside `x` itself. When
-# bits of a wire `x` and of a wire `x[0]` both cross ABC9's boundary, Yosys 0.70's reintegration
-# (which rebuilds wide wires from names `x[i]`) trips an assertion: `count_id(wire->name) == 0` or
-# `GetSize(conn.first) == GetSize(conn.second)`, depending on the netlist. Making the bracketed
-# names private avoids it; the signals keep their unbracketed public names.
-#: The script line that hides bracketed names (see the comment above it).
+#: The script line that hides bracketed names. Amaranth names the elements of an array-shaped
+#: signal `x[0]`, `x[1]` beside `x` itself. When bits of a wire `x` and of a wire `x[0]` both
+#: cross ABC9's boundary, Yosys 0.70's reintegration (which rebuilds wide wires from names
+#: `x[i]`) trips an assertion: `count_id(wire->name) == 0` or `GetSize(conn.first) ==
+#: GetSize(conn.second)`, depending on the netlist. Making the bracketed names private avoids it;
+#: the signals keep their unbracketed public names.
 YOSYS_HIDE_BRACKETED_NAMES = "rename -hide w:*[[]*"
 
 
