@@ -2,9 +2,9 @@
 word after it.
 
 :func:`estimate` is a model calibrated on builds of this flow: exact for DSP blocks, exact for
-large block RAMs (small ones may become LUT RAM on the ECP5), within a few percent for LUTs
-(the measured builds it is fitted on are in docs/performance.md, and
-``tests/boards/test_fit.py`` holds it against them). :func:`check_fit` refuses a design only
+large block RAMs (small ones may become LUT RAM on the ECP5), within about 25 % for LUTs (the
+measured builds it is fitted on are in docs/performance.md; ``tests/boards/test_fit.py`` holds
+it to 7 % of them). :func:`check_fit` refuses a design only
 when the estimate exceeds the device, so a design near the limit still reaches place and route,
 which has the last word: a placement that runs out of sites is reported as a :class:`FitError`
 with nextpnr's numbers (:func:`raise_if_overfull`).
