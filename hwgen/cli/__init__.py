@@ -13,7 +13,7 @@ from .options import Parser, UsageError, add_config_options, config_from_args
 __all__ = ["UsageError", "add_config_options", "config_from_args", "main"]
 
 #: The subcommands, in the order ``hwgen --help`` lists them: modules of this package.
-COMMANDS = ["demo", "generate", "verify", "sim_board", "infer", "build"]
+COMMANDS = ["demo", "generate", "verify", "sim_board", "infer", "build", "train"]
 #: Subcommands registered by other modules (``register_cli(subparsers)``).
 _SUBCOMMAND_MODULES = ["host.serve", "hwgen.dse.cli"]
 

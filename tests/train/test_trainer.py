@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from support import BOARD_WS, COMPILER_CONFIGS
 
+from hwgen import AcceleratorConfig
 from hwgen.compiler import CompileError
 from hwgen.nn import CNN, MLP, FloatConv2D, MaxPool2D, digits_cnn, load_digits_split
 from hwgen.train import Trainer
@@ -48,6 +49,20 @@ def test_n_devices_give_the_weights_of_one_after_every_step(interpreted, digits)
     runs = [steps_on(interpreted(CONFIG, n), CONFIG, digits, batches) for n in (1, 2, 3)]
     assert_identical(runs)
     assert not np.array_equal(runs[0][0][0], runs[0][-1][0])  # the weights did change
+
+
+def test_sixteen_bit_operands_too(interpreted, digits):
+    wide = AcceleratorConfig(rows=3, cols=2, in_bits=16, w_bits=16, acc_bits=48)
+    batches = np.array_split(np.arange(30), 2)
+    runs = [steps_on(interpreted(wide, n), wide, digits, batches) for n in (1, 2)]
+    assert_identical(runs)
+    # Finer operands: the first step's weights are closer to the float model's.
+    mlp = MLP([64, 8, 10], seed=1).fit(digits[0][:15], digits[1][:15], epochs=1, batch_size=15,
+                                       lr=0.1, optimizer="sgd", momentum=0.9, seed=0)
+    narrow = steps_on(interpreted(CONFIG, 1), CONFIG, digits, [np.arange(15)])
+    wide_first = steps_on(interpreted(wide, 1), wide, digits, [np.arange(15)])
+    error = [np.abs(run[0][0] - mlp.layers[0][0]).max() for run in (narrow, wide_first)]
+    assert error[1] < error[0]
 
 
 def test_n_boards_give_the_weights_of_one_after_every_step(boards, digits):

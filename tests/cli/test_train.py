@@ -1,0 +1,121 @@
+"""``hwgen train``: a short training on simulated boards, its saved file, and every bad value
+refused in one line with exit status 2 before any board starts."""
+
+import numpy as np
+import pytest
+from support import BOARD_SMALL, BOARD_WS, skip_without_board
+
+import hwgen
+from hwgen import AcceleratorConfig
+from hwgen.cli import main
+from hwgen.cli.train import training_config
+from hwgen.compiler import CompileError, Program
+from hwgen.nn import digits_cnn, load_digits_images, quantize
+from hwgen.train import load_trained
+
+# The small design of the other board tests (its cached build is shared), as options.
+BOARD_OPTIONS = ["--rows", "2", "--cols", "3", "--clock-hz", "1000000"] + [
+    arg for name, value in BOARD_SMALL.items()
+    for arg in (f"--{name.replace('_', '-')}", str(value))]
+
+
+def test_board_options_describe_the_shared_board():
+    from hwgen.cli.options import Parser
+    from hwgen.cli.train import _config, register
+
+    sub = Parser(prog="hwgen").add_subparsers()
+    args = register(sub).parse_args(BOARD_OPTIONS)
+    assert _config(args) == BOARD_WS
+
+
+def test_trains_on_two_boards_and_saves(tmp_path, capsys):
+    skip_without_board()
+    out = tmp_path / "digits.npz"
+    status = main(["train", "--devices", "2", "--epochs", "2", "--hidden", "12", "--batch", "96",
+                   "--lr", "0.1", "--no-progress", "--out", str(out), *BOARD_OPTIONS])
+    printed = capsys.readouterr().out
+    assert status == 0, printed
+    lines = printed.splitlines()
+    assert lines[0].startswith("hwgen train: mlp on 2 device(s) of ")
+    epochs = [line for line in lines if line.startswith("epoch")]
+    assert len(epochs) == 2 and all("on devices" in line for line in epochs)
+    losses = [float(line.split("loss ")[1].split()[0]) for line in epochs]
+    assert losses[1] < losses[0]
+    assert "trained 2 epoch(s) on 2 device(s)" in printed and f"wrote {out}" in printed
+    trained = load_trained(out)
+    assert trained.config == BOARD_WS and len(trained.history) == 2
+    assert Program.load(out) == trained.program  # hwgen infer and Accelerator.load take it
+    x_test = load_digits_images()[2].reshape(-1, 64)
+    accuracy = float(trained.history[-1]["test_accuracy"])
+    y_test = load_digits_images()[3]
+    reference = np.argmax(trained.network.forward(trained.network.quantize_input(x_test)), 1)
+    assert accuracy == np.mean(reference == y_test)  # the devices ran the saved network
+
+
+@pytest.mark.parametrize(("bits", "expected"), [
+    (8, AcceleratorConfig()),
+    (16, AcceleratorConfig(in_bits=16, w_bits=16, acc_bits=48)),
+])
+def test_bits_choose_the_design(bits, expected):
+    assert training_config(AcceleratorConfig(), bits) == expected
+
+
+def test_sixteen_bits_keep_a_wider_accumulator():
+    config = AcceleratorConfig(acc_bits=60)
+    assert training_config(config, 16).acc_bits == 60
+
+
+def cnn_compiles():
+    x = load_digits_images()[0][:8]
+    try:
+        hwgen.compile(quantize(digits_cnn(), x), AcceleratorConfig(), readout=True)
+    except CompileError:
+        return False
+    return True
+
+
+CASES = [
+    (["--devices", "0"], "--devices: 0 is out of range; allowed: an integer in 1..16"),
+    (["--devices", "17"], "--devices: 17 is out of range"),
+    (["--devices", "2", "--url", "socket://127.0.0.1:1"], "not allowed with argument"),
+    (["--epochs", "0"], "--epochs: 0 is out of range; allowed: an integer in 1..10000"),
+    (["--batch", "0"], "--batch: 0 is out of range; allowed: an integer in 1..4096"),
+    (["--batch", "x"], "--batch: 'x' is not an integer"),
+    (["--bits", "12"], "--bits: invalid choice: 12 (choose from 8, 16)"),
+    (["--model", "rnn"], "--model: invalid choice: 'rnn'"),
+    (["--lr", "0"], "--lr: 0 is out of range; allowed: a number > 0"),
+    (["--lr", "inf"], "--lr: inf is not a number > 0"),
+    (["--momentum", "1"], "--momentum: 1 is out of range; allowed: 0..0.999"),
+    (["--hidden", "0"], "--hidden: 0 is out of range"),
+    (["--seed", "-1"], "--seed: -1 is out of range"),
+    (["--out", "/proc/hwgen-x/t.npz"], "--out /proc/hwgen-x/t.npz: the folder /proc/hwgen-x "
+                                       "does not exist"),
+    (["--out", "{tmp}"], "--out {tmp}: is a folder"),
+    (["--bits", "16", "--in-bits", "4"], "--bits 16 with --in-bits 4 --w-bits 8; allowed: "
+                                         "--bits, or --in-bits/--w-bits, not both"),
+    (["--model", "cnn", "--hidden", "8"], "--hidden is the MLP's hidden width"),
+    (["--weight-depth", "16"], "--model mlp cannot run on hwgen_ws_8x8_i8w8"),
+    (["--url", "socket://127.0.0.1:1"], "socket://127.0.0.1:1"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), CASES)
+def test_bad_values_are_one_line(args, message, capsys, tmp_path):
+    args = [arg.replace("{tmp}", str(tmp_path)) for arg in args]
+    message = message.replace("{tmp}", str(tmp_path))
+    with pytest.raises(SystemExit) as info:
+        raise SystemExit(main(["train", *args]))
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err, err
+    assert len(err.strip().splitlines()) == 1, err
+
+
+def test_cnn_trains_or_is_refused_clearly(capsys):
+    if cnn_compiles():
+        pytest.fail("convolutions compile now: run --model cnn on a board here")
+    status = main(["train", "--model", "cnn", "--no-progress"])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert "--model cnn cannot run on hwgen_ws_8x8_i8w8 with every layer's output read out" \
+        in err and "Conv2D" in err, err
