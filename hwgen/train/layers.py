@@ -103,7 +103,7 @@ class DenseKind:
         return Dense(w_q, b_q, mult, shift, **kwargs), s_w
 
     @staticmethod
-    def macs_per_sample(layer, in_shape):
+    def macs_per_sample(layer, in_shape, out_shape):
         """Multiply-accumulates of one sample's forward pass."""
         k, n = layer.weight.shape
         return k * n
@@ -142,11 +142,10 @@ class ConvKind:
                       **kwargs), s_w
 
     @staticmethod
-    def macs_per_sample(layer, in_shape):
+    def macs_per_sample(layer, in_shape, out_shape):
         """Multiply-accumulates of one sample's forward pass: pixels x patch x channels."""
-        out = layer._output_shape(in_shape, "layer", "the input")
         kh, kw, c_in, c_out = layer.weight.shape
-        return out[0] * out[1] * kh * kw * c_in * c_out
+        return out_shape[0] * out_shape[1] * kh * kw * c_in * c_out
 
     @staticmethod
     def backward(layer, step, delta, products, need_input):
@@ -179,7 +178,7 @@ class PoolKind:
         return MaxPool2D(layer.size, layer.stride), None
 
     @staticmethod
-    def macs_per_sample(layer, in_shape):
+    def macs_per_sample(layer, in_shape, out_shape):
         return 0
 
     @staticmethod
@@ -198,7 +197,7 @@ class FlattenKind:
         return Flatten(), None
 
     @staticmethod
-    def macs_per_sample(layer, in_shape):
+    def macs_per_sample(layer, in_shape, out_shape):
         return 0
 
     @staticmethod

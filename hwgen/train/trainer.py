@@ -131,6 +131,9 @@ class Trainer:
         self.optimizer = SGD([p for layer, kind in zip(self.layers, self.kinds, strict=True)
                               if kind.params for p in layer.params], lr=lr, momentum=momentum)
         self.calibration_rows = _positive_int("calibration_rows", calibration_rows)
+        if isinstance(scale_rate, bool) or not isinstance(scale_rate, numbers.Real) \
+                or not 0 < scale_rate <= 1:
+            raise ValueError(f"scale_rate={scale_rate!r}; allowed: a number in (0, 1]")
         self.scale_rate = scale_rate
         self.scales = None
         self.host_macs = 0
@@ -162,11 +165,10 @@ class Trainer:
             raise ValueError("calibrate: x has no samples; allowed: at least one")
         self.scales = ActivationScales.calibrate(self.layers, x, self.config.in_bits,
                                                  rate=self.scale_rate)
-        shape, per_sample = self.sample_shape, 0
-        for layer, kind in zip(self.layers, self.kinds, strict=True):
-            per_sample += kind.macs_per_sample(layer, shape)
-            shape = layer._output_shape(shape, "layer", "the input")
-        self.host_macs += len(x) * per_sample
+        shapes = CNN(self.layers, input_shape=self.input_shape).shapes
+        self.host_macs += len(x) * sum(
+            kind.macs_per_sample(layer, *shape)
+            for layer, kind, shape in zip(self.layers, self.kinds, shapes, strict=True))
 
     def network(self):
         """Return the :class:`~hwgen.nn.QuantizedNetwork` of the current weights and scales.

@@ -190,7 +190,7 @@ def test_network_needs_calibration(interpreted):
 
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"lr": -1}, "lr=-1"), ({"momentum": 2}, "momentum=2"),
-    ({"calibration_rows": 0}, "calibration_rows=0")])
+    ({"calibration_rows": 0}, "calibration_rows=0"), ({"scale_rate": 0}, "scale_rate=0")])
 def test_bad_hyperparameters_are_refused(interpreted, kwargs, message):
     with pytest.raises(ValueError, match=message):
         Trainer(MLP([64, 8, 10]), CONFIG, interpreted(CONFIG, 1), **kwargs)
