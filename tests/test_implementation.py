@@ -1,0 +1,158 @@
+"""The implementation options: validation (each error names the option, its value and what is
+allowed), the requantization's extra cycles, the check against a configuration, the DSP
+packing per dataflow and where the requantization's products go."""
+
+import dataclasses
+
+import pytest
+
+from hwgen.config import AcceleratorConfig
+from hwgen.implementation import DspPacking, Implementation
+
+BOOL_OPTIONS = ("post_pipeline", "registered_reads", "spram", "link_on_oscillator")
+
+
+def test_defaults_are_the_plain_design():
+    impl = Implementation()
+    assert impl.dsp_packing is None
+    assert not (impl.post_pipeline or impl.registered_reads or impl.spram
+                or impl.link_on_oscillator)
+    assert impl.split_multiplier == 1 and impl.split_operand is None
+    assert impl.requant_latency == 0
+
+
+@pytest.mark.parametrize("value", ["sb_mac16", "mult18x18d", DspPacking.SB_MAC16])
+def test_dsp_packing_takes_its_names(value):
+    impl = Implementation(dsp_packing=value)
+    assert isinstance(impl.dsp_packing, DspPacking)
+    assert impl.dsp_packing == DspPacking(value)
+
+
+def test_dsp_packings_operand_widths():
+    """The iCE40 SB_MAC16 multiplies 8x8 (twice), the ECP5 MULT18X18D 18x18, both signed."""
+    assert DspPacking.SB_MAC16.operand_bits == 8
+    assert DspPacking.MULT18X18D.operand_bits == 18
+
+
+@pytest.mark.parametrize("value", ["dsp48", "SB_MAC16", 3, ""])
+def test_unknown_dsp_packing_is_refused(value):
+    with pytest.raises(ValueError, match=(
+            rf"Implementation: dsp_packing={value!r}; allowed: None, 'sb_mac16', "
+            r"'mult18x18d'")) as info:
+        Implementation(dsp_packing=value)
+    assert info.value.__cause__ is None and info.value.__suppress_context__
+
+
+@pytest.mark.parametrize("name", BOOL_OPTIONS)
+@pytest.mark.parametrize("value", [1, 0, "yes", None])
+def test_flags_must_be_bools(name, value):
+    with pytest.raises(ValueError, match=rf"Implementation: {name}={value!r}; allowed: True or "
+                                         "False"):
+        Implementation(**{name: value})
+
+
+@pytest.mark.parametrize("value", [0, -2, True, 2.0, "2", None])
+def test_split_multiplier_is_a_positive_int(value):
+    with pytest.raises(ValueError, match=rf"Implementation: split_multiplier={value!r}; allowed: "
+                                         r"an int >= 1"):
+        Implementation(split_multiplier=value)
+
+
+@pytest.mark.parametrize("value", [1, 0, -7, True, False, 7.0, "17"])
+def test_split_operand_is_none_or_an_int_of_two_bits_or_more(value):
+    with pytest.raises(ValueError, match=rf"Implementation: split_operand={value!r}; allowed: "
+                                         r"None or an int >= 2"):
+        Implementation(split_operand=value)
+
+
+def test_split_operand_and_split_multiplier_exclude_each_other():
+    with pytest.raises(ValueError, match=r"split_operand=7 goes without split_multiplier, not "
+                                         r"with split_multiplier=2; allowed: one of the two"):
+        Implementation(split_operand=7, split_multiplier=2)
+    # Each alone (and the smallest values allowed) is fine.
+    Implementation(split_operand=2)
+    Implementation(split_multiplier=2)
+    Implementation(split_operand=7, split_multiplier=1)
+
+
+def test_options_are_frozen():
+    impl = Implementation()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        impl.post_pipeline = True
+
+
+@pytest.mark.parametrize(("options", "stages"), [
+    ({}, 0),
+    ({"post_pipeline": True}, 3),
+    ({"split_multiplier": 2}, 1),
+    ({"split_multiplier": 16}, 1),
+    ({"split_operand": 7}, 2),
+    ({"post_pipeline": True, "split_multiplier": 4}, 4),
+    ({"post_pipeline": True, "split_operand": 17}, 5),
+    # Options outside the requantization add no stage.
+    ({"registered_reads": True, "spram": True, "link_on_oscillator": True,
+      "dsp_packing": "mult18x18d"}, 0),
+], ids=["plain", "pipelined", "split2", "split16", "operand7", "ice40-like", "ecp5-like",
+        "others"])
+def test_requant_latency_counts_the_stages_the_options_add(options, stages):
+    """Three pipeline stages for post_pipeline, one for a split multiplier, two for a split
+    operand (as the options' documentation says); the Requantizer's tests measure them."""
+    assert Implementation(**options).requant_latency == stages
+
+
+def test_check_refuses_more_multiplier_pieces_than_bits():
+    cfg = AcceleratorConfig(rows=2, cols=2, mult_bits=9)
+    impl = Implementation(split_multiplier=9)
+    assert impl.check(cfg) is impl
+    with pytest.raises(ValueError, match=r"Implementation: split_multiplier=10 cuts the 9-bit "
+                                         r"multiplier into more pieces than bits; allowed: 1\.\.9"):
+        Implementation(split_multiplier=10).check(cfg)
+
+
+@pytest.mark.parametrize(("in_bits", "w_bits"), [(9, 8), (8, 9), (16, 16)])
+def test_check_refuses_operands_wider_than_the_dsp_packing(in_bits, w_bits):
+    cfg = AcceleratorConfig(rows=2, cols=2, in_bits=in_bits, w_bits=w_bits, acc_bits=48)
+    with pytest.raises(ValueError, match=(
+            rf"dsp_packing='sb_mac16' needs in_bits and w_bits <= 8, not {in_bits} and "
+            rf"{w_bits}; allowed: narrower operands, or no DSP packing")):
+        Implementation(dsp_packing="sb_mac16").check(cfg)
+    # 18-bit blocks take every operand a configuration allows (16 bits at most).
+    Implementation(dsp_packing="mult18x18d").check(cfg)
+    # An output-stationary array does not pack: nothing to refuse.
+    os_cfg = dataclasses.replace(cfg, dataflow="os")
+    Implementation(dsp_packing="sb_mac16").check(os_cfg)
+
+
+def test_check_accepts_the_widest_operands_each_packing_takes():
+    Implementation(dsp_packing="sb_mac16").check(AcceleratorConfig(in_bits=8, w_bits=8))
+    cfg16 = AcceleratorConfig(in_bits=16, w_bits=16, acc_bits=48, mult_bits=16)
+    Implementation(dsp_packing="mult18x18d").check(cfg16)
+
+
+@pytest.mark.parametrize("packing", [None, "sb_mac16", "mult18x18d"])
+def test_only_weight_stationary_arrays_pack(packing):
+    impl = Implementation(dsp_packing=packing)
+    ws = AcceleratorConfig(dataflow="ws")
+    os_ = AcceleratorConfig(dataflow="os")
+    assert impl.packing_for(ws) == (None if packing is None else DspPacking(packing))
+    assert impl.packing_for(os_) is None
+
+
+ECP5_REQUANT = {"dsp_packing": "mult18x18d", "post_pipeline": True, "split_operand": 17}
+
+
+@pytest.mark.parametrize(("change", "mult_bits", "in_dsp"), [
+    ({}, 16, True),
+    ({}, 17, True),
+    ({}, 18, False),                           # the multiplier no longer fits the block
+    ({"split_operand": 18}, 16, False),        # the slice no longer fits the block
+    ({"split_operand": 5}, 16, True),
+    ({"post_pipeline": False}, 16, False),     # no registers for the block to take over
+    ({"split_operand": None}, 16, False),      # no slices
+    ({"dsp_packing": "sb_mac16"}, 16, False),
+    ({"dsp_packing": None}, 16, False),
+])
+def test_requantization_products_go_into_mult18x18ds_when_they_fit(change, mult_bits, in_dsp):
+    cfg = AcceleratorConfig(rows=2, cols=2, mult_bits=mult_bits)
+    impl = Implementation(**{**ECP5_REQUANT, **change})
+    assert impl.requant_in_dsp(cfg) is in_dsp
