@@ -1,14 +1,18 @@
-"""The requantizer: the narrow shifter's parts against the contract, and the DSP blocks of the
-ECP5's pipelined requantization."""
+"""The requantizer: the narrow shifter's parts against the contract, the DSP blocks of the
+ECP5's pipelined requantization, and the whole component on every variant against
+``hwgen.nn.requantize``, cycle for cycle."""
 
 import re
 
 import numpy as np
 import pytest
+from amaranth.hdl import unsigned
 from amaranth.sim import Simulator
+from support import ECP5, ICE40, random_bits, without_dsp
 
 from hwgen.config import AcceleratorConfig
 from hwgen.device.accelerator import Accelerator
+from hwgen.device.requantizer import Requantizer
 from hwgen.generate import emit_verilog
 from hwgen.implementation import Implementation
 from hwgen.nn import requantize
@@ -102,3 +106,120 @@ def test_ecp5_requantization_products_use_the_dsp_registers(mult_bits, in_dsp):
                for pins in re.findall(r"\S +rq_mul\d+_\d+ \((.*?)\);", verilog, re.S)]
     assert len(enables) == len(requant)
     assert all(e.strip() not in ("1'h1", "1'h0") for e in enables), enables
+
+
+# -- the Requantizer component against hwgen.nn.requantize, on every variant the simulator runs --
+
+#: Each implementation whose requantization has no DSP instance (the Amaranth simulator cannot
+#: run one), and the cycles from a step's ``valid`` to its ``o_valid``: two, and the stages its
+#: options add.
+VARIANTS = {
+    "plain": (Implementation(), 2),
+    "pipelined": (Implementation(post_pipeline=True), 5),
+    "split-multiplier": (Implementation(split_multiplier=3), 3),
+    "ice40": (without_dsp(ICE40), 6),
+    "split-operand": (Implementation(split_operand=7), 4),
+    "ecp5": (without_dsp(ECP5), 7),
+    "pipelined-operand-5": (Implementation(post_pipeline=True, split_operand=5), 7),
+}
+CONFIGS = {
+    "int8": AcceleratorConfig(rows=2, cols=3),
+    "narrow-2-lanes": AcceleratorConfig(rows=2, cols=4, post_lanes=2, in_bits=6, w_bits=5,
+                                        acc_bits=20, mult_bits=9, max_k=64),
+    "wide-1-lane": AcceleratorConfig(rows=2, cols=2, post_lanes=1, acc_bits=40, mult_bits=20),
+}
+POS_BITS = 11
+
+
+def random_lane(rng, cfg):
+    """A biased accumulator, its multiplier and shift: anywhere in their ranges, at their
+    extremes, or with a shift that brings the product near the output range (rounding and
+    saturation boundaries)."""
+    lo, hi = -(1 << (cfg.acc_bits - 1)), (1 << (cfg.acc_bits - 1)) - 1
+    kind = rng.integers(4)
+    if kind == 0:
+        value = int(rng.choice([lo, hi, 0, -1, 1, lo + 1]))
+    elif kind == 1:
+        value = int(rng.integers(-1000, 1001))
+    else:
+        value = random_bits(rng, cfg.acc_bits) + lo
+    mult = int(rng.choice([0, 1, (1 << cfg.mult_bits) - 1, random_bits(rng, cfg.mult_bits),
+                           random_bits(rng, cfg.mult_bits)]))
+    top = cfg.acc_bits + cfg.mult_bits - 1       # shifts 0 .. acc_bits + mult_bits - 1
+    if rng.random() < 0.4:
+        shift = int(rng.integers(0, top + 1))
+    else:
+        fit = abs(value * mult).bit_length() - (cfg.in_bits - 1)
+        shift = min(top, max(0, fit + int(rng.integers(-2, 3))))
+    return value, mult, shift
+
+
+def expected_step(cfg, lanes, relu):
+    values, mults, shifts = (np.array(v, dtype=object) for v in zip(*lanes, strict=True))
+    ys = requantize(values, mults, shifts, cfg.in_bits)
+    return [max(int(y), 0) if relu else int(y) for y in ys]
+
+
+@pytest.mark.parametrize("config", list(CONFIGS))
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_requantizer_against_the_reference(variant, config):
+    """Random steps (a gap now and then) leave exactly ``latency`` cycles after they enter, as
+    ``hwgen.nn.requantize`` and ReLU (as ``relu`` is when they leave) say, with their ``end``
+    and ``pos``; while ``en`` is low every stage holds (the steps it is offered meanwhile are
+    not taken). The biases in ``params`` are not used."""
+    impl, latency = VARIANTS[variant]
+    cfg = CONFIGS[config]
+    impl.check(cfg)
+    dut = Requantizer(cfg, impl, pos_shape=unsigned(POS_BITS))
+    assert dut.latency == latency
+    lanes = cfg.requant_lanes
+    rng = np.random.default_rng(len(variant) * 7 + len(config))
+    stats = {"steps": 0, "saturated": 0, "inside": 0, "held": 0}
+
+    async def bench(ctx):
+        entries = []            # what entered, one per cycle with `en`
+        want = {"valid": 0, "end": 0}
+        relu = 0
+        for cycle in range(500):
+            # `en` always on at first (exact cycles), then low a cycle in four.
+            en = int(cycle < 120 or rng.random() < 0.75)
+            relu = relu if rng.random() < 0.95 else 1 - relu
+            valid, end = int(rng.random() < 0.8), int(rng.random() < 0.15)
+            step = [random_lane(rng, cfg) for _ in range(lanes)]
+            pos = random_bits(rng, POS_BITS)
+            ctx.set(dut.en, en)
+            ctx.set(dut.relu, relu)
+            ctx.set(dut.valid, valid)
+            ctx.set(dut.end, end)
+            ctx.set(dut.values, [v for v, _, _ in step])
+            ctx.set(dut.params, [{"bias": random_bits(rng, cfg.acc_bits), "mult": mult,
+                                  "shift": shift} for _, mult, shift in step])
+            ctx.set(dut.pos, pos)
+            if en:
+                entries.append((valid, end, step, pos))
+                k = len(entries) - latency
+                if k >= 0:
+                    v, e, s, p = entries[k]
+                    want = {"valid": v, "end": e}
+                    if v:
+                        want.update(y=expected_step(cfg, s, relu), pos=p)
+                        stats["steps"] += 1
+            else:
+                stats["held"] += bool(want["valid"])
+            await ctx.tick()
+            got_valid, got_end = ctx.get(dut.o_valid), ctx.get(dut.o_end)
+            assert (got_valid, got_end) == (want["valid"], want["end"]), (cycle, want)
+            if want["valid"]:
+                got = [ctx.get(dut.o_y[j]) for j in range(lanes)]
+                assert got == want["y"], (cycle, entries[len(entries) - latency], relu)
+                assert ctx.get(dut.o_pos) == want["pos"]
+                limit = 1 << (cfg.in_bits - 1)
+                stats["saturated"] += sum(y in (-limit, limit - 1) for y in got)
+                stats["inside"] += sum(-limit < y < limit - 1 and y != 0 for y in got)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    assert stats["steps"] > 250 and stats["held"] > 20
+    assert stats["saturated"] > 30 and stats["inside"] > 30, stats
