@@ -787,3 +787,120 @@ class LinkDriver:
 
     def sent(self, ctx):
         return ctx.get(self.link.rd) == self.wr
+
+
+# -- the accelerator's blocks alone (tests/device): their neighbours as Python models ----------
+
+def random_bits(rng, width):
+    """Return ``width`` random bits as an ``int`` (any width; NumPy's integers stop at 64)."""
+    return int.from_bytes(rng.bytes(width // 8 + 1), "little") & ((1 << width) - 1)
+
+
+def garble(ctx, rng, value):
+    """Set ``value`` (a signal or a view of any shape) to random bits: a port whose value must
+    not matter in this cycle."""
+    from amaranth.hdl import Value
+
+    raw = Value.cast(value)
+    ctx.set(raw, random_bits(rng, len(raw)))
+
+
+def descriptor(config, **fields):
+    """Return a layer descriptor of ``config`` as a ``dict`` for ``ctx.set``: ``fields``, the
+    others zero."""
+    from hwgen.memmap import descriptor_layout
+
+    names = descriptor_layout(config).members
+    unknown = sorted(set(fields) - set(names))
+    if unknown:
+        raise ValueError(f"descriptor: unknown field(s) {unknown}; allowed: {list(names)}")
+    return {name: int(fields.get(name, 0)) for name in names}
+
+
+class ControllerOutputs:
+    """Drive a block's inputs from the controller as :class:`hwgen.device.controller.Controller`
+    drives them, cycle by cycle, with random bits wherever it promises nothing.
+
+    ``start_layer`` is high for one cycle, in which ``next_desc`` holds the layer's descriptor
+    while ``desc``, ``k_end`` and ``n_end`` still show the previous layer's (here: random bits);
+    from the next cycle on ``desc`` holds the descriptor and ``k_end``/``n_end`` are
+    ``k_tiles - 1``/``n_tiles - 1``, while ``next_desc`` shows whatever the program memory reads.
+    A run's ``last_row``/``before_last_row`` (``batch - 1``/``batch - 2``, wrapped to their
+    width) are valid from its first ``start_layer`` on (the registered bounds' first cycle).
+    Only the ports ``block`` has are driven.
+    """
+
+    PORTS = ("start_layer", "next_desc", "desc", "last_row", "before_last_row", "k_end",
+             "n_end")
+
+    def __init__(self, block, rng):
+        self.block = block
+        self.rng = rng
+        self.ports = {p for p in self.PORTS if p in block.signature.members}
+        self.desc = None
+        self.batch = None
+
+    def _set(self, ctx, name, value):
+        from amaranth.hdl import Value
+
+        if name in self.ports:
+            port = getattr(self.block, name)
+            if value is None:
+                garble(ctx, self.rng, port)
+            elif isinstance(value, dict):
+                ctx.set(port, value)
+            else:
+                ctx.set(port, value & ((1 << len(Value.cast(port))) - 1))
+
+    def drive(self, ctx, start=None, *, batch=None):
+        """Set this cycle's ports: ``start``, a descriptor (:func:`descriptor`), starts a layer
+        (``batch``: the rows of a new run; the last run's otherwise)."""
+        if batch is not None:
+            self.batch = batch
+        self._set(ctx, "start_layer", int(start is not None))
+        self._set(ctx, "next_desc", start)
+        self._set(ctx, "desc", None if start is not None else self.desc)
+        for name, k in (("k_end", "k_tiles"), ("n_end", "n_tiles")):
+            self._set(ctx, name, None if start is not None or self.desc is None
+                      else self.desc[k] - 1)
+        self._set(ctx, "last_row", None if self.batch is None else self.batch - 1)
+        self._set(ctx, "before_last_row", None if self.batch is None else self.batch - 2)
+        if start is not None:
+            self.desc = start
+
+    def end_run(self):
+        """The run is over: ``last_row`` and ``before_last_row`` are random bits until the next
+        run's first layer starts."""
+        self.batch = None
+
+
+class ReadPortModel:
+    """A memory's read port as :func:`hwgen.device.host_access.share_read` gives it to a block.
+
+    Plain reads: the word at an enabled read's address, the cycle after. Registered reads: the
+    port reads its address when enabled (into its data, the cycle after), and a register after
+    it takes the port's data when told (``take``): the block sees a word two cycles after its
+    address. ``words`` maps addresses to words; other addresses read ``poison``.
+    """
+
+    def __init__(self, words, *, registered, poison):
+        self.words = words
+        self.registered = registered
+        self.poison = poison
+        self.port = poison
+        self.data = poison
+
+    def read(self, addr):
+        return self.words.get(addr, self.poison)
+
+    def clock(self, addr, en, take=False):
+        """Take one clock edge with this cycle's request; return the block's word of the next
+        cycle."""
+        if self.registered:
+            taken = self.port if take else self.data
+            if en:
+                self.port = self.read(addr)
+            self.data = taken
+        elif en:
+            self.data = self.read(addr)
+        return self.data
