@@ -30,7 +30,7 @@ import numpy as np
 import serial
 
 from hwgen.compiler import check_input_rows
-from hwgen.compiler.codec import unpack_output
+from hwgen.compiler.codec import output_words, unpack_output
 from hwgen.config import AcceleratorConfig
 from hwgen.cycles import program_cycles
 from hwgen.protocol import DEFAULT_BAUD, PROTOCOL_VERSION, SYNC_REQUEST, Opcode
@@ -433,7 +433,7 @@ class Accelerator:
                 self._wait_run(stage, program, m)
                 payload += len(words) * in_bytes
                 for out, spec in zip(outs, kept, strict=True):
-                    region, base, count = spec.region, spec.base, m * spec.stride
+                    region, base, count = output_words(spec, program.batch, m)
                     raw = self._call(stage, self.client.read, region, base, count)
                     out[start:start + m] = unpack_output(spec, program.batch, raw.tolist(), m)
                     payload += count * self._info.regions[region].word_bytes

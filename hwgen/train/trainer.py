@@ -70,6 +70,13 @@ def float_layers(model):
                     "hwgen.nn.CNN")
 
 
+def _as_input(program, x):
+    """Return the samples ``x`` in the shape the program's input takes: rows of features, or
+    the sample shape its input matrix names (a compiler that lays out images)."""
+    shape = getattr(program.input, "sample_shape", None) or (program.input.features,)
+    return x.reshape(len(x), *shape)
+
+
 def _positive_int(name, value):
     if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
         raise ValueError(f"{name}={value!r}; allowed: an integer >= 1")
@@ -201,7 +208,7 @@ class Trainer:
     def _forward(self, network, x_int):
         """Return every layer's output of the network on ``x_int``, run on the devices."""
         program = compile_network(network, self.config, readout=True)
-        parts = [p for p in self._run(program, x_int.reshape(len(x_int), -1), "all")
+        parts = [p for p in self._run(program, _as_input(program, x_int), "all")
                  if p is not None]
         if len(program.layer_outputs) != len(network.layers):
             raise RuntimeError(f"the program reads out {len(program.layer_outputs)} outputs for "
@@ -264,7 +271,7 @@ class Trainer:
         if not len(x):
             return 0.0
         program = compile_network(network, self.config)
-        x_int = network.quantize_input(x).reshape(len(x), -1)
+        x_int = _as_input(program, network.quantize_input(x))
         logits = np.concatenate([p for p in self._run(program, x_int, "last") if p is not None])
         return float(np.mean(np.argmax(logits, axis=1) == y))
 
