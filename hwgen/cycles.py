@@ -176,12 +176,20 @@ def matmul_timing(config, m, k, n):
     return timing, m * math.ceil(k / config.rows) * math.ceil(n / config.cols)
 
 
-# Accelerator controller: FETCH, DECODE and the feeders' first read come before the engine's
-# cycle 0; after the engine's last result the accumulate stage and the post-processing
-# pipeline (bias, requantize, write) take these many cycles, then one to move on.
-_LAYER_LEAD = 3
+# Accelerator controller: FETCH, DECODE, LOAD and PRIME and the feeders' first read come
+# before the engine's cycle 0 of a layer's first chunk (NEXT, PRIME and the read before a
+# later chunk's), and three cycles per geometry word of a spatial layer; after the engine's last
+# result the accumulate stage and the post-processing pipeline (bias, requantize, write) take
+# these many cycles, then one to move on.
+_LAYER_LEAD = 5
+_CHUNK_LEAD = 3
+_GEOMETRY_CYCLES = 3
 _RAW_TAIL = 2
 _REQUANT_TAIL = 4
+# A pooling pass: its reads start the cycle after PRIME, each word's arrives a fixed delay
+# later (with the layer's end flag), one cycle more to move on.
+_POOL_LEAD = 4
+_POOL_TAIL = 3
 
 
 def layer_spacing(config, k_tiles, n_tiles, raw):
@@ -194,27 +202,54 @@ def layer_spacing(config, k_tiles, n_tiles, raw):
     return [steps if kt == k_tiles - 1 else 1 for _ in range(n_tiles) for kt in range(k_tiles)]
 
 
-def layer_cycles(config, k_tiles, n_tiles, m, raw, *, implementation=None):
-    """Return the cycles one layer takes on the accelerator with a batch of ``m`` rows.
+def chunk_cycles(config, k_tiles, n_tiles, rows, raw, *, implementation=None):
+    """Return the cycles one chunk of ``rows`` output pixels (rows) of a matrix layer takes,
+    from its first pass's start to the cycle before the next step begins, its lead not
+    counted (see :func:`layer_cycles`).
 
     ``implementation`` (an :class:`~hwgen.implementation.Implementation`, the plain one by
     default) adds the stages of its requantization pipeline to a requantized layer.
     """
-    timing = engine_timing(config, [m] * (k_tiles * n_tiles),
+    timing = engine_timing(config, [rows] * (k_tiles * n_tiles),
                            layer_spacing(config, k_tiles, n_tiles, raw))
     tail = _RAW_TAIL if raw else _REQUANT_TAIL + config.requant_steps - 1
     if not raw and implementation is not None:
         tail += implementation.requant_latency
-    return _LAYER_LEAD + timing.last + tail + 1
+    return timing.last + tail + 1
+
+
+def layer_cycles(config, descriptor, m, *, implementation=None):
+    """Return the cycles a layer takes on the accelerator with a batch of ``m`` samples.
+
+    ``descriptor`` holds the layer's descriptor fields (and a spatial layer's ``geometry``),
+    as :attr:`hwgen.compiler.Program.descriptors` gives them. A matrix layer runs its
+    ``m * oh * ow`` output pixels in chunks of at most ``acc_depth``, each a pass per
+    reduction and output tile; a pooling layer reads ``kh * kw`` words per output word.
+    """
+    from .memmap import geometry_words
+
+    d = descriptor
+    geometry = d.get("geometry") or {"oh": 1, "ow": 1, "kh": 1, "kw": 1}
+    lead = _LAYER_LEAD + (_GEOMETRY_CYCLES * geometry_words(config) if d.get("spatial") else 0)
+    pixels = m * geometry["oh"] * geometry["ow"]
+    if d.get("pool"):
+        reads = pixels * d["src_stride"] * geometry["kh"] * geometry["kw"]
+        return lead - _LAYER_LEAD + _POOL_LEAD + reads + _POOL_TAIL
+    chunks = [min(config.acc_depth, pixels - start)
+              for start in range(0, pixels, config.acc_depth)]
+    total = lead - _CHUNK_LEAD
+    for rows in chunks:
+        total += _CHUNK_LEAD + chunk_cycles(config, d["k_tiles"], d["n_tiles"], rows,
+                                            bool(d["raw"]), implementation=implementation)
+    return total
 
 
 def program_cycles(program, m, implementation=None):
-    """Return the cycles a run of ``program`` on ``m`` rows keeps the accelerator busy.
+    """Return the cycles a run of ``program`` on ``m`` samples keeps the accelerator busy.
 
     This is what the device's ``cycles`` counter reads after the run, on a device built with
     ``implementation`` (a board's: :attr:`hwgen.boards.Board.implementation`; the plain one
     by default).
     """
-    return sum(layer_cycles(program.config, d["k_tiles"], d["n_tiles"], m, bool(d["raw"]),
-                            implementation=implementation)
+    return sum(layer_cycles(program.config, d, m, implementation=implementation)
                for d in program.descriptors)

@@ -11,9 +11,23 @@ from amaranth.hdl import signed, unsigned
 from amaranth.lib import data, enum, wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["HostPortSignature", "Region", "RegionGeometry", "addr_bits", "batch_bits",
-           "descriptor_layout", "descriptor_limits", "macs_from_busy_cycles", "max_word_bits",
-           "param_lane_layout", "regions"]
+__all__ = [
+    "GEOMETRY_LIMITS",
+    "HostPortSignature",
+    "Region",
+    "RegionGeometry",
+    "act_addr_bits",
+    "addr_bits",
+    "batch_bits",
+    "descriptor_layout",
+    "descriptor_limits",
+    "geometry_layout",
+    "geometry_words",
+    "macs_from_busy_cycles",
+    "max_word_bits",
+    "param_lane_layout",
+    "regions",
+]
 
 
 class Region(enum.Enum, shape=unsigned(3)):
@@ -27,7 +41,9 @@ class Region(enum.Enum, shape=unsigned(3)):
 
 
 # One-bit flags at the bottom of a descriptor, then the numeric fields of descriptor_limits.
-_DESCRIPTOR_FLAGS = ("relu", "raw", "last")
+_DESCRIPTOR_FLAGS = ("relu", "raw", "last", "spatial", "pool")
+#: The largest stride and padding of a spatial layer (four bits each in its geometry).
+GEOMETRY_LIMITS = {"stride": 15, "pad": 15}
 
 
 def descriptor_limits(config):
@@ -67,6 +83,13 @@ def descriptor_layout(config):
         Write the accumulators to :attr:`Region.OUTPUT` instead of requantizing.
     last
         The program ends after this layer.
+    spatial
+        The layer walks images: :func:`geometry_words` PROGRAM words of
+        :func:`geometry_layout` follow the descriptor. Without them a layer is a matrix layer
+        over rows (as a 1x1 convolution of 1x1 images whose channels are the row's features).
+    pool
+        The layer is a max-pooling pass over the input's pixels (spatial too), not a matrix
+        layer.
     k_tiles, n_tiles
         Reduction tiles (``ceil(K / rows)``) and output tiles (``ceil(N / cols)``).
     n
@@ -85,6 +108,52 @@ def descriptor_layout(config):
     for name, limit in descriptor_limits(config).items():
         fields[name] = unsigned(max(1, limit.bit_length()))
     return data.StructLayout(fields)
+
+
+def act_addr_bits(config):
+    """Return the width of an activation bank's address (``act_depth`` words)."""
+    return max(1, (config.act_depth - 1).bit_length())
+
+
+def geometry_layout(config):
+    """Return the layout of a spatial layer's geometry, the PROGRAM words after its descriptor.
+
+    Images are NHWC: pixel ``(m, y, x)`` of the layer's input starts at ACT word
+    ``src_base + ((m * h + y) * w + x) * src_stride`` and holds its channels as a row does its
+    features. Its output pixel ``(m, oy, ox)`` is a row of the output matrix, ``(m * oh + oy)
+    * ow + ox``.
+
+    h, w, oh, ow
+        Input and output sides, in pixels.
+    kh, kw
+        The kernel (or pooling window).
+    stride, pad
+        Both axes alike (:data:`GEOMETRY_LIMITS`).
+    cgs
+        Channel groups of ``rows`` channels per input pixel: a kernel position's reduction
+        tiles (a convolution), or ``src_stride`` words per pixel (a pooling pass).
+    col_step, row_step, img_step
+        ACT words (modulo the bank's address width) from an output pixel's first input pixel
+        to the next output pixel's: in the same output row, at the start of the next output row,
+        at the start of the next image.
+    ky_step
+        Words from kernel position ``(ky, kw - 1)`` to ``(ky + 1, 0)`` (``(ky, kx)`` to
+        ``(ky, kx + 1)`` is ``src_stride``).
+    """
+    side = unsigned(max(1, config.act_depth.bit_length()))
+    addr = unsigned(act_addr_bits(config))
+    return data.StructLayout({
+        "h": side, "w": side, "oh": side, "ow": side, "kh": side, "kw": side,
+        "stride": unsigned(GEOMETRY_LIMITS["stride"].bit_length()),
+        "pad": unsigned(GEOMETRY_LIMITS["pad"].bit_length()),
+        "cgs": descriptor_layout(config).members["k_tiles"],
+        "col_step": addr, "row_step": addr, "img_step": addr, "ky_step": addr,
+    })
+
+
+def geometry_words(config):
+    """Return the PROGRAM words a spatial layer's geometry takes after its descriptor."""
+    return math.ceil(geometry_layout(config).size / descriptor_layout(config).size)
 
 
 def addr_bits(config):

@@ -128,7 +128,7 @@ __all__ = [
 ]
 
 #: Version of this byte layout; reported by INFO. Bump on any incompatible change.
-PROTOCOL_VERSION = 2  # 2: PROGRAM words laid out per configuration (descriptor_layout)
+PROTOCOL_VERSION = 3  # 3: spatial layers (descriptor flags, geometry words); 2: per-config layout
 
 #: First byte of a request frame.
 SYNC_REQUEST = 0xA5

@@ -7,9 +7,9 @@ saturation, ties, shift 0 and the largest shift hit now and then.
 
 import numpy as np
 
-from hwgen.nn import Dense, QuantizedNetwork
+from hwgen.nn import Conv2D, Dense, Flatten, MaxPool2D, QuantizedNetwork
 
-__all__ = ["random_network"]
+__all__ = ["random_cnn", "random_image", "random_input", "random_network"]
 
 
 def random_network(rng, config, *, layers=None, max_width=200, raw=None, widths=None):
@@ -33,40 +33,99 @@ def random_network(rng, config, *, layers=None, max_width=200, raw=None, widths=
         widths = [int(rng.integers(1, max_width + 1)) for _ in range(n_layers + 1)]
         widths = [min(w, config.max_k) for w in widths]
     n_layers = len(widths) - 1
-    lo_w, hi_w = -(1 << (config.w_bits - 1)), (1 << (config.w_bits - 1)) - 1
-    lo_x = 1 << (config.in_bits - 1)
     last_raw = bool(rng.random() < 0.5) if raw is None else raw
-    max_shift = config.acc_bits + config.mult_bits - 1
     out = []
     for i in range(n_layers):
-        k, n = widths[i], widths[i + 1]
-        style = rng.choice(["uniform", "extreme", "sparse"], p=[0.6, 0.2, 0.2])
-        if style == "extreme":
-            w = np.full((k, n), lo_w, np.int64)
-        else:
-            w = rng.integers(lo_w, hi_w + 1, size=(k, n), dtype=np.int64)
-            if style == "sparse":
-                w[rng.random((k, n)) < 0.8] = 0
-        headroom = (1 << (config.acc_bits - 1)) - 1 - lo_x * int(np.abs(w).sum(axis=0).max())
-        acc_typical = max(1.0, float(np.abs(w).mean()) * lo_x * np.sqrt(k))
-        # Mostly biases of an accumulator's size: a bias far larger saturates every output
-        # and leaves the requantization's low bits unchecked; sometimes a huge one.
-        b_scale = acc_typical if rng.random() < 0.8 else 1 << (config.acc_bits - 4)
-        b_max = max(0, min(headroom, int(b_scale)))
-        b = rng.integers(-b_max, b_max + 1, size=n, dtype=np.int64)
-        mult = rng.integers(1, 1 << config.mult_bits, size=n, dtype=np.int64)
-        # Scale a typical accumulator into the output range, then jitter.
-        typical = acc_typical * mult.mean()
-        centre = int(np.log2(typical / (1 << (config.in_bits - 2))))
-        shift = np.clip(centre + rng.integers(-3, 4, size=n), 0, max_shift).astype(np.int64)
-        shift[rng.random(n) < 0.05] = 0
-        shift[rng.random(n) < 0.05] = max_shift
         last = i == n_layers - 1
+        w, b, mult, shift = _matrix_params(rng, config, widths[i], widths[i + 1])
         out.append(Dense(w, b, mult, shift,
                          activation=str(rng.choice(["relu", "identity"])),
                          output="raw" if (last and last_raw) else "requant"))
     return QuantizedNetwork(out, in_bits=config.in_bits, w_bits=config.w_bits,
                             acc_bits=config.acc_bits, mult_bits=config.mult_bits)
+
+
+def _matrix_params(rng, config, k, n):
+    """Return ``(weight [k, n], bias, mult, shift)`` of a random matrix layer."""
+    lo_w, hi_w = -(1 << (config.w_bits - 1)), (1 << (config.w_bits - 1)) - 1
+    lo_x = 1 << (config.in_bits - 1)
+    max_shift = config.acc_bits + config.mult_bits - 1
+    style = rng.choice(["uniform", "extreme", "sparse"], p=[0.6, 0.2, 0.2])
+    if style == "extreme":
+        w = np.full((k, n), lo_w, np.int64)
+    else:
+        w = rng.integers(lo_w, hi_w + 1, size=(k, n), dtype=np.int64)
+        if style == "sparse":
+            w[rng.random((k, n)) < 0.8] = 0
+    headroom = (1 << (config.acc_bits - 1)) - 1 - lo_x * int(np.abs(w).sum(axis=0).max())
+    acc_typical = max(1.0, float(np.abs(w).mean()) * lo_x * np.sqrt(k))
+    # Mostly biases of an accumulator's size: a bias far larger saturates every output
+    # and leaves the requantization's low bits unchecked; sometimes a huge one.
+    b_scale = acc_typical if rng.random() < 0.8 else 1 << (config.acc_bits - 4)
+    b_max = max(0, min(headroom, int(b_scale)))
+    b = rng.integers(-b_max, b_max + 1, size=n, dtype=np.int64)
+    mult = rng.integers(1, 1 << config.mult_bits, size=n, dtype=np.int64)
+    # Scale a typical accumulator into the output range, then jitter.
+    typical = acc_typical * mult.mean()
+    centre = int(np.log2(typical / (1 << (config.in_bits - 2))))
+    shift = np.clip(centre + rng.integers(-3, 4, size=n), 0, max_shift).astype(np.int64)
+    shift[rng.random(n) < 0.05] = 0
+    shift[rng.random(n) < 0.05] = max_shift
+    return w, b, mult, shift
+
+
+def random_cnn(rng, config, *, input_shape=None, blocks=None, max_channels=20, raw=None,
+               dense=None):
+    """Return a random convolutional :class:`QuantizedNetwork` (NHWC) for ``config``.
+
+    One to three blocks of a convolution (kernel 1..5, as large as the padded input at most,
+    stride 1..2, padding 0..2, 1..``max_channels`` channels), each followed or not by a max
+    pooling (window 2..3, stride 1..3), then a Flatten and a Dense (``dense``, random when not
+    given) or the last block's images as the output; its last layer raw or requantized
+    (``raw``). The reduction of every layer stays within ``config.max_k``.
+    """
+    if input_shape is None:
+        side = int(rng.integers(3, 9))
+        input_shape = (side, int(rng.integers(side - 1, side + 2)),
+                       int(rng.integers(1, max_channels + 1)))
+    h, w, c = input_shape
+    layers = []
+    n_blocks = int(rng.integers(1, 4)) if blocks is None else blocks
+    for _ in range(n_blocks):
+        pad = int(rng.integers(0, 3))
+        k = int(rng.integers(1, min(5, h + 2 * pad, w + 2 * pad) + 1))
+        while k * k * c > config.max_k and k > 1:
+            k -= 1
+        stride = int(rng.integers(1, 3))
+        n = int(rng.integers(1, max_channels + 1))
+        weight, b, mult, shift = _matrix_params(rng, config, k * k * c, n)
+        layers.append(Conv2D(weight.reshape(k, k, c, n), b, mult, shift, stride=stride,
+                             padding=pad, activation=str(rng.choice(["relu", "identity"]))))
+        h, w, c = (h + 2 * pad - k) // stride + 1, (w + 2 * pad - k) // stride + 1, n
+        if min(h, w) >= 2 and rng.random() < 0.6:
+            size = int(rng.integers(2, min(3, h, w) + 1))
+            pool_stride = int(rng.integers(1, 4))
+            layers.append(MaxPool2D(size, pool_stride))
+            h, w = (h - size) // pool_stride + 1, (w - size) // pool_stride + 1
+    last_raw = bool(rng.random() < 0.5) if raw is None else raw
+    with_dense = (rng.random() < 0.6) if dense is None else dense
+    if with_dense and h * w * c <= config.max_k:
+        n = int(rng.integers(1, 21))
+        weight, b, mult, shift = _matrix_params(rng, config, h * w * c, n)
+        layers += [Flatten(), Dense(weight, b, mult, shift,
+                                    activation=str(rng.choice(["relu", "identity"])))]
+    last = next(i for i in reversed(range(len(layers)))
+                if isinstance(layers[i], Dense | Conv2D))
+    if last_raw and last == len(layers) - 1:
+        layers[last].output = "raw"
+    return QuantizedNetwork(layers, in_bits=config.in_bits, w_bits=config.w_bits,
+                            acc_bits=config.acc_bits, mult_bits=config.mult_bits,
+                            input_shape=input_shape)
+
+
+def random_image(rng, config, m, shape):
+    """Return an ``[m, *shape]`` integer input that hits both ends of the range."""
+    return random_input(rng, config, m, int(np.prod(shape))).reshape(m, *shape)
 
 
 def random_input(rng, config, m, k):

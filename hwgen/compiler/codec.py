@@ -10,7 +10,8 @@ import numpy as np
 
 from .words import check_words, pack_words, unpack_words
 
-__all__ = ["check_input_rows", "check_rows", "output_words", "pack_input", "unpack_output"]
+__all__ = ["check_input_rows", "check_input_samples", "check_rows", "output_words",
+           "pack_input", "unpack_output"]
 
 
 def check_input_rows(x, features, bits, what, *, rows="M"):
@@ -22,11 +23,25 @@ def check_input_rows(x, features, bits, what, *, rows="M"):
         Starting with ``what``: not an array, a non-integer dtype or element, a wrong shape, or
         the first value outside the signed range (with its index).
     """
+    return check_input_samples(x, (features,), bits, what, rows=rows)
+
+
+def check_input_samples(x, sample_shape, bits, what, *, rows="M"):
+    """Return ``x`` as an int64 ``[rows, *sample_shape]`` array of signed ``bits``-bit
+    integers (rows of features, or NHWC images).
+
+    Raises
+    ------
+    ValueError
+        As :func:`check_input_rows`; an image batch in NCHW order is named as such.
+    """
+    sample_shape = tuple(sample_shape)
+    allowed = "(" + ", ".join([rows, *map(str, sample_shape)]) + ")"
     try:
         arr = np.asarray(x)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{what}: x is not an array ({exc}); allowed: integers of shape "
-                         f"({rows}, {features})") from None
+                         f"{allowed}") from None
     if arr.dtype == object:
         bad = [v for v in arr.flat
                if not isinstance(v, numbers.Integral) or isinstance(v, bool | np.bool_)]
@@ -36,16 +51,22 @@ def check_input_rows(x, features, bits, what, *, rows="M"):
     elif arr.dtype.kind not in "iu":
         raise ValueError(f"{what}: x has dtype {arr.dtype}; allowed: an integer dtype "
                          "(quantize float inputs first, e.g. QuantizedNetwork.quantize_input)")
-    if arr.ndim != 2 or arr.shape[1] != features:
-        hint = f" (one row: x.reshape(1, {features}))" if arr.ndim == 1 else ""
-        raise ValueError(f"{what}: x has shape {arr.shape}; allowed: ({rows}, {features}){hint}")
+    if arr.shape[1:] != sample_shape or arr.ndim != len(sample_shape) + 1:
+        hint = ""
+        if arr.shape == sample_shape:
+            what_one = "row" if len(sample_shape) == 1 else "sample"
+            hint = f" (one {what_one}: x.reshape(1, {', '.join(map(str, sample_shape))}))"
+        elif len(sample_shape) == 3 and arr.ndim == 4 and arr.shape[1:] == (
+                sample_shape[2], *sample_shape[:2]):
+            hint = " (images are NHWC: x.transpose(0, 2, 3, 1) converts NCHW)"
+        raise ValueError(f"{what}: x has shape {arr.shape}; allowed: {allowed}{hint}")
     low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
     if arr.size:
         values = arr.astype(object) if arr.dtype == object else arr
         bad = np.argwhere((values < low) | (values > high))
         if len(bad):
-            r, c = (int(i) for i in bad[0])
-            raise ValueError(f"{what}: x[{r}, {c}] = {arr[r, c]} is outside signed "
+            index = ", ".join(str(int(i)) for i in bad[0])
+            raise ValueError(f"{what}: x[{index}] = {arr[tuple(bad[0])]} is outside signed "
                              f"in_bits={bits} ({low}..{high})")
     return arr.astype(np.int64)
 
@@ -62,21 +83,22 @@ def check_rows(m, batch, what):
 def pack_input(spec, batch, x):
     """Return the words of the input rows ``x`` for the matrix ``spec``
     (see :meth:`Program.pack_input <hwgen.compiler.Program.pack_input>`)."""
-    arr = check_input_rows(x, spec.features, spec.lane_bits, "pack_input", rows="M")
+    arr = check_input_samples(x, spec.sample_shape, spec.lane_bits, "pack_input", rows="M")
     m = arr.shape[0]
     if m > batch:
-        raise ValueError(f"pack_input: x has {m} rows; allowed: at most batch={batch} "
+        raise ValueError(f"pack_input: x has {m} samples; allowed: at most batch={batch} "
                          "per run (split larger inputs)")
-    padded = np.zeros((m, spec.stride * spec.lanes), dtype=np.int64)
-    padded[:, :spec.features] = arr.astype(np.int64)
-    lanes = padded.reshape(m * spec.stride, spec.lanes)
+    rows = m * spec.pixels
+    padded = np.zeros((rows, spec.stride * spec.lanes), dtype=np.int64)
+    padded[:, :spec.features] = arr.reshape(rows, spec.features)
+    lanes = padded.reshape(rows * spec.stride, spec.lanes)
     return pack_words([(lanes, 0, spec.lane_bits)], len(lanes), spec.lanes, spec.lane_bits)
 
 
 def output_words(spec, batch, m):
     """Return ``(region, base, count)`` of the matrix ``spec`` after a run on ``m`` rows."""
     m = check_rows(m, batch, "output_words")
-    return spec.region, spec.base, m * spec.stride
+    return spec.region, spec.base, m * spec.words_per_sample
 
 
 def unpack_output(spec, batch, words, m):
@@ -84,9 +106,11 @@ def unpack_output(spec, batch, words, m):
     (see :meth:`Program.unpack_output <hwgen.compiler.Program.unpack_output>`)."""
     m = check_rows(m, batch, "unpack_output")
     words = list(words)
-    if len(words) != m * spec.stride:
-        raise ValueError(f"unpack_output: got {len(words)} words for m={m} rows; "
-                         f"allowed: exactly m * stride = {m * spec.stride}")
+    need = m * spec.words_per_sample
+    if len(words) != need:
+        raise ValueError(f"unpack_output: got {len(words)} words for m={m} samples; "
+                         f"allowed: exactly m * words per sample = {need}")
     words = check_words(words, spec.lanes * spec.lane_bits, "unpack_output")
     lanes = unpack_words(words, spec.lanes, spec.lane_bits)
-    return lanes.reshape(m, spec.stride * spec.lanes)[:, :spec.features].copy()
+    rows = lanes.reshape(m * spec.pixels, spec.stride * spec.lanes)[:, :spec.features]
+    return rows.reshape(m, *spec.sample_shape).copy()

@@ -1,15 +1,17 @@
 """Compile a quantized network: prove that it fits, lay it out, and build the program."""
 
+import dataclasses
+import math
 import numbers
 
 from ..config import AcceleratorConfig
-from ..memmap import Region
+from ..memmap import GEOMETRY_LIMITS, Region, act_addr_bits, geometry_layout, geometry_words
 from ..nn import QuantizedNetwork
-from .activations import plan_activations
-from .descriptors import check_field, descriptor_fields, pack_descriptor
+from .activations import matrix_shape, plan_activations
+from .descriptors import check_field, descriptor_fields, pack_layer
 from .errors import CompileError
 from .images import param_image, weight_image
-from .kinds import lower
+from .kinds import lower_network
 from .program import Program
 from .proofs import check_widths
 from .specs import LayerSpec, MatrixSpec
@@ -30,43 +32,83 @@ def _check_arguments(network, config, batch, readout):
         raise TypeError(f"compile: readout={readout!r}; allowed: True or False")
 
 
-def _place_layers(layers, config):
-    """Lower and check each layer, and place its images in WEIGHT and PARAM one after the
-    other; return ``(matrix layers, specs)``. Neither depends on the batch."""
-    lowered, specs = [], []
+def _place_layers(passes, config):
+    """Place each matrix pass's images in WEIGHT and PARAM one after the other; return the
+    :class:`LayerSpec` of every pass. Neither depends on the batch."""
+    specs = []
     w_base = p_base = 0
-    for index, layer in enumerate(layers):
-        matrix = lower(index, layer, config)
-        k, n = matrix.weight.shape
-        k_tiles, n_tiles = config.tiles(k, n)
+    for p in passes:
+        pixels = matrix_shape(p.out_shape)[0] if p.spatial else 1
+        if p.kind == "pool":
+            specs.append(LayerSpec(k=0, n=p.out_shape[-1], k_tiles=0, n_tiles=0,
+                                   activation="identity", output="requant", w_base=0,
+                                   w_words=0, p_base=0, p_words=0, kind="pool",
+                                   pixels=pixels, source=p.source))
+            continue
+        k_pad, n = p.matrix.weight.shape
+        k_tiles, n_tiles = config.tiles(k_pad, n)
         w_words, p_words = n_tiles * k_tiles * config.rows, n_tiles
         for what, need, depth in (("weight", w_base + w_words, "weight_depth"),
                                   ("parameter", p_base + p_words, "param_depth")):
             limit = getattr(config, depth)
             if need > limit:
-                raise CompileError(f"{what} words do not fit: layers 0..{index} need {need} "
-                                   f"words; limit {depth}={limit}", layer=index,
+                raise CompileError(f"{what} words do not fit: layers 0..{p.source} need {need} "
+                                   f"words; limit {depth}={limit}", layer=p.source,
                                    resource=depth, need=need, limit=limit)
-        lowered.append(matrix)
-        specs.append(LayerSpec(k=k, n=n, k_tiles=k_tiles, n_tiles=n_tiles,
-                               activation=matrix.activation, output=matrix.output,
-                               w_base=w_base, w_words=w_words, p_base=p_base, p_words=p_words))
+        specs.append(LayerSpec(k=p.k, n=n, k_tiles=k_tiles, n_tiles=n_tiles,
+                               activation=p.matrix.activation, output=p.matrix.output,
+                               w_base=w_base, w_words=w_words, p_base=p_base, p_words=p_words,
+                               pixels=pixels, source=p.source))
         w_base += w_words
         p_base += p_words
-    return lowered, specs
+    return specs
 
 
-def _descriptor(index, matrix, spec, plan, config, *, last):
-    """Return the descriptor fields of layer ``index``, in the layout's order, each checked
-    against its bound."""
+def _geometry(index, p, plan, config):
+    """Return ``(origin, geometry fields)`` of spatial pass ``index``: the word of input pixel
+    ``(-pad, -pad)`` of sample 0 (modulo the banks' addresses) and the walk's steps."""
+    kh, kw, stride, pad = p.kernel
+    h, w, c = p.in_shape
+    oh, ow = p.out_shape[:2] if len(p.out_shape) == 3 else (1, 1)
+    ps = plan.strides[index]
+    wrap = 1 << act_addr_bits(config)
+    for name, value in (("stride", stride), ("pad", pad)):
+        if value > GEOMETRY_LIMITS[name]:
+            raise CompileError(f"{name}={value} is larger than the device walks; allowed: "
+                               f"{name} <= {GEOMETRY_LIMITS[name]}", layer=p.source,
+                               resource=name, need=value, limit=GEOMETRY_LIMITS[name])
+    fields = {
+        "h": h, "w": w, "oh": oh, "ow": ow, "kh": kh, "kw": kw, "stride": stride, "pad": pad,
+        "cgs": math.ceil(c / config.rows) if p.kind == "matrix" else ps,
+        "col_step": stride * ps % wrap,
+        "row_step": (stride * w * ps - (ow - 1) * stride * ps) % wrap,
+        "img_step": (h * w * ps - (oh - 1) * stride * w * ps - (ow - 1) * stride * ps) % wrap,
+        "ky_step": (w * ps - (kw - 1) * ps) % wrap,
+    }
+    layout = geometry_layout(config)
+    for name, value in fields.items():
+        if value >= 1 << layout.members[name].width:
+            raise CompileError(f"geometry field {name}={value} exceeds its width; limit "
+                               f"{(1 << layout.members[name].width) - 1}", layer=p.source,
+                               resource=name, need=value,
+                               limit=(1 << layout.members[name].width) - 1)
+    origin = (plan.base(index) - pad * w * ps - pad * ps) % wrap
+    return origin, fields
+
+
+def _descriptor(index, p, spec, plan, config, *, last):
+    """Return the descriptor fields of pass ``index`` (and a spatial pass's ``geometry``), in
+    the layout's order, each checked against its bound."""
     is_raw = spec.output == "raw"
     fields = {
-        "relu": int(matrix.activation == "relu" and not is_raw),
+        "relu": int(spec.activation == "relu" and not is_raw),
         "raw": int(is_raw),
         "last": int(last),
+        "spatial": int(p.spatial),
+        "pool": int(p.kind == "pool"),
         "k_tiles": spec.k_tiles,
         "n_tiles": spec.n_tiles,
-        "n": spec.n,
+        "n": spec.n if p.kind == "matrix" else 0,
         "src_base": plan.base(index),
         "src_stride": plan.strides[index],
         "dst_base": 0 if is_raw else plan.base(index + 1),
@@ -75,28 +117,54 @@ def _descriptor(index, matrix, spec, plan, config, *, last):
         "p_base": spec.p_base,
     }
     for name, value in fields.items():
-        check_field(config, index, name, value)
+        check_field(config, p.source, name, value)
+    geometry = None
+    if p.spatial:
+        # The walk starts in the padding: its origin may wrap around the banks' addresses.
+        fields["src_base"], geometry = _geometry(index, p, plan, config)
     # Same order as the layout, so that the dicts read like the hardware's struct.
-    return {name: fields[name] for name, _, _ in descriptor_fields(config)}
+    ordered = {name: fields[name] for name, _, _ in descriptor_fields(config)}
+    if geometry is not None:
+        ordered["geometry"] = geometry
+    return ordered
 
 
-def _output_matrix(specs, plan, config):
-    last = specs[-1]
-    if last.output == "raw":
-        return MatrixSpec(Region.OUTPUT, 0, plan.out_stride, last.n, config.cols,
-                          config.acc_bits, "raw")
-    index = len(specs)
-    return MatrixSpec(Region.ACT, plan.base(index), plan.strides[index], last.n,
-                      config.act_lanes, config.in_bits, "requant")
+def _matrix(region, base, stride, shape, *, lanes, bits, kind, sample_shape=None):
+    pixels, channels = matrix_shape(shape)
+    return MatrixSpec(region, base, stride, channels, lanes, bits, kind, pixels=pixels,
+                      sample_shape=sample_shape or shape)
 
 
-def _layer_matrices(specs, plan, config):
-    """Where each layer's output lives after a run: its own ACT area (a read-out plan), the
-    last one where :attr:`Program.output` says."""
-    kept = [MatrixSpec(Region.ACT, plan.base(i + 1), plan.strides[i + 1], spec.n,
-                       config.act_lanes, config.in_bits, "requant")
-            for i, spec in enumerate(specs[:-1])]
-    return (*kept, _output_matrix(specs, plan, config))
+def _output_matrix(passes, plan, config, sample_shape):
+    last = passes[-1]
+    if last.kind == "matrix" and last.matrix.output == "raw":
+        return _matrix(Region.OUTPUT, 0, plan.out_stride, last.out_shape, lanes=config.cols,
+                       bits=config.acc_bits, kind="raw", sample_shape=sample_shape)
+    index = len(passes)
+    return _matrix(Region.ACT, plan.base(index), plan.strides[index], last.out_shape,
+                   lanes=config.act_lanes, bits=config.in_bits, kind="requant",
+                   sample_shape=sample_shape)
+
+
+def _layer_matrices(network, passes, plan, config):
+    """Where each network layer's output lives after a run: its pass's own ACT area (a
+    read-out plan; a Flatten's is its input's, flat), the last one where
+    :attr:`Program.output` says."""
+    shapes = network.shapes
+    by_source = {p.source: i for i, p in enumerate(passes)}
+    found = []
+    matrix = _matrix(Region.ACT, plan.base(0), plan.strides[0], plan.shapes[0],
+                     lanes=config.act_lanes, bits=config.in_bits, kind="requant")
+    for index in range(len(network.layers)):
+        if index == len(network.layers) - 1:
+            found.append(_output_matrix(passes, plan, config, shapes[index][1]))
+            break
+        if index in by_source:
+            i = by_source[index] + 1
+            matrix = _matrix(Region.ACT, plan.base(i), plan.strides[i], plan.shapes[i],
+                             lanes=config.act_lanes, bits=config.in_bits, kind="requant")
+        found.append(dataclasses.replace(matrix, sample_shape=shapes[index][1]))
+    return tuple(found)
 
 
 def compile_network(network, config, *, batch=None, readout=False):
@@ -138,23 +206,31 @@ def compile_network(network, config, *, batch=None, readout=False):
     _check_arguments(network, config, batch, readout)
     network.validate()  # layers are mutable: check them as they are now
     check_widths(network, config)
-    layers = network.layers
-    if len(layers) > config.prog_depth:
-        raise CompileError(f"the network has {len(layers)} layers, more than the program "
-                           f"memory holds; limit prog_depth={config.prog_depth}",
-                           layer=config.prog_depth, resource="prog_depth", need=len(layers),
-                           limit=config.prog_depth)
-    lowered, specs = _place_layers(layers, config)
-    plan = plan_activations(network.in_features, specs, config, batch, readout=readout)
+    passes = lower_network(network, config)
+    if not passes:
+        raise CompileError("the network has no layer the device computes (only Flatten); "
+                           "allowed: at least one Dense, Conv2D or MaxPool2D", resource="layer")
+    specs = _place_layers(passes, config)
+    in_shape = network.shapes[0][0]
+    plan = plan_activations(in_shape, passes, config, batch, readout=readout)
 
     descriptors, words, w_images, p_images = [], [], [], []
-    for index, (matrix, spec) in enumerate(zip(lowered, specs, strict=True)):
-        fields = _descriptor(index, matrix, spec, plan, config, last=index == len(specs) - 1)
+    for index, (p, spec) in enumerate(zip(passes, specs, strict=True)):
+        fields = _descriptor(index, p, spec, plan, config, last=index == len(passes) - 1)
         descriptors.append(fields)
-        words.append(pack_descriptor(config, fields))
-        w_images.append(weight_image(matrix, config))
-        p_images.append(param_image(matrix, config))
+        words += pack_layer(config, fields)
+        if p.kind == "matrix":
+            w_images.append(weight_image(p.matrix, config))
+            p_images.append(param_image(p.matrix, config))
+    if len(words) > config.prog_depth:
+        raise CompileError(f"the program takes {len(words)} words ({len(passes)} layers, "
+                           f"{sum(p.spatial for p in passes)} of them spatial with "
+                           f"{geometry_words(config)} geometry words each), more than the "
+                           f"program memory holds; limit prog_depth={config.prog_depth}",
+                           layer=passes[-1].source, resource="prog_depth", need=len(words),
+                           limit=config.prog_depth)
 
+    matrices = [s for s in specs if s.kind == "matrix"]
     return Program(
         config=config,
         config_hash=config.hash,
@@ -164,11 +240,11 @@ def compile_network(network, config, *, batch=None, readout=False):
         images={Region.PROGRAM: (0, words),
                 Region.WEIGHT: (0, [w for image in w_images for w in image]),
                 Region.PARAM: (0, [w for image in p_images for w in image])},
-        input=MatrixSpec(Region.ACT, 0, plan.strides[0], network.in_features,
-                         config.act_lanes, config.in_bits, "input"),
-        output=_output_matrix(specs, plan, config),
-        macs_per_row=sum(s.k * s.n for s in specs),
-        padded_macs_per_row=sum(s.k_tiles * config.rows * s.n_tiles * config.cols
-                                for s in specs),
-        layer_outputs=_layer_matrices(specs, plan, config) if readout else (),
+        input=_matrix(Region.ACT, 0, plan.strides[0], in_shape, lanes=config.act_lanes,
+                      bits=config.in_bits, kind="input"),
+        output=_output_matrix(passes, plan, config, network.output_shape),
+        macs_per_row=sum(s.pixels * s.k * s.n for s in matrices),
+        padded_macs_per_row=sum(s.pixels * s.k_tiles * config.rows * s.n_tiles * config.cols
+                                for s in matrices),
+        layer_outputs=_layer_matrices(network, passes, plan, config) if readout else (),
     )

@@ -1,13 +1,15 @@
-"""Layer descriptors: the words of the PROGRAM region, one per layer.
+"""Layer descriptors: the words of the PROGRAM region, one per layer (and a spatial layer's
+geometry words after its descriptor).
 
 Their fields and widths come from :func:`hwgen.memmap.descriptor_layout` for the configuration;
 here they are packed into words, read back, and guarded against their bounds.
 """
 
-from ..memmap import descriptor_layout, descriptor_limits
+from ..memmap import descriptor_layout, descriptor_limits, geometry_layout, geometry_words
 from .errors import CompileError
 
-__all__ = ["check_field", "descriptor_fields", "pack_descriptor", "unpack_descriptor"]
+__all__ = ["check_field", "descriptor_fields", "geometry_fields", "pack_descriptor",
+           "pack_layer", "unpack_descriptor", "unpack_program"]
 
 
 def descriptor_fields(config):
@@ -34,3 +36,47 @@ def check_field(config, index, name, value):
         raise CompileError(f"descriptor field {name}={value} exceeds its bound; limit {limit} "
                            "(hwgen.memmap.descriptor_limits)", layer=index, resource=name,
                            need=value, limit=limit)
+
+
+def geometry_fields(config):
+    """Return ``[(name, offset, width)]`` of :func:`~hwgen.memmap.geometry_layout`."""
+    return [(name, field.offset, field.width) for name, field in geometry_layout(config)]
+
+
+def pack_layer(config, fields):
+    """Return the PROGRAM words of one layer: its descriptor, then, for a spatial layer, its
+    ``fields["geometry"]`` cut into :func:`~hwgen.memmap.geometry_words` words of the
+    descriptor's width."""
+    words = [pack_descriptor(config, {k: v for k, v in fields.items() if k != "geometry"})]
+    if fields.get("spatial"):
+        bits = geometry_layout(config).const(fields["geometry"]).as_value().value
+        width = descriptor_layout(config).size
+        words += [(bits >> (i * width)) & ((1 << width) - 1)
+                  for i in range(geometry_words(config))]
+    return words
+
+
+def unpack_program(config, words):
+    """Return the layers' fields (:func:`pack_layer`'s input) of the PROGRAM words ``words``.
+
+    Raises
+    ------
+    ValueError
+        If a spatial layer's geometry words are missing.
+    """
+    width = descriptor_layout(config).size
+    count = geometry_words(config)
+    layers, i = [], 0
+    while i < len(words):
+        fields = unpack_descriptor(config, words[i])
+        i += 1
+        if fields["spatial"]:
+            if i + count > len(words):
+                raise ValueError(f"PROGRAM word {i - 1} is a spatial layer without its "
+                                 f"{count} geometry words")
+            bits = sum(words[i + j] << (j * width) for j in range(count))
+            fields["geometry"] = {name: (bits >> offset) & ((1 << w) - 1)
+                                  for name, offset, w in geometry_fields(config)}
+            i += count
+        layers.append(fields)
+    return tuple(layers)

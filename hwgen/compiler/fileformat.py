@@ -20,15 +20,19 @@ import numpy as np
 
 from ..config import AcceleratorConfig
 from ..memmap import Region, regions
-from .descriptors import unpack_descriptor
+from .descriptors import pack_layer, unpack_program
 from .images import IMAGE_REGIONS
 from .specs import LayerSpec, MatrixSpec
 from .words import check_words, word_bytes, words_to_bytes
 
-__all__ = ["FORMAT_NAME", "FORMAT_VERSION", "read", "save"]
+__all__ = ["FORMAT_NAME", "FORMAT_VERSION", "READ_VERSIONS", "read", "save"]
 
-#: Version of the file written by :func:`save`; other versions are refused on load.
-FORMAT_VERSION = 2  # 2: descriptors laid out per configuration
+#: Version of the file written by :func:`save`; older versions that a program of this
+#: version can stand for are converted on load, others refused.
+FORMAT_VERSION = 3  # 3: spatial layers (descriptor flags, geometry words); 2: per-config layout
+#: Versions :func:`read` takes: version 2 holds matrix layers over rows only, whose
+#: descriptors gain the spatial and pool flags (both 0) on load.
+READ_VERSIONS = (2, 3)
 #: The ``format`` entry of the metadata.
 FORMAT_NAME = "hwgen-program"
 
@@ -111,9 +115,9 @@ def _metadata_of(arrays):
     if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME:
         raise ValueError(f"format is {meta.get('format') if isinstance(meta, dict) else None!r}"
                          f"; allowed: {FORMAT_NAME!r}")
-    if meta.get("version") != FORMAT_VERSION:
+    if meta.get("version") not in READ_VERSIONS:
         raise ValueError(f"format version {meta.get('version')!r} is not supported; "
-                         f"allowed: {FORMAT_VERSION}")
+                         f"allowed: {', '.join(map(str, READ_VERSIONS))}")
     return meta
 
 
@@ -147,15 +151,21 @@ def _from_arrays(arrays):
                          f"configuration ({config.hash}); the file is damaged")
     images = _images(meta, arrays, config)
     descriptors = tuple(meta["descriptors"])
-    decoded = tuple(unpack_descriptor(config, w) for w in images[Region.PROGRAM][1])
+    if meta["version"] == 2:
+        # The digests vouch for the old image; today's layout adds two flags to it.
+        descriptors = tuple({**d, "spatial": 0, "pool": 0} for d in descriptors)
+        words = [w for d in descriptors for w in pack_layer(config, d)]
+        images[Region.PROGRAM] = (images[Region.PROGRAM][0], words)
+        descriptors = unpack_program(config, words)
+    decoded = unpack_program(config, images[Region.PROGRAM][1])
     if decoded != descriptors:
         raise ValueError("the PROGRAM image does not match the stored descriptors; damaged")
     layers = tuple(LayerSpec(**layer) for layer in meta["layers"])
     output = MatrixSpec.from_dict(meta["output"])
     kept = tuple(MatrixSpec.from_dict(d) for d in meta.get("layer_outputs", []))
-    if kept and (len(kept) != len(layers) or kept[-1] != output):
-        raise ValueError(f"{len(kept)} layer outputs for {len(layers)} layers, the last "
-                         f"{kept[-1]} for the output {output}; damaged")
+    if kept and kept[-1] != output:
+        raise ValueError(f"the last layer output {kept[-1]} is not the output {output}; "
+                         "damaged")
     return {"config": config, "config_hash": config.hash, "batch": int(meta["batch"]),
             "descriptors": descriptors,
             "layers": layers, "images": images, "input": MatrixSpec.from_dict(meta["input"]),

@@ -1,44 +1,144 @@
-"""The kinds of :mod:`hwgen.nn` layer the compiler takes, each lowered to a matrix layer.
+"""The kinds of :mod:`hwgen.nn` layer the compiler takes, each lowered to a pass the device runs.
 
-The array runs one operation: a matrix layer, ``x[M, K] @ W[K, N]`` then bias, requantization
-and activation per channel (or the raw accumulators), which is what a :class:`~hwgen.nn.Dense`
-holds. Every kind of layer has a lowering in :data:`LOWERINGS` that proves what the hardware
-needs of it and returns the :class:`~hwgen.nn.Dense` it runs as; a kind without one is refused
-with a :class:`CompileError` naming it. A new kind (a convolution over patches, say) is one more
-entry, plus what its descriptor needs.
+The device runs two kinds of pass. A *matrix* pass is ``x @ W`` then bias, requantization and
+activation per channel (or the raw accumulators): over rows (a :class:`~hwgen.nn.Dense`), or
+over images (a :class:`~hwgen.nn.Conv2D`: each output pixel a row over its patch, walked on
+chip). A *pool* pass is a :class:`~hwgen.nn.MaxPool2D`. A :class:`~hwgen.nn.Flatten` costs
+nothing: the images' words are already in ``(h, w, c)`` order, and a :class:`Dense` after it
+runs as a convolution whose kernel is the whole image. :func:`lower_network` lowers a network
+and proves what the hardware needs of each pass; a kind it does not know is refused with a
+:class:`CompileError` naming it.
+
+A spatial matrix pass walks its reduction tiles by kernel position ``(ky, kx)`` and, at each,
+by groups of ``rows`` channels: its weight rows are the kernel's ``[KH, KW, C, N]`` with ``C``
+padded to a multiple of ``rows`` (:func:`padded_matrix`).
 """
 
-from ..nn import Dense
+import dataclasses
+import math
+
+import numpy as np
+
+from ..nn import Conv2D, Dense, Flatten, MaxPool2D
 from .errors import CompileError
 from .proofs import check_accumulator, check_channel_params, check_reduction
 
-__all__ = ["LOWERINGS", "lower"]
+__all__ = ["DeviceLayer", "lower_network", "padded_matrix"]
 
 
-def _lower_dense(index, layer, config):
-    k = layer.weight.shape[0]
+@dataclasses.dataclass(frozen=True)
+class DeviceLayer:
+    """One pass of the device.
+
+    Attributes
+    ----------
+    source : int
+        The network layer whose output it computes.
+    kind : str
+        ``"matrix"`` or ``"pool"``.
+    matrix : Dense or None
+        A matrix pass's weights (for a spatial pass padded by :func:`padded_matrix`), biases
+        and requantization.
+    k : int
+        A matrix pass's reduction (``KH * KW * C``, unpadded).
+    in_shape, out_shape : tuple of int
+        Per sample: ``(H, W, C)`` for images, ``(F,)`` for rows.
+    kernel : tuple of int or None
+        ``(kh, kw, stride, pad)`` of a spatial pass; None for a matrix pass over rows.
+    """
+
+    source: int
+    kind: str
+    matrix: Dense | None
+    k: int
+    in_shape: tuple
+    out_shape: tuple
+    kernel: tuple | None
+
+    @property
+    def spatial(self):
+        return self.kernel is not None
+
+
+def padded_matrix(weight, rows):
+    """Return ``weight[KH, KW, C, N]`` as ``[KH * KW * ceil(C / rows) * rows, N]``: each kernel
+    position's channels padded with zero rows to a multiple of ``rows``."""
+    kh, kw, c, n = weight.shape
+    groups = math.ceil(c / rows)
+    padded = np.zeros((kh, kw, groups * rows, n), dtype=weight.dtype)
+    padded[:, :, :c, :] = weight
+    return padded.reshape(kh * kw * groups * rows, n)
+
+
+def _checked(index, layer, weight, k, config):
+    """Prove what the hardware needs of a matrix layer and return it as a Dense of
+    ``weight``."""
     check_reduction(index, k, config)
     check_accumulator(index, layer, k, config)
     check_channel_params(index, layer, config)
-    return layer
+    return Dense(weight, layer.bias, layer.mult, layer.shift, activation=layer.activation,
+                 output=layer.output)
 
 
-#: ``{layer type: lowering(index, layer, config) -> Dense}``, in the order errors list them.
-LOWERINGS = {Dense: _lower_dense}
+def _lower_dense(index, layer, shapes, config):
+    in_shape, out_shape = shapes
+    if len(in_shape) == 1:
+        return DeviceLayer(index, "matrix", _checked(index, layer, layer.weight,
+                                                     layer.weight.shape[0], config),
+                           layer.weight.shape[0], in_shape, out_shape, None)
+    # After a Flatten: a convolution whose kernel is the whole image, (h, w, c) as Flatten
+    # orders the features.
+    h, w, c = in_shape
+    kernel = layer.weight.reshape(h, w, c, layer.weight.shape[1])
+    return DeviceLayer(index, "matrix",
+                       _checked(index, layer, padded_matrix(kernel, config.rows), h * w * c,
+                                config),
+                       h * w * c, in_shape, out_shape, (h, w, 1, 0))
 
 
-def lower(index, layer, config):
-    """Return the matrix layer (a :class:`~hwgen.nn.Dense`) that layer ``index`` runs as.
+def _lower_conv(index, layer, shapes, config):
+    in_shape, out_shape = shapes
+    kh, kw, c, _ = layer.weight.shape
+    return DeviceLayer(index, "matrix",
+                       _checked(index, layer, padded_matrix(layer.weight, config.rows),
+                                kh * kw * c, config),
+                       kh * kw * c, in_shape, out_shape, (kh, kw, layer.stride, layer.padding))
+
+
+def _lower_pool(index, layer, shapes, config):
+    return DeviceLayer(index, "pool", None, 0, *shapes,
+                       (layer.size, layer.size, layer.stride, 0))
+
+
+_LOWERINGS = {Dense: _lower_dense, Conv2D: _lower_conv, MaxPool2D: _lower_pool}
+
+
+def lower_network(network, config):
+    """Return the :class:`DeviceLayer` passes that compute ``network``.
+
+    A :class:`~hwgen.nn.Flatten` becomes part of the next pass (or of how the output is read,
+    when it is last).
 
     Raises
     ------
     CompileError
-        If the kind of ``layer`` has no lowering, or the layer does not fit ``config`` (its
-        reduction, its worst-case accumulator or a channel's parameters).
+        If a kind of layer has no lowering, or a layer does not fit ``config`` (its reduction,
+        its worst-case accumulator or a channel's parameters).
     """
-    for kind, lowering in LOWERINGS.items():
-        if isinstance(layer, kind):
-            return lowering(index, layer, config)
-    allowed = ", ".join(kind.__name__ for kind in LOWERINGS)
-    raise CompileError(f"{type(layer).__name__} layers cannot be compiled yet; allowed: "
-                       f"{allowed}", layer=index, resource="layer")
+    passes = []
+    shapes = network.shapes
+    pending = None     # the shapes before a Flatten that the next layer takes over
+    for index, layer in enumerate(network.layers):
+        in_shape, out_shape = shapes[index]
+        if isinstance(layer, Flatten):
+            pending = pending or in_shape
+            continue
+        lowering = next((f for kind, f in _LOWERINGS.items() if isinstance(layer, kind)), None)
+        if lowering is None:
+            allowed = ", ".join(kind.__name__ for kind in (*_LOWERINGS, Flatten))
+            raise CompileError(f"{type(layer).__name__} layers cannot be compiled; allowed: "
+                               f"{allowed}", layer=index, resource="layer")
+        if pending is not None:
+            in_shape, pending = pending, None
+        passes.append(lowering(index, layer, (in_shape, out_shape), config))
+    return passes

@@ -11,8 +11,12 @@ __all__ = ["LayerSpec", "MatrixSpec"]
 class MatrixSpec:
     """Where a matrix of a program's input or output lives in device memory.
 
-    Row ``m``, feature ``f`` is lane ``f % lanes`` of word ``base + m * stride + f // lanes`` of
-    ``region``; lanes are signed ``lane_bits`` wide.
+    A sample takes ``pixels`` rows (its pixels, in ``(y, x)`` order; 1 for a row of features)
+    of ``features`` values each (a pixel's channels): row ``r``, feature ``f`` is lane
+    ``f % lanes`` of word ``base + r * stride + f // lanes`` of ``region``, rows of one sample
+    after another; lanes are signed ``lane_bits`` wide. ``sample_shape`` is how a sample is
+    given and returned: ``(H, W, C)`` of an image, ``(F,)`` of a row, or the flat
+    ``(H * W * C,)`` of a flattened image (the rows' order).
 
     Attributes
     ----------
@@ -20,6 +24,8 @@ class MatrixSpec:
     base, stride, features, lanes, lane_bits : int
     kind : str
         ``"input"``, ``"requant"`` (saturated activations) or ``"raw"`` (accumulators).
+    pixels : int
+    sample_shape : tuple of int
     """
 
     region: Region
@@ -29,11 +35,24 @@ class MatrixSpec:
     lanes: int
     lane_bits: int
     kind: str
+    pixels: int = 1
+    sample_shape: tuple = None
+
+    def __post_init__(self):
+        if self.sample_shape is None:
+            object.__setattr__(self, "sample_shape", (self.features,))
+        object.__setattr__(self, "sample_shape", tuple(int(v) for v in self.sample_shape))
+
+    @property
+    def words_per_sample(self):
+        """Words one sample takes."""
+        return self.pixels * self.stride
 
     def to_dict(self):
         """Return the fields as plain JSON-friendly values."""
         d = dataclasses.asdict(self)
         d["region"] = self.region.name
+        d["sample_shape"] = list(self.sample_shape)
         return d
 
     @classmethod
@@ -49,12 +68,19 @@ class LayerSpec:
     Attributes
     ----------
     k, n : int
-        Inputs and outputs of the layer.
+        Inputs (``KH * KW * C`` of a convolution) and outputs of the layer; a pooling pass has
+        ``k = 0`` and ``n`` its channels.
     k_tiles, n_tiles : int
     activation, output : str
         As in :class:`hwgen.nn.Dense`.
     w_base, w_words, p_base, p_words : int
         Location and size of the layer's images in WEIGHT and PARAM.
+    kind : str
+        ``"matrix"`` or ``"pool"``.
+    pixels : int
+        Output pixels per sample (rows of the layer's output matrix per sample).
+    source : int or None
+        The network layer whose output the pass computes.
     """
 
     k: int
@@ -67,3 +93,6 @@ class LayerSpec:
     w_words: int
     p_base: int
     p_words: int
+    kind: str = "matrix"
+    pixels: int = 1
+    source: int | None = None

@@ -31,6 +31,7 @@ from .counters import Counters
 from .engine import MatmulEngine
 from .host_access import HostAccess, host_write, share_read, share_write
 from .memories import make_memories
+from .pooler import Pooler
 from .postprocess import PostProcessor
 from .systolic import delay
 from .weight_feeder import WeightFeeder
@@ -83,6 +84,7 @@ class Accelerator(wiring.Component):
         self.accumulators = AccumulatorBank(config, registered_reads=reg)
         self.postprocess = PostProcessor(config, implementation)
         self.writeback = WriteBack(config, self.postprocess.addr_width)
+        self.pooler = Pooler(config, read_latency=1 + reg)
         self.counters = Counters(config)
         super().__init__({"host": Out(HostPortSignature(config))})
 
@@ -99,7 +101,7 @@ class Accelerator(wiring.Component):
                                 self.activation_feeder)
         acc, pp, wb = self.accumulators, self.postprocess, self.writeback
         for name in ("engine", "controller", "weight_feeder", "activation_feeder",
-                     "accumulators", "postprocess", "writeback", "counters"):
+                     "accumulators", "postprocess", "writeback", "pooler", "counters"):
             m.submodules[name] = getattr(self, name)
         self._memories = mems = make_memories(m, cfg, impl)
 
@@ -124,14 +126,21 @@ class Accelerator(wiring.Component):
         host_write(m, prog_wr, access, Region.PROGRAM)
         m.d.comb += [ctrl.prog_data.eq(word), ctrl.start.eq(host.start),
                      ctrl.batch_in.eq(host.batch)]
-        bounds = ("last_row", "before_last_row", "k_end", "n_end")
-        for block in (wf, af, acc):
-            m.d.comb += [block.start_layer.eq(ctrl.start_layer),
-                         block.next_desc.eq(ctrl.next_desc)]
-            m.d.comb += [getattr(block, b).eq(getattr(ctrl, b)) for b in bounds
-                         if b in block.signature.members]
-        for block in (af, acc, pp):
-            m.d.comb += block.desc.eq(ctrl.desc)
+        # A pooling layer runs the pooler; the others the feeders, the array and what follows.
+        desc, pool = ctrl.desc, ctrl.desc.pool
+        pooler = self.pooler
+        m.d.comb += [
+            wf.start.eq(ctrl.prime & ~pool), wf.desc.eq(desc),
+            wf.k_end.eq(ctrl.k_end), wf.n_end.eq(ctrl.n_end),
+            af.start_layer.eq(ctrl.start_layer & ~pool), af.start_chunk.eq(ctrl.start_chunk),
+            af.prime.eq(ctrl.prime & ~pool), af.desc.eq(desc), af.geom.eq(ctrl.geom),
+            af.last_row.eq(ctrl.last_row), ctrl.more_chunks.eq(af.more_chunks & ~pool),
+            acc.start_layer.eq(ctrl.start_layer & ~pool), acc.start_chunk.eq(ctrl.start_chunk),
+            acc.desc.eq(desc), acc.k_end.eq(ctrl.k_end), acc.n_end.eq(ctrl.n_end),
+            pp.desc.eq(desc),
+            pooler.start.eq(ctrl.start_layer & pool), pooler.go.eq(ctrl.prime & pool),
+            pooler.desc.eq(desc), pooler.geom.eq(ctrl.geom), pooler.last_row.eq(ctrl.last_row),
+        ]
 
         # The weight feeder: the weight memory may be a single-port SPRAM, whose write takes
         # the read's address.
@@ -143,22 +152,27 @@ class Accelerator(wiring.Component):
                      w_wr.en.eq(access.we[Region.WEIGHT])]
         wiring.connect(m, wf.o_weight, engine.i_weight)
 
-        # The activation feeder reads the banks; the write-back writes them.
+        # The activation feeder (or the pooler) reads the banks; the write-back (or the pooler)
+        # writes them.
         words = []
         for b in range(cfg.act_lanes):
             bank = mems[f"act{b}"]
             rd, wr = bank.read_port(), bank.write_port()
+            addr = Mux(pool, pooler.rd_addr, af.rd_addr[b])
             if reg:
-                word = share_read(m, rd, access, Region.ACT, addr=af.rd_addr[b], en=af.rd_take,
-                                  port_en=af.rd_en[b], name=f"act{b}")
+                word = share_read(m, rd, access, Region.ACT, addr=addr,
+                                  en=pool | af.rd_take,
+                                  port_en=Mux(pool, pooler.rd_en, af.rd_en[b]), name=f"act{b}")
             else:
-                word = share_read(m, rd, access, Region.ACT, addr=af.rd_addr[b],
-                                  en=af.rd_en[b], name=f"act{b}")
+                word = share_read(m, rd, access, Region.ACT, addr=addr,
+                                  en=Mux(pool, pooler.rd_en, af.rd_en[b]), name=f"act{b}")
             words.append(word)
-            share_write(m, wr, access, Region.ACT, addr=wb.wr_addr[b], data=wb.wr_data[b],
-                        en=wb.wr_en[b], host_data=host.wdata[b * cfg.in_bits:
-                                                              (b + 1) * cfg.in_bits])
-        m.d.comb += [af.busy.eq(busy), af.rd_data.eq(Cat(*words))]
+            share_write(m, wr, access, Region.ACT,
+                        addr=Mux(pool, pooler.wr_addr, wb.wr_addr[b]),
+                        data=Mux(pool, pooler.wr_data[b], wb.wr_data[b]),
+                        en=Mux(pool, pooler.wr_en, wb.wr_en[b]),
+                        host_data=host.wdata[b * cfg.in_bits:(b + 1) * cfg.in_bits])
+        m.d.comb += [af.rd_data.eq(Cat(*words)), pooler.rd_data.eq(Cat(*words))]
         access.words[Region.ACT] = Cat(*words)
         wiring.connect(m, af.o_act, engine.i_act)
 
@@ -169,7 +183,7 @@ class Accelerator(wiring.Component):
                      pp.row_pos.eq(acc.row_pos)]
         par_rd, par_wr = mems["param"].read_port(), mems["param"].write_port()
         # The parameters are read in stage B, so that the memory's output holds them in P1.
-        word = share_read(m, par_rd, access, Region.PARAM, addr=ctrl.desc.p_base + acc.param_nt,
+        word = share_read(m, par_rd, access, Region.PARAM, addr=desc.p_base + acc.param_nt,
                           en=~pp.param_hold, name="param")
         host_write(m, par_wr, access, Region.PARAM)
         m.d.comb += pp.params.eq(word)
@@ -183,8 +197,9 @@ class Accelerator(wiring.Component):
         # The engine's results come FIFO_LATENCY cycles before hwgen.cycles counts them (it has
         # no output FIFO here); the layer ends as counted, so the counters match the model.
         # (Registered reads pass the rows through a register first: a cycle of it.)
-        m.d.comb += ctrl.layer_done.eq(delay(m, Mux(ctrl.desc.raw, pp.raw_end, pp.o_end),
-                                             FIFO_LATENCY - reg, name="layer_done"))
+        # (A pooling layer's end takes the same delay: its reads take the same cycle more.)
+        done = Mux(pool, pooler.done, Mux(desc.raw, pp.raw_end, pp.o_end))
+        m.d.comb += ctrl.layer_done.eq(delay(m, done, FIFO_LATENCY - reg, name="layer_done"))
 
         access.drive_read_data(m)
         cnt = self.counters

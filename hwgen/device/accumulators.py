@@ -16,11 +16,13 @@ __all__ = ["AccumulatorBank"]
 class AccumulatorBank(wiring.Component):
     """Add each result row of the engine to the accumulators of its row, tile after tile.
 
-    The engine delivers, for each output tile and reduction tile, the batch's rows in order.
-    Stage A takes a row and its position (row ``m``, tiles ``kt``, ``nt``); stage B adds it to
-    the accumulators of row ``m`` (a row's first reduction tile adds to zero) and writes the
-    sum back, or, after the last reduction tile, hands the sum on (``row_*``) with where the
-    row goes. The accumulator memory holds ``acc_depth`` rows of ``cols`` sums.
+    The engine delivers, for each chunk of a layer's output pixels, each output tile and each
+    reduction tile, the chunk's rows in order, the last one of each pass marked ``last``.
+    Stage A takes a row and its position (row ``m`` of the chunk, tiles ``kt``, ``nt``); stage
+    B adds it to the accumulators of row ``m`` (a row's first reduction tile adds to zero) and
+    writes the sum back, or, after the last reduction tile, hands the sum on (``row_*``) with
+    where the row goes: output pixel after output pixel, chunk after chunk. The accumulator
+    memory holds ``acc_depth`` rows of ``cols`` sums.
 
     Parameters
     ----------
@@ -36,9 +38,10 @@ class AccumulatorBank(wiring.Component):
     en : In(1)
         Clock enable of the datapath registers (the engine's rows and stage B): low only while
         no row is in flight.
-    start_layer : In(1)
-    next_desc, desc : In(descriptor_layout(config))
-    last_row, before_last_row, k_end, n_end : In
+    start_layer, start_chunk : In(1)
+        A layer's first chunk starts (at ``desc.dst_base``), or its next chunk.
+    desc : In(descriptor_layout(config))
+    k_end, n_end : In
         The controller's loop bounds.
     i_result : In(stream.Signature(result_row_layout(config)))
         The engine's result rows, taken as they come (``ready`` is high).
@@ -47,7 +50,7 @@ class AccumulatorBank(wiring.Component):
     row_final : Out(1)
         ... of its last reduction tile: ``row_sum`` is the finished sum.
     row_end : Out(1)
-        ... and the layer's last row.
+        ... and the chunk's last row.
     row_sum : Out(acc_row_layout(config))
     row_pos : Out(position_layout(config))
         Where the row goes.
@@ -67,14 +70,11 @@ class AccumulatorBank(wiring.Component):
         self.registered_reads = registered_reads
         self.memory = None
         layout = descriptor_layout(config)
-        batch = Signal(range(config.acc_depth + 1)).shape()
         super().__init__({
             "en": In(1),
             "start_layer": In(1),
-            "next_desc": In(layout),
+            "start_chunk": In(1),
             "desc": In(layout),
-            "last_row": In(batch),
-            "before_last_row": In(batch),
             "k_end": In(layout.members["k_tiles"]),
             "n_end": In(layout.members["n_tiles"]),
             "i_result": In(stream.Signature(result_row_layout(config))),
@@ -90,9 +90,8 @@ class AccumulatorBank(wiring.Component):
         m = Module()
         cfg = self.config
         cols, lanes = cfg.cols, cfg.act_lanes
-        desc, nd = self.desc, self.next_desc
-        start_layer, last_row, before_last_row = self.start_layer, self.last_row, \
-            self.before_last_row
+        desc = self.desc
+        start = self.start_layer | self.start_chunk
         # The registers after the array hold still between runs (they are empty then).
         dp = Module()
         m.submodules.datapath = EnableInserter({"sync": self.en})(dp)
@@ -104,7 +103,7 @@ class AccumulatorBank(wiring.Component):
         # Registered reads forward the sums themselves (see _registered_read).
         rd = mem.read_port(transparent_for=() if self.registered_reads else (wr,))
 
-        r_m = Signal.like(last_row, name="r_m")
+        r_m = Signal(range(cfg.acc_depth), name="r_m")
         r_kt = Signal.like(desc.k_tiles, name="r_kt")
         r_nt = Signal.like(desc.n_tiles, name="r_nt")
         pos_layout = position_layout(cfg)
@@ -120,37 +119,32 @@ class AccumulatorBank(wiring.Component):
             # before stage B. The layer ends a cycle earlier after its last row (see the
             # accelerator's layer_done), so the cycles are the same.
             a_valid = Signal(name="res_q_valid")
+            r_last = Signal(name="res_q_last")
             a_row = Signal.like(res.payload.data, name="res_q_data")
-            dp.d.sync += [a_valid.eq(res.valid), a_row.eq(res.payload.data)]
+            dp.d.sync += [a_valid.eq(res.valid), r_last.eq(res.payload.last),
+                          a_row.eq(res.payload.data)]
             e_m = Signal.like(r_m, name="e_m")
             e_m1 = Signal(len(r_m) + 1, name="e_m1")     # e_m + 1
             e_m_n = Signal.like(r_m, name="e_m_n")
             e_wrap, e_step = Signal(name="e_wrap"), Signal(name="e_step")
             m.d.comb += e_m_n.eq(Mux(e_wrap, 0, Mux(e_step, e_m1, e_m)))
-            # "The row is the batch's last" in registers too, for e_m and (a cycle later) r_m:
-            # comparators before the memory's address and stage A's enables otherwise. (Set
-            # anew by every layer's start, after the run's batch is.)
-            e_last = Signal(name="e_last")
-            r_last = Signal(name="r_last")
-            m.d.sync += [e_m.eq(e_m_n), e_m1.eq(e_m_n + 1), r_m.eq(e_m), r_last.eq(e_last),
-                         e_last.eq(Mux(e_wrap, last_row == 0,
-                                       Mux(e_step, e_m == before_last_row, e_last)))]
-            with m.If(start_layer):
+            m.d.sync += [e_m.eq(e_m_n), e_m1.eq(e_m_n + 1), r_m.eq(e_m)]
+            with m.If(start):
                 m.d.comb += e_wrap.eq(1)
             with m.Elif(res.valid):
-                with m.If(~e_last):
+                with m.If(~res.payload.last):
                     m.d.comb += e_step.eq(1)
                 with m.Else():
                     m.d.comb += e_wrap.eq(1)
             look = (e_m, e_m1, e_m_n, e_wrap, e_step)
-            # "Last tile" flags in registers, as r_last (comparators before stage A's enables
-            # otherwise): r_kt == k_end and r_nt == n_end, compared with the bound less one.
+            # "Last tile" flags in registers (comparators before stage A's enables otherwise):
+            # r_kt == k_end and r_nt == n_end, compared with the bound less one.
             kt_last, nt_last = Signal(name="r_kt_last"), Signal(name="r_nt_last")
             kt_before = Signal.like(desc.k_tiles, name="r_kt_before")     # k_end - 1
             nt_before = Signal.like(desc.n_tiles, name="r_nt_before")     # n_end - 1
-            with m.If(start_layer):
-                m.d.sync += [kt_last.eq(nd.k_tiles == 1), nt_last.eq(nd.n_tiles == 1),
-                             kt_before.eq(nd.k_tiles - 2), nt_before.eq(nd.n_tiles - 2)]
+            with m.If(start):
+                m.d.sync += [kt_last.eq(desc.k_tiles == 1), nt_last.eq(desc.n_tiles == 1),
+                             kt_before.eq(desc.k_tiles - 2), nt_before.eq(desc.n_tiles - 2)]
             with m.Elif(a_valid & r_last):
                 with m.If(~kt_last):
                     m.d.sync += kt_last.eq(r_kt == kt_before)
@@ -158,21 +152,29 @@ class AccumulatorBank(wiring.Component):
                     m.d.sync += [kt_last.eq(self.k_end == 0),
                                  nt_last.eq(Mux(nt_last, self.n_end == 0, r_nt == nt_before))]
         else:
-            a_valid, a_row = res.valid, res.payload.data
+            a_valid, a_row, r_last = res.valid, res.payload.data, res.payload.last
             m.d.sync += r_m.eq(Mux(r_wrap, 0, Mux(r_step, r_m + 1, r_m)))
-            r_last = r_m == last_row
             kt_last, nt_last = r_kt == self.k_end, r_nt == self.n_end
-        with m.If(start_layer):
-            m.d.sync += [r_kt.eq(0), r_nt.eq(0), pos.n0.eq(0), pos.oword.eq(0), pos.orem.eq(0),
-                         pos.dst.eq(nd.dst_base)]
+        # The first row of the running chunk's output pixels.
+        chunk_dst = Signal.like(pos.dst, name="chunk_dst")
+        with m.If(start):
+            m.d.sync += [r_kt.eq(0), r_nt.eq(0), pos.n0.eq(0), pos.oword.eq(0), pos.orem.eq(0)]
             m.d.comb += r_wrap.eq(1)
+            with m.If(self.start_layer):
+                m.d.sync += [pos.dst.eq(desc.dst_base), chunk_dst.eq(desc.dst_base)]
         with m.Elif(a_valid):
             with m.If(~r_last):
                 m.d.sync += pos.dst.eq(pos.dst + desc.dst_stride)
                 m.d.comb += r_step.eq(1)
             with m.Else():
-                m.d.sync += pos.dst.eq(desc.dst_base)
                 m.d.comb += r_wrap.eq(1)
+                # The chunk's last pass goes on to the next chunk's pixels; the others
+                # start over.
+                with m.If(kt_last & nt_last):
+                    m.d.sync += [pos.dst.eq(pos.dst + desc.dst_stride),
+                                 chunk_dst.eq(pos.dst + desc.dst_stride)]
+                with m.Else():
+                    m.d.sync += pos.dst.eq(chunk_dst)
                 with m.If(~kt_last):
                     m.d.sync += r_kt.eq(r_kt + 1)
                 with m.Else():

@@ -1,28 +1,31 @@
-"""The controller: runs a program of layer descriptors, one layer after the other."""
+"""The controller: runs a program of layer descriptors, one layer (and chunk) after another."""
 
 from amaranth.hdl import Module, Signal, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from ..memmap import batch_bits, descriptor_layout
+from ..memmap import batch_bits, descriptor_layout, geometry_layout, geometry_words
 
 __all__ = ["Controller"]
 
 
 class Controller(wiring.Component):
-    """Fetch each layer's descriptor from the program memory and hand it to the datapath.
+    """Fetch each layer's descriptor (and a spatial layer's geometry) from the program memory
+    and run the layer, chunk by chunk.
 
     ``start`` (while idle) raises ``busy`` and takes the run's ``batch``. For each layer the
-    controller reads the next descriptor (FETCH), pulses ``start_layer`` while ``next_desc``
-    holds it (DECODE), then holds it in ``desc`` until ``layer_done`` (RUN). The layer marked
-    ``last`` ends the run and lowers ``busy``.
+    controller reads the descriptor (FETCH, DECODE: into ``desc``), a spatial layer's geometry
+    words (GEOM, three cycles each; a plain matrix layer's geometry is that of 1x1 images),
+    pulses ``start_layer`` (LOAD) and ``prime`` (PRIME), then waits for ``layer_done`` (RUN).
+    When the feeder says that pixels remain (``more_chunks``) it runs the layer's next chunk:
+    ``start_chunk`` (NEXT), ``prime``, RUN again. The layer marked ``last`` ends the run.
 
     Parameters
     ----------
     config : AcceleratorConfig
     registered_bounds : bool
-        Keep the loop bounds (``last_row``, ``k_end``, ``n_end``...) in registers, set once per
-        run or layer, instead of subtracting them every cycle: they feed the enables of many
+        Keep the loop bounds (``k_end``, ``n_end``, ``last_row``) in registers, set once per run
+        or layer, instead of subtracting them every cycle: they feed the enables of many
         counters (an implementation's ``post_pipeline``).
 
     Members
@@ -32,19 +35,20 @@ class Controller(wiring.Component):
         The host port's run request.
     busy : Out(1)
     prog_addr : Out(range(config.prog_depth))
-        The program memory's address while busy (the next descriptor's word).
-    prog_data : In(descriptor_layout(config))
-        The word read at ``prog_addr`` (the cycle after it is addressed).
-    start_layer : Out(1)
-        A layer starts: ``next_desc`` is its descriptor (a register: high in DECODE).
-    next_desc, desc : Out(descriptor_layout(config))
-        The descriptor being loaded, and the running layer's (valid the cycle after DECODE).
+        The program memory's address while busy.
+    prog_data : In(unsigned(descriptor width))
+        The word read at ``prog_addr``, two cycles after it is addressed at the latest.
+    desc : Out(descriptor_layout(config))
+    geom : Out(geometry_layout(config))
+        The running layer's descriptor and geometry (from LOAD on).
+    start_layer, start_chunk, prime : Out(1)
+        Registers: high in LOAD, NEXT and PRIME.
     layer_done : In(1)
-        The running layer's last result is written.
-    batch : Out(batch_bits(config))
-        Rows of the run.
-    last_row, before_last_row : Out(batch_bits(config))
-        ``batch - 1`` and ``batch - 2``.
+        The running chunk's last result is written.
+    more_chunks : In(1)
+        Pixels of the layer remain after the running chunk.
+    batch, last_row : Out(batch_bits(config))
+        Images of the run, and ``batch - 1``.
     k_end, n_end : Out
         The running layer's last reduction and output tile: ``desc.k_tiles - 1``,
         ``desc.n_tiles - 1``.
@@ -60,24 +64,34 @@ class Controller(wiring.Component):
             "batch_in": In(batch),
             "busy": Out(1),
             "prog_addr": Out(range(config.prog_depth)),
-            "prog_data": In(layout),
-            "start_layer": Out(1),
-            "next_desc": Out(layout),
+            "prog_data": In(unsigned(layout.size)),
             "desc": Out(layout),
+            "geom": Out(geometry_layout(config)),
+            "start_layer": Out(1),
+            "start_chunk": Out(1),
+            "prime": Out(1),
             "layer_done": In(1),
+            "more_chunks": In(1),
             "batch": Out(batch),
             "last_row": Out(batch),
-            "before_last_row": Out(batch),
             "k_end": Out(layout.members["k_tiles"]),
             "n_end": Out(layout.members["n_tiles"]),
         })
 
     def elaborate(self, platform):
         m = Module()
-        desc = self.desc
-        pc = self.prog_addr     # the next descriptor's word
-        m.d.comb += self.next_desc.eq(self.prog_data)
-        m.d.sync += self.start_layer.eq(0)
+        cfg = self.config
+        desc, geom = self.desc, self.geom
+        pc = self.prog_addr     # the next word
+        word = descriptor_layout(cfg)(self.prog_data)
+        width = len(self.prog_data)
+        count = geometry_words(cfg)
+        g_word = Signal(range(count + 1))   # geometry words loaded
+        g_wait = Signal(range(3))           # cycles since the word was addressed
+        g_bits = Signal(count * width)
+        g_view = geometry_layout(cfg)(g_bits[:len(geom.as_value())])
+        m.d.comb += geom.eq(g_view)
+        m.d.sync += [self.start_layer.eq(0), self.start_chunk.eq(0), self.prime.eq(0)]
         with m.FSM():
             with m.State("IDLE"):
                 m.d.sync += pc.eq(0)
@@ -85,31 +99,54 @@ class Controller(wiring.Component):
                     m.d.sync += [self.busy.eq(1), self.batch.eq(self.batch_in)]
                     m.next = "FETCH"
             with m.State("FETCH"):
-                # FETCH always leads to DECODE: `start_layer` is a register, not a decode of
-                # the state, for the activation banks' addresses that it chooses.
-                m.d.sync += self.start_layer.eq(1)
                 m.next = "DECODE"
             with m.State("DECODE"):
-                m.d.sync += [desc.eq(self.next_desc), pc.eq(pc + 1)]
+                m.d.sync += [desc.eq(word), pc.eq(pc + 1), g_word.eq(0), g_wait.eq(0)]
+                with m.If(word.spatial):
+                    m.next = "GEOM"
+                with m.Else():
+                    # A matrix layer over rows: 1x1 images, a row's words per image.
+                    plain = geometry_layout(cfg).const({
+                        "h": 1, "w": 1, "oh": 1, "ow": 1, "kh": 1, "kw": 1, "stride": 1})
+                    m.d.sync += [g_bits.eq(plain.as_value()), g_view.cgs.eq(word.k_tiles),
+                                 g_view.img_step.eq(word.src_stride),
+                                 self.start_layer.eq(1)]
+                    m.next = "LOAD"
+            with m.State("GEOM"):
+                # Plain and registered program reads alike: the word addressed two cycles ago.
+                m.d.sync += g_wait.eq(g_wait + 1)
+                with m.If(g_wait == 2):
+                    m.d.sync += [g_bits.word_select(g_word, width).eq(self.prog_data),
+                                 g_word.eq(g_word + 1), pc.eq(pc + 1), g_wait.eq(0)]
+                    with m.If(g_word == count - 1):
+                        m.d.sync += self.start_layer.eq(1)
+                        m.next = "LOAD"
+            with m.State("LOAD"):
+                m.d.sync += self.prime.eq(1)
+                m.next = "PRIME"
+            with m.State("PRIME"):
                 m.next = "RUN"
             with m.State("RUN"), m.If(self.layer_done):
-                with m.If(desc.last):
+                with m.If(self.more_chunks):
+                    m.d.sync += self.start_chunk.eq(1)
+                    m.next = "NEXT"
+                with m.Elif(desc.last):
                     m.d.sync += self.busy.eq(0)
                     m.next = "IDLE"
                 with m.Else():
                     m.next = "FETCH"
+            with m.State("NEXT"):
+                m.d.sync += self.prime.eq(1)
+                m.next = "PRIME"
 
         if self.registered_bounds:
             k_last = Signal.like(self.k_end, name="k_last")
             n_last = Signal.like(self.n_end, name="n_last")
-            m.d.sync += [self.last_row.eq(self.batch - 1),   # valid from FETCH on
-                         self.before_last_row.eq(self.batch - 2)]
+            m.d.sync += self.last_row.eq(self.batch - 1)   # valid from FETCH on
             with m.If(self.start_layer):
-                m.d.sync += [k_last.eq(self.next_desc.k_tiles - 1),
-                             n_last.eq(self.next_desc.n_tiles - 1)]
+                m.d.sync += [k_last.eq(desc.k_tiles - 1), n_last.eq(desc.n_tiles - 1)]
             m.d.comb += [self.k_end.eq(k_last), self.n_end.eq(n_last)]
         else:
             m.d.comb += [self.last_row.eq(self.batch - 1),
-                         self.before_last_row.eq(self.batch - 2),
                          self.k_end.eq(desc.k_tiles - 1), self.n_end.eq(desc.n_tiles - 1)]
         return m

@@ -29,9 +29,10 @@ class WeightFeeder(wiring.Component):
 
     Members
     -------
-    start_layer : In(1)
-    next_desc : In(descriptor_layout(config))
-        A layer starts: its descriptor (``w_base``, ``k_tiles``, ``n_tiles``).
+    start : In(1)
+        A pass over the layer's tiles starts (each chunk of its output pixels takes one).
+    desc : In(descriptor_layout(config))
+        The layer's descriptor (``w_base``, ``k_tiles``, ``n_tiles``).
     k_end, n_end : In
         The layer's last reduction and output tile.
     rd_addr : Out(range(config.weight_depth + 1))
@@ -50,8 +51,8 @@ class WeightFeeder(wiring.Component):
         layout = descriptor_layout(config)
         row = weight_row_layout(config)
         super().__init__({
-            "start_layer": In(1),
-            "next_desc": In(layout),
+            "start": In(1),
+            "desc": In(layout),
             "k_end": In(layout.members["k_tiles"]),
             "n_end": In(layout.members["n_tiles"]),
             "rd_addr": Out(range(config.weight_depth + 1)),
@@ -63,7 +64,7 @@ class WeightFeeder(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
-        nd = self.next_desc
+        nd = self.desc
         addr = Signal(range(cfg.weight_depth + 1))
         addr_n = Signal.like(addr, name="addr_n")     # its next value
         row = Signal(range(cfg.rows))
@@ -81,7 +82,7 @@ class WeightFeeder(wiring.Component):
             wiring.connect(m, skid.o, wiring.flipped(self.o_weight))
             # addr + 1 in a register: the memory's address is a multiplexer of registers.
             addr_p1 = Signal(range(cfg.weight_depth + 2), name="addr_p1")
-            with m.If(self.start_layer):
+            with m.If(self.start):
                 m.d.sync += addr_p1.eq(nd.w_base + 1)
             with m.Elif(take & more):
                 m.d.sync += addr_p1.eq(addr_p1 + 1)
@@ -90,7 +91,7 @@ class WeightFeeder(wiring.Component):
                          self.o_weight.valid.eq(valid), self.o_weight.payload.eq(self.rd_data),
                          self.rd_addr.eq(addr), self.rd_en.eq(take)]
             addr_p1 = addr + 1
-        with m.If(self.start_layer):
+        with m.If(self.start):
             m.d.sync += [row.eq(0), kt.eq(0), nt.eq(0),
                          more.eq((nd.k_tiles != 0) & (nd.n_tiles != 0)), valid.eq(0)]
             m.d.comb += addr_n.eq(nd.w_base)

@@ -75,13 +75,20 @@ def _clock_plan(board, clock_hz):
 
 def _cycle_key(program, m, implementation=None):
     # What hwgen.cycles.program_cycles reads: the array's shape and dataflow, the
-    # requantization's steps per row, each layer's tiling and the implementation's
-    # requantization pipeline (tests/dse/test_points.py checks that configurations alike in
+    # requantization's steps per row, the chunk size, each layer's tiling and walk, and the
+    # implementation's requantization pipeline (tests/dse/test_points.py checks that configurations alike in
     # these count alike).
+    from ..memmap import geometry_words
+
     config = program.config
-    layers = tuple((d["k_tiles"], d["n_tiles"], bool(d["raw"])) for d in program.descriptors)
+    layers = tuple((d["k_tiles"], d["n_tiles"], bool(d["raw"]), d.get("spatial", 0),
+                    d.get("pool", 0), d["src_stride"],
+                    tuple(sorted((d.get("geometry") or {}).items())))
+                   for d in program.descriptors)
     latency = getattr(implementation, "requant_latency", 0)
-    return (config.rows, config.cols, config.dataflow, config.requant_steps, layers, m, latency)
+    # Spatial layers run in chunks of acc_depth pixels, after their geometry words.
+    return (config.rows, config.cols, config.dataflow, config.requant_steps, config.acc_depth,
+            geometry_words(config), layers, m, latency)
 
 
 def _program_cycles(program, m, implementation=None):

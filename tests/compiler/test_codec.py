@@ -32,7 +32,7 @@ def test_pack_input_layout(program):
 
 
 @pytest.mark.parametrize(("words", "m", "fragment"), [
-    ([0] * 3, 2, "exactly m * stride = 4"),
+    ([0] * 3, 2, "exactly m * words per sample = 4"),
     ([0, 0, -1, 0], 2, "word 2 is -1"),
     ([0, 1 << 72, 0, 0], 2, "word 1"),
     ([0, 0, 0, 1.0], 2, "float"),

@@ -1,4 +1,4 @@
-"""The layer kinds the compiler takes (hwgen.compiler.kinds)."""
+"""The layer kinds the compiler takes (hwgen.compiler.kinds): each lowered to a device pass."""
 
 import numpy as np
 import pytest
@@ -6,30 +6,73 @@ from support import small_dense_network as small_network
 
 from hwgen import AcceleratorConfig
 from hwgen.compiler import CompileError
-from hwgen.compiler.kinds import LOWERINGS, lower
-from hwgen.nn import Dense
+from hwgen.compiler.kinds import lower_network, padded_matrix
+from hwgen.nn import Conv2D, Dense, Flatten, MaxPool2D, QuantizedNetwork
 
 
-def test_a_dense_layer_runs_as_itself():
+def _conv(kh, kw, c, n, **kw_args):
+    rng = np.random.default_rng(kh * 100 + kw * 10 + c)
+    return Conv2D(rng.integers(-3, 4, (kh, kw, c, n)), np.zeros(n, int), np.ones(n, int),
+                  np.zeros(n, int), **kw_args)
+
+
+def test_a_dense_layer_over_rows_runs_as_itself():
     config = AcceleratorConfig()
-    layer = small_network(config).layers[0]
-    assert lower(0, layer, config) is layer
+    net = small_network(config)
+    (p, *_) = lower_network(net, config)
+    layer = net.layers[0]
+    assert (p.kind, p.kernel, p.spatial) == ("matrix", None, False)
+    np.testing.assert_array_equal(p.matrix.weight, layer.weight)
+    assert p.k == layer.weight.shape[0] and p.source == 0
+
+
+def test_padded_matrix_puts_each_kernel_positions_channels_in_whole_tiles():
+    weight = np.arange(2 * 3 * 5 * 4).reshape(2, 3, 5, 4)
+    padded = padded_matrix(weight, rows=4)          # 5 channels -> 2 groups of 4
+    assert padded.shape == (2 * 3 * 8, 4)
+    for ky in range(2):
+        for kx in range(3):
+            block = padded[(ky * 3 + kx) * 8:(ky * 3 + kx + 1) * 8]
+            np.testing.assert_array_equal(block[:5], weight[ky, kx])
+            assert not block[5:].any()
+
+
+def test_convolution_pooling_and_flatten_then_dense():
+    """A Flatten costs nothing: the Dense after it runs as a convolution over the whole
+    image, its weight rows in (h, w, c) order."""
+    config = AcceleratorConfig(rows=2, cols=2)
+    conv = _conv(3, 3, 2, 3, stride=2, padding=1)
+    dense = Dense(np.arange(2 * 2 * 3 * 4).reshape(12, 4) % 7 - 3, np.zeros(4, int),
+                  np.ones(4, int), np.zeros(4, int))
+    net = QuantizedNetwork([conv, MaxPool2D(2, 1), Flatten(), dense], input_shape=(5, 5, 2))
+    passes = lower_network(net, config)
+    assert [p.kind for p in passes] == ["matrix", "pool", "matrix"]
+    assert [p.source for p in passes] == [0, 1, 3]
+    assert passes[0].kernel == (3, 3, 2, 1) and passes[0].k == 18
+    assert passes[1].kernel == (2, 2, 1, 0) and passes[1].matrix is None
+    assert passes[2].in_shape == (2, 2, 3) and passes[2].kernel == (2, 2, 1, 0)
+    np.testing.assert_array_equal(passes[2].matrix.weight,
+                                  padded_matrix(dense.weight.reshape(2, 2, 3, 4), 2))
 
 
 def test_a_kind_without_lowering_is_refused_by_name():
-    class Pool:
-        pass
+    class Upsample:
+        in_features = 4
+        output = "requant"
 
-    with pytest.raises(CompileError) as info:
-        lower(3, Pool(), AcceleratorConfig())
-    assert str(info.value) == ("layer 3: Pool layers cannot be compiled yet; allowed: "
-                               + ", ".join(kind.__name__ for kind in LOWERINGS))
-    assert (info.value.layer, info.value.resource) == (3, "layer")
-    assert Dense in LOWERINGS
+    net = small_network(AcceleratorConfig())
+    net.layers.insert(1, Upsample())
+    with pytest.raises((CompileError, TypeError)) as info:
+        lower_network(net, AcceleratorConfig())
+    assert "Upsample" in str(info.value)
 
 
 def test_lowering_proves_the_layer():
     config = AcceleratorConfig(max_k=4)
-    layer = Dense(np.ones((5, 2), int), [0, 0], [1, 1], [0, 0])
+    net = QuantizedNetwork([Dense(np.ones((5, 2), int), [0, 0], [1, 1], [0, 0])])
     with pytest.raises(CompileError, match="K=5"):
-        lower(1, layer, config)
+        lower_network(net, config)
+    # A convolution's K is its patch: 3 x 3 x 1 = 9 > 4.
+    net = QuantizedNetwork([_conv(3, 3, 1, 2)], input_shape=(4, 4, 1))
+    with pytest.raises(CompileError, match="K=9"):
+        lower_network(net, config)

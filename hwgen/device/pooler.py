@@ -1,0 +1,127 @@
+"""The pooler: a max-pooling layer, as a pass of its own over the activation banks."""
+
+from amaranth.hdl import Module, Mux, Signal, signed, unsigned
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from ..memmap import act_addr_bits, batch_bits, descriptor_layout, geometry_layout
+from .systolic import delay
+
+__all__ = ["Pooler"]
+
+
+class Pooler(wiring.Component):
+    """Max-pool a layer's input images into its output area, one bank word per cycle.
+
+    For each output pixel ``(m, oy, ox)`` (in order) and each of its words ``cw`` (its
+    ``act_lanes`` channels at once), the pooler reads the window's words — input pixels
+    ``(oy * stride + wy, ox * stride + wx)``, ``wy, wx`` in ``0 .. kh - 1`` — and writes their
+    lane-wise maximum at the output pixel's word, ``dst_base + (pixel * src_stride + cw)``. The
+    window walks like a convolution's kernel (the geometry's steps), without padding. Pooling
+    follows the activation, so the maximum of the saturated values is exact.
+
+    Parameters
+    ----------
+    config : AcceleratorConfig
+    read_latency : int
+        Cycles from a read's address to its word (1, or 2 with registered reads).
+
+    Members
+    -------
+    start : In(1)
+        A pooling layer is loaded (``desc``, ``geom``, ``last_row`` are valid from here on).
+    go : In(1)
+        Start reading (the cycle after ``start`` at the earliest).
+    desc : In(descriptor_layout(config))
+    geom : In(geometry_layout(config))
+    last_row : In(batch_bits(config))
+    rd_addr : Out(unsigned(act_addr_bits))
+    rd_en : Out(1)
+        Every bank reads this word.
+    rd_data : In(ArrayLayout(signed(in_bits), act_lanes))
+    wr_addr : Out(unsigned(act_addr_bits))
+    wr_data : Out(ArrayLayout(signed(in_bits), act_lanes))
+    wr_en : Out(1)
+        Every bank writes its lane of the word.
+    done : Out(1)
+        The layer's last word is written.
+    """
+
+    def __init__(self, config, *, read_latency=1):
+        self.config = config
+        self.read_latency = read_latency
+        lanes, value = config.act_lanes, signed(config.in_bits)
+        addr = unsigned(act_addr_bits(config))
+        super().__init__({
+            "start": In(1), "go": In(1),
+            "desc": In(descriptor_layout(config)),
+            "geom": In(geometry_layout(config)),
+            "last_row": In(batch_bits(config)),
+            "rd_addr": Out(addr), "rd_en": Out(1),
+            "rd_data": In(data.ArrayLayout(value, lanes)),
+            "wr_addr": Out(addr), "wr_data": Out(data.ArrayLayout(value, lanes)),
+            "wr_en": Out(1),
+            "done": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.config
+        d, g = self.desc, self.geom
+        side = max(1, cfg.act_depth.bit_length())
+        active = Signal()
+        ox, oy, wx, wy = (Signal(side, name=n) for n in ("ox", "oy", "wx", "wy"))
+        img = Signal.like(self.last_row, name="img")
+        cw = Signal(range(cfg.act_depth + 1))
+        pix = Signal.like(self.rd_addr, name="pix")     # the window's first pixel
+        off = Signal.like(self.rd_addr, name="off")     # the window position's words from it
+        win_first = (wx == 0) & (wy == 0)
+        win_last = (wx == g.kw - 1) & (wy == g.kh - 1)
+        word_last = cw == d.src_stride - 1
+        pixel_last = (ox == g.ow - 1) & (oy == g.oh - 1) & (img == self.last_row)
+        m.d.comb += [self.rd_addr.eq(pix + off + cw), self.rd_en.eq(active)]
+        with m.If(self.start):
+            m.d.sync += [active.eq(0), ox.eq(0), oy.eq(0), img.eq(0), wx.eq(0), wy.eq(0),
+                         cw.eq(0), pix.eq(d.src_base), off.eq(0)]
+        with m.Elif(self.go):
+            m.d.sync += active.eq(1)
+        with m.Elif(active):
+            with m.If(~win_last):        # the next window position
+                with m.If(wx != g.kw - 1):
+                    m.d.sync += [wx.eq(wx + 1), off.eq(off + d.src_stride)]
+                with m.Else():
+                    m.d.sync += [wx.eq(0), wy.eq(wy + 1), off.eq(off + g.ky_step)]
+            with m.Else():
+                m.d.sync += [wx.eq(0), wy.eq(0), off.eq(0)]
+                with m.If(~word_last):   # the pixel's next word
+                    m.d.sync += cw.eq(cw + 1)
+                with m.Else():           # the next output pixel
+                    m.d.sync += cw.eq(0)
+                    with m.If(pixel_last):
+                        m.d.sync += active.eq(0)
+                    with m.Elif(ox != g.ow - 1):
+                        m.d.sync += [ox.eq(ox + 1), pix.eq(pix + g.col_step)]
+                    with m.Elif(oy != g.oh - 1):
+                        m.d.sync += [ox.eq(0), oy.eq(oy + 1), pix.eq(pix + g.row_step)]
+                    with m.Else():
+                        m.d.sync += [ox.eq(0), oy.eq(0), img.eq(img + 1),
+                                     pix.eq(pix + g.img_step)]
+        # The words arrive `read_latency` cycles after their reads, with what they close.
+        lat = self.read_latency
+        got = delay(m, active, lat, name="got")
+        first = delay(m, win_first, lat, name="first")
+        last = delay(m, active & win_last, lat, name="last")
+        end = delay(m, active & win_last & word_last & pixel_last, lat, name="end")
+        best = Signal(self.rd_data.shape(), name="best")
+        for b in range(cfg.act_lanes):
+            value = self.rd_data[b]
+            m.d.comb += self.wr_data[b].eq(Mux(first | (value > best[b]), value, best[b]))
+        with m.If(got):
+            m.d.sync += best.eq(self.wr_data)
+        out = Signal.like(self.wr_addr, name="out")
+        with m.If(self.start):
+            m.d.sync += out.eq(d.dst_base)
+        with m.Elif(last):
+            m.d.sync += out.eq(out + 1)
+        m.d.comb += [self.wr_addr.eq(out), self.wr_en.eq(last), self.done.eq(end)]
+        return m
