@@ -76,8 +76,8 @@ def _clock_plan(board, clock_hz):
 def _cycle_key(program, m, implementation=None):
     # What hwgen.cycles.program_cycles reads: the array's shape and dataflow, the
     # requantization's steps per row, the chunk size, each layer's tiling and walk, and the
-    # implementation's requantization pipeline (tests/dse/test_points.py checks that configurations alike in
-    # these count alike).
+    # implementation's requantization pipeline (tests/dse/test_points.py checks that
+    # configurations alike in these count alike).
     from ..memmap import geometry_words
 
     config = program.config
