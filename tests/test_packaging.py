@@ -60,7 +60,7 @@ def test_every_file_the_code_opens_is_declared():
 
 
 def test_data_path_refuses_unknown_files():
-    with pytest.raises(ValueError, match="board_main.cpp"):
+    with pytest.raises(ValueError, match=r"board_main\.cpp"):
         sim.data_path("nope.v")
 
 
