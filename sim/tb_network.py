@@ -5,7 +5,8 @@ and read back; the output must equal :class:`hwgen.nn.QuantizedNetwork` ``.forwa
 and the device counters must equal the cycle model.
 
 Environment: ``HWGEN_CONFIG``, ``HWGEN_SEED``, ``HWGEN_NETWORKS`` (how many), ``HWGEN_MAX_WIDTH``,
-``HWGEN_MAX_BATCH``.
+``HWGEN_MAX_BATCH``, ``HWGEN_CNNS`` (how many random convolutional networks, 0 by default),
+``HWGEN_MAX_CHANNELS``.
 """
 
 import os
@@ -18,7 +19,7 @@ import hwgen
 from hwgen.compiler import CompileError
 from hwgen.cycles import program_cycles
 from hwgen.memmap import Region
-from sim.netgen import random_input, random_network
+from sim.netgen import random_cnn, random_image, random_input, random_network
 from sim.runner import read_config_env
 from sim.streams import Clocked
 
@@ -71,6 +72,40 @@ class HostPort:
                 for k in ("cycles", "busy_cycles", "macs")}
 
 
+def _busy_rows(prog, m):
+    """Rows the array takes in a run on ``m`` samples: each matrix layer's output pixels
+    times its tiles."""
+    rows = 0
+    for d in prog.descriptors:
+        if not d.get("pool"):
+            g = d.get("geometry") or {"oh": 1, "ow": 1}
+            rows += m * g["oh"] * g["ow"] * d["k_tiles"] * d["n_tiles"]
+    return rows
+
+
+async def _check_run(host, net, prog, x, what):
+    """Load ``prog``, run it on ``x`` and check the output and the counters."""
+    m = len(x)
+    cfg, dut = prog.config, host.dut
+    for region, (base, words) in prog.images.items():
+        await host.write(region, base, words)
+    await host.write(Region.ACT, prog.input.base, prog.pack_input(x))
+    counters = await host.run(m)
+    region, base, n_words = prog.output_words(m)
+    got = prog.unpack_output(await host.read(region, base, n_words), m)
+    want = net.forward(x)
+    assert np.array_equal(got, want), (
+        f"{what} batch {m}: device output differs from hwgen.nn\n"
+        f"first difference at {np.argwhere(got != want)[0].tolist()}")
+    model = program_cycles(prog, m)
+    assert counters["cycles"] == model, f"{what}: {counters['cycles']} cycles, model {model}"
+    assert counters["busy_cycles"] == _busy_rows(prog, m)
+    assert counters["macs"] == m * prog.padded_macs_per_row
+    dut._log.info("%s batch %d: exact, %d cycles (model agrees), utilization %.1f%%", what, m,
+                  counters["cycles"],
+                  100 * m * prog.macs_per_row / (cfg.rows * cfg.cols * counters["cycles"]))
+
+
 def _fitting_network(rng, cfg, max_width, raw):
     """Draw random networks until one fits the configuration's buffers."""
     for _ in range(100):
@@ -98,26 +133,41 @@ async def test_random_networks(dut):
         net, prog = _fitting_network(rng, cfg, max_width, raw=[None, True, False][index % 3])
         m = int(rng.integers(1, min(max_batch, prog.batch) + 1))
         x = random_input(rng, cfg, m, net.layers[0].in_features)
-        for region, (base, words) in prog.images.items():
-            await host.write(region, base, words)
-        await host.write(Region.ACT, prog.input.base, prog.pack_input(x))
-        counters = await host.run(m)
-        region, base, n_words = prog.output_words(m)
-        got = prog.unpack_output(await host.read(region, base, n_words), m)
-        want = net.forward(x)
         shapes = [(layer.in_features, layer.out_features, layer.activation, layer.output)
                   for layer in net.layers]
-        assert np.array_equal(got, want), (
-            f"network {index} {shapes} batch {m}: device output differs from hwgen.nn\n"
-            f"first difference at {np.argwhere(got != want)[0].tolist()}")
-        assert counters["cycles"] == program_cycles(prog, m), (
-            f"network {index}: {counters['cycles']} cycles, model {program_cycles(prog, m)}")
-        tiles = sum(d["k_tiles"] * d["n_tiles"] for d in prog.descriptors)
-        assert counters["busy_cycles"] == m * tiles
-        assert counters["macs"] == m * prog.padded_macs_per_row
-        dut._log.info("network %d %s batch %d: exact, %d cycles (model agrees), "
-                      "utilization %.1f%%", index, shapes, m, counters["cycles"],
-                      100 * m * prog.macs_per_row / (cfg.rows * cfg.cols * counters["cycles"]))
+        await _check_run(host, net, prog, x, f"network {index} {shapes}")
+
+
+@cocotb.test()
+async def test_random_cnns(dut):
+    """Random convolutional networks (kernels 1..5, strides 1..2, padding 0..2, channels
+    1..max, pooling windows 2..3, flatten + dense or spatial ends, raw and requantized),
+    bit-exact against hwgen.nn, counters equal to the cycle model."""
+    cfg = read_config_env()
+    count = int(os.environ.get("HWGEN_CNNS", "0"))
+    if not count:
+        return
+    rng = np.random.default_rng(int(os.environ.get("HWGEN_SEED", "0")) + 1)
+    max_channels = int(os.environ.get("HWGEN_MAX_CHANNELS", "20"))
+    max_batch = int(os.environ.get("HWGEN_MAX_BATCH", "16"))
+    clocked = Clocked(dut)
+    await clocked.start()
+    host = HostPort(clocked)
+    done = 0
+    for _ in range(50 * count):
+        net = random_cnn(rng, cfg, max_channels=max_channels, raw=[None, True, False][done % 3])
+        try:
+            prog = hwgen.compile(net, cfg)
+        except CompileError:
+            continue
+        m = int(rng.integers(1, min(max_batch, prog.batch) + 1))
+        x = random_image(rng, cfg, m, net.input_shape)
+        layers = " ".join(type(layer).__name__ for layer in net.layers)
+        await _check_run(host, net, prog, x, f"cnn {done} {net.input_shape} [{layers}]")
+        done += 1
+        if done == count:
+            return
+    raise AssertionError(f"only {done} of {count} random CNNs fit {cfg}")
 
 
 @cocotb.test()
