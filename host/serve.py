@@ -31,7 +31,6 @@ trusted.
 import contextlib
 import select
 import socket
-import sys
 import threading
 import time
 
@@ -39,10 +38,11 @@ import serial
 
 from hwgen.protocol import DEFAULT_BAUD, RequestDecoder, Status, encode_response
 
-__all__ = ["BoardServer", "register_cli"]
+__all__ = ["POLL_S", "BoardServer"]
 
 # Longest wait of the threads for data, so that they notice a stop this often.
-_POLL_S = 0.05
+#: How often the server's threads look for a stop (seconds).
+POLL_S = 0.05
 # Bytes moved per read.
 _CHUNK = 65536
 # A refused client has this long to send its first request (to be answered REFUSED).
@@ -139,7 +139,7 @@ class BoardServer:
         try:
             family = socket.getaddrinfo(self.host, self._want_port, 0, socket.SOCK_STREAM)[0][0]
             self._listener = socket.create_server((self.host, self._want_port), family=family)
-            self._listener.settimeout(_POLL_S)
+            self._listener.settimeout(POLL_S)
             self.port = self._listener.getsockname()[1]
             self._serial.reset_input_buffer()  # what the device said before we came
         except BaseException:
@@ -207,7 +207,7 @@ class BoardServer:
         while not self._stopped.is_set():
             try:
                 if fileno is not None:
-                    ready, _, _ = select.select([fileno], [], [], _POLL_S)
+                    ready, _, _ = select.select([fileno], [], [], POLL_S)
                     data = port.read(_CHUNK) if ready else b""
                 else:
                     data = port.read(_CHUNK)
@@ -278,7 +278,7 @@ class BoardServer:
         deadline = time.monotonic() + _REFUSE_WAIT_S
         with contextlib.suppress(OSError):
             while (left := deadline - time.monotonic()) > 0 and not self._stopped.is_set():
-                sock.settimeout(min(left, _POLL_S))
+                sock.settimeout(min(left, POLL_S))
                 try:
                     data = sock.recv(_CHUNK)
                 except TimeoutError:
@@ -329,76 +329,3 @@ class BoardServer:
             with contextlib.suppress(OSError):
                 sock.close()
             self.log(f"client {who} disconnected")
-
-
-# -- command line --------------------------------------------------------------------------------
-
-def _say(text):
-    print(text, file=sys.stderr, flush=True)
-
-
-def _fail(text):
-    """Report a problem with the user's input as one line; return the usage exit status."""
-    _say(f"hwgen serve: error: {text}")
-    return 2
-
-
-def _cmd_serve(args):
-    import signal
-
-    if not 0 <= args.port <= 65535:
-        return _fail(f"--port {args.port} is out of range; allowed: 0..65535 (0: any free)")
-    if args.baud <= 0:
-        return _fail(f"--baud {args.baud}: allowed: a rate > 0")
-    server = BoardServer(args.device, host=args.host, port=args.port, baudrate=args.baud,
-                         log=_say if args.verbose else None)
-    try:
-        server.start()
-    except serial.SerialException as exc:
-        return _fail(f"--device {args.device}: cannot open it: {exc}")
-    except (OSError, ValueError) as exc:
-        return _fail(f"cannot listen on {args.host}:{args.port}: {exc}")
-
-    def stop(signum, frame):
-        server.close()
-
-    previous = signal.signal(signal.SIGTERM, stop)
-    try:
-        print(f"serving {args.device} on {server.url}", flush=True)
-        _say("one client at a time; Ctrl-C stops")
-        while not server.wait(_POLL_S):
-            pass
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.close()
-        signal.signal(signal.SIGTERM, previous)
-    if server.error is not None:
-        _say(f"hwgen serve: error: {server.error}")
-        return 1
-    _say("stopped")
-    return 0
-
-
-def register_cli(subparsers):
-    """Add ``hwgen serve`` to the ``hwgen`` command line."""
-    p = subparsers.add_parser(
-        "serve", help="share a board's serial link on a TCP port (one client at a time)",
-        description="Bridge a TCP port to the device at --device, byte for byte, so that hosts "
-                    "on other machines open the board as socket://HOST:PORT (host.Accelerator, "
-                    "host.AcceleratorPool, hwgen infer --url). One client at a time; another is "
-                    "refused with a clear error. Stops on Ctrl-C or SIGTERM, releasing the "
-                    "port.")
-    p.add_argument("--device", required=True, metavar="URL",
-                   help="pyserial URL of the board: /dev/ttyUSB1, COM3, socket://... (a "
-                        "simulated board)")
-    p.add_argument("--port", type=int, default=0, metavar="P",
-                   help="TCP port to listen on (default 0: any free port, printed)")
-    p.add_argument("--host", default="127.0.0.1", metavar="H",
-                   help="address to listen on (default 127.0.0.1: this machine only; 0.0.0.0: "
-                        "every interface; the protocol has no authentication)")
-    p.add_argument("--baud", type=int, default=DEFAULT_BAUD, metavar="B",
-                   help=f"serial rate of a real port (default {DEFAULT_BAUD}, the boards' rate)")
-    p.add_argument("--verbose", action="store_true",
-                   help="report each client that connects, leaves or is refused (on stderr)")
-    p.set_defaults(func=_cmd_serve)

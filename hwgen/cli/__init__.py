@@ -13,9 +13,7 @@ from .options import Parser, UsageError, add_config_options, config_from_args
 __all__ = ["UsageError", "add_config_options", "config_from_args", "main"]
 
 #: The subcommands, in the order ``hwgen --help`` lists them: modules of this package.
-COMMANDS = ["demo", "generate", "verify", "sim_board", "infer", "build", "train"]
-#: Subcommands registered by other modules (``register_cli(subparsers)``).
-_SUBCOMMAND_MODULES = ["host.serve", "hwgen.dse.cli"]
+COMMANDS = ["demo", "generate", "verify", "sim_board", "infer", "build", "dse", "serve", "train"]
 
 
 def _parser():
@@ -27,8 +25,6 @@ def _parser():
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(f"{__name__}.{name}").register(sub)
-    for module in _SUBCOMMAND_MODULES:
-        importlib.import_module(module).register_cli(sub)
     return parser
 
 

@@ -1,8 +1,9 @@
 """``hwgen demo``: from a trained model to answers from the device, end to end.
 
-Train a 64-32-10 MLP on scikit-learn's bundled digits (nothing is downloaded), quantize it to
-int8, generate the device for the configuration, start the simulated board, offload the whole
-test split through :class:`host.Accelerator` and compare the device with the references. It
+Train a 64-32-10 MLP (or, with ``--model cnn``, a small CNN: conv, pool, conv, pool, dense) on
+scikit-learn's bundled 8x8 digits (nothing is downloaded), quantize it to int8, generate the
+device for the configuration, start the simulated board, offload the whole test split through
+:class:`host.Accelerator` and compare the device with the references. It
 ends with what a board would do: the compute-bound rate at the configuration's clock, the rate
 its UART allows (from the wire bytes the simulated board's byte stream carried) and which of
 the two bounds applies.
@@ -28,10 +29,44 @@ def _step(message):
     print(f"  {message}", flush=True)
 
 
-def run_demo(config, *, epochs=40, seed=0, progress=True, uart=False, baud=None):
+#: The demo's models: what ``--model`` names, with their default training epochs.
+MODELS = {"mlp": 40, "cnn": 30}
+
+
+def _train(model, epochs, seed, config):
+    """Return ``(description, float accuracy, quantized network, test images, labels)``."""
+    from hwgen.nn import (
+        MLP,
+        load_digits_images,
+        load_digits_split,
+        quantize,
+        train_digits_cnn,
+    )
+
+    if model == "mlp":
+        x_train, y_train, x_test, y_test = load_digits_split()
+        _step(f"training the float MLP on {len(x_train)} images ({epochs} epochs) ...")
+        trained = MLP([64, 32, 10], seed=seed).fit(x_train, y_train, epochs=epochs, seed=seed)
+        what = "digits 64-32-10 MLP"
+    else:
+        x_train, y_train, x_test, y_test = load_digits_images()
+        _step(f"training the float CNN on {len(x_train)} images ({epochs} epochs) ...")
+        trained = train_digits_cnn(epochs=epochs, seed=seed)
+        what = "digits CNN (conv 3x3 8, pool 2, conv 3x3 16, pool 2, dense 10)"
+    float_acc = trained.accuracy(x_test, y_test)
+    _step("quantizing to int8 with the training split as calibration data ...")
+    net = quantize(trained, x_train, in_bits=config.in_bits, w_bits=config.w_bits,
+                   acc_bits=config.acc_bits, mult_bits=config.mult_bits)
+    return what, float_acc, net, x_test, y_test
+
+
+def run_demo(config, *, model="mlp", epochs=None, seed=0, progress=True, uart=False,
+             baud=None):
     """Run the demo on ``config`` and return its figures as a ``dict``.
 
-    ``baud`` is the UART rate of the link-bound projection (default: the boards' rate).
+    ``model`` is ``"mlp"`` or ``"cnn"``; ``epochs`` defaults to the model's
+    (:data:`MODELS`). ``baud`` is the UART rate of the link-bound projection (default: the
+    boards' rate).
 
     Raises
     ------
@@ -41,25 +76,22 @@ def run_demo(config, *, epochs=40, seed=0, progress=True, uart=False, baud=None)
     import hwgen
     from host import Accelerator
     from hwgen.cycles import program_cycles
-    from hwgen.nn import MLP, load_digits_split, quantize
     from hwgen.protocol import DEFAULT_BAUD
     from sim.board import SimulatedBoard
 
+    if model not in MODELS:
+        raise ValueError(f"model={model!r}; allowed: {', '.join(MODELS)}")
+    epochs = MODELS[model] if epochs is None else epochs
     baud = DEFAULT_BAUD if baud is None else baud
     start = time.perf_counter()
-    print(f"hwgen demo: digits 64-32-10 MLP on {config.name} (config hash {config.hash})")
-    x_train, y_train, x_test, y_test = load_digits_split()
-    _step(f"training the float MLP on {len(x_train)} images ({epochs} epochs) ...")
-    mlp = MLP([64, 32, 10], seed=seed).fit(x_train, y_train, epochs=epochs, seed=seed)
-    float_acc = mlp.accuracy(x_test, y_test)
-    _step("quantizing to int8 with the training split as calibration data ...")
-    net = quantize(mlp, x_train, in_bits=config.in_bits, w_bits=config.w_bits,
-                   acc_bits=config.acc_bits, mult_bits=config.mult_bits)
+    print(f"hwgen demo: {model} on {config.name} (config hash {config.hash})")
+    what, float_acc, net, x_test, y_test = _train(model, epochs, seed, config)
+    print(f"  model: {what}")
     x_q = net.quantize_input(x_test)
     reference = net.forward(x_q)
     int8_acc = float(np.mean(np.argmax(reference, axis=1) == y_test))
     program = hwgen.compile(net, config)
-    _step(f"compiled: {len(program.descriptors)} layers, {program.batch} rows per run")
+    _step(f"compiled: {len(program.descriptors)} layers, {program.batch} images per run")
     _step("building and starting the simulated board (first time: about a minute) ...")
     with SimulatedBoard(config, uart=uart) as board:
         _step(f"offloading {len(x_q)} test images to {board.url} ...")
@@ -136,7 +168,7 @@ def _run(args):
 
     config = config_from_args(args)
     try:
-        figures = run_demo(config, epochs=args.epochs, seed=args.seed,
+        figures = run_demo(config, model=args.model, epochs=args.epochs, seed=args.seed,
                            progress=not args.no_progress, uart=args.uart, baud=args.baud)
     except DemoMismatch as exc:
         print(f"hwgen demo: FAILED: {exc}", file=sys.stderr)
@@ -150,13 +182,16 @@ def register(sub):
     from hwgen.protocol import DEFAULT_BAUD
 
     p = sub.add_parser("demo", help="train, quantize, generate and run the digits demo",
-                       description="The main job: train an MLP on the bundled digits, quantize "
-                                   "it to int8, generate the device, run the test split on the "
-                                   "simulated board through the host driver and print "
-                                   "accuracy, cycles and what a board's link allows.")
+                       description="The main job: train an MLP (or a CNN) on the bundled "
+                                   "digits, quantize it to int8, generate the device, run the "
+                                   "test split on the simulated board through the host driver "
+                                   "and print accuracy, cycles and what a board's link allows.")
     add_config_options(p)
-    p.add_argument("--epochs", type=number(int, 1, 10_000), default=40,
-                   help="training epochs, 1..10000 (default 40)")
+    p.add_argument("--model", choices=sorted(MODELS), default="mlp",
+                   help="mlp: 64-32-10 (default); cnn: conv 3x3 8, pool 2, conv 3x3 16, "
+                        "pool 2, dense 10")
+    p.add_argument("--epochs", type=number(int, 1, 10_000), default=None,
+                   help="training epochs, 1..10000 (default: 40 for the MLP, 30 for the CNN)")
     p.add_argument("--seed", type=number(int, 0, SEED_MAX), default=0,
                    help="random seed of the training (default 0)")
     p.add_argument("--uart", action="store_true",

@@ -247,8 +247,11 @@ def test_serve_command_help():
 
 @pytest.mark.parametrize(("args", "message"), [
     (["--device", "loop://", "--port", "70000"],
-     "hwgen serve: error: --port 70000 is out of range; allowed: 0..65535 (0: any free)"),
-    (["--device", "loop://", "--baud", "0"], "hwgen serve: error: --baud 0: allowed: a rate > 0"),
+     "hwgen serve: error: argument --port: 70000 is out of range; allowed: an integer in "
+     "0..65535"),
+    (["--device", "loop://", "--baud", "0"],
+     "hwgen serve: error: argument --baud: 0 is out of range; allowed: an integer in "
+     "300..12000000"),
     (["--device", "/dev/nonexistent-hwgen-port"],
      "hwgen serve: error: --device /dev/nonexistent-hwgen-port: cannot open it: "),
     (["--device", "loop://", "--host", "not-a-host.invalid"],

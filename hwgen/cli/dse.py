@@ -5,7 +5,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-__all__ = ["register_cli"]
+__all__ = ["register"]
 
 # nextpnr takes a signed 32-bit seed.
 _SEED_MAX = 2**31 - 1
@@ -23,9 +23,9 @@ examples:
 
 
 def _space(args):
-    from hwgen.cli.options import UsageError
+    from hwgen.dse.space import FIELDS, SpaceError, parse_values
 
-    from .space import FIELDS, SpaceError, parse_values
+    from .options import UsageError
 
     space = {}
     for field in FIELDS:
@@ -40,7 +40,7 @@ def _space(args):
 
 
 def _print_summary(rows, out, board):
-    from .pareto import FAMILY_UNITS, cost, fronts
+    from hwgen.dse.pareto import FAMILY_UNITS, cost, fronts
 
     counts = {}
     for r in rows:
@@ -67,11 +67,11 @@ def _print_summary(rows, out, board):
 
 def _cmd_dse(args):
     from hwgen.boards import BOARDS
-    from hwgen.cli.options import UsageError, input_file, output_dir
+    from hwgen.dse.driver import DSEError, sweep
+    from hwgen.dse.model import ModelError
+    from hwgen.dse.results import ResultsError
 
-    from .driver import DSEError, sweep
-    from .model import ModelError
-    from .results import ResultsError
+    from .options import UsageError, input_file, output_dir
 
     space = _space(args)
     for option, path in (("--model", args.model), ("--calib", args.calib)):
@@ -95,17 +95,17 @@ def _cmd_dse(args):
     return 0
 
 
-def register_cli(subparsers):
+def register(subparsers):
     """Add ``hwgen dse`` to the ``hwgen`` command line."""
     import argparse
 
     from hwgen.boards import BOARDS
-    from hwgen.cli.options import BAUD_RANGE, number
     from hwgen.config import AcceleratorConfig
+    from hwgen.dse.points import TIERS
+    from hwgen.dse.space import DEFAULT_SPACE
     from hwgen.throughput import DEFAULT_BAUD
 
-    from .points import TIERS
-    from .space import DEFAULT_SPACE
+    from .options import BAUD_RANGE, number
 
     p = subparsers.add_parser(
         "dse", help="sweep design options on a Dask cluster and draw the Pareto front",
