@@ -1,0 +1,69 @@
+"""``hwgen serve``: share a board's serial link on a TCP port, one client at a time."""
+
+import signal
+import sys
+
+from .options import BAUD_RANGE, UsageError, number, say
+
+__all__ = ["register"]
+
+
+def _run(args):
+    import serial
+
+    from host.serve import POLL_S, BoardServer
+
+    server = BoardServer(args.device, host=args.host, port=args.port, baudrate=args.baud,
+                         log=say if args.verbose else None)
+    try:
+        server.start()
+    except serial.SerialException as exc:
+        raise UsageError(f"--device {args.device}: cannot open it: {exc}") from None
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot listen on {args.host}:{args.port}: {exc}") from None
+
+    def stop(signum, frame):
+        server.close()
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        print(f"serving {args.device} on {server.url}", flush=True)
+        say("one client at a time; Ctrl-C stops")
+        while not server.wait(POLL_S):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.close()
+        signal.signal(signal.SIGTERM, previous)
+    if server.error is not None:
+        print(f"hwgen serve: error: {server.error}", file=sys.stderr)
+        return 1
+    say("stopped")
+    return 0
+
+
+def register(sub):
+    """Add ``hwgen serve``."""
+    from hwgen.protocol import DEFAULT_BAUD
+
+    p = sub.add_parser(
+        "serve", help="share a board's serial link on a TCP port (one client at a time)",
+        description="Bridge a TCP port to the device at --device, byte for byte, so that hosts "
+                    "on other machines open the board as socket://HOST:PORT (host.Accelerator, "
+                    "host.AcceleratorPool, hwgen infer --url). One client at a time; another is "
+                    "refused with a clear error. Stops on Ctrl-C or SIGTERM, releasing the "
+                    "port.")
+    p.add_argument("--device", required=True, metavar="URL",
+                   help="pyserial URL of the board: /dev/ttyUSB1, COM3, socket://... (a "
+                        "simulated board)")
+    p.add_argument("--port", type=number(int, 0, 65535), default=0, metavar="P",
+                   help="TCP port to listen on, 0..65535 (default 0: any free port, printed)")
+    p.add_argument("--host", default="127.0.0.1", metavar="H",
+                   help="address to listen on (default 127.0.0.1: this machine only; 0.0.0.0: "
+                        "every interface; the protocol has no authentication)")
+    p.add_argument("--baud", type=number(int, *BAUD_RANGE), default=DEFAULT_BAUD, metavar="B",
+                   help=f"serial rate of a real port (default {DEFAULT_BAUD}, the boards' rate)")
+    p.add_argument("--verbose", action="store_true",
+                   help="report each client that connects, leaves or is refused (on stderr)")
+    p.set_defaults(func=_run)
