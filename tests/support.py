@@ -38,7 +38,7 @@ from hwgen.implementation import Implementation
 from hwgen.link.bridge import HostPortBridge
 from hwgen.link.frame import FrameEngine
 from hwgen.memmap import HostPortSignature, Region, max_word_bits, regions
-from hwgen.nn import Dense, QuantizedNetwork
+from hwgen.nn import Dense, Flatten, QuantizedNetwork
 from hwgen.protocol import MAX_PAYLOAD
 from hwgen.toolchain import icarus_available
 from sim.board import SimulatedBoard, board_missing
@@ -164,22 +164,37 @@ def run_random_network(cfg, seed, *, layers, max_width, rows=5, implementation=N
 # -- the compiler (tests/compiler): an interpreter of programs, random dense networks ---------
 #
 # ProgramInterpreter executes a hwgen.compiler.Program the way the hardware will: it decodes
-# descriptors with the documented field order, reads weights, parameters and activations at the
-# documented addresses, accumulates tile by tile and requantizes with Python integers (section 3
-# of the architecture brief). It shares no code with the compiler; its results are compared with
-# hwgen.nn.QuantizedNetwork.forward.
+# descriptors (and a spatial layer's geometry words) with the documented field order, walks
+# each layer's output pixels and patches with the geometry's steps as the patch walker does,
+# reads weights, parameters and activations at the documented addresses, accumulates tile by
+# tile, requantizes with Python integers (sections 3 and 3.1 of the architecture brief) and
+# max-pools word by word as the pooler does. It shares no code with the compiler; its results
+# are compared with hwgen.nn.QuantizedNetwork.forward.
 
 def documented_descriptor_fields(config):
     """Descriptor fields, least significant first, as documented in hwgen.memmap: each as wide
     as the largest value the compiler can put there."""
     nt = max(1, min(config.param_depth, config.weight_depth // config.rows))
     ad = max(config.act_depth, config.out_depth)
-    limits = [1, 1, 1, -(-config.max_k // config.rows), nt, nt * config.cols,
+    limits = [1, 1, 1, 1, 1, -(-config.max_k // config.rows), nt, nt * config.cols,
               config.act_depth - 1, min(-(-config.max_k // config.act_lanes), config.act_depth),
               ad - 1, min(nt, ad), config.weight_depth - 1, config.param_depth - 1]
-    names = ["relu", "raw", "last", "k_tiles", "n_tiles", "n", "src_base", "src_stride",
-             "dst_base", "dst_stride", "w_base", "p_base"]
+    names = ["relu", "raw", "last", "spatial", "pool", "k_tiles", "n_tiles", "n", "src_base",
+             "src_stride", "dst_base", "dst_stride", "w_base", "p_base"]
     return [(name, max(1, limit.bit_length())) for name, limit in zip(names, limits, strict=True)]
+
+
+def documented_geometry_fields(config):
+    """A spatial layer's geometry fields, least significant first, as documented in
+    hwgen.memmap.geometry_layout: sides and kernel as wide as ``act_depth``, stride and padding
+    four bits (up to 15), channel groups as wide as ``k_tiles``, steps as wide as an ACT
+    address."""
+    side = max(1, config.act_depth.bit_length())
+    addr = max(1, (config.act_depth - 1).bit_length())
+    k_tiles = dict(documented_descriptor_fields(config))["k_tiles"]
+    return [*((name, side) for name in ("h", "w", "oh", "ow", "kh", "kw")),
+            ("stride", 4), ("pad", 4), ("cgs", k_tiles),
+            *((name, addr) for name in ("col_step", "row_step", "img_step", "ky_step"))]
 
 
 COMPILER_CONFIGS = {
@@ -218,7 +233,9 @@ class ProgramInterpreter:
     """Memories of ``config`` and a controller that runs programs from them.
 
     Words never written read as garbage (fixed per address), as a block RAM after power-up
-    would; so padding the hardware does not write is never assumed to be zero.
+    would; so padding the hardware does not write is never assumed to be zero. Where the
+    device reads zeros instead of a word (the channels of a row past its pixel's words), the
+    interpreter reads the garbage there: the weights of those channels must be zero.
     """
 
     def __init__(self, config, seed=0):
@@ -227,8 +244,13 @@ class ProgramInterpreter:
         self.b = max(config.rows, config.cols)
         self.shift_bits = (config.acc_bits + config.mult_bits - 1).bit_length()
         self.p_lane = config.acc_bits + config.mult_bits + self.shift_bits
+        self.desc_bits = sum(w for _, w in documented_descriptor_fields(config))
+        # A spatial layer's geometry: descriptor-wide PROGRAM words, the first the lowest.
+        self.geom_words = -(-sum(w for _, w in documented_geometry_fields(config))
+                            // self.desc_bits)
+        self.wrap = 1 << max(1, (config.act_depth - 1).bit_length())   # ACT addresses wrap
         self.word_bits = {
-            Region.PROGRAM: sum(w for _, w in documented_descriptor_fields(config)),
+            Region.PROGRAM: self.desc_bits,
             Region.WEIGHT: config.cols * config.w_bits,
             Region.PARAM: config.cols * self.p_lane,
             Region.ACT: self.b * config.in_bits,
@@ -264,19 +286,44 @@ class ProgramInterpreter:
             self.decoded[key] = [signed(word >> (j * bits), bits) for j in range(count)]
         return self.decoded[key]
 
-    def write_lane(self, region, addr, lane, value):
+    def write_lanes(self, region, addr, values, first=0):
+        """Write ``values`` to the lanes ``first ..`` of a word, keeping its other lanes."""
         bits = self.lane_shape[region][1]
-        assert signed_range(bits)[0] <= value <= signed_range(bits)[1], (region, value)
-        mask = ((1 << bits) - 1) << (lane * bits)
-        word = self.read(region, addr) & ~mask | (value << (lane * bits)) & mask
+        word = self.read(region, addr)
+        for j, value in enumerate(values, start=first):
+            assert signed_range(bits)[0] <= value <= signed_range(bits)[1], (region, value)
+            mask = ((1 << bits) - 1) << (j * bits)
+            word = word & ~mask | (int(value) << (j * bits)) & mask
         self.write(region, addr, word)
 
-    def descriptor(self, addr):
-        word, fields, offset = self.read(Region.PROGRAM, addr), {}, 0
-        for name, width in documented_descriptor_fields(self.config):
-            fields[name] = (word >> offset) & ((1 << width) - 1)
+    def write_lane(self, region, addr, lane, value):
+        self.write_lanes(region, addr, [value], lane)
+
+    def _fields(self, bits, documented):
+        fields, offset = {}, 0
+        for name, width in documented:
+            fields[name] = (bits >> offset) & ((1 << width) - 1)
             offset += width
         return fields
+
+    def descriptor(self, addr):
+        return self._fields(self.read(Region.PROGRAM, addr),
+                            documented_descriptor_fields(self.config))
+
+    def geometry(self, addr):
+        """Return the geometry in the ``geom_words`` PROGRAM words from ``addr``."""
+        bits = sum(self.read(Region.PROGRAM, addr + j) << (j * self.desc_bits)
+                   for j in range(self.geom_words))
+        return self._fields(bits, documented_geometry_fields(self.config))
+
+    @staticmethod
+    def plain_geometry(d):
+        """The geometry of a matrix layer over rows (documented in hwgen.memmap): 1x1 images
+        and kernel, each row ``src_stride`` words after the last, ``k_tiles`` channel
+        groups."""
+        return {"h": 1, "w": 1, "oh": 1, "ow": 1, "kh": 1, "kw": 1, "stride": 1, "pad": 0,
+                "cgs": d["k_tiles"], "col_step": 0, "row_step": 0, "img_step": d["src_stride"],
+                "ky_step": 0}
 
     def params(self, addr, lane):
         """Return ``(bias, mult, shift)`` of one lane of a PARAM word."""
@@ -295,79 +342,206 @@ class ProgramInterpreter:
             self.write(Region.ACT, program.input.base + i, word)
 
     def run(self, m):
-        """Run the program in PROGRAM from word 0 on ``m`` rows; return the last descriptor."""
-        for pc in range(self.depth[Region.PROGRAM]):
+        """Run the program in PROGRAM from word 0 on ``m`` samples; return the last layer's
+        descriptor, its geometry under ``"geometry"``."""
+        pc, depth = 0, self.depth[Region.PROGRAM]
+        while pc < depth:
             d = self.descriptor(pc)
-            self.run_layer(d, m)
+            pc += 1
+            if d["spatial"]:
+                assert pc + self.geom_words <= depth, "geometry words past the program memory"
+                g = self.geometry(pc)
+                pc += self.geom_words
+            else:
+                assert not d["pool"], "a pooling layer is spatial"
+                g = self.plain_geometry(d)
+            if d["pool"]:
+                self.run_pool(d, g, m)
+            else:
+                self.run_layer(d, g, m)
             if d["last"]:
-                return d
+                return {**d, "geometry": g}
         raise AssertionError("no descriptor with last=1")
 
-    def run_layer(self, d, m):
-        c, b = self.config, self.b
+    def pixel_words(self, d, g, m):
+        """Return ``(oy, ox, word)`` arrays of a layer's output pixels in order (sample, row,
+        column): ``word`` is the ACT word of the pixel's kernel position (0, 0), walked from
+        ``src_base`` with the geometry's steps, as the device walks it."""
+        oy, ox, words = [], [], []
+        pix = d["src_base"]
+        for _ in range(m):
+            for y in range(g["oh"]):
+                for x in range(g["ow"]):
+                    oy.append(y)
+                    ox.append(x)
+                    words.append(pix)
+                    step = ("col_step" if x != g["ow"] - 1 else
+                            "row_step" if y != g["oh"] - 1 else "img_step")
+                    pix = (pix + g[step]) % self.wrap
+        return np.array(oy, dtype=np.int64), np.array(ox, dtype=np.int64), np.array(words)
+
+    def kernel_offsets(self, d, g):
+        """Return ``[(ky, kx, offset)]`` of the kernel (or window) positions in walk order: the
+        words from position (0, 0), ``src_stride`` more along a row, ``ky_step`` more from a
+        row's last to the next row's first."""
+        out, off = [], 0
+        for ky in range(g["kh"]):
+            for kx in range(g["kw"]):
+                out.append((ky, kx, off))
+                step = d["src_stride"] if kx != g["kw"] - 1 else g["ky_step"]
+                off = (off + step) % self.wrap
+        return out
+
+    def gather(self, addrs):
+        """Return the ACT lanes of the words ``addrs`` (an array) as ``[len(addrs), B]``."""
+        unique, inverse = np.unique(addrs, return_inverse=True)
+        table = np.array([self.lanes(Region.ACT, int(a)) for a in unique],
+                         dtype=np.int64).reshape(len(unique), self.b)
+        return table[inverse.reshape(-1)]
+
+    def patch_rows(self, d, g, m):
+        """Return ``(x, reads)``: the engine's rows of the layer, ``x[p, kt * rows + i]`` for
+        output pixel ``p``, reduction tile ``kt`` (kernel position ``kt // cgs``, channel group
+        ``kt % cgs``), lane ``i``, and the ACT words read inside the pixels."""
+        c, b, rows = self.config, self.b, self.config.rows
+        cgs = g["cgs"]
+        kernel = self.kernel_offsets(d, g)
+        assert d["k_tiles"] == len(kernel) * cgs, "k_tiles is not kh * kw * cgs"
+        oy, ox, pix = self.pixel_words(d, g, m)
+        kts = np.arange(d["k_tiles"])
+        ky = np.array([kernel[kt // cgs][0] for kt in kts], dtype=np.int64)
+        kx = np.array([kernel[kt // cgs][1] for kt in kts], dtype=np.int64)
+        off = np.array([kernel[kt // cgs][2] for kt in kts], dtype=np.int64)
+        channel = (kts % cgs)[:, None] * rows + np.arange(rows)[None, :]      # [KT, rows]
+        word, lane = channel // b, channel % b
+        iy = oy[:, None] * g["stride"] + ky[None, :] - g["pad"]                # [P, KT]
+        ix = ox[:, None] * g["stride"] + kx[None, :] - g["pad"]
+        inside = (iy >= 0) & (iy < g["h"]) & (ix >= 0) & (ix < g["w"])
+        addr = (pix[:, None, None] + off[None, :, None] + word[None]) % self.wrap
+        shape = addr.shape                                                     # [P, KT, rows]
+        mask = np.broadcast_to(inside[:, :, None], shape)
+        x = np.zeros(shape, dtype=np.int64)   # padding reads as zeros
+        if mask.any():
+            x[mask] = self.gather(addr[mask])[np.arange(mask.sum()),
+                                              np.broadcast_to(lane[None], shape)[mask]]
+        in_pixel = mask & np.broadcast_to((word < d["src_stride"])[None], shape)
+        reads = {int(a) for a in np.unique(addr[in_pixel])}
+        assert not reads or max(reads) < c.act_depth, "a pixel's word lies past ACT"
+        return x.reshape(shape[0], -1), reads
+
+    def run_layer(self, d, g, m):
+        """Run a matrix layer: per chunk of ``acc_depth`` output pixels, per output tile, the
+        reduction tiles, then bias, requantization and activation (or the raw sums)."""
+        c = self.config
         rows, cols = c.rows, c.cols
         assert not (d["raw"] and d["relu"]), "relu is documented for requantized layers only"
         acc_low, acc_high = signed_range(c.acc_bits)
         # Python integers where int64 could be too narrow for the accumulator.
         dtype = object if c.acc_bits > 62 else np.int64
-        k_padded = d["k_tiles"] * rows
-        x = np.zeros((m, k_padded), dtype=dtype)
-        reads, writes = set(), set()
-        for r in range(m):
-            for f in range(k_padded):
-                addr = d["src_base"] + r * d["src_stride"] + f // b
-                if f < d["src_stride"] * b:
-                    reads.add(addr)
-                # Past the row's words (k_tiles * rows > stride * B) the hardware reads
-                # whatever is there; the zero weights of those rows must cancel it.
-                x[r, f] = self.lanes(Region.ACT, addr)[f % b]
-        for nt in range(d["n_tiles"]):
-            acc = np.zeros((m, cols), dtype=dtype)
-            for kt in range(d["k_tiles"]):
-                first = d["w_base"] + (nt * d["k_tiles"] + kt) * rows
-                w = np.array([self.lanes(Region.WEIGHT, first + i) for i in range(rows)],
-                             dtype=dtype)
-                acc = acc + x[:, kt * rows:(kt + 1) * rows] @ w
-                assert acc_low <= acc.min() and acc.max() <= acc_high
-            for j in range(cols):
-                n = nt * cols + j
-                if n >= d["n"]:
-                    continue
-                bias, mult, shift = self.params(d["p_base"] + nt, j)
-                for r in range(m):
-                    a = int(acc[r, j]) + bias
-                    assert acc_low <= a <= acc_high
-                    if d["raw"]:
-                        addr = d["dst_base"] + r * d["dst_stride"] + n // cols
-                        self.write_lane(Region.OUTPUT, addr, n % cols, a)
-                        continue
-                    p = a * mult
-                    y = (p + (1 << (shift - 1))) >> shift if shift > 0 else p
-                    y = min(max(y, -(1 << (c.in_bits - 1))), (1 << (c.in_bits - 1)) - 1)
-                    if d["relu"]:
-                        y = max(y, 0)
-                    addr = d["dst_base"] + r * d["dst_stride"] + n // b
-                    writes.add(addr)
-                    self.write_lane(Region.ACT, addr, n % b, y)
+        x, reads = self.patch_rows(d, g, m)
+        x = x.astype(dtype)
+        pixels = len(x)
+        writes = set()
+        for first in range(0, pixels, c.acc_depth):
+            chunk = range(first, min(first + c.acc_depth, pixels))
+            for nt in range(d["n_tiles"]):
+                acc = np.zeros((len(chunk), cols), dtype=dtype)
+                for kt in range(d["k_tiles"]):
+                    base = d["w_base"] + (nt * d["k_tiles"] + kt) * rows
+                    w = np.array([self.lanes(Region.WEIGHT, base + i) for i in range(rows)],
+                                 dtype=dtype)
+                    acc = acc + x[chunk.start:chunk.stop, kt * rows:(kt + 1) * rows] @ w
+                    assert acc_low <= acc.min() and acc.max() <= acc_high
+                writes |= self.finish_tile(d, nt, chunk, acc)
         assert not reads & writes, "a layer overwrote its own input"
 
-    def result(self, d, m):
-        """Return the output matrix of the last layer ``d``, read at the documented places."""
+    def finish_tile(self, d, nt, chunk, acc):
+        """Add the bias to output tile ``nt``'s sums of the output pixels ``chunk``, requantize
+        and write them (or write the raw sums); return the ACT words written."""
+        c, b = self.config, self.b
+        cols = c.cols
+        acc_low, acc_high = signed_range(c.acc_bits)
+        low, high = signed_range(c.in_bits)
+        channels = [j for j in range(cols) if nt * cols + j < d["n"]]
+        values = np.zeros((len(chunk), len(channels)), dtype=object)
+        for i, j in enumerate(channels):
+            bias, mult, shift = self.params(d["p_base"] + nt, j)
+            a = acc[:, j].astype(object) + bias
+            assert all(acc_low <= v <= acc_high for v in a)
+            if not d["raw"]:
+                p = a * mult
+                a = (p + (1 << (shift - 1))) >> shift if shift > 0 else p
+                a = np.array([min(max(v, low), high) for v in a], dtype=object)
+                if d["relu"]:
+                    a = np.array([max(v, 0) for v in a], dtype=object)
+            values[:, i] = a
+        region, lanes = (Region.OUTPUT, cols) if d["raw"] else (Region.ACT, b)
+        writes = set()
+        for r, p in enumerate(chunk):
+            for i, j in enumerate(channels):
+                n = nt * cols + j
+                addr = d["dst_base"] + p * d["dst_stride"] + n // lanes
+                self.write_lane(region, addr, n % lanes, values[r, i])
+                if region == Region.ACT:
+                    writes.add(addr)
+        return writes
+
+    def run_pool(self, d, g, m):
+        """Run a pooling layer: for each output pixel and each of its ``src_stride`` words, the
+        lane-wise maximum of the window's words, written one word after another from
+        ``dst_base``."""
+        assert g["pad"] == 0, "pooling has no padding"
+        oy, ox, pix = self.pixel_words(d, g, m)
+        window = self.kernel_offsets(d, g)
+        assert (oy.max() * g["stride"] + g["kh"] <= g["h"]
+                and ox.max() * g["stride"] + g["kw"] <= g["w"]), "a window past the image"
+        words = d["src_stride"]
+        addr = ((pix[:, None, None] + np.array([off for _, _, off in window])[None, :, None]
+                 + np.arange(words)[None, None, :]) % self.wrap)        # [P, window, words]
+        assert addr.max() < self.config.act_depth, "a window's word lies past ACT"
+        best = self.gather(addr.reshape(-1)).reshape(*addr.shape, self.b).max(axis=1)
+        out = d["dst_base"] + np.arange(len(pix) * words)
+        assert out.max() < self.config.act_depth, "pooled words past ACT"
+        for a, lanes in zip(out.tolist(), best.reshape(-1, self.b).tolist(), strict=True):
+            self.write_lanes(Region.ACT, a, lanes)
+        assert not set(addr.reshape(-1).tolist()) & set(out.tolist()), \
+            "a layer overwrote its own input"
+
+    def result(self, layer, m, channels=None):
+        """Return the output of the last layer ``layer`` (:meth:`run`'s), read at the
+        documented places: ``[m, n]`` of a layer over rows, ``[m, oh, ow, channels]`` of a
+        spatial one (``channels``: a pooling layer's, which its descriptor does not hold)."""
+        d, g = layer, layer["geometry"]
         region, lanes = (Region.OUTPUT, self.config.cols) if d["raw"] else (Region.ACT, self.b)
-        return np.array(
-            [[self.lanes(region, d["dst_base"] + r * d["dst_stride"] + n // lanes)[n % lanes]
-              for n in range(d["n"])] for r in range(m)], dtype=np.int64).reshape(m, d["n"])
+        if d["pool"]:
+            assert channels is not None, "a pooling layer's channels come from the caller"
+            stride, features = d["src_stride"], channels
+        else:
+            stride, features = d["dst_stride"], d["n"]
+        pixels = m * g["oh"] * g["ow"]
+        rows = [[self.lanes(region, d["dst_base"] + r * stride + n // lanes)[n % lanes]
+                 for n in range(features)] for r in range(pixels)]
+        rows = np.array(rows, dtype=np.int64).reshape(pixels, features)
+        if not d["spatial"]:
+            return rows
+        return rows.reshape(m, g["oh"], g["ow"], features)
 
 
-def run_on_interpreter(program, x, seed=0):
-    """Run ``program`` on ``x``; return (interpreter's output, unpack_output's output)."""
+def run_on_interpreter(program, x, seed=0, *, out_shape=None, channels=None):
+    """Run ``program`` on ``x`` (``[m, K]`` rows or ``[m, H, W, C]`` images); return
+    (interpreter's output, unpack_output's output). The interpreter's output takes the shape
+    ``[m, *out_shape]`` if given (the network's output shape); ``channels``, the last layer's
+    channels, is needed when it pools (its descriptor does not hold them)."""
     device = ProgramInterpreter(program.config, seed)
     m = len(x)
     device.load(program, x)
     last = device.run(m)
+    interpreted = device.result(last, m, channels)
+    if out_shape is not None:
+        interpreted = interpreted.reshape(m, *out_shape)
     region, base, count = program.output_words(m)
     words = [device.read(region, base + i) for i in range(count)]
-    return device.result(last, m), program.unpack_output(words, m)
+    return interpreted, program.unpack_output(words, m)
 
 
 # -- random networks ----------------------------------------------------------------------------
@@ -431,13 +605,19 @@ def random_input_rows(rng, config, m, k):
 
 
 def check_against_reference(network, config, m, *, batch=None, seed=0):
-    """Compile ``network``, run it on ``m`` random rows in the interpreter and check both the
-    interpreter's and ``unpack_output``'s result against the reference; return the program."""
+    """Compile ``network``, run it on ``m`` random samples (rows or NHWC images) in the
+    interpreter and check both the interpreter's and ``unpack_output``'s result against the
+    reference; return the program."""
     program = compile_network(network, config, batch=batch)
     m = min(m, program.batch)
+    shapes = network.shapes
     x = random_input_rows(np.random.default_rng(seed), config, m, network.in_features)
+    x = x.reshape(m, *shapes[0][0])
     expected = network.forward(x)
-    interpreted, unpacked = run_on_interpreter(program, x, seed)
+    # The last layer that computes (a Flatten after it only reshapes) and its channels.
+    last = max(i for i, layer in enumerate(network.layers) if not isinstance(layer, Flatten))
+    interpreted, unpacked = run_on_interpreter(program, x, seed, out_shape=shapes[-1][1],
+                                               channels=shapes[last][1][-1])
     np.testing.assert_array_equal(interpreted, expected)
     np.testing.assert_array_equal(unpacked, expected)
     return program

@@ -1,6 +1,9 @@
-"""compile_network (hwgen.compiler.compile) end to end: random networks through the
-interpreter of the documented memory images (tests/support.py) against the NumPy reference, and
-the network-wide refusals."""
+"""compile_network (hwgen.compiler.compile) end to end: random dense and convolutional networks
+through the interpreter of the documented memory images (tests/support.py) against the NumPy
+reference, and the network-wide refusals."""
+
+import dataclasses
+import math
 
 import numpy as np
 import pytest
@@ -9,10 +12,16 @@ from hypothesis import strategies as st
 from support import COMPILER_CONFIGS as CONFIGS
 from support import check_against_reference
 from support import compile_refused as refused
+from support import documented_descriptor_fields as descriptor_fields
+from support import documented_geometry_fields as geometry_fields
 from support import random_dense_network as random_network
 from support import small_dense_network as small_network
 
 from hwgen import AcceleratorConfig
+from hwgen.compiler import compile_network
+from hwgen.memmap import Region
+from hwgen.nn import Conv2D, Dense, Flatten, MaxPool2D, QuantizedNetwork
+from sim.netgen import random_cnn
 
 MAX_WIDTH = {"1x1": 60, "2x3": 120}
 
@@ -78,3 +87,102 @@ def test_refuses_too_many_layers():
     config = AcceleratorConfig(prog_depth=2)
     refused(small_network(config, (3, 3, 3, 3)), config, "3 layers", "prog_depth=2", "layer 2")
 
+
+
+# -- convolutional networks ---------------------------------------------------------------------
+
+#: The compiler's configurations with room for the geometry words of a few spatial layers, and
+#: few accumulator rows, so that a layer's pixels run in several chunks (some ending in an
+#: image).
+CNN_CONFIGS = {name: dataclasses.replace(config, prog_depth=64, acc_depth=24)
+               for name, config in CONFIGS.items()}
+
+
+@pytest.mark.parametrize("name", list(CNN_CONFIGS))
+@FAST
+@given(data=st.data())
+def test_cnn_matches_reference(name, data):
+    # Convolutions with padding and strides, pooling, Flatten and Dense, raw or requantized
+    # ends, in chunks of acc_depth output pixels when the batch's pixels are more.
+    config = CNN_CONFIGS[name]
+    seed = data.draw(st.integers(0, 2 ** 32 - 1), label="seed")
+    network = random_cnn(np.random.default_rng(seed), config, max_channels=12)
+    m = data.draw(st.integers(1, 6), label="m")
+    check_against_reference(network, config, m, seed=seed)
+
+
+def test_cnn_that_ends_in_pooling_then_flatten():
+    # The output is the pooling's words, read as the flat rows the Flatten makes.
+    config = CNN_CONFIGS["3x2"]
+    rng = np.random.default_rng(7)
+    conv = Conv2D(rng.integers(-20, 21, (3, 3, 4, 5)), rng.integers(-99, 99, 5),
+                  np.full(5, 300), np.full(5, 12), stride=1, padding=1)
+    network = QuantizedNetwork([conv, MaxPool2D(2), Flatten()], input_shape=(6, 5, 4))
+    program = check_against_reference(network, config, 5, seed=3)
+    assert program.output.sample_shape == (3 * 2 * 5,)
+    assert [layer.kind for layer in program.layers] == ["matrix", "pool"]
+
+
+@pytest.mark.parametrize(("layer", "field", "shape"), [
+    (lambda: _conv(1, 1, 1, stride=16), "stride=16", (17, 17, 1)),
+    (lambda: _conv(1, 1, 1, padding=16), "pad=16", (1, 1, 1)),
+    (lambda: MaxPool2D(1, 16), "stride=16", (17, 17, 1)),
+])
+def test_refuses_geometry_beyond_the_walk(layer, field, shape):
+    config = AcceleratorConfig(rows=2, cols=2, act_depth=1 << 12)
+    network = QuantizedNetwork([layer()], input_shape=shape)
+    error = refused(network, config, "layer 0", field, field.split("=")[0] + " <= 15")
+    assert (error.need, error.limit) == (16, 15)
+    # One less is walked.
+    smaller = QuantizedNetwork([layer()], input_shape=shape)
+    kind = smaller.layers[0]
+    if field.startswith("pad"):
+        kind.padding = 15
+    else:
+        kind.stride = 15
+    compile_network(smaller, config)
+
+
+def test_refuses_a_network_of_only_flatten():
+    network = QuantizedNetwork([Flatten()], input_shape=(2, 3, 4))
+    error = refused(network, AcceleratorConfig(), "only Flatten", "Dense, Conv2D or MaxPool2D")
+    assert error.layer is None
+
+
+def test_program_depth_counts_the_geometry_words():
+    # conv -> flatten -> dense: both passes walk images, so each takes its descriptor and its
+    # geometry words (as many as the documented geometry needs descriptor words).
+    config = AcceleratorConfig(rows=2, cols=2, prog_depth=2)
+    dense = Dense(np.ones((2 * 2 * 3, 2), int), np.zeros(2, int), np.ones(2, int),
+                  np.zeros(2, int))
+    network = QuantizedNetwork([_conv(2, 1, 3), Flatten(), dense], input_shape=(3, 3, 1))
+    per_layer = 1 + math.ceil(sum(w for _, w in geometry_fields(config))
+                              / sum(w for _, w in descriptor_fields(config)))
+    words = 2 * per_layer
+    error = refused(network, config, f"takes {words} words", "2 layers", "2 of them spatial",
+                    f"{per_layer - 1} geometry words each", "prog_depth=2")
+    assert (error.resource, error.need, error.limit) == ("prog_depth", words, 2)
+    fits = dataclasses.replace(config, prog_depth=words)
+    assert len(compile_network(network, fits).images[Region.PROGRAM][1]) == words
+
+
+def test_padded_kernel_tiles_each_position_and_is_refused_past_the_k_tiles_field():
+    # Each kernel position's channels fill whole tiles: 3 x 3 positions x ceil(5 / 4) groups.
+    config = AcceleratorConfig(rows=4, cols=2, max_k=128, act_depth=1 << 10)
+    network = QuantizedNetwork([_conv(3, 5, 2)], input_shape=(4, 4, 5))
+    program = check_against_reference(network, config, 3)
+    (layer,) = program.layers
+    assert (layer.k, layer.k_tiles, program.descriptors[0]["k_tiles"]) == (45, 18, 18)
+    assert layer.w_words == layer.n_tiles * 18 * config.rows
+    # K = 45 fits max_k = 48, but its 18 tiles are more than the ceil(48 / 4) = 12 that the
+    # descriptor's k_tiles field is made for.
+    narrow = dataclasses.replace(config, max_k=48)
+    error = refused(network, narrow, "layer 0", "k_tiles=18", "limit 12")
+    assert (error.need, error.limit) == (18, 12)
+
+
+def _conv(k, c, n, **kwargs):
+    """A k x k convolution of c -> n channels with small weights and unit requantization."""
+    rng = np.random.default_rng(k * 100 + c * 10 + n)
+    return Conv2D(rng.integers(-3, 4, (k, k, c, n)), rng.integers(-9, 10, n), np.ones(n, int),
+                  np.zeros(n, int), **kwargs)

@@ -7,10 +7,19 @@ from support import COMPILER_CONFIGS as CONFIGS
 from support import ProgramInterpreter as Device
 from support import compile_refused as refused
 from support import documented_descriptor_fields as descriptor_fields
+from support import documented_geometry_fields as geometry_fields
 
 from hwgen import AcceleratorConfig
 from hwgen.compiler import compile_network
-from hwgen.memmap import descriptor_layout, param_lane_layout, regions
+from hwgen.compiler.descriptors import pack_layer, unpack_program
+from hwgen.memmap import (
+    Region,
+    descriptor_layout,
+    geometry_layout,
+    geometry_words,
+    param_lane_layout,
+    regions,
+)
 from hwgen.nn import Dense, QuantizedNetwork
 
 
@@ -24,6 +33,37 @@ def test_descriptor_layout_as_documented(config_name):
         offset += width
     assert Device(config).p_lane == param_lane_layout(config).size
     assert {r: g.word_bits for r, g in regions(config).items()} == Device(config).word_bits
+
+
+@pytest.mark.parametrize("config_name", list(CONFIGS))
+def test_geometry_layout_as_documented(config_name):
+    config = CONFIGS[config_name]
+    offset = 0
+    for (name, width), (field_name, field) in zip(geometry_fields(config),
+                                                   geometry_layout(config), strict=True):
+        assert (name, width, offset) == (field_name, field.width, field.offset)
+        offset += width
+    assert geometry_words(config) == Device(config).geom_words
+
+
+def test_spatial_layers_carry_their_geometry_words():
+    # A plain layer is one word; a spatial one its descriptor and then its geometry, the
+    # geometry's low bits in the first word.
+    config = CONFIGS["3x2"]
+    count = Device(config).geom_words
+    top = {name: (1 << width) - 1 for name, width in geometry_fields(config)}
+    plain = {name: 0 for name, _ in descriptor_fields(config)} | {"k_tiles": 3}
+    spatial = plain | {"spatial": 1, "last": 1, "geometry": top}
+    words = pack_layer(config, plain) + pack_layer(config, spatial)
+    assert len(words) == 2 + count
+    device = Device(config)
+    for i, word in enumerate(words):
+        device.write(Region.PROGRAM, i, word)
+    assert device.descriptor(0) == plain and device.descriptor(1)["spatial"] == 1
+    assert device.geometry(2) == top
+    assert unpack_program(config, words) == (plain, spatial)
+    with pytest.raises(ValueError, match=f"without its {count} geometry words"):
+        unpack_program(config, words[:-1])
 
 
 def test_descriptor_fields_reach_their_bounds():

@@ -7,7 +7,8 @@ from support import compile_refused as refused
 from support import small_dense_network as small_network
 
 from hwgen import AcceleratorConfig
-from hwgen.compiler import compile_network
+from hwgen.compiler import CompileError, compile_network
+from hwgen.compiler.proofs import check_channel_params
 from hwgen.nn import Dense, QuantizedNetwork
 
 
@@ -45,10 +46,15 @@ def test_refuses_unprovable_accumulator():
 
 
 def test_refuses_shift_outside_config():
-    # QuantizedNetwork's own checks stop this first; the compiler checks again anyway.
+    # QuantizedNetwork's own checks (validate, and shapes, which the compiler reads first) stop
+    # this before the compiler does; the compiler's proof checks again anyway.
     config = AcceleratorConfig()
     network = small_network(config)
     network.layers[0].shift[1] = 48
-    network.validate = lambda: None
-    refused(network, config, "layer 0", "shift[1]=48", "0..47")
+    with pytest.raises(ValueError, match="shift"):
+        compile_network(network, config)
+    with pytest.raises(CompileError) as info:
+        check_channel_params(0, network.layers[0], config)
+    for fragment in ("layer 0", "shift[1]=48", "0..47"):
+        assert fragment in str(info.value)
 
