@@ -8,9 +8,14 @@
 
     with Accelerator("socket://127.0.0.1:4567", config=config) as acc:
         acc.load(program)              # a hwgen.compiler.Program, or the path of a saved one
-        y = acc.infer(x)               # any number of rows; chunked to program.batch per run
+        y = acc.infer(x)               # any number of samples; program.batch of them per run
         trace = acc.infer(x, outputs="all")  # every layer's output (compiled with readout=True)
         print(acc.counters())          # device cycles, MACs and link bytes of that infer
+
+Inputs and outputs have the program's sample shapes (:attr:`MatrixSpec.sample_shape
+<hwgen.compiler.MatrixSpec>`): rows of features ``[M, K]``, or NHWC images ``[M, H, W, C]`` for
+a network whose first layer is spatial; a network that ends in a spatial layer returns images
+``[M, H', W', C']``.
 
 It checks on opening that the device speaks this host's protocol version and, given a
 configuration, that it was built from it (the INFO config hash); it refuses a program compiled
@@ -29,8 +34,7 @@ import time
 import numpy as np
 import serial
 
-from hwgen.compiler import check_input_rows
-from hwgen.compiler.codec import output_words, unpack_output
+from hwgen.compiler.codec import check_input_samples, output_words, unpack_output
 from hwgen.config import AcceleratorConfig
 from hwgen.cycles import program_cycles
 from hwgen.protocol import DEFAULT_BAUD, PROTOCOL_VERSION, SYNC_REQUEST, Opcode
@@ -39,7 +43,7 @@ from .client import BusyTimeout, DeviceClient, DeviceError, LinkError, LinkTimeo
 from .transport import open_port
 
 __all__ = ["Accelerator", "BusyTimeout", "DeviceError", "IncompatibleDevice", "InferCounters",
-           "LinkError", "LinkTimeout"]
+           "LinkError", "LinkTimeout", "check_samples", "sample_unit"]
 
 # A progress bar appears on its own for runs of more chunks than this (and a terminal).
 _PROGRESS_CHUNKS = 20
@@ -49,6 +53,27 @@ _POLL_MIN_S = 0.0002
 _POLL_MAX_S = 0.05
 # Sleeps shorter than this are not worth a system call; the COUNTERS round trip takes longer.
 _SLEEP_MIN_S = 0.0001
+
+
+def sample_unit(program):
+    """Return what the samples of ``program`` are called in messages: ``"rows"`` (of features)
+    or ``"samples"`` (images)."""
+    return "rows" if len(program.input.sample_shape) == 1 else "samples"
+
+
+def check_samples(program, x, what):
+    """Return ``x`` as an int64 ``[M, *program.input.sample_shape]`` array of the program's
+    signed input values.
+
+    Raises
+    ------
+    ValueError
+        Starting with ``what``, naming the allowed shape (and, for images given NCHW, how to
+        convert them), dtype or range (see :func:`hwgen.compiler.codec.check_input_samples`).
+    """
+    spec = program.input
+    return check_input_samples(x, spec.sample_shape, spec.lane_bits, what,
+                               rows=sample_unit(program))
 
 
 def readout_specs(program, outputs, what):
@@ -98,9 +123,9 @@ class InferCounters:
     Attributes
     ----------
     rows : int
-        Input rows processed.
+        Input samples processed (rows of features, or images).
     runs : int
-        RUN requests (chunks of at most ``program.batch`` rows).
+        RUN requests (chunks of at most ``program.batch`` samples).
     cycles, busy_cycles, macs : int
         Growth of the device's counters over the call: cycles a program was running, cycles an
         activation row entered the array, multiply-accumulates issued.
@@ -134,7 +159,7 @@ class InferCounters:
 
     @property
     def rows_per_second(self):
-        """Rows per second of wall time."""
+        """Samples per second of wall time."""
         return self.rows / self.seconds if self.seconds else 0.0
 
 
@@ -363,20 +388,18 @@ class Accelerator:
 
     # -- inference -------------------------------------------------------------------------------
 
-    def _check_input(self, x, program):
-        spec = program.input
-        return check_input_rows(x, spec.features, spec.lane_bits, "infer", rows="rows")
-
     def infer(self, x, outputs="last"):
-        """Run the loaded program on every row of ``x``; return one output row per input row.
+        """Run the loaded program on every sample of ``x``; return one output per sample.
 
-        Rows are sent in chunks of at most ``program.batch`` (one RUN each), in order; the
-        result has exactly ``len(x)`` rows, row ``i`` the network's output for ``x[i]``.
+        Samples are sent in chunks of at most ``program.batch`` (one RUN each), in order; the
+        result has exactly ``len(x)`` samples, ``[i]`` the network's output for ``x[i]``.
 
         Parameters
         ----------
-        x : array_like of int, shape (rows, K)
-            Signed ``in_bits`` integers, ``K`` the program's input features; ``rows`` may be 0.
+        x : array_like of int, shape (M, *program.input.sample_shape)
+            Signed ``in_bits`` integers: rows ``(M, K)`` of the program's ``K`` input features,
+            or NHWC images ``(M, H, W, C)`` when the network's first layer is spatial; ``M``
+            may be 0.
         outputs : {"last", "all"}
             ``"all"``: after each run, also read every layer's output of that run from the
             device (READ requests at :attr:`Program.layer_outputs <hwgen.compiler.Program>`);
@@ -384,37 +407,40 @@ class Accelerator:
 
         Returns
         -------
-        numpy.ndarray of int64, shape (rows, N), or list of them
+        numpy.ndarray of int64, shape (M, *program.output.sample_shape), or list of them
             As :meth:`hwgen.nn.QuantizedNetwork.forward` returns it: saturated activations, or
-            raw accumulators for a ``raw`` output layer. With ``outputs="all"``, one array per
-            layer, ``(rows, N_i)``, as :meth:`~hwgen.nn.QuantizedNetwork.forward_trace` returns
-            them.
+            raw accumulators for a ``raw`` output layer; ``(M, N)`` rows, or ``(M, H', W',
+            C')`` images of a network that ends in a spatial layer. With ``outputs="all"``, one
+            array per layer, ``(M, *shape_i)``, as
+            :meth:`~hwgen.nn.QuantizedNetwork.forward_trace` returns them.
 
         Raises
         ------
         RuntimeError
             If no program is loaded.
         ValueError
-            Before anything is sent, if ``x`` is not integer, not 2-D, of the wrong width or
-            outside signed ``in_bits`` (naming the first bad element), if ``outputs`` is
+            Before anything is sent, if ``x`` is not integer, not of the program's sample shape
+            (the message names it, and how to convert NCHW images) or outside signed
+            ``in_bits`` (naming the first bad element), if ``outputs`` is
             neither ``"last"`` nor ``"all"``, or if ``"all"`` is asked of a program compiled
             without read-out (saying how to compile one).
         BusyTimeout
             If a run is still going ``timeout`` seconds after it should have ended.
         DeviceError, LinkError, LinkTimeout
-            If the device refuses a request or the link fails; the message names the rows and
-            the request.
+            If the device refuses a request or the link fails; the message names the samples
+            and the request.
         """
         program = self._program
         if program is None:
             raise RuntimeError("infer: no program is loaded; call load(program) first")
         kept = readout_specs(program, outputs, "infer")
-        x = self._check_input(x, program)
+        x = check_samples(program, x, "infer")
         if self._snapshot is None:  # the last call failed: a run may still be going
             self._snapshot = self._call("infer: wait for the device", self.client.wait_idle,
                                         self.timeout)
         rows = len(x)
-        outs = [np.empty((rows, spec.features), dtype=np.int64) for spec in kept]
+        outs = [np.empty((rows, *spec.sample_shape), dtype=np.int64) for spec in kept]
+        unit = sample_unit(program)
         chunks = math.ceil(rows / program.batch)
         in_bytes = self._info.regions[program.input.region].word_bytes
         start_time = time.perf_counter()
@@ -425,7 +451,7 @@ class Accelerator:
         try:
             for start in range(0, rows, program.batch):
                 m = min(program.batch, rows - start)
-                stage = f"infer rows {start}..{start + m - 1} of {rows}"
+                stage = f"infer {unit} {start}..{start + m - 1} of {rows}"
                 words = program.pack_input(x[start:start + m])
                 self._call(stage, self.client.write, program.input.region, program.input.base,
                            words)
@@ -464,7 +490,7 @@ class Accelerator:
             return None
         from tqdm import tqdm
 
-        return tqdm(total=rows, unit="row", desc="infer", leave=False)
+        return tqdm(total=rows, unit="sample", desc="infer", leave=False)
 
     def _wait_run(self, stage, program, m):
         """Poll COUNTERS until the run just started ends; keep the final counters.

@@ -1,4 +1,4 @@
-"""A pool of devices that share the rows of one inference (data parallelism).
+"""A pool of devices that share the samples of one inference (data parallelism).
 
 :class:`AcceleratorPool` runs one compiled program on several devices at once: boards on this
 machine's serial ports, boards on other machines shared with ``hwgen serve``, simulated boards.
@@ -9,7 +9,7 @@ machine's serial ports, boards on other machines shared with ``hwgen serve``, si
 
     with AcceleratorPool(["socket://lab1:4600", "socket://lab2:4600", "/dev/ttyUSB1"]) as pool:
         pool.load(program)             # the same program on every device
-        y = pool.infer(x)              # rows split across the devices, returned in order
+        y = pool.infer(x)              # samples split across the devices, returned in order
         trace = pool.infer(x, outputs="all")  # every layer's output (compiled with readout)
         print(pool.counters().total)   # summed over the devices; .devices: one per URL
 
@@ -37,10 +37,16 @@ import time
 
 import numpy as np
 
-from hwgen.compiler import check_input_rows
 from hwgen.protocol import DEFAULT_BAUD
 
-from .accelerator import Accelerator, IncompatibleDevice, InferCounters, readout_specs
+from .accelerator import (
+    Accelerator,
+    IncompatibleDevice,
+    InferCounters,
+    check_samples,
+    readout_specs,
+    sample_unit,
+)
 from .client import DeviceError
 
 __all__ = ["AcceleratorPool", "NoDeviceLeft", "PoolCounters", "chunk_runs"]
@@ -385,21 +391,22 @@ class AcceleratorPool:
     # -- inference -------------------------------------------------------------------------------
 
     def infer(self, x, outputs="last"):
-        """Run the loaded program on every row of ``x`` across the devices, rows in order.
+        """Run the loaded program on every sample of ``x`` across the devices, in order.
 
         Parameters
         ----------
-        x : array_like of int, shape (rows, K)
-            As for :meth:`Accelerator.infer`; ``rows`` may be 0.
+        x : array_like of int, shape (M, *program.input.sample_shape)
+            As for :meth:`Accelerator.infer`: rows ``(M, K)`` or NHWC images ``(M, H, W,
+            C)``; ``M`` may be 0.
         outputs : {"last", "all"}
             As for :meth:`Accelerator.infer`: ``"all"`` also reads every layer's output of
             each run (a program compiled with ``readout=True``).
 
         Returns
         -------
-        numpy.ndarray of int64, shape (rows, N), or list of them
-            Row ``i`` is the network's output for ``x[i]``, whichever device ran it; with
-            ``outputs="all"``, one such array per layer.
+        numpy.ndarray of int64, shape (M, *program.output.sample_shape), or list of them
+            ``[i]`` is the network's output for ``x[i]``, whichever device ran it; with
+            ``outputs="all"``, one such array per layer (its own sample shape).
 
         Raises
         ------
@@ -417,17 +424,17 @@ class AcceleratorPool:
         if program is None:
             raise RuntimeError("infer: no program is loaded; call load(program) first")
         kept = readout_specs(program, outputs, "infer")
-        spec = program.input
-        x = check_input_rows(x, spec.features, spec.lane_bits, "infer", rows="rows")
+        x = check_samples(program, x, "infer")
         rows = len(x)
-        outs = [np.empty((rows, s.features), dtype=np.int64) for s in kept]
+        outs = [np.empty((rows, *s.sample_shape), dtype=np.int64) for s in kept]
         start = time.perf_counter()
         for member in self._members:
             member.chunks = []
         members = list(self._members)
         queue = _Queue(math.ceil(rows / program.batch))
         threads = [threading.Thread(target=self._drive, args=(m, queue, x, outs),
-                                    kwargs={"outputs": outputs, "batch": program.batch},
+                                    kwargs={"outputs": outputs, "batch": program.batch,
+                                            "unit": sample_unit(program)},
                                     daemon=True, name=f"pool-{m.url}") for m in members]
         for thread in threads:
             thread.start()
@@ -449,10 +456,10 @@ class AcceleratorPool:
         if queue.error is not None:
             raise queue.error
         if queue.free:
-            raise NoDeviceLeft(f"infer of {rows} rows", self._dropped)
+            raise NoDeviceLeft(f"infer of {rows} {sample_unit(program)}", self._dropped)
         return outs if outputs == "all" else outs[0]
 
-    def _drive(self, member, queue, x, outs, *, outputs, batch):
+    def _drive(self, member, queue, x, outs, *, outputs, batch, unit):
         """One device's thread: take chunks until none is left; drop the device if it fails."""
         rows = len(x)
         while True:
@@ -464,7 +471,7 @@ class AcceleratorPool:
                 ys = member.acc.infer(x[lo:hi], outputs=outputs)
             except _DROP_ERRORS as exc:
                 with queue.cond:
-                    self._drop(member, f"infer (rows {lo}..{hi - 1} of {rows})", exc)
+                    self._drop(member, f"infer ({unit} {lo}..{hi - 1} of {rows})", exc)
                 queue.done(chunk=chunk)
                 return
             except BaseException as exc:  # not the device's fault: the call stops

@@ -4,6 +4,10 @@
 
     hwgen sim-board --rows 8 --cols 8 &                 # or a board on /dev/ttyUSB1
     hwgen infer --url socket://127.0.0.1:PORT --program mlp.npz --input x.npy --output y.npy
+
+``--input`` holds integers of the program's input shape: rows ``(M, K)``, or NHWC images ``(M,
+H, W, C)`` for a network whose first layer is spatial; ``--output`` gets the network's outputs,
+``(M, N)`` or ``(M, H', W', C')``.
 """
 
 import argparse
@@ -33,10 +37,13 @@ def _load_inputs(args):
 
 
 def _summary(counters, program):
+    from host.accelerator import sample_unit
+
     c = counters
+    unit = sample_unit(program)
     device_s = c.cycles / program.config.clock_hz
-    return (f"{c.rows} rows in {c.seconds:.3f} s ({c.rows_per_second:,.0f} rows/s), {c.runs} "
-            f"run(s) of at most {program.batch} rows\n"
+    return (f"{c.rows} {unit} in {c.seconds:.3f} s ({c.rows_per_second:,.0f} {unit}/s), "
+            f"{c.runs} run(s) of at most {program.batch} {unit}\n"
             f"device: {c.cycles:,} cycles ({device_s * 1e3:.3f} ms at "
             f"{program.config.clock_hz / 1e6:g} MHz), {c.macs:,} MACs\n"
             f"link: {c.bytes_sent:,} bytes sent, {c.bytes_received:,} received, "
@@ -64,7 +71,7 @@ def _run(args):
             acc.load(program)
             y = acc.infer(x)
             counters = acc.counters()
-    except ValueError as exc:  # the input does not fit the program
+    except ValueError as exc:  # the input does not fit the program (the message says why)
         raise UsageError(f"--input {args.input}: {exc}") from None
     except (IncompatibleDevice, LinkError, DeviceError, BusyTimeout) as exc:
         # Errors of the device or the link are the user's to fix too (wrong URL, wrong
@@ -81,7 +88,7 @@ def _run(args):
     except OSError as exc:
         raise UsageError(f"--output {args.output}: {exc}") from None
     print(summary)
-    print(f"wrote {args.output}: {y.shape[0]} x {y.shape[1]} int64")
+    print(f"wrote {args.output}: {' x '.join(map(str, y.shape))} int64")
     return 0
 
 
@@ -92,7 +99,8 @@ def register(sub):
     p = sub.add_parser(
         "infer", help="run a compiled program on a device (a board or the simulated board)",
         description="Load a compiled program (hwgen.compiler.Program.save) on the device at "
-                    "--url, run it on every row of --input and write or print the outputs. "
+                    "--url, run it on every sample of --input (rows, or NHWC images) and write "
+                    "or print the outputs. "
                     "The device must have been built from the program's configuration.")
     p.add_argument("--url", required=True,
                    help="pyserial URL of the device: /dev/ttyUSB1, socket://127.0.0.1:PORT "
@@ -100,7 +108,9 @@ def register(sub):
     p.add_argument("--program", required=True, metavar="FILE",
                    help="compiled program (.npz written by Program.save)")
     p.add_argument("--input", required=True, metavar="X.npy",
-                   help="integer array of shape (rows, input features)")
+                   help="integer array of the program's input shape: (rows, input features), "
+                        "or NHWC images (samples, H, W, C) for a network whose first layer is "
+                        "spatial")
     p.add_argument("--output", metavar="Y.npy",
                    help="where to write the outputs (default: print them)")
     p.add_argument("--timeout", type=number(float, above=0), default=5.0, metavar="S",
