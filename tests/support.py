@@ -37,7 +37,14 @@ from hwgen.device.memories import collision_free_memories
 from hwgen.implementation import Implementation
 from hwgen.link.bridge import HostPortBridge
 from hwgen.link.frame import FrameEngine
-from hwgen.memmap import HostPortSignature, Region, max_word_bits, regions
+from hwgen.memmap import (
+    HostPortSignature,
+    Region,
+    act_addr_bits,
+    geometry_layout,
+    max_word_bits,
+    regions,
+)
 from hwgen.nn import Dense, Flatten, QuantizedNetwork
 from hwgen.protocol import MAX_PAYLOAD
 from hwgen.toolchain import icarus_available
@@ -1003,34 +1010,176 @@ def descriptor(config, **fields):
     return {name: int(fields.get(name, 0)) for name in names}
 
 
-class ControllerOutputs:
-    """Drive a block's inputs from the controller as :class:`hwgen.device.controller.Controller`
-    drives them, cycle by cycle, with random bits wherever it promises nothing.
+def plain_geometry(desc):
+    """Return the geometry the controller gives a plain layer (a matrix layer over rows,
+    ``desc["spatial"] == 0``): 1x1 images and kernels, stride 1, no padding, ``k_tiles``
+    channel groups, a row ``src_stride`` words after the last (``img_step``). The steps a walk
+    of 1x1 images never takes (``col_step``, ``row_step``, ``ky_step``) are left out."""
+    return {"h": 1, "w": 1, "oh": 1, "ow": 1, "kh": 1, "kw": 1, "stride": 1, "pad": 0,
+            "cgs": desc["k_tiles"], "img_step": desc["src_stride"]}
 
-    ``start_layer`` is high for one cycle, in which ``next_desc`` holds the layer's descriptor
-    while ``desc``, ``k_end`` and ``n_end`` still show the previous layer's (here: random bits);
-    from the next cycle on ``desc`` holds the descriptor and ``k_end``/``n_end`` are
-    ``k_tiles - 1``/``n_tiles - 1``, while ``next_desc`` shows whatever the program memory reads.
-    A run's ``last_row``/``before_last_row`` (``batch - 1``/``batch - 2``, wrapped to their
-    width) are valid from its first ``start_layer`` on (the registered bounds' first cycle).
-    Only the ports ``block`` has are driven.
+
+def image_geometry(config, *, h, w, kh, kw, stride, pad, words, cgs):
+    """Return the geometry (:func:`hwgen.memmap.geometry_layout`) of a spatial layer over
+    ``h x w`` images of ``words`` ACT words per pixel, from the definitions of its fields:
+    each step is the distance in words between two input pixels, wrapped to the banks'
+    address width."""
+    oh, ow = (h + 2 * pad - kh) // stride + 1, (w + 2 * pad - kw) // stride + 1
+    wrap = 1 << act_addr_bits(config)
+
+    def at(m, y, x):   # a pixel's first word, relative to sample 0's pixel (0, 0)
+        return ((m * h + y) * w + x) * words
+
+    s = stride
+    return {"h": h, "w": w, "oh": oh, "ow": ow, "kh": kh, "kw": kw, "stride": s, "pad": pad,
+            "cgs": cgs,
+            "col_step": (at(0, 0, s) - at(0, 0, 0)) % wrap,                 # (oy, ox) -> ox + 1
+            "row_step": (at(0, s, 0) - at(0, 0, (ow - 1) * s)) % wrap,      # -> (oy + 1, 0)
+            "img_step": (at(1, 0, 0) - at(0, (oh - 1) * s, (ow - 1) * s)) % wrap,  # -> m + 1
+            "ky_step": (at(0, 1, 0) - at(0, 0, kw - 1)) % wrap}             # (ky, kw-1) -> ky+1
+
+
+@dataclasses.dataclass(frozen=True)
+class WalkRow:
+    """One row of a matrix layer's walk (see :func:`walk_rows`).
+
+    ``reads`` maps each bank that reads to its address; ``lanes`` gives, per engine lane,
+    the ``(bank, address)`` of its element, or None where it reads as zero.
     """
 
-    PORTS = ("start_layer", "next_desc", "desc", "last_row", "before_last_row", "k_end",
-             "n_end")
+    chunk: int
+    nt: int
+    kt: int
+    m: int
+    oy: int
+    ox: int
+    count: int
+    last: bool
+    final: bool
+    krem: int
+    reads: dict
+    lanes: tuple
 
-    def __init__(self, block, rng):
+
+def walk_rows(config, desc, geom, batch):
+    """Return the rows a matrix layer's walk takes, in order, as :class:`WalkRow`.
+
+    Written from :class:`hwgen.device.patch_walker.PatchWalker`'s contract with products, not
+    steps: the layer's ``batch * oh * ow`` output pixels ``(m, oy, ox)`` in chunks of at most
+    ``acc_depth``; per chunk, each output tile ``nt`` and reduction tile ``kt``, walking the
+    kernel positions ``(ky, kx)`` and at each the channel groups ``cg``; per tile the chunk's
+    pixels, the last one ``last``, a last reduction tile's ``final``. Input pixel ``(m, y, x)``,
+    ``y = oy * stride + ky - pad`` (``x`` alike), starts at word ``src_base + ((m * h + y +
+    pad) * w + x + pad) * src_stride`` (``src_base`` is the word of pixel ``(-pad, -pad)``, as
+    the compiler lays it out; modulo the address width). Group ``cg``'s channel ``c = cg * rows
+    + i`` is word ``c // lanes``, bank ``c % lanes`` of the pixel; each bank ``b`` reads the
+    group's word ``kword + (b < krem)`` (``kword, krem = divmod(cg * rows, lanes)``) while that
+    word lies in the pixel (``< src_stride``) and the pixel in the image; elsewhere zeros.
+    """
+    g, ps = geom, desc["src_stride"]
+    lanes, rows = config.act_lanes, config.rows
+    wrap = 1 << act_addr_bits(config)
+    pixels = list(itertools.product(range(batch), range(g["oh"]), range(g["ow"])))
+    tiles = list(itertools.product(range(g["kh"]), range(g["kw"]), range(g["cgs"])))
+    assert len(tiles) == desc["k_tiles"], (len(tiles), desc["k_tiles"])
+    out = []
+    for chunk, first in enumerate(range(0, len(pixels), config.acc_depth)):
+        part = pixels[first:first + config.acc_depth]
+        for nt in range(desc["n_tiles"]):
+            for kt, (ky, kx, cg) in enumerate(tiles):
+                kword, krem = divmod(cg * rows, lanes)
+                for count, (m, oy, ox) in enumerate(part):
+                    y, x = oy * g["stride"] + ky - g["pad"], ox * g["stride"] + kx - g["pad"]
+                    inside = 0 <= y < g["h"] and 0 <= x < g["w"]
+                    pix = (desc["src_base"]
+                           + ((m * g["h"] + y + g["pad"]) * g["w"] + x + g["pad"]) * ps) % wrap
+                    reads = {b: (pix + kword + (b < krem)) % wrap for b in range(lanes)
+                             if inside and kword + (b < krem) < ps}
+                    channels = [divmod(cg * rows + i, lanes) for i in range(rows)]
+                    row_lanes = tuple((bank, (pix + word) % wrap)
+                                      if inside and word < ps else None
+                                      for word, bank in channels)
+                    out.append(WalkRow(chunk, nt, kt, m, oy, ox, count, count == len(part) - 1,
+                                       kt == len(tiles) - 1, krem, reads, row_lanes))
+    return out
+
+
+def random_image_layer(rng, config, batch, *, max_side=5, max_channels=7, max_n_tiles=3,
+                       pad=None):
+    """Return ``(desc, geom)`` of a random spatial matrix layer over ``batch`` images that lie
+    in the banks (somewhere, now and then ending at their last word): sides 1..``max_side``,
+    any kernel that fits the padded image (not always square), stride 1..3, padding ``pad``
+    (0..2 by default), 1..``max_channels`` channels in their words or a word more per pixel,
+    fields the walk must not use random."""
+    lanes = config.act_lanes
+    fixed_pad = pad
+    while True:
+        h, w = (int(v) for v in rng.integers(1, max_side + 1, 2))
+        pad = int(rng.integers(0, 3)) if fixed_pad is None else fixed_pad
+        stride = int(rng.integers(1, 4))
+        kh = int(rng.integers(1, min(4, h + 2 * pad) + 1))
+        kw = int(rng.integers(1, min(4, w + 2 * pad) + 1))
+        c = int(rng.integers(1, max_channels + 1))
+        words = math.ceil(c / lanes) + int(rng.choice([0, 0, 1]))
+        if batch * h * w * words <= config.act_depth:
+            break
+    cgs = math.ceil(c / config.rows)
+    geom = image_geometry(config, h=h, w=w, kh=kh, kw=kw, stride=stride, pad=pad,
+                          words=words, cgs=cgs)
+    top = config.act_depth - batch * h * w * words
+    base = top if rng.random() < 0.25 else int(rng.integers(0, top + 1))
+    origin = (base - pad * (w + 1) * words) % (1 << act_addr_bits(config))
+    desc = descriptor(config, spatial=1, k_tiles=kh * kw * cgs,
+                      n_tiles=int(rng.integers(1, max_n_tiles + 1)), src_base=origin,
+                      src_stride=words, raw=int(rng.random() < 0.4), relu=int(rng.integers(2)),
+                      n=random_bits(rng, 3), dst_base=random_bits(rng, 5),
+                      dst_stride=random_bits(rng, 3), w_base=random_bits(rng, 5),
+                      p_base=random_bits(rng, 3))
+    return desc, geom
+
+
+class ControllerOutputs:
+    """Drive a block's inputs from the controller as
+    :class:`hwgen.device.controller.Controller` drives them, cycle by cycle, with random bits
+    wherever it promises nothing.
+
+    A layer starts with a one-cycle ``start_layer`` (LOAD): from that cycle on ``desc`` and
+    ``geom`` hold the layer's descriptor and geometry (a plain layer's: 1x1 images, see
+    :func:`plain_geometry`, with random bits in the steps such a walk never takes), and from
+    the next cycle on ``k_end``/``n_end`` hold ``k_tiles - 1``/``n_tiles - 1`` (the registered
+    bounds' first cycle). ``prime`` follows ``start_layer`` and each later chunk's
+    ``start_chunk`` (NEXT) by one cycle; the test bench says when. From :meth:`end_layer` (the
+    next layer's FETCH; its DECODE and GEOM change ``desc`` and ``geom``) to the next
+    ``start_layer`` those four are random bits. A run's ``last_row`` (``batch - 1``, wrapped to
+    its width) is valid from its first ``start_layer`` to :meth:`end_run`.
+
+    Only the ports ``block`` has are driven; ``ports`` maps a block's port to the controller's
+    output that drives it under another name (the weight feeder's ``start`` is ``prime``).
+    """
+
+    OUTPUTS = ("start_layer", "start_chunk", "prime", "desc", "geom", "last_row", "k_end",
+               "n_end")
+    PULSES = ("start_layer", "start_chunk", "prime")
+
+    def __init__(self, block, rng, *, ports=None):
         self.block = block
         self.rng = rng
-        self.ports = {p for p in self.PORTS if p in block.signature.members}
-        self.desc = None
+        members = block.signature.members
+        self.wires = {name: [name] if name in members else [] for name in self.OUTPUTS}
+        for port, output in (ports or {}).items():
+            if output not in self.OUTPUTS or port not in members:
+                raise ValueError(f"ports: {port!r} -> {output!r}; allowed: a port of the block "
+                                 f"-> one of {self.OUTPUTS}")
+            self.wires[output].append(port)
+        self.desc = self.geom = None
+        self.bounds = False
         self.batch = None
 
     def _set(self, ctx, name, value):
         from amaranth.hdl import Value
 
-        if name in self.ports:
-            port = getattr(self.block, name)
+        for port_name in self.wires[name]:
+            port = getattr(self.block, port_name)
             if value is None:
                 garble(ctx, self.rng, port)
             elif isinstance(value, dict):
@@ -1038,25 +1187,45 @@ class ControllerOutputs:
             else:
                 ctx.set(port, value & ((1 << len(Value.cast(port))) - 1))
 
-    def drive(self, ctx, start=None, *, batch=None):
-        """Set this cycle's ports: ``start``, a descriptor (:func:`descriptor`), starts a layer
-        (``batch``: the rows of a new run; the last run's otherwise)."""
+    def _geometry(self, desc, geom):
+        if geom is not None:
+            return dict(geom)
+        members = geometry_layout(self.block.config).members
+        steps = {name: random_bits(self.rng, members[name].width)
+                 for name in ("col_step", "row_step", "ky_step")}
+        return {**plain_geometry(desc), **steps}
+
+    def drive(self, ctx, pulse=None, *, desc=None, geom=None, batch=None):
+        """Set this cycle's ports. ``pulse``: None, ``"start_layer"`` (with the layer's
+        ``desc`` (:func:`descriptor`) and a spatial layer's ``geom``; ``batch``: the rows of
+        a new run, the last run's otherwise), ``"start_chunk"`` or ``"prime"``."""
+        if pulse is not None and pulse not in self.PULSES:
+            raise ValueError(f"pulse={pulse!r}; allowed: None, {', '.join(self.PULSES)}")
+        if (pulse == "start_layer") != (desc is not None):
+            raise ValueError("a descriptor comes with start_layer, and only with it")
         if batch is not None:
             self.batch = batch
-        self._set(ctx, "start_layer", int(start is not None))
-        self._set(ctx, "next_desc", start)
-        self._set(ctx, "desc", None if start is not None else self.desc)
+        if desc is not None:
+            self.desc, self.geom, self.bounds = desc, self._geometry(desc, geom), False
+        for name in self.PULSES:
+            self._set(ctx, name, int(pulse == name))
+        self._set(ctx, "desc", self.desc)
+        self._set(ctx, "geom", self.geom)
         for name, k in (("k_end", "k_tiles"), ("n_end", "n_tiles")):
-            self._set(ctx, name, None if start is not None or self.desc is None
-                      else self.desc[k] - 1)
+            self._set(ctx, name, self.desc[k] - 1 if self.bounds else None)
         self._set(ctx, "last_row", None if self.batch is None else self.batch - 1)
-        self._set(ctx, "before_last_row", None if self.batch is None else self.batch - 2)
-        if start is not None:
-            self.desc = start
+        self.bounds = self.desc is not None
+
+    def end_layer(self):
+        """The layer is over: ``desc``, ``geom``, ``k_end`` and ``n_end`` are random bits until
+        the next ``start_layer``."""
+        self.desc = self.geom = None
+        self.bounds = False
 
     def end_run(self):
-        """The run is over: ``last_row`` and ``before_last_row`` are random bits until the next
-        run's first layer starts."""
+        """The run is over: ``last_row`` is random bits until the next run's first layer
+        starts (and so is what :meth:`end_layer` makes random)."""
+        self.end_layer()
         self.batch = None
 
 

@@ -1,31 +1,77 @@
 """The controller alone, its program memory a Python list read as the accelerator reads it:
-busy, each layer's start with its descriptor, the descriptor held while the layer runs, the
-layers in order until the one marked ``last``, and the loop bounds, against a naive model of
-the sequence, for random programs, batches and layer lengths."""
+busy, each layer's LOAD (``start_layer``) and PRIME (``prime``) after its descriptor and a
+spatial layer's geometry words (GEOM, three cycles each), the descriptor and geometry held while
+the layer runs, a plain layer's 1x1 geometry, the chunks (NEXT: ``start_chunk``, then PRIME)
+for as long as ``more_chunks`` says at ``layer_done``, the layers in order until the one marked
+``last``, and the loop bounds, against a naive model of the sequence, for random programs,
+batches, chunk counts and layer lengths."""
 
 import numpy as np
 import pytest
+from amaranth.lib import data
 from amaranth.sim import Simulator
-from support import SMALL, random_bits
+from support import SMALL, plain_geometry, random_bits
 
 from hwgen.config import AcceleratorConfig
 from hwgen.device.controller import Controller
-from hwgen.memmap import descriptor_layout
+from hwgen.memmap import descriptor_layout, geometry_layout, geometry_words
 
-CONFIG = AcceleratorConfig(rows=2, cols=3, **SMALL)
+CONFIG = AcceleratorConfig(rows=2, cols=3, **{**SMALL, "prog_depth": 16})
+#: Cycles GEOM spends on each geometry word (the word addressed two cycles before it is taken).
+GEOM_CYCLES = 3
 
 
-def random_program(rng, config, layers):
-    """A program of ``layers`` descriptors (every field random, ``last`` on the last one only)
-    and random words after it, as dicts."""
+def random_program(rng, config, layers, *, spatial=None):
+    """Return ``(words, starts)``: a program of ``layers`` descriptors as PROGRAM words (every
+    field random, ``last`` on the last one only, a spatial layer's geometry words random raw
+    words after it) followed by random words to the memory's end, and each layer's first
+    word. ``spatial``: each layer's flag (random by default). The program must fit."""
     layout = descriptor_layout(config)
-    words = []
-    for i in range(config.prog_depth):
-        word = {name: random_bits(rng, layout.members[name].width) for name in layout.members}
-        if i < layers:
-            word["last"] = int(i == layers - 1)
-        words.append(word)
-    return words
+    width, count = layout.size, geometry_words(config)
+    words, starts = [], []
+    for i in range(layers):
+        fields = {name: random_bits(rng, layout.members[name].width) for name in layout.members}
+        fields["last"] = int(i == layers - 1)
+        if spatial is not None:
+            fields["spatial"] = int(spatial[i])
+        starts.append(len(words))
+        words.append(layout.const(fields).as_value().value)
+        if fields["spatial"]:
+            words += [random_bits(rng, width) for _ in range(count)]
+    assert len(words) <= config.prog_depth, "the program does not fit"
+    words += [random_bits(rng, width) for _ in range(config.prog_depth - len(words))]
+    return words, starts
+
+
+def fitting_program(rng, config, layers):
+    """A random program of ``layers`` layers, as many of them spatial as fit."""
+    count = geometry_words(config)
+    room = (config.prog_depth - layers) // count
+    spatial = [int(rng.random() < 0.5) for _ in range(layers)]
+    for i in np.flatnonzero(spatial)[room:]:
+        spatial[i] = 0
+    return random_program(rng, config, layers, spatial=spatial)
+
+
+def expected_geometry(config, words, start):
+    """The geometry of the layer at word ``start``: a spatial layer's from the words after its
+    descriptor (the first one lowest, the bits past the layout dropped), as ``{field: value}``;
+    a plain layer's per :func:`support.plain_geometry`, wrapped to the fields' widths."""
+    layout, glayout = descriptor_layout(config), geometry_layout(config)
+    desc = data.Const(layout, words[start])
+    if desc.spatial:
+        width = layout.size
+        bits = sum(words[start + 1 + j] << (j * width) for j in range(geometry_words(config)))
+        const = data.Const(glayout, bits & ((1 << glayout.size) - 1))
+        return {name: getattr(const, name) for name in glayout.members}
+    plain = plain_geometry({"k_tiles": desc.k_tiles, "src_stride": desc.src_stride})
+    return {name: value & ((1 << glayout.members[name].width) - 1)
+            for name, value in plain.items()}
+
+
+def geometry_seen(ctx, dut, fields):
+    geom = ctx.get(dut.geom)
+    return {name: getattr(geom, name) for name in fields}
 
 
 class ProgramMemory:
@@ -48,8 +94,44 @@ class ProgramMemory:
             self.data = word
 
 
-def layout_const(layout, word):
-    return layout.const(word).as_value().value
+class Sequence:
+    """The naive model: the controller's state in each cycle, and how it moves on."""
+
+    def __init__(self, config):
+        self.config = config
+        self.state, self.layer, self.addr, self.wait = "idle", 0, 0, 0
+        self.words = self.starts = None
+
+    def spatial(self):
+        return data.Const(descriptor_layout(self.config), self.words[self.addr]).spatial
+
+    def advance(self, *, start, done, more):
+        """Move on one clock edge: ``start`` (the host), ``done`` (``layer_done``) and
+        ``more`` (``more_chunks``) as they were in the cycle."""
+        s = self.state
+        if s == "idle" and start:
+            self.state, self.layer, self.addr = "fetch", 0, 0
+        elif s == "fetch":
+            self.state = "decode"
+        elif s == "decode":
+            self.state, self.wait = ("geom", 0) if self.spatial() else ("load", 0)
+        elif s == "geom":
+            self.wait += 1
+            if self.wait == GEOM_CYCLES * geometry_words(self.config):
+                self.state = "load"
+        elif s in ("load", "next"):
+            self.state = "prime"
+        elif s == "prime":
+            self.state = "run"
+        elif s == "run" and done:
+            desc = data.Const(descriptor_layout(self.config), self.words[self.addr])
+            if more:
+                self.state = "next"
+            elif desc.last:
+                self.state = "idle"
+            else:
+                self.state, self.layer = "fetch", self.layer + 1
+                self.addr = self.starts[self.layer]
 
 
 @pytest.mark.parametrize("registered_reads", [False, True], ids=["plain-reads", "registered"])
@@ -61,18 +143,17 @@ def test_runs_a_program_layer_by_layer(registered_bounds, registered_reads):
     bw = len(dut.batch)
     kw, nw = layout.members["k_tiles"].width, layout.members["n_tiles"].width
     rng = np.random.default_rng(2 * registered_bounds + registered_reads)
-    stats = {"runs": 0, "layers": 0, "ignored_starts": 0}
-
-    def as_word(word):
-        return layout_const(layout, word)
+    stats = {"runs": 0, "layers": 0, "spatial": 0, "chunks": 0, "ignored_starts": 0}
 
     async def bench(ctx):
         mem = ProgramMemory(rng, registered=registered_reads)
-        words = random_program(rng, cfg, 1)
-        state, layer, batch, done_at = "idle", 0, None, None
-        runs_left = 10
+        model = Sequence(cfg)
+        model.words, model.starts = fitting_program(rng, cfg, 1)
+        batch, done_at, chunks_left = None, None, 0
+        runs_left = 25
         cycle = 0
-        while runs_left or state != "idle":
+        while runs_left or model.state != "idle":
+            state = model.state
             if mem.data is not None:
                 ctx.set(dut.prog_data, mem.data)
             # The host: starts a run now and then while idle, and (ignored) while busy; its
@@ -83,85 +164,105 @@ def test_runs_a_program_layer_by_layer(registered_bounds, registered_reads):
             ctx.set(dut.batch_in, batch_in)
             done = int(state == "run" and cycle == done_at)
             ctx.set(dut.layer_done, done)
+            # Valid at layer_done only: random otherwise.
+            more = int(chunks_left > 0) if done else int(rng.integers(2))
+            ctx.set(dut.more_chunks, more)
 
             # The model's outputs in this cycle.
-            assert ctx.get(dut.busy) == (state != "idle"), (cycle, state)
-            assert ctx.get(dut.start_layer) == (state == "decode"), (cycle, state)
-            if state == "decode":
-                assert ctx.get(dut.next_desc.as_value()) == as_word(words[layer])
-                assert ctx.get(dut.prog_addr) == layer
+            where = (cycle, state, model.layer)
+            assert ctx.get(dut.busy) == (state != "idle"), where
+            pulses = (ctx.get(dut.start_layer), ctx.get(dut.prime), ctx.get(dut.start_chunk))
+            assert pulses == (state == "load", state == "prime", state == "next"), where
+            if state in ("fetch", "decode"):
+                assert ctx.get(dut.prog_addr) == model.addr, where
             if state != "idle":
-                assert ctx.get(dut.batch) == batch
+                assert ctx.get(dut.batch) == batch, where
             # The bounds: valid from FETCH (from DECODE in registers).
-            if state in ("decode", "run") or (state == "fetch" and
-                                              (layer > 0 or not registered_bounds)):
-                assert ctx.get(dut.last_row) == (batch - 1) % (1 << bw)
-                assert ctx.get(dut.before_last_row) == (batch - 2) % (1 << bw)
-            # The running layer's descriptor and tiles, until the next one is decoded.
-            shown = layer if state == "run" else layer - 1
-            if state != "idle" and shown >= 0:
-                want = words[shown]
-                assert ctx.get(dut.desc.as_value()) == as_word(want), (cycle, state, layer)
-                assert ctx.get(dut.k_end) == (want["k_tiles"] - 1) % (1 << kw)
-                assert ctx.get(dut.n_end) == (want["n_tiles"] - 1) % (1 << nw)
+            if state != "idle" and (state != "fetch" or model.layer > 0
+                                    or not registered_bounds):
+                assert ctx.get(dut.last_row) == (batch - 1) % (1 << bw), where
+            # The running layer's descriptor and geometry from LOAD on, its tiles' bounds from
+            # PRIME on (from LOAD without registered bounds).
+            if state in ("load", "prime", "run", "next"):
+                want = data.Const(layout, model.words[model.addr])
+                assert ctx.get(dut.desc.as_value()) == model.words[model.addr], where
+                geom = expected_geometry(cfg, model.words, model.addr)
+                assert geometry_seen(ctx, dut, geom) == geom, where
+                if state != "load" or not registered_bounds:
+                    assert ctx.get(dut.k_end) == (want.k_tiles - 1) % (1 << kw), where
+                    assert ctx.get(dut.n_end) == (want.n_tiles - 1) % (1 << nw), where
 
-            mem.clock(words, ctx.get(dut.busy), ctx.get(dut.prog_addr))
+            mem.clock(model.words, ctx.get(dut.busy), ctx.get(dut.prog_addr))
             await ctx.tick()
             cycle += 1
+            model.advance(start=start, done=done, more=more)
             if state == "idle":
                 if start:
-                    state, layer, batch = "fetch", 0, batch_in
+                    batch = batch_in
                     stats["runs"] += 1
                     runs_left -= 1
                 elif rng.random() < 0.2:
                     # The host writes another program while idle.
-                    words = random_program(rng, cfg, int(rng.integers(1, cfg.prog_depth + 1)))
+                    layers = int(rng.integers(1, 6))
+                    model.words, model.starts = fitting_program(rng, cfg, layers)
             else:
                 stats["ignored_starts"] += start
-                if state == "fetch":
-                    state = "decode"
-                elif state == "decode":
-                    state, done_at = "run", cycle + int(rng.choice([0, 0, 1, 2, 5]))
-                    stats["layers"] += 1
-                elif done:
-                    state = "idle" if words[layer]["last"] else "fetch"
-                    layer += 1
+            if state == "decode":
+                stats["layers"] += 1
+                stats["spatial"] += model.state == "geom"
+            if model.state == "run" and state != "run":
+                done_at = cycle + int(rng.choice([0, 0, 1, 2, 5]))
+            if state == "load":
+                chunks_left = int(rng.choice([0, 0, 1, 2]))
+            elif state == "next":
+                chunks_left -= 1
+                stats["chunks"] += 1
 
     sim = Simulator(dut)
     sim.add_clock(1e-6)
     sim.add_testbench(bench)
     sim.run()
-    assert stats["runs"] == 10 and stats["layers"] > 15 and stats["ignored_starts"] > 3
+    assert stats["runs"] == 25 and stats["layers"] > 40 and stats["ignored_starts"] > 10
+    assert stats["spatial"] > 10 and stats["chunks"] > 10
 
 
 def test_a_layer_marked_last_ends_the_run_at_any_word():
-    """Programs of every length up to the memory's depth, the last one filling it: each run
-    takes exactly its layers, and the next run starts from word 0."""
+    """Programs of every length up to the memory's depth (spatial and plain layers; the last
+    program fills it): each run loads exactly its layers, each with its descriptor and
+    geometry, primes each once, and the next run starts from word 0."""
     cfg = CONFIG
     dut = Controller(cfg)
-    layout = descriptor_layout(cfg)
+    count = geometry_words(cfg)
     rng = np.random.default_rng(9)
     seen = []
 
     async def bench(ctx):
-        for layers in range(1, cfg.prog_depth + 1):
-            words = random_program(rng, cfg, layers)
+        for length in range(1, cfg.prog_depth + 1):
+            # Layers that take exactly `length` words: as many spatial ones as fit.
+            spatial = []
+            while sum(1 + count * s for s in spatial) < length:
+                left = length - sum(1 + count * s for s in spatial)
+                spatial.append(int(left >= 1 + count and rng.random() < 0.7))
+            words, starts = random_program(rng, cfg, len(spatial), spatial=spatial)
             ctx.set(dut.start, 1)
-            ctx.set(dut.batch_in, layers)
+            ctx.set(dut.batch_in, len(spatial))
+            ctx.set(dut.layer_done, 1)
             addr = None
-            decoded = []
+            loaded, primes = [], 0
             for _ in range(20 * cfg.prog_depth):
                 if addr is not None:
                     ctx.set(dut.prog_data, words[addr])
-                ctx.set(dut.layer_done, ctx.get(dut.busy) and not ctx.get(dut.start_layer))
                 if ctx.get(dut.start_layer):
-                    decoded.append(ctx.get(dut.next_desc.as_value()))
+                    loaded.append((ctx.get(dut.desc.as_value()), ctx.get(dut.geom.as_value())))
+                primes += ctx.get(dut.prime)
+                assert not ctx.get(dut.start_chunk)
                 addr = ctx.get(dut.prog_addr) if ctx.get(dut.busy) else 0
                 await ctx.tick()
                 ctx.set(dut.start, 0)
                 if not ctx.get(dut.busy):
                     break
-            seen.append((decoded, [layout_const(layout, w) for w in words[:layers]]))
+            want = [(words[s], expected_geometry(cfg, words, s)) for s in starts]
+            seen.append((loaded, want, primes))
             await ctx.tick()
 
     sim = Simulator(dut)
@@ -169,5 +270,15 @@ def test_a_layer_marked_last_ends_the_run_at_any_word():
     sim.add_testbench(bench)
     sim.run()
     assert len(seen) == cfg.prog_depth
-    for decoded, want in seen:
-        assert decoded == want
+    for loaded, want, primes in seen:
+        assert len(loaded) == primes == len(want)
+        for (desc, geom), (w_desc, w_geom) in zip(loaded, want, strict=True):
+            assert desc == w_desc
+            # The fields a plain layer's 1x1 walk uses (its other steps are free).
+            fields = _fields(cfg, geom)
+            assert {k: fields[k] for k in w_geom} == w_geom
+
+
+def _fields(config, bits):
+    const = data.Const(geometry_layout(config), bits)
+    return {name: getattr(const, name) for name in geometry_layout(config).members}

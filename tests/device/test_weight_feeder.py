@@ -1,5 +1,6 @@
 """The weight feeder alone, its memory a Python dict read as the accelerator reads it: each
-layer's words ``w_base ..`` in order, each once and nothing after, under random backpressure on
+layer's words ``w_base ..`` in order, each once and nothing after, again for each chunk of the
+layer's output pixels (the controller's ``prime`` restarts it), under random backpressure on
 ``o_weight``, plain and with registered reads (which must give the same rows in the same
 cycles)."""
 
@@ -17,24 +18,28 @@ def _config(shape):
 
 
 def random_layers(rng, config, count):
-    """Descriptors of ``count`` layers of 1..3 reduction and output tiles, their weights
-    anywhere in the memory (the last one ending at its last word)."""
+    """``(descriptor, chunks)`` of ``count`` layers of 1..3 reduction and output tiles and 1..3
+    chunks, their weights anywhere in the memory (the last one ending at its last word)."""
     layers = []
     for i in range(count):
         k_tiles, n_tiles = (int(v) for v in rng.integers(1, 4, 2))
         words = k_tiles * n_tiles * config.rows
         top = config.weight_depth - words
         w_base = top if i == count - 1 else int(rng.integers(0, top + 1))
-        layers.append(descriptor(config, k_tiles=k_tiles, n_tiles=n_tiles, w_base=w_base,
-                                 **{f: random_bits(rng, 4) for f in ("n", "src_base",
-                                                                     "dst_base", "p_base")}))
+        desc = descriptor(config, k_tiles=k_tiles, n_tiles=n_tiles, w_base=w_base,
+                          spatial=int(rng.integers(2)),
+                          **{f: random_bits(rng, 4) for f in ("n", "src_base", "dst_base",
+                                                              "p_base")})
+        layers.append((desc, int(rng.integers(1, 4))))
     return layers
 
 
 def run_feeder(config, registered, layers, ready, *, seed):
-    """Run ``layers`` one after the other, each started a few cycles after the previous one's
-    last word left, with the engine's ``ready`` of each cycle from ``ready``; return the
-    ``(cycle, layer, word)`` of every transfer and the layers' start cycles."""
+    """Run ``layers`` one after the other as the controller does (FETCH and DECODE, LOAD, then
+    per chunk PRIME, the chunk, and NEXT for the next one), each step a few cycles after the
+    previous chunk's last word left, with the engine's ``ready`` of each cycle from ``ready``;
+    return the ``(cycle, chunk, word)`` of every transfer (chunks numbered across layers) and
+    the cycles of the chunks' ``prime``."""
     dut = WeightFeeder(config, registered_reads=registered)
     rng = np.random.default_rng(seed)     # the same random bits for both variants
     wbits = config.w_bits
@@ -43,47 +48,72 @@ def run_feeder(config, registered, layers, ready, *, seed):
               for a in range(config.weight_depth)}
     # Past the memory (an address the feeder may form once a layer's words are all read).
     port = ReadPortModel(memory, registered=registered, poison=[0] * config.cols)
-    sent, starts = [], []
+    sent, primes = [], []
+    # What the controller does, step after step: (pulse, descriptor) once the chunk in flight
+    # is over; "wait" marks a gap (FETCH, DECODE, GEOM, or the time the results take).
+    steps = []
+    for desc, chunks in layers:
+        steps += [("wait", None), ("start_layer", desc)]
+        for c in range(chunks):
+            steps += [("start_chunk", None)] if c else []
+            steps += [("prime", None), ("wait", None)]
+        steps.append(("end_layer", None))
 
     async def bench(ctx):
-        ctrl = ControllerOutputs(dut, rng)
-        pending = list(layers)
-        left, idle, layer = 0, 2, -1
+        ctrl = ControllerOutputs(dut, rng, ports={"start": "prime"})
+        pending = list(steps)
+        left, idle, chunk, desc = 0, 0, -1, None
         for cycle, r in enumerate(ready):
-            start = None
-            if not left and not idle and pending:
-                start = pending.pop(0)
-                layer += 1
-                left = start["k_tiles"] * start["n_tiles"] * config.rows
-                starts.append(cycle)
-            ctrl.drive(ctx, start)
+            if not (pending or left or idle):
+                break
+            pulse = None
+            while not left and not idle and pending:
+                what, arg = pending.pop(0)
+                if what == "wait":
+                    idle = 1 + int(rng.integers(0, 4))
+                elif what == "end_layer":
+                    ctrl.end_layer()
+                else:
+                    pulse = what
+                    desc = arg if arg is not None else desc
+                    if what == "prime":
+                        chunk += 1
+                        left = desc["k_tiles"] * desc["n_tiles"] * config.rows
+                        primes.append(cycle)
+                    break
+            ctrl.drive(ctx, pulse, desc=desc if pulse == "start_layer" else None,
+                       batch=1 if pulse == "start_layer" else None)
             ctx.set(dut.o_weight.ready, r)
             if ctx.get(dut.o_weight.valid) and r:
-                sent.append((cycle, layer, [ctx.get(dut.o_weight.payload[j])
+                assert left, (cycle, "a word after the chunk's last")
+                sent.append((cycle, chunk, [ctx.get(dut.o_weight.payload[j])
                                             for j in range(config.cols)]))
                 left -= 1
-                if not left:
-                    idle = 1 + int(rng.integers(0, 4))
-            elif not left and idle:
+            elif not left and idle and pulse is None:
                 idle -= 1
             data = port.clock(ctx.get(dut.rd_addr), ctx.get(dut.rd_en) or registered,
                               take=ctx.get(dut.rd_en))
             await ctx.tick()
             ctx.set(dut.rd_data, data)
-        assert not pending, "the layers did not finish in time"
+        assert not pending and not left, "the layers did not finish in time"
 
     sim = Simulator(dut)
     sim.add_clock(1e-6)
     sim.add_testbench(bench)
     sim.run()
-    return sent, starts, memory
+    return sent, primes, memory
 
 
 def check_words(config, layers, sent, memory):
-    """Every layer's words in order, each once, nothing else."""
-    want = [(i, memory[d["w_base"] + w]) for i, d in enumerate(layers)
-            for w in range(d["k_tiles"] * d["n_tiles"] * config.rows)]
-    assert [(layer, word) for _, layer, word in sent] == want
+    """Every chunk's words in order (its layer's, from ``w_base``), each once, nothing else."""
+    want, chunk = [], 0
+    for desc, chunks in layers:
+        words = [memory[desc["w_base"] + w]
+                 for w in range(desc["k_tiles"] * desc["n_tiles"] * config.rows)]
+        for _ in range(chunks):
+            want += [(chunk, word) for word in words]
+            chunk += 1
+    assert [(chunk, word) for _, chunk, word in sent] == want
 
 
 SHAPES = [(2, 3), (3, 2), (1, 1), (4, 2)]
@@ -92,16 +122,17 @@ SHAPES = [(2, 3), (3, 2), (1, 1), (4, 2)]
 @pytest.mark.parametrize("registered", [False, True], ids=["plain", "registered"])
 @pytest.mark.parametrize("shape", SHAPES)
 def test_words_in_order_back_to_back(shape, registered):
-    """With the engine always ready, a layer's words leave one per cycle from the second cycle
-    after its start (a read, then the word)."""
+    """With the engine always ready, a chunk's words leave one per cycle from the second cycle
+    after its ``prime`` (a read, then the word)."""
     cfg = _config(shape)
     rng = np.random.default_rng(shape[0] * 10 + shape[1])
     layers = random_layers(rng, cfg, 4)
-    sent, starts, memory = run_feeder(cfg, registered, layers, [1] * 400, seed=1)
+    sent, primes, memory = run_feeder(cfg, registered, layers, [1] * 800, seed=1)
     check_words(cfg, layers, sent, memory)
-    for i, start in enumerate(starts):
-        cycles = [c for c, layer, _ in sent if layer == i]
-        assert cycles == list(range(start + 2, start + 2 + len(cycles)))
+    assert len(primes) > len(layers)
+    for chunk, prime in enumerate(primes):
+        cycles = [c for c, i, _ in sent if i == chunk]
+        assert cycles == list(range(prime + 2, prime + 2 + len(cycles)))
 
 
 @pytest.mark.parametrize("p_ready", [0.7, 0.3])
@@ -112,7 +143,7 @@ def test_backpressure(shape, p_ready):
     cfg = _config(shape)
     rng = np.random.default_rng(shape[0] * 10 + shape[1] + int(p_ready * 10))
     layers = random_layers(rng, cfg, 4)
-    ready = [int(v) for v in rng.random(1500) < p_ready]
+    ready = [int(v) for v in rng.random(3000) < p_ready]
     results = [run_feeder(cfg, registered, layers, ready, seed=2)
                for registered in (False, True)]
     for sent, _, memory in results:
@@ -122,20 +153,24 @@ def test_backpressure(shape, p_ready):
 
 @pytest.mark.parametrize("registered", [False, True], ids=["plain", "registered"])
 def test_nothing_after_the_last_word(registered):
-    """A refused word is offered again, the same, until taken; after the layer's last word the
-    stream stays empty however long the next layer takes to start."""
+    """A refused word is offered again, the same, until taken; after a chunk's last word the
+    stream stays empty however long the next chunk takes to start, and the next chunk's
+    ``prime`` starts the layer's words over."""
     cfg = _config((2, 3))
     layer = descriptor(cfg, k_tiles=2, n_tiles=2, w_base=10)
     dut = WeightFeeder(cfg, registered_reads=registered)
     rng = np.random.default_rng(3)
     port = ReadPortModel({a: [a % 7, a % 5, a % 3] for a in range(cfg.weight_depth)},
                          registered=registered, poison=[0, 0, 0])
+    pulses = {1: "start_layer", 2: "prime", 50: "start_chunk", 51: "prime"}
     seen = []
 
     async def bench(ctx):
-        ctrl = ControllerOutputs(dut, rng)
-        for cycle in range(60):
-            ctrl.drive(ctx, layer if cycle == 1 else None)
+        ctrl = ControllerOutputs(dut, rng, ports={"start": "prime"})
+        for cycle in range(100):
+            pulse = pulses.get(cycle)
+            ctrl.drive(ctx, pulse, desc=layer if pulse == "start_layer" else None,
+                       batch=1 if pulse == "start_layer" else None)
             ready = int(cycle % 5 != 2)
             ctx.set(dut.o_weight.ready, ready)
             valid = ctx.get(dut.o_weight.valid)
@@ -150,10 +185,11 @@ def test_nothing_after_the_last_word(registered):
     sim.add_testbench(bench)
     sim.run()
     transfers = [c for c, (v, r, _) in enumerate(seen) if v and r]
-    assert len(transfers) == 8
-    assert [seen[c][2] for c in transfers] == [_packed(cfg, [a % 7, a % 5, a % 3])
-                                               for a in range(10, 18)]
-    assert not any(v for v, _, _ in seen[transfers[-1] + 1:])
+    words = [_packed(cfg, [a % 7, a % 5, a % 3]) for a in range(10, 18)]
+    assert [seen[c][2] for c in transfers] == words * 2
+    first, second = transfers[:8], transfers[8:]
+    assert first[0] > 2 and second[0] > 51
+    assert not any(v for v, _, _ in seen[first[-1] + 1:second[0]] + seen[second[-1] + 1:])
     for c, (v, r, payload) in enumerate(seen[:-1]):
         if v and not r:
             assert seen[c + 1][0] and seen[c + 1][2] == payload

@@ -1,0 +1,212 @@
+"""The patch walker alone, its inputs driven as the controller and the activation feeder drive
+them (a layer's LOAD, PRIME, a later chunk's NEXT, PRIME, and the feeder's ``take`` at random,
+also in cycles without a row): every row of every chunk in order against a naive model that
+enumerates a convolution's rows with products (:func:`support.walk_rows`), each row's bank
+addresses, in-pixel and in-image masks, ``last``, ``final`` and position, ``more_chunks``
+after each chunk's first pass, nothing after a chunk's last row; without look-ahead the banks
+read the row taken in that cycle, with it the row ``cur`` holds in the next. Layers are the
+matrix layers of random CNNs as the compiler lays them out, random image layers and plain
+layers over rows (the controller's 1x1 geometry)."""
+
+import numpy as np
+import pytest
+from amaranth.sim import Simulator
+from support import (
+    ControllerOutputs,
+    descriptor,
+    plain_geometry,
+    random_bits,
+    random_image_layer,
+    walk_rows,
+)
+
+import hwgen
+from hwgen.compiler import CompileError
+from hwgen.config import AcceleratorConfig
+from hwgen.device.patch_walker import PatchWalker
+from sim.netgen import random_cnn
+
+_BUFFERS = {"act_depth": 256, "weight_depth": 2048, "param_depth": 64, "out_depth": 128,
+            "prog_depth": 32}
+
+CONFIGS = {
+    # rows < banks, not dividing them (a channel group starts in any bank); chunks of 5.
+    "2x3-acc5": AcceleratorConfig(rows=2, cols=3, acc_depth=5, **_BUFFERS),
+    # rows == banks: every group starts in bank 0.
+    "3x2-acc4": AcceleratorConfig(rows=3, cols=2, acc_depth=4, **_BUFFERS),
+    # One bank, one pixel per chunk (every row is a pass's last).
+    "1x1-acc1": AcceleratorConfig(rows=1, cols=1, acc_depth=1, **_BUFFERS),
+    # act_depth not a power of two: addresses wrap at 128, the origin often below word 0.
+    "2x4-depth100": AcceleratorConfig(rows=2, cols=4, acc_depth=16,
+                                      **{**_BUFFERS, "act_depth": 100}),
+    # rows = 3 of 4 banks: a group's first bank moves by 3, with a carry into the next word.
+    "3x4-acc7": AcceleratorConfig(rows=3, cols=4, acc_depth=7, **_BUFFERS),
+}
+
+#: Rows per test case, roughly: what keeps a module's cases within seconds.
+ROW_BUDGET = 2500
+
+
+def compiled_cnn_runs(rng, config, count):
+    """Runs of the matrix layers of ``count`` random CNNs as the compiler lays them out (their
+    pooling layers left out: the walker does not run them), each on 1..2 images, small enough
+    for the budget."""
+    runs = []
+    while len(runs) < count:
+        side = int(rng.integers(2, 6))
+        shape = (side, int(rng.integers(max(1, side - 1), side + 2)), int(rng.integers(1, 5)))
+        net = random_cnn(rng, config, input_shape=shape, blocks=int(rng.integers(1, 3)),
+                         max_channels=4)
+        try:
+            program = hwgen.compile(net, config)
+        except CompileError:
+            continue
+        batch = int(rng.integers(1, min(2, program.batch) + 1))
+        layers = [(d, d.get("geometry")) for d in program.descriptors if not d["pool"]]
+        layers = [({k: v for k, v in d.items() if k != "geometry"}, g) for d, g in layers]
+        if sum(len(walk_rows(config, d, g or plain_geometry(d), batch))
+               for d, g in layers) <= ROW_BUDGET // (2 * count):
+            runs.append((batch, layers))
+    return runs
+
+
+def plain_layer(rng, config, batch):
+    """A matrix layer over ``batch`` rows of ``K`` features (``ceil(K / lanes)`` words or a word
+    more apart), fields the walk must not use random."""
+    lanes = config.act_lanes
+    k_tiles = int(rng.integers(1, 4))
+    k = int(rng.integers((k_tiles - 1) * config.rows + 1, k_tiles * config.rows + 1))
+    stride = -(-k // lanes) + int(rng.choice([0, 0, 1]))
+    top = config.act_depth - batch * stride
+    return descriptor(config, k_tiles=k_tiles, n_tiles=int(rng.integers(1, 4)),
+                      src_base=int(rng.integers(0, top + 1)), src_stride=stride,
+                      raw=int(rng.integers(2)), n=random_bits(rng, 3),
+                      dst_base=random_bits(rng, 5), w_base=random_bits(rng, 5)), None
+
+
+def random_runs(rng, config, count):
+    """``count`` runs of 1..3 layers, image and plain, on batches of 1..3 (at most
+    ``acc_depth``)."""
+    runs = []
+    for _ in range(count):
+        batch = int(rng.integers(1, min(4, config.acc_depth) + 1))
+        layers = [random_image_layer(rng, config, batch, max_side=4, max_channels=6)
+                  if rng.random() < 0.6 else plain_layer(rng, config, batch)
+                  for _ in range(int(rng.integers(1, 4)))]
+        runs.append((batch, layers))
+    return runs
+
+
+def _mask(banks):
+    return sum(1 << b for b in banks)
+
+
+def check_outputs(ctx, dut, where, *, row, read, more=None):
+    """Check the walker's outputs of one cycle: ``row``, the model's row in ``cur`` (None:
+    no valid row); ``read``, the row whose words the banks read in this cycle (None: none);
+    ``more``, ``more_chunks`` where it must be valid."""
+    cur = ctx.get(dut.cur)
+    if row is None:
+        assert not cur.valid, (*where, "a row after the chunk's last")
+    else:
+        got = (cur.valid, cur.nt, cur.kt, cur.m, cur.oy, cur.ox, cur.count, cur.last,
+               cur.final, cur.krem)
+        want = (1, row.nt, row.kt, row.m, row.oy, row.ox, row.count, int(row.last),
+                int(row.final), row.krem)
+        assert got == want, (*where, "cur", got, want)
+        assert ctx.get(dut.cur_inrow) == _mask(row.reads), (*where, "cur_inrow")
+    want_reads = {} if read is None else read.reads
+    en = ctx.get(dut.rd_en)
+    assert en == _mask(want_reads), (*where, "rd_en", en, want_reads)
+    if want_reads:
+        addr = ctx.get(dut.rd_addr)
+        got_reads = {b: addr[b] for b in want_reads}
+        assert got_reads == want_reads, (*where, "rd_addr", got_reads, want_reads)
+    if more is not None:
+        assert ctx.get(dut.more_chunks) == more, (*where, "more_chunks")
+
+
+def run_walker(config, lookahead, runs, *, seed):
+    """Walk every layer of ``runs`` as the controller and the feeder would; return how many
+    rows were checked and how many chunks started with ``start_chunk``."""
+    dut = PatchWalker(config, lookahead=lookahead)
+    rng = np.random.default_rng(seed)
+    stats = {"rows": 0, "chunks": 0}
+
+    async def bench(ctx):
+        ctrl = ControllerOutputs(dut, rng)
+        cycle = 0
+
+        async def step(pulse=None, *, row=None, read=None, more=None, take=None, **layer):
+            nonlocal cycle
+            ctrl.drive(ctx, pulse, **layer)
+            ctx.set(dut.take, int(rng.random() < 0.5) if take is None else take)
+            check_outputs(ctx, dut, (cycle, pulse), row=row, read=read, more=more)
+            await ctx.tick()
+            cycle += 1
+
+        for batch, layers in runs:
+            for i, (desc, geom) in enumerate(layers):
+                rows = walk_rows(config, desc, geom or plain_geometry(desc), batch)
+                chunks = [[r for r in rows if r.chunk == c] for c in range(rows[-1].chunk + 1)]
+                p_take = float(rng.choice([1.0, 0.8, 0.4]))
+                # FETCH, DECODE (and GEOM): random descriptor and geometry; random takes.
+                for _ in range(int(rng.integers(1, 4))):
+                    await step()
+                for c, chunk in enumerate(chunks):
+                    more = c < len(chunks) - 1
+                    if c == 0:
+                        await step("start_layer", desc=desc, geom=geom,
+                                   batch=batch if i == 0 else None)
+                    else:
+                        await step("start_chunk")
+                        stats["chunks"] += 1
+                    # PRIME: the banks are addressed for the first row with look-ahead.
+                    await step("prime", read=chunk[0] if lookahead else None)
+                    first_pass = sum(r.nt == 0 and r.kt == 0 for r in chunk)
+                    k = 0
+                    while k < len(chunk):
+                        take = int(rng.random() < p_take)
+                        after = chunk[k + take] if k + take < len(chunk) else None
+                        read = (after if lookahead else chunk[k]) if take or lookahead else None
+                        await step(row=chunk[k], read=read, take=take,
+                                   more=more if k >= first_pass else None)
+                        k += take
+                    # RUN until the chunk's results are written: no row, random takes.
+                    for _ in range(int(rng.integers(1, 5))):
+                        await step(more=more)
+                    stats["rows"] += len(chunk)
+                ctrl.end_layer()
+            ctrl.end_run()
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    return stats
+
+
+@pytest.mark.parametrize("lookahead", [False, True], ids=["plain", "lookahead"])
+@pytest.mark.parametrize("config", list(CONFIGS))
+def test_compiled_cnn_layers(config, lookahead):
+    """The matrix layers of random CNNs as the compiler lays them out and describes them."""
+    cfg = CONFIGS[config]
+    rng = np.random.default_rng(sum(map(ord, config)))
+    runs = compiled_cnn_runs(rng, cfg, 3)
+    stats = run_walker(cfg, lookahead, runs, seed=1)
+    assert stats["rows"] > 50
+    if cfg.acc_depth < 16:
+        assert stats["chunks"] > 0
+
+
+@pytest.mark.parametrize("lookahead", [False, True], ids=["plain", "lookahead"])
+@pytest.mark.parametrize("config", list(CONFIGS))
+def test_random_image_and_plain_layers(config, lookahead):
+    """Random geometries (kernels not square, larger than the image, all padding; several
+    words per pixel, channel groups past a pixel's words) and plain layers, in runs."""
+    cfg = CONFIGS[config]
+    rng = np.random.default_rng(sum(map(ord, config)) + 1)
+    runs = random_runs(rng, cfg, 6)
+    stats = run_walker(cfg, lookahead, runs, seed=2)
+    assert stats["rows"] > 100
+    assert stats["chunks"] > 0
