@@ -79,6 +79,11 @@ class AcceleratorConfig:
         program memory (layer descriptors).
     clock_hz : int
         Target clock, used for projections and board builds.
+    spatial : bool
+        Build the patch walker and the pooler: the device then runs convolutions, pooling and
+        flattened images besides matrix layers over rows. Without them (``False``) a device is
+        smaller (on an iCE40UP5K the walker takes about as many logic cells as a 4x4 array's
+        control), and the compiler refuses spatial layers. ``0``/``1`` are taken too.
     post_lanes : int or None
         Requantization lanes: how many of a result row's ``cols`` channels are requantized per
         cycle (a divisor of ``cols``; ``None``, the default, means all ``cols``). Fewer lanes
@@ -108,11 +113,17 @@ class AcceleratorConfig:
     prog_depth: int = 16
     clock_hz: int = 50_000_000
     post_lanes: int | None = None
+    spatial: bool = True
 
     def __post_init__(self):
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
             if field.name == "post_lanes" and value is None:
+                continue
+            if field.name == "spatial":
+                if value not in (True, False) or not isinstance(value, int):
+                    raise ValueError(f"spatial={value!r}; allowed: True or False (1 or 0)")
+                object.__setattr__(self, "spatial", bool(value))
                 continue
             if field.name == "dataflow":
                 if value not in DATAFLOWS:
@@ -179,10 +190,12 @@ class AcceleratorConfig:
     def name(self):
         """Return a file-name friendly name that identifies the parameters."""
         default = AcceleratorConfig()
+        # (A bool field as 0 or 1.)
         extra = "".join(
-            f"_{f.name}{getattr(self, f.name)}" for f in dataclasses.fields(self)
+            f"_{f.name}{int(value) if isinstance(value, bool) else value}"
+            for f in dataclasses.fields(self)
             if f.name not in ("rows", "cols", "dataflow", "in_bits", "w_bits")
-            and getattr(self, f.name) != getattr(default, f.name))
+            and (value := getattr(self, f.name)) != getattr(default, f.name))
         base = f"hwgen_{self.dataflow}_{self.rows}x{self.cols}_i{self.in_bits}w{self.w_bits}"
         if len(extra) > 60:
             extra = "_" + self.hash[:12]
@@ -193,12 +206,14 @@ class AcceleratorConfig:
     def to_dict(self):
         """Return the parameters as a plain ``dict``.
 
-        ``post_lanes`` is left out while it is ``None``, so that configurations from before it
-        existed keep their :attr:`hash` and load as before.
+        ``post_lanes`` is left out while it is ``None`` and ``spatial`` while it is ``True``, so
+        that configurations from before they existed keep their :attr:`hash` and load as before.
         """
         d = dataclasses.asdict(self)
         if d["post_lanes"] is None:
             del d["post_lanes"]
+        if d["spatial"]:
+            del d["spatial"]
         return d
 
     @classmethod

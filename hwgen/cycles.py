@@ -176,19 +176,19 @@ def matmul_timing(config, m, k, n):
     return timing, m * math.ceil(k / config.rows) * math.ceil(n / config.cols)
 
 
-# Accelerator controller: FETCH, DECODE, LOAD and PRIME and the feeders' first read come
-# before the engine's cycle 0 of a layer's first chunk (NEXT, PRIME and the read before a
-# later chunk's), and three cycles per geometry word of a spatial layer; after the engine's last
-# result the accumulate stage and the post-processing pipeline (bias, requantize, write) take
-# these many cycles, then one to move on.
-_LAYER_LEAD = 5
-_CHUNK_LEAD = 3
+# Accelerator controller: FETCH, DECODE, LOAD, two PRIME cycles and the feeders' first read
+# come before the engine's cycle 0 of a layer's first chunk (NEXT, PRIME twice and the read
+# before a later chunk's), and three cycles per geometry word of a spatial layer; after the
+# engine's last result the accumulate stage and the post-processing pipeline (bias, requantize,
+# write) take these many cycles, then one to move on.
+_LAYER_LEAD = 6
+_CHUNK_LEAD = 4
 _GEOMETRY_CYCLES = 3
 _RAW_TAIL = 2
 _REQUANT_TAIL = 4
 # A pooling pass: its reads start the cycle after PRIME, each word's arrives a fixed delay
 # later (with the layer's end flag), one cycle more to move on.
-_POOL_LEAD = 4
+_POOL_LEAD = 5
 _POOL_TAIL = 3
 
 

@@ -54,7 +54,7 @@ class Family(enum.StrEnum):
 ICEBREAKER_PRESET = {
     "rows": 4, "cols": 4, "dataflow": "ws", "in_bits": 8, "w_bits": 8, "acc_bits": 22,
     "mult_bits": 8, "max_k": 64, "act_depth": 256, "weight_depth": 256, "param_depth": 16,
-    "acc_depth": 64, "out_depth": 64, "prog_depth": 8, "post_lanes": 1}
+    "acc_depth": 64, "out_depth": 64, "prog_depth": 8, "post_lanes": 1, "spatial": False}
 
 #: The ULX3S presets: an 8x8 int8 array with the default widths and buffers the device holds.
 ULX3S_PRESET = {"rows": 8, "cols": 8, "dataflow": "ws", "in_bits": 8, "w_bits": 8}

@@ -129,6 +129,11 @@ def add_config_options(parser):
         if field.name == "dataflow":
             group.add_argument(flag, choices=DATAFLOWS, default=field.default,
                                help="ws: weight-stationary (default), os: output-stationary")
+        elif field.name == "spatial":
+            group.add_argument(flag, type=number(int, 0, 1), default=int(field.default),
+                               metavar="0|1",
+                               help="1: convolutions and pooling (the patch walker, the pooler; "
+                                    "default); 0: matrix layers over rows only, a smaller device")
         elif field.name == "post_lanes":
             group.add_argument(flag, type=number(int), default=None, metavar="N",
                                help="channels requantized per cycle, a divisor of --cols "

@@ -140,5 +140,14 @@ def lower_network(network, config):
                                f"{allowed}", layer=index, resource="layer")
         if pending is not None:
             in_shape, pending = pending, None
-        passes.append(lowering(index, layer, (in_shape, out_shape), config))
+        lowered = lowering(index, layer, (in_shape, out_shape), config)
+        if lowered.spatial and not config.spatial:
+            what = "a Dense after a Flatten" if isinstance(layer, Dense) else \
+                f"a {type(layer).__name__}"
+            raise CompileError(f"{what} walks images, and this device has no patch walker "
+                               "(its configuration has spatial=False, as the iCEBreaker preset "
+                               "does to fit the UP5K); allowed: Dense layers over rows, or a "
+                               "configuration with spatial=True", layer=index,
+                               resource="spatial")
+        passes.append(lowered)
     return passes

@@ -17,7 +17,9 @@ accumulators into :attr:`Region.OUTPUT`). Layers chain without the host.
                             └─ act* ◄──────── WriteBack ◄────────────────────┘
 """
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+import types
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import Out
 
@@ -38,6 +40,14 @@ from .weight_feeder import WeightFeeder
 from .writeback import WriteBack
 
 __all__ = ["Accelerator"]
+
+
+def _no_pooler(config):
+    """Return the outputs a pooler would have, all zero: for a device without spatial
+    layers, whose pool flag is constant 0 (the multiplexers then reduce to the feeders')."""
+    lanes = [Const(0, config.in_bits)] * config.act_lanes
+    return types.SimpleNamespace(rd_addr=Const(0, 1), rd_en=Const(0, 1), wr_addr=Const(0, 1),
+                                 wr_data=lanes, wr_en=Const(0, 1), done=Const(0, 1))
 
 
 class Accelerator(wiring.Component):
@@ -84,7 +94,8 @@ class Accelerator(wiring.Component):
         self.accumulators = AccumulatorBank(config, registered_reads=reg)
         self.postprocess = PostProcessor(config, implementation)
         self.writeback = WriteBack(config, self.postprocess.addr_width)
-        self.pooler = Pooler(config, read_latency=1 + reg)
+        # Pooling layers need the spatial walk too; without it there is no pooler.
+        self.pooler = Pooler(config, read_latency=1 + reg) if config.spatial else None
         self.counters = Counters(config)
         super().__init__({"host": Out(HostPortSignature(config))})
 
@@ -102,7 +113,8 @@ class Accelerator(wiring.Component):
         acc, pp, wb = self.accumulators, self.postprocess, self.writeback
         for name in ("engine", "controller", "weight_feeder", "activation_feeder",
                      "accumulators", "postprocess", "writeback", "pooler", "counters"):
-            m.submodules[name] = getattr(self, name)
+            if getattr(self, name) is not None:
+                m.submodules[name] = getattr(self, name)
         self._memories = mems = make_memories(m, cfg, impl)
 
         busy = ctrl.busy
@@ -127,8 +139,9 @@ class Accelerator(wiring.Component):
         m.d.comb += [ctrl.prog_data.eq(word), ctrl.start.eq(host.start),
                      ctrl.batch_in.eq(host.batch)]
         # A pooling layer runs the pooler; the others the feeders, the array and what follows.
-        desc, pool = ctrl.desc, ctrl.desc.pool
-        pooler = self.pooler
+        desc = ctrl.desc
+        pool = desc.pool if cfg.spatial else Const(0, 1)
+        pooler = self.pooler or _no_pooler(cfg)
         m.d.comb += [
             wf.start.eq(ctrl.prime & ~pool), wf.desc.eq(desc),
             wf.k_end.eq(ctrl.k_end), wf.n_end.eq(ctrl.n_end),
@@ -138,9 +151,11 @@ class Accelerator(wiring.Component):
             acc.start_layer.eq(ctrl.start_layer & ~pool), acc.start_chunk.eq(ctrl.start_chunk),
             acc.desc.eq(desc), acc.k_end.eq(ctrl.k_end), acc.n_end.eq(ctrl.n_end),
             pp.desc.eq(desc),
-            pooler.start.eq(ctrl.start_layer & pool), pooler.go.eq(ctrl.prime & pool),
-            pooler.desc.eq(desc), pooler.geom.eq(ctrl.geom), pooler.last_row.eq(ctrl.last_row),
         ]
+        if self.pooler is not None:
+            m.d.comb += [pooler.start.eq(ctrl.start_layer & pool),
+                         pooler.go.eq(ctrl.prime & pool), pooler.desc.eq(desc),
+                         pooler.geom.eq(ctrl.geom), pooler.last_row.eq(ctrl.last_row)]
 
         # The weight feeder: the weight memory may be a single-port SPRAM, whose write takes
         # the read's address.
@@ -172,7 +187,9 @@ class Accelerator(wiring.Component):
                         data=Mux(pool, pooler.wr_data[b], wb.wr_data[b]),
                         en=Mux(pool, pooler.wr_en, wb.wr_en[b]),
                         host_data=host.wdata[b * cfg.in_bits:(b + 1) * cfg.in_bits])
-        m.d.comb += [af.rd_data.eq(Cat(*words)), pooler.rd_data.eq(Cat(*words))]
+        m.d.comb += af.rd_data.eq(Cat(*words))
+        if self.pooler is not None:
+            m.d.comb += pooler.rd_data.eq(Cat(*words))
         access.words[Region.ACT] = Cat(*words)
         wiring.connect(m, af.o_act, engine.i_act)
 

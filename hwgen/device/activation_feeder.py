@@ -34,7 +34,8 @@ class ActivationFeeder(wiring.Component):
     Members
     -------
     start_layer, start_chunk, prime : In(1)
-        From the controller: a layer's first chunk is loaded, the next chunk, the first row.
+        From the controller: a layer's first chunk is loaded, the next chunk; two cycles of
+        ``prime`` bring its first row.
     desc : In(descriptor_layout(config))
     geom : In(geometry_layout(config))
     last_row : In(batch_bits(config))
@@ -114,7 +115,7 @@ class ActivationFeeder(wiring.Component):
         m.d.comb += [walker.take.eq(take), self.rd_take.eq(take)]
         with m.If(take):
             m.d.sync += [valid.eq(cur.valid), last.eq(cur.last), rem_q.eq(cur.krem),
-                         inrow_q.eq(walker.cur_inrow)]
+                         inrow_q.eq(cur.inrow)]
         lane_data = [Mux(inrow_q[b], self.rd_data[b], 0) for b in range(lanes)]
         if rows < lanes:
             # Rotate so that engine lane i is element k0 + i.

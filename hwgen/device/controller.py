@@ -16,7 +16,8 @@ class Controller(wiring.Component):
     ``start`` (while idle) raises ``busy`` and takes the run's ``batch``. For each layer the
     controller reads the descriptor (FETCH, DECODE: into ``desc``), a spatial layer's geometry
     words (GEOM, three cycles each; a plain matrix layer's geometry is that of 1x1 images),
-    pulses ``start_layer`` (LOAD) and ``prime`` (PRIME), then waits for ``layer_done`` (RUN).
+    pulses ``start_layer`` (LOAD) and ``prime`` (two cycles, PRIME and PRIME2), then waits for
+    ``layer_done`` (RUN).
     When the feeder says that pixels remain (``more_chunks``) it runs the layer's next chunk:
     ``start_chunk`` (NEXT), ``prime``, RUN again. The layer marked ``last`` ends the run.
 
@@ -42,7 +43,7 @@ class Controller(wiring.Component):
     geom : Out(geometry_layout(config))
         The running layer's descriptor and geometry (from LOAD on).
     start_layer, start_chunk, prime : Out(1)
-        Registers: high in LOAD, NEXT and PRIME.
+        Registers: high in LOAD, NEXT, and PRIME and PRIME2.
     layer_done : In(1)
         The running chunk's last result is written.
     more_chunks : In(1)
@@ -102,7 +103,7 @@ class Controller(wiring.Component):
                 m.next = "DECODE"
             with m.State("DECODE"):
                 m.d.sync += [desc.eq(word), pc.eq(pc + 1), g_word.eq(0), g_wait.eq(0)]
-                with m.If(word.spatial):
+                with m.If(word.spatial if cfg.spatial else 0):
                     m.next = "GEOM"
                 with m.Else():
                     # A matrix layer over rows: 1x1 images, a row's words per image.
@@ -125,6 +126,10 @@ class Controller(wiring.Component):
                 m.d.sync += self.prime.eq(1)
                 m.next = "PRIME"
             with m.State("PRIME"):
+                # Two cycles: the patch walker's look-ahead fills its two stages.
+                m.d.sync += self.prime.eq(1)
+                m.next = "PRIME2"
+            with m.State("PRIME2"):
                 m.next = "RUN"
             with m.State("RUN"), m.If(self.layer_done):
                 with m.If(self.more_chunks):

@@ -12,6 +12,12 @@ pixel ``(m, oy, ox)`` of the chunk: the ``rows`` channels ``cg * rows ..`` of in
 ``(ky, kx)`` and each position's channel groups ``cg``. A pixel outside the image (padding)
 reads as zeros. The walker computes every address from the previous one with the geometry's
 steps: no multiplier, and no expansion of patches anywhere.
+
+For the clock, every decision of a step comes from registers: the "last" flags of each counter
+are kept beside it (set from comparisons with the bound less two, one step early), and the
+first input pixel of the current kernel position and its coordinates are kept too, so that a
+step is one adder behind a multiplexer. With ``lookahead`` the walk runs two rows ahead of the
+row the feeder takes: one stage steps the position, the next forms the banks' addresses.
 """
 
 from amaranth.hdl import Const, Module, Mux, Signal, signed, unsigned
@@ -20,25 +26,42 @@ from amaranth.lib.wiring import In, Out
 
 from ..memmap import act_addr_bits, batch_bits, descriptor_layout, geometry_layout
 
-__all__ = ["PatchWalker", "position_layout"]
+__all__ = ["PatchWalker", "position_layout", "row_layout"]
 
 
 def position_layout(config):
-    """The walker's position: where a row of the walk is, and what comes with it."""
+    """The walk's position: a row's output pixel, input pixel and tile, with the flags that
+    say which counters are at their last value."""
     desc = descriptor_layout(config)
     side = unsigned(max(1, config.act_depth.bit_length()))
     coord = signed(config.act_depth.bit_length() + 2)
+    addr = unsigned(act_addr_bits(config))
     return data.StructLayout({
         "ox": side, "oy": side, "m": unsigned(batch_bits(config)),
-        "iy": coord, "ix": coord,                  # the input pixel (may lie in the padding)
-        "pix": unsigned(act_addr_bits(config)),    # its first word (modulo the address width)
-        "count": range(config.acc_depth),          # the output pixel's row in the chunk
-        "kx": side, "ky": side, "cg": desc.members["k_tiles"],
+        "iy": coord, "ix": coord,       # the input pixel (may lie in the padding)
+        "pix": addr,                    # its first word (modulo the address width)
+        "count": range(config.acc_depth),   # the output pixel's row in the chunk
+        "kx": side, "cg": desc.members["k_tiles"],
         "kword": range(config.act_depth + 1), "krem": range(config.act_lanes),
-        "off": unsigned(act_addr_bits(config)),    # the kernel position's words from (0, 0)
         "kt": desc.members["k_tiles"], "nt": desc.members["n_tiles"],
-        "last": 1,        # the last row of the pass (the chunk's last pixel)
-        "final": 1,       # of the layer's last reduction tile
+        # The kernel position's input pixel of the chunk's first output pixel, and the
+        # coordinates an output row and an image start from at this kernel position.
+        "t_pix": addr, "t_iy": coord, "t_ix": coord, "iy0": coord, "ix0": coord,
+        "ox_last": 1, "oy_last": 1, "m_last": 1, "count_last": 1,
+        "kx_last": 1, "cg_last": 1, "kt_last": 1, "nt_last": 1,
+        "valid": 1,
+    })
+
+
+def row_layout(config):
+    """A row as the feeder takes it: its banks' reads and what travels with it."""
+    lanes = config.act_lanes
+    return data.StructLayout({
+        "addr": data.ArrayLayout(unsigned(act_addr_bits(config)), lanes),
+        "inrow": lanes,          # which banks' words lie in its pixel (and the pixel inside)
+        "krem": range(lanes),    # the bank of its first channel
+        "last": 1,               # the last row of its pass
+        "final": 1,              # of the layer's last reduction tile
         "valid": 1,
     })
 
@@ -47,15 +70,16 @@ class PatchWalker(wiring.Component):
     """Walk a layer's rows, chunk by chunk: their bank addresses and which words to read.
 
     ``start_layer`` loads the layer's first chunk, ``start_chunk`` the next one (the pixel
-    after the last chunk's), ``prime`` (the cycle after either) moves the first row into
-    :attr:`cur`; then each ``take`` of a valid row moves the next one in. With ``lookahead``
-    (registered reads) the walker keeps the row after :attr:`cur` too, so that the banks can be
-    addressed a cycle ahead from registers: ``rd_addr``/``rd_en`` are for the row :attr:`cur`
-    holds after this cycle. Without it they are :attr:`cur`'s, read when taken.
+    after the last chunk's); ``prime``, high for two cycles after either, moves the first row
+    into :attr:`cur`; then each ``take`` of a valid row moves the next one in. With
+    ``lookahead`` (registered reads) the walker keeps the rows after :attr:`cur` too, so that
+    the banks are addressed a cycle ahead from registers: ``rd_addr``/``rd_en`` are for the row
+    :attr:`cur` holds after this cycle. Without it they are :attr:`cur`'s, read when taken.
 
     Parameters
     ----------
     config : AcceleratorConfig
+        Without ``spatial`` every image is one pixel and every kernel one position.
     lookahead : bool
 
     Members
@@ -65,10 +89,8 @@ class PatchWalker(wiring.Component):
     geom : In(geometry_layout(config))
     last_row : In(batch_bits(config))
         The run's last image.
-    cur : Out(position_layout(config))
-        The row the feeder takes next (``valid``), with its ``last``, ``final`` and ``krem``.
-    cur_inrow : Out(act_lanes)
-        Which banks' words of :attr:`cur` lie in its pixel (and the pixel in the image).
+    cur : Out(row_layout(config))
+        The row the feeder takes next, when ``valid``.
     rd_addr : Out(ArrayLayout(unsigned(act_addr_bits), act_lanes))
     rd_en : Out(act_lanes)
         The banks' reads (see above).
@@ -79,14 +101,16 @@ class PatchWalker(wiring.Component):
     def __init__(self, config, *, lookahead=False):
         self.config = config
         self.lookahead = lookahead
+        # Without spatial layers (config.spatial False) every image is one pixel and every
+        # kernel one position: the walk is the rows' (and what it leaves out, Yosys removes).
+        self.spatial = config.spatial
         lanes = config.act_lanes
         super().__init__({
             "start_layer": In(1), "start_chunk": In(1), "prime": In(1), "take": In(1),
             "desc": In(descriptor_layout(config)),
             "geom": In(geometry_layout(config)),
             "last_row": In(batch_bits(config)),
-            "cur": Out(position_layout(config)),
-            "cur_inrow": Out(lanes),
+            "cur": Out(row_layout(config)),
             "rd_addr": Out(data.ArrayLayout(unsigned(act_addr_bits(config)), lanes)),
             "rd_en": Out(lanes),
             "more_chunks": Out(1),
@@ -94,137 +118,185 @@ class PatchWalker(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        cfg = self.config
-        lanes = cfg.act_lanes
-        layout = position_layout(cfg)
-        # The chunk's first output pixel, at kernel position (0, 0), and the next chunk's.
-        chunk = Signal(layout, name="chunk")
-        after = Signal(layout, name="after")
-        shift = Signal()            # the row after `cur` moves in
-        gen = Signal(layout, name="gen")    # the walk's position: cur's, or the row after it
+        layout = position_layout(self.config)
         start = self.start_layer | self.start_chunk
-        first = self._first(m, chunk, after)
-        succ, pixel = self._successor(m, gen, chunk)
-        with m.If(gen.last & (gen.kt == 0) & (gen.nt == 0) & gen.valid & shift):
-            # The pass over kernel position (0, 0) walks the chunk's pixels where the next
-            # chunk's start is found: the pixel after its last.
-            m.d.sync += [after.eq(pixel), self.more_chunks.eq(~self._layer_last(gen))]
+        chunk = Signal(layout, name="chunk")    # the chunk's first output pixel, at (0, 0)
+        after = Signal(layout, name="after")    # the next chunk's
+        gen = Signal(layout, name="gen")        # the walk's position
+        bounds = self._bounds(m)
+        first = Signal(layout, name="first")
+        m.d.comb += first.eq(after)
         with m.If(self.start_layer):
-            m.d.sync += self.more_chunks.eq(0)
+            m.d.comb += self._layer_start(first, bounds)
         with m.If(start):
             m.d.sync += chunk.eq(first)
+        loaded = self._loaded(m, first, bounds)
+        succ, pixel = self._successor(m, gen, chunk, bounds)
+        step = Signal()           # the walk moves on by a row
+        if self.spatial:
+            # The pass over kernel position (0, 0) walks the chunk's pixels; the pixel after
+            # its last starts the next chunk.
+            with m.If(step & gen.valid & self._last(gen) & (gen.kt == 0) & (gen.nt == 0)):
+                m.d.sync += [after.eq(pixel),
+                             self.more_chunks.eq(~(gen.m_last & gen.oy_last & gen.ox_last))]
+            with m.If(self.start_layer):
+                m.d.sync += self.more_chunks.eq(0)
+        with m.If(start):
+            m.d.sync += gen.eq(loaded)
+        with m.Elif(step):
+            m.d.sync += gen.eq(succ)
         if not self.lookahead:
-            # The first row is taken after `prime`, as with the look-ahead.
-            m.d.comb += [shift.eq(self.take & self.cur.valid), gen.eq(self.cur)]
+            # The row taken is gen's; it is valid from the last cycle of `prime` on.
+            prime_q = Signal()
+            m.d.sync += prime_q.eq(self.prime)
+            valid = Signal()
             with m.If(start):
-                m.d.sync += [self.cur.eq(self._loaded(m, first)), self.cur.valid.eq(0)]
-            with m.Elif(self.prime):
-                m.d.sync += self.cur.valid.eq(1)
-            with m.Elif(shift):
-                m.d.sync += self.cur.eq(succ)
-            self._inrow(m, self.cur, self.cur_inrow)
-            for b in range(lanes):
-                m.d.comb += [self.rd_addr[b].eq(self._word(self.cur, b)),
-                             self.rd_en[b].eq(self.take & self.cur.valid & self.cur_inrow[b])]
+                m.d.sync += valid.eq(0)
+            with m.Elif(self.prime & prime_q):
+                m.d.sync += valid.eq(1)
+            with m.Elif(step & ~succ.valid):
+                m.d.sync += valid.eq(0)
+            m.d.comb += [step.eq(self.take & self.cur.valid), self.cur.eq(self._row(m, gen)),
+                         self.cur.valid.eq(valid & gen.valid)]
+            for b in range(self.config.act_lanes):
+                m.d.comb += [self.rd_addr[b].eq(self.cur.addr[b]),
+                             self.rd_en[b].eq(step & self.cur.inrow[b])]
             return m
-        # Look-ahead: `gen` is the row after `cur`, and both rows' bank addresses are registers.
-        nxt_addr = Signal(self.rd_addr.shape(), name="nxt_addr")
-        nxt_inrow = Signal(lanes, name="nxt_inrow")
-        cur_addr = Signal(self.rd_addr.shape(), name="cur_addr")
-        m.d.comb += shift.eq(self.prime | (self.take & self.cur.valid))
-        new = Signal(layout, name="new")     # what `gen` holds next
-        m.d.comb += new.eq(gen)
+        # Look-ahead: `nxt` is the row after `cur`, `gen` the one after that; each `shift`
+        # moves them on by one (`prime` shifts twice, so that cur holds the first row).
+        nxt = Signal(row_layout(self.config), name="nxt")
+        m.d.comb += step.eq(self.prime | (self.take & self.cur.valid))
         with m.If(start):
-            m.d.comb += new.eq(self._loaded(m, first))
-        with m.Elif(shift):
-            m.d.comb += new.eq(succ)
-        m.d.sync += gen.eq(new)
-        new_inrow = Signal(lanes, name="new_inrow")
-        self._inrow(m, new, new_inrow)
-        with m.If(start | shift):
-            m.d.sync += [nxt_inrow.eq(new_inrow),
-                         *(nxt_addr[b].eq(self._word(new, b)) for b in range(lanes))]
-        with m.If(start):
-            m.d.sync += self.cur.valid.eq(0)
-        with m.Elif(shift):
-            m.d.sync += [self.cur.eq(gen), self.cur_inrow.eq(nxt_inrow), cur_addr.eq(nxt_addr)]
-        for b in range(lanes):
-            m.d.comb += [self.rd_addr[b].eq(Mux(shift, nxt_addr[b], cur_addr[b])),
-                         self.rd_en[b].eq(Mux(shift, nxt_inrow[b] & gen.valid,
-                                              self.cur_inrow[b] & self.cur.valid))]
+            m.d.sync += [nxt.valid.eq(0), self.cur.valid.eq(0)]
+        with m.Elif(step):
+            m.d.sync += [self.cur.eq(nxt), nxt.eq(self._row(m, gen))]
+        for b in range(self.config.act_lanes):
+            m.d.comb += [self.rd_addr[b].eq(Mux(step, nxt.addr[b], self.cur.addr[b])),
+                         self.rd_en[b].eq(Mux(step, nxt.inrow[b] & nxt.valid,
+                                              self.cur.inrow[b] & self.cur.valid))]
         return m
 
     @staticmethod
-    def _word(pos, b):
-        """Bank ``b``'s word of the row at ``pos``: the pixel's first word plus the channel
-        group's word in the pixel, one more in the banks before the group's first."""
-        return pos.pix + pos.kword + (Const(b) < pos.krem)
+    def _last(pos):
+        """Whether ``pos`` is its pass's last row: the chunk's last pixel."""
+        return pos.count_last | (pos.m_last & pos.oy_last & pos.ox_last)
 
-    def _inrow(self, m, pos, out):
-        """Drive ``out``: which banks' words of the row at ``pos`` lie in its pixel (past its
-        channels they belong to the next pixel, or lie past the memory), the pixel in the
-        image (outside, padding reads as zeros)."""
-        g = self.geom
-        inside = (pos.iy >= 0) & (pos.iy < g.h) & (pos.ix >= 0) & (pos.ix < g.w)
-        for b in range(self.config.act_lanes):
-            m.d.comb += out[b].eq(inside & (pos.kword + (Const(b) < pos.krem)
-                                            < self.desc.src_stride))
-
-    def _layer_last(self, pos):
-        g = self.geom
-        return (pos.m == self.last_row) & (pos.oy == g.oh - 1) & (pos.ox == g.ow - 1)
-
-    def _first(self, m, chunk, after):
-        """Return the first output pixel (at kernel position (0, 0)) of the chunk that
-        ``start_layer`` or ``start_chunk`` loads."""
-        g, d = self.geom, self.desc
-        first = Signal(chunk.shape(), name="first")
-        with m.If(self.start_layer):
-            m.d.comb += [first.ox.eq(0), first.oy.eq(0), first.m.eq(0), first.pix.eq(d.src_base),
-                         first.iy.eq(-g.pad), first.ix.eq(-g.pad)]
-        with m.Else():
-            m.d.comb += first.eq(after)
-        return first
-
-    def _loaded(self, m, first):
-        """Return the walk's first row of a chunk starting at ``first``."""
-        row = Signal(first.shape(), name="loaded")
-        m.d.comb += [row.eq(first), row.count.eq(0), row.kx.eq(0), row.ky.eq(0), row.cg.eq(0),
-                     row.kword.eq(0), row.krem.eq(0), row.off.eq(0), row.kt.eq(0),
-                     row.nt.eq(0), row.valid.eq(1),
-                     row.last.eq(self._layer_last(first) | (self.config.acc_depth == 1)),
-                     row.final.eq(self.desc.k_tiles == 1)]
+    def _row(self, m, pos):
+        """Return the row at position ``pos``: each bank's word (the pixel's first word plus
+        the channel group's word, one more in the banks before the group's first), which of
+        them lie in the pixel and the image, and its flags."""
+        cfg, g, d = self.config, self.geom, self.desc
+        row = Signal(row_layout(cfg), name="row")
+        inside = 1
+        if self.spatial:
+            inside = (pos.iy >= 0) & (pos.iy < g.h) & (pos.ix >= 0) & (pos.ix < g.w)
+        word = Signal.like(pos.pix, name="row_word")
+        m.d.comb += word.eq(pos.pix + pos.kword)
+        for b in range(cfg.act_lanes):
+            before = Const(b) < pos.krem
+            m.d.comb += [row.addr[b].eq(word + before),
+                         row.inrow[b].eq(inside & (pos.kword + before < d.src_stride))]
+        m.d.comb += [row.krem.eq(pos.krem), row.last.eq(self._last(pos)),
+                     row.final.eq(pos.kt_last), row.valid.eq(pos.valid)]
         return row
 
-    def _successor(self, m, pos, chunk):
-        """Return ``(succ, pixel)``: the row after ``pos``, and the output pixel after ``pos``'s
-        at kernel position (0, 0) (the next chunk's start, when ``pos`` ends a chunk)."""
-        cfg = self.config
-        g, d = self.geom, self.desc
+    def _bounds(self, m):
+        """Return the layer's bounds less two, in registers set by ``start_layer`` (the flags
+        of a step compare with them before it is taken), and which bounds are 1."""
+        cfg, g, d = self.config, self.geom, self.desc
+        names = {"ow": g.ow, "oh": g.oh, "kw": g.kw, "cgs": g.cgs, "kt": d.k_tiles,
+                 "nt": d.n_tiles, "m": self.last_row + 1}
+        bounds = {}
+        for name, value in names.items():
+            minus2 = Signal(len(value) + 1, name=f"{name}_m2")
+            with m.If(self.start_layer):
+                m.d.sync += minus2.eq(value - 2)
+            bounds[name] = (minus2, value == 1)
+        bounds["count"] = (Const(cfg.acc_depth - 2, len(Signal(range(cfg.acc_depth + 1)))),
+                           Const(cfg.acc_depth == 1, 1))
+        return bounds
+
+    def _layer_start(self, first, bounds):
+        """Return the statements that make ``first`` the layer's first output pixel at kernel
+        position (0, 0)."""
+        g = self.geom
+        return [first.ox.eq(0), first.oy.eq(0), first.m.eq(0), first.pix.eq(self.desc.src_base),
+                first.iy.eq(-g.pad), first.ix.eq(-g.pad), first.ox_last.eq(bounds["ow"][1]),
+                first.oy_last.eq(bounds["oh"][1]), first.m_last.eq(self.last_row == 0)]
+
+    def _loaded(self, m, first, bounds):
+        """Return the walk's first row of a chunk starting at ``first``."""
+        g = self.geom
+        row = Signal(first.shape(), name="loaded")
+        m.d.comb += [row.eq(first), row.count.eq(0), row.kx.eq(0), row.cg.eq(0),
+                     row.kword.eq(0), row.krem.eq(0), row.kt.eq(0), row.nt.eq(0),
+                     row.t_pix.eq(first.pix), row.t_iy.eq(first.iy), row.t_ix.eq(first.ix),
+                     row.iy0.eq(-g.pad), row.ix0.eq(-g.pad), row.valid.eq(1),
+                     row.count_last.eq(bounds["count"][1]), row.kx_last.eq(bounds["kw"][1]),
+                     row.cg_last.eq(bounds["cgs"][1]), row.kt_last.eq(bounds["kt"][1]),
+                     row.nt_last.eq(bounds["nt"][1])]
+        return row
+
+    def _successor(self, m, pos, chunk, bounds):
+        """Return ``(succ, pixel)``: the row after ``pos``, and the output pixel after
+        ``pos``'s at its kernel position (the next chunk's start, when ``pos`` ends a chunk in
+        the pass over kernel position (0, 0))."""
         succ = Signal(pos.shape(), name="succ")
-        pixel = Signal(pos.shape(), name="pixel")
-        # The next output pixel, the kernel position kept.
-        m.d.comb += [pixel.eq(pos), pixel.count.eq(pos.count + 1)]
-        with m.If(pos.ox != g.ow - 1):
-            m.d.comb += [pixel.ox.eq(pos.ox + 1), pixel.ix.eq(pos.ix + g.stride),
-                         pixel.pix.eq(pos.pix + g.col_step)]
-        with m.Elif(pos.oy != g.oh - 1):
-            m.d.comb += [pixel.ox.eq(0), pixel.oy.eq(pos.oy + 1), pixel.ix.eq(pos.kx - g.pad),
-                         pixel.iy.eq(pos.iy + g.stride), pixel.pix.eq(pos.pix + g.row_step)]
+        pixel = self._next_pixel(m, pos, bounds)
+        restart = self._next_tile(m, pos, chunk, bounds)
+        with m.If(~pos.valid):
+            m.d.comb += succ.eq(pos)
+        with m.Elif(~self._last(pos)):
+            m.d.comb += succ.eq(pixel)
+        with m.Elif(~pos.kt_last | ~pos.nt_last):
+            m.d.comb += succ.eq(restart)
         with m.Else():
-            m.d.comb += [pixel.ox.eq(0), pixel.oy.eq(0), pixel.m.eq(pos.m + 1),
-                         pixel.ix.eq(pos.kx - g.pad), pixel.iy.eq(pos.ky - g.pad),
+            m.d.comb += [succ.eq(pos), succ.valid.eq(0)]
+        return succ, pixel
+
+    def _next_pixel(self, m, pos, bounds):
+        """Return the next output pixel at ``pos``'s kernel position."""
+        g = self.geom
+        pixel = Signal(pos.shape(), name="pixel")
+        m.d.comb += [pixel.eq(pos), pixel.count.eq(pos.count + 1),
+                     pixel.count_last.eq(pos.count == bounds["count"][0])]
+        if not self.spatial:
+            m.d.comb += [pixel.m.eq(pos.m + 1), pixel.m_last.eq(pos.m == bounds["m"][0]),
                          pixel.pix.eq(pos.pix + g.img_step)]
-        # The next reduction tile: the channel group, then the kernel position.
+            return pixel
+        with m.If(~pos.ox_last):
+            m.d.comb += [pixel.ox.eq(pos.ox + 1), pixel.ox_last.eq(pos.ox == bounds["ow"][0]),
+                         pixel.ix.eq(pos.ix + g.stride), pixel.pix.eq(pos.pix + g.col_step)]
+        with m.Else():
+            m.d.comb += [pixel.ox.eq(0), pixel.ox_last.eq(bounds["ow"][1]),
+                         pixel.ix.eq(pos.ix0)]
+            with m.If(~pos.oy_last):
+                m.d.comb += [pixel.oy.eq(pos.oy + 1),
+                             pixel.oy_last.eq(pos.oy == bounds["oh"][0]),
+                             pixel.iy.eq(pos.iy + g.stride), pixel.pix.eq(pos.pix + g.row_step)]
+            with m.Else():
+                m.d.comb += [pixel.oy.eq(0), pixel.oy_last.eq(bounds["oh"][1]),
+                             pixel.m.eq(pos.m + 1), pixel.m_last.eq(pos.m == bounds["m"][0]),
+                             pixel.iy.eq(pos.iy0), pixel.pix.eq(pos.pix + g.img_step)]
+        return pixel
+
+    def _next_tile(self, m, pos, chunk, bounds):
+        """Return the first row of the pass after ``pos``'s: the chunk's first pixel at the
+        next reduction tile (the next channel group, kernel position, or output tile)."""
+        cfg, g, d = self.config, self.geom, self.desc
         tile = Signal(pos.shape(), name="tile")
-        m.d.comb += [tile.eq(pos), tile.kt.eq(pos.kt + 1), tile.cg.eq(0), tile.kword.eq(0),
-                     tile.krem.eq(0)]
-        with m.If(pos.kt == d.k_tiles - 1):
-            m.d.comb += [tile.kt.eq(0), tile.nt.eq(pos.nt + 1), tile.kx.eq(0), tile.ky.eq(0),
-                         tile.off.eq(0)]
-        with m.Elif(pos.cg != g.cgs - 1):
+        m.d.comb += [tile.eq(pos), tile.cg.eq(0), tile.cg_last.eq(bounds["cgs"][1]),
+                     tile.kword.eq(0), tile.krem.eq(0), tile.kt.eq(pos.kt + 1),
+                     tile.kt_last.eq(pos.kt == bounds["kt"][0])]
+        with m.If(pos.kt_last):          # the next output tile, from kernel position (0, 0)
+            m.d.comb += [tile.kt.eq(0), tile.kt_last.eq(bounds["kt"][1]), tile.nt.eq(pos.nt + 1),
+                         tile.nt_last.eq(pos.nt == bounds["nt"][0]), tile.kx.eq(0),
+                         tile.kx_last.eq(bounds["kw"][1]), tile.t_pix.eq(chunk.pix),
+                         tile.t_iy.eq(chunk.iy), tile.t_ix.eq(chunk.ix), tile.iy0.eq(-g.pad),
+                         tile.ix0.eq(-g.pad)]
+        with m.Elif(~pos.cg_last):       # the kernel position's next channel group
             word, rem = divmod(cfg.rows, cfg.act_lanes)
-            m.d.comb += tile.cg.eq(pos.cg + 1)
+            m.d.comb += [tile.cg.eq(pos.cg + 1), tile.cg_last.eq(pos.cg == bounds["cgs"][0])]
             if rem:
                 with m.If(pos.krem + rem >= cfg.act_lanes):
                     m.d.comb += [tile.krem.eq(pos.krem + rem - cfg.act_lanes),
@@ -233,33 +305,21 @@ class PatchWalker(wiring.Component):
                     m.d.comb += [tile.krem.eq(pos.krem + rem), tile.kword.eq(pos.kword + word)]
             else:
                 m.d.comb += [tile.krem.eq(pos.krem), tile.kword.eq(pos.kword + word)]
-        with m.Elif(pos.kx != g.kw - 1):
-            m.d.comb += [tile.kx.eq(pos.kx + 1), tile.off.eq(pos.off + d.src_stride)]
-        with m.Else():
-            m.d.comb += [tile.kx.eq(0), tile.ky.eq(pos.ky + 1),
-                         tile.off.eq(pos.off + g.ky_step)]
-        restart = self._chunk_start(m, tile, chunk)
-        with m.If(~pos.valid):
-            m.d.comb += succ.eq(pos)
-        with m.Elif(~pos.last):
-            m.d.comb += succ.eq(pixel)
-        with m.Elif((pos.kt != d.k_tiles - 1) | (pos.nt != d.n_tiles - 1)):
-            m.d.comb += succ.eq(restart)
-        with m.Else():
-            m.d.comb += [succ.eq(pos), succ.valid.eq(0)]
-        # Flags of the new row, from its counters.
-        with m.If(pos.valid & ~pos.last):
-            m.d.comb += succ.last.eq(self._layer_last(pixel)
-                                     | (pixel.count == cfg.acc_depth - 1))
-        m.d.comb += succ.final.eq(succ.kt == d.k_tiles - 1)
-        return succ, pixel
-
-    def _chunk_start(self, m, tile, first):
-        """Return the row that starts the next pass over the chunk: its ``first`` pixel at the
-        new tile's kernel position."""
-        row = Signal(tile.shape(), name="restart")
-        m.d.comb += [row.eq(tile), row.ox.eq(first.ox), row.oy.eq(first.oy), row.m.eq(first.m),
-                     row.count.eq(0), row.pix.eq(first.pix + tile.off),
-                     row.iy.eq(first.iy + tile.ky), row.ix.eq(first.ix + tile.kx),
-                     row.last.eq(self._layer_last(first) | (self.config.acc_depth == 1))]
+        if self.spatial:
+            with m.Elif(~pos.kx_last):       # the next kernel position in the row
+                m.d.comb += [tile.kx.eq(pos.kx + 1), tile.kx_last.eq(pos.kx == bounds["kw"][0]),
+                             tile.t_pix.eq(pos.t_pix + d.src_stride),
+                             tile.t_ix.eq(pos.t_ix + 1), tile.ix0.eq(pos.ix0 + 1)]
+            with m.Else():                   # the first of the next kernel row
+                m.d.comb += [tile.kx.eq(0), tile.kx_last.eq(bounds["kw"][1]),
+                             tile.t_pix.eq(pos.t_pix + g.ky_step), tile.t_iy.eq(pos.t_iy + 1),
+                             tile.t_ix.eq(chunk.ix), tile.iy0.eq(pos.iy0 + 1),
+                             tile.ix0.eq(-g.pad)]
+        # Back to the chunk's first output pixel, at the tile's kernel position.
+        row = Signal(pos.shape(), name="restart")
+        m.d.comb += [row.eq(tile), row.ox.eq(chunk.ox), row.oy.eq(chunk.oy), row.m.eq(chunk.m),
+                     row.ox_last.eq(chunk.ox_last), row.oy_last.eq(chunk.oy_last),
+                     row.m_last.eq(chunk.m_last), row.count.eq(0),
+                     row.count_last.eq(bounds["count"][1]), row.pix.eq(tile.t_pix),
+                     row.iy.eq(tile.t_iy), row.ix.eq(tile.t_ix)]
         return row
