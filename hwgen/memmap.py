@@ -119,9 +119,10 @@ def geometry_layout(config):
     """Return the layout of a spatial layer's geometry, the PROGRAM words after its descriptor.
 
     Images are NHWC: pixel ``(m, y, x)`` of the layer's input starts at ACT word
-    ``src_base + ((m * h + y) * w + x) * src_stride`` and holds its channels as a row does its
-    features. Its output pixel ``(m, oy, ox)`` is a row of the output matrix, ``(m * oh + oy)
-    * ow + ox``.
+    ``src_base + ((m * h + y + pad) * w + x + pad) * src_stride`` (modulo the banks' address
+    width: a spatial layer's ``src_base`` is the word of pixel ``(-pad, -pad)`` of image 0, where
+    the walk starts) and holds its channels as a row does its features. Its output pixel
+    ``(m, oy, ox)`` is a row of the output matrix, ``(m * oh + oy) * ow + ox``.
 
     h, w, oh, ow
         Input and output sides, in pixels.

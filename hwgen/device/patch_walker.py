@@ -1,9 +1,10 @@
 """The patch walker: which activation words each row the engine takes is made of.
 
 A layer's input is a batch of images, NHWC: pixel ``(m, y, x)`` starts at ACT word
-``src_base + ((m * h + y) * w + x) * src_stride`` and holds its channels as a row holds its
-features (channel ``c`` in bank ``c % lanes``, word ``c // lanes`` of the pixel). A matrix layer
-over plain rows is the case of 1x1 images and a 1x1 kernel.
+``src_base + ((m * h + y + pad) * w + x + pad) * src_stride`` (``src_base`` is the word of
+pixel ``(-pad, -pad)``, where the walk starts, modulo the banks' address width) and holds its
+channels as a row holds its features (channel ``c`` in bank ``c % lanes``, word ``c // lanes``
+of the pixel). A matrix layer over plain rows is the case of 1x1 images and a 1x1 kernel.
 
 The engine takes, for each chunk of at most ``acc_depth`` output pixels (the rows the
 accumulators hold), each output tile ``nt`` and each reduction tile ``kt``, one row per output
