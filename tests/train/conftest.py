@@ -3,7 +3,8 @@
 ``interpreted(config, n)`` gives ``n`` devices that run compiled programs in the interpreter of
 ``tests/support.py`` (which shares no code with the compiler): fast, and exact as a device must
 be. ``boards(n)`` gives ``n`` open ``host.Accelerator`` s on simulated boards of
-``support.BOARD_WS`` (built once and cached), for the tests over the real protocol.
+``support.BOARD_WS`` (built once and cached), for the tests over the real protocol;
+``cnn_boards(n)`` the same on ``support.BOARD_CNN``, which the digits CNN fits.
 """
 
 import contextlib
@@ -11,7 +12,7 @@ import dataclasses
 
 import numpy as np
 import pytest
-from support import BOARD_WS, ProgramInterpreter
+from support import BOARD_CNN, BOARD_WS, ProgramInterpreter
 
 from host import Accelerator
 from sim.board import SimulatedBoard, board_missing
@@ -69,7 +70,7 @@ class InterpretedDevice:
         self.rows += len(x)
         self._last = Counters(rows=len(x), runs=runs, macs=program.padded_macs_per_row * len(x))
         specs = program.layer_outputs if outputs == "all" else [program.output]
-        arrays = [np.concatenate(r) if r else np.zeros((0, s.features), dtype=np.int64)
+        arrays = [np.concatenate(r) if r else np.zeros((0, *s.sample_shape), dtype=np.int64)
                   for r, s in zip(results, specs, strict=True)]
         return arrays if outputs == "all" else arrays[0]
 
@@ -83,9 +84,10 @@ def interpreted():
     return lambda config, n: [InterpretedDevice(config, i) for i in range(n)]
 
 
-@pytest.fixture(scope="module")
-def boards():
-    """``boards(n)``: ``n`` open Accelerators on running simulated boards of BOARD_WS."""
+@contextlib.contextmanager
+def _boards(config):
+    """``get(n)``: ``n`` open Accelerators on running simulated boards of ``config``, started
+    as needed and stopped at the end."""
     with contextlib.ExitStack() as stack:
         started = []
 
@@ -94,8 +96,22 @@ def boards():
             if reason:
                 pytest.skip(reason)
             while len(started) < n:
-                board = stack.enter_context(SimulatedBoard(BOARD_WS))
-                started.append(stack.enter_context(Accelerator(board.url, config=BOARD_WS)))
+                board = stack.enter_context(SimulatedBoard(config))
+                started.append(stack.enter_context(Accelerator(board.url, config=config)))
             return started[:n]
 
+        yield get
+
+
+@pytest.fixture(scope="module")
+def boards():
+    """``boards(n)``: ``n`` open Accelerators on running simulated boards of BOARD_WS."""
+    with _boards(BOARD_WS) as get:
+        yield get
+
+
+@pytest.fixture(scope="module")
+def cnn_boards():
+    """``cnn_boards(n)``: ``n`` open Accelerators on running simulated boards of BOARD_CNN."""
+    with _boards(BOARD_CNN) as get:
         yield get

@@ -5,10 +5,10 @@ import itertools
 
 import numpy as np
 import pytest
-from support import BOARD_WS, COMPILER_CONFIGS
+from support import BOARD_CNN, BOARD_WS, COMPILER_CONFIGS
 
 from hwgen import AcceleratorConfig
-from hwgen.compiler import CompileError, compile_network
+from hwgen.compiler import compile_network
 from hwgen.nn import (
     CNN,
     MLP,
@@ -18,6 +18,7 @@ from hwgen.nn import (
     load_digits_images,
     load_digits_split,
 )
+from hwgen.nn.float_training import softmax_cross_entropy
 from hwgen.train import Trainer
 
 CONFIG = COMPILER_CONFIGS["3x2"]
@@ -127,10 +128,10 @@ def test_evaluate_matches_the_reference(interpreted, digits):
     assert trainer.evaluate(x[:50], y[:50]) == expected
 
 
-def cnn_steps(devices, x, y, steps):
+def cnn_steps(devices, config, x, y, steps):
     """Train a fresh digits CNN for ``steps`` steps of ``x``; return the parameters after
     each."""
-    trainer = Trainer(digits_cnn(seed=3), CONFIG, devices, lr=0.05)
+    trainer = Trainer(digits_cnn(seed=3), config, devices, lr=0.05)
     trainer.calibrate(x)
     after = []
     for batch in np.array_split(np.arange(len(x)), steps):
@@ -139,19 +140,49 @@ def cnn_steps(devices, x, y, steps):
     return after
 
 
-def test_cnn_trains_or_is_refused_before_any_device_work(interpreted):
+def test_cnn_forward_runs_on_the_devices_with_read_out(interpreted):
+    # The step's loss and hits come from the devices' read-out; the reference's logits give
+    # the same floats (the same operations on the same integers).
     x, y = load_digits_images()[0][:12], load_digits_images()[1][:12]
     devices = interpreted(CONFIG, 2)
     trainer = Trainer(digits_cnn(seed=3), CONFIG, devices)
     trainer.calibrate(x)
-    try:
-        compile_network(trainer.network(), CONFIG, readout=True)
-    except CompileError:  # the compiler does not take convolutions yet
-        with pytest.raises(CompileError, match="Conv2D"):
-            trainer.step(x, y)
-        assert [d.loads for d in devices] == [0, 0]
-        return
-    assert_identical([cnn_steps(interpreted(CONFIG, n), x, y, 2) for n in (1, 2)])
+    network = trainer.network()
+    program = compile_network(network, CONFIG, readout=True)
+    assert len(program.layer_outputs) == len(network.layers) == 6
+    logits = network.forward(network.quantize_input(x)) * network.output_scale
+    loss, _ = softmax_cross_entropy(logits, np.eye(10)[y])
+    result = trainer.step(x, y)
+    assert result.loss == loss and result.correct == np.sum(np.argmax(logits, 1) == y)
+    assert all(d.loads > 0 for d in devices)
+
+
+def test_cnn_n_devices_give_the_weights_of_one_after_every_step(interpreted):
+    x, y = load_digits_images()[0][:12], load_digits_images()[1][:12]
+    runs = [cnn_steps(interpreted(CONFIG, n), CONFIG, x, y, 2) for n in (1, 2)]
+    assert_identical(runs)
+    assert not np.array_equal(runs[0][0][0], runs[0][-1][0])  # the weights did change
+
+
+def test_cnn_n_boards_give_the_weights_of_one_after_every_step(cnn_boards):
+    x, y = load_digits_images()[0][:16], load_digits_images()[1][:16]
+    runs = [cnn_steps(cnn_boards(n), BOARD_CNN, x, y, 2) for n in (1, 2)]
+    assert_identical(runs)
+
+
+def test_cnn_loss_falls_and_the_work_is_counted(interpreted):
+    x, y, x_test, y_test = load_digits_images()
+    trainer = Trainer(digits_cnn(seed=0), CONFIG, interpreted(CONFIG, 2), calibration_rows=32)
+    reports = trainer.fit(x[:64], y[:64], epochs=2, batch_size=32, seed=0, x_test=x_test[:20],
+                          y_test=y_test[:20])
+    assert reports[1].loss < 0.95 * reports[0].loss, [r.loss for r in reports]
+    # Per sample: the forward pass (conv 8x8 pixels x 9 x 8, conv 4x4 x 72 x 16, dense
+    # 64 x 10), dW as much again, dX of every layer but the first; all of it on the devices.
+    forward = 64 * 9 * 8 + 16 * 72 * 16 + 64 * 10
+    assert reports[1].device_macs == 64 * (2 * forward + 16 * 72 * 16 + 64 * 10)
+    assert reports[1].host_macs == 0 and reports[0].host_macs == 32 * forward
+    assert reports[1].issued_macs >= reports[1].device_macs
+    assert reports[1].eval_macs == 20 * forward
 
 
 @pytest.mark.parametrize(("model", "error", "message"), [
