@@ -61,7 +61,7 @@ def ideal_wire_bytes(program, rows):
     total = 0
     for start in range(0, rows, program.batch):
         m = min(program.batch, rows - start)
-        in_words = m * program.input.stride
+        in_words = m * program.input.words_per_sample
         region, _, out_words = program.output_words(m)
         w_chunk = write_chunk_words(geo[program.input.region], MAX_PAYLOAD)
         r_chunk = read_chunk_words(geo[region], MAX_PAYLOAD)

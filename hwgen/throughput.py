@@ -95,7 +95,7 @@ def wire_bytes_per_run(program, m, *, polls=1, max_payload=MAX_PAYLOAD):
     access, run, counters = _payload_bytes()
 
     in_geo = geometry[program.input.region]
-    in_words = m * program.input.stride
+    in_words = m * program.input.words_per_sample
     chunk = write_chunk_words(in_geo, max_payload)
     if chunk < 1:
         raise ValueError(f"max_payload={max_payload} cannot carry one {in_geo.word_bytes}-byte "

@@ -19,7 +19,7 @@ from hwgen.memmap import regions
 from hwgen.protocol import MAX_PAYLOAD, read_chunk_words, write_chunk_words
 from hwgen.throughput import BITS_PER_BYTE, link_bound_rate, wire_bytes_per_run
 from sim.board import SimulatedBoard, board_missing
-from sim.netgen import random_input, random_network
+from sim.netgen import random_cnn, random_image, random_input, random_network
 
 # A small design whose simulated board the other suites build too (cached across sessions).
 SMALL = {"act_depth": 512, "weight_depth": 512, "param_depth": 32, "acc_depth": 32,
@@ -105,6 +105,23 @@ def test_link_bound_rate_at_full_batches(board):
     for baud in (115_200, 1_000_000):
         expect = program.batch * baud / (BITS_PER_BYTE * one_poll)
         assert math.isclose(link_bound_rate(program, baud), expect, rel_tol=1e-12)
+
+
+def test_an_image_chunk_matches_the_bytes_the_host_counts(board):
+    # Only the image crosses the link: 7x6 pixels of 5 channels, two 3-lane words a pixel.
+    rng = np.random.default_rng(11)
+    net = random_cnn(rng, CONFIG, input_shape=(7, 6, 5), blocks=1, max_channels=4)
+    program = hwgen.compile(net, CONFIG, batch=4)
+    assert program.input.words_per_sample == 7 * 6 * 2
+    x = random_image(rng, CONFIG, 3, (7, 6, 5))
+    with Accelerator(board.url, config=CONFIG) as acc:
+        acc.load(program)
+        polls = _PollCounter(acc)
+        np.testing.assert_array_equal(acc.infer(x), net.forward(x))
+        counters = acc.counters()
+    assert counters.wire_bytes == wire_bytes_per_run(program, 3, polls=polls.count)
+    out_bytes = program.output_words(3)[2] * regions(CONFIG)[program.output.region].word_bytes
+    assert counters.payload_bytes == 3 * 7 * 6 * 2 * 3 + out_bytes
 
 
 def test_smaller_payload_buffers_cost_more_frames():

@@ -64,13 +64,14 @@ class Program:
 
         Parameters
         ----------
-        x : array_like of int, shape (M, K)
-            Signed ``in_bits`` inputs, ``0 <= M <= batch``, ``K`` the network's input width.
+        x : array_like of int, shape (M, K) or (M, H, W, C)
+            Signed ``in_bits`` inputs, ``0 <= M <= batch``, each sample of the network's input
+            shape (``K`` features, or an NHWC image when the first layer is spatial).
 
         Returns
         -------
         list of int
-            ``M * input.stride`` words; lanes beyond ``K`` are zero.
+            ``M * input.words_per_sample`` words; lanes beyond ``K`` are zero.
 
         Raises
         ------
@@ -90,15 +91,16 @@ class Program:
         Parameters
         ----------
         words : sequence of int
-            Exactly ``m * output.stride`` words of the output region, from its base.
+            Exactly the count :meth:`output_words` gives, from its base.
         m : int
             Rows of the run, ``0 .. batch``.
 
         Returns
         -------
-        numpy.ndarray of int64, shape (m, N)
+        numpy.ndarray of int64, shape (m, N) or (m, H', W', C')
             Saturated activations (``requant``) or accumulators (``raw``), as
-            :meth:`hwgen.nn.QuantizedNetwork.forward` returns them. Padding lanes are ignored.
+            :meth:`hwgen.nn.QuantizedNetwork.forward` returns them (images when the last layer
+            is spatial). Padding lanes are ignored.
 
         Raises
         ------
