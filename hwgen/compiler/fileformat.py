@@ -7,7 +7,12 @@ names the format and its version, the configuration and its hash, the batch, the
 the layers, each image's base, word count and SHA-256, the input and output matrices, the MAC
 counts and, for a program compiled with read-out, where each layer's output lives
 (``layer_outputs``: an optional entry, so files written before read-out existed load as
-programs without it). Loading cross-checks all of it and refuses any other version.
+programs without it, one per network layer). Loading cross-checks all of it and refuses any
+other version.
+
+A version-2 file's PROGRAM words are descriptors of :func:`v2_descriptor_layout` (no geometry
+words): they are checked against that layout and its own word width, then converted to today's
+descriptors.
 """
 
 import dataclasses
@@ -17,24 +22,36 @@ import zipfile
 import zlib
 
 import numpy as np
+from amaranth.lib import data
 
 from ..config import AcceleratorConfig
-from ..memmap import Region, regions
+from ..memmap import Region, descriptor_layout, regions
 from .descriptors import pack_layer, unpack_program
 from .images import IMAGE_REGIONS
 from .specs import LayerSpec, MatrixSpec
 from .words import check_words, word_bytes, words_to_bytes
 
-__all__ = ["FORMAT_NAME", "FORMAT_VERSION", "READ_VERSIONS", "read", "save"]
+__all__ = ["FORMAT_NAME", "FORMAT_VERSION", "READ_VERSIONS", "read", "save",
+           "v2_descriptor_layout"]
 
 #: Version of the file written by :func:`save`; older versions that a program of this
 #: version can stand for are converted on load, others refused.
 FORMAT_VERSION = 3  # 3: spatial layers (descriptor flags, geometry words); 2: per-config layout
 #: Versions :func:`read` takes: version 2 holds matrix layers over rows only, whose
-#: descriptors gain the spatial and pool flags (both 0) on load.
+#: descriptors gain the spatial and pool flags (both 0) on load, and its layers their source.
 READ_VERSIONS = (2, 3)
 #: The ``format`` entry of the metadata.
 FORMAT_NAME = "hwgen-program"
+#: Descriptor flags that version 3 added; a version-2 descriptor has them 0.
+_V3_FLAGS = ("spatial", "pool")
+
+
+def v2_descriptor_layout(config):
+    """Return the descriptor layout of format version 2 for ``config``: today's
+    (:func:`~hwgen.memmap.descriptor_layout`) without the ``spatial`` and ``pool`` flags, the
+    numeric fields as wide and in the same order, so two bits lower."""
+    return data.StructLayout({name: field.shape for name, field in descriptor_layout(config)
+                              if name not in _V3_FLAGS})
 
 
 def _image_bytes(program):
@@ -121,26 +138,68 @@ def _metadata_of(arrays):
     return meta
 
 
+def _word_bits(meta, config):
+    """Return ``{Region: word width}`` of the images of a file of ``meta``'s version."""
+    bits = {region: geometry.word_bits for region, geometry in regions(config).items()}
+    if meta["version"] == 2:
+        bits[Region.PROGRAM] = v2_descriptor_layout(config).size
+    return bits
+
+
 def _images(meta, arrays, config):
     geometry = regions(config)
+    word_bits = _word_bits(meta, config)
     images = {}
     for region in IMAGE_REGIONS:
         info = meta["images"][region.name]
-        data = arrays[region.name]
-        nbytes = word_bytes(geometry[region].word_bits)
-        if data.dtype != np.uint8 or data.shape != (info["words"], nbytes):
-            raise ValueError(f"image {region.name} has {data.dtype} {data.shape}; "
-                             f"expected uint8 ({info['words']}, {nbytes}); damaged")
-        if hashlib.sha256(data.tobytes()).hexdigest() != meta["digests"][region.name]:
+        array = arrays[region.name]
+        bits = word_bits[region]
+        nbytes = word_bytes(bits)
+        if array.dtype != np.uint8 or array.shape != (info["words"], nbytes):
+            raise ValueError(f"image {region.name} has {array.dtype} {array.shape}; expected "
+                             f"uint8 ({info['words']}, {nbytes}) ({info['words']} words of "
+                             f"{bits} bits, format version {meta['version']}); damaged")
+        if hashlib.sha256(array.tobytes()).hexdigest() != meta["digests"][region.name]:
             raise ValueError(f"image {region.name} does not match its digest; damaged")
-        words = [int.from_bytes(row.tobytes(), "little") for row in data]
-        words = check_words(words, geometry[region].word_bits, f"image {region.name}")
+        words = [int.from_bytes(row.tobytes(), "little") for row in array]
+        words = check_words(words, bits, f"image {region.name}")
         base = int(info["base"])
         if base < 0 or base + len(words) > geometry[region].depth:
             raise ValueError(f"image {region.name} spans words {base}..{base + len(words)}; "
                              f"allowed: within depth {geometry[region].depth}")
         images[region] = (base, words)
     return images
+
+
+def _from_v2(config, words, stored):
+    """Return ``(descriptors, PROGRAM words)`` of today's layout for the version-2 PROGRAM
+    ``words``, which must decode to the ``stored`` descriptors."""
+    layout = v2_descriptor_layout(config)
+    decoded = [{name: (word >> field.offset) & ((1 << field.width) - 1)
+                for name, field in layout} for word in words]
+    if decoded != list(stored):
+        raise ValueError("the PROGRAM image does not match the stored descriptors (format "
+                         "version 2); damaged")
+    converted = [{name: d.get(name, 0) for name, _ in descriptor_layout(config)}
+                 for d in decoded]
+    words = [w for d in converted for w in pack_layer(config, d)]
+    return unpack_program(config, words), words
+
+
+def _readout_count(layers, descriptors, output):
+    """Return the read-out entries the passes imply: one per network layer.
+
+    A pass names the network layer it computes (``source``); the layers between are
+    Flattens, and so is one after the last pass if that pass gives an image (a pooling pass or
+    a convolution, not a Dense after a Flatten) and the output is flat.
+    """
+    sources = [layer.source for layer in layers]
+    if not sources or None in sources:  # no pass says its layer: one Dense layer per pass
+        return len(layers)
+    last = sources[-1]
+    after_flatten = last > 0 and last - 1 not in sources
+    gives_image = bool(descriptors[-1]["spatial"]) and not after_flatten
+    return last + 1 + int(gives_image and len(output.sample_shape) == 1)
 
 
 def _from_arrays(arrays):
@@ -152,20 +211,27 @@ def _from_arrays(arrays):
     images = _images(meta, arrays, config)
     descriptors = tuple(meta["descriptors"])
     if meta["version"] == 2:
-        # The digests vouch for the old image; today's layout adds two flags to it.
-        descriptors = tuple({**d, "spatial": 0, "pool": 0} for d in descriptors)
-        words = [w for d in descriptors for w in pack_layer(config, d)]
-        images[Region.PROGRAM] = (images[Region.PROGRAM][0], words)
-        descriptors = unpack_program(config, words)
+        base, words = images[Region.PROGRAM]
+        descriptors, words = _from_v2(config, words, descriptors)
+        images[Region.PROGRAM] = (base, words)
     decoded = unpack_program(config, images[Region.PROGRAM][1])
     if decoded != descriptors:
         raise ValueError("the PROGRAM image does not match the stored descriptors; damaged")
     layers = tuple(LayerSpec(**layer) for layer in meta["layers"])
+    if meta["version"] == 2:
+        # Version 2 held Dense layers only, one pass each: pass i computes network layer i.
+        layers = tuple(dataclasses.replace(layer, source=i) for i, layer in enumerate(layers))
     output = MatrixSpec.from_dict(meta["output"])
     kept = tuple(MatrixSpec.from_dict(d) for d in meta.get("layer_outputs", []))
-    if kept and kept[-1] != output:
-        raise ValueError(f"the last layer output {kept[-1]} is not the output {output}; "
-                         "damaged")
+    if kept:
+        if kept[-1] != output:
+            raise ValueError(f"the last layer output {kept[-1]} is not the output {output}; "
+                             "damaged")
+        expected = _readout_count(layers, descriptors, output)
+        if len(kept) != expected:
+            raise ValueError(f"layer_outputs has {len(kept)} entries; expected {expected} (one "
+                             f"per network layer, as the descriptors of the {len(layers)} "
+                             "passes imply); damaged")
     return {"config": config, "config_hash": config.hash, "batch": int(meta["batch"]),
             "descriptors": descriptors,
             "layers": layers, "images": images, "input": MatrixSpec.from_dict(meta["input"]),

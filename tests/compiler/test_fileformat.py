@@ -3,7 +3,9 @@ programs), refusals of damaged and foreign files, and a file of format version 2
 the compiler became a package."""
 
 import dataclasses
+import hashlib
 import json
+import shutil
 import zipfile
 from pathlib import Path
 
@@ -145,15 +147,6 @@ def saved_network(path):
     return network, config, meta["batch"], arrays["x"], arrays["y"]
 
 
-#: Program.load checks a version-2 file's PROGRAM image against today's descriptor width (two
-#: flags wider) before it converts the image, so version-2 files whose descriptors grow by a
-#: byte are refused as damaged: a compiler bug, reported, not worked around here.
-V2_WIDTH_BUG = pytest.mark.xfail(
-    strict=True, raises=ValueError,
-    reason="hwgen.compiler.fileformat checks a version-2 PROGRAM image at today's word width")
-
-
-@V2_WIDTH_BUG
 @pytest.mark.parametrize("name", ["raw", "requant"])
 def test_file_of_format_version_2_loads_and_runs(name):
     # Saved by hwgen/compiler.py (the module before the package) at format version 2.
@@ -164,3 +157,49 @@ def test_file_of_format_version_2_loads_and_runs(name):
     interpreted, unpacked = run_on_device(loaded, x)
     np.testing.assert_array_equal(interpreted, y)
     np.testing.assert_array_equal(unpacked, y)
+
+
+def rewrite_image(path, region, array):
+    """Replace a saved program's image ``region`` by ``array``, its digest with it (so that
+    only the cross-checks after the digest can find the damage)."""
+    with np.load(path) as npz:
+        digests = json.loads(npz["meta"].tobytes())["digests"]
+    digests[region] = hashlib.sha256(array.tobytes()).hexdigest()
+    rewrite(path, digests=digests, **{region: array})
+
+
+@pytest.fixture
+def saved_v2(tmp_path):
+    path = tmp_path / "v2.npz"
+    shutil.copyfile(DATA / "program_v2_raw.npz", path)
+    return path
+
+
+def test_file_of_format_version_2_with_todays_word_width_is_refused(saved_v2):
+    # The file's PROGRAM words as wide as today's descriptors: not what version 2 wrote.
+    with np.load(saved_v2) as npz:
+        image = npz["PROGRAM"]
+    wider = np.concatenate([image, np.zeros((len(image), 1), np.uint8)], axis=1)
+    rewrite_image(saved_v2, "PROGRAM", wider)
+    load_fails(saved_v2, f"image PROGRAM has uint8 {wider.shape}; expected uint8 {image.shape}")
+    load_fails(saved_v2, "format version 2); damaged")
+
+
+@pytest.mark.parametrize("bit", [0, 4, 11])
+def test_file_of_format_version_2_with_a_damaged_descriptor_is_refused(saved_v2, bit):
+    # The digest made to match: the PROGRAM words themselves must decode to the descriptors.
+    with np.load(saved_v2) as npz:
+        image = npz["PROGRAM"].copy()
+    image[1, bit // 8] ^= 1 << (bit % 8)
+    rewrite_image(saved_v2, "PROGRAM", image)
+    load_fails(saved_v2, "the PROGRAM image does not match the stored descriptors (format "
+                         "version 2); damaged")
+
+
+def test_file_of_format_version_3_with_narrower_words_is_refused(saved, program):
+    with np.load(saved) as npz:
+        image = npz["PROGRAM"]
+    narrower = image[:, :-1].copy()
+    rewrite_image(saved, "PROGRAM", narrower)
+    load_fails(saved, f"image PROGRAM has uint8 {narrower.shape}; expected uint8 {image.shape}")
+    load_fails(saved, "format version 3); damaged")

@@ -17,6 +17,7 @@ from support import random_input_rows as random_input
 from hwgen import AcceleratorConfig
 from hwgen.compiler import CompileError, Program, compile_network
 from hwgen.memmap import Region
+from hwgen.nn import Conv2D, Dense, Flatten, MaxPool2D, QuantizedNetwork
 from sim.netgen import random_cnn
 
 DATA = Path(__file__).parent.parent / "data"
@@ -168,9 +169,72 @@ def test_damaged_layer_outputs_are_refused(tmp_path):
         Program.load(path)
 
 
-@pytest.mark.xfail(strict=True, raises=ValueError,
-                   reason="hwgen.compiler.fileformat checks a version-2 PROGRAM image at "
-                          "today's word width")
+def resave(path, layer_outputs):
+    """Rewrite the saved program at ``path`` with the metadata's ``layer_outputs`` replaced."""
+    with np.load(path) as npz:
+        arrays = {name: npz[name] for name in npz.files}
+    meta = json.loads(arrays["meta"].tobytes())
+    meta["layer_outputs"] = layer_outputs
+    arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    with open(path, "wb") as f:
+        np.savez(f, **arrays)
+
+
+def test_a_missing_middle_layer_output_is_refused(tmp_path):
+    config = CONFIGS["2x3"]
+    network = random_network(np.random.default_rng(5), config, [6, 5, 4, 3], style="uniform",
+                             last_raw=True)
+    path = tmp_path / "kept.npz"
+    compile_network(network, config, readout=True).save(path)
+    with np.load(path) as npz:
+        kept = json.loads(npz["meta"].tobytes())["layer_outputs"]
+    resave(path, [kept[0], kept[2]])
+    with pytest.raises(ValueError, match=r"layer_outputs has 2 entries; expected 3 .*damaged"):
+        Program.load(path)
+
+
+def _layer(kind, rng, c, n, k=3, **kwargs):
+    """A small Conv2D (``k x k``, ``c -> n`` channels) or Dense (``c -> n``) of unit scales."""
+    shape = (k, k, c, n) if kind is Conv2D else (c, n)
+    return kind(rng.integers(-2, 3, shape), rng.integers(-3, 4, n), np.ones(n, int),
+                np.zeros(n, int), **kwargs)
+
+
+def _flattening_networks():
+    """Networks whose Flattens are in the middle, first and last; each with its name."""
+    rng = np.random.default_rng(9)
+    return {
+        "conv-pool-flatten": ([_layer(Conv2D, rng, 2, 3), MaxPool2D(2), Flatten()], (6, 6, 2)),
+        "conv-flatten (1x1 image)": ([_layer(Conv2D, rng, 2, 3), Flatten()], (3, 3, 2)),
+        "flatten-dense": ([Flatten(), _layer(Dense, rng, 2 * 2 * 2, 3)], (2, 2, 2)),
+        "conv-flatten-dense": ([_layer(Conv2D, rng, 2, 3, padding=1), Flatten(),
+                                _layer(Dense, rng, 3 * 3 * 3, 4)], (3, 3, 2)),
+        "conv-pool": ([_layer(Conv2D, rng, 1, 2), MaxPool2D(2)], (5, 5, 1)),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_flattening_networks()))
+def test_layer_outputs_are_one_per_network_layer_in_the_file(tmp_path, name):
+    # A Flatten is no pass but has an entry: the file's count is the network's layers, no
+    # more and no fewer.
+    layers, input_shape = _flattening_networks()[name]
+    network = QuantizedNetwork(layers, input_shape=input_shape, in_bits=4, w_bits=6,
+                               acc_bits=24, mult_bits=8)
+    config = dataclasses.replace(CONFIGS["2x3"], prog_depth=32)
+    program = compile_network(network, config, readout=True)
+    path = tmp_path / "kept.npz"
+    program.save(path)
+    assert Program.load(path) == program
+    kept = [spec.to_dict() for spec in program.layer_outputs]
+    count = len(network.layers)
+    damaged = [kept[:i] + kept[i + 1:] for i in range(count - 1)] + [[kept[0], *kept]]
+    for entries in damaged:
+        resave(path, entries)
+        with pytest.raises(ValueError, match=rf"layer_outputs has {len(entries)} entries; "
+                                             rf"expected {count} "):
+            Program.load(path)
+
+
 def test_file_saved_before_readout_loads_without_it():
     loaded = Program.load(DATA / "program_v2_requant.npz")
     assert loaded.layer_outputs == ()
