@@ -195,11 +195,13 @@ def compile_network(network, config, *, batch=None, readout=False):
         :class:`AcceleratorConfig`, ``batch`` not an integer or ``readout`` not a bool.
     CompileError
         A :class:`ValueError` naming the layer, what does not fit, the need and the limit:
-        mismatched widths, a kind of layer the compiler does not take, ``K > max_k``, an
-        accumulator that could leave ``acc_bits``, a parameter outside the accelerator's
-        widths, too many layers (``prog_depth``), weights (``weight_depth``), parameters
-        (``param_depth``), activations (``act_depth``) or raw outputs (``out_depth``) at the
-        batch, a batch outside ``1 .. acc_depth`` or a descriptor field beyond its bound.
+        mismatched widths, a kind of layer the compiler does not take, ``K > max_k`` (or a
+        spatial layer's reduction beyond it once each kernel position's channels are padded
+        to whole tiles of ``rows``), an accumulator that could leave ``acc_bits``, a
+        parameter outside the accelerator's widths, too many layers (``prog_depth``),
+        weights (``weight_depth``), parameters (``param_depth``), activations (``act_depth``)
+        or raw outputs (``out_depth``) at the batch, a batch outside ``1 .. acc_depth`` or a
+        descriptor field beyond its bound.
     ValueError
         If the network itself is inconsistent (see :meth:`QuantizedNetwork.validate`).
     """

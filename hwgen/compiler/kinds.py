@@ -21,7 +21,12 @@ import numpy as np
 
 from ..nn import Conv2D, Dense, Flatten, MaxPool2D
 from .errors import CompileError
-from .proofs import check_accumulator, check_channel_params, check_reduction
+from .proofs import (
+    check_accumulator,
+    check_channel_params,
+    check_padded_reduction,
+    check_reduction,
+)
 
 __all__ = ["DeviceLayer", "lower_network", "padded_matrix"]
 
@@ -70,10 +75,14 @@ def padded_matrix(weight, rows):
     return padded.reshape(kh * kw * groups * rows, n)
 
 
-def _checked(index, layer, weight, k, config):
+def _checked(index, layer, weight, k, config, *, window=None):
     """Prove what the hardware needs of a matrix layer and return it as a Dense of
-    ``weight``."""
+    ``weight``; a spatial layer's ``window`` is ``(KH, KW, C, name)``, its reduction padded
+    per position (:func:`padded_matrix`)."""
     check_reduction(index, k, config)
+    if window is not None:
+        kh, kw, c, name = window
+        check_padded_reduction(index, (kh, kw), c, config, window=name)
     check_accumulator(index, layer, k, config)
     check_channel_params(index, layer, config)
     return Dense(weight, layer.bias, layer.mult, layer.shift, activation=layer.activation,
@@ -92,7 +101,7 @@ def _lower_dense(index, layer, shapes, config):
     kernel = layer.weight.reshape(h, w, c, layer.weight.shape[1])
     return DeviceLayer(index, "matrix",
                        _checked(index, layer, padded_matrix(kernel, config.rows), h * w * c,
-                                config),
+                                config, window=(h, w, c, "image before the Flatten")),
                        h * w * c, in_shape, out_shape, (h, w, 1, 0))
 
 
@@ -101,7 +110,7 @@ def _lower_conv(index, layer, shapes, config):
     kh, kw, c, _ = layer.weight.shape
     return DeviceLayer(index, "matrix",
                        _checked(index, layer, padded_matrix(layer.weight, config.rows),
-                                kh * kw * c, config),
+                                kh * kw * c, config, window=(kh, kw, c, "kernel")),
                        kh * kw * c, in_shape, out_shape, (kh, kw, layer.stride, layer.padding))
 
 

@@ -5,12 +5,15 @@ the limit. The accumulator proof is worst case (section 3 of the architecture br
 sum of any input in the signed ``in_bits`` range can leave ``acc_bits``.
 """
 
+import math
+
 import numpy as np
 
 from ..nn import accumulator_bound
 from .errors import CompileError
 
-__all__ = ["check_accumulator", "check_channel_params", "check_reduction", "check_widths"]
+__all__ = ["check_accumulator", "check_channel_params", "check_padded_reduction",
+           "check_reduction", "check_widths"]
 
 
 def check_widths(network, config):
@@ -35,6 +38,36 @@ def check_reduction(index, k, config):
         raise CompileError(f"K={k} inputs exceed the largest reduction of the accelerator; "
                            f"limit max_k={config.max_k}", layer=index, resource="max_k",
                            need=k, limit=config.max_k)
+
+
+def check_padded_reduction(index, kernel, channels, config, *, window="kernel"):
+    """Check that a spatial layer's reduction fits ``config.max_k`` once padded: each of its
+    ``kernel`` ``(KH, KW)`` positions' ``channels`` fill whole tiles of ``rows``, so it takes
+    ``KH * KW * ceil(channels / rows)`` tiles, and at most ``ceil(max_k / rows)`` fit.
+
+    ``window`` names what ``kernel`` is to the user (a Dense after a Flatten reduces over the
+    whole image).
+    """
+    kh, kw = kernel
+    rows = config.rows
+    groups = math.ceil(channels / rows)
+    padded = kh * kw * groups * rows
+    limit = math.ceil(config.max_k / rows) * rows
+    if padded <= limit:
+        return
+    allowed = f"{limit}" if limit == config.max_k else \
+        f"{limit} (max_k={config.max_k} in whole tiles of rows={rows})"
+    # The channels that fit this window, padded and not: none when even one tile is too many.
+    fewer = min(limit // (kh * kw * rows) * rows, config.max_k // (kh * kw))
+    hints = [f"at most {fewer} channels"] if fewer else []
+    hints += [f"a smaller {window}", f"a configuration with max_k >= {padded}"]
+    raise CompileError(
+        f"the padded reduction KH*KW*ceil(C_in/rows)*rows = {kh}*{kw}*{groups}*{rows} = "
+        f"{padded} exceeds max_k={config.max_k}: the {channels} channels at each of the "
+        f"{kh}x{kw} positions of the {window} fill whole tiles of rows={rows} "
+        f"(K={kh * kw * channels} unpadded); allowed: a padded reduction <= {allowed}, e.g. "
+        f"{', '.join(hints[:-1])} or {hints[-1]}", layer=index, resource="max_k", need=padded,
+        limit=limit)
 
 
 def check_accumulator(index, layer, k, config):

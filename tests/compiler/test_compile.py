@@ -166,7 +166,7 @@ def test_program_depth_counts_the_geometry_words():
     assert len(compile_network(network, fits).images[Region.PROGRAM][1]) == words
 
 
-def test_padded_kernel_tiles_each_position_and_is_refused_past_the_k_tiles_field():
+def test_padded_kernel_tiles_each_position_and_is_refused_past_max_k():
     # Each kernel position's channels fill whole tiles: 3 x 3 positions x ceil(5 / 4) groups.
     config = AcceleratorConfig(rows=4, cols=2, max_k=128, act_depth=1 << 10)
     network = QuantizedNetwork([_conv(3, 5, 2)], input_shape=(4, 4, 5))
@@ -174,11 +174,42 @@ def test_padded_kernel_tiles_each_position_and_is_refused_past_the_k_tiles_field
     (layer,) = program.layers
     assert (layer.k, layer.k_tiles, program.descriptors[0]["k_tiles"]) == (45, 18, 18)
     assert layer.w_words == layer.n_tiles * 18 * config.rows
-    # K = 45 fits max_k = 48, but its 18 tiles are more than the ceil(48 / 4) = 12 that the
-    # descriptor's k_tiles field is made for.
+    # K = 45 fits max_k = 48, but padded it is 3 * 3 * 8 = 72: the proof says so, in the
+    # user's terms, before any descriptor field is packed.
     narrow = dataclasses.replace(config, max_k=48)
-    error = refused(network, narrow, "layer 0", "k_tiles=18", "limit 12")
-    assert (error.need, error.limit) == (18, 12)
+    padded = 3 * 3 * math.ceil(5 / 4) * 4
+    error = refused(network, narrow, "layer 0", "padded reduction", f"= {padded} exceeds "
+                    "max_k=48", "5 channels", "3x3 positions of the kernel", "K=45",
+                    "at most 4 channels", "a smaller kernel", f"max_k >= {padded}")
+    assert (error.layer, error.resource, error.need, error.limit) == (0, "max_k", padded, 48)
+    assert "k_tiles" not in str(error)
+    # The remedies it names do fit: 4 channels (no padding), or a smaller kernel.
+    check_against_reference(QuantizedNetwork([_conv(3, 4, 2)], input_shape=(4, 4, 4)),
+                            narrow, 3)
+    check_against_reference(QuantizedNetwork([_conv(2, 5, 2)], input_shape=(4, 4, 5)),
+                            narrow, 3)
+
+
+def _flatten_dense(shape, n=3):
+    """Flatten an image of ``shape`` into a Dense of ``n`` outputs."""
+    rng = np.random.default_rng(math.prod(shape))
+    dense = Dense(rng.integers(-3, 4, (math.prod(shape), n)), rng.integers(-9, 10, n),
+                  np.ones(n, int), np.zeros(n, int))
+    return QuantizedNetwork([Flatten(), dense], input_shape=shape)
+
+
+def test_dense_after_flatten_is_refused_past_max_k_in_whole_tiles():
+    # max_k = 50 is 13 tiles of 4 rows: a padded reduction of 52 fits what the device walks.
+    config = AcceleratorConfig(rows=4, cols=2, max_k=50, act_depth=1 << 10)
+    program = check_against_reference(_flatten_dense((1, 13, 3)), config, 3)
+    assert program.layers[0].k_tiles == 13
+    # (2, 7, 3): K = 42 <= 50, but 2 * 7 positions of ceil(3 / 4) = 1 tile: 56 > 52.
+    padded = 2 * 7 * math.ceil(3 / 4) * 4
+    error = refused(_flatten_dense((2, 7, 3)), config, "layer 1", f"= {padded} exceeds max_k=50",
+                    "2x7 positions of the image before the Flatten", "<= 52 (max_k=50 in "
+                    "whole tiles of rows=4)", "e.g. a smaller image before the Flatten or a "
+                    f"configuration with max_k >= {padded}")
+    assert (error.need, error.limit) == (padded, 52)  # no number of channels would fit
 
 
 def _conv(k, c, n, **kwargs):
