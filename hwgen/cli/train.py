@@ -131,6 +131,14 @@ def _summary(trainer, started):
             f"{wire / 1e6:.2f} MB; {time.perf_counter() - started:.1f} s")
 
 
+def _wrote_line(path, layers, program):
+    """Return the line that reports the file saved at ``path``: the trained network's
+    ``layers`` and the device passes its ``program`` runs them in (a Flatten takes none)."""
+    return (f"wrote {path}: the trained network ({layers} layers, {len(program.layers)} device "
+            f"passes) and its program (batch {program.batch}; hwgen infer --program {path} "
+            "runs it)")
+
+
 def _run(args):
     from hwgen.train import Trainer, save_trained
 
@@ -172,8 +180,7 @@ def _run(args):
     print(_summary(trainer, started))
     if args.out is not None:
         program = save_trained(args.out, trainer)
-        print(f"wrote {args.out}: the trained network and its program ({len(program.layers)} "
-              f"layers, batch {program.batch}; hwgen infer --program {args.out} runs it)")
+        print(_wrote_line(args.out, len(trainer.layers), program))
     return 0
 
 
