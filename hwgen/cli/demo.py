@@ -132,6 +132,7 @@ def run_demo(config, *, model="mlp", epochs=None, seed=0, progress=True, uart=Fa
         "elapsed_s": time.perf_counter() - start,
         "offload_s": infer_wall,
         "rows": rows,
+        "program": program,
     }
 
 

@@ -40,6 +40,31 @@ def test_demo_device_equals_int8_reference():
     assert figures["bound"] == "link"   # 1 Mbaud against a 50 MHz array
 
 
+def test_demo_cnn_device_equals_int8_reference():
+    from support import BOARD_CNN
+
+    from hwgen.cli.demo import run_demo
+    from hwgen.cycles import program_cycles
+
+    figures = run_demo(BOARD_CNN, model="cnn", progress=False)
+    assert figures["float_accuracy"] >= 0.93
+    assert figures["int8_accuracy"] >= figures["float_accuracy"] - 0.02
+    assert figures["device_accuracy"] == figures["int8_accuracy"]   # else DemoMismatch
+    assert figures["rows"] == 360
+    # Only the images cross the link: 64 one-byte pixels, each its own word of 3 lanes, and
+    # ten 32-bit logits in words of 3 lanes (4 words) per inference.
+    assert figures["payload_bytes_per_inference"] == 64 * 3 + 4 * 3 * 4
+    assert figures["wire_bytes_per_inference"] > figures["payload_bytes_per_inference"]
+    # The cycles per inference are the model's at full batches, the utilization follows.
+    program = figures["program"]
+    cycles = program_cycles(program, program.batch) / program.batch
+    assert figures["cycles_per_inference"] == pytest.approx(cycles)
+    assert figures["utilization"] == pytest.approx(
+        program.macs_per_row / (BOARD_CNN.rows * BOARD_CNN.cols * cycles))
+    assert figures["end_to_end_inferences_per_second"] == min(
+        figures["link_inferences_per_second"], figures["inferences_per_second"])
+
+
 def test_demo_command_prints_table():
     args = [f"--{k.replace('_', '-')}={v}" for k, v in SMALL.items()]
     proc = subprocess.run([sys.executable, "-m", "hwgen", "demo", "--no-progress", *args],
