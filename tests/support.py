@@ -1148,10 +1148,12 @@ class ControllerOutputs:
     :func:`plain_geometry`, with random bits in the steps such a walk never takes), and from
     the next cycle on ``k_end``/``n_end`` hold ``k_tiles - 1``/``n_tiles - 1`` (the registered
     bounds' first cycle). ``prime`` follows ``start_layer`` and each later chunk's
-    ``start_chunk`` (NEXT) by one cycle; the test bench says when. From :meth:`end_layer` (the
-    next layer's FETCH; its DECODE and GEOM change ``desc`` and ``geom``) to the next
-    ``start_layer`` those four are random bits. A run's ``last_row`` (``batch - 1``, wrapped to
-    its width) is valid from its first ``start_layer`` to :meth:`end_run`.
+    ``start_chunk`` (NEXT) by one cycle; the test bench says when, and it stays high for
+    :attr:`PRIME_CYCLES` cycles (PRIME and PRIME2): the cycle after a ``"prime"`` pulse drives
+    it again by itself and takes no pulse. From :meth:`end_layer` (the next layer's FETCH; its
+    DECODE and GEOM change ``desc`` and ``geom``) to the next ``start_layer`` those four are
+    random bits. A run's ``last_row`` (``batch - 1``, wrapped to its width) is valid from its
+    first ``start_layer`` to :meth:`end_run`.
 
     Only the ports ``block`` has are driven; ``ports`` maps a block's port to the controller's
     output that drives it under another name (the weight feeder's ``start`` is ``prime``).
@@ -1160,6 +1162,8 @@ class ControllerOutputs:
     OUTPUTS = ("start_layer", "start_chunk", "prime", "desc", "geom", "last_row", "k_end",
                "n_end")
     PULSES = ("start_layer", "start_chunk", "prime")
+    #: Cycles ``prime`` is high for each chunk: the controller's PRIME and PRIME2 states.
+    PRIME_CYCLES = 2
 
     def __init__(self, block, rng, *, ports=None):
         self.block = block
@@ -1174,6 +1178,7 @@ class ControllerOutputs:
         self.desc = self.geom = None
         self.bounds = False
         self.batch = None
+        self.priming = 0        # the cycles of `prime` still to come after this one
 
     def _set(self, ctx, name, value):
         from amaranth.hdl import Value
@@ -1198,23 +1203,40 @@ class ControllerOutputs:
     def drive(self, ctx, pulse=None, *, desc=None, geom=None, batch=None):
         """Set this cycle's ports. ``pulse``: None, ``"start_layer"`` (with the layer's
         ``desc`` (:func:`descriptor`) and a spatial layer's ``geom``; ``batch``: the rows of
-        a new run, the last run's otherwise), ``"start_chunk"`` or ``"prime"``."""
+        a new run, the last run's otherwise), ``"start_chunk"`` or ``"prime"`` (the first of
+        its cycles); None in the later cycles of ``prime``.
+
+        Returns
+        -------
+        int
+            Which cycle of ``prime`` this is (1 .. :attr:`PRIME_CYCLES`), 0 outside it.
+        """
         if pulse is not None and pulse not in self.PULSES:
             raise ValueError(f"pulse={pulse!r}; allowed: None, {', '.join(self.PULSES)}")
+        if pulse is not None and self.priming:
+            raise ValueError(f"pulse={pulse!r} in cycle {self.PRIME_CYCLES - self.priming + 1}"
+                             f" of prime; allowed: None until its {self.PRIME_CYCLES} cycles end")
         if (pulse == "start_layer") != (desc is not None):
             raise ValueError("a descriptor comes with start_layer, and only with it")
         if batch is not None:
             self.batch = batch
         if desc is not None:
             self.desc, self.geom, self.bounds = desc, self._geometry(desc, geom), False
+        if pulse == "prime":
+            phase, self.priming = 1, self.PRIME_CYCLES - 1
+        elif self.priming:
+            phase, self.priming = self.PRIME_CYCLES - self.priming + 1, self.priming - 1
+        else:
+            phase = 0
         for name in self.PULSES:
-            self._set(ctx, name, int(pulse == name))
+            self._set(ctx, name, int(pulse == name or (name == "prime" and phase > 0)))
         self._set(ctx, "desc", self.desc)
         self._set(ctx, "geom", self.geom)
         for name, k in (("k_end", "k_tiles"), ("n_end", "n_tiles")):
             self._set(ctx, name, self.desc[k] - 1 if self.bounds else None)
         self._set(ctx, "last_row", None if self.batch is None else self.batch - 1)
         self.bounds = self.desc is not None
+        return phase
 
     def end_layer(self):
         """The layer is over: ``desc``, ``geom``, ``k_end`` and ``n_end`` are random bits until

@@ -5,7 +5,8 @@ engine lane order and zeros past a pixel's words or for a pixel in the padding, 
 pass's last row, exactly the words of each row read (none past its pixel, none of a padding
 pixel), ``more_chunks`` at each chunk's end, a requantized layer's last-tile rows spaced as the
 requantization takes them, under random backpressure; plain and registered reads give the same
-rows in the same cycles."""
+rows in the same cycles. The controller's ``prime`` lasts two cycles (PRIME, PRIME2). A device
+without spatial layers (``spatial=False``) feeds plain layers the same way."""
 
 import itertools
 import math
@@ -31,9 +32,10 @@ POISON = -99       # what a bank reads past its end (outside every test's value 
 MAX_ROWS = 250     # rows of a random image layer
 
 
-def _config(shape, post_lanes=None, acc_depth=SMALL["acc_depth"]):
+def _config(shape, post_lanes=None, acc_depth=SMALL["acc_depth"], spatial=True):
     return AcceleratorConfig(rows=shape[0], cols=shape[1], post_lanes=post_lanes,
-                             in_bits=8, **{**SMALL, "act_depth": 64, "acc_depth": acc_depth})
+                             in_bits=8, spatial=spatial,
+                             **{**SMALL, "act_depth": 64, "acc_depth": acc_depth})
 
 
 def plain_layer(rng, config, batch, *, past_end=False):
@@ -60,14 +62,16 @@ def plain_layer(rng, config, batch, *, past_end=False):
 def random_runs(rng, config, count):
     """``count`` runs of 1..5 rows (images) and 1..3 layers, plain and spatial (small images,
     several chunks where ``acc_depth`` is small); the first layer is plain and, where a
-    reduction tile can end past a row's last word, does; the second has padding."""
+    reduction tile can end past a row's last word, does; the second has padding. A device
+    without spatial layers gets plain layers only, on up to ``acc_depth`` rows."""
     runs = []
     for r in range(count):
-        batch = int(rng.integers(1, min(5, config.acc_depth) + 1))
+        most = 5 if config.spatial else config.acc_depth
+        batch = int(rng.integers(1, min(most, config.acc_depth) + 1))
         layers = []
         for i in range(int(rng.integers(2 if r == 0 else 1, 4))):
             first, padded = r == 0 and i == 0, r == 0 and i == 1
-            if first or (not padded and rng.random() < 0.4):
+            if first or not config.spatial or (not padded and rng.random() < 0.4):
                 layers.append(plain_layer(rng, config, batch, past_end=first))
             else:
                 while True:     # one small enough to keep the module quick
@@ -89,41 +93,44 @@ def expected_row(banks, row):
 class ReadChecker:
     """Checks each cycle's bank reads: the words of the row being read, exactly.
 
-    The walker's rows of a chunk are there from the cycle after ``prime``; the feeder takes one
-    whenever ``rd_take`` is high. Plain reads read a row in the cycle it is taken; registered
-    reads read, in each cycle, the row that is next after it (from ``prime`` on)."""
+    The walker's rows of a chunk are there from the cycle after the two of ``prime``; the
+    feeder takes one whenever ``rd_take`` is high. Plain reads read a row in the cycle it is
+    taken; registered reads read, in each cycle, the row that is next after it (from the last
+    cycle of ``prime`` on)."""
 
     def __init__(self, registered):
         self.registered = registered
-        self.rows, self.next, self.primed, self.primes = [], 0, False, False
+        self.rows, self.next, self.primed = [], 0, False
         self.checked = 0
 
     def start(self, rows):
-        self.rows, self.next, self.primed, self.primes = rows, 0, False, False
+        self.rows, self.next, self.primed = rows, 0, False
 
-    def cycle(self, reads, take, pulse):
-        """``reads``: ``{bank: address}`` enabled in this cycle."""
+    def cycle(self, reads, take, pulse, phase):
+        """``reads``: ``{bank: address}`` enabled in this cycle; ``phase``: the cycle of
+        ``prime`` (1, 2), 0 outside it."""
         if pulse in ("start_layer", "start_chunk"):
             self.rows = []
+        last_prime = phase == ControllerOutputs.PRIME_CYCLES
         taken = take and self.primed and self.next < len(self.rows)
         if self.registered:
             ahead = self.next + taken
-            ready = self.primed or pulse == "prime"
+            ready = self.primed or last_prime
             want = self.rows[ahead].reads if ready and ahead < len(self.rows) else {}
         else:
             want = self.rows[self.next].reads if taken else {}
-        assert reads == want, (self.next, reads, want)
+        assert reads == want, (self.next, phase, reads, want)
         self.checked += bool(want)
         self.next += taken
-        self.primed = self.primed or pulse == "prime"
+        self.primed = self.primed or last_prime
 
 
 def run_feeder(config, registered, runs, ready, *, seed):
-    """Run ``runs`` as the controller would (FETCH and DECODE, LOAD, PRIME, the chunk, its
-    results, NEXT and PRIME for the next chunk, ...), each step a few cycles after the previous
-    chunk's rows all left; return the ``(cycle, chunk, data, last)`` of every row taken by the
-    engine (chunks numbered across layers), each chunk's ``prime`` cycle and rows, the stream
-    of every cycle and the banks' contents."""
+    """Run ``runs`` as the controller would (FETCH and DECODE, LOAD, PRIME and PRIME2, the
+    chunk, its results, NEXT and PRIME for the next chunk, ...), each step a few cycles after
+    the previous chunk's rows all left; return the ``(cycle, chunk, data, last)`` of every row
+    taken by the engine (chunks numbered across layers), each chunk's first ``prime`` cycle and
+    rows, the stream of every cycle and the banks' contents."""
     dut = ActivationFeeder(config, registered_reads=registered)
     lanes = config.act_lanes
     rng = np.random.default_rng(seed)
@@ -176,7 +183,7 @@ def run_feeder(config, registered, runs, ready, *, seed):
                         chunks.append((part, desc))
                         checker.start(part)
                     break
-            ctrl.drive(ctx, pulse, **layer)
+            phase = ctrl.drive(ctx, pulse, **layer)
             ctx.set(dut.o_act.ready, r)
             if more is not None:
                 assert ctx.get(dut.more_chunks) == more, len(stream)
@@ -193,7 +200,7 @@ def run_feeder(config, registered, runs, ready, *, seed):
             en = ctx.get(dut.rd_en)
             take = ctx.get(dut.rd_take)
             addr = ctx.get(dut.rd_addr)
-            checker.cycle({b: addr[b] for b in range(lanes) if en >> b & 1}, take, pulse)
+            checker.cycle({b: addr[b] for b in range(lanes) if en >> b & 1}, take, pulse, phase)
             words = [port.clock(addr[b], en >> b & 1, take=take)
                      for b, port in enumerate(ports)]
             await ctx.tick()
@@ -240,9 +247,10 @@ def check_spacing(config, sent, chunks):
 
 
 CASES = {
-    # (shape, post_lanes, acc_depth): rows < lanes (rotated; tiles ending inside a word where
-    # rows do not divide lanes), rows == lanes, one bank; several requantization steps with and
-    # without rotation; chunks of a few pixels. (rows > lanes cannot be: there are
+    # (shape, post_lanes, acc_depth[, spatial]): rows < lanes (rotated; tiles ending inside a
+    # word where rows do not divide lanes), rows == lanes, one bank; several requantization
+    # steps with and without rotation; chunks of a few pixels; devices without spatial layers
+    # (plain layers on up to acc_depth rows). (rows > lanes cannot be: there are
     # max(rows, cols) banks.)
     "2x3": ((2, 3), None, 16),
     "3x2-acc4": ((3, 2), None, 4),
@@ -253,15 +261,17 @@ CASES = {
     "3x6-steps3-acc3": ((3, 6), 2, 3),
     "2x5-acc7": ((2, 5), None, 7),
     "3x4-steps2": ((3, 4), 2, 16),
+    "2x3-rows": ((2, 3), None, 16, False),
+    "3x4-steps2-acc7-rows": ((3, 4), 2, 7, False),
 }
 
 
 @pytest.mark.parametrize("registered", [False, True], ids=["plain", "registered"])
 @pytest.mark.parametrize("case", list(CASES))
 def test_rows_back_to_back(case, registered):
-    """With the engine always ready: every row as the model says; a chunk's first row two
-    cycles after its ``prime`` (a read, then the row), then one row per cycle, but
-    ``requant_steps`` cycles after a requantized layer's last-tile row."""
+    """With the engine always ready: every row as the model says; a chunk's first row three
+    cycles after its first ``prime`` (PRIME2, a read, then the row), then one row per cycle,
+    but ``requant_steps`` cycles after a requantized layer's last-tile row."""
     cfg = _config(*CASES[case])
     rng = np.random.default_rng(len(case))
     runs = random_runs(rng, cfg, 3)
@@ -269,7 +279,7 @@ def test_rows_back_to_back(case, registered):
     check_rows(sent, chunks, banks)
     for c, ((part, desc), prime) in enumerate(zip(chunks, primes, strict=True)):
         cycles = [cycle for cycle, i, _, _ in sent if i == c]
-        want = [prime + 2]
+        want = [prime + ControllerOutputs.PRIME_CYCLES + 1]
         for row in part[:-1]:
             want.append(want[-1] + (cfg.requant_steps if row.final and not desc["raw"] else 1))
         assert cycles == want, c

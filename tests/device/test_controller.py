@@ -1,10 +1,12 @@
 """The controller alone, its program memory a Python list read as the accelerator reads it:
-busy, each layer's LOAD (``start_layer``) and PRIME (``prime``) after its descriptor and a
-spatial layer's geometry words (GEOM, three cycles each), the descriptor and geometry held while
-the layer runs, a plain layer's 1x1 geometry, the chunks (NEXT: ``start_chunk``, then PRIME)
-for as long as ``more_chunks`` says at ``layer_done``, the layers in order until the one marked
-``last``, and the loop bounds, against a naive model of the sequence, for random programs,
-batches, chunk counts and layer lengths."""
+busy, each layer's LOAD (``start_layer``) and two cycles of PRIME (``prime`` in PRIME and
+PRIME2) after its descriptor and a spatial layer's geometry words (GEOM, three cycles each), the
+descriptor and geometry held while the layer runs, a plain layer's 1x1 geometry, the chunks
+(NEXT: ``start_chunk``, then PRIME, PRIME2) for as long as ``more_chunks`` says at
+``layer_done``, the layers in order until the one marked ``last``, and the loop bounds, against
+a naive model of the sequence, for random programs, batches, chunk counts and layer lengths.
+A device without spatial layers (``spatial=False``) takes every descriptor as a plain layer's,
+its ``spatial`` flag set or not, with no geometry words after it."""
 
 import numpy as np
 import pytest
@@ -17,6 +19,9 @@ from hwgen.device.controller import Controller
 from hwgen.memmap import descriptor_layout, geometry_layout, geometry_words
 
 CONFIG = AcceleratorConfig(rows=2, cols=3, **{**SMALL, "prog_depth": 16})
+#: The same without spatial layers.
+PLAIN = AcceleratorConfig(rows=2, cols=3, spatial=False, **{**SMALL, "prog_depth": 16})
+CONFIGS = {"spatial": CONFIG, "no-spatial": PLAIN}
 #: Cycles GEOM spends on each geometry word (the word addressed two cycles before it is taken).
 GEOM_CYCLES = 3
 
@@ -24,8 +29,9 @@ GEOM_CYCLES = 3
 def random_program(rng, config, layers, *, spatial=None):
     """Return ``(words, starts)``: a program of ``layers`` descriptors as PROGRAM words (every
     field random, ``last`` on the last one only, a spatial layer's geometry words random raw
-    words after it) followed by random words to the memory's end, and each layer's first
-    word. ``spatial``: each layer's flag (random by default). The program must fit."""
+    words after it, if the device has spatial layers) followed by random words to the
+    memory's end, and each layer's first word. ``spatial``: each layer's flag (random by
+    default). The program must fit."""
     layout = descriptor_layout(config)
     width, count = layout.size, geometry_words(config)
     words, starts = [], []
@@ -36,7 +42,7 @@ def random_program(rng, config, layers, *, spatial=None):
             fields["spatial"] = int(spatial[i])
         starts.append(len(words))
         words.append(layout.const(fields).as_value().value)
-        if fields["spatial"]:
+        if fields["spatial"] and config.spatial:
             words += [random_bits(rng, width) for _ in range(count)]
     assert len(words) <= config.prog_depth, "the program does not fit"
     words += [random_bits(rng, width) for _ in range(config.prog_depth - len(words))]
@@ -44,7 +50,10 @@ def random_program(rng, config, layers, *, spatial=None):
 
 
 def fitting_program(rng, config, layers):
-    """A random program of ``layers`` layers, as many of them spatial as fit."""
+    """A random program of ``layers`` layers, as many of them spatial as fit (any number on a
+    device without spatial layers, where they take no geometry words)."""
+    if not config.spatial:
+        return random_program(rng, config, layers)
     count = geometry_words(config)
     room = (config.prog_depth - layers) // count
     spatial = [int(rng.random() < 0.5) for _ in range(layers)]
@@ -56,10 +65,11 @@ def fitting_program(rng, config, layers):
 def expected_geometry(config, words, start):
     """The geometry of the layer at word ``start``: a spatial layer's from the words after its
     descriptor (the first one lowest, the bits past the layout dropped), as ``{field: value}``;
-    a plain layer's per :func:`support.plain_geometry`, wrapped to the fields' widths."""
+    a plain layer's (every layer's on a device without spatial layers) per
+    :func:`support.plain_geometry`, wrapped to the fields' widths."""
     layout, glayout = descriptor_layout(config), geometry_layout(config)
     desc = data.Const(layout, words[start])
-    if desc.spatial:
+    if desc.spatial and config.spatial:
         width = layout.size
         bits = sum(words[start + 1 + j] << (j * width) for j in range(geometry_words(config)))
         const = data.Const(glayout, bits & ((1 << glayout.size) - 1))
@@ -103,7 +113,8 @@ class Sequence:
         self.words = self.starts = None
 
     def spatial(self):
-        return data.Const(descriptor_layout(self.config), self.words[self.addr]).spatial
+        desc = data.Const(descriptor_layout(self.config), self.words[self.addr])
+        return desc.spatial and self.config.spatial
 
     def advance(self, *, start, done, more):
         """Move on one clock edge: ``start`` (the host), ``done`` (``layer_done``) and
@@ -122,6 +133,8 @@ class Sequence:
         elif s in ("load", "next"):
             self.state = "prime"
         elif s == "prime":
+            self.state = "prime2"
+        elif s == "prime2":
             self.state = "run"
         elif s == "run" and done:
             desc = data.Const(descriptor_layout(self.config), self.words[self.addr])
@@ -136,14 +149,16 @@ class Sequence:
 
 @pytest.mark.parametrize("registered_reads", [False, True], ids=["plain-reads", "registered"])
 @pytest.mark.parametrize("registered_bounds", [False, True], ids=["bounds", "registered-bounds"])
-def test_runs_a_program_layer_by_layer(registered_bounds, registered_reads):
-    cfg = CONFIG
+@pytest.mark.parametrize("config", list(CONFIGS))
+def test_runs_a_program_layer_by_layer(config, registered_bounds, registered_reads):
+    cfg = CONFIGS[config]
     dut = Controller(cfg, registered_bounds=registered_bounds)
     layout = descriptor_layout(cfg)
     bw = len(dut.batch)
     kw, nw = layout.members["k_tiles"].width, layout.members["n_tiles"].width
-    rng = np.random.default_rng(2 * registered_bounds + registered_reads)
-    stats = {"runs": 0, "layers": 0, "spatial": 0, "chunks": 0, "ignored_starts": 0}
+    rng = np.random.default_rng(2 * registered_bounds + registered_reads + 4 * cfg.spatial)
+    stats = {"runs": 0, "layers": 0, "spatial": 0, "flagged": 0, "chunks": 0,
+             "ignored_starts": 0}
 
     async def bench(ctx):
         mem = ProgramMemory(rng, registered=registered_reads)
@@ -172,7 +187,8 @@ def test_runs_a_program_layer_by_layer(registered_bounds, registered_reads):
             where = (cycle, state, model.layer)
             assert ctx.get(dut.busy) == (state != "idle"), where
             pulses = (ctx.get(dut.start_layer), ctx.get(dut.prime), ctx.get(dut.start_chunk))
-            assert pulses == (state == "load", state == "prime", state == "next"), where
+            assert pulses == (state == "load", state in ("prime", "prime2"),
+                              state == "next"), where
             if state in ("fetch", "decode"):
                 assert ctx.get(dut.prog_addr) == model.addr, where
             if state != "idle":
@@ -183,7 +199,7 @@ def test_runs_a_program_layer_by_layer(registered_bounds, registered_reads):
                 assert ctx.get(dut.last_row) == (batch - 1) % (1 << bw), where
             # The running layer's descriptor and geometry from LOAD on, its tiles' bounds from
             # PRIME on (from LOAD without registered bounds).
-            if state in ("load", "prime", "run", "next"):
+            if state in ("load", "prime", "prime2", "run", "next"):
                 want = data.Const(layout, model.words[model.addr])
                 assert ctx.get(dut.desc.as_value()) == model.words[model.addr], where
                 geom = expected_geometry(cfg, model.words, model.addr)
@@ -210,6 +226,7 @@ def test_runs_a_program_layer_by_layer(registered_bounds, registered_reads):
             if state == "decode":
                 stats["layers"] += 1
                 stats["spatial"] += model.state == "geom"
+                stats["flagged"] += data.Const(layout, model.words[model.addr]).spatial
             if model.state == "run" and state != "run":
                 done_at = cycle + int(rng.choice([0, 0, 1, 2, 5]))
             if state == "load":
@@ -223,16 +240,22 @@ def test_runs_a_program_layer_by_layer(registered_bounds, registered_reads):
     sim.add_testbench(bench)
     sim.run()
     assert stats["runs"] == 25 and stats["layers"] > 40 and stats["ignored_starts"] > 10
-    assert stats["spatial"] > 10 and stats["chunks"] > 10
+    assert stats["chunks"] > 10 and stats["flagged"] > 10
+    if cfg.spatial:
+        assert stats["spatial"] > 10
+    else:
+        assert stats["spatial"] == 0
 
 
-def test_a_layer_marked_last_ends_the_run_at_any_word():
+@pytest.mark.parametrize("config", list(CONFIGS))
+def test_a_layer_marked_last_ends_the_run_at_any_word(config):
     """Programs of every length up to the memory's depth (spatial and plain layers; the last
     program fills it): each run loads exactly its layers, each with its descriptor and
-    geometry, primes each once, and the next run starts from word 0."""
-    cfg = CONFIG
+    geometry, primes each for the two cycles after its LOAD, and the next run starts from word
+    0. Without spatial layers every descriptor is one word, its ``spatial`` flag random."""
+    cfg = CONFIGS[config]
     dut = Controller(cfg)
-    count = geometry_words(cfg)
+    count = geometry_words(cfg) if cfg.spatial else 0
     rng = np.random.default_rng(9)
     seen = []
 
@@ -248,13 +271,15 @@ def test_a_layer_marked_last_ends_the_run_at_any_word():
             ctx.set(dut.batch_in, len(spatial))
             ctx.set(dut.layer_done, 1)
             addr = None
-            loaded, primes = [], 0
-            for _ in range(20 * cfg.prog_depth):
+            loaded, loads, primes = [], [], []
+            for cycle in range(20 * cfg.prog_depth):
                 if addr is not None:
                     ctx.set(dut.prog_data, words[addr])
                 if ctx.get(dut.start_layer):
                     loaded.append((ctx.get(dut.desc.as_value()), ctx.get(dut.geom.as_value())))
-                primes += ctx.get(dut.prime)
+                    loads.append(cycle)
+                if ctx.get(dut.prime):
+                    primes.append(cycle)
                 assert not ctx.get(dut.start_chunk)
                 addr = ctx.get(dut.prog_addr) if ctx.get(dut.busy) else 0
                 await ctx.tick()
@@ -262,7 +287,7 @@ def test_a_layer_marked_last_ends_the_run_at_any_word():
                 if not ctx.get(dut.busy):
                     break
             want = [(words[s], expected_geometry(cfg, words, s)) for s in starts]
-            seen.append((loaded, want, primes))
+            seen.append((loaded, want, primes == [c + i for c in loads for i in (1, 2)]))
             await ctx.tick()
 
     sim = Simulator(dut)
@@ -270,8 +295,9 @@ def test_a_layer_marked_last_ends_the_run_at_any_word():
     sim.add_testbench(bench)
     sim.run()
     assert len(seen) == cfg.prog_depth
-    for loaded, want, primes in seen:
-        assert len(loaded) == primes == len(want)
+    for loaded, want, primed in seen:
+        assert len(loaded) == len(want)
+        assert primed
         for (desc, geom), (w_desc, w_geom) in zip(loaded, want, strict=True):
             assert desc == w_desc
             # The fields a plain layer's 1x1 walk uses (its other steps are free).

@@ -1,12 +1,15 @@
 """The patch walker alone, its inputs driven as the controller and the activation feeder drive
-them (a layer's LOAD, PRIME, a later chunk's NEXT, PRIME, and the feeder's ``take`` at random,
-also in cycles without a row): every row of every chunk in order against a naive model that
-enumerates a convolution's rows with products (:func:`support.walk_rows`), each row's bank
-addresses, in-pixel and in-image masks, ``last``, ``final`` and position, ``more_chunks``
-after each chunk's first pass, nothing after a chunk's last row; without look-ahead the banks
-read the row taken in that cycle, with it the row ``cur`` holds in the next. Layers are the
-matrix layers of random CNNs as the compiler lays them out, random image layers and plain
-layers over rows (the controller's 1x1 geometry)."""
+them (a layer's LOAD, two cycles of PRIME, a later chunk's NEXT and PRIME again, and the
+feeder's ``take`` at random, also in cycles without a row): every row of every chunk in order
+against a naive model that enumerates a convolution's rows with products
+(:func:`support.walk_rows`), each row's bank addresses, in-pixel and in-image masks, first
+bank, ``last`` and ``final``, ``more_chunks`` after each chunk's first pass, nothing after a
+chunk's last row and no row before the cycle after PRIME; without look-ahead the banks read the
+row taken in that cycle, with it the row ``cur`` holds in the next (the chunk's first row in
+the second cycle of PRIME). Layers are the matrix layers of random CNNs as the compiler lays
+them out, random image layers and plain layers over rows (the controller's 1x1 geometry); a
+device without spatial layers (``spatial=False``) walks plain layers only, batches up to
+``acc_depth`` in one chunk."""
 
 import numpy as np
 import pytest
@@ -43,6 +46,17 @@ CONFIGS = {
     "3x4-acc7": AcceleratorConfig(rows=3, cols=4, acc_depth=7, **_BUFFERS),
 }
 
+#: Devices without spatial layers (no image walk): plain layers over rows only.
+PLAIN_CONFIGS = {
+    "2x3-acc5": AcceleratorConfig(rows=2, cols=3, acc_depth=5, spatial=False, **_BUFFERS),
+    "1x1-acc1": AcceleratorConfig(rows=1, cols=1, acc_depth=1, spatial=False, **_BUFFERS),
+    "3x4-acc7": AcceleratorConfig(rows=3, cols=4, acc_depth=7, spatial=False, **_BUFFERS),
+    # The iCEBreaker's array and buffers (its preset has no spatial layers).
+    "icebreaker": AcceleratorConfig(rows=4, cols=4, acc_depth=64, act_depth=256,
+                                    weight_depth=256, param_depth=16, out_depth=64,
+                                    prog_depth=8, spatial=False),
+}
+
 #: Rows per test case, roughly: what keeps a module's cases within seconds.
 ROW_BUDGET = 2500
 
@@ -72,7 +86,8 @@ def compiled_cnn_runs(rng, config, count):
 
 def plain_layer(rng, config, batch):
     """A matrix layer over ``batch`` rows of ``K`` features (``ceil(K / lanes)`` words or a word
-    more apart), fields the walk must not use random."""
+    more apart), fields the walk must not use random (on a device without spatial layers, the
+    descriptor's ``spatial`` flag too: its controller takes every layer as plain)."""
     lanes = config.act_lanes
     k_tiles = int(rng.integers(1, 4))
     k = int(rng.integers((k_tiles - 1) * config.rows + 1, k_tiles * config.rows + 1))
@@ -80,6 +95,7 @@ def plain_layer(rng, config, batch):
     top = config.act_depth - batch * stride
     return descriptor(config, k_tiles=k_tiles, n_tiles=int(rng.integers(1, 4)),
                       src_base=int(rng.integers(0, top + 1)), src_stride=stride,
+                      spatial=0 if config.spatial else int(rng.integers(2)),
                       raw=int(rng.integers(2)), n=random_bits(rng, 3),
                       dst_base=random_bits(rng, 5), w_base=random_bits(rng, 5)), None
 
@@ -97,6 +113,18 @@ def random_runs(rng, config, count):
     return runs
 
 
+def plain_runs(rng, config, count):
+    """``count`` runs of 1..3 plain layers on batches of 1..``acc_depth`` rows (a third of them
+    ``acc_depth``: the chunk's last row is the batch's), for a device without spatial layers."""
+    runs = []
+    for _ in range(count):
+        full = rng.random() < 0.35
+        batch = config.acc_depth if full else int(rng.integers(1, config.acc_depth + 1))
+        runs.append((batch, [plain_layer(rng, config, batch)
+                             for _ in range(int(rng.integers(1, 4)))]))
+    return runs
+
+
 def _mask(banks):
     return sum(1 << b for b in banks)
 
@@ -107,14 +135,16 @@ def check_outputs(ctx, dut, where, *, row, read, more=None):
     ``more``, ``more_chunks`` where it must be valid."""
     cur = ctx.get(dut.cur)
     if row is None:
-        assert not cur.valid, (*where, "a row after the chunk's last")
+        assert not cur.valid, (*where, "a row outside a chunk's walk")
     else:
-        got = (cur.valid, cur.nt, cur.kt, cur.m, cur.oy, cur.ox, cur.count, cur.last,
-               cur.final, cur.krem)
-        want = (1, row.nt, row.kt, row.m, row.oy, row.ox, row.count, int(row.last),
-                int(row.final), row.krem)
-        assert got == want, (*where, "cur", got, want)
-        assert ctx.get(dut.cur_inrow) == _mask(row.reads), (*where, "cur_inrow")
+        want_mask = _mask(row.reads)
+        got = (cur.valid, cur.last, cur.final, cur.krem, cur.inrow)
+        want = (1, int(row.last), int(row.final), row.krem, want_mask)
+        pos = (row.nt, row.kt, row.m, row.oy, row.ox, row.count)
+        assert got == want, (*where, "cur", pos, got, want)
+        # The words of the row's banks (the others read nothing: their address is free).
+        addr = {b: cur.addr[b] for b in row.reads}
+        assert addr == row.reads, (*where, "cur.addr", pos, addr, row.reads)
     want_reads = {} if read is None else read.reads
     en = ctx.get(dut.rd_en)
     assert en == _mask(want_reads), (*where, "rd_en", en, want_reads)
@@ -161,8 +191,10 @@ def run_walker(config, lookahead, runs, *, seed):
                     else:
                         await step("start_chunk")
                         stats["chunks"] += 1
-                    # PRIME: the banks are addressed for the first row with look-ahead.
-                    await step("prime", read=chunk[0] if lookahead else None)
+                    # PRIME, PRIME2: no row yet; with look-ahead the banks read the first
+                    # one in PRIME2 (`cur` holds it after).
+                    await step("prime")
+                    await step(read=chunk[0] if lookahead else None)
                     first_pass = sum(r.nt == 0 and r.kt == 0 for r in chunk)
                     k = 0
                     while k < len(chunk):
@@ -197,6 +229,21 @@ def test_compiled_cnn_layers(config, lookahead):
     assert stats["rows"] > 50
     if cfg.acc_depth < 16:
         assert stats["chunks"] > 0
+
+
+@pytest.mark.parametrize("lookahead", [False, True], ids=["plain", "lookahead"])
+@pytest.mark.parametrize("config", list(PLAIN_CONFIGS))
+def test_plain_rows_without_spatial_layers(config, lookahead):
+    """A device without spatial layers walks plain layers over rows as one with them does: a
+    batch of up to ``acc_depth`` rows in one chunk (``more_chunks`` low), whatever the
+    descriptor's ``spatial`` flag says."""
+    cfg = PLAIN_CONFIGS[config]
+    assert not cfg.spatial
+    rng = np.random.default_rng(sum(map(ord, config)) + 2)
+    runs = plain_runs(rng, cfg, 12)
+    stats = run_walker(cfg, lookahead, runs, seed=3)
+    assert stats["rows"] > 50
+    assert stats["chunks"] == 0
 
 
 @pytest.mark.parametrize("lookahead", [False, True], ids=["plain", "lookahead"])

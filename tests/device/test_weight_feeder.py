@@ -1,8 +1,8 @@
 """The weight feeder alone, its memory a Python dict read as the accelerator reads it: each
 layer's words ``w_base ..`` in order, each once and nothing after, again for each chunk of the
-layer's output pixels (the controller's ``prime`` restarts it), under random backpressure on
-``o_weight``, plain and with registered reads (which must give the same rows in the same
-cycles)."""
+layer's output pixels (the controller's ``prime``, two cycles, restarts it), under random
+backpressure on ``o_weight``, plain and with registered reads (which must give the same rows in
+the same cycles)."""
 
 import numpy as np
 import pytest
@@ -36,10 +36,10 @@ def random_layers(rng, config, count):
 
 def run_feeder(config, registered, layers, ready, *, seed):
     """Run ``layers`` one after the other as the controller does (FETCH and DECODE, LOAD, then
-    per chunk PRIME, the chunk, and NEXT for the next one), each step a few cycles after the
-    previous chunk's last word left, with the engine's ``ready`` of each cycle from ``ready``;
-    return the ``(cycle, chunk, word)`` of every transfer (chunks numbered across layers) and
-    the cycles of the chunks' ``prime``."""
+    per chunk PRIME and PRIME2, the chunk, and NEXT for the next one), each step a few cycles
+    after the previous chunk's last word left, with the engine's ``ready`` of each cycle from
+    ``ready``; return the ``(cycle, chunk, word)`` of every transfer (chunks numbered across
+    layers) and the first cycles of the chunks' ``prime``."""
     dut = WeightFeeder(config, registered_reads=registered)
     rng = np.random.default_rng(seed)     # the same random bits for both variants
     wbits = config.w_bits
@@ -122,8 +122,8 @@ SHAPES = [(2, 3), (3, 2), (1, 1), (4, 2)]
 @pytest.mark.parametrize("registered", [False, True], ids=["plain", "registered"])
 @pytest.mark.parametrize("shape", SHAPES)
 def test_words_in_order_back_to_back(shape, registered):
-    """With the engine always ready, a chunk's words leave one per cycle from the second cycle
-    after its ``prime`` (a read, then the word)."""
+    """With the engine always ready, a chunk's words leave one per cycle from the third cycle
+    after its first ``prime`` (PRIME2, a read, then the word)."""
     cfg = _config(shape)
     rng = np.random.default_rng(shape[0] * 10 + shape[1])
     layers = random_layers(rng, cfg, 4)
@@ -132,7 +132,8 @@ def test_words_in_order_back_to_back(shape, registered):
     assert len(primes) > len(layers)
     for chunk, prime in enumerate(primes):
         cycles = [c for c, i, _ in sent if i == chunk]
-        assert cycles == list(range(prime + 2, prime + 2 + len(cycles)))
+        first = prime + ControllerOutputs.PRIME_CYCLES + 1
+        assert cycles == list(range(first, first + len(cycles)))
 
 
 @pytest.mark.parametrize("p_ready", [0.7, 0.3])
@@ -155,7 +156,7 @@ def test_backpressure(shape, p_ready):
 def test_nothing_after_the_last_word(registered):
     """A refused word is offered again, the same, until taken; after a chunk's last word the
     stream stays empty however long the next chunk takes to start, and the next chunk's
-    ``prime`` starts the layer's words over."""
+    ``prime`` (cycles 51 and 52) starts the layer's words over."""
     cfg = _config((2, 3))
     layer = descriptor(cfg, k_tiles=2, n_tiles=2, w_base=10)
     dut = WeightFeeder(cfg, registered_reads=registered)
@@ -188,7 +189,8 @@ def test_nothing_after_the_last_word(registered):
     words = [_packed(cfg, [a % 7, a % 5, a % 3]) for a in range(10, 18)]
     assert [seen[c][2] for c in transfers] == words * 2
     first, second = transfers[:8], transfers[8:]
-    assert first[0] > 2 and second[0] > 51
+    # Each chunk's first word three cycles after its first `prime` (a ready cycle, both).
+    assert (first[0], second[0]) == (2 + 3, 51 + 3)
     assert not any(v for v, _, _ in seen[first[-1] + 1:second[0]] + seen[second[-1] + 1:])
     for c, (v, r, payload) in enumerate(seen[:-1]):
         if v and not r:
