@@ -93,3 +93,63 @@ def test_post_lanes_default_keeps_the_hash_of_older_configs():
 def test_bad_post_lanes(kwargs, message):
     with pytest.raises(ValueError, match=message):
         AcceleratorConfig(**kwargs)
+
+
+def _old_json(cfg):
+    """The canonical JSON of a configuration as written before ``spatial`` existed: every
+    other field, ``post_lanes`` only when set."""
+    import dataclasses
+    import json
+
+    fields = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)
+              if f.name != "spatial" and not (f.name == "post_lanes" and cfg.post_lanes is None)}
+    return json.dumps({k: str(v) if k == "dataflow" else v for k, v in fields.items()},
+                      sort_keys=True, separators=(",", ":"))
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"rows": 4, "cols": 4, "post_lanes": 1},
+                                    {"rows": 3, "cols": 5, "dataflow": "os", "in_bits": 4,
+                                     "w_bits": 6, "acc_bits": 20}])
+def test_spatial_default_keeps_the_json_and_hash_of_older_configs(kwargs):
+    import hashlib
+
+    cfg = AcceleratorConfig(**kwargs)
+    assert cfg.spatial is True
+    assert "spatial" not in cfg.to_dict()
+    assert cfg.to_json() == _old_json(cfg)
+    assert cfg.hash == hashlib.sha256(_old_json(cfg).encode()).hexdigest()[:16]
+    # A file from before the field loads as a device with spatial layers.
+    assert AcceleratorConfig.from_json(_old_json(cfg)) == cfg
+    assert "spatial" not in cfg.name
+
+
+def test_spatial_false_round_trips_and_is_another_device():
+    cfg = AcceleratorConfig(rows=4, cols=4, spatial=False)
+    assert cfg.spatial is False
+    assert cfg.to_dict()["spatial"] is False
+    assert '"spatial":false' in cfg.to_json()
+    again = AcceleratorConfig.from_json(cfg.to_json())
+    assert again == cfg and again.hash == cfg.hash and again.spatial is False
+    other = AcceleratorConfig(rows=4, cols=4)
+    assert cfg != other and cfg.hash != other.hash and cfg.name != other.name
+    assert cfg.name.endswith("_spatial0")
+    # Spelled out, True is the default design: one spelling, one hash.
+    assert AcceleratorConfig(rows=4, cols=4, spatial=True).hash == other.hash
+
+
+@pytest.mark.parametrize(("value", "want"), [(1, True), (0, False), (True, True),
+                                             (False, False)])
+def test_spatial_takes_booleans_and_0_or_1(value, want):
+    cfg = AcceleratorConfig(spatial=value)
+    assert cfg.spatial is want
+    assert AcceleratorConfig.from_dict({"spatial": value}) == cfg
+    assert cfg == AcceleratorConfig(spatial=want) and cfg.hash == AcceleratorConfig(
+        spatial=want).hash
+
+
+@pytest.mark.parametrize("value", [2, -1, "1", "true", None, 1.0, 0.5, [True]])
+def test_bad_spatial_names_the_field_the_value_and_what_is_allowed(value):
+    with pytest.raises(ValueError, match="spatial") as info:
+        AcceleratorConfig(spatial=value)
+    assert repr(value) in str(info.value)
+    assert "True or False" in str(info.value)

@@ -1,11 +1,13 @@
-"""The layer kinds the compiler takes (hwgen.compiler.kinds): each lowered to a device pass."""
+"""The layer kinds the compiler takes (hwgen.compiler.kinds): each lowered to a device pass;
+a device without spatial layers (``spatial=False``) refuses the passes over images."""
 
 import numpy as np
 import pytest
+from support import compile_refused
 from support import small_dense_network as small_network
 
 from hwgen import AcceleratorConfig
-from hwgen.compiler import CompileError
+from hwgen.compiler import CompileError, compile_network
 from hwgen.compiler.kinds import lower_network, padded_matrix
 from hwgen.nn import Conv2D, Dense, Flatten, MaxPool2D, QuantizedNetwork
 
@@ -76,3 +78,47 @@ def test_lowering_proves_the_layer():
     net = QuantizedNetwork([_conv(3, 3, 1, 2)], input_shape=(4, 4, 1))
     with pytest.raises(CompileError, match="K=9"):
         lower_network(net, config)
+
+
+#: A device without spatial layers (no patch walker over images, no pooler).
+NO_SPATIAL = AcceleratorConfig(rows=2, cols=2, spatial=False)
+
+
+def _dense(k, n):
+    return Dense(np.arange(k * n).reshape(k, n) % 5 - 2, np.zeros(n, int), np.ones(n, int),
+                 np.zeros(n, int))
+
+
+@pytest.mark.parametrize(("layers", "shape", "index", "what"), [
+    (lambda: [_conv(3, 3, 2, 3, padding=1), Flatten(), _dense(48, 2)], (4, 4, 2), 0,
+     "a Conv2D"),
+    (lambda: [Flatten(), _dense(12, 3)], (2, 2, 3), 1, "a Dense after a Flatten"),
+    (lambda: [MaxPool2D(2), Flatten(), _dense(3, 2)], (2, 2, 3), 0, "a MaxPool2D"),
+], ids=["conv", "flatten-dense", "pool"])
+def test_a_device_without_spatial_layers_refuses_them_naming_the_option(layers, shape, index,
+                                                                       what):
+    net = QuantizedNetwork(layers(), input_shape=shape)
+    lower_network(net, AcceleratorConfig(rows=2, cols=2))      # fine with spatial layers
+    with pytest.raises(CompileError) as info:
+        lower_network(net, NO_SPATIAL)
+    error = info.value
+    assert (error.layer, error.resource) == (index, "spatial")
+    for fragment in (f"layer {index}", what, "spatial=False", "allowed", "spatial=True"):
+        assert fragment in str(error), (fragment, str(error))
+    # The same through the whole compiler.
+    compile_refused(net, NO_SPATIAL, what, "spatial=False")
+
+
+def test_a_dense_network_compiles_alike_with_and_without_spatial_layers():
+    """Layers over rows need nothing of the walk over images: the same program either way
+    (only the configuration it names differs)."""
+    net = small_network(AcceleratorConfig(), (5, 4, 3))
+    with_spatial = compile_network(net, AcceleratorConfig(rows=2, cols=2), batch=3)
+    without = compile_network(net, NO_SPATIAL, batch=3)
+    assert without.config == NO_SPATIAL
+    assert without.config_hash == NO_SPATIAL.hash != with_spatial.config_hash
+    assert without.descriptors == with_spatial.descriptors
+    assert without.images.keys() == with_spatial.images.keys()
+    for region, (base, words) in without.images.items():
+        assert base == with_spatial.images[region][0]
+        np.testing.assert_array_equal(words, with_spatial.images[region][1])
