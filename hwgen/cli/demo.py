@@ -91,7 +91,8 @@ def run_demo(config, *, model="mlp", epochs=None, seed=0, progress=True, uart=Fa
     reference = net.forward(x_q)
     int8_acc = float(np.mean(np.argmax(reference, axis=1) == y_test))
     program = hwgen.compile(net, config)
-    _step(f"compiled: {len(program.descriptors)} layers, {program.batch} images per run")
+    _step(f"compiled: {len(net.layers)} layers in {len(program.descriptors)} device passes, "
+          f"{program.batch} images per run")
     _step("building and starting the simulated board (first time: about a minute) ...")
     with SimulatedBoard(config, uart=uart) as board:
         _step(f"offloading {len(x_q)} test images to {board.url} ...")
