@@ -186,10 +186,11 @@ _CHUNK_LEAD = 4
 _GEOMETRY_CYCLES = 3
 _RAW_TAIL = 2
 _REQUANT_TAIL = 4
-# A pooling pass: its reads start the cycle after PRIME, each word's arrives a fixed delay
-# later (with the layer's end flag), one cycle more to move on.
+# A pooling pass: its reads start the cycle after PRIME2, each word's arrives a fixed delay
+# later, its maximum is written a cycle after that (with the layer's end flag), one cycle more
+# to move on.
 _POOL_LEAD = 5
-_POOL_TAIL = 3
+_POOL_TAIL = 4
 
 
 def layer_spacing(config, k_tiles, n_tiles, raw):

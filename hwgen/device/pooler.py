@@ -44,7 +44,8 @@ class Pooler(wiring.Component):
     wr_en : Out(1)
         Every bank writes its lane of the word.
     done : Out(1)
-        The layer's last word is written.
+        The layer's last word is written (``wr_en`` comes a cycle after the word's last read
+        returns, from a register).
     """
 
     def __init__(self, config, *, read_latency=1):
@@ -107,21 +108,25 @@ class Pooler(wiring.Component):
                         m.d.sync += [ox.eq(0), oy.eq(0), img.eq(img + 1),
                                      pix.eq(pix + g.img_step)]
         # The words arrive `read_latency` cycles after their reads, with what they close.
+        # `go` lasts two cycles (PRIME, PRIME2): a read in the second is not part of the walk.
         lat = self.read_latency
-        got = delay(m, active, lat, name="got")
+        walking = active & ~self.go
+        got = delay(m, walking, lat, name="got")
         first = delay(m, win_first, lat, name="first")
-        last = delay(m, active & win_last, lat, name="last")
-        end = delay(m, active & win_last & word_last & pixel_last, lat, name="end")
+        last = delay(m, walking & win_last, lat, name="last")
+        end = delay(m, walking & win_last & word_last & pixel_last, lat, name="end")
+        # The window's maximum goes to a register and is written from there a cycle later:
+        # a read, a compare and a write in one cycle was the ECP5 devices' longest path.
         best = Signal(self.rd_data.shape(), name="best")
-        for b in range(cfg.act_lanes):
-            value = self.rd_data[b]
-            m.d.comb += self.wr_data[b].eq(Mux(first | (value > best[b]), value, best[b]))
         with m.If(got):
-            m.d.sync += best.eq(self.wr_data)
+            for b in range(cfg.act_lanes):
+                value = self.rd_data[b]
+                m.d.sync += best[b].eq(Mux(first | (value > best[b]), value, best[b]))
         out = Signal.like(self.wr_addr, name="out")
         with m.If(self.start):
             m.d.sync += out.eq(d.dst_base)
-        with m.Elif(last):
+        with m.Elif(self.wr_en):
             m.d.sync += out.eq(out + 1)
-        m.d.comb += [self.wr_addr.eq(out), self.wr_en.eq(last), self.done.eq(end)]
+        m.d.sync += [self.wr_en.eq(last), self.done.eq(end)]
+        m.d.comb += [self.wr_addr.eq(out), self.wr_data.eq(best)]
         return m

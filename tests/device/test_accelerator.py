@@ -272,19 +272,10 @@ def test_a_pooler_only_with_spatial_layers(spatial):
     assert {"controller", "activation_feeder", "engine"} <= set(names)
 
 
-#: Reported: the accelerator drives the pooler's `go` with the controller's `prime`, high in
-#: PRIME and PRIME2 since 4f0d58f; in PRIME2 the pooler is active at its first window position,
-#: which for a 1x1 window is its last, so every output word lands one word late and one more
-#: is written past the output area (tests/device/test_pooler.py has the pooler alone).
-ONE_PIXEL_POOL_BUG = pytest.mark.xfail(
-    strict=True, raises=AssertionError,
-    reason="the pooler's go is high for both PRIME cycles: a 1x1 window writes a word early")
-
-
-@ONE_PIXEL_POOL_BUG
 @pytest.mark.parametrize("stride", [1, 2])
 def test_a_one_pixel_pooling_window(stride):
-    """MaxPool2D(1, stride), a subsampling: the reference's outputs."""
+    """MaxPool2D(1, stride), a subsampling: the reference's outputs (its window's first
+    position is its last, so a read of PRIME2 taken for the walk's would write early)."""
     cfg = _config((2, 3))
     rng = np.random.default_rng(stride)
     n = 3

@@ -7,10 +7,9 @@ written once, in order, nothing written outside the output area and nothing read
 input, ``done`` exactly once, with the layer's last write; several layers one after the other,
 their inputs driven as the controller drives them.
 
-A one-pixel window (``MaxPool2D(1, stride)``, a subsampling) is its own case: since ``prime``
-lasts two cycles the pooler writes its first word in PRIME2 and again after (every output one
-word late, one written past the area, ``done`` twice), a bug reported and marked ``xfail``
-here until it is fixed; the random windows have two pixels or more meanwhile."""
+A one-pixel window (``MaxPool2D(1, stride)``, a subsampling) also has a test of its own: its
+first position is its last, so a read in PRIME2 taken for part of the walk would write a word
+early (as 4f0d58f's pooler did)."""
 
 import numpy as np
 import pytest
@@ -31,8 +30,8 @@ CONFIGS = {
 
 def random_pool_layer(rng, config, *, one_pixel=False):
     """Return ``(desc, geom, batch, images)``: a pooling layer over 1..3 (at most
-    ``acc_depth``) images of 1..3 words per pixel, a window of 1..3 by 1..3 pixels (two or
-    more; ``one_pixel``: 1 by 1), stride 1..3, its input and output areas apart, somewhere in
+    ``acc_depth``) images of 1..3 words per pixel, a window of 1..3 by 1..3 pixels
+    (``one_pixel``: 1 by 1), stride 1..3, its input and output areas apart, somewhere in
     the banks, fields the pooler must not use random; ``images`` says where the input is:
     ``(base, h, w, words)``."""
     while True:
@@ -40,8 +39,6 @@ def random_pool_layer(rng, config, *, one_pixel=False):
         kh, kw, stride, words = (int(v) for v in rng.integers(1, 4, 4))
         if one_pixel:
             kh = kw = 1
-        elif kh * kw == 1:
-            continue
         h, w = int(rng.integers(kh, kh + 4)), int(rng.integers(kw, kw + 4))
         geom = image_geometry(config, h=h, w=w, kh=kh, kw=kw, stride=stride, pad=0,
                               words=words, cgs=words)
@@ -103,7 +100,7 @@ def run_pooler(config, read_latency, count, *, seed, one_pixel=False):
             reads, writes, done = [], [], []
             go = go_end = None      # the first and the last cycle of `go` (the two of PRIME)
             # Until a few cycles after the last word is due (or a bound, should it never be).
-            while go_end is None or cycle <= go_end + reads_expected + read_latency + 3:
+            while go_end is None or cycle <= go_end + reads_expected + read_latency + 4:
                 pulse = pulses.pop(0) if pulses else None
                 phase = ctrl.drive(ctx, pulse, desc=desc if pulse == "start_layer" else None,
                                    geom=geom if pulse == "start_layer" else None,
@@ -136,8 +133,10 @@ def run_pooler(config, read_latency, count, *, seed, one_pixel=False):
             # Each output word once, in order, the window's maximum; nothing else.
             assert [a for _, a, _ in writes] == sorted(want), where
             assert {a: v for _, a, v in writes} == want, where
-            # `done` once, with the last write, which comes `read_latency` after the last read.
-            assert done == [writes[-1][0]] == [go_end + reads_expected + read_latency], where
+            # `done` once, with the last write, which comes from a register a cycle after the
+            # last read's word (`read_latency` after the read).
+            assert done == [writes[-1][0]] == [go_end + reads_expected + read_latency + 1], \
+                where
             written.extend(writes)
             ctrl.end_layer()
             for _ in range(int(rng.integers(0, 3))):      # FETCH, DECODE, GEOM of the next
@@ -163,17 +162,6 @@ def test_max_pooling_against_numpy(config, read_latency):
     assert words > 150
 
 
-#: Reported: the accelerator drives the pooler's `go` with `prime`, high in PRIME and PRIME2
-#: since the patch walker's look-ahead took two cycles; in PRIME2 the pooler is active at its
-#: first window position, which for a 1x1 window is the last, so it writes (and ends) a cycle
-#: early and then again (MaxPool2D(1, s) runs wrong on the whole accelerator too).
-ONE_PIXEL_BUG = pytest.mark.xfail(
-    strict=True, raises=AssertionError,
-    reason="hwgen.device.pooler with go high for two cycles: a 1x1 window writes its first "
-           "word in PRIME2 and again after")
-
-
-@ONE_PIXEL_BUG
 @pytest.mark.parametrize("read_latency", [1, 2], ids=["plain", "registered"])
 def test_one_pixel_windows(read_latency):
     """1x1 windows with strides of 1..3 (subsampling), 1..3 words per pixel."""
