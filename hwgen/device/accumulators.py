@@ -39,7 +39,9 @@ class AccumulatorBank(wiring.Component):
         Clock enable of the datapath registers (the engine's rows and stage B): low only while
         no row is in flight.
     start_layer, start_chunk : In(1)
-        A layer's first chunk starts (at ``desc.dst_base``), or its next chunk.
+        A layer's first chunk starts (at ``desc.dst_base``), or its next chunk. Without
+        spatial layers (``config.spatial`` False) a layer is one chunk: every chunk starts at
+        ``desc.dst_base``.
     desc : In(descriptor_layout(config))
     k_end, n_end : In
         The controller's loop bounds.
@@ -155,13 +157,16 @@ class AccumulatorBank(wiring.Component):
             a_valid, a_row, r_last = res.valid, res.payload.data, res.payload.last
             m.d.sync += r_m.eq(Mux(r_wrap, 0, Mux(r_step, r_m + 1, r_m)))
             kt_last, nt_last = r_kt == self.k_end, r_nt == self.n_end
-        # The first row of the running chunk's output pixels.
-        chunk_dst = Signal.like(pos.dst, name="chunk_dst")
+        # The first row of the running chunk's output pixels: the layer's without spatial
+        # layers, whose layers are one chunk each.
+        chunk_dst = Signal.like(pos.dst, name="chunk_dst") if cfg.spatial else desc.dst_base
         with m.If(start):
             m.d.sync += [r_kt.eq(0), r_nt.eq(0), pos.n0.eq(0), pos.oword.eq(0), pos.orem.eq(0)]
             m.d.comb += r_wrap.eq(1)
             with m.If(self.start_layer):
-                m.d.sync += [pos.dst.eq(desc.dst_base), chunk_dst.eq(desc.dst_base)]
+                m.d.sync += pos.dst.eq(desc.dst_base)
+                if cfg.spatial:
+                    m.d.sync += chunk_dst.eq(desc.dst_base)
         with m.Elif(a_valid):
             with m.If(~r_last):
                 m.d.sync += pos.dst.eq(pos.dst + desc.dst_stride)
@@ -170,11 +175,11 @@ class AccumulatorBank(wiring.Component):
                 m.d.comb += r_wrap.eq(1)
                 # The chunk's last pass goes on to the next chunk's pixels; the others
                 # start over.
-                with m.If(kt_last & nt_last):
-                    m.d.sync += [pos.dst.eq(pos.dst + desc.dst_stride),
-                                 chunk_dst.eq(pos.dst + desc.dst_stride)]
-                with m.Else():
-                    m.d.sync += pos.dst.eq(chunk_dst)
+                m.d.sync += pos.dst.eq(chunk_dst)
+                if cfg.spatial:
+                    with m.If(kt_last & nt_last):
+                        m.d.sync += [pos.dst.eq(pos.dst + desc.dst_stride),
+                                     chunk_dst.eq(pos.dst + desc.dst_stride)]
                 with m.If(~kt_last):
                     m.d.sync += r_kt.eq(r_kt + 1)
                 with m.Else():

@@ -41,7 +41,9 @@ class Controller(wiring.Component):
         The word read at ``prog_addr``, two cycles after it is addressed at the latest.
     desc : Out(descriptor_layout(config))
     geom : Out(geometry_layout(config))
-        The running layer's descriptor and geometry (from LOAD on).
+        The running layer's descriptor and geometry (from LOAD on). Without spatial layers
+        (``config.spatial`` False) every layer is a plain one, whose geometry is made from its
+        descriptor (no registers of its own).
     start_layer, start_chunk, prime : Out(1)
         Registers: high in LOAD, NEXT, and PRIME and PRIME2.
     layer_done : In(1)
@@ -87,11 +89,19 @@ class Controller(wiring.Component):
         word = descriptor_layout(cfg)(self.prog_data)
         width = len(self.prog_data)
         count = geometry_words(cfg)
-        g_word = Signal(range(count + 1))   # geometry words loaded
-        g_wait = Signal(range(3))           # cycles since the word was addressed
-        g_bits = Signal(count * width)
-        g_view = geometry_layout(cfg)(g_bits[:len(geom.as_value())])
-        m.d.comb += geom.eq(g_view)
+        # A matrix layer over rows: 1x1 images and kernel, a row's words per image.
+        plain = geometry_layout(cfg).const({
+            "h": 1, "w": 1, "oh": 1, "ow": 1, "kh": 1, "kw": 1, "stride": 1})
+        if cfg.spatial:
+            g_word = Signal(range(count + 1))   # geometry words loaded
+            g_wait = Signal(range(3))           # cycles since the word was addressed
+            g_bits = Signal(count * width)
+            g_view = geometry_layout(cfg)(g_bits[:len(geom.as_value())])
+            m.d.comb += geom.eq(g_view)
+        else:
+            # Every layer is plain: its geometry follows from the descriptor.
+            m.d.comb += [geom.eq(plain), geom.cgs.eq(desc.k_tiles),
+                         geom.img_step.eq(desc.src_stride)]
         m.d.sync += [self.start_layer.eq(0), self.start_chunk.eq(0), self.prime.eq(0)]
         with m.FSM():
             with m.State("IDLE"):
@@ -102,26 +112,30 @@ class Controller(wiring.Component):
             with m.State("FETCH"):
                 m.next = "DECODE"
             with m.State("DECODE"):
-                m.d.sync += [desc.eq(word), pc.eq(pc + 1), g_word.eq(0), g_wait.eq(0)]
-                with m.If(word.spatial if cfg.spatial else 0):
-                    m.next = "GEOM"
-                with m.Else():
-                    # A matrix layer over rows: 1x1 images, a row's words per image.
-                    plain = geometry_layout(cfg).const({
-                        "h": 1, "w": 1, "oh": 1, "ow": 1, "kh": 1, "kw": 1, "stride": 1})
-                    m.d.sync += [g_bits.eq(plain.as_value()), g_view.cgs.eq(word.k_tiles),
-                                 g_view.img_step.eq(word.src_stride),
-                                 self.start_layer.eq(1)]
-                    m.next = "LOAD"
-            with m.State("GEOM"):
-                # Plain and registered program reads alike: the word addressed two cycles ago.
-                m.d.sync += g_wait.eq(g_wait + 1)
-                with m.If(g_wait == 2):
-                    m.d.sync += [g_bits.word_select(g_word, width).eq(self.prog_data),
-                                 g_word.eq(g_word + 1), pc.eq(pc + 1), g_wait.eq(0)]
-                    with m.If(g_word == count - 1):
-                        m.d.sync += self.start_layer.eq(1)
+                m.d.sync += [desc.eq(word), pc.eq(pc + 1)]
+                if cfg.spatial:
+                    m.d.sync += [g_word.eq(0), g_wait.eq(0)]
+                    with m.If(word.spatial):
+                        m.next = "GEOM"
+                    with m.Else():
+                        m.d.sync += [g_bits.eq(plain.as_value()), g_view.cgs.eq(word.k_tiles),
+                                     g_view.img_step.eq(word.src_stride),
+                                     self.start_layer.eq(1)]
                         m.next = "LOAD"
+                else:
+                    m.d.sync += self.start_layer.eq(1)
+                    m.next = "LOAD"
+            if cfg.spatial:
+                with m.State("GEOM"):
+                    # Plain and registered program reads alike: the word addressed two
+                    # cycles ago.
+                    m.d.sync += g_wait.eq(g_wait + 1)
+                    with m.If(g_wait == 2):
+                        m.d.sync += [g_bits.word_select(g_word, width).eq(self.prog_data),
+                                     g_word.eq(g_word + 1), pc.eq(pc + 1), g_wait.eq(0)]
+                        with m.If(g_word == count - 1):
+                            m.d.sync += self.start_layer.eq(1)
+                            m.next = "LOAD"
             with m.State("LOAD"):
                 m.d.sync += self.prime.eq(1)
                 m.next = "PRIME"

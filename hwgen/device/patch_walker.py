@@ -19,6 +19,11 @@ are kept beside it (set from comparisons with the bound less two, one step early
 first input pixel of the current kernel position and its coordinates are kept too, so that a
 step is one adder behind a multiplexer. With ``lookahead`` the walk runs two rows ahead of the
 row the feeder takes: one stage steps the position, the next forms the banks' addresses.
+
+A device without spatial layers (``config.spatial`` False) walks rows only, and its walker has
+nothing else: no image or kernel coordinates, no geometry, and one chunk per layer (a batch is
+at most ``acc_depth`` rows), so that it costs what a walk of rows needs (on the iCE40UP5K, whose
+logic cells the iCEBreaker preset fills, the difference is a few percent of the chip).
 """
 
 from amaranth.hdl import Const, Module, Mux, Signal, signed, unsigned
@@ -32,25 +37,40 @@ __all__ = ["PatchWalker", "position_layout", "row_layout"]
 
 def position_layout(config):
     """The walk's position: a row's output pixel, input pixel and tile, with the flags that
-    say which counters are at their last value."""
+    say which counters are at their last value.
+
+    Without spatial layers (``config.spatial`` False) only a row's: its image ``m`` (the
+    output pixel), its first word ``pix``, its channel group (the reduction tile ``kt``: one
+    kernel position) and output tile.
+    """
     desc = descriptor_layout(config)
+    addr = unsigned(act_addr_bits(config))
+    # The channel group's first word in the pixel: at most the last group's (a group count
+    # is a k_tiles field, like cgs), and no wider.
+    groups = 1 << desc.members["k_tiles"].width
+    kword = range((groups - 2) * config.rows // config.act_lanes + 1)
+    fields = {
+        "m": unsigned(batch_bits(config)),
+        "pix": addr,                    # the input pixel's first word (modulo the width)
+        "kword": kword, "krem": range(config.act_lanes),
+        "kt": desc.members["k_tiles"], "nt": desc.members["n_tiles"],
+        "m_last": 1, "kt_last": 1, "nt_last": 1,
+        "valid": 1,
+    }
+    if not config.spatial:
+        return data.StructLayout(fields)
     side = unsigned(max(1, config.act_depth.bit_length()))
     coord = signed(config.act_depth.bit_length() + 2)
-    addr = unsigned(act_addr_bits(config))
     return data.StructLayout({
-        "ox": side, "oy": side, "m": unsigned(batch_bits(config)),
+        **fields,
+        "ox": side, "oy": side,
         "iy": coord, "ix": coord,       # the input pixel (may lie in the padding)
-        "pix": addr,                    # its first word (modulo the address width)
         "count": range(config.acc_depth),   # the output pixel's row in the chunk
         "kx": side, "cg": desc.members["k_tiles"],
-        "kword": range(config.act_depth + 1), "krem": range(config.act_lanes),
-        "kt": desc.members["k_tiles"], "nt": desc.members["n_tiles"],
         # The kernel position's input pixel of the chunk's first output pixel, and the
         # coordinates an output row and an image start from at this kernel position.
         "t_pix": addr, "t_iy": coord, "t_ix": coord, "iy0": coord, "ix0": coord,
-        "ox_last": 1, "oy_last": 1, "m_last": 1, "count_last": 1,
-        "kx_last": 1, "cg_last": 1, "kt_last": 1, "nt_last": 1,
-        "valid": 1,
+        "ox_last": 1, "oy_last": 1, "count_last": 1, "kx_last": 1, "cg_last": 1,
     })
 
 
@@ -80,7 +100,9 @@ class PatchWalker(wiring.Component):
     Parameters
     ----------
     config : AcceleratorConfig
-        Without ``spatial`` every image is one pixel and every kernel one position.
+        Without ``spatial`` every image is one pixel and every kernel one position, and a
+        layer is one chunk (``start_chunk`` starts it over; ``geom`` is not read, and
+        ``more_chunks`` is always low).
     lookahead : bool
 
     Members
@@ -103,7 +125,7 @@ class PatchWalker(wiring.Component):
         self.config = config
         self.lookahead = lookahead
         # Without spatial layers (config.spatial False) every image is one pixel and every
-        # kernel one position: the walk is the rows' (and what it leaves out, Yosys removes).
+        # kernel one position: the walk is the rows', in one chunk.
         self.spatial = config.spatial
         lanes = config.act_lanes
         super().__init__({
@@ -121,16 +143,21 @@ class PatchWalker(wiring.Component):
         m = Module()
         layout = position_layout(self.config)
         start = self.start_layer | self.start_chunk
-        chunk = Signal(layout, name="chunk")    # the chunk's first output pixel, at (0, 0)
-        after = Signal(layout, name="after")    # the next chunk's
         gen = Signal(layout, name="gen")        # the walk's position
         bounds = self._bounds(m)
-        first = Signal(layout, name="first")
-        m.d.comb += first.eq(after)
-        with m.If(self.start_layer):
+        first = Signal(layout, name="first")    # the first output pixel of the chunk started
+        if self.spatial:
+            chunk = Signal(layout, name="chunk")    # the chunk's first output pixel, at (0, 0)
+            after = Signal(layout, name="after")    # the next chunk's
+            m.d.comb += first.eq(after)
+            with m.If(self.start_layer):
+                m.d.comb += self._layer_start(first, bounds)
+            with m.If(start):
+                m.d.sync += chunk.eq(first)
+        else:
+            # One chunk: the layer's first row, from the descriptor (held while it runs).
             m.d.comb += self._layer_start(first, bounds)
-        with m.If(start):
-            m.d.sync += chunk.eq(first)
+            chunk = first
         loaded = self._loaded(m, first, bounds)
         succ, pixel = self._successor(m, gen, chunk, bounds)
         step = Signal()           # the walk moves on by a row
@@ -177,9 +204,11 @@ class PatchWalker(wiring.Component):
                                               self.cur.inrow[b] & self.cur.valid))]
         return m
 
-    @staticmethod
-    def _last(pos):
-        """Whether ``pos`` is its pass's last row: the chunk's last pixel."""
+    def _last(self, pos):
+        """Whether ``pos`` is its pass's last row: the chunk's last pixel (without spatial
+        layers, the batch's last row)."""
+        if not self.spatial:
+            return pos.m_last
         return pos.count_last | (pos.m_last & pos.oy_last & pos.ox_last)
 
     def _row(self, m, pos):
@@ -203,10 +232,19 @@ class PatchWalker(wiring.Component):
 
     def _bounds(self, m):
         """Return the layer's bounds less two, in registers set by ``start_layer`` (the flags
-        of a step compare with them before it is taken), and which bounds are 1."""
+        of a step compare with them before it is taken), and which bounds are 1.
+
+        Without spatial layers, the bounds less two are computed from the controller's
+        registers (``desc``, ``last_row``: they hold the layer's) instead: on the small chips
+        such devices are for, registers of their own cost more logic cells than the
+        subtraction costs time.
+        """
         cfg, g, d = self.config, self.geom, self.desc
-        names = {"ow": g.ow, "oh": g.oh, "kw": g.kw, "cgs": g.cgs, "kt": d.k_tiles,
-                 "nt": d.n_tiles, "m": self.last_row + 1}
+        if not self.spatial:
+            return {"kt": (d.k_tiles - 2, d.k_tiles == 1), "nt": (d.n_tiles - 2, d.n_tiles == 1),
+                    "m": (self.last_row - 1, self.last_row == 0)}
+        names = {"kt": d.k_tiles, "nt": d.n_tiles, "m": self.last_row + 1,
+                 "ow": g.ow, "oh": g.oh, "kw": g.kw, "cgs": g.cgs}
         bounds = {}
         for name, value in names.items():
             minus2 = Signal(len(value) + 1, name=f"{name}_m2")
@@ -221,21 +259,25 @@ class PatchWalker(wiring.Component):
         """Return the statements that make ``first`` the layer's first output pixel at kernel
         position (0, 0)."""
         g = self.geom
-        return [first.ox.eq(0), first.oy.eq(0), first.m.eq(0), first.pix.eq(self.desc.src_base),
-                first.iy.eq(-g.pad), first.ix.eq(-g.pad), first.ox_last.eq(bounds["ow"][1]),
-                first.oy_last.eq(bounds["oh"][1]), first.m_last.eq(self.last_row == 0)]
+        stmts = [first.m.eq(0), first.pix.eq(self.desc.src_base),
+                 first.m_last.eq(self.last_row == 0)]
+        if self.spatial:
+            stmts += [first.ox.eq(0), first.oy.eq(0), first.iy.eq(-g.pad), first.ix.eq(-g.pad),
+                      first.ox_last.eq(bounds["ow"][1]), first.oy_last.eq(bounds["oh"][1])]
+        return stmts
 
     def _loaded(self, m, first, bounds):
         """Return the walk's first row of a chunk starting at ``first``."""
         g = self.geom
         row = Signal(first.shape(), name="loaded")
-        m.d.comb += [row.eq(first), row.count.eq(0), row.kx.eq(0), row.cg.eq(0),
-                     row.kword.eq(0), row.krem.eq(0), row.kt.eq(0), row.nt.eq(0),
-                     row.t_pix.eq(first.pix), row.t_iy.eq(first.iy), row.t_ix.eq(first.ix),
-                     row.iy0.eq(-g.pad), row.ix0.eq(-g.pad), row.valid.eq(1),
-                     row.count_last.eq(bounds["count"][1]), row.kx_last.eq(bounds["kw"][1]),
-                     row.cg_last.eq(bounds["cgs"][1]), row.kt_last.eq(bounds["kt"][1]),
+        m.d.comb += [row.eq(first), row.kword.eq(0), row.krem.eq(0), row.kt.eq(0),
+                     row.nt.eq(0), row.valid.eq(1), row.kt_last.eq(bounds["kt"][1]),
                      row.nt_last.eq(bounds["nt"][1])]
+        if self.spatial:
+            m.d.comb += [row.count.eq(0), row.kx.eq(0), row.cg.eq(0), row.t_pix.eq(first.pix),
+                         row.t_iy.eq(first.iy), row.t_ix.eq(first.ix), row.iy0.eq(-g.pad),
+                         row.ix0.eq(-g.pad), row.count_last.eq(bounds["count"][1]),
+                         row.kx_last.eq(bounds["kw"][1]), row.cg_last.eq(bounds["cgs"][1])]
         return row
 
     def _successor(self, m, pos, chunk, bounds):
@@ -259,12 +301,14 @@ class PatchWalker(wiring.Component):
         """Return the next output pixel at ``pos``'s kernel position."""
         g = self.geom
         pixel = Signal(pos.shape(), name="pixel")
-        m.d.comb += [pixel.eq(pos), pixel.count.eq(pos.count + 1),
-                     pixel.count_last.eq(pos.count == bounds["count"][0])]
+        m.d.comb += pixel.eq(pos)
         if not self.spatial:
+            # The next row, src_stride words on (a plain layer's img_step).
             m.d.comb += [pixel.m.eq(pos.m + 1), pixel.m_last.eq(pos.m == bounds["m"][0]),
-                         pixel.pix.eq(pos.pix + g.img_step)]
+                         pixel.pix.eq(pos.pix + self.desc.src_stride)]
             return pixel
+        m.d.comb += [pixel.count.eq(pos.count + 1),
+                     pixel.count_last.eq(pos.count == bounds["count"][0])]
         with m.If(~pos.ox_last):
             m.d.comb += [pixel.ox.eq(pos.ox + 1), pixel.ox_last.eq(pos.ox == bounds["ow"][0]),
                          pixel.ix.eq(pos.ix + g.stride), pixel.pix.eq(pos.pix + g.col_step)]
@@ -284,38 +328,39 @@ class PatchWalker(wiring.Component):
     def _next_tile(self, m, pos, chunk, bounds):
         """Return the first row of the pass after ``pos``'s: the chunk's first pixel at the
         next reduction tile (the next channel group, kernel position, or output tile)."""
-        cfg, g, d = self.config, self.geom, self.desc
+        g, d = self.geom, self.desc
         tile = Signal(pos.shape(), name="tile")
-        m.d.comb += [tile.eq(pos), tile.cg.eq(0), tile.cg_last.eq(bounds["cgs"][1]),
-                     tile.kword.eq(0), tile.krem.eq(0), tile.kt.eq(pos.kt + 1),
+        m.d.comb += [tile.eq(pos), tile.kword.eq(0), tile.krem.eq(0), tile.kt.eq(pos.kt + 1),
                      tile.kt_last.eq(pos.kt == bounds["kt"][0])]
         with m.If(pos.kt_last):          # the next output tile, from kernel position (0, 0)
             m.d.comb += [tile.kt.eq(0), tile.kt_last.eq(bounds["kt"][1]), tile.nt.eq(pos.nt + 1),
-                         tile.nt_last.eq(pos.nt == bounds["nt"][0]), tile.kx.eq(0),
-                         tile.kx_last.eq(bounds["kw"][1]), tile.t_pix.eq(chunk.pix),
-                         tile.t_iy.eq(chunk.iy), tile.t_ix.eq(chunk.ix), tile.iy0.eq(-g.pad),
-                         tile.ix0.eq(-g.pad)]
+                         tile.nt_last.eq(pos.nt == bounds["nt"][0])]
+        if not self.spatial:
+            # One kernel position: the layer's reduction tiles are its channel groups. Back to
+            # the layer's first row.
+            with m.Else():
+                self._next_group(m, tile, pos)
+            row = Signal(pos.shape(), name="restart")
+            m.d.comb += [row.eq(tile), row.m.eq(chunk.m), row.m_last.eq(chunk.m_last),
+                         row.pix.eq(chunk.pix)]
+            return row
+        m.d.comb += [tile.cg.eq(0), tile.cg_last.eq(bounds["cgs"][1])]
+        with m.If(pos.kt_last):
+            m.d.comb += [tile.kx.eq(0), tile.kx_last.eq(bounds["kw"][1]),
+                         tile.t_pix.eq(chunk.pix), tile.t_iy.eq(chunk.iy),
+                         tile.t_ix.eq(chunk.ix), tile.iy0.eq(-g.pad), tile.ix0.eq(-g.pad)]
         with m.Elif(~pos.cg_last):       # the kernel position's next channel group
-            word, rem = divmod(cfg.rows, cfg.act_lanes)
             m.d.comb += [tile.cg.eq(pos.cg + 1), tile.cg_last.eq(pos.cg == bounds["cgs"][0])]
-            if rem:
-                with m.If(pos.krem + rem >= cfg.act_lanes):
-                    m.d.comb += [tile.krem.eq(pos.krem + rem - cfg.act_lanes),
-                                 tile.kword.eq(pos.kword + word + 1)]
-                with m.Else():
-                    m.d.comb += [tile.krem.eq(pos.krem + rem), tile.kword.eq(pos.kword + word)]
-            else:
-                m.d.comb += [tile.krem.eq(pos.krem), tile.kword.eq(pos.kword + word)]
-        if self.spatial:
-            with m.Elif(~pos.kx_last):       # the next kernel position in the row
-                m.d.comb += [tile.kx.eq(pos.kx + 1), tile.kx_last.eq(pos.kx == bounds["kw"][0]),
-                             tile.t_pix.eq(pos.t_pix + d.src_stride),
-                             tile.t_ix.eq(pos.t_ix + 1), tile.ix0.eq(pos.ix0 + 1)]
-            with m.Else():                   # the first of the next kernel row
-                m.d.comb += [tile.kx.eq(0), tile.kx_last.eq(bounds["kw"][1]),
-                             tile.t_pix.eq(pos.t_pix + g.ky_step), tile.t_iy.eq(pos.t_iy + 1),
-                             tile.t_ix.eq(chunk.ix), tile.iy0.eq(pos.iy0 + 1),
-                             tile.ix0.eq(-g.pad)]
+            self._next_group(m, tile, pos)
+        with m.Elif(~pos.kx_last):       # the next kernel position in the row
+            m.d.comb += [tile.kx.eq(pos.kx + 1), tile.kx_last.eq(pos.kx == bounds["kw"][0]),
+                         tile.t_pix.eq(pos.t_pix + d.src_stride),
+                         tile.t_ix.eq(pos.t_ix + 1), tile.ix0.eq(pos.ix0 + 1)]
+        with m.Else():                   # the first of the next kernel row
+            m.d.comb += [tile.kx.eq(0), tile.kx_last.eq(bounds["kw"][1]),
+                         tile.t_pix.eq(pos.t_pix + g.ky_step), tile.t_iy.eq(pos.t_iy + 1),
+                         tile.t_ix.eq(chunk.ix), tile.iy0.eq(pos.iy0 + 1),
+                         tile.ix0.eq(-g.pad)]
         # Back to the chunk's first output pixel, at the tile's kernel position.
         row = Signal(pos.shape(), name="restart")
         m.d.comb += [row.eq(tile), row.ox.eq(chunk.ox), row.oy.eq(chunk.oy), row.m.eq(chunk.m),
@@ -324,3 +369,17 @@ class PatchWalker(wiring.Component):
                      row.count_last.eq(bounds["count"][1]), row.pix.eq(tile.t_pix),
                      row.iy.eq(tile.t_iy), row.ix.eq(tile.t_ix)]
         return row
+
+    def _next_group(self, m, tile, pos):
+        """Move ``tile``'s first channel to ``pos``'s channel group's next: ``rows`` elements
+        on, as a word and a bank."""
+        cfg = self.config
+        word, rem = divmod(cfg.rows, cfg.act_lanes)
+        if rem:
+            with m.If(pos.krem + rem >= cfg.act_lanes):
+                m.d.comb += [tile.krem.eq(pos.krem + rem - cfg.act_lanes),
+                             tile.kword.eq(pos.kword + word + 1)]
+            with m.Else():
+                m.d.comb += [tile.krem.eq(pos.krem + rem), tile.kword.eq(pos.kword + word)]
+        else:
+            m.d.comb += [tile.krem.eq(pos.krem), tile.kword.eq(pos.kword + word)]

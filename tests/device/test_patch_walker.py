@@ -17,6 +17,7 @@ from amaranth.sim import Simulator
 from support import (
     ControllerOutputs,
     descriptor,
+    image_geometry,
     plain_geometry,
     random_bits,
     random_image_layer,
@@ -27,6 +28,7 @@ import hwgen
 from hwgen.compiler import CompileError
 from hwgen.config import AcceleratorConfig
 from hwgen.device.patch_walker import PatchWalker
+from hwgen.memmap import descriptor_layout
 from sim.netgen import random_cnn
 
 _BUFFERS = {"act_depth": 256, "weight_depth": 2048, "param_depth": 64, "out_depth": 128,
@@ -257,3 +259,26 @@ def test_random_image_and_plain_layers(config, lookahead):
     stats = run_walker(cfg, lookahead, runs, seed=2)
     assert stats["rows"] > 100
     assert stats["chunks"] > 0
+
+
+@pytest.mark.parametrize("lookahead", [False, True], ids=["plain", "lookahead"])
+@pytest.mark.parametrize("config", ["2x3-acc5", "3x4-acc7", "icebreaker"])
+def test_the_most_channel_groups_a_descriptor_holds(config, lookahead):
+    """A layer of as many channel groups as the ``k_tiles`` field holds (more than any compiled
+    layer has), its pixels as many words apart as ``src_stride`` holds: the last group's words
+    are where they are, on devices with and without spatial layers (a plain layer; with them a
+    1x1 convolution of 1x1 images too)."""
+    fields = descriptor_layout(PLAIN_CONFIGS[config]).members
+    groups = (1 << fields["k_tiles"].width) - 1
+    stride = (1 << fields["src_stride"].width) - 1
+    plain = descriptor(PLAIN_CONFIGS[config], k_tiles=groups, n_tiles=1, src_base=3,
+                       src_stride=stride)
+    stats = run_walker(PLAIN_CONFIGS[config], lookahead, [(2, [(plain, None)])], seed=4)
+    assert stats["rows"] == 2 * groups
+    if config in CONFIGS:
+        cfg = CONFIGS[config]
+        geom = image_geometry(cfg, h=1, w=1, kh=1, kw=1, stride=1, pad=0, words=stride,
+                              cgs=groups)
+        layers = [({**plain, "spatial": 1}, geom), (plain, None)]
+        stats = run_walker(cfg, lookahead, [(2, layers)], seed=5)
+        assert stats["rows"] == 4 * groups
