@@ -19,6 +19,7 @@ words). Every output is checked bit-exact against ``QuantizedNetwork.forward``.
 """
 
 import argparse
+import math
 import shlex
 import sys
 
@@ -58,6 +59,15 @@ def demo_workload(epochs):
     return net, config, net.quantize_input(x_test)
 
 
+def sample_bytes(net):
+    """Return the bytes of one sample's input and output values, packed (no lane padding)."""
+    input_shape = net.shapes[0][0]
+    raw = getattr(net.layers[-1], "output", "requant") == "raw"   # pooling: requantized
+    out_bits = net.acc_bits if raw else net.in_bits
+    return (math.prod(input_shape) * math.ceil(net.in_bits / 8),
+            math.prod(net.output_shape) * math.ceil(out_bits / 8))
+
+
 def data_bytes(program, m):
     """Return the bytes of the input and of the output words of ``m`` samples."""
     geo = regions(program.config)
@@ -89,11 +99,12 @@ def measure(name, net, config, batches, program):
                 in_bytes, out_bytes = in_bytes + i, out_bytes + o
                 framing += wire_bytes_per_run(program, chunk) - i - o
     macs = program.macs_per_row * rows
+    values_in, values_out = sample_bytes(net)
     return {
         "name": name, "rows": rows, "cycles": cycles, "model": model,
         "utilization": macs / (config.rows * config.cols * cycles),
         "in": in_bytes / rows, "out": out_bytes / rows, "framing": framing / rows,
-        "wire": wire / rows,
+        "wire": wire / rows, "values_in": values_in, "values_out": values_out,
     }
 
 
@@ -127,10 +138,15 @@ def main(argv=None):
         print(f"{r['name']:<48} {r['cycles']:>9,} {r['model']:>9,} {r['utilization']:>6.1%} "
               f"{r['in']:>6.1f} {r['out']:>6.1f} {r['framing']:>7.1f} {r['wire']:>7.1f} "
               f"{r['wire'] / expected:>19.3f}")
+    print(f"\n{'workload':<48} {'values in B':>11} {'values out B':>12}")
+    for r in results:
+        print(f"{r['name']:<48} {r['values_in']:>11,} {r['values_out']:>12,}")
     print("\ncycles: the device's counters over every batch; model: hwgen.cycles.program_cycles "
           "of the same batches.\nutil.: useful MACs / (rows x cols x cycles). Bytes per "
           "inference: in/out the input and output words, frame the framing of one WRITE/RUN/"
-          "COUNTERS/READ exchange per batch (hwgen.throughput), wire what the driver counted.")
+          "COUNTERS/READ exchange per batch (hwgen.throughput), wire what the driver counted.\n"
+          "values in/out: one sample's input and output values packed, without the lanes "
+          "of the device's words that a layer's channels leave empty.")
     errors = [r["name"] for r in results if r["cycles"] != r["model"]]
     if errors:
         print(f"cnn.py: error: the cycle model is off for {', '.join(errors)}", file=sys.stderr)

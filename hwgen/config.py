@@ -81,9 +81,10 @@ class AcceleratorConfig:
         Target clock, used for projections and board builds.
     spatial : bool
         Build the patch walker and the pooler: the device then runs convolutions, pooling and
-        flattened images besides matrix layers over rows. Without them (``False``) a device is
-        smaller (on an iCE40UP5K the walker takes about as many logic cells as a 4x4 array's
-        control), and the compiler refuses spatial layers. ``0``/``1`` are taken too.
+        flattened images besides matrix layers over rows. Without them (``False``) the controller,
+        walker and accumulators also drop their geometry, chunk and image-coordinate logic, so
+        a device fits where they would not (the iCEBreaker's UP5K), and the compiler refuses
+        spatial layers. ``0``/``1`` are taken too.
     post_lanes : int or None
         Requantization lanes: how many of a result row's ``cols`` channels are requantized per
         cycle (a divisor of ``cols``; ``None``, the default, means all ``cols``). Fewer lanes
