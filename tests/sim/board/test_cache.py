@@ -21,6 +21,9 @@ def test_cache_root_follows_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("HWGEN_CACHE_DIR", str(tmp_path))
     assert board_cache_root() == tmp_path / "boards"
     monkeypatch.delenv("HWGEN_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert board_cache_root() == tmp_path / "xdg" / "hwgen" / "boards"
+    monkeypatch.delenv("XDG_CACHE_HOME")
     assert board_cache_root() == Path.home() / ".cache" / "hwgen" / "boards"
 
 
