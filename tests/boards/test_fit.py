@@ -31,7 +31,9 @@ def test_icebreaker_estimate_counts_spram_blocks():
 
 # Whole-device LUT counts the estimate is fitted on: cells after nextpnr's packing
 # (`--pack-only`), which whole builds match within 2 % (12F preset: 5,818 packed, 5,818 placed
-# and routed), or (marked) nextpnr's table after `hwgen build`.
+# and routed), or (marked) nextpnr's table after `hwgen build`. The rows up to 2026-11-23
+# predate spatial layers: ``spatial=False`` builds the same logic again.
+_DENSE = {"spatial": False}
 _MEASURED_LUTS = [
     ("icebreaker", {}, 4867),                   # placed and routed
     # These two before the four-piece multiplier and the split shifter (packed counts).
@@ -41,14 +43,23 @@ _MEASURED_LUTS = [
     ("icebreaker", {"clock_hz": 40_500_000}, 5072),
     ("icebreaker", {"rows": 2, "cols": 2, "clock_hz": 24_000_000}, 3634),
     # Packed counts of the registered-read design with the link at 25 MHz (2026-11-23).
-    ("ulx3s-12f", {}, 5818),
-    ("ulx3s-45f", {}, 9453),
-    ("ulx3s-85f", {}, 10881),
-    ("ulx3s-85f", {"rows": 2, "cols": 2}, 4290),
-    ("ulx3s-85f", {"rows": 4, "cols": 8}, 9581),
-    ("ulx3s-85f", {"rows": 8, "cols": 4}, 7259),
-    ("ulx3s-85f", {"rows": 12, "cols": 12}, 17464),
-    ("ulx3s-85f", {"post_lanes": 2}, 10145),
+    ("ulx3s-12f", _DENSE, 5818),
+    ("ulx3s-45f", _DENSE, 9453),
+    ("ulx3s-85f", _DENSE, 10881),
+    ("ulx3s-85f", {**_DENSE, "rows": 2, "cols": 2}, 4290),
+    ("ulx3s-85f", {**_DENSE, "rows": 4, "cols": 8}, 9581),
+    ("ulx3s-85f", {**_DENSE, "rows": 8, "cols": 4}, 7259),
+    ("ulx3s-85f", {**_DENSE, "rows": 12, "cols": 12}, 17464),
+    ("ulx3s-85f", {**_DENSE, "post_lanes": 2}, 10145),
+    # With the patch walker and the pooler, placed and routed (2026-11-25, c84b35d).
+    ("ulx3s-12f", {}, 7467),
+    ("ulx3s-45f", {}, 10890),
+    ("ulx3s-85f", {}, 12393),
+    ("icebreaker", {"spatial": True}, 6370),
+    ("icebreaker", {"rows": 2, "cols": 2, "spatial": True}, 4822),
+    ("icebreaker", {"rows": 2, "cols": 2, "spatial": True, "max_k": 128, "acc_bits": 24,
+                    "weight_depth": 1024, "param_depth": 32, "act_depth": 2048,
+                    "prog_depth": 16}, 5338),
 ]
 
 
