@@ -110,6 +110,15 @@ def test_fit_refuses_too_many_luts():
         boards.check_fit(board, boards.board_config(board, rows=4, cols=4))
 
 
+def test_fit_refuses_the_patch_walker_on_a_full_icebreaker():
+    # The 4x4 preset is dense-only because the walker and pooler do not fit beside it (6,370
+    # logic cells built); a 2x2 device with them does.
+    board = BOARDS["icebreaker"]
+    with pytest.raises(FitError, match=r"logic cells, the device has 5280"):
+        boards.check_fit(board, boards.board_config(board, spatial=True))
+    boards.check_fit(board, boards.board_config(board, rows=2, cols=2, spatial=True))
+
+
 def test_fit_error_is_a_value_error():
     assert issubclass(FitError, ValueError)
 
