@@ -10,6 +10,7 @@ canvas, without ``pyplot``'s global state, and saved without a time stamp, so th
 give the same file.
 """
 
+from ..config import Dataflow
 from .pareto import FAMILY_UNITS, RESOURCES, cost, fronts
 
 __all__ = ["plot_pareto"]
@@ -21,7 +22,7 @@ _FAR = 2.5
 
 def _label(row):
     label = f"{row.get('rows')}x{row.get('cols')}"
-    if row.get("dataflow") == "os":
+    if row.get("dataflow") == Dataflow.OS:
         label += " os"
     return label
 

@@ -16,6 +16,7 @@ import subprocess
 from pathlib import Path
 
 from hwgen import protocol
+from hwgen.device.top import Link
 
 from .. import data_path
 from .errors import BoardError
@@ -94,11 +95,12 @@ def _run_logged(cmd, folder, what, error=BoardError):
         raise error(f"{what} failed (exit {proc.returncode}):\n{tail}")
 
 
-# Builds the board of ``config`` (``link``: "stream" or "uart") from the device's ``verilog`` and
-# the ``wrapper`` into ``folder``: the executable ``board``, ``build.log`` and ``board.json`` (the
-# manifest, with the harness's run-time arguments ``run``); raises BoardError. No docstring: the
-# source of this function is part of the cache key (sim.board.cache._binary_key), so an edit
-# of it rebuilds every board, and an edit of anything else in this module rebuilds none.
+# Builds the board of ``config`` (``link``: a hwgen.device.top.Link) from the device's
+# ``verilog`` and the ``wrapper`` into ``folder``: the executable ``board``, ``build.log`` and
+# ``board.json`` (the manifest, with the harness's run-time arguments ``run``); raises
+# BoardError. No docstring: the source of this function is part of the cache key
+# (sim.board.cache._binary_key), so an edit of it rebuilds every board, and an edit of anything
+# else in this module rebuilds none.
 def _build(config, link, *, verilog, wrapper, run, folder, jobs):
     reason = board_missing()
     if reason:
@@ -106,7 +108,7 @@ def _build(config, link, *, verilog, wrapper, run, folder, jobs):
     (folder / "device.v").write_text(verilog)
     (folder / "wrapper.v").write_text(wrapper)
     shutil.copyfile(HARNESS, folder / HARNESS.name)
-    _run_logged(_harness_command(["device.v", "wrapper.v"], uart=link == "uart", jobs=jobs),
+    _run_logged(_harness_command(["device.v", "wrapper.v"], uart=link is Link.UART, jobs=jobs),
                 folder, f"building the simulated board for {config.name}")
     if not (folder / "board").exists():
         raise BoardError(f"building the simulated board for {config.name} left no executable; "

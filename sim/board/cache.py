@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from hwgen.config import AcceleratorConfig
+from hwgen.device.top import Link
 from hwgen.generate import emit_design
 
 from .build import _OPT_FLAGS, HARNESS, _build, _harness_command, _run_params, _version
@@ -115,7 +116,7 @@ def board_binary(config, *, uart=False, cache_dir=None, log=None, jobs=None):
     if not isinstance(config, AcceleratorConfig):
         raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")
     root = Path(cache_dir) if cache_dir is not None else board_cache_root()
-    link = "uart" if uart else "stream"
+    link = Link.UART if uart else Link.STREAM
     index = root / "index" / f"{config.name}-{link}-{_source_key(config, link)}"
     with contextlib.suppress(OSError):
         binary = root / index.read_text().strip() / "board"
@@ -125,7 +126,7 @@ def board_binary(config, *, uart=False, cache_dir=None, log=None, jobs=None):
     component, verilog = emit_design(config, "device" if uart else "device-stream",
                                      _DEVICE_MODULE)
     wrapper = _wrapper(component, uart)
-    run = _run_params(config, component.divisor if component.link == "uart" else None)
+    run = _run_params(config, component.divisor if component.link is Link.UART else None)
     name = f"{config.name}-{link}-{_binary_key(verilog, wrapper, run)}"
     final = root / name
     if not (final / "board").exists():

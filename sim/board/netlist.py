@@ -32,6 +32,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from hwgen.boards.catalog import Family
 from hwgen.config import AcceleratorConfig
 
 from .. import data_path
@@ -45,8 +46,8 @@ DP16KD_BODY = data_path("dp16kd_body.v")
 MULT18X18D_MODEL = data_path("mult18x18d_model.v")
 _SIM_PREFIX = "HWGEN_SIM_"
 # Cells whose Yosys model is a black box (or absent), renamed in the netlist to our stand-ins.
-_STAND_INS = {"ecp5": ("DP16KD", "EHXPLLL"),
-              "ice40": ("SB_PLL40_PAD", "SB_PLL40_2_PAD", "SB_PLL40_CORE")}
+_STAND_INS = {Family.ECP5: ("DP16KD", "EHXPLLL"),
+              Family.ICE40: ("SB_PLL40_PAD", "SB_PLL40_2_PAD", "SB_PLL40_CORE")}
 _PLL_BODY = """
   reg [3:0] hwgen_lock = 4'd0;
   always @(posedge {clk}) if (hwgen_lock != 4'hf) hwgen_lock <= hwgen_lock + 4'h1;
@@ -61,13 +62,13 @@ _PLL_OUTPUTS = {
 }
 # I/O cells as wires: the direction comes from the cell's parameters.
 _IO_MAP = {
-    "ecp5": """\
+    Family.ECP5: """\
 module TRELLIS_IO(inout B, input I, input T, output O);
   parameter DIR = "INPUT";
   generate if (DIR == "INPUT") assign O = B; else assign B = I; endgenerate
 endmodule
 """,
-    "ice40": """\
+    Family.ICE40: """\
 module SB_IO(inout PACKAGE_PIN, input LATCH_INPUT_VALUE, input CLOCK_ENABLE, input INPUT_CLK,
              input OUTPUT_CLK, input OUTPUT_ENABLE, input D_OUT_0, input D_OUT_1,
              output D_IN_0, output D_IN_1);
@@ -104,7 +105,7 @@ def _yosys_share():
 def _cell_library(family):
     """Return ``(files, include dirs)`` of Yosys's cell models for ``family``."""
     share = _yosys_share()
-    if family == "ecp5":
+    if family is Family.ECP5:
         return [share / "lattice" / "cells_sim_ecp5.v"], [share / "lattice"]
     return [share / "ice40" / "cells_sim.v"], []
 
@@ -124,7 +125,7 @@ def _stand_ins(family):
     instances bind to it unchanged, and adds a behaviour.
     """
     share = _yosys_share()
-    if family == "ecp5":
+    if family is Family.ECP5:
         library = (share / "lattice" / "cells_sim_ecp5.v").read_text() + (
             share / "lattice" / "cells_bb_ecp5.v").read_text()
     else:
@@ -247,7 +248,7 @@ def netlist_board_binary(out_dir, *, log=None, jobs=None):
     wrapper = _wrapper(ports, busy_inverted=bool(getattr(led, "invert", False)))
     stand_ins = _stand_ins(family)
     files, includes = _cell_library(family)
-    models = [MULT18X18D_MODEL] if family == "ecp5" else []
+    models = [MULT18X18D_MODEL] if family is Family.ECP5 else []
     digest = hashlib.sha256()
     for part in (netlist_text, wrapper.encode(), stand_ins.encode(), _IO_MAP[family].encode(),
                  inspect.getsource(_harness_command).encode(), HARNESS.read_bytes(),
@@ -269,7 +270,7 @@ def netlist_board_binary(out_dir, *, log=None, jobs=None):
         shutil.copyfile(netlist_path, tmp / "top.json")
         (tmp / "io_map.v").write_text(_IO_MAP[family])
         renames = "; ".join(f"chtype -map {c} {_SIM_PREFIX}{c}" for c in _STAND_INS[family])
-        io_cells = "t:TRELLIS_IO" if family == "ecp5" else "t:SB_IO t:SB_GB_IO"
+        io_cells = "t:TRELLIS_IO" if family is Family.ECP5 else "t:SB_IO t:SB_GB_IO"
         # Relative paths: YoWASP maps /tmp to a private folder of its own.
         script = (f"read_json top.json; {renames}; techmap -map io_map.v {io_cells}; "
                   "opt_clean; write_verilog -noattr netlist.v")

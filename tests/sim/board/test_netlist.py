@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from support import run_icarus as _run_icarus
 
+from hwgen.boards.catalog import Family
 from hwgen.config import AcceleratorConfig
 from hwgen.toolchain import icarus_available
 from sim.board import NetlistError, SimulatedBoard
@@ -111,7 +112,7 @@ def test_dp16kd_model_reads_back_what_was_written(tmp_path, width, mode):
                      f"dia = {din}; dib = {data >> 18 if width == 36 else 0}; "
                      f"@(posedge clk); #1 $fwrite(f, \"%0d %0d\\n\", "
                      f"{'{dob, doa}' if width == 36 else 'doa'}, dob);")
-    (tmp_path / "model.v").write_text(_stand_ins("ecp5"))
+    (tmp_path / "model.v").write_text(_stand_ins(Family.ECP5))
     (tmp_path / "tb.v").write_text(f"""
 module tb;
   reg clk = 0, we = 0;
@@ -153,7 +154,7 @@ def test_dp16kd_model_reports_a_collision(tmp_path, same_address):
     conn += [f".{pin}{p}({value})" for p in "AB" for pin, value in
              (("CLK", "clk"), ("CE", "1'b1"), ("OCE", "1'b1"), ("RST", "1'b0"))]
     conn += [".WEA(1'b1)", ".WEB(1'b0)"]
-    (tmp_path / "model.v").write_text(_stand_ins("ecp5"))
+    (tmp_path / "model.v").write_text(_stand_ins(Family.ECP5))
     (tmp_path / "tb.v").write_text(f"""
 module tb;
   reg clk = 0;
