@@ -62,6 +62,8 @@ class BoardTop(Elaboratable):
         m = Module()
         if self.clock["pll"] is not None:
             _add_pll(m, platform, self.board, self.clock, link=self.link_clock_hz is not None)
+        else:
+            _add_oscillator(m, platform, self.board)
         m.submodules.device = dev = self.device
         uart = platform.request("uart", 0, dir="-")
         m.submodules.rx_buf = rx = io.Buffer("i", uart.rx)
@@ -97,6 +99,8 @@ class ArrayTop(Elaboratable):
         m = Module()
         if self.clock["pll"] is not None:
             _add_pll(m, platform, self.board, self.clock)
+        else:
+            _add_oscillator(m, platform, self.board)
         m.submodules.array = arr = self.array
         inputs = [arr.a_data, arr.a_valid, arr.a_last, arr.a_sel, arr.w_data, arr.w_row,
                   arr.w_valid, arr.w_bank]
@@ -125,6 +129,19 @@ def _led(m, platform, index):
     buf = io.Buffer("o", platform.request("led", index, dir="-"))
     m.submodules[f"led{index}_buf"] = buf
     return buf.o
+
+
+def _add_oscillator(m, platform, board):
+    """Make the ``sync`` domain from the oscillator on an ECP5, with a reset held for the first
+    cycles: Amaranth's own ECP5 domain is reset-less (it resets through GSR), and the DSP
+    blocks' pipeline registers take the domain's reset. The iCE40's domain has one (held until
+    its block RAMs are ready)."""
+    if board.family is not Family.ECP5:
+        return
+    m.domains.sync = ClockDomain("sync")
+    m.submodules.clk_buf = buf = io.Buffer("i", platform.request(platform.default_clk, dir="-"))
+    m.d.comb += ClockSignal("sync").eq(buf.i)
+    m.submodules.reset_sync = ResetSynchronizer(Const(0), domain="sync")
 
 
 def _add_pll(m, platform, board, clock, *, link=False):

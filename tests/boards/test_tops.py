@@ -42,3 +42,16 @@ def test_icebreaker_pll_instance_has_the_planned_dividers(link, primitive):
     for name in ("DIVR", "DIVF", "DIVQ", "FILTER_RANGE"):
         assert f"parameter \\{name} {pll[name]}\n" in cell + "\n"
     assert ("PLLOUTGLOBALB \\clk" in cell) == link
+
+
+@pytest.mark.parametrize("top", ["device", "array"])
+def test_ecp5_at_the_oscillator_has_a_sync_domain_with_a_reset(top):
+    # Amaranth's own ECP5 domain is reset-less, and the DSP blocks take the domain's reset: a
+    # ULX3S design at 25 MHz (no PLL) failed to elaborate with a DomainError.
+    board = BOARDS["ulx3s-12f"]
+    config = boards.board_config(board, clock_hz=25_000_000, rows=2, cols=2)
+    design = (boards.BoardTop(board, config, baud=1_000_000) if top == "device"
+              else boards.ArrayTop(board, config))
+    il = board.make_platform().build(design, name="top", do_build=False).files["top.il"]
+    assert "EHXPLLL" not in il
+    assert re.search(r"cell \S+ \\reset_sync", il)
