@@ -105,11 +105,10 @@ def test_an_interrupted_sweep_keeps_its_rows_and_resumes(model, tmp_path):
     assert not {r["point"] for r in again} & {r["point"] for r in kept}
     _same(rows, want)
     _same(ResultsFile(tmp_path / "results.csv").read(), want)
-    # With nothing left to do, no cluster is needed; --fresh evaluates everything again.
-    started = time.monotonic()
+    # With nothing left to do, no cluster is needed (nothing listens on port 9, and reaching
+    # for it would raise); --fresh evaluates everything again.
     _same(sweep(BOARD.name, space, model=model, scheduler="tcp://127.0.0.1:9", out=tmp_path),
           want)
-    assert time.monotonic() - started < 30
     again.clear()
     _same(sweep(BOARD.name, space, model=model, workers=1, out=tmp_path, fresh=True,
                 on_row=again.append), want)

@@ -378,7 +378,7 @@ def test_silent_port_raises_link_timeout_naming_the_request():
     with pytest.raises(LinkTimeout, match=r"no answer to INFO within 0\.2 s, 2 attempt") as error:
         client.info()
     assert isinstance(error.value, TimeoutError)
-    assert time.monotonic() - start < 2.0
+    assert time.monotonic() - start < 10   # gave up: two attempts, not an endless wait
 
 
 def test_device_error_names_request_status_and_meaning():
