@@ -14,19 +14,14 @@ import time
 
 import numpy as np
 import pytest
+from support import BOARD_OS as OS
+from support import BOARD_WS as WS
 
 import hwgen
 from host import Accelerator, AcceleratorPool, IncompatibleDevice, LinkError, NoDeviceLeft
 from host.pool import chunk_runs
-from hwgen.config import AcceleratorConfig
 from hwgen.cycles import program_cycles
 from sim.netgen import random_input, random_network
-
-# The designs of tests/test_board.py (their cached builds are shared).
-SMALL = {"act_depth": 512, "weight_depth": 512, "param_depth": 32, "acc_depth": 32,
-         "out_depth": 128, "prog_depth": 8}
-WS = AcceleratorConfig(rows=2, cols=3, clock_hz=1_000_000, **SMALL)
-OS = AcceleratorConfig(rows=3, cols=2, dataflow="os", clock_hz=1_000_000, **SMALL)
 
 
 def network(config, seed, *, widths, batch=None):

@@ -14,11 +14,11 @@ import sys
 
 import numpy as np
 import pytest
+from support import BOARD_WS as WS
 
 import hwgen
 from host import Accelerator, AcceleratorPool, DeviceError, LinkError
 from host.serve import BoardServer
-from hwgen.config import AcceleratorConfig
 from hwgen.memmap import Region, regions
 from hwgen.protocol import (
     MAX_PAYLOAD,
@@ -31,10 +31,6 @@ from hwgen.protocol import (
     read_chunk_words,
 )
 from sim.netgen import random_input, random_network
-
-# The design of tests/test_board.py (its cached build is shared).
-WS = AcceleratorConfig(rows=2, cols=3, clock_hz=1_000_000, act_depth=512, weight_depth=512,
-                       param_depth=32, acc_depth=32, out_depth=128, prog_depth=8)
 
 
 def network(seed, *, widths, batch=8):
