@@ -29,6 +29,7 @@ import numpy as np
 
 from hwgen.boards import BOARDS, board_config
 from hwgen.dse import sweep
+from hwgen.dse.driver import LOCAL_HTTP
 from hwgen.dse.model import IntegerModel, load_model
 from sim.netgen import random_network
 
@@ -44,7 +45,7 @@ def _cluster(workers):
     from dask.distributed import LocalCluster
 
     return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                        dashboard_address=None, silence_logs=logging.ERROR,
+                        dashboard_address=LOCAL_HTTP, silence_logs=logging.ERROR,
                         preload=["hwgen.dse.points"])
 
 

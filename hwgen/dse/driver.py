@@ -40,6 +40,9 @@ __all__ = ["DSEError", "sweep"]
 _MAX_CHUNK = 16
 # Seconds to wait for a worker of a user's cluster to join.
 WORKER_WAIT_S = 60
+# The local cluster's HTTP server (Dask's dashboard): this machine only, on any free port, so
+# that a sweep never takes or fights over a running cluster's 8787.
+LOCAL_HTTP = "127.0.0.1:0"
 # Failures whose whole message is kept beside results.csv.
 _DETAILED = ("error", "build-error")
 
@@ -93,7 +96,7 @@ def _client(scheduler, workers):
         n = workers or os.cpu_count() or 1
         # The preload makes the workers leave Ctrl-C to this process (points.dask_setup).
         with LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                          dashboard_address=None, silence_logs=logging.ERROR,
+                          dashboard_address=LOCAL_HTTP, silence_logs=logging.ERROR,
                           preload=["hwgen.dse.points"]) as cluster, \
                 Client(cluster) as client:
             yield client
