@@ -131,14 +131,21 @@ def test_ctrl_c_keeps_the_finished_rows(tmp_path):
         proc.wait()
     kept = ResultsFile(out / "results.csv").read()
     assert 1 <= len(kept) < 16 * 16 * 51
-    # A rerun skips them: of a finished point and a new one, only the new one is evaluated.
-    done = kept[0]
-    clocks = [done["clock_hz"], next(h for h in range(50_000_000, 75_500_000, 500_000)
-                                     if not any(r["clock_hz"] == h and r["rows"] == done["rows"]
-                                                and r["cols"] == done["cols"] for r in kept))]
+    # A rerun skips them: of a finished point and a new one, only the new one is evaluated
+    # (the new one: another clock of a finished point's array, or another width at its clock
+    # when the sweep had got through every clock of the arrays it finished).
+    have = {(r["rows"], r["cols"], r["clock_hz"]) for r in kept}
+    clock_range = range(50_000_000, 75_500_000, 500_000)
+    space = next(
+        ({"rows": [d["rows"]], "cols": [d["cols"]], "clock_hz": [d["clock_hz"], h]}
+         for d in kept for h in clock_range if (d["rows"], d["cols"], h) not in have), None) \
+        or next({"rows": [d["rows"]], "cols": [d["cols"], c], "clock_hz": [d["clock_hz"]]}
+                for d in kept for c in range(1, 17)
+                if (d["rows"], c, d["clock_hz"]) not in have)
+    done = next(r for r in kept if (r["rows"], r["cols"], r["clock_hz"])
+                == (space["rows"][0], space["cols"][0], space["clock_hz"][0]))
     evaluated = []
-    rows = sweep("ulx3s-85f", {"rows": [done["rows"]], "cols": [done["cols"]],
-                               "clock_hz": clocks}, workers=1, out=out,
-                 on_row=evaluated.append)
-    assert [r["clock_hz"] for r in evaluated] == clocks[1:]
+    rows = sweep("ulx3s-85f", space, workers=1, out=out, on_row=evaluated.append)
+    assert [(r["cols"], r["clock_hz"]) for r in evaluated] == [
+        (space["cols"][-1], space["clock_hz"][-1])]
     assert rows[0] == done
