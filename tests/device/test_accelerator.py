@@ -37,6 +37,17 @@ def _config(shape, **kw):
     return AcceleratorConfig(rows=shape[0], cols=shape[1], **{**SMALL, **kw})
 
 
+def _check_runs(cfg, prog, net, xs, implementation, *, cycles=True):
+    """Run the batches ``xs`` one after another: each output equals the reference, and (with
+    ``cycles``) the counters equal the cycle model's sum."""
+    result = run_program(cfg, prog, *xs, implementation=implementation)
+    for x, out in zip(xs, [result["out"], *result["more"]], strict=True):
+        np.testing.assert_array_equal(out, net.forward(x))
+    if cycles:
+        assert result["cycles"] == sum(program_cycles(prog, len(x), implementation)
+                                       for x in xs)
+
+
 @pytest.mark.parametrize("dataflow", ["ws", "os"])
 @pytest.mark.parametrize("shape", [(2, 3), (3, 2), (1, 1)])
 def test_random_network(shape, dataflow):
@@ -127,10 +138,7 @@ def test_registered_reads_forward_every_sum(shape, dataflow):
     net = random_network(rng, cfg, widths=[2, 7, 8, 5], raw=True)   # one k-tile, then more
     prog = hwgen.compile(net, cfg, batch=5)
     xs = [random_input(rng, cfg, m, net.in_features) for m in (1, 2, 3, 4, 5, 1)]
-    result = run_program(cfg, prog, *xs, implementation=REGISTERED)
-    for x, out in zip(xs, [result["out"], *result["more"]], strict=True):
-        np.testing.assert_array_equal(out, net.forward(x))
-    assert result["cycles"] == sum(program_cycles(prog, len(x), REGISTERED) for x in xs)
+    _check_runs(cfg, prog, net, xs, REGISTERED)
 
 
 @pytest.mark.parametrize("post_pipeline", [False, True])
@@ -145,9 +153,7 @@ def test_accumulator_reads_skip_writes_between_spaced_rows(post_pipeline):
     prog = hwgen.compile(net, cfg, batch=3)
     xs = [random_input(rng, cfg, m, net.in_features) for m in (2, 1, 3)]
     impl = Implementation(registered_reads=True, post_pipeline=post_pipeline)
-    result = run_program(cfg, prog, *xs, implementation=impl)
-    for x, out in zip(xs, [result["out"], *result["more"]], strict=True):
-        np.testing.assert_array_equal(out, net.forward(x))
+    _check_runs(cfg, prog, net, xs, impl, cycles=False)
 
 
 @pytest.mark.parametrize("name", ["plain", "pipelined", "ecp5", "ice40"])
@@ -162,10 +168,7 @@ def test_a_run_after_a_raw_layer_is_exact(name):
     net = random_network(rng, cfg, layers=2, max_width=7, raw=True)
     prog = hwgen.compile(net, cfg, batch=3)
     xs = [random_input(rng, cfg, m, net.in_features) for m in (3, 2, 3)]
-    result = run_program(cfg, prog, *xs, implementation=impl)
-    for x, out in zip(xs, [result["out"], *result["more"]], strict=True):
-        np.testing.assert_array_equal(out, net.forward(x))
-    assert result["cycles"] == sum(program_cycles(prog, len(x), impl) for x in xs)
+    _check_runs(cfg, prog, net, xs, impl)
 
 
 @pytest.mark.parametrize(("shape", "widths", "batch", "impl"), [
@@ -186,9 +189,7 @@ def test_activation_reads_skip_words_past_the_row(shape, widths, batch, impl):
     assert prog.descriptors[0]["dst_base"] == batch * prog.descriptors[0]["src_stride"]
     assert widths[0] % cfg.act_lanes
     xs = [random_input(rng, cfg, batch, widths[0]) for _ in range(2)]
-    result = run_program(cfg, prog, *xs, implementation=impl)
-    for x, out in zip(xs, [result["out"], *result["more"]], strict=True):
-        np.testing.assert_array_equal(out, net.forward(x))
+    _check_runs(cfg, prog, net, xs, impl, cycles=False)
 
 
 @pytest.mark.parametrize("options", [
@@ -240,10 +241,7 @@ def test_dense_networks_without_spatial_layers(shape, dataflow, post_lanes, name
     prog = hwgen.compile(net, cfg)
     assert prog.batch == cfg.acc_depth
     xs = [random_input(rng, cfg, m, net.in_features) for m in (cfg.acc_depth, 1, 3)]
-    result = run_program(cfg, prog, *xs, implementation=impl)
-    for x, out in zip(xs, [result["out"], *result["more"]], strict=True):
-        np.testing.assert_array_equal(out, net.forward(x))
-    assert result["cycles"] == sum(program_cycles(prog, len(x), impl) for x in xs)
+    _check_runs(cfg, prog, net, xs, impl)
 
 
 def test_the_icebreaker_preset_runs_dense_networks():
@@ -258,10 +256,7 @@ def test_the_icebreaker_preset_runs_dense_networks():
     prog = hwgen.compile(net, cfg)
     assert prog.batch == cfg.acc_depth
     xs = [random_input(rng, cfg, m, 7) for m in (cfg.acc_depth, 2)]
-    result = run_program(cfg, prog, *xs, implementation=impl)
-    for x, out in zip(xs, [result["out"], *result["more"]], strict=True):
-        np.testing.assert_array_equal(out, net.forward(x))
-    assert result["cycles"] == sum(program_cycles(prog, len(x), impl) for x in xs)
+    _check_runs(cfg, prog, net, xs, impl)
 
 
 @pytest.mark.parametrize("spatial", [True, False])
