@@ -50,6 +50,8 @@ _LEGACY_FLAGS = {2: ("relu", "raw", "last"), 3: ("relu", "raw", "last", "spatial
 #: The layers' ``kind`` in files of versions 2 and 3 (and 4 before it held the name of the
 #: :class:`~hwgen.memmap.PassKind`): version 2 has none, a matrix layer's.
 _LEGACY_KIND_NAMES = {"matrix": PassKind.MATRIX.name, "pool": PassKind.MAXPOOL.name}
+#: The pass kind of a descriptor of version 2 or 3, by its ``pool`` flag (version 2: none).
+_LEGACY_KIND_BY_POOL_FLAG = (PassKind.MATRIX, PassKind.MAXPOOL)
 
 
 def legacy_descriptor_layout(config, version):
@@ -201,7 +203,7 @@ def _from_legacy(config, version, words, stored):
                          f"version {version}); damaged")
     converted = []
     for d in decoded:
-        kind = PassKind.MAXPOOL if d.pop("pool", 0) else PassKind.MATRIX
+        kind = _LEGACY_KIND_BY_POOL_FLAG[d.pop("pool", 0)]
         fields = {name: d.get(name, 0) for name, _ in descriptor_layout(config)}
         fields["kind"] = kind.value
         if "geometry" in d:
