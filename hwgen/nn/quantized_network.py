@@ -13,6 +13,7 @@ to the bit:
   (NHWC memory, feature ``(y*W + x)*C + c``).
 """
 
+import dataclasses
 import math
 import numbers
 
@@ -22,7 +23,7 @@ from ._ints import check_range, int_array, sample_shape, signed_range
 from .conv import Conv2D
 from .dense import Dense, accumulate
 from .flatten import Flatten
-from .graph import INPUT, Tensor, as_nodes, check_structure, where
+from .graph import INPUT, Node, Tensor, as_nodes, check_structure, where
 from .maxpool import MaxPool2D
 from .requantization import requantize
 
@@ -31,6 +32,10 @@ __all__ = ["QuantizedNetwork"]
 LAYER_TYPES = (Dense, Conv2D, MaxPool2D, Flatten)
 # How many tensors each kind of layer reads.
 _ARITY = {Dense: 1, Conv2D: 1, MaxPool2D: 1, Flatten: 1}
+
+
+def _arity(layer):
+    return next((count for kind, count in _ARITY.items() if isinstance(layer, kind)), None)
 
 # Width limits of the reference model itself. Parameters are stored as int64, so no width may
 # exceed 64 bits (mult is unsigned, hence 63). The hardware configuration is usually narrower.
@@ -81,9 +86,10 @@ class QuantizedNetwork:
 
     Attributes
     ----------
-    nodes : tuple of Node
     layers : list
-        The nodes' layers, in node order.
+        The nodes' layers, in node order; the network follows changes to it (see
+        :attr:`nodes`).
+    nodes : tuple of Node
     tensors : dict of str to Tensor
     output : str
     in_bits, w_bits, acc_bits, mult_bits : int
@@ -130,14 +136,12 @@ class QuantizedNetwork:
                                  "allowed: a finite float > 0, or None")
         self.input_scale = input_scale
         self.input_shape = sample_shape(input_shape, "QuantizedNetwork")
-        self.nodes = as_nodes(layers)
-        if not self.nodes:
-            raise ValueError("QuantizedNetwork: field 'layers' is empty; "
-                             "allowed: at least one layer")
-        self._consumers = check_structure(
-            self.nodes, lambda layer: next((n for t, n in _ARITY.items() if isinstance(layer, t)),
-                                           None))
-        self._scales = _checked_scales(scales, input_scale, self._consumers)
+        given = list(layers)
+        self._chain = not (given and isinstance(given[0], Node))
+        self._nodes = as_nodes(given)
+        self._consumers = None
+        self.layers = [node.layer for node in self._nodes]
+        self._scales = _checked_scales(scales, input_scale, self._structure()[1])
         self.input_scale = self._scales.get(INPUT)
         self.validate()
         if output_scale is not None:
@@ -148,9 +152,35 @@ class QuantizedNetwork:
         self.output_scale = output_scale
 
     @property
-    def layers(self):
-        """The nodes' layers, in node order (a new list; the layers themselves are shared)."""
-        return [node.layer for node in self.nodes]
+    def nodes(self):
+        """The nodes, in topological order (a tuple of :class:`~hwgen.nn.Node`).
+
+        Built from :attr:`layers` as it is now: for a network given as a plain list, the chain
+        of its layers; for one given as nodes, node ``i`` with ``layers[i]`` as its layer.
+        """
+        return self._structure()[0]
+
+    def _structure(self):
+        """Return ``(nodes, consumers)`` of :attr:`layers` as they are now, checked."""
+        nodes = self._nodes
+        if len(nodes) != len(self.layers) or any(
+                node.layer is not layer for node, layer in zip(nodes, self.layers, strict=False)):
+            if self._chain:
+                nodes = as_nodes(self.layers)
+            elif len(nodes) != len(self.layers):
+                raise ValueError(f"QuantizedNetwork: field 'layers' has {len(self.layers)} "
+                                 f"layers but the network has {len(nodes)} nodes; allowed: "
+                                 "layers replaced in place, or a new network of nodes")
+            else:
+                nodes = tuple(dataclasses.replace(node, layer=layer)
+                              for node, layer in zip(nodes, self.layers, strict=True))
+            self._nodes, self._consumers = nodes, None
+        if not nodes:
+            raise ValueError("QuantizedNetwork: field 'layers' is empty; "
+                             "allowed: at least one layer")
+        if self._consumers is None:
+            self._consumers = check_structure(nodes, _arity)
+        return nodes, self._consumers
 
     @property
     def shapes(self):
@@ -168,7 +198,8 @@ class QuantizedNetwork:
         """Every tensor by name, ``"input"`` first then in node order: a dict of
         :class:`~hwgen.nn.graph.Tensor` (shape, scale where known, consumers)."""
         shapes = self._check()
-        return {name: Tensor(name, shape, self._scales.get(name), self._consumers[name])
+        consumers = self._structure()[1]
+        return {name: Tensor(name, shape, self._scales.get(name), consumers[name])
                 for name, shape in shapes.items()}
 
     @property
