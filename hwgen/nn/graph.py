@@ -14,7 +14,8 @@ checked by :class:`~hwgen.nn.QuantizedNetwork`, since layers are mutable.
 
 import dataclasses
 
-__all__ = ["INPUT", "Node", "Tensor", "as_nodes", "chain_name", "check_structure", "where"]
+__all__ = ["INPUT", "Node", "Tensor", "as_nodes", "chain_name", "check_structure", "relink",
+           "where"]
 
 #: The name of the network's input tensor.
 INPUT = "input"
@@ -165,3 +166,32 @@ def check_structure(nodes, arity):
                              f"not the last node (the network's output, {nodes[-1].name!r}); "
                              "allowed: a node that a later node reads")
     return {name: tuple(dict.fromkeys(names)) for name, names in consumers.items()}
+
+
+def relink(nodes, layers, chain):
+    """Return ``nodes`` with ``layers`` (a network's list, which its user may have changed) as
+    their layers: ``nodes`` itself if nothing changed, the chain of ``layers`` if ``chain``,
+    else each node with the layer at its index.
+
+    Raises
+    ------
+    ValueError
+        If ``layers`` is empty, or the layers of a network built from nodes are not one per
+        node.
+    """
+    if not layers:
+        raise ValueError("QuantizedNetwork: field 'layers' is empty; "
+                         "allowed: at least one layer")
+    if len(nodes) == len(layers) and all(
+            node.layer is layer for node, layer in zip(nodes, layers, strict=True)):
+        return nodes
+    if chain:
+        nodes = as_nodes(layers)
+    elif len(nodes) != len(layers):
+        raise ValueError(f"QuantizedNetwork: field 'layers' has {len(layers)} layers but the "
+                         f"network has {len(nodes)} nodes; allowed: layers replaced in place, "
+                         "or a new network of nodes")
+    else:
+        nodes = tuple(dataclasses.replace(node, layer=layer)
+                      for node, layer in zip(nodes, layers, strict=True))
+    return nodes

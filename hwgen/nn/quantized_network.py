@@ -13,7 +13,6 @@ to the bit:
   (NHWC memory, feature ``(y*W + x)*C + c``).
 """
 
-import dataclasses
 import math
 import numbers
 
@@ -23,7 +22,7 @@ from ._ints import check_range, int_array, sample_shape, signed_range
 from .conv import Conv2D
 from .dense import Dense, accumulate
 from .flatten import Flatten
-from .graph import INPUT, Node, Tensor, as_nodes, check_structure, where
+from .graph import INPUT, Node, Tensor, as_nodes, check_structure, relink, where
 from .maxpool import MaxPool2D
 from .requantization import requantize
 
@@ -141,7 +140,8 @@ class QuantizedNetwork:
         self._nodes = as_nodes(given)
         self._consumers = None
         self.layers = [node.layer for node in self._nodes]
-        self._scales = _checked_scales(scales, input_scale, self._structure()[1])
+        self._scales = _checked_scales(scales, input_scale,
+                                       [INPUT, *(node.name for node in self.nodes)])
         self.input_scale = self._scales.get(INPUT)
         self.validate()
         if output_scale is not None:
@@ -158,29 +158,10 @@ class QuantizedNetwork:
         Built from :attr:`layers` as it is now: for a network given as a plain list, the chain
         of its layers; for one given as nodes, node ``i`` with ``layers[i]`` as its layer.
         """
-        return self._structure()[0]
-
-    def _structure(self):
-        """Return ``(nodes, consumers)`` of :attr:`layers` as they are now, checked."""
-        nodes = self._nodes
-        if len(nodes) != len(self.layers) or any(
-                node.layer is not layer for node, layer in zip(nodes, self.layers, strict=False)):
-            if self._chain:
-                nodes = as_nodes(self.layers)
-            elif len(nodes) != len(self.layers):
-                raise ValueError(f"QuantizedNetwork: field 'layers' has {len(self.layers)} "
-                                 f"layers but the network has {len(nodes)} nodes; allowed: "
-                                 "layers replaced in place, or a new network of nodes")
-            else:
-                nodes = tuple(dataclasses.replace(node, layer=layer)
-                              for node, layer in zip(nodes, self.layers, strict=True))
-            self._nodes, self._consumers = nodes, None
-        if not nodes:
-            raise ValueError("QuantizedNetwork: field 'layers' is empty; "
-                             "allowed: at least one layer")
-        if self._consumers is None:
-            self._consumers = check_structure(nodes, _arity)
-        return nodes, self._consumers
+        nodes = relink(self._nodes, self.layers, self._chain)
+        if nodes is not self._nodes or self._consumers is None:
+            self._nodes, self._consumers = nodes, check_structure(nodes, _arity)
+        return nodes
 
     @property
     def shapes(self):
@@ -197,9 +178,8 @@ class QuantizedNetwork:
     def tensors(self):
         """Every tensor by name, ``"input"`` first then in node order: a dict of
         :class:`~hwgen.nn.graph.Tensor` (shape, scale where known, consumers)."""
-        shapes = self._check()
-        consumers = self._structure()[1]
-        return {name: Tensor(name, shape, self._scales.get(name), consumers[name])
+        shapes = self._check()  # also brings the nodes and their consumers up to date
+        return {name: Tensor(name, shape, self._scales.get(name), self._consumers[name])
                 for name, shape in shapes.items()}
 
     @property
@@ -245,45 +225,8 @@ class QuantizedNetwork:
 
     def _check(self):
         """Check every node; return each tensor's per-sample shape by name, input first."""
-        widths = (self.w_bits, self.acc_bits, self.mult_bits)
-        shapes = {INPUT: self.input_shape}
-        position = {node.name: index for index, node in enumerate(self.nodes)}
-        for index, node in enumerate(self.nodes):
-            layer, at = node.layer, where(index, node.name)
-            if not isinstance(layer, LAYER_TYPES):
-                raise TypeError(f"{at}: {type(layer).__name__} is not a Dense, Conv2D, "
-                                "MaxPool2D or Flatten layer")
-            layer.check(at)
-            if isinstance(layer, Dense | Conv2D):
-                _check_params(at, layer, widths)
-                if layer.output == "raw" and index != len(self.nodes) - 1:
-                    raise ValueError(f"{at}: field 'output' is 'raw' but the layer is not "
-                                     f"the last of {len(self.nodes)}; allowed: 'requant'")
-            name = node.inputs[0]
-            if shapes[name] is None:
-                if not isinstance(layer, Dense):
-                    raise ValueError(f"QuantizedNetwork: field 'input_shape' is None but {at} "
-                                     f"is a {type(layer).__name__}; allowed: (H, W, C), the "
-                                     "shape of one NHWC input sample")
-                shapes[name] = (layer.in_features,)
-            source = "input_shape" if name == INPUT else where(position[name], name)
-            shapes[node.name] = layer._output_shape(shapes[name], at, source)
-        return shapes
-
-    def _check_input(self, x, shape):
-        x = int_array(x, "input", "x")
-        if len(shape) == 1:
-            if x.ndim != 2:
-                raise ValueError(f"input: field 'x' has shape {x.shape}; "
-                                 f"allowed: 2-D (M, {shape[0]})")
-            if x.shape[1] != shape[0]:
-                raise ValueError(f"input: field 'x' has shape {x.shape}; "
-                                 f"allowed: (M, {shape[0]}), the width of layer 0")
-        elif x.ndim != 4 or x.shape[1:] != shape:
-            raise ValueError(f"input: field 'x' has shape {x.shape}; allowed: "
-                             f"(M, {', '.join(map(str, shape))}), NHWC with input_shape {shape}")
-        check_range(x, "input", "x", signed_range(self.in_bits), f"signed in_bits={self.in_bits}")
-        return x
+        return _tensor_shapes(self.nodes, self.input_shape,
+                              (self.w_bits, self.acc_bits, self.mult_bits))
 
     def forward_tensors(self, x):
         """Run the network and return every tensor by name.
@@ -310,11 +253,12 @@ class QuantizedNetwork:
             signed ``acc_bits`` range (naming the layer).
         """
         shapes = self._check()
-        values = {INPUT: self._check_input(x, shapes[INPUT])}
+        values = {INPUT: _check_input(x, shapes[INPUT], self.in_bits)}
         for index, node in enumerate(self.nodes):
             layer, args = node.layer, [values[name] for name in node.inputs]
             if isinstance(layer, Dense | Conv2D):
-                values[node.name] = self._compute(where(index, node.name), layer, *args)
+                values[node.name] = _compute(where(index, node.name), layer, *args,
+                                             self.in_bits, self.acc_bits)
             else:
                 values[node.name] = layer.forward(*args).astype(np.int64)
         return values
@@ -331,28 +275,6 @@ class QuantizedNetwork:
         """
         values = self.forward_tensors(x)
         return [values[node.name] for node in self.nodes]
-
-    def _compute(self, at, layer, x):
-        """Return the output of a Dense or Conv2D layer (accumulate, requantize, activate)."""
-        if isinstance(layer, Conv2D):
-            patches = layer.patches(x)
-            acc = accumulate(patches.reshape(-1, layer.patch_size), layer, self.in_bits)
-            acc = acc.reshape(*patches.shape[:3], layer.out_channels)
-        else:
-            acc = accumulate(x, layer, self.in_bits)
-        acc_low, acc_high = signed_range(self.acc_bits)
-        if acc.size:
-            low, high = int(acc.min()), int(acc.max())
-            if low < acc_low or high > acc_high:
-                raise ValueError(
-                    f"{at}: accumulator reaches {low if low < acc_low else high}, "
-                    f"outside signed acc_bits={self.acc_bits} ({acc_low}..{acc_high})")
-        if layer.output == "raw":
-            return acc.astype(np.int64)
-        y = requantize(acc, layer.mult, layer.shift, self.in_bits)
-        if layer.activation == "relu":
-            y = np.maximum(y, 0)
-        return y
 
     def forward(self, x):
         """Run the network on integer inputs ``x``; return the last layer's output.
@@ -430,6 +352,74 @@ def _checked_scales(scales, input_scale, tensors):
         checked[name] = value
     if input_scale is not None and checked.setdefault(INPUT, input_scale) != input_scale:
         raise ValueError(f"QuantizedNetwork: scales['input']={checked[INPUT]!r} but "
-                             f"input_scale={input_scale!r}; allowed: the same value, or one "
-                             "of them")
+                         f"input_scale={input_scale!r}; allowed: the same value, or one "
+                         "of them")
     return checked
+
+
+def _check_input(x, shape, in_bits):
+    """Return the network input ``x`` as int64, checked against its shape and ``in_bits``."""
+    x = int_array(x, "input", "x")
+    if len(shape) == 1:
+        if x.ndim != 2:
+            raise ValueError(f"input: field 'x' has shape {x.shape}; "
+                             f"allowed: 2-D (M, {shape[0]})")
+        if x.shape[1] != shape[0]:
+            raise ValueError(f"input: field 'x' has shape {x.shape}; "
+                             f"allowed: (M, {shape[0]}), the width of layer 0")
+    elif x.ndim != 4 or x.shape[1:] != shape:
+        raise ValueError(f"input: field 'x' has shape {x.shape}; allowed: "
+                         f"(M, {', '.join(map(str, shape))}), NHWC with input_shape {shape}")
+    check_range(x, "input", "x", signed_range(in_bits), f"signed in_bits={in_bits}")
+    return x
+
+
+def _compute(at, layer, x, in_bits, acc_bits):
+    """Return the output of a Dense or Conv2D layer (accumulate, requantize, activate)."""
+    if isinstance(layer, Conv2D):
+        patches = layer.patches(x)
+        acc = accumulate(patches.reshape(-1, layer.patch_size), layer, in_bits)
+        acc = acc.reshape(*patches.shape[:3], layer.out_channels)
+    else:
+        acc = accumulate(x, layer, in_bits)
+    acc_low, acc_high = signed_range(acc_bits)
+    if acc.size:
+        low, high = int(acc.min()), int(acc.max())
+        if low < acc_low or high > acc_high:
+            raise ValueError(
+                f"{at}: accumulator reaches {low if low < acc_low else high}, "
+                f"outside signed acc_bits={acc_bits} ({acc_low}..{acc_high})")
+    if layer.output == "raw":
+        return acc.astype(np.int64)
+    y = requantize(acc, layer.mult, layer.shift, in_bits)
+    if layer.activation == "relu":
+        y = np.maximum(y, 0)
+    return y
+
+
+def _tensor_shapes(nodes, input_shape, widths):
+    """Check every node against its inputs and ``(w_bits, acc_bits, mult_bits)``; return each
+    tensor's per-sample shape by name, input first."""
+    shapes = {INPUT: input_shape}
+    position = {node.name: index for index, node in enumerate(nodes)}
+    for index, node in enumerate(nodes):
+        layer, at = node.layer, where(index, node.name)
+        if not isinstance(layer, LAYER_TYPES):
+            raise TypeError(f"{at}: {type(layer).__name__} is not a Dense, Conv2D, "
+                            "MaxPool2D or Flatten layer")
+        layer.check(at)
+        if isinstance(layer, Dense | Conv2D):
+            _check_params(at, layer, widths)
+            if layer.output == "raw" and index != len(nodes) - 1:
+                raise ValueError(f"{at}: field 'output' is 'raw' but the layer is not "
+                                 f"the last of {len(nodes)}; allowed: 'requant'")
+        name = node.inputs[0]
+        if shapes[name] is None:
+            if not isinstance(layer, Dense):
+                raise ValueError(f"QuantizedNetwork: field 'input_shape' is None but {at} "
+                                 f"is a {type(layer).__name__}; allowed: (H, W, C), the "
+                                 "shape of one NHWC input sample")
+            shapes[name] = (layer.in_features,)
+        source = "input_shape" if name == INPUT else where(position[name], name)
+        shapes[node.name] = layer._output_shape(shapes[name], at, source)
+    return shapes
