@@ -4,7 +4,6 @@ in hwgen.memmap (tests/support.py writes them down independently)."""
 import numpy as np
 import pytest
 from support import COMPILER_CONFIGS as CONFIGS
-from support import ProgramInterpreter as Device
 from support import compile_refused as refused
 from support import documented_descriptor_fields as descriptor_fields
 from support import documented_geometry_fields as geometry_fields
@@ -21,6 +20,7 @@ from hwgen.memmap import (
     regions,
 )
 from hwgen.nn import Dense, QuantizedNetwork
+from sim.interpreter import ProgramInterpreter as Device
 
 
 @pytest.mark.parametrize("config_name", list(CONFIGS))

@@ -2,12 +2,12 @@
 
 import numpy as np
 from support import COMPILER_CONFIGS as CONFIGS
-from support import ProgramInterpreter as Device
-from support import signed
 
 from hwgen.compiler import compile_network
 from hwgen.memmap import Region
 from hwgen.nn import Dense, QuantizedNetwork
+from sim.interpreter import ProgramInterpreter as Device
+from sim.interpreter import signed
 
 
 def test_tiny_golden_layout():

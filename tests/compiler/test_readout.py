@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 from support import COMPILER_CONFIGS as CONFIGS
-from support import ProgramInterpreter
 from support import random_dense_network as random_network
 from support import random_input_rows as random_input
 
@@ -18,6 +17,7 @@ from hwgen import AcceleratorConfig
 from hwgen.compiler import CompileError, Program, compile_network
 from hwgen.memmap import Region
 from hwgen.nn import Conv2D, Dense, Flatten, MaxPool2D, QuantizedNetwork
+from sim.interpreter import ProgramInterpreter
 from sim.netgen import random_cnn
 
 DATA = Path(__file__).parent.parent / "data"

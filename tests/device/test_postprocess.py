@@ -8,13 +8,14 @@ are not done; and everything held while ``en`` is low."""
 import numpy as np
 import pytest
 from amaranth.sim import Simulator
-from support import ECP5, ICE40, SMALL, descriptor, random_bits, signed, without_dsp
+from support import ECP5, ICE40, SMALL, descriptor, random_bits, without_dsp
 
 from hwgen.config import AcceleratorConfig
 from hwgen.device.postprocess import PostProcessor
 from hwgen.implementation import Implementation
 from hwgen.memmap import descriptor_layout
 from hwgen.nn import requantize
+from sim.interpreter import signed
 
 VARIANTS = {
     "plain": Implementation(),

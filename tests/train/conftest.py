@@ -12,10 +12,11 @@ import dataclasses
 
 import numpy as np
 import pytest
-from support import BOARD_CNN, BOARD_WS, ProgramInterpreter
+from support import BOARD_CNN, BOARD_WS
 
 from host import Accelerator
 from sim.board import SimulatedBoard, board_missing
+from sim.interpreter import ProgramInterpreter
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,343 @@
+"""A Python model of the device: its memories, and a controller that runs compiled programs.
+
+:class:`ProgramInterpreter` executes a :class:`hwgen.compiler.Program` the way the hardware
+does: it decodes descriptors (and a spatial layer's geometry words) with the layouts of
+:mod:`hwgen.memmap`, walks each layer's output pixels and patches with the geometry's steps as
+the patch walker does, reads weights, parameters and activations at the documented addresses,
+accumulates tile by tile, requantizes with Python integers (sections 3 and 3.1 of the
+architecture brief) and max-pools word by word as the pooler does. It shares no code with the
+compiler but the memory map; the tests compare its results with
+:meth:`hwgen.nn.QuantizedNetwork.forward`.
+"""
+
+import random
+
+import numpy as np
+
+from hwgen.memmap import Region, descriptor_layout, geometry_layout, geometry_words
+
+__all__ = ["ProgramInterpreter", "run_on_interpreter"]
+
+
+def signed(value, bits):
+    """Return the two's complement value of the low ``bits`` bits of ``value``."""
+    value &= (1 << bits) - 1
+    return value - (1 << bits) if value >> (bits - 1) else value
+
+
+def signed_range(bits):
+    """Return ``(lowest, highest)`` of signed ``bits``-bit integers."""
+    return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+
+
+class ProgramInterpreter:
+    """Memories of ``config`` and a controller that runs programs from them.
+
+    Words never written read as garbage (fixed per address), as a block RAM after power-up
+    would; so padding the hardware does not write is never assumed to be zero. Where the
+    device reads zeros instead of a word (the channels of a row past its pixel's words), the
+    interpreter reads the garbage there: the weights of those channels must be zero.
+    """
+
+    def __init__(self, config, seed=0):
+        self.config = config
+        self.seed = seed
+        self.b = max(config.rows, config.cols)
+        self.shift_bits = (config.acc_bits + config.mult_bits - 1).bit_length()
+        self.p_lane = config.acc_bits + config.mult_bits + self.shift_bits
+        self.desc_layout = descriptor_layout(config)
+        self.geom_layout = geometry_layout(config)
+        self.desc_bits = self.desc_layout.size
+        # A spatial layer's geometry: descriptor-wide PROGRAM words, the first the lowest.
+        self.geom_words = geometry_words(config)
+        self.wrap = 1 << max(1, (config.act_depth - 1).bit_length())   # ACT addresses wrap
+        self.word_bits = {
+            Region.PROGRAM: self.desc_bits,
+            Region.WEIGHT: config.cols * config.w_bits,
+            Region.PARAM: config.cols * self.p_lane,
+            Region.ACT: self.b * config.in_bits,
+            Region.OUTPUT: config.cols * config.acc_bits,
+        }
+        self.lane_shape = {Region.WEIGHT: (config.cols, config.w_bits),
+                           Region.ACT: (self.b, config.in_bits),
+                           Region.OUTPUT: (config.cols, config.acc_bits)}
+        self.depth = {Region.PROGRAM: config.prog_depth, Region.WEIGHT: config.weight_depth,
+                      Region.PARAM: config.param_depth, Region.ACT: config.act_depth,
+                      Region.OUTPUT: config.out_depth}
+        self.mem = {region: {} for region in Region}
+        self.decoded = {}
+
+    def read(self, region, addr):
+        if addr not in self.mem[region]:
+            garbage = random.Random(f"{self.seed}/{region.value}/{addr}")
+            self.mem[region][addr] = garbage.getrandbits(self.word_bits[region])
+        return self.mem[region][addr]
+
+    def write(self, region, addr, word):
+        assert 0 <= addr < self.depth[region], (region, addr)
+        assert 0 <= word < 1 << self.word_bits[region], (region, word)
+        self.mem[region][addr] = word
+        self.decoded.pop((region, addr), None)
+
+    def lanes(self, region, addr):
+        """Return the signed lanes of a word of WEIGHT, ACT or OUTPUT."""
+        key = (region, addr)
+        if key not in self.decoded:
+            count, bits = self.lane_shape[region]
+            word = self.read(region, addr)
+            self.decoded[key] = [signed(word >> (j * bits), bits) for j in range(count)]
+        return self.decoded[key]
+
+    def write_lanes(self, region, addr, values, first=0):
+        """Write ``values`` to the lanes ``first ..`` of a word, keeping its other lanes."""
+        bits = self.lane_shape[region][1]
+        word = self.read(region, addr)
+        for j, value in enumerate(values, start=first):
+            assert signed_range(bits)[0] <= value <= signed_range(bits)[1], (region, value)
+            mask = ((1 << bits) - 1) << (j * bits)
+            word = word & ~mask | (int(value) << (j * bits)) & mask
+        self.write(region, addr, word)
+
+    def write_lane(self, region, addr, lane, value):
+        self.write_lanes(region, addr, [value], lane)
+
+    @staticmethod
+    def _fields(bits, layout):
+        return {name: (bits >> f.offset) & ((1 << f.width) - 1) for name, f in layout}
+
+    def descriptor(self, addr):
+        return self._fields(self.read(Region.PROGRAM, addr),
+                            self.desc_layout)
+
+    def geometry(self, addr):
+        """Return the geometry in the ``geom_words`` PROGRAM words from ``addr``."""
+        bits = sum(self.read(Region.PROGRAM, addr + j) << (j * self.desc_bits)
+                   for j in range(self.geom_words))
+        return self._fields(bits, self.geom_layout)
+
+    @staticmethod
+    def plain_geometry(d):
+        """The geometry of a matrix layer over rows (documented in hwgen.memmap): 1x1 images
+        and kernel, each row ``src_stride`` words after the last, ``k_tiles`` channel
+        groups."""
+        return {"h": 1, "w": 1, "oh": 1, "ow": 1, "kh": 1, "kw": 1, "stride": 1, "pad": 0,
+                "cgs": d["k_tiles"], "col_step": 0, "row_step": 0, "img_step": d["src_stride"],
+                "ky_step": 0}
+
+    def params(self, addr, lane):
+        """Return ``(bias, mult, shift)`` of one lane of a PARAM word."""
+        c = self.config
+        v = self.read(Region.PARAM, addr) >> (lane * self.p_lane)
+        bias = signed(v, c.acc_bits)
+        mult = (v >> c.acc_bits) & ((1 << c.mult_bits) - 1)
+        shift = (v >> (c.acc_bits + c.mult_bits)) & ((1 << self.shift_bits) - 1)
+        return bias, mult, shift
+
+    def load(self, program, x):
+        for region, (base, words) in program.images.items():
+            for i, word in enumerate(words):
+                self.write(region, base + i, word)
+        for i, word in enumerate(program.pack_input(x)):
+            self.write(Region.ACT, program.input.base + i, word)
+
+    def run(self, m):
+        """Run the program in PROGRAM from word 0 on ``m`` samples; return the last layer's
+        descriptor, its geometry under ``"geometry"``."""
+        pc, depth = 0, self.depth[Region.PROGRAM]
+        while pc < depth:
+            d = self.descriptor(pc)
+            pc += 1
+            if d["spatial"]:
+                assert pc + self.geom_words <= depth, "geometry words past the program memory"
+                g = self.geometry(pc)
+                pc += self.geom_words
+            else:
+                assert not d["pool"], "a pooling layer is spatial"
+                g = self.plain_geometry(d)
+            if d["pool"]:
+                self.run_pool(d, g, m)
+            else:
+                self.run_layer(d, g, m)
+            if d["last"]:
+                return {**d, "geometry": g}
+        raise AssertionError("no descriptor with last=1")
+
+    def pixel_words(self, d, g, m):
+        """Return ``(oy, ox, word)`` arrays of a layer's output pixels in order (sample, row,
+        column): ``word`` is the ACT word of the pixel's kernel position (0, 0), walked from
+        ``src_base`` with the geometry's steps, as the device walks it."""
+        oy, ox, words = [], [], []
+        pix = d["src_base"]
+        for _ in range(m):
+            for y in range(g["oh"]):
+                for x in range(g["ow"]):
+                    oy.append(y)
+                    ox.append(x)
+                    words.append(pix)
+                    step = ("col_step" if x != g["ow"] - 1 else
+                            "row_step" if y != g["oh"] - 1 else "img_step")
+                    pix = (pix + g[step]) % self.wrap
+        return np.array(oy, dtype=np.int64), np.array(ox, dtype=np.int64), np.array(words)
+
+    def kernel_offsets(self, d, g):
+        """Return ``[(ky, kx, offset)]`` of the kernel (or window) positions in walk order: the
+        words from position (0, 0), ``src_stride`` more along a row, ``ky_step`` more from a
+        row's last to the next row's first."""
+        out, off = [], 0
+        for ky in range(g["kh"]):
+            for kx in range(g["kw"]):
+                out.append((ky, kx, off))
+                step = d["src_stride"] if kx != g["kw"] - 1 else g["ky_step"]
+                off = (off + step) % self.wrap
+        return out
+
+    def gather(self, addrs):
+        """Return the ACT lanes of the words ``addrs`` (an array) as ``[len(addrs), B]``."""
+        unique, inverse = np.unique(addrs, return_inverse=True)
+        table = np.array([self.lanes(Region.ACT, int(a)) for a in unique],
+                         dtype=np.int64).reshape(len(unique), self.b)
+        return table[inverse.reshape(-1)]
+
+    def patch_rows(self, d, g, m):
+        """Return ``(x, reads)``: the engine's rows of the layer, ``x[p, kt * rows + i]`` for
+        output pixel ``p``, reduction tile ``kt`` (kernel position ``kt // cgs``, channel group
+        ``kt % cgs``), lane ``i``, and the ACT words read inside the pixels."""
+        c, b, rows = self.config, self.b, self.config.rows
+        cgs = g["cgs"]
+        kernel = self.kernel_offsets(d, g)
+        assert d["k_tiles"] == len(kernel) * cgs, "k_tiles is not kh * kw * cgs"
+        oy, ox, pix = self.pixel_words(d, g, m)
+        kts = np.arange(d["k_tiles"])
+        ky = np.array([kernel[kt // cgs][0] for kt in kts], dtype=np.int64)
+        kx = np.array([kernel[kt // cgs][1] for kt in kts], dtype=np.int64)
+        off = np.array([kernel[kt // cgs][2] for kt in kts], dtype=np.int64)
+        channel = (kts % cgs)[:, None] * rows + np.arange(rows)[None, :]      # [KT, rows]
+        word, lane = channel // b, channel % b
+        iy = oy[:, None] * g["stride"] + ky[None, :] - g["pad"]                # [P, KT]
+        ix = ox[:, None] * g["stride"] + kx[None, :] - g["pad"]
+        inside = (iy >= 0) & (iy < g["h"]) & (ix >= 0) & (ix < g["w"])
+        addr = (pix[:, None, None] + off[None, :, None] + word[None]) % self.wrap
+        shape = addr.shape                                                     # [P, KT, rows]
+        mask = np.broadcast_to(inside[:, :, None], shape)
+        x = np.zeros(shape, dtype=np.int64)   # padding reads as zeros
+        if mask.any():
+            x[mask] = self.gather(addr[mask])[np.arange(mask.sum()),
+                                              np.broadcast_to(lane[None], shape)[mask]]
+        in_pixel = mask & np.broadcast_to((word < d["src_stride"])[None], shape)
+        reads = {int(a) for a in np.unique(addr[in_pixel])}
+        assert not reads or max(reads) < c.act_depth, "a pixel's word lies past ACT"
+        return x.reshape(shape[0], -1), reads
+
+    def run_layer(self, d, g, m):
+        """Run a matrix layer: per chunk of ``acc_depth`` output pixels, per output tile, the
+        reduction tiles, then bias, requantization and activation (or the raw sums)."""
+        c = self.config
+        rows, cols = c.rows, c.cols
+        assert not (d["raw"] and d["relu"]), "relu is documented for requantized layers only"
+        acc_low, acc_high = signed_range(c.acc_bits)
+        # Python integers where int64 could be too narrow for the accumulator.
+        dtype = object if c.acc_bits > 62 else np.int64
+        x, reads = self.patch_rows(d, g, m)
+        x = x.astype(dtype)
+        pixels = len(x)
+        writes = set()
+        for first in range(0, pixels, c.acc_depth):
+            chunk = range(first, min(first + c.acc_depth, pixels))
+            for nt in range(d["n_tiles"]):
+                acc = np.zeros((len(chunk), cols), dtype=dtype)
+                for kt in range(d["k_tiles"]):
+                    base = d["w_base"] + (nt * d["k_tiles"] + kt) * rows
+                    w = np.array([self.lanes(Region.WEIGHT, base + i) for i in range(rows)],
+                                 dtype=dtype)
+                    acc = acc + x[chunk.start:chunk.stop, kt * rows:(kt + 1) * rows] @ w
+                    assert acc_low <= acc.min() and acc.max() <= acc_high
+                writes |= self.finish_tile(d, nt, chunk, acc)
+        assert not reads & writes, "a layer overwrote its own input"
+
+    def finish_tile(self, d, nt, chunk, acc):
+        """Add the bias to output tile ``nt``'s sums of the output pixels ``chunk``, requantize
+        and write them (or write the raw sums); return the ACT words written."""
+        c, b = self.config, self.b
+        cols = c.cols
+        acc_low, acc_high = signed_range(c.acc_bits)
+        low, high = signed_range(c.in_bits)
+        channels = [j for j in range(cols) if nt * cols + j < d["n"]]
+        values = np.zeros((len(chunk), len(channels)), dtype=object)
+        for i, j in enumerate(channels):
+            bias, mult, shift = self.params(d["p_base"] + nt, j)
+            a = acc[:, j].astype(object) + bias
+            assert all(acc_low <= v <= acc_high for v in a)
+            if not d["raw"]:
+                p = a * mult
+                a = (p + (1 << (shift - 1))) >> shift if shift > 0 else p
+                a = np.array([min(max(v, low), high) for v in a], dtype=object)
+                if d["relu"]:
+                    a = np.array([max(v, 0) for v in a], dtype=object)
+            values[:, i] = a
+        region, lanes = (Region.OUTPUT, cols) if d["raw"] else (Region.ACT, b)
+        writes = set()
+        for r, p in enumerate(chunk):
+            for i, j in enumerate(channels):
+                n = nt * cols + j
+                addr = d["dst_base"] + p * d["dst_stride"] + n // lanes
+                self.write_lane(region, addr, n % lanes, values[r, i])
+                if region == Region.ACT:
+                    writes.add(addr)
+        return writes
+
+    def run_pool(self, d, g, m):
+        """Run a pooling layer: for each output pixel and each of its ``src_stride`` words, the
+        lane-wise maximum of the window's words, written one word after another from
+        ``dst_base``."""
+        assert g["pad"] == 0, "pooling has no padding"
+        oy, ox, pix = self.pixel_words(d, g, m)
+        window = self.kernel_offsets(d, g)
+        assert (oy.max() * g["stride"] + g["kh"] <= g["h"]
+                and ox.max() * g["stride"] + g["kw"] <= g["w"]), "a window past the image"
+        words = d["src_stride"]
+        addr = ((pix[:, None, None] + np.array([off for _, _, off in window])[None, :, None]
+                 + np.arange(words)[None, None, :]) % self.wrap)        # [P, window, words]
+        assert addr.max() < self.config.act_depth, "a window's word lies past ACT"
+        best = self.gather(addr.reshape(-1)).reshape(*addr.shape, self.b).max(axis=1)
+        out = d["dst_base"] + np.arange(len(pix) * words)
+        assert out.max() < self.config.act_depth, "pooled words past ACT"
+        for a, lanes in zip(out.tolist(), best.reshape(-1, self.b).tolist(), strict=True):
+            self.write_lanes(Region.ACT, a, lanes)
+        assert not set(addr.reshape(-1).tolist()) & set(out.tolist()), \
+            "a layer overwrote its own input"
+
+    def result(self, layer, m, channels=None):
+        """Return the output of the last layer ``layer`` (:meth:`run`'s), read at the
+        documented places: ``[m, n]`` of a layer over rows, ``[m, oh, ow, channels]`` of a
+        spatial one (``channels``: a pooling layer's, which its descriptor does not hold)."""
+        d, g = layer, layer["geometry"]
+        region, lanes = (Region.OUTPUT, self.config.cols) if d["raw"] else (Region.ACT, self.b)
+        if d["pool"]:
+            assert channels is not None, "a pooling layer's channels come from the caller"
+            stride, features = d["src_stride"], channels
+        else:
+            stride, features = d["dst_stride"], d["n"]
+        pixels = m * g["oh"] * g["ow"]
+        rows = [[self.lanes(region, d["dst_base"] + r * stride + n // lanes)[n % lanes]
+                 for n in range(features)] for r in range(pixels)]
+        rows = np.array(rows, dtype=np.int64).reshape(pixels, features)
+        if not d["spatial"]:
+            return rows
+        return rows.reshape(m, g["oh"], g["ow"], features)
+
+
+def run_on_interpreter(program, x, seed=0, *, out_shape=None, channels=None):
+    """Run ``program`` on ``x`` (``[m, K]`` rows or ``[m, H, W, C]`` images); return
+    (interpreter's output, unpack_output's output). The interpreter's output takes the shape
+    ``[m, *out_shape]`` if given (the network's output shape); ``channels``, the last layer's
+    channels, is needed when it pools (its descriptor does not hold them)."""
+    device = ProgramInterpreter(program.config, seed)
+    m = len(x)
+    device.load(program, x)
+    last = device.run(m)
+    interpreted = device.result(last, m, channels)
+    if out_shape is not None:
+        interpreted = interpreted.reshape(m, *out_shape)
+    region, base, count = program.output_words(m)
+    words = [device.read(region, base + i) for i in range(count)]
+    return interpreted, program.unpack_output(words, m)
