@@ -181,9 +181,10 @@ def compile_network(network, config, *, batch=None, readout=False):
         Rows per run (``1 .. acc_depth``) to lay the activation and output memories out for.
         By default, the largest batch that fits every memory.
     readout : bool
-        Keep every layer's output of a run in an ACT area of its own (instead of two areas
-        that the layers take turns in), so that the host can read them all after the run
-        (:attr:`Program.layer_outputs`); the largest batch is then smaller.
+        Keep every layer's output of a run in an ACT area of its own (instead of areas that
+        a tensor leaves once its last reader has run: two that a chain takes turns in), so
+        that the host can read them all after the run (:attr:`Program.layer_outputs`); the
+        largest batch is then smaller.
 
     Returns
     -------
