@@ -11,7 +11,7 @@ as its input.
 import dataclasses
 
 from ..memmap import PassKind
-from ..nn import Dense, Flatten
+from ..nn import INPUT, Dense, Flatten
 from ..passes import for_layer, layer_types
 from .errors import CompileError
 
@@ -37,6 +37,12 @@ class DeviceLayer:
         Per sample: ``(H, W, C)`` for images, ``(F,)`` for rows.
     kernel : tuple of int or None
         ``(kh, kw, stride, pad)`` of a spatial pass; None for a pass over rows.
+    name : str
+        The tensor it writes: its network node's name.
+    inputs : tuple of str
+        The tensors it reads, in the order it takes them: ``"input"`` or an earlier pass's
+        ``name`` (a :class:`~hwgen.nn.Flatten` is no tensor of its own: a pass after it reads
+        the tensor it flattens).
     """
 
     source: int
@@ -46,6 +52,8 @@ class DeviceLayer:
     in_shape: tuple
     out_shape: tuple
     kernel: tuple | None
+    name: str = ""
+    inputs: tuple = ()
 
     @property
     def spatial(self):
@@ -71,19 +79,20 @@ def lower_network(network, config):
     """
     passes = []
     shapes = network.shapes
-    pending = None     # the shapes before a Flatten that the next layer takes over
-    for index, layer in enumerate(network.layers):
+    # The stored tensor and its shape that each network tensor is: itself, or for a Flatten's
+    # output the image it flattens (which the next pass takes over).
+    stored = {INPUT: (INPUT, shapes[0][0])}
+    for index, (node, layer) in enumerate(zip(network.nodes, network.layers, strict=True)):
         in_shape, out_shape = shapes[index]
         if isinstance(layer, Flatten):
-            pending = pending or in_shape
+            stored[node.name] = stored[node.inputs[0]]
             continue
         kind = for_layer(layer)
         if kind is None:
             allowed = ", ".join(t.__name__ for t in (*layer_types(), Flatten))
             raise CompileError(f"{type(layer).__name__} layers cannot be compiled; allowed: "
                                f"{allowed}", layer=index, resource="layer")
-        if pending is not None:
-            in_shape, pending = pending, None
+        in_shape = stored[node.inputs[0]][1]
         found = kind.lower(index, layer, (in_shape, out_shape), config)
         lowered = DeviceLayer(index, kind.kind, found.matrix, found.k, in_shape, out_shape,
                               found.kernel)
@@ -95,5 +104,7 @@ def lower_network(network, config):
                                "does to fit the UP5K); allowed: Dense layers over rows, or a "
                                "configuration with spatial=True", layer=index,
                                resource="spatial")
-        passes.append(lowered)
+        passes.append(dataclasses.replace(
+            lowered, name=node.name, inputs=tuple(stored[name][0] for name in node.inputs)))
+        stored[node.name] = (node.name, out_shape)
     return passes

@@ -110,9 +110,9 @@ class Pass(abc.ABC):
     def cycles(self, config, d, g, m, chunk):
         """Return the cycles the pass of descriptor ``d`` and geometry ``g`` (of a pass over
         rows: ``oh = ow = kh = kw = 1``) takes on a batch of ``m`` samples, from FETCH on, its
-        geometry words not counted (:func:`hwgen.cycles.layer_cycles` adds them). ``chunk(k_tiles, n_tiles, rows, raw)``
-        is the array's model of a chunk of ``rows`` output pixels
-        (:func:`hwgen.cycles.chunk_cycles`)."""
+        geometry words not counted (:func:`hwgen.cycles.layer_cycles` adds them).
+        ``chunk(k_tiles, n_tiles, rows, raw)`` is the array's model of a chunk of ``rows``
+        output pixels (:func:`hwgen.cycles.chunk_cycles`)."""
 
     @abc.abstractmethod
     def busy_rows(self, d, g, m):
