@@ -13,6 +13,8 @@ import dataclasses
 import math
 
 from .config import Dataflow
+from .memmap import geometry_words
+from .passes import lookup
 
 __all__ = ["EngineTiming", "engine_timing", "matmul_tiles", "matmul_timing", "program_cycles"]
 
@@ -176,21 +178,15 @@ def matmul_timing(config, m, k, n):
     return timing, m * math.ceil(k / config.rows) * math.ceil(n / config.cols)
 
 
-# Accelerator controller: FETCH, DECODE, LOAD, two PRIME cycles and the feeders' first read
-# come before the engine's cycle 0 of a layer's first chunk (NEXT, PRIME twice and the read
-# before a later chunk's), and three cycles per geometry word of a spatial layer; after the
-# engine's last result the accumulate stage and the post-processing pipeline (bias, requantize,
-# write) take these many cycles, then one to move on.
-_LAYER_LEAD = 6
-_CHUNK_LEAD = 4
+# After the engine's last result of a chunk the accumulate stage and the post-processing
+# pipeline (bias, requantize, write) take these many cycles, then one to move on. The
+# controller decodes a spatial layer's geometry words in three cycles each; the rest of a
+# layer's lead and tail is its kind's (hwgen.passes).
 _GEOMETRY_CYCLES = 3
 _RAW_TAIL = 2
 _REQUANT_TAIL = 4
-# A pooling pass: its reads start the cycle after PRIME2, each word's arrives a fixed delay
-# later, its maximum is written a cycle after that (with the layer's end flag), one cycle more
-# to move on.
-_POOL_LEAD = 5
-_POOL_TAIL = 4
+#: The geometry of a layer over rows, as far as the cycle models read it.
+_PLAIN_GEOMETRY = {"oh": 1, "ow": 1, "kh": 1, "kw": 1}
 
 
 def layer_spacing(config, k_tiles, n_tiles, raw):
@@ -223,26 +219,20 @@ def layer_cycles(config, descriptor, m, *, implementation=None):
     """Return the cycles a layer takes on the accelerator with a batch of ``m`` samples.
 
     ``descriptor`` holds the layer's descriptor fields (and a spatial layer's ``geometry``),
-    as :attr:`hwgen.compiler.Program.descriptors` gives them. A matrix layer runs its
+    as :attr:`hwgen.compiler.Program.descriptors` gives them. Its kind's cycle model
+    (:meth:`hwgen.passes.base.Pass.cycles`) counts the layer; a matrix layer runs its
     ``m * oh * ow`` output pixels in chunks of at most ``acc_depth``, each a pass per
-    reduction and output tile; a pooling layer reads ``kh * kw`` words per output word.
+    reduction and output tile (:func:`chunk_cycles`); a pooling layer reads ``kh * kw``
+    words per output word.
     """
-    from .memmap import PassKind, geometry_words
-
     d = descriptor
-    geometry = d.get("geometry") or {"oh": 1, "ow": 1, "kh": 1, "kw": 1}
-    lead = _LAYER_LEAD + (_GEOMETRY_CYCLES * geometry_words(config) if d.get("spatial") else 0)
-    pixels = m * geometry["oh"] * geometry["ow"]
-    if d.get("kind", PassKind.MATRIX.value) == PassKind.MAXPOOL.value:
-        reads = pixels * d["src_stride"] * geometry["kh"] * geometry["kw"]
-        return lead - _LAYER_LEAD + _POOL_LEAD + reads + _POOL_TAIL
-    chunks = [min(config.acc_depth, pixels - start)
-              for start in range(0, pixels, config.acc_depth)]
-    total = lead - _CHUNK_LEAD
-    for rows in chunks:
-        total += _CHUNK_LEAD + chunk_cycles(config, d["k_tiles"], d["n_tiles"], rows,
-                                            bool(d["raw"]), implementation=implementation)
-    return total
+    geometry = d.get("geometry") or _PLAIN_GEOMETRY
+    walk = _GEOMETRY_CYCLES * geometry_words(config) if d.get("spatial") else 0
+
+    def chunk(k_tiles, n_tiles, rows, raw):
+        return chunk_cycles(config, k_tiles, n_tiles, rows, raw, implementation=implementation)
+
+    return walk + lookup(d["kind"]).cycles(config, d, geometry, m, chunk)
 
 
 def program_cycles(program, m, implementation=None):

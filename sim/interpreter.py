@@ -3,31 +3,30 @@
 :class:`ProgramInterpreter` executes a :class:`hwgen.compiler.Program` the way the hardware
 does: it decodes descriptors (and a spatial layer's geometry words) with the layouts of
 :mod:`hwgen.memmap`, walks each layer's output pixels and patches with the geometry's steps as
-the patch walker does, reads weights, parameters and activations at the documented addresses,
-accumulates tile by tile, requantizes with Python integers (sections 3 and 3.1 of the
-architecture brief) and max-pools word by word as the pooler does. It shares no code with the
-compiler but the memory map; the tests compare its results with
-:meth:`hwgen.nn.QuantizedNetwork.forward`.
+the patch walker does, and runs each layer with its kind's interpreter step
+(:meth:`hwgen.passes.base.Pass.interpret`, found with :func:`hwgen.passes.lookup`): a matrix
+pass reads weights, parameters and activations at the documented addresses, accumulates tile by
+tile and requantizes with Python integers (sections 3 and 3.1 of the architecture brief); a
+max-pooling pass pools word by word as the pooler does. The steps share no code with the
+compiler but the memory map (tests/passes checks it); the tests compare the interpreter's
+results with :meth:`hwgen.nn.QuantizedNetwork.forward`.
 """
 
 import random
 
 import numpy as np
 
-from hwgen.memmap import PassKind, Region, descriptor_layout, geometry_layout, geometry_words
+from hwgen.memmap import Region, descriptor_layout, geometry_layout, geometry_words
+from hwgen.passes import lookup
+from hwgen.passes.base import signed_range
 
-__all__ = ["ProgramInterpreter", "run_on_interpreter"]
+__all__ = ["ProgramInterpreter", "run_on_interpreter", "signed", "signed_range"]
 
 
 def signed(value, bits):
     """Return the two's complement value of the low ``bits`` bits of ``value``."""
     value &= (1 << bits) - 1
     return value - (1 << bits) if value >> (bits - 1) else value
-
-
-def signed_range(bits):
-    """Return ``(lowest, highest)`` of signed ``bits``-bit integers."""
-    return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
 
 
 class ProgramInterpreter:
@@ -147,17 +146,15 @@ class ProgramInterpreter:
         while pc < depth:
             d = self.descriptor(pc)
             pc += 1
+            kind = lookup(d["kind"])
             if d["spatial"]:
                 assert pc + self.geom_words <= depth, "geometry words past the program memory"
                 g = self.geometry(pc)
                 pc += self.geom_words
             else:
-                assert d["kind"] != PassKind.MAXPOOL.value, "a pooling layer is spatial"
+                assert not kind.spatial_only, f"a {kind.kind.name} layer is spatial"
                 g = self.plain_geometry(d)
-            if d["kind"] == PassKind.MAXPOOL.value:
-                self.run_pool(d, g, m)
-            else:
-                self.run_layer(d, g, m)
+            kind.interpret(self, d, g, m)
             if d["last"]:
                 return {**d, "geometry": g}
         raise AssertionError("no descriptor with last=1")
@@ -198,125 +195,13 @@ class ProgramInterpreter:
                          dtype=np.int64).reshape(len(unique), self.b)
         return table[inverse.reshape(-1)]
 
-    def patch_rows(self, d, g, m):
-        """Return ``(x, reads)``: the engine's rows of the layer, ``x[p, kt * rows + i]`` for
-        output pixel ``p``, reduction tile ``kt`` (kernel position ``kt // cgs``, channel group
-        ``kt % cgs``), lane ``i``, and the ACT words read inside the pixels."""
-        c, b, rows = self.config, self.b, self.config.rows
-        cgs = g["cgs"]
-        kernel = self.kernel_offsets(d, g)
-        assert d["k_tiles"] == len(kernel) * cgs, "k_tiles is not kh * kw * cgs"
-        oy, ox, pix = self.pixel_words(d, g, m)
-        kts = np.arange(d["k_tiles"])
-        ky = np.array([kernel[kt // cgs][0] for kt in kts], dtype=np.int64)
-        kx = np.array([kernel[kt // cgs][1] for kt in kts], dtype=np.int64)
-        off = np.array([kernel[kt // cgs][2] for kt in kts], dtype=np.int64)
-        channel = (kts % cgs)[:, None] * rows + np.arange(rows)[None, :]      # [KT, rows]
-        word, lane = channel // b, channel % b
-        iy = oy[:, None] * g["stride"] + ky[None, :] - g["pad"]                # [P, KT]
-        ix = ox[:, None] * g["stride"] + kx[None, :] - g["pad"]
-        inside = (iy >= 0) & (iy < g["h"]) & (ix >= 0) & (ix < g["w"])
-        addr = (pix[:, None, None] + off[None, :, None] + word[None]) % self.wrap
-        shape = addr.shape                                                     # [P, KT, rows]
-        mask = np.broadcast_to(inside[:, :, None], shape)
-        x = np.zeros(shape, dtype=np.int64)   # padding reads as zeros
-        if mask.any():
-            x[mask] = self.gather(addr[mask])[np.arange(mask.sum()),
-                                              np.broadcast_to(lane[None], shape)[mask]]
-        in_pixel = mask & np.broadcast_to((word < d["src_stride"])[None], shape)
-        reads = {int(a) for a in np.unique(addr[in_pixel])}
-        assert not reads or max(reads) < c.act_depth, "a pixel's word lies past ACT"
-        return x.reshape(shape[0], -1), reads
-
-    def run_layer(self, d, g, m):
-        """Run a matrix layer: per chunk of ``acc_depth`` output pixels, per output tile, the
-        reduction tiles, then bias, requantization and activation (or the raw sums)."""
-        c = self.config
-        rows, cols = c.rows, c.cols
-        assert not (d["raw"] and d["relu"]), "relu is documented for requantized layers only"
-        acc_low, acc_high = signed_range(c.acc_bits)
-        # Python integers where int64 could be too narrow for the accumulator.
-        dtype = object if c.acc_bits > 62 else np.int64
-        x, reads = self.patch_rows(d, g, m)
-        x = x.astype(dtype)
-        pixels = len(x)
-        writes = set()
-        for first in range(0, pixels, c.acc_depth):
-            chunk = range(first, min(first + c.acc_depth, pixels))
-            for nt in range(d["n_tiles"]):
-                acc = np.zeros((len(chunk), cols), dtype=dtype)
-                for kt in range(d["k_tiles"]):
-                    base = d["w_base"] + (nt * d["k_tiles"] + kt) * rows
-                    w = np.array([self.lanes(Region.WEIGHT, base + i) for i in range(rows)],
-                                 dtype=dtype)
-                    acc = acc + x[chunk.start:chunk.stop, kt * rows:(kt + 1) * rows] @ w
-                    assert acc_low <= acc.min() and acc.max() <= acc_high
-                writes |= self.finish_tile(d, nt, chunk, acc)
-        assert not reads & writes, "a layer overwrote its own input"
-
-    def finish_tile(self, d, nt, chunk, acc):
-        """Add the bias to output tile ``nt``'s sums of the output pixels ``chunk``, requantize
-        and write them (or write the raw sums); return the ACT words written."""
-        c, b = self.config, self.b
-        cols = c.cols
-        acc_low, acc_high = signed_range(c.acc_bits)
-        low, high = signed_range(c.in_bits)
-        channels = [j for j in range(cols) if nt * cols + j < d["n"]]
-        values = np.zeros((len(chunk), len(channels)), dtype=object)
-        for i, j in enumerate(channels):
-            bias, mult, shift = self.params(d["p_base"] + nt, j)
-            a = acc[:, j].astype(object) + bias
-            assert all(acc_low <= v <= acc_high for v in a)
-            if not d["raw"]:
-                p = a * mult
-                a = (p + (1 << (shift - 1))) >> shift if shift > 0 else p
-                a = np.array([min(max(v, low), high) for v in a], dtype=object)
-                if d["relu"]:
-                    a = np.array([max(v, 0) for v in a], dtype=object)
-            values[:, i] = a
-        region, lanes = (Region.OUTPUT, cols) if d["raw"] else (Region.ACT, b)
-        writes = set()
-        for r, p in enumerate(chunk):
-            for i, j in enumerate(channels):
-                n = nt * cols + j
-                addr = d["dst_base"] + p * d["dst_stride"] + n // lanes
-                self.write_lane(region, addr, n % lanes, values[r, i])
-                if region == Region.ACT:
-                    writes.add(addr)
-        return writes
-
-    def run_pool(self, d, g, m):
-        """Run a pooling layer: for each output pixel and each of its ``src_stride`` words, the
-        lane-wise maximum of the window's words, written one word after another from
-        ``dst_base``."""
-        assert g["pad"] == 0, "pooling has no padding"
-        oy, ox, pix = self.pixel_words(d, g, m)
-        window = self.kernel_offsets(d, g)
-        assert (oy.max() * g["stride"] + g["kh"] <= g["h"]
-                and ox.max() * g["stride"] + g["kw"] <= g["w"]), "a window past the image"
-        words = d["src_stride"]
-        addr = ((pix[:, None, None] + np.array([off for _, _, off in window])[None, :, None]
-                 + np.arange(words)[None, None, :]) % self.wrap)        # [P, window, words]
-        assert addr.max() < self.config.act_depth, "a window's word lies past ACT"
-        best = self.gather(addr.reshape(-1)).reshape(*addr.shape, self.b).max(axis=1)
-        out = d["dst_base"] + np.arange(len(pix) * words)
-        assert out.max() < self.config.act_depth, "pooled words past ACT"
-        for a, lanes in zip(out.tolist(), best.reshape(-1, self.b).tolist(), strict=True):
-            self.write_lanes(Region.ACT, a, lanes)
-        assert not set(addr.reshape(-1).tolist()) & set(out.tolist()), \
-            "a layer overwrote its own input"
-
     def result(self, layer, m, channels=None):
         """Return the output of the last layer ``layer`` (:meth:`run`'s), read at the
         documented places: ``[m, n]`` of a layer over rows, ``[m, oh, ow, channels]`` of a
         spatial one (``channels``: a pooling layer's, which its descriptor does not hold)."""
         d, g = layer, layer["geometry"]
         region, lanes = (Region.OUTPUT, self.config.cols) if d["raw"] else (Region.ACT, self.b)
-        if d["kind"] == PassKind.MAXPOOL.value:
-            assert channels is not None, "a pooling layer's channels come from the caller"
-            stride, features = d["src_stride"], channels
-        else:
-            stride, features = d["dst_stride"], d["n"]
+        stride, features = lookup(d["kind"]).output_rows(d, channels)
         pixels = m * g["oh"] * g["ow"]
         rows = [[self.lanes(region, d["dst_base"] + r * stride + n // lanes)[n % lanes]
                  for n in range(features)] for r in range(pixels)]

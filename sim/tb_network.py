@@ -18,7 +18,8 @@ from cocotb.triggers import FallingEdge
 import hwgen
 from hwgen.compiler import CompileError
 from hwgen.cycles import program_cycles
-from hwgen.memmap import PassKind, Region
+from hwgen.memmap import Region
+from hwgen.passes import lookup
 from sim.netgen import random_cnn, random_image, random_input, random_network
 from sim.runner import read_config_env
 from sim.streams import Clocked
@@ -73,14 +74,10 @@ class HostPort:
 
 
 def _busy_rows(prog, m):
-    """Rows the array takes in a run on ``m`` samples: each matrix layer's output pixels
-    times its tiles."""
-    rows = 0
-    for d in prog.descriptors:
-        if d.get("kind", PassKind.MATRIX.value) == PassKind.MATRIX.value:
-            g = d.get("geometry") or {"oh": 1, "ow": 1}
-            rows += m * g["oh"] * g["ow"] * d["k_tiles"] * d["n_tiles"]
-    return rows
+    """Rows the array takes in a run on ``m`` samples, as each layer's kind counts them (a
+    matrix layer's output pixels times its tiles)."""
+    return sum(lookup(d["kind"]).busy_rows(d, d.get("geometry") or {"oh": 1, "ow": 1}, m)
+               for d in prog.descriptors)
 
 
 async def _check_run(host, net, prog, x, what):

@@ -29,7 +29,8 @@ The modules, in the order the data flow through them:
 
 - :mod:`~hwgen.compiler.compile`: :func:`compile_network`, the steps below in order;
 - :mod:`~hwgen.compiler.proofs`: widths, reductions, worst-case accumulators, channel ranges;
-- :mod:`~hwgen.compiler.kinds`: each kind of layer lowered to the matrix layer the array runs;
+- :mod:`~hwgen.compiler.kinds`: each layer lowered to a pass by its pass kind
+  (:mod:`hwgen.passes`, which also lays out what differs between kinds);
 - :mod:`~hwgen.compiler.activations`: the ping-pong areas of ACT and the batch;
 - :mod:`~hwgen.compiler.images`, :mod:`~hwgen.compiler.descriptors`: WEIGHT/PARAM words and
   PROGRAM words, packed by :mod:`~hwgen.compiler.words`;

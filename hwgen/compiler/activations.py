@@ -155,7 +155,7 @@ def plan_activations(in_shape, passes, config, batch, *, readout=False):
     """
     lanes = config.act_lanes
     last = passes[-1]
-    raw = last.kind == "matrix" and last.matrix.output == "raw"
+    raw = last.raw
     names, spans = lifetimes(passes, raw)
     shapes = [tuple(in_shape)] + [p.out_shape for p in passes[:len(passes) - raw]]
     strides = [math.ceil(matrix_shape(s)[1] / lanes) for s in shapes]

@@ -1,22 +1,20 @@
 """Compile a quantized network: prove that it fits, lay it out, and build the program."""
 
-import math
 import numbers
 
 from ..config import AcceleratorConfig
 from ..memmap import (
     GEOMETRY_LIMITS,
-    PassKind,
     Region,
     act_addr_bits,
     geometry_layout,
     geometry_words,
 )
 from ..nn import QuantizedNetwork
+from ..passes import layer_types, lookup
 from .activations import matrix_shape, plan_activations
 from .descriptors import check_field, descriptor_fields, pack_layer
 from .errors import CompileError
-from .images import param_image, weight_image
 from .kinds import lower_network
 from .program import Program
 from .proofs import check_widths
@@ -39,34 +37,23 @@ def _check_arguments(network, config, batch, readout):
 
 
 def _place_layers(passes, config):
-    """Place each matrix pass's images in WEIGHT and PARAM one after the other; return the
-    :class:`LayerSpec` of every pass. Neither depends on the batch."""
+    """Place each pass's images in WEIGHT and PARAM one after the other, as its kind lays
+    them out; return the :class:`LayerSpec` of every pass. Neither depends on the batch."""
     specs = []
     w_base = p_base = 0
     for p in passes:
-        pixels = matrix_shape(p.out_shape)[0] if p.spatial else 1
-        if p.kind == "pool":
-            specs.append(LayerSpec(k=0, n=p.out_shape[-1], k_tiles=0, n_tiles=0,
-                                   activation="identity", output="requant", w_base=0,
-                                   w_words=0, p_base=0, p_words=0, kind="pool",
-                                   pixels=pixels, source=p.source))
-            continue
-        k_pad, n = p.matrix.weight.shape
-        k_tiles, n_tiles = config.tiles(k_pad, n)
-        w_words, p_words = n_tiles * k_tiles * config.rows, n_tiles
-        for what, need, depth in (("weight", w_base + w_words, "weight_depth"),
-                                  ("parameter", p_base + p_words, "param_depth")):
+        fields = lookup(p.kind).place(p, config, w_base, p_base)
+        for what, need, depth in (("weight", w_base + fields["w_words"], "weight_depth"),
+                                  ("parameter", p_base + fields["p_words"], "param_depth")):
             limit = getattr(config, depth)
             if need > limit:
                 raise CompileError(f"{what} words do not fit: layers 0..{p.source} need {need} "
                                    f"words; limit {depth}={limit}", layer=p.source,
                                    resource=depth, need=need, limit=limit)
-        specs.append(LayerSpec(k=p.k, n=n, k_tiles=k_tiles, n_tiles=n_tiles,
-                               activation=p.matrix.activation, output=p.matrix.output,
-                               w_base=w_base, w_words=w_words, p_base=p_base, p_words=p_words,
-                               pixels=pixels, source=p.source))
-        w_base += w_words
-        p_base += p_words
+        pixels = matrix_shape(p.out_shape)[0] if p.spatial else 1
+        specs.append(LayerSpec(**fields, kind=p.kind, pixels=pixels, source=p.source))
+        w_base += fields["w_words"]
+        p_base += fields["p_words"]
     return specs
 
 
@@ -74,7 +61,7 @@ def _geometry(index, p, plan, config):
     """Return ``(origin, geometry fields)`` of spatial pass ``index``: the word of input pixel
     ``(-pad, -pad)`` of sample 0 (modulo the banks' addresses) and the walk's steps."""
     kh, kw, stride, pad = p.kernel
-    h, w, c = p.in_shape
+    h, w, _ = p.in_shape
     oh, ow = p.out_shape[:2] if len(p.out_shape) == 3 else (1, 1)
     src = plan.source(index)
     ps = plan.strides[src]
@@ -86,7 +73,7 @@ def _geometry(index, p, plan, config):
                                resource=name, need=value, limit=GEOMETRY_LIMITS[name])
     fields = {
         "h": h, "w": w, "oh": oh, "ow": ow, "kh": kh, "kw": kw, "stride": stride, "pad": pad,
-        "cgs": math.ceil(c / config.rows) if p.kind == "matrix" else ps,
+        "cgs": lookup(p.kind).cgs(p, config, ps),
         "col_step": stride * ps % wrap,
         "row_step": (stride * w * ps - (ow - 1) * stride * ps) % wrap,
         "img_step": (h * w * ps - (oh - 1) * stride * w * ps - (ow - 1) * stride * ps) % wrap,
@@ -112,10 +99,10 @@ def _descriptor(index, p, spec, plan, config, *, last):
         "raw": int(is_raw),
         "last": int(last),
         "spatial": int(p.spatial),
-        "kind": (PassKind.MAXPOOL if p.kind == "pool" else PassKind.MATRIX).value,
+        "kind": p.kind.value,
         "k_tiles": spec.k_tiles,
         "n_tiles": spec.n_tiles,
-        "n": spec.n if p.kind == "matrix" else 0,
+        **lookup(p.kind).fields(p, spec),
         "src_base": plan.base(plan.source(index)),
         "src_stride": plan.strides[plan.source(index)],
         "dst_base": 0 if is_raw else plan.base(index + 1),
@@ -144,7 +131,7 @@ def _matrix(region, base, stride, shape, *, lanes, bits, kind, sample_shape=None
 
 def _output_matrix(passes, plan, config, sample_shape):
     last = passes[-1]
-    if last.kind == "matrix" and last.matrix.output == "raw":
+    if last.raw:
         return _matrix(Region.OUTPUT, 0, plan.out_stride, last.out_shape, lanes=config.cols,
                        bits=config.acc_bits, kind="raw", sample_shape=sample_shape)
     index = len(passes)
@@ -219,8 +206,10 @@ def compile_network(network, config, *, batch=None, readout=False):
     check_widths(network, config)
     passes = lower_network(network, config)
     if not passes:
+        *others, last = (t.__name__ for t in layer_types())
         raise CompileError("the network has no layer the device computes (only Flatten); "
-                           "allowed: at least one Dense, Conv2D or MaxPool2D", resource="layer")
+                           f"allowed: at least one {', '.join(others)} or {last}",
+                           resource="layer")
     specs = _place_layers(passes, config)
     in_shape = network.shapes[0][0]
     plan = plan_activations(in_shape, passes, config, batch, readout=readout)
@@ -230,9 +219,9 @@ def compile_network(network, config, *, batch=None, readout=False):
         fields = _descriptor(index, p, spec, plan, config, last=index == len(passes) - 1)
         descriptors.append(fields)
         words += pack_layer(config, fields)
-        if p.kind == "matrix":
-            w_images.append(weight_image(p.matrix, config))
-            p_images.append(param_image(p.matrix, config))
+        weights, params = lookup(p.kind).images(p, config)
+        w_images.append(weights)
+        p_images.append(params)
     if len(words) > config.prog_depth:
         raise CompileError(f"the program takes {len(words)} words ({len(passes)} layers, "
                            f"{sum(p.spatial for p in passes)} of them spatial with "
@@ -241,7 +230,7 @@ def compile_network(network, config, *, batch=None, readout=False):
                            layer=passes[-1].source, resource="prog_depth", need=len(words),
                            limit=config.prog_depth)
 
-    matrices = [s for s in specs if s.kind == "matrix"]
+    macs = [lookup(s.kind).macs(s, config) for s in specs]
     return Program(
         config=config,
         config_hash=config.hash,
@@ -254,8 +243,7 @@ def compile_network(network, config, *, batch=None, readout=False):
         input=_matrix(Region.ACT, 0, plan.strides[0], in_shape, lanes=config.act_lanes,
                       bits=config.in_bits, kind="input"),
         output=_output_matrix(passes, plan, config, network.output_shape),
-        macs_per_row=sum(s.pixels * s.k * s.n for s in matrices),
-        padded_macs_per_row=sum(s.pixels * s.k_tiles * config.rows * s.n_tiles * config.cols
-                                for s in matrices),
+        macs_per_row=sum(useful for useful, _ in macs),
+        padded_macs_per_row=sum(issued for _, issued in macs),
         layer_outputs=_layer_matrices(network, passes, plan, config) if readout else (),
     )

@@ -5,11 +5,21 @@ Their fields and widths come from :func:`hwgen.memmap.descriptor_layout` for the
 here they are packed into words, read back, and guarded against their bounds.
 """
 
-from ..memmap import descriptor_layout, descriptor_limits, geometry_layout, geometry_words
+from ..memmap import (
+    PassKind,
+    descriptor_layout,
+    descriptor_limits,
+    geometry_layout,
+    geometry_words,
+)
 from .errors import CompileError
 
 __all__ = ["check_field", "descriptor_fields", "geometry_fields", "pack_descriptor",
            "pack_layer", "unpack_descriptor", "unpack_program"]
+
+
+#: The largest value of each field that holds an enum.
+_ENUM_LIMITS = {"kind": max(kind.value for kind in PassKind)}
 
 
 def descriptor_fields(config):
@@ -31,7 +41,7 @@ def unpack_descriptor(config, word):
 def check_field(config, index, name, value):
     """Raise :class:`CompileError` if field ``name`` of layer ``index`` exceeds its bound."""
     # The checks before packing imply every bound; this one guards descriptor_limits itself.
-    limit = descriptor_limits(config).get(name, 1)
+    limit = {**_ENUM_LIMITS, **descriptor_limits(config)}.get(name, 1)  # a flag: 1
     if value > limit:
         raise CompileError(f"descriptor field {name}={value} exceeds its bound; limit {limit} "
                            "(hwgen.memmap.descriptor_limits)", layer=index, resource=name,

@@ -47,6 +47,11 @@ FORMAT_NAME = "hwgen-program"
 #: One-bit descriptor flags of the older versions, where today's descriptor has its flags and
 #: its ``kind``; the numeric fields after them are today's.
 _LEGACY_FLAGS = {2: ("relu", "raw", "last"), 3: ("relu", "raw", "last", "spatial", "pool")}
+#: The layers' ``kind`` in files of versions 2 and 3 (and 4 before it held the name of the
+#: :class:`~hwgen.memmap.PassKind`): version 2 has none, a matrix layer's.
+_LEGACY_KIND_NAMES = {"matrix": PassKind.MATRIX.name, "pool": PassKind.MAXPOOL.name}
+#: The pass kind of a descriptor of version 2 or 3, by its ``pool`` flag (version 2: none).
+_LEGACY_KIND_BY_POOL_FLAG = (PassKind.MATRIX, PassKind.MAXPOOL)
 
 
 def legacy_descriptor_layout(config, version):
@@ -74,7 +79,7 @@ def _metadata(program, arrays):
         "config_hash": program.config_hash,
         "batch": program.batch,
         "descriptors": list(program.descriptors),
-        "layers": [dataclasses.asdict(layer) for layer in program.layers],
+        "layers": [layer.to_dict() for layer in program.layers],
         "images": {r.name: {"base": program.images[r][0], "words": len(program.images[r][1])}
                    for r in IMAGE_REGIONS},
         "digests": {name: hashlib.sha256(array.tobytes()).hexdigest()
@@ -198,7 +203,7 @@ def _from_legacy(config, version, words, stored):
                          f"version {version}); damaged")
     converted = []
     for d in decoded:
-        kind = PassKind.MAXPOOL if d.pop("pool", 0) else PassKind.MATRIX
+        kind = _LEGACY_KIND_BY_POOL_FLAG[d.pop("pool", 0)]
         fields = {name: d.get(name, 0) for name, _ in descriptor_layout(config)}
         fields["kind"] = kind.value
         if "geometry" in d:
@@ -206,6 +211,14 @@ def _from_legacy(config, version, words, stored):
         converted.append(fields)
     words = [w for d in converted for w in pack_layer(config, d)]
     return unpack_program(config, words), words
+
+
+def _layer_of_today(layer):
+    """Return the stored ``layer`` (a :class:`LayerSpec`'s fields) with its kind's name of
+    today, whichever version stored it."""
+    if "kind" not in layer:
+        return layer
+    return {**layer, "kind": _LEGACY_KIND_NAMES.get(layer["kind"], layer["kind"])}
 
 
 def _readout_count(layers, descriptors, output):
@@ -239,7 +252,7 @@ def _from_arrays(arrays):
     decoded = unpack_program(config, images[Region.PROGRAM][1])
     if decoded != descriptors:
         raise ValueError("the PROGRAM image does not match the stored descriptors; damaged")
-    layers = tuple(LayerSpec(**layer) for layer in meta["layers"])
+    layers = tuple(LayerSpec.from_dict(_layer_of_today(layer)) for layer in meta["layers"])
     if meta["version"] == 2:
         # Version 2 held Dense layers only, one pass each: pass i computes network layer i.
         layers = tuple(dataclasses.replace(layer, source=i) for i, layer in enumerate(layers))

@@ -2,7 +2,7 @@
 
 A matrix layer is what the array runs: ``x[M, K] @ W[K, N]``, then bias, requantization and
 activation per output channel (a :class:`hwgen.nn.Dense`, or what another kind of layer is
-lowered to, see :mod:`hwgen.compiler.kinds`).
+lowered to, see :mod:`hwgen.passes.matrix`).
 """
 
 import math

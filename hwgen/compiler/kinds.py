@@ -1,34 +1,21 @@
-"""The kinds of :mod:`hwgen.nn` layer the compiler takes, each lowered to a pass the device runs.
+"""The passes a network's layers become: :func:`lower_network` and its :class:`DeviceLayer`.
 
-The device runs two kinds of pass. A *matrix* pass is ``x @ W`` then bias, requantization and
-activation per channel (or the raw accumulators): over rows (a :class:`~hwgen.nn.Dense`), or
-over images (a :class:`~hwgen.nn.Conv2D`: each output pixel a row over its patch, walked on
-chip). A *pool* pass is a :class:`~hwgen.nn.MaxPool2D`. A :class:`~hwgen.nn.Flatten` costs
-nothing: the images' words are already in ``(h, w, c)`` order, and a :class:`Dense` after it
-runs as a convolution whose kernel is the whole image. :func:`lower_network` lowers a network
-and proves what the hardware needs of each pass; a kind it does not know is refused with a
-:class:`CompileError` naming it.
-
-A spatial matrix pass walks its reduction tiles by kernel position ``(ky, kx)`` and, at each,
-by groups of ``rows`` channels: its weight rows are the kernel's ``[KH, KW, C, N]`` with ``C``
-padded to a multiple of ``rows`` (:func:`padded_matrix`).
+Each kind of :mod:`hwgen.nn` layer is lowered by the pass kind that registers it
+(:func:`hwgen.passes.for_layer`: a Dense or Conv2D to a matrix pass, a MaxPool2D to a
+max-pooling pass), which proves what the hardware needs of it; a layer no kind lowers is
+refused with a :class:`CompileError` naming it. A :class:`~hwgen.nn.Flatten` costs nothing:
+the images' words are already in ``(h, w, c)`` order, so the pass after it takes the image
+as its input.
 """
 
 import dataclasses
-import math
 
-import numpy as np
-
-from ..nn import INPUT, Conv2D, Dense, Flatten, MaxPool2D
+from ..memmap import PassKind
+from ..nn import INPUT, Dense, Flatten
+from ..passes import for_layer, layer_types
 from .errors import CompileError
-from .proofs import (
-    check_accumulator,
-    check_channel_params,
-    check_padded_reduction,
-    check_reduction,
-)
 
-__all__ = ["DeviceLayer", "lower_network", "padded_matrix"]
+__all__ = ["DeviceLayer", "lower_network"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,17 +26,17 @@ class DeviceLayer:
     ----------
     source : int
         The network layer whose output it computes.
-    kind : str
-        ``"matrix"`` or ``"pool"``.
+    kind : PassKind
+        Its kind, whose module (:func:`hwgen.passes.lookup`) lays it out.
     matrix : Dense or None
-        A matrix pass's weights (for a spatial pass padded by :func:`padded_matrix`), biases
-        and requantization.
+        The weights (of a spatial pass padded by :func:`hwgen.passes.matrix.padded_matrix`),
+        biases and requantization of a pass that runs the array; None for one that does not.
     k : int
-        A matrix pass's reduction (``KH * KW * C``, unpadded).
+        The reduction of a pass with a matrix (``KH * KW * C``, unpadded).
     in_shape, out_shape : tuple of int
         Per sample: ``(H, W, C)`` for images, ``(F,)`` for rows.
     kernel : tuple of int or None
-        ``(kh, kw, stride, pad)`` of a spatial pass; None for a matrix pass over rows.
+        ``(kh, kw, stride, pad)`` of a spatial pass; None for a pass over rows.
     name : str
         The tensor it writes: its network node's name.
     inputs : tuple of str
@@ -59,7 +46,7 @@ class DeviceLayer:
     """
 
     source: int
-    kind: str
+    kind: PassKind
     matrix: Dense | None
     k: int
     in_shape: tuple
@@ -72,62 +59,10 @@ class DeviceLayer:
     def spatial(self):
         return self.kernel is not None
 
-
-def padded_matrix(weight, rows):
-    """Return ``weight[KH, KW, C, N]`` as ``[KH * KW * ceil(C / rows) * rows, N]``: each kernel
-    position's channels padded with zero rows to a multiple of ``rows``."""
-    kh, kw, c, n = weight.shape
-    groups = math.ceil(c / rows)
-    padded = np.zeros((kh, kw, groups * rows, n), dtype=weight.dtype)
-    padded[:, :, :c, :] = weight
-    return padded.reshape(kh * kw * groups * rows, n)
-
-
-def _checked(index, layer, weight, k, config, *, window=None):
-    """Prove what the hardware needs of a matrix layer and return it as a Dense of
-    ``weight``; a spatial layer's ``window`` is ``(KH, KW, C, name)``, its reduction padded
-    per position (:func:`padded_matrix`)."""
-    check_reduction(index, k, config)
-    if window is not None:
-        kh, kw, c, name = window
-        check_padded_reduction(index, (kh, kw), c, config, window=name)
-    check_accumulator(index, layer, k, config)
-    check_channel_params(index, layer, config)
-    return Dense(weight, layer.bias, layer.mult, layer.shift, activation=layer.activation,
-                 output=layer.output)
-
-
-def _lower_dense(index, layer, shapes, config):
-    in_shape, out_shape = shapes
-    if len(in_shape) == 1:
-        return DeviceLayer(index, "matrix", _checked(index, layer, layer.weight,
-                                                     layer.weight.shape[0], config),
-                           layer.weight.shape[0], in_shape, out_shape, None)
-    # After a Flatten: a convolution whose kernel is the whole image, (h, w, c) as Flatten
-    # orders the features.
-    h, w, c = in_shape
-    kernel = layer.weight.reshape(h, w, c, layer.weight.shape[1])
-    return DeviceLayer(index, "matrix",
-                       _checked(index, layer, padded_matrix(kernel, config.rows), h * w * c,
-                                config, window=(h, w, c, "image before the Flatten")),
-                       h * w * c, in_shape, out_shape, (h, w, 1, 0))
-
-
-def _lower_conv(index, layer, shapes, config):
-    in_shape, out_shape = shapes
-    kh, kw, c, _ = layer.weight.shape
-    return DeviceLayer(index, "matrix",
-                       _checked(index, layer, padded_matrix(layer.weight, config.rows),
-                                kh * kw * c, config, window=(kh, kw, c, "kernel")),
-                       kh * kw * c, in_shape, out_shape, (kh, kw, layer.stride, layer.padding))
-
-
-def _lower_pool(index, layer, shapes, config):
-    return DeviceLayer(index, "pool", None, 0, *shapes,
-                       (layer.size, layer.size, layer.stride, 0))
-
-
-_LOWERINGS = {Dense: _lower_dense, Conv2D: _lower_conv, MaxPool2D: _lower_pool}
+    @property
+    def raw(self):
+        """Whether the pass writes the raw accumulators of its matrix to OUTPUT."""
+        return self.matrix is not None and self.matrix.output == "raw"
 
 
 def lower_network(network, config):
@@ -152,13 +87,15 @@ def lower_network(network, config):
         if isinstance(layer, Flatten):
             stored[node.name] = stored[node.inputs[0]]
             continue
-        lowering = next((f for kind, f in _LOWERINGS.items() if isinstance(layer, kind)), None)
-        if lowering is None:
-            allowed = ", ".join(kind.__name__ for kind in (*_LOWERINGS, Flatten))
+        kind = for_layer(layer)
+        if kind is None:
+            allowed = ", ".join(t.__name__ for t in (*layer_types(), Flatten))
             raise CompileError(f"{type(layer).__name__} layers cannot be compiled; allowed: "
                                f"{allowed}", layer=index, resource="layer")
         in_shape = stored[node.inputs[0]][1]
-        lowered = lowering(index, layer, (in_shape, out_shape), config)
+        found = kind.lower(index, layer, (in_shape, out_shape), config)
+        lowered = DeviceLayer(index, kind.kind, found.matrix, found.k, in_shape, out_shape,
+                              found.kernel)
         if lowered.spatial and not config.spatial:
             what = "a Dense after a Flatten" if isinstance(layer, Dense) else \
                 f"a {type(layer).__name__}"

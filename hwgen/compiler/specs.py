@@ -2,7 +2,7 @@
 
 import dataclasses
 
-from ..memmap import Region
+from ..memmap import PassKind, Region
 
 __all__ = ["LayerSpec", "MatrixSpec"]
 
@@ -75,8 +75,8 @@ class LayerSpec:
         As in :class:`hwgen.nn.Dense`.
     w_base, w_words, p_base, p_words : int
         Location and size of the layer's images in WEIGHT and PARAM.
-    kind : str
-        ``"matrix"`` or ``"pool"``.
+    kind : PassKind
+        The pass's kind (:mod:`hwgen.passes`).
     pixels : int
         Output pixels per sample (rows of the layer's output matrix per sample).
     source : int or None
@@ -93,6 +93,25 @@ class LayerSpec:
     w_words: int
     p_base: int
     p_words: int
-    kind: str = "matrix"
+    kind: PassKind = PassKind.MATRIX
     pixels: int = 1
     source: int | None = None
+
+    def to_dict(self):
+        """Return the fields as plain JSON-friendly values (the kind by its name)."""
+        return {**dataclasses.asdict(self), "kind": self.kind.name}
+
+    @classmethod
+    def from_dict(cls, d):
+        """Inverse of :meth:`to_dict`; a missing ``kind`` is a matrix pass's.
+
+        Raises
+        ------
+        ValueError
+            If ``kind`` names no :class:`~hwgen.memmap.PassKind`, naming the allowed ones.
+        """
+        name = d.get("kind", PassKind.MATRIX.name)
+        if name not in PassKind.__members__:
+            raise ValueError(f"layer kind {name!r} is not a pass kind; allowed: "
+                             f"{', '.join(PassKind.__members__)}")
+        return cls(**{**d, "kind": PassKind[name]})

@@ -75,14 +75,15 @@ def _clock_plan(board, clock_hz):
 
 def _cycle_key(program, m, implementation=None):
     # What hwgen.cycles.program_cycles reads: the array's shape and dataflow, the
-    # requantization's steps per row, the chunk size, each layer's tiling and walk, and the
-    # implementation's requantization pipeline (tests/dse/test_points.py checks that
-    # configurations alike in these count alike).
+    # requantization's steps per row, the chunk size, each layer's kind, walk and the fields
+    # its kind's cycle model reads, and the implementation's requantization pipeline
+    # (tests/dse/test_points.py checks that configurations alike in these count alike).
     from ..memmap import geometry_words
+    from ..passes import lookup
 
     config = program.config
-    layers = tuple((d["k_tiles"], d["n_tiles"], bool(d["raw"]), d.get("spatial", 0),
-                    d.get("kind", 0), d["src_stride"],
+    layers = tuple((d["kind"], d["spatial"],
+                    tuple(d[name] for name in lookup(d["kind"]).cycle_fields),
                     tuple(sorted((d.get("geometry") or {}).items())))
                    for d in program.descriptors)
     latency = getattr(implementation, "requant_latency", 0)

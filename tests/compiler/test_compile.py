@@ -19,7 +19,7 @@ from support import small_dense_network as small_network
 
 from hwgen import AcceleratorConfig
 from hwgen.compiler import compile_network
-from hwgen.memmap import Region
+from hwgen.memmap import PassKind, Region
 from hwgen.nn import Conv2D, Dense, Flatten, MaxPool2D, QuantizedNetwork
 from sim.netgen import random_cnn
 
@@ -120,7 +120,7 @@ def test_cnn_that_ends_in_pooling_then_flatten():
     network = QuantizedNetwork([conv, MaxPool2D(2), Flatten()], input_shape=(6, 5, 4))
     program = check_against_reference(network, config, 5, seed=3)
     assert program.output.sample_shape == (3 * 2 * 5,)
-    assert [layer.kind for layer in program.layers] == ["matrix", "pool"]
+    assert [layer.kind for layer in program.layers] == [PassKind.MATRIX, PassKind.MAXPOOL]
 
 
 @pytest.mark.parametrize(("layer", "field", "shape"), [

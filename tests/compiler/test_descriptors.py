@@ -9,9 +9,10 @@ from support import documented_descriptor_fields as descriptor_fields
 from support import documented_geometry_fields as geometry_fields
 
 from hwgen import AcceleratorConfig
-from hwgen.compiler import compile_network
-from hwgen.compiler.descriptors import pack_layer, unpack_program
+from hwgen.compiler import CompileError, compile_network
+from hwgen.compiler.descriptors import check_field, pack_layer, unpack_program
 from hwgen.memmap import (
+    PassKind,
     Region,
     descriptor_layout,
     geometry_layout,
@@ -82,3 +83,14 @@ def test_descriptor_fields_reach_their_bounds():
     refused(QuantizedNetwork([Dense(np.ones((41, 4), int), np.zeros(4, int), np.ones(4, int),
                                     np.zeros(4, int))]), config, "K=41", "max_k=40")
 
+
+
+def test_every_pass_kind_is_within_the_kind_field_s_bound():
+    # The kind holds any PassKind, not one bit as a flag does.
+    config = CONFIGS["2x3"]
+    for kind in PassKind:
+        check_field(config, 0, "kind", kind.value)
+    with pytest.raises(CompileError, match="descriptor field kind"):
+        check_field(config, 0, "kind", max(kind.value for kind in PassKind) + 1)
+    with pytest.raises(CompileError, match="descriptor field relu=2"):
+        check_field(config, 0, "relu", 2)

@@ -252,3 +252,32 @@ def test_file_of_format_version_3_with_a_damaged_descriptor_is_refused(tmp_path)
     rewrite_image(path, "PROGRAM", image)
     load_fails(path, "the PROGRAM image does not match the stored descriptors (format "
                      "version 3); damaged")
+
+
+def _saved_pooling_program(tmp_path):
+    config = dataclasses.replace(CONFIGS["3x2"], prog_depth=32)
+    network = random_cnn(np.random.default_rng(2), config, input_shape=(6, 6, 2), blocks=2)
+    program = compile_network(network, config)
+    assert PassKind.MAXPOOL in {layer.kind for layer in program.layers}
+    path = tmp_path / "cnn.hwprog"
+    program.save(path)
+    return program, path
+
+
+def test_layer_kinds_are_stored_by_name_and_the_old_names_still_load(tmp_path):
+    program, path = _saved_pooling_program(tmp_path)
+    with np.load(path) as npz:
+        layers = json.loads(npz["meta"].tobytes())["layers"]
+    assert [layer["kind"] for layer in layers] == [s.kind.name for s in program.layers]
+    # Files of versions 2 and 3 (and the first of version 4) said "matrix" and "pool".
+    old = {"MATRIX": "matrix", "MAXPOOL": "pool"}
+    rewrite(path, layers=[{**layer, "kind": old[layer["kind"]]} for layer in layers])
+    assert Program.load(path) == program
+
+
+def test_load_refuses_a_layer_kind_that_is_no_pass_kind(tmp_path):
+    _, path = _saved_pooling_program(tmp_path)
+    with np.load(path) as npz:
+        layers = json.loads(npz["meta"].tobytes())["layers"]
+    rewrite(path, layers=[{**layers[0], "kind": "CONV3D"}, *layers[1:]])
+    load_fails(path, "layer kind 'CONV3D' is not a pass kind; allowed: MATRIX, MAXPOOL")

@@ -1,4 +1,5 @@
-"""The layer kinds the compiler takes (hwgen.compiler.kinds): each lowered to a device pass;
+"""The layer kinds the compiler takes (hwgen.compiler.kinds): each lowered to a device pass by
+its pass kind (hwgen.passes);
 a device without spatial layers (``spatial=False``) refuses the passes over images."""
 
 import numpy as np
@@ -8,8 +9,10 @@ from support import small_dense_network as small_network
 
 from hwgen import AcceleratorConfig
 from hwgen.compiler import CompileError, compile_network
-from hwgen.compiler.kinds import lower_network, padded_matrix
+from hwgen.compiler.kinds import lower_network
+from hwgen.memmap import PassKind
 from hwgen.nn import Conv2D, Dense, Flatten, MaxPool2D, QuantizedNetwork
+from hwgen.passes.matrix import padded_matrix
 
 
 def _conv(kh, kw, c, n, **kw_args):
@@ -23,7 +26,7 @@ def test_a_dense_layer_over_rows_runs_as_itself():
     net = small_network(config)
     (p, *_) = lower_network(net, config)
     layer = net.layers[0]
-    assert (p.kind, p.kernel, p.spatial) == ("matrix", None, False)
+    assert (p.kind, p.kernel, p.spatial) == (PassKind.MATRIX, None, False)
     np.testing.assert_array_equal(p.matrix.weight, layer.weight)
     assert p.k == layer.weight.shape[0] and p.source == 0
 
@@ -48,7 +51,7 @@ def test_convolution_pooling_and_flatten_then_dense():
                   np.ones(4, int), np.zeros(4, int))
     net = QuantizedNetwork([conv, MaxPool2D(2, 1), Flatten(), dense], input_shape=(5, 5, 2))
     passes = lower_network(net, config)
-    assert [p.kind for p in passes] == ["matrix", "pool", "matrix"]
+    assert [p.kind for p in passes] == [PassKind.MATRIX, PassKind.MAXPOOL, PassKind.MATRIX]
     assert [p.source for p in passes] == [0, 1, 3]
     assert passes[0].kernel == (3, 3, 2, 1) and passes[0].k == 18
     assert passes[1].kernel == (2, 2, 1, 0) and passes[1].matrix is None

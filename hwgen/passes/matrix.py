@@ -1,0 +1,212 @@
+"""The matrix pass (:attr:`~hwgen.memmap.PassKind.MATRIX`): ``x @ W`` per output pixel, then
+bias, requantization and activation per channel (or the raw accumulators).
+
+It runs a :class:`~hwgen.nn.Dense` over rows, a :class:`~hwgen.nn.Conv2D` over images (each
+output pixel a row over its patch, walked on chip), and a :class:`Dense` after a
+:class:`~hwgen.nn.Flatten` as a convolution whose kernel is the whole image (the images'
+words are already in ``(h, w, c)`` order).
+
+A spatial matrix pass walks its reduction tiles by kernel position ``(ky, kx)`` and, at each,
+by groups of ``rows`` channels: its weight rows are the kernel's ``[KH, KW, C, N]`` with ``C``
+padded to a multiple of ``rows`` (:func:`padded_matrix`).
+"""
+
+import math
+
+import numpy as np
+
+from ..compiler.images import param_image, weight_image
+from ..compiler.proofs import (
+    check_accumulator,
+    check_channel_params,
+    check_padded_reduction,
+    check_reduction,
+)
+from ..memmap import PassKind, Region
+from ..nn import Conv2D, Dense
+from .base import Lowered, Pass, signed_range
+
+__all__ = ["MatrixPass", "padded_matrix"]
+
+# Controller: FETCH, DECODE, LOAD, two PRIME cycles and the feeders' first read come before
+# the engine's cycle 0 of the first chunk; NEXT, PRIME twice and the read before a later
+# chunk's.
+_LAYER_LEAD = 6
+_CHUNK_LEAD = 4
+
+
+def padded_matrix(weight, rows):
+    """Return ``weight[KH, KW, C, N]`` as ``[KH * KW * ceil(C / rows) * rows, N]``: each kernel
+    position's channels padded with zero rows to a multiple of ``rows``."""
+    kh, kw, c, n = weight.shape
+    groups = math.ceil(c / rows)
+    padded = np.zeros((kh, kw, groups * rows, n), dtype=weight.dtype)
+    padded[:, :, :c, :] = weight
+    return padded.reshape(kh * kw * groups * rows, n)
+
+
+def _checked(index, layer, weight, k, config, *, window=None):
+    """Prove what the hardware needs of a matrix layer and return it as a Dense of
+    ``weight``; a spatial layer's ``window`` is ``(KH, KW, C, name)``, its reduction padded
+    per position (:func:`padded_matrix`)."""
+    check_reduction(index, k, config)
+    if window is not None:
+        kh, kw, c, name = window
+        check_padded_reduction(index, (kh, kw), c, config, window=name)
+    check_accumulator(index, layer, k, config)
+    check_channel_params(index, layer, config)
+    return Dense(weight, layer.bias, layer.mult, layer.shift, activation=layer.activation,
+                 output=layer.output)
+
+
+class MatrixPass(Pass):
+    """The matrix pass's hooks (see :class:`~hwgen.passes.base.Pass`)."""
+
+    kind = PassKind.MATRIX
+    layers = (Dense, Conv2D)
+    cycle_fields = ("k_tiles", "n_tiles", "raw")
+
+    def lower(self, index, layer, shapes, config):
+        in_shape, _ = shapes
+        if isinstance(layer, Conv2D):
+            kh, kw, c, _ = layer.weight.shape
+            return Lowered(_checked(index, layer, padded_matrix(layer.weight, config.rows),
+                                    kh * kw * c, config, window=(kh, kw, c, "kernel")),
+                           kh * kw * c, (kh, kw, layer.stride, layer.padding))
+        if len(in_shape) == 1:
+            k = layer.weight.shape[0]
+            return Lowered(_checked(index, layer, layer.weight, k, config), k, None)
+        # After a Flatten: a convolution whose kernel is the whole image, (h, w, c) as Flatten
+        # orders the features.
+        h, w, c = in_shape
+        kernel = layer.weight.reshape(h, w, c, layer.weight.shape[1])
+        return Lowered(_checked(index, layer, padded_matrix(kernel, config.rows), h * w * c,
+                                config, window=(h, w, c, "image before the Flatten")),
+                       h * w * c, (h, w, 1, 0))
+
+    def place(self, p, config, w_base, p_base):
+        k_pad, n = p.matrix.weight.shape
+        k_tiles, n_tiles = config.tiles(k_pad, n)
+        return {"k": p.k, "n": n, "k_tiles": k_tiles, "n_tiles": n_tiles,
+                "activation": p.matrix.activation, "output": p.matrix.output,
+                "w_base": w_base, "w_words": n_tiles * k_tiles * config.rows,
+                "p_base": p_base, "p_words": n_tiles}
+
+    def fields(self, p, spec):
+        return {"n": spec.n}
+
+    def cgs(self, p, config, src_stride):
+        # A kernel position's reduction tiles: its channels in groups of rows.
+        return math.ceil(p.in_shape[-1] / config.rows)
+
+    def images(self, p, config):
+        return weight_image(p.matrix, config), param_image(p.matrix, config)
+
+    def macs(self, spec, config):
+        return (spec.pixels * spec.k * spec.n,
+                spec.pixels * spec.k_tiles * config.rows * spec.n_tiles * config.cols)
+
+    def cycles(self, config, d, g, m, chunk):
+        # The output pixels run in chunks of at most acc_depth, each a pass per reduction and
+        # output tile.
+        pixels = m * g["oh"] * g["ow"]
+        total = _LAYER_LEAD - _CHUNK_LEAD
+        for start in range(0, pixels, config.acc_depth):
+            rows = min(config.acc_depth, pixels - start)
+            total += _CHUNK_LEAD + chunk(d["k_tiles"], d["n_tiles"], rows, bool(d["raw"]))
+        return total
+
+    def busy_rows(self, d, g, m):
+        return m * g["oh"] * g["ow"] * d["k_tiles"] * d["n_tiles"]
+
+    def interpret(self, device, d, g, m):
+        """Per chunk of ``acc_depth`` output pixels, per output tile, the reduction tiles,
+        then bias, requantization and activation (or the raw sums)."""
+        c = device.config
+        rows, cols = c.rows, c.cols
+        assert not (d["raw"] and d["relu"]), "relu is documented for requantized layers only"
+        acc_low, acc_high = signed_range(c.acc_bits)
+        # Python integers where int64 could be too narrow for the accumulator.
+        dtype = object if c.acc_bits > 62 else np.int64
+        x, reads = _patch_rows(device, d, g, m)
+        x = x.astype(dtype)
+        pixels = len(x)
+        writes = set()
+        for first in range(0, pixels, c.acc_depth):
+            chunk = range(first, min(first + c.acc_depth, pixels))
+            for nt in range(d["n_tiles"]):
+                acc = np.zeros((len(chunk), cols), dtype=dtype)
+                for kt in range(d["k_tiles"]):
+                    base = d["w_base"] + (nt * d["k_tiles"] + kt) * rows
+                    w = np.array([device.lanes(Region.WEIGHT, base + i) for i in range(rows)],
+                                 dtype=dtype)
+                    acc = acc + x[chunk.start:chunk.stop, kt * rows:(kt + 1) * rows] @ w
+                    assert acc_low <= acc.min() and acc.max() <= acc_high
+                writes |= _finish_tile(device, d, nt, chunk, acc)
+        assert not reads & writes, "a layer overwrote its own input"
+
+    def output_rows(self, d, channels):
+        return d["dst_stride"], d["n"]
+
+
+def _patch_rows(device, d, g, m):
+    """Return ``(x, reads)``: the engine's rows of the layer, ``x[p, kt * rows + i]`` for
+    output pixel ``p``, reduction tile ``kt`` (kernel position ``kt // cgs``, channel group
+    ``kt % cgs``), lane ``i``, and the ACT words read inside the pixels."""
+    c, b, rows = device.config, device.b, device.config.rows
+    cgs = g["cgs"]
+    kernel = device.kernel_offsets(d, g)
+    assert d["k_tiles"] == len(kernel) * cgs, "k_tiles is not kh * kw * cgs"
+    oy, ox, pix = device.pixel_words(d, g, m)
+    kts = np.arange(d["k_tiles"])
+    ky = np.array([kernel[kt // cgs][0] for kt in kts], dtype=np.int64)
+    kx = np.array([kernel[kt // cgs][1] for kt in kts], dtype=np.int64)
+    off = np.array([kernel[kt // cgs][2] for kt in kts], dtype=np.int64)
+    channel = (kts % cgs)[:, None] * rows + np.arange(rows)[None, :]      # [KT, rows]
+    word, lane = channel // b, channel % b
+    iy = oy[:, None] * g["stride"] + ky[None, :] - g["pad"]                # [P, KT]
+    ix = ox[:, None] * g["stride"] + kx[None, :] - g["pad"]
+    inside = (iy >= 0) & (iy < g["h"]) & (ix >= 0) & (ix < g["w"])
+    addr = (pix[:, None, None] + off[None, :, None] + word[None]) % device.wrap
+    shape = addr.shape                                                     # [P, KT, rows]
+    mask = np.broadcast_to(inside[:, :, None], shape)
+    x = np.zeros(shape, dtype=np.int64)   # padding reads as zeros
+    if mask.any():
+        x[mask] = device.gather(addr[mask])[np.arange(mask.sum()),
+                                            np.broadcast_to(lane[None], shape)[mask]]
+    in_pixel = mask & np.broadcast_to((word < d["src_stride"])[None], shape)
+    reads = {int(a) for a in np.unique(addr[in_pixel])}
+    assert not reads or max(reads) < c.act_depth, "a pixel's word lies past ACT"
+    return x.reshape(shape[0], -1), reads
+
+
+def _finish_tile(device, d, nt, chunk, acc):
+    """Add the bias to output tile ``nt``'s sums of the output pixels ``chunk``, requantize
+    and write them (or write the raw sums); return the ACT words written."""
+    c, b = device.config, device.b
+    cols = c.cols
+    acc_low, acc_high = signed_range(c.acc_bits)
+    low, high = signed_range(c.in_bits)
+    channels = [j for j in range(cols) if nt * cols + j < d["n"]]
+    values = np.zeros((len(chunk), len(channels)), dtype=object)
+    for i, j in enumerate(channels):
+        bias, mult, shift = device.params(d["p_base"] + nt, j)
+        a = acc[:, j].astype(object) + bias
+        assert all(acc_low <= v <= acc_high for v in a)
+        if not d["raw"]:
+            p = a * mult
+            a = (p + (1 << (shift - 1))) >> shift if shift > 0 else p
+            a = np.array([min(max(v, low), high) for v in a], dtype=object)
+            if d["relu"]:
+                a = np.array([max(v, 0) for v in a], dtype=object)
+        values[:, i] = a
+    region, lanes = (Region.OUTPUT, cols) if d["raw"] else (Region.ACT, b)
+    writes = set()
+    for r, p in enumerate(chunk):
+        for i, j in enumerate(channels):
+            n = nt * cols + j
+            addr = d["dst_base"] + p * d["dst_stride"] + n // lanes
+            device.write_lane(region, addr, n % lanes, values[r, i])
+            if region == Region.ACT:
+                writes.add(addr)
+    return writes
