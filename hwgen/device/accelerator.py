@@ -10,14 +10,19 @@ two activation areas. Layers chain without the host.
 
 ::
 
-    host port ─ HostAccess ─┬─ prog ─── Controller ── (descriptor, loop bounds to all)
-                            ├─ weight ─ WeightFeeder ─────────────┐ o_weight
-                            │           ┌ ActivationFeeder ─ o_act ┴ MatmulEngine
-                            ├─ act* ─ BankArbiter ┤                      │ o_result
-                            │   (by pass kind)  ├ Pooler          AccumulatorBank
-                            │                   └ WriteBack ◄┐           │ o_row
-                            ├─ param ───────────────────────┼── PostProcessor (Requantizer)
-                            └─ out ◄──────── raw rows ───────┴── o_step ─┘
+    host port ─ HostAccess ─┬─ prog ─── Controller ── descriptor, geometry, loop bounds to all
+                            ├─ weight ─ WeightFeeder ──────── o_weight ─────────────────┐
+                            │                                                           ▼
+                            ├─ act* ─ BankArbiter ─┬─ matrix ─┬─ ActivationFeeder ─► MatmulEngine
+                            │  (granted by the     │          │  (PatchWalker) o_act    │ o_result
+                            │   running pass kind) │          │                         ▼
+                            │                      │          │                  AccumulatorBank
+                            │                      │          │                         │ o_row
+                            ├─ param ──────────────┼──────────┼─────────────────► PostProcessor
+                            │                      │          │                  (Requantizer)
+                            │                      │          └─ WriteBack ◄─ o_step ───┤
+                            │                      └─ pool ──── Pooler                  │
+                            └─ out ◄──────────────────────────────────────── raw rows ──┘
 """
 
 from amaranth.hdl import Cat, Module, Mux, Signal
