@@ -73,6 +73,10 @@ class AcceleratorCore(wiring.Component):
     memories : dict
         Each :class:`amaranth.lib.memory.Memory` by name, once elaborated (the tests watch
         their ports for collisions).
+    banks : BankArbiter
+        Which pass unit uses the activation banks: ``matrix`` (the feeders, the engine, the
+        accumulators, the post-processing and the write-back) and, with ``config.spatial``,
+        ``pool`` (the pooler).
     """
 
     def __init__(self, config, implementation=None, *, pe_instances=False):
