@@ -26,5 +26,5 @@ def test_every_top_converts_deterministically(top):
 
 
 def test_unknown_top_names_the_registered_ones():
-    with pytest.raises(ValueError, match="top='nope' is not a design; allowed: .*device"):
+    with pytest.raises(ValueError, match=r"top='nope' is not a design; allowed: .*device"):
         build_top(TINY, "nope")
