@@ -23,9 +23,9 @@ def _engine(config, pe_instances):
 
 
 def _accelerator(config, pe_instances):
-    from .device.accelerator import Accelerator
+    from .device.accelerator import AcceleratorCore
 
-    return Accelerator(config, pe_instances=pe_instances)
+    return AcceleratorCore(config, pe_instances=pe_instances)
 
 
 def _device(config, pe_instances):

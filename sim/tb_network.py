@@ -1,4 +1,5 @@
-"""cocotb test bench of the whole-network accelerator (``hwgen.device.accelerator.Accelerator``).
+"""cocotb test bench of the whole-network accelerator
+(``hwgen.device.accelerator.AcceleratorCore``).
 
 Random networks are compiled with :func:`hwgen.compile`, loaded through the host port, run,
 and read back; the output must equal :class:`hwgen.nn.QuantizedNetwork` ``.forward`` bit for bit

@@ -31,7 +31,7 @@ from amaranth.sim import Simulator
 import hwgen
 from hwgen import AcceleratorConfig
 from hwgen.compiler import CompileError, compile_network
-from hwgen.device.accelerator import Accelerator
+from hwgen.device.accelerator import AcceleratorCore
 from hwgen.device.memories import collision_free_memories
 from hwgen.implementation import Implementation
 from hwgen.link.bridge import HostPortBridge
@@ -70,14 +70,14 @@ def without_dsp(implementation):
 
 
 def run_program(cfg, prog, x, *more, implementation=None):
-    """Load ``prog`` and ``x`` through the host port of an :class:`Accelerator`, run, read back;
+    """Load ``prog`` and ``x`` through the host port of an :class:`AcceleratorCore`, run, read back;
     return ``{"out", "more", "cycles", "macs"}``.
 
     Each of ``more`` is a further batch written, run and read back after that, as a host does
     (``result["more"]``: their outputs); the counters are those after the last run. Fails if a
     memory that the build declares collision-free sees a read meet a write.
     """
-    dut = Accelerator(cfg, implementation)
+    dut = AcceleratorCore(cfg, implementation)
     h = dut.host
     read_latency = 2 if dut.implementation.registered_reads else 1
     result = {}

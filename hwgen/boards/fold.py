@@ -17,7 +17,7 @@ __all__ = ["fold_netlist_file", "fold_output_registers"]
 def fold_output_registers(netlist):
     """Move flip-flops that take a DP16KD's read data into the block's own output register.
 
-    A read port of :class:`hwgen.device.accelerator.Accelerator` with ``registered_reads``
+    A read port of :class:`hwgen.device.accelerator.AcceleratorCore` with ``registered_reads``
     feeds each data bit to one flip-flop of its own, without reset, on the port's clock: this
     pass sets ``REGMODE`` to ``OUTREG``, drives the port's output clock enable with the
     flip-flops' enable, moves their outputs onto the block's pins and deletes them.

@@ -5,21 +5,27 @@ rows held in :attr:`Region.ACT`. For each layer and each output tile the feeders
 reduction tile's weights and the ``M`` activation rows through the engine; the accumulator bank
 sums the tiles; after the last reduction tile a row goes through bias, requantization,
 saturation and activation into the other activation area (or, for a ``raw`` layer, its
-accumulators into :attr:`Region.OUTPUT`). Layers chain without the host.
+accumulators into :attr:`Region.OUTPUT`). A pooling layer runs the pooler instead, between
+two activation areas. Layers chain without the host.
 
 ::
 
-    host port ─ HostAccess ─┬─ prog ──── Controller ──── (descriptor, loop bounds to all)
-                            ├─ weight ── WeightFeeder ───────┐
-                            ├─ act* ──── ActivationFeeder ── MatmulEngine ── AccumulatorBank
-                            ├─ param ─────────────────────────────────────── PostProcessor
-                            ├─ out ◄──────────── raw rows ───────────────────┤ (Requantizer)
-                            └─ act* ◄──────── WriteBack ◄────────────────────┘
+    host port ─ HostAccess ─┬─ prog ─── Controller ── descriptor, geometry, loop bounds to all
+                            ├─ weight ─ WeightFeeder ──────── o_weight ─────────────────┐
+                            │                                                           ▼
+                            ├─ act* ─ BankArbiter ─┬─ matrix ─┬─ ActivationFeeder ─► MatmulEngine
+                            │  (granted by the     │          │  (PatchWalker) o_act    │ o_result
+                            │   running pass kind) │          │                         ▼
+                            │                      │          │                  AccumulatorBank
+                            │                      │          │                         │ o_row
+                            ├─ param ──────────────┼──────────┼─────────────────► PostProcessor
+                            │                      │          │                  (Requantizer)
+                            │                      │          └─ WriteBack ◄─ o_step ───┤
+                            │                      └─ pool ──── Pooler                  │
+                            └─ out ◄──────────────────────────────────────── raw rows ──┘
 """
 
-import types
-
-from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import Out
 
@@ -28,8 +34,9 @@ from ..implementation import Implementation
 from ..memmap import HostPortSignature, PassKind, Region
 from .accumulators import AccumulatorBank
 from .activation_feeder import ActivationFeeder
+from .bank_arbiter import BankArbiter
 from .controller import Controller
-from .counters import Counters
+from .counters import CounterBlock
 from .engine import MatmulEngine
 from .host_access import HostAccess, host_write, share_read, share_write
 from .memories import make_memories
@@ -39,18 +46,10 @@ from .systolic import delay
 from .weight_feeder import WeightFeeder
 from .writeback import WriteBack
 
-__all__ = ["Accelerator"]
+__all__ = ["AcceleratorCore"]
 
 
-def _no_pooler(config):
-    """Return the outputs a pooler would have, all zero: for a device without spatial
-    layers, whose pool flag is constant 0 (the multiplexers then reduce to the feeders')."""
-    lanes = [Const(0, config.in_bits)] * config.act_lanes
-    return types.SimpleNamespace(rd_addr=Const(0, 1), rd_en=Const(0, 1), wr_addr=Const(0, 1),
-                                 wr_data=lanes, wr_en=Const(0, 1), done=Const(0, 1))
-
-
-class Accelerator(wiring.Component):
+class AcceleratorCore(wiring.Component):
     """Run quantized multi-layer networks on a systolic array.
 
     Parameters
@@ -74,6 +73,10 @@ class Accelerator(wiring.Component):
     memories : dict
         Each :class:`amaranth.lib.memory.Memory` by name, once elaborated (the tests watch
         their ports for collisions).
+    banks : BankArbiter
+        Which pass unit uses the activation banks: ``matrix`` (the feeders, the engine, the
+        accumulators, the post-processing and the write-back) and, with ``config.spatial``,
+        ``pool`` (the pooler).
     """
 
     def __init__(self, config, implementation=None, *, pe_instances=False):
@@ -96,7 +99,13 @@ class Accelerator(wiring.Component):
         self.writeback = WriteBack(config, self.postprocess.addr_width)
         # Pooling layers need the spatial walk too; without it there is no pooler.
         self.pooler = Pooler(config, read_latency=1 + reg) if config.spatial else None
-        self.counters = Counters(config)
+        self.counters = CounterBlock(config)
+        # The pass units that use the activation banks, by the kinds they run: the one place
+        # a unit is registered (the first, the matrix datapath, runs every other kind).
+        units = {"matrix": (PassKind.MATRIX,)}
+        if self.pooler is not None:
+            units["pool"] = (PassKind.MAXPOOL,)
+        self.banks = BankArbiter(config, units)
         super().__init__({"host": Out(HostPortSignature(config))})
 
     @property
@@ -112,7 +121,7 @@ class Accelerator(wiring.Component):
                                 self.activation_feeder)
         acc, pp, wb = self.accumulators, self.postprocess, self.writeback
         for name in ("engine", "controller", "weight_feeder", "activation_feeder",
-                     "accumulators", "postprocess", "writeback", "pooler", "counters"):
+                     "accumulators", "postprocess", "writeback", "pooler", "banks", "counters"):
             if getattr(self, name) is not None:
                 m.submodules[name] = getattr(self, name)
         self._memories = mems = make_memories(m, cfg, impl)
@@ -138,24 +147,8 @@ class Accelerator(wiring.Component):
         host_write(m, prog_wr, access, Region.PROGRAM)
         m.d.comb += [ctrl.prog_data.eq(word), ctrl.start.eq(host.start),
                      ctrl.batch_in.eq(host.batch)]
-        # A pooling layer runs the pooler; the others the feeders, the array and what follows.
         desc = ctrl.desc
-        pool = desc.kind == PassKind.MAXPOOL if cfg.spatial else Const(0, 1)
-        pooler = self.pooler or _no_pooler(cfg)
-        m.d.comb += [
-            wf.start.eq(ctrl.prime & ~pool), wf.desc.eq(desc),
-            wf.k_end.eq(ctrl.k_end), wf.n_end.eq(ctrl.n_end),
-            af.start_layer.eq(ctrl.start_layer & ~pool), af.start_chunk.eq(ctrl.start_chunk),
-            af.prime.eq(ctrl.prime & ~pool), af.desc.eq(desc), af.geom.eq(ctrl.geom),
-            af.last_row.eq(ctrl.last_row), ctrl.more_chunks.eq(af.more_chunks & ~pool),
-            acc.start_layer.eq(ctrl.start_layer & ~pool), acc.start_chunk.eq(ctrl.start_chunk),
-            acc.desc.eq(desc), acc.k_end.eq(ctrl.k_end), acc.n_end.eq(ctrl.n_end),
-            pp.desc.eq(desc),
-        ]
-        if self.pooler is not None:
-            m.d.comb += [pooler.start.eq(ctrl.start_layer & pool),
-                         pooler.go.eq(ctrl.prime & pool), pooler.desc.eq(desc),
-                         pooler.geom.eq(ctrl.geom), pooler.last_row.eq(ctrl.last_row)]
+        self._start_units(m)
 
         # The weight feeder: the weight memory may be a single-port SPRAM, whose write takes
         # the read's address.
@@ -167,37 +160,13 @@ class Accelerator(wiring.Component):
                      w_wr.en.eq(access.we[Region.WEIGHT])]
         wiring.connect(m, wf.o_weight, engine.i_weight)
 
-        # The activation feeder (or the pooler) reads the banks; the write-back (or the pooler)
-        # writes them.
-        words = []
-        for b in range(cfg.act_lanes):
-            bank = mems[f"act{b}"]
-            rd, wr = bank.read_port(), bank.write_port()
-            addr = Mux(pool, pooler.rd_addr, af.rd_addr[b])
-            if reg:
-                word = share_read(m, rd, access, Region.ACT, addr=addr,
-                                  en=pool | af.rd_take,
-                                  port_en=Mux(pool, pooler.rd_en, af.rd_en[b]), name=f"act{b}")
-            else:
-                word = share_read(m, rd, access, Region.ACT, addr=addr,
-                                  en=Mux(pool, pooler.rd_en, af.rd_en[b]), name=f"act{b}")
-            words.append(word)
-            share_write(m, wr, access, Region.ACT,
-                        addr=Mux(pool, pooler.wr_addr, wb.wr_addr[b]),
-                        data=Mux(pool, pooler.wr_data[b], wb.wr_data[b]),
-                        en=Mux(pool, pooler.wr_en, wb.wr_en[b]),
-                        host_data=host.wdata[b * cfg.in_bits:(b + 1) * cfg.in_bits])
-        m.d.comb += af.rd_data.eq(Cat(*words))
-        if self.pooler is not None:
-            m.d.comb += pooler.rd_data.eq(Cat(*words))
-        access.words[Region.ACT] = Cat(*words)
+        # The activation feeder and the write-back (or the pooler) use the banks.
+        self._act_banks(m, mems, access)
         wiring.connect(m, af.o_act, engine.i_act)
 
         # The engine's rows into the accumulators, the sums into the post-processing.
         wiring.connect(m, engine.o_result, acc.i_result)
-        m.d.comb += [pp.row_valid.eq(acc.row_valid), pp.row_final.eq(acc.row_final),
-                     pp.row_end.eq(acc.row_end), pp.row_sum.eq(acc.row_sum),
-                     pp.row_pos.eq(acc.row_pos)]
+        wiring.connect(m, acc.o_row, pp.i_row)
         par_rd, par_wr = mems["param"].read_port(), mems["param"].write_port()
         # The parameters are read in stage B, so that the memory's output holds them in P1.
         word = share_read(m, par_rd, access, Region.PARAM, addr=desc.p_base + acc.param_nt,
@@ -210,12 +179,14 @@ class Accelerator(wiring.Component):
         share_write(m, out_wr, access, Region.OUTPUT, addr=pp.raw_addr, data=pp.raw_data,
                     en=pp.raw_we)
         self._host_reads_output(m, out_rd, access)
-        m.d.comb += [wb.valid.eq(pp.o_valid), wb.y.eq(pp.o_y), wb.pos.eq(pp.o_pos)]
+        wiring.connect(m, pp.o_step, wb.i_step)
         # The engine's results come FIFO_LATENCY cycles before hwgen.cycles counts them (it has
         # no output FIFO here); the layer ends as counted, so the counters match the model.
         # (Registered reads pass the rows through a register first: a cycle of it.)
         # (A pooling layer's end takes the same delay: its reads take the same cycle more.)
-        done = Mux(pool, pooler.done, Mux(desc.raw, pp.raw_end, pp.o_end))
+        done = Mux(desc.raw, pp.raw_end, pp.o_step.p.end)
+        if self.pooler is not None:
+            done = Mux(self.banks.grant.pool, self.pooler.done, done)
         m.d.comb += ctrl.layer_done.eq(delay(m, done, FIFO_LATENCY - reg, name="layer_done"))
 
         access.drive_read_data(m)
@@ -224,6 +195,71 @@ class Accelerator(wiring.Component):
                      host.cycles.eq(cnt.cycles), host.busy_cycles.eq(cnt.busy_cycles),
                      host.macs.eq(cnt.macs)]
         return m
+
+    def _start_units(self, m):
+        """Give the running pass's descriptor and loop bounds to the pass units, and start the
+        one the bank arbiter grants: the matrix datapath (the feeders, the accumulators, the
+        post-processing) or the pooler."""
+        ctrl, desc = self.controller, self.controller.desc
+        wf, af, acc = self.weight_feeder, self.activation_feeder, self.accumulators
+        grant = self.banks.grant
+        matrix = grant.matrix
+        m.d.comb += [
+            self.banks.kind.eq(desc.kind),
+            wf.start.eq(ctrl.prime & matrix), wf.desc.eq(desc),
+            wf.k_end.eq(ctrl.k_end), wf.n_end.eq(ctrl.n_end),
+            af.start_layer.eq(ctrl.start_layer & matrix), af.start_chunk.eq(ctrl.start_chunk),
+            af.prime.eq(ctrl.prime & matrix), af.desc.eq(desc), af.geom.eq(ctrl.geom),
+            af.last_row.eq(ctrl.last_row), ctrl.more_chunks.eq(af.more_chunks & matrix),
+            acc.start_layer.eq(ctrl.start_layer & matrix), acc.start_chunk.eq(ctrl.start_chunk),
+            acc.desc.eq(desc), acc.k_end.eq(ctrl.k_end), acc.n_end.eq(ctrl.n_end),
+            self.postprocess.desc.eq(desc),
+        ]
+        pooler = self.pooler
+        if pooler is not None:
+            m.d.comb += [pooler.start.eq(ctrl.start_layer & grant.pool),
+                         pooler.go.eq(ctrl.prime & grant.pool), pooler.desc.eq(desc),
+                         pooler.geom.eq(ctrl.geom), pooler.last_row.eq(ctrl.last_row)]
+
+    def _act_banks(self, m, mems, access):
+        """Join each pass unit to its bank arbiter port, and the arbiter to the activation
+        banks, which the host shares while idle."""
+        cfg = self.config
+        af, wb, pooler = self.activation_feeder, self.writeback, self.pooler
+        arb = self.banks
+        # The matrix datapath reads with the activation feeder and writes with the write-back.
+        port = arb.port("matrix")
+        m.d.comb += [port.rd_addr.eq(af.rd_addr), port.rd_en.eq(af.rd_en),
+                     port.rd_take.eq(af.rd_take), af.rd_data.eq(port.rd_data),
+                     port.wr_addr.eq(wb.wr_addr), port.wr_data.eq(wb.wr_data),
+                     port.wr_en.eq(wb.wr_en)]
+        if pooler is not None:
+            # The pooler reads and writes the same word of every bank, and takes every read.
+            port = arb.port("pool")
+            lanes = range(cfg.act_lanes)
+            m.d.comb += [port.rd_addr[b].eq(pooler.rd_addr) for b in lanes]
+            m.d.comb += [port.wr_addr[b].eq(pooler.wr_addr) for b in lanes]
+            m.d.comb += [port.rd_en.eq(pooler.rd_en.replicate(cfg.act_lanes)),
+                         port.rd_take.eq(1), pooler.rd_data.eq(port.rd_data),
+                         port.wr_data.eq(pooler.wr_data),
+                         port.wr_en.eq(pooler.wr_en.replicate(cfg.act_lanes))]
+        banks = arb.banks
+        words = []
+        for b in range(cfg.act_lanes):
+            bank = mems[f"act{b}"]
+            rd, wr = bank.read_port(), bank.write_port()
+            if access.registered:
+                word = share_read(m, rd, access, Region.ACT, addr=banks.rd_addr[b],
+                                  en=banks.rd_take, port_en=banks.rd_en[b], name=f"act{b}")
+            else:
+                word = share_read(m, rd, access, Region.ACT, addr=banks.rd_addr[b],
+                                  en=banks.rd_en[b], name=f"act{b}")
+            words.append(word)
+            share_write(m, wr, access, Region.ACT, addr=banks.wr_addr[b],
+                        data=banks.wr_data[b], en=banks.wr_en[b],
+                        host_data=access.host.wdata[b * cfg.in_bits:(b + 1) * cfg.in_bits])
+        m.d.comb += banks.rd_data.eq(Cat(*words))
+        access.words[Region.ACT] = Cat(*words)
 
     @staticmethod
     def _host_reads_output(m, port, access):

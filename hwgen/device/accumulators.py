@@ -7,7 +7,7 @@ from amaranth.lib.wiring import In, Out
 from ..memattrs import NO_COLLISION_ATTRS
 from ..memmap import descriptor_layout
 from .engine import result_row_layout
-from .layouts import acc_row_layout, position_layout
+from .layouts import acc_row_layout, position_layout, summed_row_layout
 from .positions import advance
 
 __all__ = ["AccumulatorBank"]
@@ -20,7 +20,7 @@ class AccumulatorBank(wiring.Component):
     reduction tile, the chunk's rows in order, the last one of each pass marked ``last``.
     Stage A takes a row and its position (row ``m`` of the chunk, tiles ``kt``, ``nt``); stage
     B adds it to the accumulators of row ``m`` (a row's first reduction tile adds to zero) and
-    writes the sum back, or, after the last reduction tile, hands the sum on (``row_*``) with
+    writes the sum back, or, after the last reduction tile, hands the sum on (``o_row``) with
     where the row goes: output pixel after output pixel, chunk after chunk. The accumulator
     memory holds ``acc_depth`` rows of ``cols`` sums.
 
@@ -47,15 +47,10 @@ class AccumulatorBank(wiring.Component):
         The controller's loop bounds.
     i_result : In(stream.Signature(result_row_layout(config)))
         The engine's result rows, taken as they come (``ready`` is high).
-    row_valid : Out(1)
-        Stage B holds a row (any tile).
-    row_final : Out(1)
-        ... of its last reduction tile: ``row_sum`` is the finished sum.
-    row_end : Out(1)
-        ... and the chunk's last row.
-    row_sum : Out(acc_row_layout(config))
-    row_pos : Out(position_layout(config))
-        Where the row goes.
+    o_row : Out(stream.Signature(summed_row_layout(config), always_ready=True))
+        Stage B's row (any tile; ``final`` marks a finished sum), with where it goes. The
+        post-processing takes every row in the cycle it comes (its datapath runs on the same
+        enable), so the stream has no ``ready``.
     param_nt : Out
         The output tile whose parameters the post-processing needs next: stage B's, or with
         registered reads the one it will hold in the next cycle (the parameters' read ends at
@@ -80,11 +75,7 @@ class AccumulatorBank(wiring.Component):
             "k_end": In(layout.members["k_tiles"]),
             "n_end": In(layout.members["n_tiles"]),
             "i_result": In(stream.Signature(result_row_layout(config))),
-            "row_valid": Out(1),
-            "row_final": Out(1),
-            "row_end": Out(1),
-            "row_sum": Out(acc_row_layout(config)),
-            "row_pos": Out(position_layout(config)),
+            "o_row": Out(stream.Signature(summed_row_layout(config), always_ready=True)),
             "param_nt": Out(layout.members["n_tiles"]),
         })
 
@@ -125,34 +116,9 @@ class AccumulatorBank(wiring.Component):
             a_row = Signal.like(res.payload.data, name="res_q_data")
             dp.d.sync += [a_valid.eq(res.valid), r_last.eq(res.payload.last),
                           a_row.eq(res.payload.data)]
-            e_m = Signal.like(r_m, name="e_m")
-            e_m1 = Signal(len(r_m) + 1, name="e_m1")     # e_m + 1
-            e_m_n = Signal.like(r_m, name="e_m_n")
-            e_wrap, e_step = Signal(name="e_wrap"), Signal(name="e_step")
-            m.d.comb += e_m_n.eq(Mux(e_wrap, 0, Mux(e_step, e_m1, e_m)))
-            m.d.sync += [e_m.eq(e_m_n), e_m1.eq(e_m_n + 1), r_m.eq(e_m)]
-            with m.If(start):
-                m.d.comb += e_wrap.eq(1)
-            with m.Elif(res.valid):
-                with m.If(~res.payload.last):
-                    m.d.comb += e_step.eq(1)
-                with m.Else():
-                    m.d.comb += e_wrap.eq(1)
-            look = (e_m, e_m1, e_m_n, e_wrap, e_step)
-            # "Last tile" flags in registers (comparators before stage A's enables otherwise):
-            # r_kt == k_end and r_nt == n_end, compared with the bound less one.
-            kt_last, nt_last = Signal(name="r_kt_last"), Signal(name="r_nt_last")
-            kt_before = Signal.like(desc.k_tiles, name="r_kt_before")     # k_end - 1
-            nt_before = Signal.like(desc.n_tiles, name="r_nt_before")     # n_end - 1
-            with m.If(start):
-                m.d.sync += [kt_last.eq(desc.k_tiles == 1), nt_last.eq(desc.n_tiles == 1),
-                             kt_before.eq(desc.k_tiles - 2), nt_before.eq(desc.n_tiles - 2)]
-            with m.Elif(a_valid & r_last):
-                with m.If(~kt_last):
-                    m.d.sync += kt_last.eq(r_kt == kt_before)
-                with m.Else():
-                    m.d.sync += [kt_last.eq(self.k_end == 0),
-                                 nt_last.eq(Mux(nt_last, self.n_end == 0, r_nt == nt_before))]
+            look = self._row_ahead(m, r_m, start)
+            kt_last, nt_last = self._last_tiles(m, start=start, step=a_valid & r_last,
+                                                r_kt=r_kt, r_nt=r_nt)
         else:
             a_valid, a_row, r_last = res.valid, res.payload.data, res.payload.last
             m.d.sync += r_m.eq(Mux(r_wrap, 0, Mux(r_step, r_m + 1, r_m)))
@@ -191,17 +157,20 @@ class AccumulatorBank(wiring.Component):
         b_row = Signal.like(a_row, name="b_row")
         b_first = Signal(name="b_first")
         b_m = Signal.like(r_m, name="b_m")
-        dp.d.sync += [self.row_pos.eq(pos), self.row_valid.eq(a_valid), b_row.eq(a_row),
-                      b_first.eq(r_kt == 0), self.row_final.eq(kt_last), b_m.eq(r_m),
-                      self.row_end.eq(a_valid & r_last & kt_last & nt_last)]
-        if self.registered_reads:
-            # Read a cycle ahead: the output tile stage B holds next.
-            m.d.comb += self.param_nt.eq(Mux(self.en, pos.nt, self.row_pos.nt))
-        else:
-            m.d.comb += self.param_nt.eq(self.row_pos.nt)
-        b_sum = self.row_sum
+        b_valid, b_final, b_end = (Signal(name=f"row_{n}") for n in ("valid", "final", "end"))
+        b_pos = Signal(pos_layout, name="row_pos")
+        b_sum = Signal(acc_row_layout(cfg), name="row_sum")
+        dp.d.sync += [b_pos.eq(pos), b_valid.eq(a_valid), b_row.eq(a_row),
+                      b_first.eq(r_kt == 0), b_final.eq(kt_last), b_m.eq(r_m),
+                      b_end.eq(a_valid & r_last & kt_last & nt_last)]
+        o_row = self.o_row
+        m.d.comb += [o_row.valid.eq(b_valid), o_row.p.final.eq(b_final), o_row.p.end.eq(b_end),
+                     o_row.p.sum.eq(b_sum), o_row.p.pos.eq(b_pos)]
+        # Registered reads: read a cycle ahead, the output tile stage B holds next.
+        m.d.comb += self.param_nt.eq(Mux(self.en, pos.nt, b_pos.nt) if self.registered_reads
+                                     else b_pos.nt)
         we = Signal(name="acc_we")
-        m.d.comb += we.eq(self.row_valid & ~self.row_final)
+        m.d.comb += we.eq(b_valid & ~b_final)
         if self.registered_reads:
             old = self._registered_read(m, rd, wr, r_m=r_m, look=look, b_m=b_m, b_sum=b_sum,
                                         we=we)
@@ -214,6 +183,44 @@ class AccumulatorBank(wiring.Component):
         for j in range(cols):
             m.d.comb += b_sum[j].eq(Mux(b_first, 0, old[j]) + b_row[j])
         return m
+
+    def _row_ahead(self, m, r_m, start):
+        """Registered reads: count the engine's rows a cycle ahead of stage A (``e_m``; ``r_m``
+        follows it) and return ``(e_m, e_m1, e_next, e_wrap, e_step)`` for the read."""
+        res = self.i_result
+        e_m = Signal.like(r_m, name="e_m")
+        e_m1 = Signal(len(r_m) + 1, name="e_m1")     # e_m + 1
+        e_m_n = Signal.like(r_m, name="e_m_n")
+        e_wrap, e_step = Signal(name="e_wrap"), Signal(name="e_step")
+        m.d.comb += e_m_n.eq(Mux(e_wrap, 0, Mux(e_step, e_m1, e_m)))
+        m.d.sync += [e_m.eq(e_m_n), e_m1.eq(e_m_n + 1), r_m.eq(e_m)]
+        with m.If(start):
+            m.d.comb += e_wrap.eq(1)
+        with m.Elif(res.valid):
+            with m.If(~res.payload.last):
+                m.d.comb += e_step.eq(1)
+            with m.Else():
+                m.d.comb += e_wrap.eq(1)
+        return e_m, e_m1, e_m_n, e_wrap, e_step
+
+    def _last_tiles(self, m, *, start, step, r_kt, r_nt):
+        """Registered reads: return the "last tile" flags as registers (comparators before
+        stage A's enables otherwise): ``r_kt == k_end`` and ``r_nt == n_end``, compared with
+        the bound less one, updated at each pass's last row (``step``)."""
+        desc = self.desc
+        kt_last, nt_last = Signal(name="r_kt_last"), Signal(name="r_nt_last")
+        kt_before = Signal.like(desc.k_tiles, name="r_kt_before")     # k_end - 1
+        nt_before = Signal.like(desc.n_tiles, name="r_nt_before")     # n_end - 1
+        with m.If(start):
+            m.d.sync += [kt_last.eq(desc.k_tiles == 1), nt_last.eq(desc.n_tiles == 1),
+                         kt_before.eq(desc.k_tiles - 2), nt_before.eq(desc.n_tiles - 2)]
+        with m.Elif(step):
+            with m.If(~kt_last):
+                m.d.sync += kt_last.eq(r_kt == kt_before)
+            with m.Else():
+                m.d.sync += [kt_last.eq(self.k_end == 0),
+                             nt_last.eq(Mux(nt_last, self.n_end == 0, r_nt == nt_before))]
+        return kt_last, nt_last
 
     def _registered_read(self, m, port, write, *, r_m, look, b_m, b_sum, we):
         """Return the accumulators of stage B's row (the caller starts a row's first tile from

@@ -6,7 +6,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..memmap import macs_from_busy_cycles
 
-__all__ = ["Counters", "split_counter"]
+__all__ = ["CounterBlock", "split_counter"]
 
 
 def split_counter(m, out, inc, clear, name):
@@ -29,7 +29,7 @@ def split_counter(m, out, inc, clear, name):
             m.d.sync += hi.eq(hi + 1)
 
 
-class Counters(wiring.Component):
+class CounterBlock(wiring.Component):
     """Count the cycles a program runs, the cycles a row enters the array and the MACs.
 
     Members

@@ -181,13 +181,16 @@ class MatmulEngine(wiring.Component):
                 self.o_result.valid.eq(array.o_valid),
             ]
             return m
+        # Through the FIFO's streams; its write side never waits (the credits keep room), and
+        # its payload is the row's bits (the result stream's is the row's layout).
+        w, r = fifo.w_stream, fifo.r_stream
         m.d.comb += [
-            fifo.w_data.eq(row),
-            fifo.w_en.eq(array.o_valid),
-            self.o_result.payload.eq(fifo.r_data),
-            self.o_result.valid.eq(fifo.r_rdy),
-            fifo.r_en.eq(self.o_result.ready),
-            returned.eq(fifo.r_rdy & self.o_result.ready),
+            w.payload.eq(row),
+            w.valid.eq(array.o_valid),
+            self.o_result.payload.eq(r.payload),
+            self.o_result.valid.eq(r.valid),
+            r.ready.eq(self.o_result.ready),
+            returned.eq(r.valid & self.o_result.ready),
         ]
         return m
 

@@ -5,7 +5,8 @@ from amaranth.lib import data
 
 from ..memmap import descriptor_layout, param_lane_layout
 
-__all__ = ["acc_row_layout", "lane_position_layout", "param_row_layout", "position_layout"]
+__all__ = ["acc_row_layout", "lane_position_layout", "param_row_layout", "position_layout",
+           "step_layout", "summed_row_layout"]
 
 
 def acc_row_layout(config):
@@ -52,4 +53,41 @@ def lane_position_layout(config, addr_width):
         "base": addr_width,
         "rem": range(config.act_lanes),
         "ok": config.requant_lanes,
+    })
+
+
+def summed_row_layout(config):
+    """A row of the accumulator bank, as it goes to the post-processing.
+
+    final
+        The row is of its output tile's last reduction tile: ``sum`` is the finished sum.
+    end
+        ... and the chunk's last row.
+    sum
+        The row's ``cols`` sums (:func:`acc_row_layout`).
+    pos
+        Where the row goes (:func:`position_layout`).
+    """
+    return data.StructLayout({
+        "final": 1,
+        "end": 1,
+        "sum": acc_row_layout(config),
+        "pos": position_layout(config),
+    })
+
+
+def step_layout(config, addr_width):
+    """A requantized step, as it goes from the post-processing to the write-back.
+
+    end
+        The layer's (or chunk's) last step.
+    y
+        The step's ``requant_lanes`` requantized channels.
+    pos
+        Where they go (:func:`lane_position_layout`).
+    """
+    return data.StructLayout({
+        "end": 1,
+        "y": data.ArrayLayout(signed(config.in_bits), config.requant_lanes),
+        "pos": lane_position_layout(config, addr_width),
     })

@@ -1,11 +1,18 @@
 """Post-processing: bias, then the raw write or the requantization, a few channels per cycle."""
 
 from amaranth.hdl import Cat, EnableInserter, Module, Mux, Signal
-from amaranth.lib import data, wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..memmap import descriptor_layout
-from .layouts import acc_row_layout, lane_position_layout, param_row_layout, position_layout
+from .layouts import (
+    acc_row_layout,
+    lane_position_layout,
+    param_row_layout,
+    position_layout,
+    step_layout,
+    summed_row_layout,
+)
 from .positions import advance
 from .requantizer import Requantizer
 
@@ -30,10 +37,12 @@ class PostProcessor(wiring.Component):
         Clock enable of the datapath registers.
     desc : In(descriptor_layout(config))
         The running layer's (``raw``, ``relu``, ``n``).
-    row_valid, row_final, row_end : In(1)
-    row_sum : In(acc_row_layout(config))
-    row_pos : In(position_layout(config))
-        A summed row, from the accumulators (:class:`~hwgen.device.accumulators.AccumulatorBank`).
+    i_row : In(stream.Signature(summed_row_layout(config), always_ready=True))
+        The summed rows, from the accumulators
+        (:class:`~hwgen.device.accumulators.AccumulatorBank`); the rows of a last reduction
+        tile (``final``) are post-processed. Every row is taken in its cycle: the datapath
+        runs on the accumulators' enable and starts a row's requantization only when the
+        previous one is done (the activation feeder spaces rows ``requant_steps`` apart).
     params : In(param_row_layout(config))
         The row's output tile's parameters, from the parameter memory, read in the row's
         cycle in the accumulators and held until ``param_hold`` falls.
@@ -43,11 +52,9 @@ class PostProcessor(wiring.Component):
         The write of a raw layer's row to the output memory.
     raw_end : Out(1)
         The raw write of the layer's last row.
-    o_valid, o_end : Out(1)
-    o_y : Out(ArrayLayout(signed(in_bits), requant_lanes))
-    o_pos : Out(lane_position_layout(config, ...))
-        A requantized step and where its channels go, for the write-back; ``o_end`` marks the
-        layer's last.
+    o_step : Out(stream.Signature(step_layout(config, addr_width), always_ready=True))
+        The requantized steps and where their channels go, for the write-back (which writes
+        each in its cycle: no ``ready``); ``end`` marks the layer's (or chunk's) last.
     """
 
     def __init__(self, config, implementation):
@@ -59,21 +66,15 @@ class PostProcessor(wiring.Component):
         super().__init__({
             "en": In(1),
             "desc": In(descriptor_layout(config)),
-            "row_valid": In(1),
-            "row_final": In(1),
-            "row_end": In(1),
-            "row_sum": In(acc_row_layout(config)),
-            "row_pos": In(position_layout(config)),
+            "i_row": In(stream.Signature(summed_row_layout(config), always_ready=True)),
             "params": In(param_row_layout(config)),
             "param_hold": Out(1),
             "raw_addr": Out(range(config.out_depth)),
             "raw_data": Out(acc_row_layout(config)),
             "raw_we": Out(1),
             "raw_end": Out(1),
-            "o_valid": Out(1),
-            "o_end": Out(1),
-            "o_y": Out(self.requantizer.o_y.shape()),
-            "o_pos": Out(self.requantizer.o_pos.shape()),
+            "o_step": Out(stream.Signature(step_layout(config, self.addr_width),
+                                           always_ready=True)),
         })
 
     def elaborate(self, platform):
@@ -87,14 +88,15 @@ class PostProcessor(wiring.Component):
         p1_sum = Signal(acc_row_layout(cfg), name="p1_sum")
         p1_pos = Signal(position_layout(cfg), name="p1_pos")
         par = self.params
-        load = self.row_valid & self.row_final
+        row = self.i_row.payload
+        load = self.i_row.valid & row.final
         if steps == 1:
-            dp.d.sync += [p1_pos.eq(self.row_pos), p1_sum.eq(self.row_sum)]
+            dp.d.sync += [p1_pos.eq(row.pos), p1_sum.eq(row.sum)]
         else:
             # Held while the row is requantized (requantized rows come `steps` cycles apart).
             with dp.If(load):
-                dp.d.sync += [p1_pos.eq(self.row_pos), p1_sum.eq(self.row_sum)]
-        dp.d.sync += [p1_valid.eq(load), p1_end.eq(self.row_end)]
+                dp.d.sync += [p1_pos.eq(row.pos), p1_sum.eq(row.sum)]
+        dp.d.sync += [p1_valid.eq(load), p1_end.eq(row.end)]
         m.d.comb += self.raw_end.eq(p1_end)
         biased = Signal(acc_row_layout(cfg), name="biased")
         for j in range(cfg.cols):
@@ -129,8 +131,9 @@ class PostProcessor(wiring.Component):
                      rq.pos.ok.eq(Cat(pos.n0 + j < desc.n for j in range(n_req)))]
         for j in range(n_req):
             m.d.comb += [rq.values[j].eq(values[j]), rq.params[j].eq(params[j])]
-        m.d.comb += [self.o_valid.eq(rq.o_valid), self.o_end.eq(rq.o_end),
-                     self.o_y.eq(rq.o_y), self.o_pos.eq(rq.o_pos)]
+        o = self.o_step
+        m.d.comb += [o.valid.eq(rq.o_valid), o.p.end.eq(rq.o_end), o.p.y.eq(rq.o_y),
+                     o.p.pos.eq(rq.o_pos)]
         return m
 
     def _steps(self, m, dp, *, start, load, biased, pos):
@@ -151,7 +154,7 @@ class PostProcessor(wiring.Component):
                      # step; the next requantized row is read in that step at the earliest.
                      self.param_hold.eq(active & (step != steps - 1))]
         with dp.If(load):
-            dp.d.sync += end.eq(self.row_end)
+            dp.d.sync += end.eq(self.i_row.payload.end)
         with dp.If(active):
             dp.d.sync += step.eq(Mux(step == steps - 1, 0, step + 1))
         values = Signal(data.ArrayLayout(biased.shape().elem_shape, n_req), name="rq_values")

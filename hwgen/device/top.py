@@ -17,7 +17,7 @@ from ..link.bridge import HostPortBridge
 from ..link.frame import FrameEngine
 from ..link.uart import UART, divisor_for
 from ..protocol import DEFAULT_BAUD, frame_timeout_cycles
-from .accelerator import Accelerator
+from .accelerator import AcceleratorCore
 
 __all__ = ["LINKS", "Device", "Link"]
 
@@ -88,7 +88,7 @@ class Device(wiring.Component):
         self.link_clock_hz = link_clock_hz
         link_hz = config.clock_hz if link_clock_hz is None else link_clock_hz
         self.divisor = divisor_for(link_hz, baud) if link is Link.UART else None
-        self.accelerator = Accelerator(config, implementation, pe_instances=pe_instances)
+        self.accelerator = AcceleratorCore(config, implementation, pe_instances=pe_instances)
         self.implementation = implementation
         if link is Link.UART:
             members = {"rx": In(1, init=1), "tx": Out(1, init=1)}
@@ -124,15 +124,8 @@ class Device(wiring.Component):
         fifo = SyncFIFOBuffered(width=8, depth=RX_FIFO_DEPTH)
         m.submodules.uart = in_link_domain(uart)
         m.submodules.rx_fifo = in_link_domain(fifo)
-        m.d.comb += [
-            uart.rx.eq(self.rx),
-            self.tx.eq(uart.tx),
-            fifo.w_data.eq(uart.o_data.payload),
-            fifo.w_en.eq(uart.o_data.valid),
-            uart.o_data.ready.eq(fifo.w_rdy),
-            frame.i_stream.payload.eq(fifo.r_data),
-            frame.i_stream.valid.eq(fifo.r_rdy),
-            fifo.r_en.eq(frame.i_stream.ready),
-        ]
+        m.d.comb += [uart.rx.eq(self.rx), self.tx.eq(uart.tx)]
+        wiring.connect(m, uart.o_data, fifo.w_stream)
+        wiring.connect(m, fifo.r_stream, frame.i_stream)
         wiring.connect(m, frame.o_stream, uart.i_data)
         return m

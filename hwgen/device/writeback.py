@@ -1,10 +1,10 @@
 """The write-back: requantized channels into the activation banks of the next layer's input."""
 
 from amaranth.hdl import Const, Module, Mux, Signal, signed
-from amaranth.lib import data, wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .layouts import lane_position_layout
+from .layouts import step_layout
 
 __all__ = ["WriteBack"]
 
@@ -25,9 +25,9 @@ class WriteBack(wiring.Component):
 
     Members
     -------
-    valid : In(1)
-    y : In(ArrayLayout(signed(in_bits), requant_lanes))
-    pos : In(lane_position_layout(config, addr_width))
+    i_step : In(stream.Signature(step_layout(config, addr_width), always_ready=True))
+        The requantized steps (``end`` is not used here). Each is written in the cycle it
+        comes: the banks take a write every cycle, so the stream has no ``ready``.
     wr_addr : Out(ArrayLayout(unsigned(addr_width), act_lanes))
     wr_data : Out(ArrayLayout(signed(in_bits), act_lanes))
     wr_en : Out(act_lanes)
@@ -36,12 +36,10 @@ class WriteBack(wiring.Component):
 
     def __init__(self, config, addr_width):
         self.config = config
-        lanes, n_req = config.act_lanes, config.requant_lanes
+        lanes = config.act_lanes
         value = signed(config.in_bits)
         super().__init__({
-            "valid": In(1),
-            "y": In(data.ArrayLayout(value, n_req)),
-            "pos": In(lane_position_layout(config, addr_width)),
+            "i_step": In(stream.Signature(step_layout(config, addr_width), always_ready=True)),
             "wr_addr": Out(data.ArrayLayout(addr_width, lanes)),
             "wr_data": Out(data.ArrayLayout(value, lanes)),
             "wr_en": Out(lanes),
@@ -51,7 +49,8 @@ class WriteBack(wiring.Component):
         m = Module()
         cfg = self.config
         lanes, n_req = cfg.act_lanes, cfg.requant_lanes
-        rem = self.pos.rem
+        step = self.i_step.payload
+        rem = step.pos.rem
         for b in range(lanes):
             # Lane j that lands in bank b: j = (b - rem) mod lanes.
             j = Signal(range(lanes), name=f"lane{b}")
@@ -59,9 +58,10 @@ class WriteBack(wiring.Component):
             with m.Switch(j):
                 for jj in range(n_req):
                     with m.Case(jj):
-                        m.d.comb += self.wr_data[b].eq(self.y[jj])
+                        m.d.comb += self.wr_data[b].eq(step.y[jj])
             m.d.comb += [
-                self.wr_en[b].eq(self.valid & (j < n_req) & self.pos.ok.bit_select(j, 1)),
-                self.wr_addr[b].eq(self.pos.base + (Const(b) < rem)),
+                self.wr_en[b].eq(self.i_step.valid & (j < n_req)
+                                 & step.pos.ok.bit_select(j, 1)),
+                self.wr_addr[b].eq(step.pos.base + (Const(b) < rem)),
             ]
         return m

@@ -17,7 +17,7 @@ import hwgen
 from hwgen.boards.catalog import ICEBREAKER_PRESET
 from hwgen.config import AcceleratorConfig
 from hwgen.cycles import program_cycles
-from hwgen.device.accelerator import Accelerator
+from hwgen.device.accelerator import AcceleratorCore
 from hwgen.implementation import Implementation
 from hwgen.nn import Conv2D, Dense, MaxPool2D, QuantizedNetwork
 from sim.netgen import random_image, random_input, random_network
@@ -261,7 +261,7 @@ def test_the_icebreaker_preset_runs_dense_networks():
 
 @pytest.mark.parametrize("spatial", [True, False])
 def test_a_pooler_only_with_spatial_layers(spatial):
-    dut = Accelerator(_config((2, 3), spatial=spatial), ICE40)
+    dut = AcceleratorCore(_config((2, 3), spatial=spatial), ICE40)
     names = [name for _, name, _ in Fragment.get(dut, None).subfragments]
     assert ("pooler" in names) == spatial
     assert {"controller", "activation_feeder", "engine"} <= set(names)
@@ -294,7 +294,7 @@ def test_host_port_reads_back_every_region(registered):
     from hwgen.memmap import regions
 
     cfg = _config((2, 3))
-    dut = Accelerator(cfg, Implementation(registered_reads=registered))
+    dut = AcceleratorCore(cfg, Implementation(registered_reads=registered))
     h = dut.host
     rng = np.random.default_rng(5)
     images = {r: [int.from_bytes(rng.bytes(g.word_bits // 8 + 1), "little") % (1 << g.word_bits)
@@ -337,6 +337,6 @@ def test_host_port_reads_back_every_region(registered):
 def test_implementation_is_checked_against_the_config(refused):
     cfg = AcceleratorConfig(rows=2, cols=2, mult_bits=9)
     refused(r"split_multiplier=10 .* allowed: 1\.\.9",
-            lambda: Accelerator(cfg, Implementation(split_multiplier=10)))
+            lambda: AcceleratorCore(cfg, Implementation(split_multiplier=10)))
     refused("implementation must be an Implementation",
-            lambda: Accelerator(cfg, {"post_pipeline": True}), errors=TypeError)
+            lambda: AcceleratorCore(cfg, {"post_pipeline": True}), errors=TypeError)

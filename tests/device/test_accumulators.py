@@ -135,13 +135,15 @@ def run_bank(config, registered, runs, *, seed):
                 ctx.set(dut.i_result.payload, {"data": [random_bits(rng, config.acc_bits)
                                                         for _ in range(cols)], "last": 1})
             assert ctx.get(dut.i_result.ready)
-            out = (ctx.get(dut.row_valid), ctx.get(dut.row_final), ctx.get(dut.row_end),
-                   [ctx.get(dut.row_sum[j]) for j in range(cols)],
-                   ctx.get(dut.row_pos.as_value()))
+            row = dut.o_row.payload
+            assert ctx.get(dut.o_row.ready)     # always_ready: the post-processing never waits
+            out = (ctx.get(dut.o_row.valid), ctx.get(row.final), ctx.get(row.end),
+                   [ctx.get(row.sum[j]) for j in range(cols)],
+                   ctx.get(row.pos.as_value()))
             param_nts[cycle] = (en, ctx.get(dut.param_nt))
             if en:
                 if out[0]:
-                    pos = ctx.get(dut.row_pos)
+                    pos = ctx.get(row.pos)
                     seen.append((cycle, out[1], out[2], out[3],
                                  {f: getattr(pos, f) for f in ("nt", "n0", "oword", "orem",
                                                                "dst")}))

@@ -41,10 +41,10 @@ def test_counters_against_a_model(shape):
     is ``rows * cols`` per issue, and ``clear`` zeroes all three (whatever else is high), every
     cycle, with each input random and on for long stretches."""
     from hwgen.config import AcceleratorConfig
-    from hwgen.device.counters import Counters
+    from hwgen.device.counters import CounterBlock
 
     rows, cols = shape
-    dut = Counters(AcceleratorConfig(rows=rows, cols=cols))
+    dut = CounterBlock(AcceleratorConfig(rows=rows, cols=cols))
     rng = np.random.default_rng(rows * 100 + cols)
     seen = []
 
@@ -76,9 +76,9 @@ def test_counters_against_a_model(shape):
 def test_counters_hold_without_busy_or_issue():
     """Between runs nothing counts."""
     from hwgen.config import AcceleratorConfig
-    from hwgen.device.counters import Counters
+    from hwgen.device.counters import CounterBlock
 
-    dut = Counters(AcceleratorConfig(rows=2, cols=3))
+    dut = CounterBlock(AcceleratorConfig(rows=2, cols=3))
 
     async def bench(ctx):
         ctx.set(dut.busy, 1)

@@ -8,7 +8,7 @@ from amaranth.hdl import Fragment, Module, signed, unsigned
 from support import ECP5, ICE40, SMALL, without_dsp
 
 from hwgen.config import AcceleratorConfig
-from hwgen.device.accelerator import Accelerator
+from hwgen.device.accelerator import AcceleratorCore
 from hwgen.device.memories import collision_free_memories, make_memories
 from hwgen.implementation import Implementation
 from hwgen.memattrs import NO_COLLISION_ATTRS, SPRAM_ATTRS, SPRAM_SUFFIX
@@ -68,7 +68,7 @@ def test_collision_free_memories(impl, config):
     assert set(names) == want
     # Every name is one of the accelerator's memories (so that the collision watch of the
     # accelerator's tests watches them all), and the others are the ones left out above.
-    dut = Accelerator(cfg, implementation)
+    dut = AcceleratorCore(cfg, implementation)
     Fragment.get(dut, None)
     others = set(dut.memories) - set(names)
     assert set(names) <= set(dut.memories)

@@ -194,10 +194,9 @@ def test_rows_steps_and_raw_writes(variant, config):
             elif row["pos"] is None:
                 row["pos"] = {"nt": random_bits(rng, nt_bits), "n0": 0, "oword": 0, "orem": 0,
                               "dst": 0}
-            for name, port in (("valid", dut.row_valid), ("final", dut.row_final),
-                               ("end", dut.row_end), ("sum", dut.row_sum),
-                               ("pos", dut.row_pos)):
-                ctx.set(port, row[name])
+            ctx.set(dut.i_row.valid, row["valid"])
+            ctx.set(dut.i_row.payload, {name: row[name] for name in ("final", "end", "sum",
+                                                                      "pos")})
             want = slots.outputs.get(s, {})
             # The raw write and its end.
             assert ctx.get(dut.raw_we) == ("raw" in want), s
@@ -209,16 +208,17 @@ def test_rows_steps_and_raw_writes(variant, config):
             if desc["raw"]:          # (what it says in a requantized layer is not used)
                 assert ctx.get(dut.raw_end) == want.get("raw_end", 0), s
             # The requantized steps.
-            assert ctx.get(dut.o_valid) == ("o" in want), s
+            o = dut.o_step
+            assert ctx.get(o.valid) == ("o" in want), s
             if "o" in want:
                 step = want["o"]
-                assert [ctx.get(dut.o_y[j]) for j in range(cfg.requant_lanes)] == step["y"], s
-                pos = ctx.get(dut.o_pos)
+                assert [ctx.get(o.payload.y[j]) for j in range(cfg.requant_lanes)] == step["y"], s
+                pos = ctx.get(o.payload.pos)
                 assert (pos.base, pos.rem, pos.ok) == (step["base"], step["rem"],
                                                        step["ok"]), s
                 stats["steps"] += en
                 stats["inside"] += sum(0 < y < (1 << (cfg.in_bits - 1)) - 1 for y in step["y"])
-            assert ctx.get(dut.o_end) == want.get("o", {}).get("end", 0), s
+            assert ctx.get(o.payload.end) == want.get("o", {}).get("end", 0), s
             hold = ctx.get(dut.param_hold)
             assert hold == want.get("hold", 0), s
             stats["holds"] += hold and en

@@ -11,7 +11,7 @@ from amaranth.sim import Simulator
 from support import ECP5, ICE40, random_bits, without_dsp
 
 from hwgen.config import AcceleratorConfig
-from hwgen.device.accelerator import Accelerator
+from hwgen.device.accelerator import AcceleratorCore
 from hwgen.device.requantizer import Requantizer
 from hwgen.generate import emit_verilog
 from hwgen.implementation import Implementation
@@ -88,7 +88,7 @@ def test_ecp5_requantization_products_use_the_dsp_registers(mult_bits, in_dsp):
     output registers are on, clocked only when the datapath is (the gate-level smoke build runs
     it against the reference); operands wider than the block keep the fabric's registers."""
     cfg = AcceleratorConfig(rows=2, cols=3, acc_bits=32, mult_bits=mult_bits)
-    acc = Accelerator(cfg, Implementation(dsp_packing="mult18x18d", post_pipeline=True,
+    acc = AcceleratorCore(cfg, Implementation(dsp_packing="mult18x18d", post_pipeline=True,
                                           split_operand=17, registered_reads=True))
     verilog = emit_verilog(acc, "acc")
     blocks = {name: body for name, body in re.findall(r"module (\S+)(.*?)endmodule", verilog, re.S)

@@ -47,9 +47,9 @@ def test_every_bank_gets_its_channel(shape, post_lanes):
                 for base in (0, 13, top):
                     for valid in (0, 1):
                         y = [int(v) for v in rng.integers(-128, 128, n_req)]
-                        ctx.set(dut.valid, valid)
-                        ctx.set(dut.y, y)
-                        ctx.set(dut.pos, {"base": base, "rem": rem, "ok": ok})
+                        ctx.set(dut.i_step.valid, valid)
+                        ctx.set(dut.i_step.payload, {"end": 0, "y": y, "pos": {
+                            "base": base, "rem": rem, "ok": ok}})
                         want = expected_writes(lanes, y, base=base, rem=rem, ok=ok, valid=valid)
                         for b in range(lanes):
                             en = ctx.get(dut.wr_en[b])
