@@ -318,7 +318,7 @@ class Accelerator:
 
     @property
     def info(self):
-        """The device's :class:`~hwgen.protocol.DeviceInfo` (read once, when opened)."""
+        """The device's :class:`~host.info.DeviceInfo` (read once, when opened)."""
         return self._info
 
     @property
@@ -549,7 +549,7 @@ class Accelerator:
         return self._last
 
     def device_counters(self):
-        """Return the device's cumulative :class:`~hwgen.protocol.Counters` (one COUNTERS)."""
+        """Return the device's cumulative :class:`~hwgen.protocol.CounterValues` (one COUNTERS)."""
         return self._call("COUNTERS", self.client.counters)
 
     def close(self):

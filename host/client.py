@@ -27,7 +27,6 @@ from hwgen.memmap import Region
 from hwgen.protocol import (
     STATUS_TEXT,
     Opcode,
-    ResponseDecoder,
     Status,
     encode_request,
     pack_access,
@@ -35,9 +34,11 @@ from hwgen.protocol import (
     pack_run,
     pack_words,
     unpack_counters,
-    unpack_info,
     unpack_words,
 )
+
+from .frames import ResponseDecoder
+from .info import unpack_info
 
 __all__ = ["BusyTimeout", "DeviceClient", "DeviceError", "LinkError", "LinkTimeout"]
 
@@ -164,7 +165,7 @@ class DeviceClient:
     # -- commands --------------------------------------------------------------------------------
 
     def info(self, refresh=False):
-        """Return the device's :class:`~hwgen.protocol.DeviceInfo` (cached after the first call)."""
+        """Return the device's :class:`~host.info.DeviceInfo` (cached after the first call)."""
         if self._info is None or refresh:
             self._info = unpack_info(self._request(Opcode.INFO, b"", "INFO"))
         return self._info
@@ -304,7 +305,7 @@ class DeviceClient:
         raise self._give_up(what, problem)
 
     def counters(self):
-        """Return the device's :class:`~hwgen.protocol.Counters`."""
+        """Return the device's :class:`~hwgen.protocol.CounterValues`."""
         counters = unpack_counters(self._request(Opcode.COUNTERS, b"", "COUNTERS"))
         self._runs = counters.runs
         return counters

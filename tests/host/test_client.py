@@ -14,21 +14,21 @@ import numpy as np
 import pytest
 import serial
 from amaranth.sim import Simulator
+from protocol_helpers import pack_info
 from support import TINY, LinkDriver, rows_per_run
 from support import build_frame_bench as build
 
 from host.client import BusyTimeout, DeviceClient, DeviceError, LinkError, LinkTimeout
+from host.frames import RequestDecoder
+from host.info import DeviceInfo
 from hwgen.memmap import Region, regions
 from hwgen.protocol import (
     MAX_PAYLOAD,
-    Counters,
-    DeviceInfo,
+    CounterValues,
     Opcode,
-    RequestDecoder,
     Status,
     encode_response,
     pack_counters,
-    pack_info,
     pack_words,
     unpack_access,
     unpack_run,
@@ -261,7 +261,7 @@ class PyDevice:
     def _counters(self, payload):
         busy = self.busy > 0
         self.busy = max(0, self.busy - 1)
-        return Status.OK, pack_counters(Counters(busy, self.loaded, self.runs, 1, 2, 3))
+        return Status.OK, pack_counters(CounterValues(busy, self.loaded, self.runs, 1, 2, 3))
 
     def _reset(self, payload):
         self.runs, self.loaded = 0, False

@@ -30,12 +30,12 @@ from support import started_board as started
 
 import hwgen
 from host.client import DeviceClient
+from host.frames import ResponseDecoder
 from hwgen.config import AcceleratorConfig
 from hwgen.memmap import Region, regions
 from hwgen.protocol import (
     FRAME_OVERHEAD,
     MAX_PAYLOAD,
-    ResponseDecoder,
     Status,
     encode_request,
     info_bytes,
