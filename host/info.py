@@ -1,8 +1,11 @@
-"""What a device says of itself: the INFO payload of :mod:`hwgen.protocol`, decoded.
+"""What a device says of itself: the INFO payload of :mod:`hwgen.protocol`, decoded, and the
+checks a host makes of it.
 
 :class:`DeviceInfo` is what a host checks on opening a device (protocol version, the hash of
 the configuration it was built from, the geometry of its memories) and what it needs to talk
-to it (its payload buffer, its batch capacity).
+to it (its payload buffer, its batch capacity). :func:`check_device` and
+:func:`check_program` raise :class:`IncompatibleDevice` when the device cannot run what the
+host has.
 """
 
 import dataclasses
@@ -20,7 +23,7 @@ from hwgen.protocol import (
     write_chunk_words,
 )
 
-__all__ = ["DeviceInfo", "unpack_info"]
+__all__ = ["DeviceInfo", "IncompatibleDevice", "check_device", "check_program", "unpack_info"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,3 +99,56 @@ def unpack_info(payload):
         geometries[Region(i)] = RegionGeometry(Region(i), rec["word_bits"], rec["depth"])
     head["dataflow"] = DATAFLOWS[head["dataflow"]]
     return DeviceInfo(**head, regions=geometries)
+
+
+class IncompatibleDevice(RuntimeError):
+    """The device cannot run what the host has: another protocol version or configuration.
+
+    Attributes
+    ----------
+    device, expected : str
+        What the device reports and what the host needs (versions or config hashes).
+    differences : list of str
+        ``"field: device X, expected Y"`` for every INFO field that differs (may be empty).
+    """
+
+    def __init__(self, message, *, device=None, expected=None, differences=()):
+        self.device = device
+        self.expected = expected
+        self.differences = list(differences)
+        super().__init__(message)
+
+
+def check_device(info, config, where):
+    """Raise :class:`IncompatibleDevice` unless the device at ``where`` (its :class:`DeviceInfo`
+    ``info``) speaks this host's protocol version and, given a ``config``, was built from it;
+    the message names both values and the INFO fields that differ."""
+    if info.version != PROTOCOL_VERSION:
+        raise IncompatibleDevice(
+            f"the device at {where} speaks protocol version {info.version}; this host "
+            f"speaks version {PROTOCOL_VERSION}", device=str(info.version),
+            expected=str(PROTOCOL_VERSION))
+    if config is not None and info.config_hash != config.hash_int:
+        differences = [d for d in info.mismatches(config) if not d.startswith("config_hash:")]
+        detail = ("; differing fields: " + "; ".join(differences)) if differences else \
+            " (INFO's fields agree, so a field INFO does not report differs, e.g. a " \
+            "buffer depth or clock_hz)"
+        raise IncompatibleDevice(
+            f"the device at {where} was built from config hash "
+            f"{info.config_hash:016x}, not from {config.name} (config hash {config.hash})"
+            + detail, device=f"{info.config_hash:016x}", expected=config.hash,
+            differences=differences)
+
+
+def check_program(info, program, where):
+    """Raise :class:`IncompatibleDevice` if ``program`` was compiled for another configuration
+    than the device at ``where`` (its :class:`DeviceInfo` ``info``) was built from, naming
+    both hashes and the INFO fields that differ."""
+    device_hash = f"{info.config_hash:016x}"
+    if program.config_hash != device_hash:
+        raise IncompatibleDevice(
+            f"the program was compiled for {program.config.name} (config hash "
+            f"{program.config_hash}); the device at {where} was built from config hash "
+            f"{device_hash}", device=device_hash, expected=program.config_hash,
+            differences=[d for d in info.mismatches(program.config)
+                         if not d.startswith("config_hash:")])
