@@ -46,27 +46,33 @@ def fan_out(work, devices, *, stop=None, prefix="device"):
     devices = list(devices)
     results = [None] * len(devices)
     errors = {}
+    # Set when a call has returned: waited on rather than Thread.join, whose state an
+    # interrupted join can leave wrong.
+    done = [threading.Event() for _ in devices]
 
     def run(index, device):
         try:
             results[index] = work(index, device)
         except BaseException as exc:  # handed to the caller, which decides
             errors[index] = exc
+        finally:
+            done[index].set()
 
     threads = [threading.Thread(target=run, args=(i, d), daemon=True,
                                 name=f"{prefix}-{device_name(d, i)}")
                for i, d in enumerate(devices)]
-    for thread in threads:
-        thread.start()
     try:
         for thread in threads:
-            while thread.is_alive():
-                thread.join(_JOIN_POLL_S)
-    except BaseException as exc:  # Ctrl-C: let the threads end, then stop
+            thread.start()
+        for event in done:
+            while not event.wait(_JOIN_POLL_S):
+                pass
+    except BaseException as exc:  # Ctrl-C: make the work end, wait for it, then stop
         if stop is not None:
             stop(exc)
-        for thread in threads:
-            thread.join()
+        for thread, event in zip(threads, done, strict=True):
+            if thread.ident is not None:  # started
+                event.wait()
         raise
     return results, errors
 
