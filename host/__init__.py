@@ -5,7 +5,6 @@
 - :class:`AcceleratorPool` (:mod:`host.pool`): several devices sharing the rows of each inference;
 - :class:`~host.client.DeviceClient` (:mod:`host.client`): one method per protocol command;
 - :mod:`host.plan`: the load/run/read loop of a program as data, and its executors;
-- :mod:`host.fanout`: one call per device, each in its own thread (the pool's and the trainer's);
 - :mod:`host.transport`: the :class:`~host.transport.Transport` protocol and the pyserial ports;
 - :mod:`host.frames`, :mod:`host.info`: the host's frame decoder and its reading of INFO.
 

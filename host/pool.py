@@ -36,11 +36,11 @@ import time
 
 import numpy as np
 
+from hwgen.fanout import fan_out
 from hwgen.protocol import DEFAULT_BAUD
 
 from .accelerator import Accelerator, InferCounters, as_program
 from .client import DeviceError
-from .fanout import fan_out
 from .info import IncompatibleDevice
 from .plan import check_samples, readout_specs, sample_unit
 

@@ -12,9 +12,8 @@ import dataclasses
 import itertools
 import threading
 
-from host.fanout import device_name, fan_out, first_error
-
 from ..config import AcceleratorConfig
+from ..fanout import device_name, fan_out, first_error
 
 __all__ = ["DeviceGroup", "DeviceUsage"]
 
@@ -153,7 +152,7 @@ class DeviceGroup:
 
     def each(self, work):
         """Call ``work(index, device)`` for every device, each in its own thread
-        (:func:`host.fanout.fan_out`, the pool's fan-out too); return the results in device
+        (:func:`hwgen.fanout.fan_out`, the pool's fan-out too); return the results in device
         order.
 
         Raises

@@ -2,9 +2,10 @@
 
 The devices compute in parallel (a board in its chip, a simulated board in its own process, the
 in-process device in its thread); the host threads mostly wait on their links.
-:func:`fan_out` is the one place that starts, names and joins those threads, for
+:func:`fan_out` is the one place that starts, names and waits for those threads, for
 :class:`host.AcceleratorPool` (loading, inference) and :class:`hwgen.train.DeviceGroup` (every
-matrix product of a training step).
+matrix product of a training step). It lives in ``hwgen`` so that :mod:`hwgen.train` does not
+import the host driver (only the command line joins the two).
 """
 
 import threading

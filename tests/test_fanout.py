@@ -1,4 +1,4 @@
-"""host.fanout: one call per device, each in its own thread, results in device order, errors
+"""hwgen.fanout: one call per device, each in its own thread, results in device order, errors
 handed back, and Ctrl-C passed on to the work so that it ends."""
 
 import _thread
@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from host.fanout import device_name, fan_out, first_error
+from hwgen.fanout import device_name, fan_out, first_error
 
 
 class Named:
