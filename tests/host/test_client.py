@@ -34,6 +34,7 @@ from hwgen.protocol import (
     unpack_run,
     unpack_words,
 )
+from sim.inprocess import InProcessDevice
 
 SIM_BUSY_CYCLES = 1500
 
@@ -468,3 +469,23 @@ def test_client_parameter_checks():
         DeviceClient(port, timeout=0)
     with pytest.raises(ValueError, match="retries"):
         DeviceClient(port, retries=-1)
+
+
+def test_client_over_a_url_and_over_the_in_process_device():
+    client = DeviceClient("loop://", timeout=0.2, retries=0)  # opened from the URL
+    with pytest.raises(LinkTimeout, match="no answer to INFO"):
+        client.info()
+    client.close()
+    assert not client.port.is_open
+    device = InProcessDevice(TINY)
+    client = DeviceClient(device, timeout=1.0)
+    assert client.url == device.url and client.info() == DeviceInfo.from_config(TINY)
+    words = [3, 1 << 23, 7]
+    client.write(Region.ACT, 29, words)
+    assert client.read(Region.ACT, 29, 3).tolist() == words
+    with pytest.raises(DeviceError, match="NO_PROGRAM"):
+        client.run(1)
+    client.close()  # not the client's to close
+    assert client.counters().runs == 0
+    with pytest.raises(TypeError, match="allowed: a pyserial URL string or an object with read"):
+        DeviceClient(object())
