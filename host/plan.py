@@ -36,10 +36,6 @@ class WordWrite(typing.NamedTuple):
     base: int
     words: typing.Any  # a sequence or array of ints
 
-    @property
-    def count(self):
-        return len(self.words)
-
 
 class WordRead(typing.NamedTuple):
     """``count`` words to read from ``region`` from word ``base`` on."""
