@@ -227,13 +227,13 @@ def layer_cycles(config, descriptor, m, *, implementation=None):
     ``m * oh * ow`` output pixels in chunks of at most ``acc_depth``, each a pass per
     reduction and output tile; a pooling layer reads ``kh * kw`` words per output word.
     """
-    from .memmap import geometry_words
+    from .memmap import PassKind, geometry_words
 
     d = descriptor
     geometry = d.get("geometry") or {"oh": 1, "ow": 1, "kh": 1, "kw": 1}
     lead = _LAYER_LEAD + (_GEOMETRY_CYCLES * geometry_words(config) if d.get("spatial") else 0)
     pixels = m * geometry["oh"] * geometry["ow"]
-    if d.get("pool"):
+    if d.get("kind", PassKind.MATRIX.value) == PassKind.MAXPOOL.value:
         reads = pixels * d["src_stride"] * geometry["kh"] * geometry["kw"]
         return lead - _LAYER_LEAD + _POOL_LEAD + reads + _POOL_TAIL
     chunks = [min(config.acc_depth, pixels - start)

@@ -14,6 +14,7 @@ from amaranth.lib.wiring import In, Out
 __all__ = [
     "GEOMETRY_LIMITS",
     "HostPortSignature",
+    "PassKind",
     "Region",
     "RegionGeometry",
     "act_addr_bits",
@@ -40,8 +41,21 @@ class Region(enum.Enum, shape=unsigned(3)):
     OUTPUT = 4   #: raw accumulators of a ``raw`` output layer: ``cols`` signed ``acc_bits`` lanes
 
 
-# One-bit flags at the bottom of a descriptor, then the numeric fields of descriptor_limits.
-_DESCRIPTOR_FLAGS = ("relu", "raw", "last", "spatial", "pool")
+class PassKind(enum.Enum, shape=unsigned(3)):
+    """What a pass of the device computes: the ``kind`` field of its descriptor.
+
+    The gateware grants the activation banks to the pass unit of the current kind, and the
+    compiler, the cycle model and the program interpreter find each kind's lowering, cycles and
+    step through the registry :mod:`hwgen.passes`.
+    """
+
+    MATRIX = 0   #: ``x @ W`` per output pixel, then bias and requantization (or raw sums)
+    MAXPOOL = 1  #: the lane-wise maximum of each window's words
+
+
+# One-bit flags at the bottom of a descriptor, the pass kind, then the numeric fields of
+# descriptor_limits.
+_DESCRIPTOR_FLAGS = ("relu", "raw", "last", "spatial")
 #: The largest stride and padding of a spatial layer (four bits each in its geometry).
 GEOMETRY_LIMITS = {"stride": 15, "pad": 15}
 
@@ -87,9 +101,8 @@ def descriptor_layout(config):
         The layer walks images: :func:`geometry_words` PROGRAM words of
         :func:`geometry_layout` follow the descriptor. Without them a layer is a matrix layer
         over rows (as a 1x1 convolution of 1x1 images whose channels are the row's features).
-    pool
-        The layer is a max-pooling pass over the input's pixels (spatial too), not a matrix
-        layer.
+    kind
+        The pass's :class:`PassKind` (a :attr:`PassKind.MAXPOOL` pass is spatial too).
     k_tiles, n_tiles
         Reduction tiles (``ceil(K / rows)``) and output tiles (``ceil(N / cols)``).
     n
@@ -105,6 +118,7 @@ def descriptor_layout(config):
         First parameter word; output tile ``nt`` is at ``p_base + nt``.
     """
     fields = {name: unsigned(1) for name in _DESCRIPTOR_FLAGS}
+    fields["kind"] = PassKind
     for name, limit in descriptor_limits(config).items():
         fields[name] = unsigned(max(1, limit.bit_length()))
     return data.StructLayout(fields)

@@ -31,7 +31,7 @@ import time
 from host.frames import RequestDecoder
 from hwgen.config import AcceleratorConfig
 from hwgen.cycles import layer_cycles
-from hwgen.memmap import Region, regions
+from hwgen.memmap import PassKind, Region, regions
 from hwgen.protocol import (
     FRAME_TIMEOUT_MS,
     MAX_PAYLOAD,
@@ -276,7 +276,7 @@ def _busy_rows(descriptor, m):
     """Rows a layer feeds the array in a run on ``m`` samples (the device's ``busy_cycles``):
     a matrix layer's output pixels times its tiles; a pooling layer feeds none."""
     d = descriptor
-    if d.get("pool"):
+    if d["kind"] != PassKind.MATRIX.value:
         return 0
     g = d.get("geometry") or {"oh": 1, "ow": 1}
     return m * g["oh"] * g["ow"] * d["k_tiles"] * d["n_tiles"]

@@ -14,7 +14,7 @@ import random
 
 import numpy as np
 
-from hwgen.memmap import Region, descriptor_layout, geometry_layout, geometry_words
+from hwgen.memmap import PassKind, Region, descriptor_layout, geometry_layout, geometry_words
 
 __all__ = ["ProgramInterpreter", "run_on_interpreter"]
 
@@ -152,9 +152,9 @@ class ProgramInterpreter:
                 g = self.geometry(pc)
                 pc += self.geom_words
             else:
-                assert not d["pool"], "a pooling layer is spatial"
+                assert d["kind"] != PassKind.MAXPOOL.value, "a pooling layer is spatial"
                 g = self.plain_geometry(d)
-            if d["pool"]:
+            if d["kind"] == PassKind.MAXPOOL.value:
                 self.run_pool(d, g, m)
             else:
                 self.run_layer(d, g, m)
@@ -312,7 +312,7 @@ class ProgramInterpreter:
         spatial one (``channels``: a pooling layer's, which its descriptor does not hold)."""
         d, g = layer, layer["geometry"]
         region, lanes = (Region.OUTPUT, self.config.cols) if d["raw"] else (Region.ACT, self.b)
-        if d["pool"]:
+        if d["kind"] == PassKind.MAXPOOL.value:
             assert channels is not None, "a pooling layer's channels come from the caller"
             stride, features = d["src_stride"], channels
         else:

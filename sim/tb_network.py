@@ -19,6 +19,7 @@ import hwgen
 from host.plan import execute_load_async, execute_run_async, run_plans
 from hwgen.compiler import CompileError
 from hwgen.cycles import program_cycles
+from hwgen.memmap import PassKind
 from sim.netgen import random_cnn, random_image, random_input, random_network
 from sim.runner import read_config_env
 from sim.streams import Clocked
@@ -91,7 +92,7 @@ def _busy_rows(prog, m):
     times its tiles."""
     rows = 0
     for d in prog.descriptors:
-        if not d.get("pool"):
+        if d.get("kind", PassKind.MATRIX.value) == PassKind.MATRIX.value:
             g = d.get("geometry") or {"oh": 1, "ow": 1}
             rows += m * g["oh"] * g["ow"] * d["k_tiles"] * d["n_tiles"]
     return rows

@@ -195,10 +195,10 @@ def documented_descriptor_fields(config):
     as the largest value the compiler can put there."""
     nt = max(1, min(config.param_depth, config.weight_depth // config.rows))
     ad = max(config.act_depth, config.out_depth)
-    limits = [1, 1, 1, 1, 1, -(-config.max_k // config.rows), nt, nt * config.cols,
+    limits = [1, 1, 1, 1, 7, -(-config.max_k // config.rows), nt, nt * config.cols,
               config.act_depth - 1, min(-(-config.max_k // config.act_lanes), config.act_depth),
               ad - 1, min(nt, ad), config.weight_depth - 1, config.param_depth - 1]
-    names = ["relu", "raw", "last", "spatial", "pool", "k_tiles", "n_tiles", "n", "src_base",
+    names = ["relu", "raw", "last", "spatial", "kind", "k_tiles", "n_tiles", "n", "src_base",
              "src_stride", "dst_base", "dst_stride", "w_base", "p_base"]
     return [(name, max(1, limit.bit_length())) for name, limit in zip(names, limits, strict=True)]
 

@@ -5,7 +5,14 @@ import math
 import numbers
 
 from ..config import AcceleratorConfig
-from ..memmap import GEOMETRY_LIMITS, Region, act_addr_bits, geometry_layout, geometry_words
+from ..memmap import (
+    GEOMETRY_LIMITS,
+    PassKind,
+    Region,
+    act_addr_bits,
+    geometry_layout,
+    geometry_words,
+)
 from ..nn import QuantizedNetwork
 from .activations import matrix_shape, plan_activations
 from .descriptors import check_field, descriptor_fields, pack_layer
@@ -105,7 +112,7 @@ def _descriptor(index, p, spec, plan, config, *, last):
         "raw": int(is_raw),
         "last": int(last),
         "spatial": int(p.spatial),
-        "pool": int(p.kind == "pool"),
+        "kind": (PassKind.MAXPOOL if p.kind == "pool" else PassKind.MATRIX).value,
         "k_tiles": spec.k_tiles,
         "n_tiles": spec.n_tiles,
         "n": spec.n if p.kind == "matrix" else 0,

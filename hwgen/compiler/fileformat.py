@@ -10,9 +10,10 @@ counts and, for a program compiled with read-out, where each layer's output live
 programs without it, one per network layer). Loading cross-checks all of it and refuses any
 other version.
 
-A version-2 file's PROGRAM words are descriptors of :func:`v2_descriptor_layout` (no geometry
-words): they are checked against that layout and its own word width, then converted to today's
-descriptors.
+Files of versions 2 and 3 hold the descriptors of :func:`legacy_descriptor_layout` (version 2:
+matrix layers over rows only, no geometry words; version 3: ``spatial`` and ``pool`` flags where
+today's descriptor has ``spatial`` and the pass kind): their PROGRAM words are checked against
+that layout and its own word width, then converted to today's descriptors.
 """
 
 import dataclasses
@@ -22,36 +23,41 @@ import zipfile
 import zlib
 
 import numpy as np
+from amaranth.hdl import unsigned
 from amaranth.lib import data
 
 from ..config import AcceleratorConfig
-from ..memmap import Region, descriptor_layout, regions
+from ..memmap import PassKind, Region, descriptor_layout, geometry_layout, regions
 from .descriptors import pack_layer, unpack_program
 from .images import IMAGE_REGIONS
 from .specs import LayerSpec, MatrixSpec
 from .words import check_words, word_bytes, words_to_bytes
 
-__all__ = ["FORMAT_NAME", "FORMAT_VERSION", "READ_VERSIONS", "read", "save",
-           "v2_descriptor_layout"]
+__all__ = ["FORMAT_NAME", "FORMAT_VERSION", "READ_VERSIONS", "legacy_descriptor_layout", "read",
+           "save"]
 
 #: Version of the file written by :func:`save`; older versions that a program of this
 #: version can stand for are converted on load, others refused.
-FORMAT_VERSION = 3  # 3: spatial layers (descriptor flags, geometry words); 2: per-config layout
-#: Versions :func:`read` takes: version 2 holds matrix layers over rows only, whose
-#: descriptors gain the spatial and pool flags (both 0) on load, and its layers their source.
-READ_VERSIONS = (2, 3)
+FORMAT_VERSION = 4  # 4: the pass kind; 3: spatial layers; 2: per-config layout
+#: Versions :func:`read` takes: versions 2 and 3 are converted on load (version 2 holds
+#: matrix layers over rows only, whose layers gain their source).
+READ_VERSIONS = (2, 3, 4)
 #: The ``format`` entry of the metadata.
 FORMAT_NAME = "hwgen-program"
-#: Descriptor flags that version 3 added; a version-2 descriptor has them 0.
-_V3_FLAGS = ("spatial", "pool")
+#: One-bit descriptor flags of the older versions, where today's descriptor has its flags and
+#: its ``kind``; the numeric fields after them are today's.
+_LEGACY_FLAGS = {2: ("relu", "raw", "last"), 3: ("relu", "raw", "last", "spatial", "pool")}
 
 
-def v2_descriptor_layout(config):
-    """Return the descriptor layout of format version 2 for ``config``: today's
-    (:func:`~hwgen.memmap.descriptor_layout`) without the ``spatial`` and ``pool`` flags, the
-    numeric fields as wide and in the same order, so two bits lower."""
-    return data.StructLayout({name: field.shape for name, field in descriptor_layout(config)
-                              if name not in _V3_FLAGS})
+def legacy_descriptor_layout(config, version):
+    """Return the descriptor layout of format ``version`` (2 or 3) for ``config``: the
+    one-bit flags of that version, then today's numeric fields
+    (:func:`~hwgen.memmap.descriptor_layout`), as wide and in the same order."""
+    today = descriptor_layout(config)
+    numeric_from = list(today.members).index("kind") + 1
+    fields = {name: unsigned(1) for name in _LEGACY_FLAGS[version]}
+    fields.update({name: field.shape for name, field in list(today)[numeric_from:]})
+    return data.StructLayout(fields)
 
 
 def _image_bytes(program):
@@ -141,8 +147,8 @@ def _metadata_of(arrays):
 def _word_bits(meta, config):
     """Return ``{Region: word width}`` of the images of a file of ``meta``'s version."""
     bits = {region: geometry.word_bits for region, geometry in regions(config).items()}
-    if meta["version"] == 2:
-        bits[Region.PROGRAM] = v2_descriptor_layout(config).size
+    if meta["version"] in _LEGACY_FLAGS:
+        bits[Region.PROGRAM] = legacy_descriptor_layout(config, meta["version"]).size
     return bits
 
 
@@ -171,17 +177,33 @@ def _images(meta, arrays, config):
     return images
 
 
-def _from_v2(config, words, stored):
-    """Return ``(descriptors, PROGRAM words)`` of today's layout for the version-2 PROGRAM
-    ``words``, which must decode to the ``stored`` descriptors."""
-    layout = v2_descriptor_layout(config)
-    decoded = [{name: (word >> field.offset) & ((1 << field.width) - 1)
-                for name, field in layout} for word in words]
+def _from_legacy(config, version, words, stored):
+    """Return ``(descriptors, PROGRAM words)`` of today's layout for the PROGRAM ``words`` of
+    format ``version``, which must decode to the ``stored`` descriptors."""
+    layout = legacy_descriptor_layout(config, version)
+    geometry = geometry_layout(config)
+    count = -(-geometry.size // layout.size)   # geometry words of that version's width
+    decoded, i = [], 0
+    while i < len(words):
+        d = {name: (words[i] >> f.offset) & ((1 << f.width) - 1) for name, f in layout}
+        i += 1
+        if d.get("spatial"):
+            bits = sum(w << (j * layout.size) for j, w in enumerate(words[i:i + count]))
+            d["geometry"] = {name: (bits >> f.offset) & ((1 << f.width) - 1)
+                             for name, f in geometry}
+            i += count
+        decoded.append(d)
     if decoded != list(stored):
         raise ValueError("the PROGRAM image does not match the stored descriptors (format "
-                         "version 2); damaged")
-    converted = [{name: d.get(name, 0) for name, _ in descriptor_layout(config)}
-                 for d in decoded]
+                         f"version {version}); damaged")
+    converted = []
+    for d in decoded:
+        kind = PassKind.MAXPOOL if d.pop("pool", 0) else PassKind.MATRIX
+        fields = {name: d.get(name, 0) for name, _ in descriptor_layout(config)}
+        fields["kind"] = kind.value
+        if "geometry" in d:
+            fields["geometry"] = d["geometry"]
+        converted.append(fields)
     words = [w for d in converted for w in pack_layer(config, d)]
     return unpack_program(config, words), words
 
@@ -210,9 +232,9 @@ def _from_arrays(arrays):
                          f"configuration ({config.hash}); the file is damaged")
     images = _images(meta, arrays, config)
     descriptors = tuple(meta["descriptors"])
-    if meta["version"] == 2:
+    if meta["version"] in _LEGACY_FLAGS:
         base, words = images[Region.PROGRAM]
-        descriptors, words = _from_v2(config, words, descriptors)
+        descriptors, words = _from_legacy(config, meta["version"], words, descriptors)
         images[Region.PROGRAM] = (base, words)
     decoded = unpack_program(config, images[Region.PROGRAM][1])
     if decoded != descriptors:

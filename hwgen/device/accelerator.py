@@ -25,7 +25,7 @@ from amaranth.lib.wiring import Out
 
 from ..cycles import FIFO_LATENCY
 from ..implementation import Implementation
-from ..memmap import HostPortSignature, Region
+from ..memmap import HostPortSignature, PassKind, Region
 from .accumulators import AccumulatorBank
 from .activation_feeder import ActivationFeeder
 from .controller import Controller
@@ -140,7 +140,7 @@ class Accelerator(wiring.Component):
                      ctrl.batch_in.eq(host.batch)]
         # A pooling layer runs the pooler; the others the feeders, the array and what follows.
         desc = ctrl.desc
-        pool = desc.pool if cfg.spatial else Const(0, 1)
+        pool = desc.kind == PassKind.MAXPOOL if cfg.spatial else Const(0, 1)
         pooler = self.pooler or _no_pooler(cfg)
         m.d.comb += [
             wf.start.eq(ctrl.prime & ~pool), wf.desc.eq(desc),

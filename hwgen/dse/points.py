@@ -82,7 +82,7 @@ def _cycle_key(program, m, implementation=None):
 
     config = program.config
     layers = tuple((d["k_tiles"], d["n_tiles"], bool(d["raw"]), d.get("spatial", 0),
-                    d.get("pool", 0), d["src_stride"],
+                    d.get("kind", 0), d["src_stride"],
                     tuple(sorted((d.get("geometry") or {}).items())))
                    for d in program.descriptors)
     latency = getattr(implementation, "requant_latency", 0)

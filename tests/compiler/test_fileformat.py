@@ -1,6 +1,6 @@
 """The program file (hwgen.compiler.fileformat): round trips (of dense and convolutional
-programs), refusals of damaged and foreign files, and a file of format version 2 saved before
-the compiler became a package."""
+programs), refusals of damaged and foreign files, a file of format version 2 saved before
+the compiler became a package and one of version 3 saved before descriptors held a pass kind."""
 
 import dataclasses
 import hashlib
@@ -18,7 +18,8 @@ from support import run_on_interpreter as run_on_device
 
 from hwgen import AcceleratorConfig
 from hwgen.compiler import Program, compile_network
-from hwgen.nn import Dense, QuantizedNetwork
+from hwgen.memmap import PassKind
+from hwgen.nn import Conv2D, Dense, Flatten, MaxPool2D, QuantizedNetwork
 from sim.netgen import random_cnn
 
 DATA = Path(__file__).parent.parent / "data"
@@ -87,9 +88,9 @@ def load_fails(path, fragment):
     assert str(path) in str(info.value) and fragment in str(info.value), str(info.value)
 
 
-@pytest.mark.parametrize("version", [1, 4])
+@pytest.mark.parametrize("version", [1, 5])
 def test_load_refuses_other_version(saved, version):
-    # Version 1 files hold descriptors of the fixed 171-bit layout; 4 is a future one.
+    # Version 1 files hold descriptors of the fixed 171-bit layout; 5 is a future one.
     rewrite(saved, version=version)
     load_fails(saved, f"version {version}")
 
@@ -196,10 +197,58 @@ def test_file_of_format_version_2_with_a_damaged_descriptor_is_refused(saved_v2,
                          "version 2); damaged")
 
 
-def test_file_of_format_version_3_with_narrower_words_is_refused(saved, program):
+def test_file_of_format_version_4_with_narrower_words_is_refused(saved, program):
     with np.load(saved) as npz:
         image = npz["PROGRAM"]
     narrower = image[:, :-1].copy()
     rewrite_image(saved, "PROGRAM", narrower)
     load_fails(saved, f"image PROGRAM has uint8 {narrower.shape}; expected uint8 {image.shape}")
-    load_fails(saved, "format version 3); damaged")
+    load_fails(saved, "format version 4); damaged")
+
+
+def saved_cnn(path):
+    """Return ``(network, config, batch, x, y)`` stored next to a saved CNN program: each
+    layer's kind, attributes and arrays, and the reference's ``y`` on ``x`` when it was
+    saved."""
+    with np.load(path) as npz:
+        arrays = {name: npz[name] for name in npz.files}
+    meta = json.loads(arrays["meta"].tobytes())
+    layers = []
+    for i, layer in enumerate(meta["layers"]):
+        kind = layer.pop("kind")
+        if kind in ("Dense", "Conv2D"):
+            params = (arrays[f"layer{i}_{f}"] for f in ("weight", "bias", "mult", "shift"))
+            layers.append({"Dense": Dense, "Conv2D": Conv2D}[kind](*params, **layer))
+        else:
+            layers.append({"MaxPool2D": MaxPool2D, "Flatten": Flatten}[kind](**layer))
+    network = QuantizedNetwork(layers, input_shape=tuple(meta["input_shape"]),
+                               **{k: meta[k] for k in ("in_bits", "w_bits", "acc_bits",
+                                                       "mult_bits")})
+    config = AcceleratorConfig.from_dict(meta["config"])
+    return network, config, meta["batch"], arrays["x"], arrays["y"]
+
+
+def test_file_of_format_version_3_loads_and_runs():
+    # Saved at format version 3: conv, max-pool, conv, max-pool, flatten, dense; its
+    # descriptors had a pool flag where they now hold the pass kind.
+    network, config, batch, x, y = saved_cnn(DATA / "program_v3_cnn_network.npz")
+    loaded = Program.load(DATA / "program_v3_cnn.npz")
+    assert loaded == compile_network(network, config, batch=batch)
+    assert [d["kind"] for d in loaded.descriptors] == [
+        PassKind.MATRIX.value, PassKind.MAXPOOL.value, PassKind.MATRIX.value,
+        PassKind.MAXPOOL.value, PassKind.MATRIX.value]
+    np.testing.assert_array_equal(network.forward(x), y)
+    interpreted, unpacked = run_on_device(loaded, x, out_shape=network.output_shape)
+    np.testing.assert_array_equal(interpreted, y)
+    np.testing.assert_array_equal(unpacked, y)
+
+
+def test_file_of_format_version_3_with_a_damaged_descriptor_is_refused(tmp_path):
+    path = tmp_path / "v3.npz"
+    shutil.copyfile(DATA / "program_v3_cnn.npz", path)
+    with np.load(path) as npz:
+        image = npz["PROGRAM"].copy()
+    image[1, 0] ^= 1   # the second layer's relu flag
+    rewrite_image(path, "PROGRAM", image)
+    load_fails(path, "the PROGRAM image does not match the stored descriptors (format "
+                     "version 3); damaged")

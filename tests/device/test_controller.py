@@ -16,7 +16,7 @@ from support import SMALL, plain_geometry, random_bits
 
 from hwgen.config import AcceleratorConfig
 from hwgen.device.controller import Controller
-from hwgen.memmap import descriptor_layout, geometry_layout, geometry_words
+from hwgen.memmap import PassKind, descriptor_layout, geometry_layout, geometry_words
 
 CONFIG = AcceleratorConfig(rows=2, cols=3, **{**SMALL, "prog_depth": 16})
 #: The same without spatial layers.
@@ -36,7 +36,9 @@ def random_program(rng, config, layers, *, spatial=None):
     width, count = layout.size, geometry_words(config)
     words, starts = [], []
     for i in range(layers):
-        fields = {name: random_bits(rng, layout.members[name].width) for name in layout.members}
+        fields = {name: random_bits(rng, field.width) for name, field in layout}
+        kinds = list(PassKind)   # a kind field holds one of them, not any bits
+        fields["kind"] = kinds[fields["kind"] % len(kinds)].value
         fields["last"] = int(i == layers - 1)
         if spatial is not None:
             fields["spatial"] = int(spatial[i])

@@ -28,7 +28,7 @@ import hwgen
 from hwgen.compiler import CompileError
 from hwgen.config import AcceleratorConfig
 from hwgen.device.patch_walker import PatchWalker
-from hwgen.memmap import descriptor_layout
+from hwgen.memmap import PassKind, descriptor_layout
 from sim.netgen import random_cnn
 
 _BUFFERS = {"act_depth": 256, "weight_depth": 2048, "param_depth": 64, "out_depth": 128,
@@ -78,7 +78,8 @@ def compiled_cnn_runs(rng, config, count):
         except CompileError:
             continue
         batch = int(rng.integers(1, min(2, program.batch) + 1))
-        layers = [(d, d.get("geometry")) for d in program.descriptors if not d["pool"]]
+        layers = [(d, d.get("geometry")) for d in program.descriptors
+                  if d["kind"] == PassKind.MATRIX.value]
         layers = [({k: v for k, v in d.items() if k != "geometry"}, g) for d, g in layers]
         if sum(len(walk_rows(config, d, g or plain_geometry(d), batch))
                for d, g in layers) <= ROW_BUDGET // (2 * count):

@@ -19,6 +19,7 @@ from support import ControllerOutputs, ReadPortModel, descriptor, image_geometry
 
 from hwgen.config import AcceleratorConfig
 from hwgen.device.pooler import Pooler
+from hwgen.memmap import PassKind
 
 CONFIGS = {
     "3-banks": AcceleratorConfig(rows=2, cols=3, act_depth=256, acc_depth=4),
@@ -53,8 +54,9 @@ def random_pool_layer(rng, config, *, one_pixel=False):
         base, dst = cut[0], cut[0] + size_in + cut[1] - cut[0]
     else:
         dst, base = cut[0], cut[0] + size_out + cut[1] - cut[0]
-    desc = descriptor(config, spatial=1, pool=1, last=int(rng.integers(2)), src_base=base,
-                      src_stride=words, dst_base=dst, dst_stride=words,
+    desc = descriptor(config, spatial=1, kind=PassKind.MAXPOOL.value,
+                      last=int(rng.integers(2)), src_base=base, src_stride=words,
+                      dst_base=dst, dst_stride=words,
                       **{f: random_bits(rng, 3) for f in ("k_tiles", "n_tiles", "n", "w_base",
                                                           "p_base", "relu")})
     return desc, geom, batch, (base, h, w, words)
