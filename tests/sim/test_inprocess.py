@@ -40,7 +40,7 @@ from sim.netgen import random_input, random_network
 WS = BOARD_WS
 
 
-class Link:
+class RequestLink:
     """Raw requests to a device, answers decoded."""
 
     def __init__(self, device):
@@ -93,7 +93,7 @@ def random_words(rng, geometry, n):
 
 @pytest.fixture
 def link():
-    return Link(InProcessDevice(WS))
+    return RequestLink(InProcessDevice(WS))
 
 
 @pytest.fixture
@@ -115,7 +115,7 @@ def check_memories(link, contents):
 
 def test_info_is_the_configs(link):
     assert link.ok(Opcode.INFO) == info_bytes(WS)
-    assert Link(InProcessDevice(WS, max_payload=100)).ok(Opcode.INFO) == info_bytes(WS, 100)
+    assert RequestLink(InProcessDevice(WS, max_payload=100)).ok(Opcode.INFO) == info_bytes(WS, 100)
 
 
 def test_write_read_round_trip_every_region(link, filled):
@@ -146,7 +146,7 @@ def test_errors_get_their_status_and_change_nothing(link, filled):
 
 
 def test_a_longer_write_than_the_payload_buffer_is_bad_length():
-    link = Link(InProcessDevice(WS, max_payload=64))
+    link = RequestLink(InProcessDevice(WS, max_payload=64))
     act = regions(WS)[Region.ACT]
     words = list(range(30))  # 7 + 30 * 3 bytes: more than 64
     frame = link.request(Opcode.WRITE, pack_write(act, 0, words))
@@ -191,7 +191,7 @@ def test_bytes_may_come_in_any_pieces(link):
 def test_run_is_exact_and_counted_as_the_cycle_model_says(config):
     """RUN runs the program to its end before answering: the device is never busy (so BUSY,
     which the gateware answers to a request during a run, never applies)."""
-    link = Link(InProcessDevice(config))
+    link = RequestLink(InProcessDevice(config))
     rng = np.random.default_rng(5)
     net = random_network(rng, config, max_width=12)
     program = hwgen.compile(net, config, batch=6)
