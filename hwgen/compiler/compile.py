@@ -1,6 +1,5 @@
 """Compile a quantized network: prove that it fits, lay it out, and build the program."""
 
-import dataclasses
 import math
 import numbers
 
@@ -77,7 +76,8 @@ def _geometry(index, p, plan, config):
     kh, kw, stride, pad = p.kernel
     h, w, c = p.in_shape
     oh, ow = p.out_shape[:2] if len(p.out_shape) == 3 else (1, 1)
-    ps = plan.strides[index]
+    src = plan.source(index)
+    ps = plan.strides[src]
     wrap = 1 << act_addr_bits(config)
     for name, value in (("stride", stride), ("pad", pad)):
         if value > GEOMETRY_LIMITS[name]:
@@ -99,7 +99,7 @@ def _geometry(index, p, plan, config):
                                f"{(1 << layout.members[name].width) - 1}", layer=p.source,
                                resource=name, need=value,
                                limit=(1 << layout.members[name].width) - 1)
-    origin = (plan.base(index) - pad * w * ps - pad * ps) % wrap
+    origin = (plan.base(src) - pad * w * ps - pad * ps) % wrap
     return origin, fields
 
 
@@ -116,8 +116,8 @@ def _descriptor(index, p, spec, plan, config, *, last):
         "k_tiles": spec.k_tiles,
         "n_tiles": spec.n_tiles,
         "n": spec.n if p.kind == "matrix" else 0,
-        "src_base": plan.base(index),
-        "src_stride": plan.strides[index],
+        "src_base": plan.base(plan.source(index)),
+        "src_stride": plan.strides[plan.source(index)],
         "dst_base": 0 if is_raw else plan.base(index + 1),
         "dst_stride": plan.out_stride if is_raw else plan.strides[index + 1],
         "w_base": spec.w_base,
@@ -158,19 +158,20 @@ def _layer_matrices(network, passes, plan, config):
     read-out plan; a Flatten's is its input's, flat), the last one where
     :attr:`Program.output` says."""
     shapes = network.shapes
-    by_source = {p.source: i for i, p in enumerate(passes)}
+    position = {name: m for m, name in enumerate(plan.names)}
+    stored = {}  # the matrix each network tensor is: its pass's, or a Flatten's input's
     found = []
-    matrix = _matrix(Region.ACT, plan.base(0), plan.strides[0], plan.shapes[0],
-                     lanes=config.act_lanes, bits=config.in_bits, kind="requant")
-    for index in range(len(network.layers)):
-        if index == len(network.layers) - 1:
+    for index, node in enumerate(network.nodes):
+        if index == len(network.nodes) - 1:
             found.append(_output_matrix(passes, plan, config, shapes[index][1]))
             break
-        if index in by_source:
-            i = by_source[index] + 1
-            matrix = _matrix(Region.ACT, plan.base(i), plan.strides[i], plan.shapes[i],
-                             lanes=config.act_lanes, bits=config.in_bits, kind="requant")
-        found.append(dataclasses.replace(matrix, sample_shape=shapes[index][1]))
+        source = node.inputs[0]
+        m = position[node.name] if node.name in position else \
+            stored[source] if source in stored else position[source]
+        stored[node.name] = m
+        found.append(_matrix(Region.ACT, plan.base(m), plan.strides[m], plan.shapes[m],
+                             lanes=config.act_lanes, bits=config.in_bits, kind="requant",
+                             sample_shape=shapes[index][1]))
     return tuple(found)
 
 
@@ -187,9 +188,10 @@ def compile_network(network, config, *, batch=None, readout=False):
         Rows per run (``1 .. acc_depth``) to lay the activation and output memories out for.
         By default, the largest batch that fits every memory.
     readout : bool
-        Keep every layer's output of a run in an ACT area of its own (instead of two areas
-        that the layers take turns in), so that the host can read them all after the run
-        (:attr:`Program.layer_outputs`); the largest batch is then smaller.
+        Keep every layer's output of a run in an ACT area of its own (instead of areas that
+        a tensor leaves once its last reader has run: two that a chain takes turns in), so
+        that the host can read them all after the run (:attr:`Program.layer_outputs`); the
+        largest batch is then smaller.
 
     Returns
     -------

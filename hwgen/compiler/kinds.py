@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from ..nn import Conv2D, Dense, Flatten, MaxPool2D
+from ..nn import INPUT, Conv2D, Dense, Flatten, MaxPool2D
 from .errors import CompileError
 from .proofs import (
     check_accumulator,
@@ -50,6 +50,12 @@ class DeviceLayer:
         Per sample: ``(H, W, C)`` for images, ``(F,)`` for rows.
     kernel : tuple of int or None
         ``(kh, kw, stride, pad)`` of a spatial pass; None for a matrix pass over rows.
+    name : str
+        The tensor it writes: its network node's name.
+    inputs : tuple of str
+        The tensors it reads, in the order it takes them: ``"input"`` or an earlier pass's
+        ``name`` (a :class:`~hwgen.nn.Flatten` is no tensor of its own: a pass after it reads
+        the tensor it flattens).
     """
 
     source: int
@@ -59,6 +65,8 @@ class DeviceLayer:
     in_shape: tuple
     out_shape: tuple
     kernel: tuple | None
+    name: str = ""
+    inputs: tuple = ()
 
     @property
     def spatial(self):
@@ -136,19 +144,20 @@ def lower_network(network, config):
     """
     passes = []
     shapes = network.shapes
-    pending = None     # the shapes before a Flatten that the next layer takes over
-    for index, layer in enumerate(network.layers):
+    # The stored tensor and its shape that each network tensor is: itself, or for a Flatten's
+    # output the image it flattens (which the next pass takes over).
+    stored = {INPUT: (INPUT, shapes[0][0])}
+    for index, (node, layer) in enumerate(zip(network.nodes, network.layers, strict=True)):
         in_shape, out_shape = shapes[index]
         if isinstance(layer, Flatten):
-            pending = pending or in_shape
+            stored[node.name] = stored[node.inputs[0]]
             continue
         lowering = next((f for kind, f in _LOWERINGS.items() if isinstance(layer, kind)), None)
         if lowering is None:
             allowed = ", ".join(kind.__name__ for kind in (*_LOWERINGS, Flatten))
             raise CompileError(f"{type(layer).__name__} layers cannot be compiled; allowed: "
                                f"{allowed}", layer=index, resource="layer")
-        if pending is not None:
-            in_shape, pending = pending, None
+        in_shape = stored[node.inputs[0]][1]
         lowered = lowering(index, layer, (in_shape, out_shape), config)
         if lowered.spatial and not config.spatial:
             what = "a Dense after a Flatten" if isinstance(layer, Dense) else \
@@ -158,5 +167,7 @@ def lower_network(network, config):
                                "does to fit the UP5K); allowed: Dense layers over rows, or a "
                                "configuration with spatial=True", layer=index,
                                resource="spatial")
-        passes.append(lowered)
+        passes.append(dataclasses.replace(
+            lowered, name=node.name, inputs=tuple(stored[name][0] for name in node.inputs)))
+        stored[node.name] = (node.name, out_shape)
     return passes

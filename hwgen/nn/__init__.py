@@ -5,7 +5,8 @@
   :func:`digits_cnn`, :func:`train_digits_cnn`: the bundled digits and the default CNN;
 - :func:`quantize`: post-training quantization to a :class:`QuantizedNetwork`;
 - :class:`Dense`, :class:`Conv2D`, :class:`MaxPool2D`, :class:`Flatten`,
-  :class:`QuantizedNetwork`, :func:`requantize`, :func:`accumulator_bound`: the bit-exact
+  :class:`QuantizedNetwork` (a chain of layers, or a graph of :class:`Node` over named
+  :class:`Tensor`), :func:`requantize`, :func:`accumulator_bound`: the bit-exact
   integer reference of sections 3 and 3.1 of the architecture brief, which every hardware test
   compares against (:class:`MaxPool2D` and :class:`Flatten` serve the float :class:`CNN` too);
 - :func:`from_torch`, :func:`from_onnx`: importers (PyTorch and ONNX are optional).
@@ -17,6 +18,7 @@ from .dense import Dense, accumulator_bound
 from .digits import digits_cnn, load_digits_images, load_digits_split, train_digits_cnn
 from .flatten import Flatten
 from .float_layers import FloatConv2D, FloatDense
+from .graph import INPUT, Node, Tensor
 from .import_chain import UnsupportedModelError
 from .import_onnx import from_onnx
 from .import_torch import from_torch
@@ -28,6 +30,7 @@ from .requantization import requant_params, requantize
 
 __all__ = [
     "CNN",
+    "INPUT",
     "MLP",
     "Conv2D",
     "Dense",
@@ -35,7 +38,9 @@ __all__ = [
     "FloatConv2D",
     "FloatDense",
     "MaxPool2D",
+    "Node",
     "QuantizedNetwork",
+    "Tensor",
     "UnsupportedModelError",
     "accumulator_bound",
     "digits_cnn",

@@ -6,6 +6,8 @@ a per-channel ``mult / 2**shift`` that maps the accumulator's scale onto the out
 pooling keeps its input's scale (the maximum of values that share a scale) and a flatten is free.
 """
 
+import math
+
 import numpy as np
 
 from .cnn import CNN
@@ -13,6 +15,7 @@ from .conv import Conv2D
 from .dense import Dense
 from .flatten import Flatten
 from .float_layers import FloatConv2D, FloatDense
+from .graph import INPUT, chain_name
 from .maxpool import MaxPool2D
 from .mlp import MLP
 from .quantized_network import QuantizedNetwork
@@ -84,9 +87,10 @@ def quantize(mlp, calib_x, *, in_bits=8, w_bits=8, acc_bits=32, mult_bits=16, ou
     QuantizedNetwork
         With :class:`Dense`, :class:`Conv2D`, :class:`MaxPool2D` and :class:`Flatten` layers in
         the model's order, the model's ``input_shape`` (``None`` for an :class:`MLP`),
-        ``input_scale`` set (so :meth:`QuantizedNetwork.predict` takes float inputs) and
+        ``input_scale`` set (so :meth:`QuantizedNetwork.predict` takes float inputs),
         ``output_scale`` the real value of one output step per element of the output's last
-        axis.
+        axis, and the scale of every tensor in :attr:`QuantizedNetwork.tensors` (a raw
+        output's is ``s_x * s_w``, one for all channels).
 
     Raises
     ------
@@ -108,31 +112,32 @@ def quantize(mlp, calib_x, *, in_bits=8, w_bits=8, acc_bits=32, mult_bits=16, ou
     a_max = (1 << (in_bits - 1)) - 1
     w_max = (1 << (w_bits - 1)) - 1
     outputs = cnn.forward_trace(calib_x)
-    input_scale = _scale(np.max(np.abs(calib_x)), a_max)
-    s_x = input_scale
-    channel_scale = None  # real value of one step of each channel of the running tensor
+    # One scale per tensor, and the real value of one step of each of its channels (the
+    # output_scale of the last).
+    scales = {INPUT: _scale(np.max(np.abs(calib_x)), a_max)}
+    channel_scales = {INPUT: np.full(cnn.shapes[0][0][-1], scales[INPUT])}
     layers = []
     for index, layer in enumerate(cnn.layers):
-        if isinstance(layer, MaxPool2D):
-            layers.append(MaxPool2D(layer.size, layer.stride))
-            continue
-        if isinstance(layer, Flatten):
-            layers.append(Flatten())
-            pixels = int(np.prod(cnn.shapes[index][0][:2]))
-            channel_scale = None if channel_scale is None else np.tile(channel_scale, pixels)
+        source, name = INPUT if index == 0 else chain_name(index - 1), chain_name(index)
+        if isinstance(layer, MaxPool2D | Flatten):
+            layers.append(MaxPool2D(layer.size, layer.stride) if isinstance(layer, MaxPool2D)
+                          else Flatten())
+            pixels = 1 if isinstance(layer, MaxPool2D) else math.prod(cnn.shapes[index][0][:2])
+            scales[name] = scales[source]
+            channel_scales[name] = np.tile(channel_scales[source], pixels)
             continue
         raw = output == "raw" and index == count - 1
         s_y = _scale(np.max(np.abs(outputs[index])), a_max)
-        quantized, s_w = _quantize_layer(layer, f"layer {index}", (s_x, s_y), raw,
+        quantized, s_w = _quantize_layer(layer, f"layer {index}", (scales[source], s_y), raw,
                                          w_max=w_max, acc_bits=acc_bits, mult_bits=mult_bits)
         layers.append(quantized)
-        channel_scale = s_x * s_w if raw else np.full(layer.bias.shape, s_y)
-        s_x = s_y
-    if channel_scale is None:  # no layer with parameters: the output is the (pooled) input
-        channel_scale = np.full(cnn.output_shape[-1], input_scale)
+        # Raw accumulators are at the input's scale times the weights' (one for all channels).
+        scales[name] = float(scales[source] * s_w[0]) if raw else s_y
+        channel_scales[name] = np.full(layer.bias.shape, scales[name])
     return QuantizedNetwork(layers, in_bits=in_bits, w_bits=w_bits, acc_bits=acc_bits,
-                            mult_bits=mult_bits, input_scale=input_scale,
-                            output_scale=channel_scale, input_shape=cnn.input_shape)
+                            mult_bits=mult_bits, input_scale=scales[INPUT],
+                            output_scale=channel_scales[name], input_shape=cnn.input_shape,
+                            scales=scales)
 
 
 def _quantize_layer(layer, where, scales, raw, *, w_max, acc_bits, mult_bits):

@@ -22,12 +22,19 @@ from ._ints import check_range, int_array, sample_shape, signed_range
 from .conv import Conv2D
 from .dense import Dense, accumulate
 from .flatten import Flatten
+from .graph import INPUT, Node, Tensor, as_nodes, check_structure, relink, where
 from .maxpool import MaxPool2D
 from .requantization import requantize
 
 __all__ = ["QuantizedNetwork"]
 
 LAYER_TYPES = (Dense, Conv2D, MaxPool2D, Flatten)
+# How many tensors each kind of layer reads.
+_ARITY = {Dense: 1, Conv2D: 1, MaxPool2D: 1, Flatten: 1}
+
+
+def _arity(layer):
+    return next((count for kind, count in _ARITY.items() if isinstance(layer, kind)), None)
 
 # Width limits of the reference model itself. Parameters are stored as int64, so no width may
 # exceed 64 bits (mult is unsigned, hence 63). The hardware configuration is usually narrower.
@@ -40,23 +47,31 @@ _WIDTH_RANGES = {
 
 
 class QuantizedNetwork:
-    """A chain of integer layers, computed bit-exactly as the hardware does.
+    """A graph of integer layers over named tensors, computed bit-exactly as the hardware does.
 
     Layers are :class:`Dense`, :class:`Conv2D`, :class:`MaxPool2D` and :class:`Flatten`.
     Between spatial layers the data are NHWC, ``(M, H, W, C)``; a :class:`Flatten` turns them
     into rows ``(M, H*W*C)`` for the :class:`Dense` layers that follow. A network that ends in
     a spatial layer returns ``(M, H', W', C')``.
 
+    The network is a list of :class:`~hwgen.nn.Node` in topological order, each naming its
+    layer and the tensors it reads (``"input"`` or an earlier node's name); the last node's
+    output is the network's output. A plain list of layers is the chain in which each layer
+    reads the previous one's output (node ``i`` is named ``"layer<i>"``, see
+    :mod:`hwgen.nn.graph`).
+
     Parameters
     ----------
-    layers : sequence of Dense, Conv2D, MaxPool2D or Flatten
-        At least one layer; each layer's input is the previous layer's output (checked, see
-        :attr:`shapes`). Only the last layer may have ``output="raw"``.
+    layers : sequence of Dense, Conv2D, MaxPool2D or Flatten, or sequence of Node
+        At least one layer; each layer's input is the previous layer's output, or the tensors
+        its node names (checked, see :attr:`shapes`). Only the last node may have
+        ``output="raw"``.
     in_bits, w_bits, acc_bits, mult_bits : int
         Signed activation width (inputs and outputs of requantized layers), signed weight
         width, signed accumulator width (bias and raw outputs) and unsigned multiplier width.
     input_scale : float, optional
-        Real value of one input step, for :meth:`quantize_input` and :meth:`predict`.
+        Real value of one input step, for :meth:`quantize_input` and :meth:`predict`; the same
+        as ``scales["input"]``.
     output_scale : array_like of float, optional
         Real value of one output step per element of the output's last axis (``(N_last,)``:
         classes, or channels of a spatial output), for dequantizing the outputs; informative
@@ -64,10 +79,18 @@ class QuantizedNetwork:
     input_shape : tuple of int, optional
         Shape of one input sample: ``(H, W, C)`` (NHWC inputs ``(M, H, W, C)``) or ``(K,)``.
         Required unless the first layer is a :class:`Dense`, whose ``K`` it then defaults to.
+    scales : mapping of str to float, optional
+        Real value of one step of each named tensor, where known (informative; see
+        :attr:`tensors`).
 
     Attributes
     ----------
     layers : list
+        The nodes' layers, in node order; the network follows changes to it (see
+        :attr:`nodes`).
+    nodes : tuple of Node
+    tensors : dict of str to Tensor
+    output : str
     in_bits, w_bits, acc_bits, mult_bits : int
     input_scale : float or None
     output_scale : numpy.ndarray or None
@@ -83,13 +106,16 @@ class QuantizedNetwork:
         whose input does not fit it (a :class:`Dense` after a spatial layer without a
         :class:`Flatten`, a channel count that differs from ``C_in``, a kernel or window larger
         than the (padded) input, a missing ``input_shape``), ``"raw"`` before the last layer,
-        an empty layer list, or a width outside the supported range.
+        an empty layer list, or a width outside the supported range; for nodes, a duplicate
+        name, an input that is not a tensor computed before the node, a wrong number of
+        inputs for the layer's kind, a node that nothing reads before the last, or a scale of
+        an unknown tensor.
     TypeError
-        If a layer is not one of the four layer types.
+        If a layer is not one of the four layer types, or nodes and layers are mixed.
     """
 
     def __init__(self, layers, *, in_bits=8, w_bits=8, acc_bits=32, mult_bits=16,
-                 input_scale=None, output_scale=None, input_shape=None):
+                 input_scale=None, output_scale=None, input_shape=None, scales=None):
         widths = {"in_bits": in_bits, "w_bits": w_bits, "acc_bits": acc_bits,
                   "mult_bits": mult_bits}
         for name, value in widths.items():
@@ -109,10 +135,14 @@ class QuantizedNetwork:
                                  "allowed: a finite float > 0, or None")
         self.input_scale = input_scale
         self.input_shape = sample_shape(input_shape, "QuantizedNetwork")
-        self.layers = list(layers)
-        if not self.layers:
-            raise ValueError("QuantizedNetwork: field 'layers' is empty; "
-                             "allowed: at least one layer")
+        given = list(layers)
+        self._chain = not (given and isinstance(given[0], Node))
+        self._nodes = as_nodes(given)
+        self._consumers = None
+        self.layers = [node.layer for node in self._nodes]
+        self._scales = _checked_scales(scales, input_scale,
+                                       [INPUT, *(node.name for node in self.nodes)])
+        self.input_scale = self._scales.get(INPUT)
         self.validate()
         if output_scale is not None:
             output_scale = np.array(output_scale, dtype=np.float64)
@@ -122,13 +152,40 @@ class QuantizedNetwork:
         self.output_scale = output_scale
 
     @property
+    def nodes(self):
+        """The nodes, in topological order (a tuple of :class:`~hwgen.nn.Node`).
+
+        Built from :attr:`layers` as it is now: for a network given as a plain list, the chain
+        of its layers; for one given as nodes, node ``i`` with ``layers[i]`` as its layer.
+        """
+        nodes = relink(self._nodes, self.layers, self._chain)
+        if nodes is not self._nodes or self._consumers is None:
+            self._nodes, self._consumers = nodes, check_structure(nodes, _arity)
+        return nodes
+
+    @property
     def shapes(self):
         """``[(input_shape, output_shape)]`` of every layer, per sample (no batch axis).
 
-        Spatial shapes are ``(H, W, C)``, flat ones ``(K,)``; ``shapes[i][1] ==
-        shapes[i + 1][0]``. Computed from the layers as they are now (see :meth:`validate`).
+        Spatial shapes are ``(H, W, C)``, flat ones ``(K,)``; the input shape is that of the
+        node's first input (in a chain ``shapes[i][1] == shapes[i + 1][0]``). Computed from
+        the layers as they are now (see :meth:`validate`).
         """
-        return self._check()
+        shapes = self._check()
+        return [(shapes[node.inputs[0]], shapes[node.name]) for node in self.nodes]
+
+    @property
+    def tensors(self):
+        """Every tensor by name, ``"input"`` first then in node order: a dict of
+        :class:`~hwgen.nn.graph.Tensor` (shape, scale where known, consumers)."""
+        shapes = self._check()  # also brings the nodes and their consumers up to date
+        return {name: Tensor(name, shape, self._scales.get(name), self._consumers[name])
+                for name, shape in shapes.items()}
+
+    @property
+    def output(self):
+        """The name of the node whose output is the network's output (the last node)."""
+        return self.nodes[-1].name
 
     @property
     def output_shape(self):
@@ -167,58 +224,12 @@ class QuantizedNetwork:
         self._check()
 
     def _check(self):
-        weight_range = signed_range(self.w_bits)
-        bias_range = signed_range(self.acc_bits)
-        mult_high = (1 << self.mult_bits) - 1
-        shift_high = self.acc_bits + self.mult_bits - 1
-        shape, source = self.input_shape, "input_shape"
-        shapes = []
-        for index, layer in enumerate(self.layers):
-            if not isinstance(layer, LAYER_TYPES):
-                raise TypeError(f"layer {index}: {type(layer).__name__} is not a Dense, Conv2D, "
-                                "MaxPool2D or Flatten layer")
-            where = f"layer {index}"
-            layer.check(where)
-            if isinstance(layer, Dense | Conv2D):
-                check_range(layer.weight, where, "weight", weight_range,
-                            f"signed w_bits={self.w_bits}")
-                check_range(layer.bias, where, "bias", bias_range,
-                            f"signed acc_bits={self.acc_bits}")
-                check_range(layer.mult, where, "mult", (0, mult_high),
-                            f"unsigned mult_bits={self.mult_bits}")
-                check_range(layer.shift, where, "shift", (0, shift_high),
-                            f"acc_bits + mult_bits - 1 = {shift_high} at most")
-                if layer.output == "raw" and index != len(self.layers) - 1:
-                    raise ValueError(f"{where}: field 'output' is 'raw' but the layer is not "
-                                     f"the last of {len(self.layers)}; allowed: 'requant'")
-            if shape is None:
-                if not isinstance(layer, Dense):
-                    raise ValueError(f"QuantizedNetwork: field 'input_shape' is None but layer "
-                                     f"0 is a {type(layer).__name__}; allowed: (H, W, C), the "
-                                     "shape of one NHWC input sample")
-                shape = (layer.in_features,)
-            out = layer._output_shape(shape, where, source)
-            shapes.append((shape, out))
-            shape, source = out, f"layer {index}"
-        return shapes
+        """Check every node; return each tensor's per-sample shape by name, input first."""
+        return _tensor_shapes(self.nodes, self.input_shape,
+                              (self.w_bits, self.acc_bits, self.mult_bits))
 
-    def _check_input(self, x, shape):
-        x = int_array(x, "input", "x")
-        if len(shape) == 1:
-            if x.ndim != 2:
-                raise ValueError(f"input: field 'x' has shape {x.shape}; "
-                                 f"allowed: 2-D (M, {shape[0]})")
-            if x.shape[1] != shape[0]:
-                raise ValueError(f"input: field 'x' has shape {x.shape}; "
-                                 f"allowed: (M, {shape[0]}), the width of layer 0")
-        elif x.ndim != 4 or x.shape[1:] != shape:
-            raise ValueError(f"input: field 'x' has shape {x.shape}; allowed: "
-                             f"(M, {', '.join(map(str, shape))}), NHWC with input_shape {shape}")
-        check_range(x, "input", "x", signed_range(self.in_bits), f"signed in_bits={self.in_bits}")
-        return x
-
-    def forward_trace(self, x):
-        """Run the network and return the output of every layer.
+    def forward_tensors(self, x):
+        """Run the network and return every tensor by name.
 
         Parameters
         ----------
@@ -228,10 +239,11 @@ class QuantizedNetwork:
 
         Returns
         -------
-        list of numpy.ndarray of int64
-            ``outputs[i]`` is layer ``i``'s result, ``(M, *shapes[i][1])``: saturated
-            ``in_bits`` values after the activation, the accumulator for a ``"raw"`` layer, the
-            window maxima of a :class:`MaxPool2D`, the rows of a :class:`Flatten`.
+        dict of str to numpy.ndarray of int64
+            ``"input"`` (``x`` as int64), then each node's result by its name, ``(M,
+            *tensors[name].shape)``: saturated ``in_bits`` values after the activation, the
+            accumulator for a ``"raw"`` layer, the window maxima of a :class:`MaxPool2D`, the
+            rows of a :class:`Flatten`.
 
         Raises
         ------
@@ -241,38 +253,28 @@ class QuantizedNetwork:
             signed ``acc_bits`` range (naming the layer).
         """
         shapes = self._check()
-        x = self._check_input(x, shapes[0][0])
-        outputs = []
-        for index, layer in enumerate(self.layers):
+        values = {INPUT: _check_input(x, shapes[INPUT], self.in_bits)}
+        for index, node in enumerate(self.nodes):
+            layer, args = node.layer, [values[name] for name in node.inputs]
             if isinstance(layer, Dense | Conv2D):
-                y = self._compute(index, layer, x)
+                values[node.name] = _compute(where(index, node.name), layer, *args,
+                                             self.in_bits, self.acc_bits)
             else:
-                y = layer.forward(x).astype(np.int64)
-            outputs.append(y)
-            x = y
-        return outputs
+                values[node.name] = layer.forward(*args).astype(np.int64)
+        return values
 
-    def _compute(self, index, layer, x):
-        """Return the output of a Dense or Conv2D layer (accumulate, requantize, activate)."""
-        if isinstance(layer, Conv2D):
-            patches = layer.patches(x)
-            acc = accumulate(patches.reshape(-1, layer.patch_size), layer, self.in_bits)
-            acc = acc.reshape(*patches.shape[:3], layer.out_channels)
-        else:
-            acc = accumulate(x, layer, self.in_bits)
-        acc_low, acc_high = signed_range(self.acc_bits)
-        if acc.size:
-            low, high = int(acc.min()), int(acc.max())
-            if low < acc_low or high > acc_high:
-                raise ValueError(
-                    f"layer {index}: accumulator reaches {low if low < acc_low else high}, "
-                    f"outside signed acc_bits={self.acc_bits} ({acc_low}..{acc_high})")
-        if layer.output == "raw":
-            return acc.astype(np.int64)
-        y = requantize(acc, layer.mult, layer.shift, self.in_bits)
-        if layer.activation == "relu":
-            y = np.maximum(y, 0)
-        return y
+    def forward_trace(self, x):
+        """Run the network and return the output of every layer, in node order.
+
+        ``outputs[i]`` is ``forward_tensors(x)[nodes[i].name]``, ``(M, *shapes[i][1])``; see
+        :meth:`forward_tensors` for the parameters, values and errors.
+
+        Returns
+        -------
+        list of numpy.ndarray of int64
+        """
+        values = self.forward_tensors(x)
+        return [values[node.name] for node in self.nodes]
 
     def forward(self, x):
         """Run the network on integer inputs ``x``; return the last layer's output.
@@ -283,7 +285,7 @@ class QuantizedNetwork:
         -------
         numpy.ndarray of int64, shape (M, N_last) or (M, H', W', C')
         """
-        return self.forward_trace(x)[-1]
+        return self.forward_tensors(x)[self.output]
 
     def quantize_input(self, x):
         """Return ``clamp(round(x / input_scale))`` to signed ``in_bits``, as int64.
@@ -321,3 +323,103 @@ class QuantizedNetwork:
             raise ValueError(f"predict: the network's output has shape {self.output_shape}; "
                              "allowed: a flat output (N,) of class scores")
         return np.argmax(self.forward(self.quantize_input(x)), axis=1)
+
+
+def _check_params(at, layer, widths):
+    """Check a Dense or Conv2D layer's parameters against ``(w_bits, acc_bits, mult_bits)``."""
+    w_bits, acc_bits, mult_bits = widths
+    shift_high = acc_bits + mult_bits - 1
+    check_range(layer.weight, at, "weight", signed_range(w_bits), f"signed w_bits={w_bits}")
+    check_range(layer.bias, at, "bias", signed_range(acc_bits), f"signed acc_bits={acc_bits}")
+    check_range(layer.mult, at, "mult", (0, (1 << mult_bits) - 1),
+                f"unsigned mult_bits={mult_bits}")
+    check_range(layer.shift, at, "shift", (0, shift_high),
+                f"acc_bits + mult_bits - 1 = {shift_high} at most")
+
+
+def _checked_scales(scales, input_scale, tensors):
+    """Return ``scales`` (tensor name -> float) with ``input_scale`` as the input's, checked
+    against the names of ``tensors``."""
+    checked = {}
+    for name, given in dict(scales or {}).items():
+        if name not in tensors:
+            raise ValueError(f"QuantizedNetwork: scales names {name!r}, not a tensor of the "
+                             f"network; allowed: {list(tensors)}")
+        value = float(given)
+        if not (math.isfinite(value) and value > 0):
+            raise ValueError(f"QuantizedNetwork: scales[{name!r}]={value!r}; allowed: a "
+                             "finite float > 0")
+        checked[name] = value
+    if input_scale is not None and checked.setdefault(INPUT, input_scale) != input_scale:
+        raise ValueError(f"QuantizedNetwork: scales['input']={checked[INPUT]!r} but "
+                         f"input_scale={input_scale!r}; allowed: the same value, or one "
+                         "of them")
+    return checked
+
+
+def _check_input(x, shape, in_bits):
+    """Return the network input ``x`` as int64, checked against its shape and ``in_bits``."""
+    x = int_array(x, "input", "x")
+    if len(shape) == 1:
+        if x.ndim != 2:
+            raise ValueError(f"input: field 'x' has shape {x.shape}; "
+                             f"allowed: 2-D (M, {shape[0]})")
+        if x.shape[1] != shape[0]:
+            raise ValueError(f"input: field 'x' has shape {x.shape}; "
+                             f"allowed: (M, {shape[0]}), the width of layer 0")
+    elif x.ndim != 4 or x.shape[1:] != shape:
+        raise ValueError(f"input: field 'x' has shape {x.shape}; allowed: "
+                         f"(M, {', '.join(map(str, shape))}), NHWC with input_shape {shape}")
+    check_range(x, "input", "x", signed_range(in_bits), f"signed in_bits={in_bits}")
+    return x
+
+
+def _compute(at, layer, x, in_bits, acc_bits):
+    """Return the output of a Dense or Conv2D layer (accumulate, requantize, activate)."""
+    if isinstance(layer, Conv2D):
+        patches = layer.patches(x)
+        acc = accumulate(patches.reshape(-1, layer.patch_size), layer, in_bits)
+        acc = acc.reshape(*patches.shape[:3], layer.out_channels)
+    else:
+        acc = accumulate(x, layer, in_bits)
+    acc_low, acc_high = signed_range(acc_bits)
+    if acc.size:
+        low, high = int(acc.min()), int(acc.max())
+        if low < acc_low or high > acc_high:
+            raise ValueError(
+                f"{at}: accumulator reaches {low if low < acc_low else high}, "
+                f"outside signed acc_bits={acc_bits} ({acc_low}..{acc_high})")
+    if layer.output == "raw":
+        return acc.astype(np.int64)
+    y = requantize(acc, layer.mult, layer.shift, in_bits)
+    if layer.activation == "relu":
+        y = np.maximum(y, 0)
+    return y
+
+
+def _tensor_shapes(nodes, input_shape, widths):
+    """Check every node against its inputs and ``(w_bits, acc_bits, mult_bits)``; return each
+    tensor's per-sample shape by name, input first."""
+    shapes = {INPUT: input_shape}
+    position = {node.name: index for index, node in enumerate(nodes)}
+    for index, node in enumerate(nodes):
+        layer, at = node.layer, where(index, node.name)
+        if not isinstance(layer, LAYER_TYPES):
+            raise TypeError(f"{at}: {type(layer).__name__} is not a Dense, Conv2D, "
+                            "MaxPool2D or Flatten layer")
+        layer.check(at)
+        if isinstance(layer, Dense | Conv2D):
+            _check_params(at, layer, widths)
+            if layer.output == "raw" and index != len(nodes) - 1:
+                raise ValueError(f"{at}: field 'output' is 'raw' but the layer is not "
+                                 f"the last of {len(nodes)}; allowed: 'requant'")
+        name = node.inputs[0]
+        if shapes[name] is None:
+            if not isinstance(layer, Dense):
+                raise ValueError(f"QuantizedNetwork: field 'input_shape' is None but {at} "
+                                 f"is a {type(layer).__name__}; allowed: (H, W, C), the "
+                                 "shape of one NHWC input sample")
+            shapes[name] = (layer.in_features,)
+        source = "input_shape" if name == INPUT else where(position[name], name)
+        shapes[node.name] = layer._output_shape(shapes[name], at, source)
+    return shapes

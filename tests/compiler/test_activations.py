@@ -1,5 +1,9 @@
 """The activation areas and the batch (hwgen.compiler.activations): the largest batch that
-fits, and the refusals of activations, raw outputs and batches that do not."""
+fits, the refusals of activations, raw outputs and batches that do not, and areas allocated by
+the tensors' lifetimes (a chain's two alternating areas, a graph's live tensors apart)."""
+
+import dataclasses
+import math
 
 import numpy as np
 import pytest
@@ -9,6 +13,9 @@ from support import small_dense_network as small_network
 
 from hwgen import AcceleratorConfig
 from hwgen.compiler import CompileError, compile_network
+from hwgen.compiler.activations import assign_areas, plan_activations
+from hwgen.compiler.kinds import lower_network
+from hwgen.nn import Conv2D, Dense, Flatten, MaxPool2D, Node, QuantizedNetwork
 
 
 def test_largest_batch_is_chosen():
@@ -51,3 +58,133 @@ def test_refuses_batch_outside_capacity():
     refused(network, config, "batch=0", batch=0)
     refused(network, config, "batch=-1", batch=-1)
 
+
+
+# -- tensors and their lifetimes ----------------------------------------------------------------
+
+def test_passes_name_the_tensors_they_read_and_write():
+    rng = np.random.default_rng(0)
+    conv = Conv2D(rng.integers(-9, 9, (2, 2, 1, 3)), np.zeros(3, int), np.ones(3, int),
+                  np.zeros(3, int))
+    dense = Dense(rng.integers(-9, 9, (12, 2)), np.zeros(2, int), np.ones(2, int),
+                  np.zeros(2, int), output="raw")
+    network = QuantizedNetwork([Node("c", conv, "input"), Node("flat", Flatten(), "c"),
+                                Node("d", dense, "flat")], input_shape=(3, 3, 1))
+    passes = lower_network(network, AcceleratorConfig())
+    # The Flatten is no tensor of its own: the dense pass reads the image it flattens.
+    assert [(p.name, p.inputs) for p in passes] == [("c", ("input",)), ("d", ("c",))]
+    assert passes[1].in_shape == (2, 2, 3)
+
+
+def pool_passes(count, side=7):
+    """Return ``count`` pool passes of shrinking images (``side``, ``side - 1``, ...), whose
+    inputs the tests then rewire into a graph."""
+    network = QuantizedNetwork([MaxPool2D(2, 1) for _ in range(count)],
+                               input_shape=(side, side, 1))
+    return lower_network(network, AcceleratorConfig())
+
+
+def rewire(passes, inputs):
+    return [dataclasses.replace(p, name=name, inputs=tuple(reads))
+            for p, (name, reads) in zip(passes, inputs.items(), strict=True)]
+
+
+# a is read by b and c, the input by a and d: four tensors are live at pass 2.
+GRAPH = {"a": ["input"], "b": ["a"], "c": ["a", "b"], "d": ["c", "input"]}
+
+
+def live_spans(inputs):
+    """Each tensor's first and last pass, from the graph alone (the output: to the end)."""
+    names = ["input", *inputs]
+    spans = {name: [i - 1, i - 1] for i, name in enumerate(names)}
+    for index, reads in enumerate(inputs.values()):
+        for name in reads:
+            spans[name][1] = index
+    spans[names[-1]][1] = len(inputs)
+    return spans
+
+
+def test_assign_areas_alternates_on_a_chain_and_reuses_the_lowest_free_area():
+    assert assign_areas([(-1, 0), (0, 1), (1, 2), (2, 3), (3, 4)]) == [0, 1, 0, 1, 0]
+    spans = list(live_spans(GRAPH).values())
+    assert spans == [[-1, 3], [0, 2], [1, 2], [2, 3], [3, 4]]
+    assert assign_areas(spans) == [0, 1, 2, 3, 1]
+
+
+@pytest.mark.parametrize("readout", [False, True])
+def test_live_tensors_never_share_words(readout):
+    config = AcceleratorConfig(act_depth=1 << 12)
+    passes = rewire(pool_passes(4), GRAPH)
+    plan = plan_activations((7, 7, 1), passes, config, 3, readout=readout)
+    assert plan.names == ("input", "a", "b", "c", "d")
+    assert plan.inputs == ((0,), (1,), (1, 2), (3, 0))
+    assert [plan.source(i) for i in range(4)] == [0, 1, 1, 3]
+    sides = [7, 6, 5, 4, 3]
+    words = [3 * side * side for side in sides]  # 3 samples, one word per pixel
+    spans = list(live_spans(GRAPH).values())
+    ranges = [(plan.base(m), plan.base(m) + words[m]) for m in range(5)]
+    for m, (low, high) in enumerate(ranges):
+        assert low >= 0 and high <= config.act_depth
+        for other in range(m):
+            live_together = spans[other][1] >= spans[m][0]
+            if live_together or readout:
+                assert high <= ranges[other][0] or ranges[other][1] <= low, (m, other)
+    # Areas as large as their largest tensor: d (3x3) reuses a's area (6x6).
+    expected = [0, 1, 2, 3, 4] if readout else [0, 1, 2, 3, 1]
+    assert list(plan.areas) == expected
+    sizes = [max(w for w, a in zip(words, expected, strict=True) if a == area)
+             for area in range(max(expected) + 1)]
+    assert list(plan.area_base) == [sum(sizes[:a]) for a in range(len(sizes))]
+
+
+def test_a_graph_that_does_not_fit_names_the_tensor():
+    passes = rewire(pool_passes(4), GRAPH)
+    config = AcceleratorConfig(act_depth=200)
+    assert plan_activations((7, 7, 1), passes, config, None).batch == 1  # 49 + 36 + 25 + 16 words
+    with pytest.raises(CompileError) as info:
+        plan_activations((7, 7, 1), passes, config, 2)
+    message = str(info.value)
+    for fragment in ("need 252 ACT words", "(49 + 36 + 25 + 16) words of the 4 areas the "
+                     "tensors' lifetimes need", "widest: tensor 'input', the input of layer 0",
+                     "live from pass 0 to 3", "limit act_depth=200"):
+        assert fragment in message, (fragment, message)
+    assert (info.value.need, info.value.limit, info.value.resource) == (252, 200, "act_depth")
+
+
+def test_a_pass_reading_an_unwritten_tensor_is_refused():
+    passes = rewire(pool_passes(2), {"a": ["input"], "b": ["x"]})
+    with pytest.raises(CompileError, match=r"pass 1 reads the tensor 'x', which no earlier pass "
+                                           r"writes; allowed: one of \['input', 'a'\]"):
+        plan_activations((7, 7, 1), passes, AcceleratorConfig(), 1)
+
+
+def old_bases(shapes, lanes, batch, readout):
+    """The ACT word of each matrix of a chain as the compiler placed them before areas were
+    allocated by liveness: area ``i % 2``, or area ``i`` with read-out."""
+    words = [math.prod(s[:-1]) * math.ceil(s[-1] / lanes) for s in shapes]
+    if readout:
+        return [batch * sum(words[:i]) for i in range(len(words))]
+    return [0 if i % 2 == 0 else batch * max(words[0::2]) for i in range(len(words))]
+
+
+@pytest.mark.parametrize("readout", [False, True])
+@pytest.mark.parametrize("seed", range(4))
+def test_chains_keep_the_two_alternating_areas(seed, readout):
+    rng = np.random.default_rng(seed)
+    config = AcceleratorConfig(rows=2, cols=3, act_depth=1 << 12)
+    sizes = [int(s) for s in rng.integers(1, 20, int(rng.integers(2, 6)))]
+    network = random_network(rng, config, sizes, style="uniform", last_raw=bool(seed % 2))
+    program = compile_network(network, config, readout=readout)
+    shapes = [(s,) for s in sizes[:len(sizes) - seed % 2]]
+    bases = old_bases(shapes, config.act_lanes, program.batch, readout)
+    for index, d in enumerate(program.descriptors):
+        assert d["src_base"] == bases[index]
+        assert d["dst_base"] == (0 if d["raw"] else bases[index + 1])
+    # Images without padding: the walk's origin is the area's first word.
+    network = QuantizedNetwork([MaxPool2D(2), MaxPool2D(1), MaxPool2D(2, 1)],
+                               input_shape=(9, 9, 5))
+    program = compile_network(network, config, readout=readout)
+    shapes = [(9, 9, 5), (4, 4, 5), (4, 4, 5), (3, 3, 5)]
+    bases = old_bases(shapes, config.act_lanes, program.batch, readout)
+    assert [d["src_base"] for d in program.descriptors] == bases[:3]
+    assert [d["dst_base"] for d in program.descriptors] == bases[1:]
