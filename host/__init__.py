@@ -1,10 +1,12 @@
 """The host side of hwgen: talk to a device (a board or the simulated board) over a byte link.
 
-- :class:`Accelerator` (:mod:`host.accelerator`): open a pyserial URL, check the device, load a
-  compiled program, run inference on any number of rows;
+- :class:`Accelerator` (:mod:`host.accelerator`): open a pyserial URL or a transport object,
+  check the device, load a compiled program, run inference on any number of rows;
 - :class:`AcceleratorPool` (:mod:`host.pool`): several devices sharing the rows of each inference;
 - :class:`~host.client.DeviceClient` (:mod:`host.client`): one method per protocol command;
-- :func:`~host.transport.open_port` (:mod:`host.transport`): the pyserial ports.
+- :mod:`host.plan`: the load/run/read loop of a program as data, and its executors;
+- :mod:`host.transport`: the :class:`~host.transport.Transport` protocol and the pyserial ports;
+- :mod:`host.frames`, :mod:`host.info`: the host's frame decoder and its reading of INFO.
 
 Names are imported on first use, so that ``import host`` (and the ``hwgen`` command line) stays
 fast.
@@ -13,19 +15,21 @@ fast.
 import importlib
 
 __all__ = ["Accelerator", "AcceleratorPool", "BusyTimeout", "DeviceClient", "DeviceError",
-           "IncompatibleDevice", "InferCounters", "LinkError", "LinkTimeout", "NoDeviceLeft"]
+           "IncompatibleDevice", "InferCounters", "LinkError", "LinkTimeout", "NoDeviceLeft",
+           "Transport"]
 
 _WHERE = {
     "Accelerator": "accelerator",
     "AcceleratorPool": "pool",
     "NoDeviceLeft": "pool",
-    "IncompatibleDevice": "accelerator",
+    "IncompatibleDevice": "info",
     "InferCounters": "accelerator",
     "BusyTimeout": "client",
     "DeviceClient": "client",
     "DeviceError": "client",
     "LinkError": "client",
     "LinkTimeout": "client",
+    "Transport": "transport",
 }
 
 

@@ -1,4 +1,4 @@
-"""The host driver: run compiled networks on a device reached through a pyserial URL.
+"""The host driver: run compiled networks on a device reached through a byte transport.
 
 :class:`Accelerator` is the high-level API over :class:`host.client.DeviceClient`:
 
@@ -17,6 +17,11 @@ Inputs and outputs have the program's sample shapes (:attr:`MatrixSpec.sample_sh
 a network whose first layer is spatial; a network that ends in a spatial layer returns images
 ``[M, H', W', C']``.
 
+The device is a pyserial URL (a board's port, the simulated board's ``socket://``) or any
+object with ``read``/``write`` (:class:`host.transport.Transport`), such as the in-process
+device of :mod:`sim.inprocess`: ``Accelerator(InProcessDevice(config))`` runs this driver,
+byte for byte, on the program interpreter.
+
 It checks on opening that the device speaks this host's protocol version and, given a
 configuration, that it was built from it (the INFO config hash); it refuses a program compiled
 for another configuration. Every failure of the link or the device raises an exception that
@@ -34,86 +39,20 @@ import time
 import numpy as np
 import serial
 
-from hwgen.compiler.codec import check_input_samples, output_words, unpack_output
 from hwgen.config import AcceleratorConfig
-from hwgen.cycles import program_cycles
-from hwgen.protocol import DEFAULT_BAUD, PROTOCOL_VERSION, SYNC_REQUEST, Opcode
+from hwgen.protocol import DEFAULT_BAUD, PROTOCOL_VERSION
 
 from .client import BusyTimeout, DeviceClient, DeviceError, LinkError, LinkTimeout
-from .transport import open_port
+from .info import IncompatibleDevice, check_device, check_program
+from .pacing import RunPacer
+from .plan import check_samples, execute_load, execute_run, readout_specs, run_plans, sample_unit
+from .transport import CountingTransport, open_transport
 
 __all__ = ["Accelerator", "BusyTimeout", "DeviceError", "IncompatibleDevice", "InferCounters",
-           "LinkError", "LinkTimeout", "check_samples", "sample_unit"]
+           "LinkError", "LinkTimeout", "as_program"]
 
 # A progress bar appears on its own for runs of more chunks than this (and a terminal).
 _PROGRESS_CHUNKS = 20
-# Bounds of the wait between two COUNTERS polls of a running program: short enough not to idle a
-# fast device, long enough not to flood the link while a slow one (a simulation) computes.
-_POLL_MIN_S = 0.0002
-_POLL_MAX_S = 0.05
-# Sleeps shorter than this are not worth a system call; the COUNTERS round trip takes longer.
-_SLEEP_MIN_S = 0.0001
-
-
-def sample_unit(program):
-    """Return what the samples of ``program`` are called in messages: ``"rows"`` (of features)
-    or ``"samples"`` (images)."""
-    return "rows" if len(program.input.sample_shape) == 1 else "samples"
-
-
-def check_samples(program, x, what):
-    """Return ``x`` as an int64 ``[M, *program.input.sample_shape]`` array of the program's
-    signed input values.
-
-    Raises
-    ------
-    ValueError
-        Starting with ``what``, naming the allowed shape (and, for images given NCHW, how to
-        convert them), dtype or range (see :func:`hwgen.compiler.codec.check_input_samples`).
-    """
-    spec = program.input
-    return check_input_samples(x, spec.sample_shape, spec.lane_bits, what,
-                               rows=sample_unit(program))
-
-
-def readout_specs(program, outputs, what):
-    """Return the matrices an infer call reads after each run: ``[program.output]`` for
-    ``outputs="last"``, every layer's for ``"all"``.
-
-    Raises
-    ------
-    ValueError
-        Naming ``what``, for another ``outputs``, or ``"all"`` of a program compiled without
-        read-out (saying how to compile one).
-    """
-    if outputs == "last":
-        return [program.output]
-    if outputs != "all":
-        raise ValueError(f"{what}: outputs={outputs!r}; allowed: 'last' (the network's output) "
-                         "or 'all' (every layer's)")
-    if not program.layer_outputs:
-        raise ValueError(f"{what}: outputs='all' needs every layer's output of the run, but "
-                         "the program was compiled without read-out (its layers reuse two "
-                         "areas); compile it with hwgen.compile(network, config, readout=True)")
-    return list(program.layer_outputs)
-
-
-class IncompatibleDevice(RuntimeError):
-    """The device cannot run what the host has: another protocol version or configuration.
-
-    Attributes
-    ----------
-    device, expected : str
-        What the device reports and what the host needs (versions or config hashes).
-    differences : list of str
-        ``"field: device X, expected Y"`` for every INFO field that differs (may be empty).
-    """
-
-    def __init__(self, message, *, device=None, expected=None, differences=()):
-        self.device = device
-        self.expected = expected
-        self.differences = list(differences)
-        super().__init__(message)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -163,54 +102,21 @@ class InferCounters:
         return self.rows / self.seconds if self.seconds else 0.0
 
 
-class _CountingPort:
-    """A pyserial port that counts the bytes through it and remembers the last request sent."""
-
-    def __init__(self, port):
-        self.port = port
-        self.sent = 0
-        self.received = 0
-        self.last_request = None
-
-    @property
-    def timeout(self):
-        return self.port.timeout
-
-    @timeout.setter
-    def timeout(self, value):
-        self.port.timeout = value
-
-    def write(self, data):
-        if len(data) > 1 and data[0] == SYNC_REQUEST:
-            try:
-                self.last_request = Opcode(data[1]).name
-            except ValueError:
-                self.last_request = f"opcode {data[1]:#04x}"
-        self.sent += len(data)
-        return self.port.write(data)
-
-    def read(self, size=1):
-        data = self.port.read(size)
-        self.received += len(data)
-        return data
-
-    def close(self):
-        self.port.close()
-
-
 def _check_positive(name, value):
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0:
         raise ValueError(f"{name} must be a number of seconds > 0, not {value!r}")
 
 
 class Accelerator:
-    """A device that runs compiled networks, opened from a pyserial URL.
+    """A device that runs compiled networks, reached through a pyserial URL or a transport.
 
     Parameters
     ----------
-    url : str
-        Anything :func:`serial.serial_for_url` opens: ``/dev/ttyUSB1``, ``COM3``,
-        ``socket://127.0.0.1:PORT`` (the simulated board), ``loop://``.
+    device : str or Transport
+        Anything :func:`serial.serial_for_url` opens (``/dev/ttyUSB1``, ``COM3``,
+        ``socket://127.0.0.1:PORT`` of the simulated board, ``loop://``), or an object with
+        ``read(size)`` and ``write(data)`` (:class:`host.transport.Transport`, e.g.
+        :class:`sim.inprocess.InProcessDevice`). :meth:`close` closes it either way.
     timeout : float
         Seconds to wait for the answer to one request, and for a running program beyond its
         expected duration.
@@ -222,8 +128,13 @@ class Accelerator:
         Show a :mod:`tqdm` bar during :meth:`infer`: ``True`` always, ``False`` never, ``None``
         when a call takes more than 20 runs and stderr is a terminal.
     baudrate : int
-        Serial rate of a real port (ignored by ``socket://`` and ``loop://``); by default the
-        rate hwgen builds boards for, :data:`hwgen.device.DEFAULT_BAUD`.
+        Serial rate of a real port (ignored by ``socket://``, ``loop://`` and transports); by
+        default the rate hwgen builds boards for, :data:`hwgen.protocol.DEFAULT_BAUD`.
+
+    Attributes
+    ----------
+    url : str
+        The URL, or the transport's ``url`` (its type and id if it has none).
 
     Raises
     ------
@@ -233,41 +144,36 @@ class Accelerator:
         If the device speaks another protocol version or was built from another configuration;
         the message names both values and the fields that differ.
     ValueError, TypeError
-        For bad arguments.
+        For bad arguments (a device that is neither a URL nor a transport, naming both).
     """
 
-    def __init__(self, url, *, timeout=5.0, retries=3, config=None, progress=None,
+    def __init__(self, device, *, timeout=5.0, retries=3, config=None, progress=None,
                  baudrate=DEFAULT_BAUD):
-        if not isinstance(url, str):
-            raise TypeError(f"url must be a pyserial URL string, not {url!r}")
         _check_positive("timeout", timeout)
         if config is not None and not isinstance(config, AcceleratorConfig):
             raise TypeError(f"config must be an AcceleratorConfig or None, not {config!r}")
         if progress not in (None, True, False):
             raise ValueError(f"progress must be True, False or None (automatic), not "
                              f"{progress!r}")
-        self.url = url
         self.timeout = timeout
         self.progress = progress
         try:
-            raw = open_port(url, baudrate=baudrate)
+            raw, self.url = open_transport(device, baudrate=baudrate)
         except (serial.SerialException, OSError, ValueError) as exc:
-            raise LinkError(f"cannot open {url}: {exc}") from None
-        self._port = _CountingPort(raw)
+            raise LinkError(f"cannot open {device}: {exc}") from None
+        self._port = CountingTransport(raw)
         try:
             self.client = DeviceClient(self._port, timeout=timeout, retries=retries)
             self._program = None
-            self._expected_cycles = {}  # rows of a run -> cycles it takes, for the program
             self._last = InferCounters()
             self._snapshot = None  # the device's counters while idle, before the next RUN
-            # Seconds per device cycle as last measured; a real device runs at its clock.
-            self._seconds_per_cycle = None
             self._info = self._handshake(config)
+            # A real device runs at its clock; the pacer measures how fast it really is.
+            self._pacer = RunPacer(timeout, None if config is None else 1.0 / config.clock_hz,
+                                   synchronous=self._port.synchronous)
         except BaseException:
             self.close()
             raise
-
-    # -- opening ---------------------------------------------------------------------------------
 
     def _handshake(self, config):
         try:
@@ -277,23 +183,7 @@ class Accelerator:
                 f"the device at {self.url} answered INFO in a form this host (protocol version "
                 f"{PROTOCOL_VERSION}) cannot read: {exc}", expected=str(PROTOCOL_VERSION)) \
                 from None
-        if info.version != PROTOCOL_VERSION:
-            raise IncompatibleDevice(
-                f"the device at {self.url} speaks protocol version {info.version}; this host "
-                f"speaks version {PROTOCOL_VERSION}", device=str(info.version),
-                expected=str(PROTOCOL_VERSION))
-        if config is not None and info.config_hash != config.hash_int:
-            differences = [d for d in info.mismatches(config)
-                           if not d.startswith("config_hash:")]
-            detail = ("; differing fields: " + "; ".join(differences)) if differences else \
-                " (INFO's fields agree, so a field INFO does not report differs, e.g. a " \
-                "buffer depth or clock_hz)"
-            raise IncompatibleDevice(
-                f"the device at {self.url} was built from config hash "
-                f"{info.config_hash:016x}, not from {config.name} (config hash {config.hash})"
-                + detail, device=f"{info.config_hash:016x}", expected=config.hash,
-                differences=differences)
-        self._seconds_per_cycle = 1.0 / config.clock_hz if config is not None else None
+        check_device(info, config, self.url)
         return info
 
     def _call(self, what, func, *args):
@@ -318,7 +208,7 @@ class Accelerator:
 
     @property
     def info(self):
-        """The device's :class:`~hwgen.protocol.DeviceInfo` (read once, when opened)."""
+        """The device's :class:`~host.info.DeviceInfo` (read once, when opened)."""
         return self._info
 
     @property
@@ -341,15 +231,13 @@ class Accelerator:
         """The :class:`~hwgen.compiler.Program` loaded by :meth:`load`, or None."""
         return self._program
 
-    # -- loading ---------------------------------------------------------------------------------
+    # -- loading and inference -------------------------------------------------------------------
 
     def load(self, program):
         """Write a compiled program's images (PROGRAM, WEIGHT, PARAM) to the device.
 
-        Parameters
-        ----------
-        program : hwgen.compiler.Program or path-like
-            A program, or the ``.npz`` file :meth:`Program.save` wrote.
+        ``program`` is a :class:`hwgen.compiler.Program`, or the ``.npz`` file
+        :meth:`Program.save` wrote.
 
         Raises
         ------
@@ -360,39 +248,22 @@ class Accelerator:
         DeviceError, LinkError, LinkTimeout, BusyTimeout
             If the device refuses or does not answer, or stays busy with an earlier run.
         """
-        from hwgen.compiler import Program
-
-        if isinstance(program, str | os.PathLike):
-            program = Program.load(program)
-        elif not isinstance(program, Program):
-            raise TypeError(f"load takes a hwgen.compiler.Program or the path of a saved one, "
-                            f"not {type(program).__name__}")
-        if program.config_hash != self.config_hash:
-            raise IncompatibleDevice(
-                f"the program was compiled for {program.config.name} (config hash "
-                f"{program.config_hash}); the device at {self.url} was built from config hash "
-                f"{self.config_hash}", device=self.config_hash, expected=program.config_hash,
-                differences=[d for d in self._info.mismatches(program.config)
-                             if not d.startswith("config_hash:")])
+        program = as_program(program, "load")
+        check_program(self._info, program, self.url)
         self._program = None
         # An interrupted infer may have left a program running; memory is locked until it ends.
         self._snapshot = self._call("load: wait for the device", self.client.wait_idle,
                                     self.timeout)
-        for region, (base, words) in program.images.items():
-            if len(words):
-                self._call(f"load: write {region.name}", self.client.write, region, base, words)
-        if self._seconds_per_cycle is None:
-            self._seconds_per_cycle = 1.0 / program.config.clock_hz
-        self._expected_cycles = {}
+        execute_load(_StagedPort(self, "load"), program)
+        self._pacer.program_loaded(program)
         self._program = program
-
-    # -- inference -------------------------------------------------------------------------------
 
     def infer(self, x, outputs="last"):
         """Run the loaded program on every sample of ``x``; return one output per sample.
 
-        Samples are sent in chunks of at most ``program.batch`` (one RUN each), in order; the
-        result has exactly ``len(x)`` samples, ``[i]`` the network's output for ``x[i]``.
+        Samples are sent in chunks of at most ``program.batch`` (one RUN each, planned by
+        :func:`host.plan.run_plans`), in order; the result has exactly ``len(x)`` samples,
+        ``[i]`` the network's output for ``x[i]``.
 
         Parameters
         ----------
@@ -401,18 +272,16 @@ class Accelerator:
             or NHWC images ``(M, H, W, C)`` when the network's first layer is spatial; ``M``
             may be 0.
         outputs : {"last", "all"}
-            ``"all"``: after each run, also read every layer's output of that run from the
-            device (READ requests at :attr:`Program.layer_outputs <hwgen.compiler.Program>`);
-            the program must have been compiled with ``readout=True``.
+            ``"all"``: after each run, also read every layer's output of that run (READ
+            requests at :attr:`Program.layer_outputs <hwgen.compiler.Program>`); the program
+            must have been compiled with ``readout=True``.
 
         Returns
         -------
         numpy.ndarray of int64, shape (M, *program.output.sample_shape), or list of them
-            As :meth:`hwgen.nn.QuantizedNetwork.forward` returns it: saturated activations, or
-            raw accumulators for a ``raw`` output layer; ``(M, N)`` rows, or ``(M, H', W',
-            C')`` images of a network that ends in a spatial layer. With ``outputs="all"``, one
-            array per layer, ``(M, *shape_i)``, as
-            :meth:`~hwgen.nn.QuantizedNetwork.forward_trace` returns them.
+            As :meth:`hwgen.nn.QuantizedNetwork.forward` returns it (saturated activations, or
+            raw accumulators for a ``raw`` output layer); with ``outputs="all"``, one array per
+            layer, as :meth:`~hwgen.nn.QuantizedNetwork.forward_trace` returns them.
 
         Raises
         ------
@@ -420,10 +289,8 @@ class Accelerator:
             If no program is loaded.
         ValueError
             Before anything is sent, if ``x`` is not integer, not of the program's sample shape
-            (the message names it, and how to convert NCHW images) or outside signed
-            ``in_bits`` (naming the first bad element), if ``outputs`` is
-            neither ``"last"`` nor ``"all"``, or if ``"all"`` is asked of a program compiled
-            without read-out (saying how to compile one).
+            (naming it, and how to convert NCHW images) or outside signed ``in_bits`` (naming
+            the first bad element), or ``outputs`` is not allowed (saying why).
         BusyTimeout
             If a run is still going ``timeout`` seconds after it should have ended.
         DeviceError, LinkError, LinkTimeout
@@ -438,33 +305,20 @@ class Accelerator:
         if self._snapshot is None:  # the last call failed: a run may still be going
             self._snapshot = self._call("infer: wait for the device", self.client.wait_idle,
                                         self.timeout)
-        rows = len(x)
+        rows, unit = len(x), sample_unit(program)
         outs = [np.empty((rows, *spec.sample_shape), dtype=np.int64) for spec in kept]
-        unit = sample_unit(program)
-        chunks = math.ceil(rows / program.batch)
-        in_bytes = self._info.regions[program.input.region].word_bytes
         start_time = time.perf_counter()
-        sent, received = self._port.sent, self._port.received
-        first = self._snapshot
-        payload = 0
+        sent, received, first = self._port.sent, self._port.received, self._snapshot
+        chunks = math.ceil(rows / program.batch)
         bar = self._progress_bar(rows, chunks)
+        port = _StagedPort(self, "infer")
         try:
-            for start in range(0, rows, program.batch):
-                m = min(program.batch, rows - start)
-                stage = f"infer {unit} {start}..{start + m - 1} of {rows}"
-                words = program.pack_input(x[start:start + m])
-                self._call(stage, self.client.write, program.input.region, program.input.base,
-                           words)
-                self._call(stage, self.client.run, m)
-                self._wait_run(stage, program, m)
-                payload += len(words) * in_bytes
-                for out, spec in zip(outs, kept, strict=True):
-                    region, base, count = output_words(spec, program.batch, m)
-                    raw = self._call(stage, self.client.read, region, base, count)
-                    out[start:start + m] = unpack_output(spec, program.batch, raw.tolist(), m)
-                    payload += count * self._info.regions[region].word_bytes
+            for plan in run_plans(program, x, outputs):
+                port.stage = f"infer {unit} {plan.start}..{plan.stop - 1} of {rows}"
+                for out, array in zip(outs, execute_run(port, plan), strict=True):
+                    out[plan.start:plan.stop] = array
                 if bar is not None:
-                    bar.update(m)
+                    bar.update(plan.batch)
         except BaseException:
             self._snapshot = None
             raise
@@ -473,13 +327,11 @@ class Accelerator:
                 bar.close()
         last = self._snapshot
         self._last = InferCounters(
-            rows=rows, runs=chunks,
-            cycles=last.cycles - first.cycles if chunks else 0,
-            busy_cycles=last.busy_cycles - first.busy_cycles if chunks else 0,
-            macs=last.macs - first.macs if chunks else 0,
+            rows=rows, runs=chunks, cycles=last.cycles - first.cycles,
+            busy_cycles=last.busy_cycles - first.busy_cycles, macs=last.macs - first.macs,
             seconds=time.perf_counter() - start_time,
             bytes_sent=self._port.sent - sent, bytes_received=self._port.received - received,
-            payload_bytes=payload)
+            payload_bytes=port.payload_bytes)
         return outs if outputs == "all" else outs[0]
 
     def _progress_bar(self, rows, chunks):
@@ -491,51 +343,6 @@ class Accelerator:
         from tqdm import tqdm
 
         return tqdm(total=rows, unit="sample", desc="infer", leave=False)
-
-    def _wait_run(self, stage, program, m):
-        """Poll COUNTERS until the run just started ends; keep the final counters.
-
-        The first poll comes when the run should be over: the cycle model's count times the
-        seconds per device cycle seen so far (the clock period at first, far longer on a
-        simulated board). A poll that finds the device busy and well on its way measures the
-        rate from the cycles done and sleeps until the rest should be done; one that finds it
-        barely started doubles the estimate. A run that is over at the first poll shortens the
-        estimate a little, to follow a device that got faster. So a run usually costs one
-        COUNTERS round trip, and now and then two.
-        """
-        began = self._snapshot.cycles
-        expected = self._expected_cycles.get(m)
-        if expected is None:  # the cycle model takes milliseconds: once per batch size
-            expected = self._expected_cycles[m] = program_cycles(program, m)
-        spc = self._seconds_per_cycle
-        t_run = time.monotonic()
-        deadline = t_run + expected * spc + self.timeout
-        wait = min(expected * spc, self.timeout)
-        first = True
-        while True:
-            if wait >= _SLEEP_MIN_S:
-                time.sleep(wait)
-            counters = self._call(stage, self.client.counters)
-            now = time.monotonic()
-            if not counters.busy:
-                if first:
-                    self._seconds_per_cycle = spc * 0.95
-                self._snapshot = counters
-                return
-            first = False
-            done = counters.cycles - began
-            if done > 0 and done >= expected / 4:
-                spc = (now - t_run) / done  # a sample large enough to trust
-            else:
-                spc *= 2
-            self._seconds_per_cycle = spc
-            deadline = max(deadline, t_run + expected * spc + self.timeout)
-            if now > deadline:
-                raise BusyTimeout(
-                    f"{stage}: the program is still running {now - t_run:.1f} s after RUN "
-                    f"batch={m} ({done} of the expected {expected} cycles done)")
-            wait = (expected - done) * spc * 1.05
-            wait = min(max(wait, _POLL_MIN_S), _POLL_MAX_S, max(0.0, deadline - now))
 
     # -- counters and closing --------------------------------------------------------------------
 
@@ -549,11 +356,12 @@ class Accelerator:
         return self._last
 
     def device_counters(self):
-        """Return the device's cumulative :class:`~hwgen.protocol.Counters` (one COUNTERS)."""
+        """Return the device's cumulative :class:`~hwgen.protocol.CounterValues` (one
+        COUNTERS)."""
         return self._call("COUNTERS", self.client.counters)
 
     def close(self):
-        """Close the port (safe to call more than once)."""
+        """Close the port or transport (safe to call more than once)."""
         port = getattr(self, "_port", None)
         if port is not None:
             with contextlib.suppress(serial.SerialException, OSError):
@@ -569,3 +377,57 @@ class Accelerator:
         loaded = "no program" if self._program is None else \
             f"program batch {self._program.batch}"
         return f"<Accelerator {self.url} config {self.config_hash}, {loaded}>"
+
+
+class _StagedPort:
+    """The port :mod:`host.plan` 's executors drive: the accelerator's client, each call named
+    by the current ``stage`` in its errors, RUN waiting for the program's end, the payload
+    bytes counted."""
+
+    def __init__(self, acc, stage):
+        self.acc = acc
+        self.stage = stage
+        self.payload_bytes = 0
+
+    def _count(self, region, words):
+        self.payload_bytes += words * self.acc.info.regions[region].word_bytes
+
+    def write(self, region, base, words):
+        if self.stage == "load":
+            stage = f"load: write {region.name}"
+        else:
+            stage = self.stage
+            self._count(region, len(words))
+        self.acc._call(stage, self.acc.client.write, region, base, words)
+
+    def run(self, batch):
+        acc = self.acc
+        acc._call(self.stage, acc.client.run, batch)
+        acc._snapshot = acc._pacer.wait(
+            self.stage, batch, acc._snapshot.cycles,
+            lambda: acc._call(self.stage, acc.client.counters))
+
+    def read(self, region, base, count):
+        self._count(region, count)
+        return self.acc._call(self.stage, self.acc.client.read, region, base, count)
+
+
+def as_program(program, what):
+    """Return ``program`` (a :class:`~hwgen.compiler.Program`), or the program saved at the
+    path ``program``.
+
+    Raises
+    ------
+    TypeError
+        Naming ``what``, for anything else.
+    ValueError, OSError
+        If the file cannot be read as a program.
+    """
+    from hwgen.compiler import Program
+
+    if isinstance(program, str | os.PathLike):
+        return Program.load(program)
+    if not isinstance(program, Program):
+        raise TypeError(f"{what} takes a hwgen.compiler.Program or the path of a saved one, "
+                        f"not {type(program).__name__}")
+    return program

@@ -1,8 +1,9 @@
 """Low-level host interface to a device: one method per command of :mod:`hwgen.protocol`.
 
 :class:`DeviceClient` works over any byte pipe with pyserial's ``write(bytes)`` / ``read(n)``
-interface and a ``timeout`` attribute: a ``serial.Serial``, a ``serial.serial_for_url`` port
-(``socket://``, ``loop://``) or the simulated gateware of the tests. Every constant comes from
+interface (:class:`host.transport.Transport`): a pyserial URL it opens (``/dev/ttyUSB1``,
+``socket://``, ``loop://``), a ``serial.Serial``, the in-process device of
+:mod:`sim.inprocess` or the simulated gateware of the tests. Every constant comes from
 :mod:`hwgen.protocol`.
 
 Failure handling:
@@ -27,7 +28,6 @@ from hwgen.memmap import Region
 from hwgen.protocol import (
     STATUS_TEXT,
     Opcode,
-    ResponseDecoder,
     Status,
     encode_request,
     pack_access,
@@ -35,9 +35,12 @@ from hwgen.protocol import (
     pack_run,
     pack_words,
     unpack_counters,
-    unpack_info,
     unpack_words,
 )
+
+from .frames import ResponseDecoder
+from .info import unpack_info
+from .transport import open_transport
 
 __all__ = ["BusyTimeout", "DeviceClient", "DeviceError", "LinkError", "LinkTimeout"]
 
@@ -83,9 +86,10 @@ class DeviceClient:
 
     Parameters
     ----------
-    port
-        An object with ``write(bytes)``, ``read(n) -> bytes`` (fewer bytes on timeout) and a
-        ``timeout`` attribute, which the client sets to a short poll interval.
+    port : str or Transport
+        A pyserial URL, which the client opens (and :meth:`close` closes), or an object with
+        ``write(bytes)`` and ``read(n) -> bytes`` (fewer bytes on timeout); a ``timeout``
+        attribute, if it has one, is set to a short poll interval.
     timeout : float
         Seconds to wait for the answer to one attempt; longer than the device's frame timeout.
     retries : int
@@ -103,10 +107,12 @@ class DeviceClient:
             raise ValueError(f"timeout must be > 0 seconds, not {timeout!r}")
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise ValueError(f"retries must be an int >= 0, not {retries!r}")
-        self.port = port
+        self.port, self.url = open_transport(port)
+        self._owned = isinstance(port, str)
         self.timeout = timeout
         self.retries = retries
-        self.port.timeout = min(timeout, _POLL_SECONDS)
+        if hasattr(self.port, "timeout"):
+            self.port.timeout = min(timeout, _POLL_SECONDS)
         self.stats = {"retries": 0, "discarded": 0, "corrupt": 0}
         self._seq = 0
         self._decoder = ResponseDecoder()
@@ -164,7 +170,7 @@ class DeviceClient:
     # -- commands --------------------------------------------------------------------------------
 
     def info(self, refresh=False):
-        """Return the device's :class:`~hwgen.protocol.DeviceInfo` (cached after the first call)."""
+        """Return the device's :class:`~host.info.DeviceInfo` (cached after the first call)."""
         if self._info is None or refresh:
             self._info = unpack_info(self._request(Opcode.INFO, b"", "INFO"))
         return self._info
@@ -304,7 +310,7 @@ class DeviceClient:
         raise self._give_up(what, problem)
 
     def counters(self):
-        """Return the device's :class:`~hwgen.protocol.Counters`."""
+        """Return the device's :class:`~hwgen.protocol.CounterValues`."""
         counters = unpack_counters(self._request(Opcode.COUNTERS, b"", "COUNTERS"))
         self._runs = counters.runs
         return counters
@@ -331,3 +337,8 @@ class DeviceClient:
         """Clear the counters, the run count and the program-loaded flag of the device."""
         self._request(Opcode.RESET, b"", "RESET")
         self._runs = 0
+
+    def close(self):
+        """Close the port if the client opened it from a URL."""
+        if self._owned:
+            self.port.close()

@@ -31,23 +31,18 @@ import contextlib
 import dataclasses
 import logging
 import math
-import os
 import threading
 import time
 
 import numpy as np
 
+from hwgen.fanout import fan_out
 from hwgen.protocol import DEFAULT_BAUD
 
-from .accelerator import (
-    Accelerator,
-    IncompatibleDevice,
-    InferCounters,
-    check_samples,
-    readout_specs,
-    sample_unit,
-)
+from .accelerator import Accelerator, InferCounters, as_program
 from .client import DeviceError
+from .info import IncompatibleDevice
+from .plan import check_samples, readout_specs, sample_unit
 
 __all__ = ["AcceleratorPool", "NoDeviceLeft", "PoolCounters", "chunk_runs"]
 
@@ -64,8 +59,6 @@ _ROUNDS = 2
 # No chunk is longer than this many runs, so that an interrupted or failed call does not wait
 # for, or lose, a large piece of work.
 _MAX_CHUNK_RUNS = 32
-# The main thread wakes this often while the devices work, so that Ctrl-C gets through.
-_JOIN_POLL_S = 0.1
 
 
 class NoDeviceLeft(RuntimeError):
@@ -123,15 +116,12 @@ def chunk_runs(free_runs, share, max_runs=_MAX_CHUNK_RUNS):
 class _Member:
     """One device of the pool and what the pool knows about it."""
 
-    def __init__(self, acc, owned):
+    def __init__(self, acc, url, owned):
         self.acc = acc
+        self.url = url
         self.owned = owned  # opened by the pool, so closed by it
         self.rate = None  # rows per second, as last measured
         self.chunks = []  # InferCounters of the chunks it completed in the current call
-
-    @property
-    def url(self):
-        return self.acc.url
 
 
 class _Queue:
@@ -188,15 +178,69 @@ def _sum_counters(parts, seconds):
                          seconds=seconds)
 
 
+_ALLOWED = ("a pyserial URL string, a transport (an object with read(size) and write(data), "
+            "e.g. sim.inprocess.InProcessDevice) or an open device (with load, infer and "
+            "counters, e.g. a host.Accelerator)")
+
+
+def _is_open_device(device):
+    """Whether ``device`` is driven as it is: it has ``load``, ``infer`` and ``counters``."""
+    return all(callable(getattr(device, m, None)) for m in ("load", "infer", "counters"))
+
+
+def _is_transport(device):
+    return all(callable(getattr(device, m, None)) for m in ("read", "write"))
+
+
+def _check_devices(devices):
+    """Return ``[(device, url)]`` of the devices given, checked before anything is opened."""
+    if isinstance(devices, str) or _is_open_device(devices) or _is_transport(devices):
+        raise TypeError(f"devices must be a list of devices, not one {type(devices).__name__} "
+                        f"(write [{devices!r}])")
+    try:
+        devices = list(devices)
+    except TypeError:
+        raise TypeError(f"devices must be a list of devices, not "
+                        f"{type(devices).__name__}") from None
+    if not devices:
+        raise ValueError("AcceleratorPool needs at least one device (a pyserial URL or an "
+                         "Accelerator); got none")
+    checked, seen = [], set()
+    for i, device in enumerate(devices):
+        if not (isinstance(device, str) or _is_open_device(device) or _is_transport(device)):
+            raise TypeError(f"devices[{i}] is a {type(device).__name__} ({device!r}); "
+                            f"allowed: {_ALLOWED}")
+        url = device if isinstance(device, str) else getattr(device, "url", None)
+        if not isinstance(url, str):
+            url = f"{type(device).__name__}@{id(device):#x}"
+        if url in seen or any(device is other for other, _ in checked):
+            raise ValueError(f"devices[{i}]: {url} is in the pool twice; each device may "
+                             "appear once")
+        seen.add(url)
+        checked.append((device, url))
+    return checked
+
+
+def _open(device, url, **options):
+    try:
+        return Accelerator(device, progress=False, **options)
+    except DeviceError as exc:  # e.g. REFUSED by hwgen serve: name the URL
+        raise DeviceError(f"{url}: {exc.request}", exc.status) from None
+
+
 class AcceleratorPool:
     """Several devices that run one program and share the rows of every :meth:`infer`.
 
     Parameters
     ----------
-    devices : sequence of str or Accelerator
+    devices : sequence of str, Transport or device
         pyserial URLs (``/dev/ttyUSB1``, ``socket://host:port`` of ``hwgen serve`` or of a
-        simulated board), which the pool opens and closes, or open :class:`Accelerator` s,
-        which it uses and leaves open. At least one; no device twice.
+        simulated board) and transports (:class:`host.transport.Transport`, e.g.
+        :class:`sim.inprocess.InProcessDevice`), for which the pool opens an
+        :class:`Accelerator` and closes it, and open devices (anything with ``load(program)``,
+        ``infer(x, outputs=...)`` and ``counters()`` returning :class:`InferCounters`, e.g. an
+        :class:`Accelerator`), which it uses and leaves open; mixed as you like. At least one;
+        no device twice.
     timeout, retries, baudrate
         For the devices the pool opens, as for :class:`Accelerator`. ``timeout`` is also how
         long a device may stay silent before it is dropped (times the attempts).
@@ -206,8 +250,8 @@ class AcceleratorPool:
     Raises
     ------
     ValueError, TypeError
-        For an empty pool, a device given twice or something that is neither a URL nor an
-        :class:`Accelerator`, before anything is opened.
+        For an empty pool, a device given twice or something that is none of these, before
+        anything is opened.
     LinkError, IncompatibleDevice, DeviceError
         If a URL cannot be opened, does not answer, is refused (a board that ``hwgen serve``
         shares with another client) or was built from another ``config``; the message names the
@@ -220,60 +264,29 @@ class AcceleratorPool:
     """
 
     def __init__(self, devices, *, timeout=5.0, retries=3, config=None, baudrate=DEFAULT_BAUD):
-        devices = self._check_devices(devices)
+        devices = _check_devices(devices)
         self._members = []
         self._dropped = {}
         self._program = None
         self._last = PoolCounters(InferCounters(), {})
         self._closed = False
         try:
-            for device in devices:
-                if isinstance(device, Accelerator):
-                    if config is not None and device.config_hash != config.hash:
+            for device, url in devices:
+                if _is_open_device(device):
+                    found = getattr(device, "config_hash", None)
+                    if config is not None and found is not None and found != config.hash:
                         raise IncompatibleDevice(
-                            f"the device at {device.url} was built from config hash "
-                            f"{device.config_hash}, not from {config.name} (config hash "
-                            f"{config.hash})", device=device.config_hash, expected=config.hash)
-                    self._members.append(_Member(device, owned=False))
+                            f"the device at {url} was built from config hash {found}, not from "
+                            f"{config.name} (config hash {config.hash})", device=found,
+                            expected=config.hash)
+                    self._members.append(_Member(device, url, owned=False))
                 else:
-                    acc = self._open(device, timeout=timeout, retries=retries, config=config,
-                                     baudrate=baudrate)
-                    self._members.append(_Member(acc, owned=True))
+                    acc = _open(device, url, timeout=timeout, retries=retries, config=config,
+                                baudrate=baudrate)
+                    self._members.append(_Member(acc, acc.url, owned=True))
         except BaseException:
             self.close()
             raise
-
-    @staticmethod
-    def _check_devices(devices):
-        if isinstance(devices, str | Accelerator):
-            raise TypeError(f"devices must be a list of URLs or Accelerators, not one "
-                            f"{type(devices).__name__} (write [{devices!r}])")
-        try:
-            devices = list(devices)
-        except TypeError:
-            raise TypeError(f"devices must be a list of URLs or Accelerators, not "
-                            f"{type(devices).__name__}") from None
-        if not devices:
-            raise ValueError("AcceleratorPool needs at least one device (a pyserial URL or an "
-                             "Accelerator); got none")
-        seen = set()
-        for i, device in enumerate(devices):
-            if not isinstance(device, str | Accelerator):
-                raise TypeError(f"devices[{i}] is a {type(device).__name__} ({device!r}); "
-                                "allowed: a pyserial URL string or a host.Accelerator")
-            url = device if isinstance(device, str) else device.url
-            if url in seen:
-                raise ValueError(f"devices[{i}]: {url} is in the pool twice; each device may "
-                                 "appear once")
-            seen.add(url)
-        return devices
-
-    @staticmethod
-    def _open(url, **options):
-        try:
-            return Accelerator(url, progress=False, **options)
-        except DeviceError as exc:  # e.g. REFUSED by hwgen serve: name the URL
-            raise DeviceError(f"{url}: {exc.request}", exc.status) from None
 
     # -- properties ------------------------------------------------------------------------------
 
@@ -322,14 +335,8 @@ class AcceleratorPool:
         TypeError, ValueError, OSError
             If ``program`` is neither a program nor a readable program file.
         """
-        from hwgen.compiler import Program
-
         self._check_open("load")
-        if isinstance(program, str | os.PathLike):
-            program = Program.load(program)
-        elif not isinstance(program, Program):
-            raise TypeError(f"load takes a hwgen.compiler.Program or the path of a saved one, "
-                            f"not {type(program).__name__}")
+        program = as_program(program, "load")
         self._check_hashes(program)
         self._program = None
         errors = self._each(lambda member: member.acc.load(program))
@@ -344,7 +351,10 @@ class AcceleratorPool:
     def _check_hashes(self, program):
         if not self._members:
             raise NoDeviceLeft("load", self._dropped)
-        hashes = {m.url: m.acc.config_hash for m in self._members}
+        hashes = {m.url: getattr(m.acc, "config_hash", None) for m in self._members}
+        hashes = {url: h for url, h in hashes.items() if h is not None}
+        if not hashes:
+            return
         if len(set(hashes.values())) > 1:
             listing = ", ".join(f"{url}: {h}" for url, h in hashes.items())
             raise IncompatibleDevice(
@@ -362,21 +372,9 @@ class AcceleratorPool:
     def _each(self, func):
         """Run ``func(member)`` for every live member, each in its own thread; return
         ``{member: exception}`` of those that raised."""
-        errors = {}
-
-        def run(member):
-            try:
-                func(member)
-            except BaseException as exc:  # handed to the caller, which decides
-                errors[member] = exc
-
-        threads = [threading.Thread(target=run, args=(m,), daemon=True,
-                                    name=f"pool-{m.url}") for m in self._members]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        return errors
+        members = list(self._members)
+        _, errors = fan_out(lambda _, member: func(member), members, prefix="pool")
+        return {members[i]: exc for i, exc in errors.items()}
 
     def _drop(self, member, stage, exc):
         if member not in self._members:
@@ -432,21 +430,10 @@ class AcceleratorPool:
             member.chunks = []
         members = list(self._members)
         queue = _Queue(math.ceil(rows / program.batch))
-        threads = [threading.Thread(target=self._drive, args=(m, queue, x, outs),
-                                    kwargs={"outputs": outputs, "batch": program.batch,
-                                            "unit": sample_unit(program)},
-                                    daemon=True, name=f"pool-{m.url}") for m in members]
-        for thread in threads:
-            thread.start()
-        try:
-            for thread in threads:
-                while thread.is_alive():
-                    thread.join(_JOIN_POLL_S)
-        except BaseException as exc:  # Ctrl-C: stop handing out chunks, let the threads end
-            queue.stop(exc)
-            for thread in threads:
-                thread.join()
-            raise
+        options = {"outputs": outputs, "batch": program.batch, "unit": sample_unit(program)}
+        try:  # Ctrl-C stops the queue handing out chunks, and the threads end
+            fan_out(lambda _, m: self._drive(m, queue, x, outs, **options), members,
+                    stop=queue.stop, prefix="pool")
         finally:
             self._last = PoolCounters(
                 total=_sum_counters([c for m in members for c in m.chunks],

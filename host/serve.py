@@ -36,7 +36,9 @@ import time
 
 import serial
 
-from hwgen.protocol import DEFAULT_BAUD, RequestDecoder, Status, encode_response
+from hwgen.protocol import DEFAULT_BAUD, Status, encode_response
+
+from .frames import RequestDecoder
 
 __all__ = ["POLL_S", "BoardServer"]
 

@@ -1,8 +1,10 @@
-"""The host protocol: framing, commands, payloads. Defined here once, imported by all.
+"""The wire schema of the host protocol: framing, commands, payloads. Defined here once.
 
 The gateware (:class:`hwgen.link.frame.FrameEngine`), the host driver (:mod:`host.client`) and the
-simulated board take every constant, layout and code from this module, in the way Glasgow shares
-one command enum between its gateware and its host code.
+device models take every constant, layout and code from this module, in the way Glasgow shares
+one command enum between its gateware and its host code. It holds the schema only: the opcodes,
+statuses, layouts, CRC and framing constants, and the packing of each layout to and from bytes.
+The host's stream decoder is :mod:`host.frames`, its reading of INFO :mod:`host.info`.
 
 Frames
 ------
@@ -72,7 +74,7 @@ import operator
 from amaranth.lib import crc, data, enum
 
 from .config import DATAFLOWS
-from .memmap import Region, RegionGeometry, regions
+from .memmap import Region, regions
 
 __all__ = [
     "CRC_BYTES",
@@ -87,22 +89,15 @@ __all__ = [
     "SYNC_REQUEST",
     "SYNC_RESPONSE",
     "AccessArgs",
-    "Counters",
+    "CounterValues",
     "CountersPayload",
-    "DeviceInfo",
-    "Frame",
-    "FrameDecoder",
     "FrameHeader",
     "InfoHeader",
     "Opcode",
     "RegionInfo",
-    "RequestDecoder",
-    "ResponseDecoder",
     "RunArgs",
     "Status",
     "crc16",
-    "decode_request",
-    "decode_response",
     "encode_frame",
     "encode_request",
     "encode_response",
@@ -111,7 +106,6 @@ __all__ = [
     "layout_bytes",
     "pack_access",
     "pack_counters",
-    "pack_info",
     "pack_layout",
     "pack_read",
     "pack_run",
@@ -120,7 +114,6 @@ __all__ = [
     "read_chunk_words",
     "unpack_access",
     "unpack_counters",
-    "unpack_info",
     "unpack_layout",
     "unpack_run",
     "unpack_words",
@@ -419,129 +412,6 @@ def encode_response(opcode, seq, status, payload=b""):
     return encode_frame(SYNC_RESPONSE, opcode, seq, status, payload)
 
 
-@dataclasses.dataclass(frozen=True)
-class Frame:
-    """One decoded frame.
-
-    ``opcode`` and ``status`` are members of :class:`Opcode` and :class:`Status` when known, plain
-    integers otherwise. ``crc_ok`` is false when the header was intact (so ``opcode`` and ``seq``
-    can be trusted) but the payload CRC did not match.
-    """
-
-    sync: int
-    opcode: Opcode | int
-    seq: int
-    status: Status | int
-    payload: bytes
-    crc_ok: bool = True
-
-
-class FrameDecoder:
-    """Split a byte stream into frames that start with ``sync``.
-
-    Bytes before a sync byte, and a sync byte whose header fails its CRC (or announces more than
-    ``max_length`` bytes), are skipped and counted in :attr:`skipped`; the search goes on from
-    the byte after it, so a frame hidden behind a false sync is still found.
-
-    Parameters
-    ----------
-    sync : int
-        :data:`SYNC_REQUEST` or :data:`SYNC_RESPONSE`.
-    max_length : int
-        Largest payload believed.
-    """
-
-    def __init__(self, sync, max_length=0xFFFF):
-        self.sync = sync
-        self.max_length = max_length
-        self.skipped = 0
-        self._buf = bytearray()
-
-    def reset(self):
-        """Forget any partial frame."""
-        self.skipped += len(self._buf)
-        self._buf.clear()
-
-    @property
-    def pending(self):
-        """Bytes held of a frame not yet complete."""
-        return len(self._buf)
-
-    @property
-    def wanted(self):
-        """Bytes still missing from the frame in progress (at least 1): a good read size."""
-        buf = self._buf
-        if len(buf) < HEADER_BYTES + CRC_BYTES:
-            return HEADER_BYTES + CRC_BYTES - len(buf) if buf else HEADER_BYTES + CRC_BYTES
-        length = int.from_bytes(buf[4:6], "little")
-        return max(1, FRAME_OVERHEAD + length - len(buf))
-
-    def feed(self, chunk):
-        """Add received bytes; return the list of :class:`Frame` completed by them."""
-        buf = self._buf
-        buf += chunk
-        frames = []
-        head = HEADER_BYTES + CRC_BYTES
-        while True:
-            start = buf.find(self.sync)
-            if start < 0:
-                self.skipped += len(buf)
-                buf.clear()
-                break
-            if start:
-                self.skipped += start
-                del buf[:start]
-            if len(buf) < head:
-                break
-            length = int.from_bytes(buf[4:6], "little")
-            if crc16(buf[:head]) != 0 or length > self.max_length:
-                self.skipped += 1
-                del buf[:1]
-                continue
-            end = head + length + CRC_BYTES
-            if len(buf) < end:
-                break
-            hdr = unpack_layout(FrameHeader, bytes(buf[:HEADER_BYTES]))
-            frames.append(Frame(
-                sync=hdr["sync"], opcode=_enum_or_int(Opcode, hdr["opcode"]), seq=hdr["seq"],
-                status=_enum_or_int(Status, hdr["status"]), payload=bytes(buf[head:end - 2]),
-                crc_ok=crc16(buf[head:end]) == 0))
-            del buf[:end]
-        return frames
-
-
-class ResponseDecoder(FrameDecoder):
-    """:class:`FrameDecoder` for responses (the host's side)."""
-
-    def __init__(self, max_length=0xFFFF):
-        super().__init__(SYNC_RESPONSE, max_length)
-
-
-class RequestDecoder(FrameDecoder):
-    """:class:`FrameDecoder` for requests (a simulated device's side)."""
-
-    def __init__(self, max_length=0xFFFF):
-        super().__init__(SYNC_REQUEST, max_length)
-
-
-def _decode_one(decoder, raw):
-    frames = decoder.feed(raw)
-    if len(frames) != 1 or decoder.skipped or decoder.pending:
-        raise ValueError(f"expected exactly one frame, got {len(frames)} frame(s) and "
-                         f"{decoder.skipped} skipped byte(s) in {len(raw)} bytes")
-    return frames[0]
-
-
-def decode_response(raw):
-    """Decode ``raw``, which must be exactly one response frame; raise ValueError otherwise."""
-    return _decode_one(ResponseDecoder(), bytes(raw))
-
-
-def decode_request(raw):
-    """Decode ``raw``, which must be exactly one request frame; raise ValueError otherwise."""
-    return _decode_one(RequestDecoder(), bytes(raw))
-
-
 # -- words -------------------------------------------------------------------------------------
 
 def pack_words(geometry, words):
@@ -638,8 +508,9 @@ def unpack_run(payload):
 
 
 @dataclasses.dataclass(frozen=True)
-class Counters:
-    """Decoded COUNTERS payload (see :class:`CountersPayload`)."""
+class CounterValues:
+    """Decoded COUNTERS payload (see :class:`CountersPayload`): the values of the device's
+    counters at one moment (the gateware's counter block is :mod:`hwgen.device.counters`)."""
 
     busy: bool
     program_loaded: bool
@@ -650,105 +521,34 @@ class Counters:
 
 
 def pack_counters(counters):
-    """Return the COUNTERS payload of a :class:`Counters`."""
+    """Return the COUNTERS payload of a :class:`CounterValues`."""
     return pack_layout(CountersPayload, **dataclasses.asdict(counters))
 
 
 def unpack_counters(payload):
-    """Return the :class:`Counters` of a COUNTERS payload."""
-    fields = unpack_layout(CountersPayload, payload)
-    del fields["reserved"]
-    return Counters(**{k: bool(v) if k in ("busy", "program_loaded") else v
-                       for k, v in fields.items()})
-
-
-@dataclasses.dataclass(frozen=True)
-class DeviceInfo:
-    """Decoded INFO payload: what a host needs to check and to talk to a device.
-
-    ``regions`` maps every :class:`~hwgen.memmap.Region` to its
-    :class:`~hwgen.memmap.RegionGeometry`; ``dataflow`` is a string of
-    :data:`hwgen.config.DATAFLOWS`.
-    """
-
-    version: int
-    config_hash: int
-    rows: int
-    cols: int
-    dataflow: str
-    in_bits: int
-    w_bits: int
-    acc_bits: int
-    mult_bits: int
-    max_payload: int
-    acc_depth: int
-    regions: dict
-
-    @classmethod
-    def from_config(cls, config, max_payload=MAX_PAYLOAD):
-        """Return what a device built from ``config`` reports."""
-        return cls(
-            version=PROTOCOL_VERSION, config_hash=config.hash_int, rows=config.rows,
-            cols=config.cols, dataflow=config.dataflow, in_bits=config.in_bits,
-            w_bits=config.w_bits, acc_bits=config.acc_bits, mult_bits=config.mult_bits,
-            max_payload=max_payload, acc_depth=config.acc_depth, regions=regions(config))
-
-    def mismatches(self, config):
-        """Return a list of ``"name: device X, config Y"`` for every disagreement with
-        ``config`` (empty when the device was built from ``config`` with this protocol)."""
-        expect = DeviceInfo.from_config(config, self.max_payload)
-        return [f"{f.name}: device {getattr(self, f.name)!r}, expected {getattr(expect, f.name)!r}"
-                for f in dataclasses.fields(self)
-                if getattr(self, f.name) != getattr(expect, f.name)]
-
-    def write_chunk_words(self, region):
-        """Most words of ``region`` one WRITE can carry."""
-        return write_chunk_words(self.regions[region], self.max_payload)
-
-    def read_chunk_words(self, region):
-        """Most words of ``region`` one READ can return."""
-        return read_chunk_words(self.regions[region], self.max_payload)
-
-
-def pack_info(info):
-    """Return the INFO payload of a :class:`DeviceInfo`."""
-    head = pack_layout(
-        InfoHeader, version=info.version, config_hash=info.config_hash, rows=info.rows,
-        cols=info.cols, dataflow=DATAFLOWS.index(info.dataflow), in_bits=info.in_bits,
-        w_bits=info.w_bits, acc_bits=info.acc_bits, mult_bits=info.mult_bits,
-        max_payload=info.max_payload, acc_depth=info.acc_depth, n_regions=len(info.regions))
-    return head + b"".join(
-        pack_layout(RegionInfo, word_bits=g.word_bits, depth=g.depth)
-        for _, g in sorted(info.regions.items(), key=lambda item: item[0].value))
-
-
-def info_bytes(config, max_payload=MAX_PAYLOAD):
-    """Return the INFO payload of a device built from ``config`` (the gateware's ROM)."""
-    return pack_info(DeviceInfo.from_config(config, max_payload))
-
-
-def unpack_info(payload):
-    """Return the :class:`DeviceInfo` of an INFO payload.
+    """Return the :class:`CounterValues` of a COUNTERS payload.
 
     Raises
     ------
     ValueError
-        If the payload is not a whole INFO record, or it names a dataflow or region this host does
-        not know.
+        If the payload is not exactly the size of :class:`CountersPayload`.
     """
-    n = layout_bytes(InfoHeader)
-    head = unpack_layout(InfoHeader, payload[:n])
-    rsize = layout_bytes(RegionInfo)
-    if len(payload) != n + head["n_regions"] * rsize:
-        raise ValueError(f"INFO payload of {len(payload)} bytes does not hold "
-                         f"{head['n_regions']} regions")
-    if head["dataflow"] >= len(DATAFLOWS):
-        raise ValueError(f"INFO names unknown dataflow {head['dataflow']}")
-    if head["n_regions"] > len(Region):
-        raise ValueError(f"INFO names {head['n_regions']} regions; this host knows {len(Region)}")
-    geometries = {}
-    for i in range(head.pop("n_regions")):
-        rec = unpack_layout(RegionInfo, payload[n + i * rsize:n + (i + 1) * rsize])
-        geometries[Region(i)] = RegionGeometry(Region(i), rec["word_bits"], rec["depth"])
-    head["dataflow"] = DATAFLOWS[head["dataflow"]]
-    return DeviceInfo(**head, regions=geometries)
+    fields = unpack_layout(CountersPayload, payload)
+    del fields["reserved"]
+    return CounterValues(**{k: bool(v) if k in ("busy", "program_loaded") else v
+                            for k, v in fields.items()})
+
+
+def info_bytes(config, max_payload=MAX_PAYLOAD):
+    """Return the INFO payload of a device built from ``config`` with a payload buffer of
+    ``max_payload`` bytes (the gateware's ROM): an :class:`InfoHeader`, then a
+    :class:`RegionInfo` per region in value order. (The host reads it with
+    :func:`host.info.unpack_info`.)"""
+    geometries = sorted(regions(config).values(), key=lambda g: g.region.value)
+    head = pack_layout(
+        InfoHeader, version=PROTOCOL_VERSION, config_hash=config.hash_int, rows=config.rows,
+        cols=config.cols, dataflow=DATAFLOWS.index(config.dataflow), in_bits=config.in_bits,
+        w_bits=config.w_bits, acc_bits=config.acc_bits, mult_bits=config.mult_bits,
+        max_payload=max_payload, acc_depth=config.acc_depth, n_regions=len(geometries))
+    return head + b"".join(pack_layout(RegionInfo, word_bits=g.word_bits, depth=g.depth)
+                           for g in geometries)

@@ -17,9 +17,9 @@ import numpy as np
 from cocotb.triggers import FallingEdge
 
 import hwgen
+from host.plan import execute_load_async, execute_run_async, run_plans
 from hwgen.compiler import CompileError
 from hwgen.cycles import program_cycles
-from hwgen.memmap import Region
 from hwgen.passes import lookup
 from sim.netgen import random_cnn, random_image, random_input, random_network
 from sim.runner import read_config_env
@@ -27,11 +27,13 @@ from sim.streams import Clocked
 
 
 class HostPort:
-    """Drive the accelerator's plain host port, one word per cycle."""
+    """Drive the accelerator's plain host port, one word per cycle: the ``write``/``run``/``read``
+    that :mod:`host.plan` 's async executors drive."""
 
     def __init__(self, clocked):
         self.c = clocked
         self.dut = clocked.dut
+        self.counters = None
         for name in ("we", "re", "start", "clear"):
             getattr(self.dut, f"host__{name}").value = 0
 
@@ -59,6 +61,8 @@ class HostPort:
         return out
 
     async def run(self, batch):
+        """Clear the counters, run the program on ``batch`` rows; return the counters after it
+        (also kept in :attr:`counters`)."""
         d = self.dut
         d.host__clear.value = 1
         await FallingEdge(self.c.clk)
@@ -70,8 +74,18 @@ class HostPort:
         assert int(d.host__busy.value) == 1, "busy did not rise after start"
         await FallingEdge(d.host__busy)
         await FallingEdge(self.c.clk)
-        return {k: int(getattr(d, f"host__{k}").value)
-                for k in ("cycles", "busy_cycles", "macs")}
+        self.counters = {k: int(getattr(d, f"host__{k}").value)
+                         for k in ("cycles", "busy_cycles", "macs")}
+        return self.counters
+
+    async def load_and_run(self, program, x):
+        """Load ``program``, run it on ``x`` (at most ``program.batch`` samples) and return its
+        output, through :mod:`host.plan` (the host driver's plans); the counters of the run
+        are in :attr:`counters`."""
+        await execute_load_async(self, program)
+        (plan,) = run_plans(program, np.asarray(x))
+        (out,) = await execute_run_async(self, plan)
+        return out
 
 
 def _busy_rows(prog, m):
@@ -85,12 +99,8 @@ async def _check_run(host, net, prog, x, what):
     """Load ``prog``, run it on ``x`` and check the output and the counters."""
     m = len(x)
     cfg, dut = prog.config, host.dut
-    for region, (base, words) in prog.images.items():
-        await host.write(region, base, words)
-    await host.write(Region.ACT, prog.input.base, prog.pack_input(x))
-    counters = await host.run(m)
-    region, base, n_words = prog.output_words(m)
-    got = prog.unpack_output(await host.read(region, base, n_words), m)
+    got = await host.load_and_run(prog, x)
+    counters = host.counters
     want = net.forward(x)
     assert np.array_equal(got, want), (
         f"{what} batch {m}: device output differs from hwgen.nn\n"

@@ -11,9 +11,9 @@ import time
 import cocotb
 import numpy as np
 
+from host.plan import execute_load_async, run_plans
 from hwgen.compiler import Program
 from hwgen.cycles import program_cycles
-from hwgen.memmap import Region
 from sim.streams import Clocked
 from sim.tb_network import HostPort
 
@@ -27,14 +27,13 @@ async def test_run_program(dut):
     clocked = Clocked(dut)
     await clocked.start()
     host = HostPort(clocked)
-    for region, (base, words) in prog.images.items():
-        await host.write(region, base, words)
-    await host.write(Region.ACT, prog.input.base, prog.pack_input(x))
+    await execute_load_async(host, prog)
+    (plan,) = run_plans(prog, x)
+    await host.write(*plan.write)
     start = time.perf_counter()
-    counters = await host.run(len(x))
-    wall = time.perf_counter() - start
-    region, base, count = prog.output_words(len(x))
-    got = prog.unpack_output(await host.read(region, base, count), len(x))
+    counters = await host.run(plan.batch)
+    wall = time.perf_counter() - start  # the run alone
+    (got,) = plan.unpack([await host.read(*read) for read in plan.reads])
     assert np.array_equal(got, want), "device output differs from hwgen.nn"
     with open(os.environ["HWGEN_BENCH_OUT"], "w") as f:
         json.dump({**counters, "model_cycles": program_cycles(prog, len(x)), "run_wall_s": wall},

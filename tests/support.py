@@ -29,6 +29,7 @@ from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
 import hwgen
+from host.plan import execute_load_async, execute_run_async, run_plans
 from hwgen import AcceleratorConfig
 from hwgen.compiler import CompileError, compile_network
 from hwgen.device.accelerator import AcceleratorCore
@@ -69,9 +70,59 @@ def without_dsp(implementation):
     return dataclasses.replace(implementation, dsp_packing=None)
 
 
+class AmaranthHostPort:
+    """The accelerator's host port driven from an Amaranth testbench, one word per cycle: the
+    ``write``/``run``/``read`` that :mod:`host.plan` 's async executors drive."""
+
+    def __init__(self, ctx, port, read_latency):
+        self.ctx, self.h, self.read_latency = ctx, port, read_latency
+
+    async def write(self, region, base, words):
+        ctx, h = self.ctx, self.h
+        ctx.set(h.region, region)
+        ctx.set(h.we, 1)
+        for i, w in enumerate(words):
+            ctx.set(h.addr, base + i)
+            ctx.set(h.wdata, int(w))
+            await ctx.tick()
+        ctx.set(h.we, 0)
+
+    async def run(self, batch):
+        ctx, h = self.ctx, self.h
+        ctx.set(h.batch, batch)
+        ctx.set(h.start, 1)
+        await ctx.tick()
+        ctx.set(h.start, 0)
+        for _ in range(100_000):
+            await ctx.tick()
+            if not ctx.get(h.busy):
+                break
+
+    async def read(self, region, base, count):
+        ctx, h = self.ctx, self.h
+        ctx.set(h.region, region)
+        words = []
+        for i in range(count):
+            ctx.set(h.addr, base + i)
+            ctx.set(h.re, 1)
+            await ctx.tick()
+            ctx.set(h.re, 0)
+            for _ in range(self.read_latency - 1):   # the port's fixed latency
+                assert not ctx.get(h.rvalid)
+                await ctx.tick()
+            assert ctx.get(h.rvalid)
+            words.append(ctx.get(h.rdata))
+        return words
+
+    async def infer(self, program, x):
+        """Run ``program`` on ``x`` (at most ``program.batch`` samples); return its output."""
+        (plan,) = run_plans(program, np.asarray(x))
+        return (await execute_run_async(self, plan))[0]
+
+
 def run_program(cfg, prog, x, *more, implementation=None):
-    """Load ``prog`` and ``x`` through the host port of an :class:`AcceleratorCore`, run, read back;
-    return ``{"out", "more", "cycles", "macs"}``.
+    """Load ``prog`` and ``x`` through the host port of an :class:`AcceleratorCore`, run, read
+    back (the plans of :mod:`host.plan`); return ``{"out", "more", "cycles", "macs"}``.
 
     Each of ``more`` is a further batch written, run and read back after that, as a host does
     (``result["more"]``: their outputs); the counters are those after the last run. Fails if a
@@ -83,44 +134,10 @@ def run_program(cfg, prog, x, *more, implementation=None):
     result = {}
 
     async def bench(ctx):
-        async def write(region, base, words):
-            ctx.set(h.region, region)
-            ctx.set(h.we, 1)
-            for i, w in enumerate(words):
-                ctx.set(h.addr, base + i)
-                ctx.set(h.wdata, int(w))
-                await ctx.tick()
-            ctx.set(h.we, 0)
-
-        async def run(x):
-            await write(Region.ACT, prog.input.base, prog.pack_input(x))
-            ctx.set(h.batch, len(x))
-            ctx.set(h.start, 1)
-            await ctx.tick()
-            ctx.set(h.start, 0)
-            for _ in range(100_000):
-                await ctx.tick()
-                if not ctx.get(h.busy):
-                    break
-            region, base, count = prog.output_words(len(x))
-            ctx.set(h.region, region)
-            words = []
-            for i in range(count):
-                ctx.set(h.addr, base + i)
-                ctx.set(h.re, 1)
-                await ctx.tick()
-                ctx.set(h.re, 0)
-                for _ in range(read_latency - 1):   # the port's fixed latency
-                    assert not ctx.get(h.rvalid)
-                    await ctx.tick()
-                assert ctx.get(h.rvalid)
-                words.append(ctx.get(h.rdata))
-            return prog.unpack_output(words, len(x))
-
-        for region, (base, words) in prog.images.items():
-            await write(region, base, words)
-        result["out"] = await run(x)
-        result["more"] = [await run(x_) for x_ in more]
+        port = AmaranthHostPort(ctx, h, read_latency)
+        await execute_load_async(port, prog)
+        result["out"] = await port.infer(prog, x)
+        result["more"] = [await port.infer(prog, x_) for x_ in more]
         result["cycles"] = ctx.get(h.cycles)
         result["macs"] = ctx.get(h.macs)
 

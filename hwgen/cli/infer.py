@@ -37,7 +37,7 @@ def _load_inputs(args):
 
 
 def _summary(counters, program):
-    from host.accelerator import sample_unit
+    from host.plan import sample_unit
 
     c = counters
     unit = sample_unit(program)

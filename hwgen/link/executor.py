@@ -1,6 +1,6 @@
 """The command layer of the host protocol: requests carried out on the accelerator's host port.
 
-:class:`CommandExecutor` takes the requests that :class:`hwgen.link.codec.FrameCodec` receives,
+:class:`CommandExecutor` takes the requests that :class:`hwgen.link.framing.FrameCodec` receives,
 checks them (:class:`hwgen.link.checks.RequestChecks`), carries out INFO, WRITE, READ, RUN,
 COUNTERS and RESET on a :class:`~hwgen.memmap.HostPortSignature` port and supplies each
 response's status and payload.
@@ -26,7 +26,7 @@ from ..protocol import (
     layout_bytes,
 )
 from .checks import RequestChecks
-from .codec import RequestSignature, ResponseSignature
+from .framing import RequestSignature, ResponseSignature
 
 __all__ = ["CommandExecutor"]
 

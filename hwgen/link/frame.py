@@ -9,7 +9,7 @@ It has the two layers of the protocol, one component each::
     i_stream ─> FrameCodec ── request ──> CommandExecutor ── host ──> the accelerator
     o_stream <─ (frames)   <─ response ── (checks, commands)
 
-:class:`~hwgen.link.codec.FrameCodec` finds request frames, checks their CRCs and sends the
+:class:`~hwgen.link.framing.FrameCodec` finds request frames, checks their CRCs and sends the
 response frames; :class:`~hwgen.link.executor.CommandExecutor` checks each request
 (:class:`~hwgen.link.checks.RequestChecks`), carries it out and supplies the response's status
 and payload.
@@ -22,8 +22,8 @@ from amaranth.lib.wiring import In, Out
 from ..config import AcceleratorConfig
 from ..memmap import HostPortSignature
 from ..protocol import MAX_PAYLOAD, frame_timeout_cycles
-from .codec import FrameCodec
 from .executor import CommandExecutor
+from .framing import FrameCodec
 
 __all__ = ["FrameEngine"]
 

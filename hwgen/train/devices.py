@@ -13,6 +13,7 @@ import itertools
 import threading
 
 from ..config import AcceleratorConfig
+from ..fanout import device_name, fan_out, first_error
 
 __all__ = ["DeviceGroup", "DeviceUsage"]
 
@@ -76,11 +77,6 @@ def _devices_of(devices):
                         "(host.Accelerator s) or a host.AcceleratorPool") from None
 
 
-def _name(device, index):
-    url = getattr(device, "url", None)
-    return f"device {index} ({url})" if url else f"device {index}"
-
-
 class DeviceGroup:
     """The devices of one training, all built from one configuration.
 
@@ -126,13 +122,14 @@ class DeviceGroup:
                                 f"{', '.join(missing)}; allowed: objects with load(program), "
                                 "infer(x, outputs=...) and counters(), e.g. host.Accelerator")
             if any(device is other for other in devices[:index]):
-                raise ValueError(f"devices[{index}] ({_name(device, index)}) is in the list "
-                                 "twice; each device may appear once")
+                raise ValueError(f"devices[{index}] ({device_name(device, index)}) is in the "
+                                 "list twice; each device may appear once")
             found = getattr(device, "config_hash", None)
             if found is not None and found != config.hash:
-                raise ValueError(f"{_name(device, index)} was built from config hash {found}, "
-                                 f"not from {config.name} (config hash {config.hash}); all "
-                                 "devices of a training must be built from its configuration")
+                raise ValueError(f"{device_name(device, index)} was built from config hash "
+                                 f"{found}, not from {config.name} (config hash "
+                                 f"{config.hash}); all devices of a training must be built "
+                                 "from its configuration")
         self.devices = devices
         self.config = config
         self.usage = DeviceUsage()
@@ -154,35 +151,19 @@ class DeviceGroup:
         return list(itertools.pairwise(bounds))
 
     def each(self, work):
-        """Call ``work(index, device)`` for every device, each in its own thread; return the
-        results in device order.
+        """Call ``work(index, device)`` for every device, each in its own thread
+        (:func:`hwgen.fanout.fan_out`, the pool's fan-out too); return the results in device
+        order.
 
         Raises
         ------
         Exception
             The first device's error (by device order), with a note naming the device.
         """
-        results = [None] * len(self.devices)
-        errors = {}
-
-        def run(index, device):
-            try:
-                results[index] = work(index, device)
-            except BaseException as exc:  # handed to the caller below
-                errors[index] = exc
-
-        threads = [threading.Thread(target=run, args=(i, d), daemon=True,
-                                    name=f"train-{_name(d, i)}")
-                   for i, d in enumerate(self.devices)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        if errors:
-            index = min(errors)
-            exc = errors[index]
-            exc.add_note(f"(on {_name(self.devices[index], index)} of {len(self.devices)})")
-            raise exc
+        results, errors = fan_out(work, self.devices, prefix="train")
+        error = first_error(errors, self.devices)
+        if error is not None:
+            raise error
         return results
 
     def run(self, device, program, x, *, outputs="last"):

@@ -1,4 +1,7 @@
-"""host.Accelerator end to end: the real host driver, real TCP, the real device in Verilator.
+"""host.Accelerator end to end: the real host driver over the byte protocol, on in-process
+devices (:class:`sim.inprocess.InProcessDevice`, no Verilator) and, for the paths a board
+adds (TCP, the gateware, a process that dies, the command line), on the real device in
+Verilator.
 
 Every expected output comes from :meth:`hwgen.nn.QuantizedNetwork.forward` and every expected
 cycle count from :func:`hwgen.cycles.program_cycles`, never from the device. Random networks
@@ -8,6 +11,7 @@ remainder.
 """
 
 import contextlib
+import dataclasses
 import signal
 import socket
 import subprocess
@@ -25,9 +29,11 @@ from support import started_board as started
 import hwgen
 from host import Accelerator, IncompatibleDevice, InferCounters, LinkError
 from host.client import LinkTimeout
+from hwgen import AcceleratorConfig
 from hwgen.cli import main
 from hwgen.cycles import program_cycles
-from hwgen.protocol import CRC_BYTES, HEADER_BYTES, PROTOCOL_VERSION
+from hwgen.protocol import CRC_BYTES, FRAME_OVERHEAD, HEADER_BYTES, PROTOCOL_VERSION
+from sim.inprocess import InProcessDevice
 from sim.netgen import random_input, random_network
 
 CONFIGS = {"ws": WS, "os": OS}
@@ -35,13 +41,29 @@ CONFIGS = {"ws": WS, "os": OS}
 
 @pytest.fixture(scope="module", params=sorted(CONFIGS))
 def board(request):
+    """A simulated board (Verilator) of each configuration."""
     with started(CONFIGS[request.param]) as b:
         yield b
 
 
+@dataclasses.dataclass(frozen=True)
+class InProcess:
+    """Where most tests open their device: a new in-process device of ``config`` each time."""
+
+    config: AcceleratorConfig
+
+    def open(self):
+        return InProcessDevice(self.config)
+
+
+@pytest.fixture(params=sorted(CONFIGS))
+def target(request):
+    return InProcess(CONFIGS[request.param])
+
+
 @pytest.fixture
-def acc(board):
-    with Accelerator(board.url, config=board.config) as a:
+def acc(target):
+    with Accelerator(target.open(), config=target.config) as a:
         yield a
 
 
@@ -57,9 +79,7 @@ def expected_cycles(program, rows):
                for start in range(0, rows, program.batch))
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_random_networks_are_bit_exact(acc, board, seed):
-    config = board.config
+def check_random_network(acc, config, seed):
     net, program = network(config, seed, batch=int(np.random.default_rng(seed).integers(3, 9)))
     rows = 2 * program.batch + 3
     x = random_input(np.random.default_rng(100 + seed), config, rows, net.in_features)
@@ -73,8 +93,19 @@ def test_random_networks_are_bit_exact(acc, board, seed):
     assert c.payload_bytes > 0 and c.wire_bytes > c.payload_bytes
 
 
-def test_chunk_sizes_keep_every_row_in_order(acc, board):
-    config = board.config
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_random_networks_are_bit_exact(acc, target, seed):
+    check_random_network(acc, target.config, seed)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_random_networks_are_bit_exact_on_the_board(board, seed):
+    with Accelerator(board.url, config=board.config) as acc:
+        check_random_network(acc, board.config, seed)
+
+
+def test_chunk_sizes_keep_every_row_in_order(acc, target):
+    config = target.config
     net, program = network(config, 7, widths=[9, 6, 4], batch=5)
     acc.load(program)
     b = program.batch
@@ -89,8 +120,8 @@ def test_chunk_sizes_keep_every_row_in_order(acc, board):
         assert c.cycles == expected_cycles(program, rows)
 
 
-def test_largest_batch_and_zero_rows(acc, board):
-    config = board.config
+def test_largest_batch_and_zero_rows(acc, target):
+    config = target.config
     net, program = network(config, 11, widths=[12, 10, 3])  # batch chosen by the compiler
     assert program.batch == config.acc_depth
     acc.load(program)
@@ -101,8 +132,8 @@ def test_largest_batch_and_zero_rows(acc, board):
     assert acc.counters() == InferCounters(rows=0, runs=0, seconds=acc.counters().seconds)
 
 
-def test_load_a_saved_program_and_reload_another(acc, board, tmp_path):
-    config = board.config
+def test_load_a_saved_program_and_reload_another(acc, target, tmp_path):
+    config = target.config
     net_a, prog_a = network(config, 21, widths=[5, 7])
     net_b, prog_b = network(config, 22, widths=[8, 3, 2], batch=4)
     prog_a.save(tmp_path / "a.npz")
@@ -116,11 +147,11 @@ def test_load_a_saved_program_and_reload_another(acc, board, tmp_path):
     assert acc.program is prog_b
 
 
-def test_device_counters_are_cumulative(acc, board):
-    _, program = network(board.config, 5, widths=[4, 4], batch=3)
+def test_device_counters_are_cumulative(acc, target):
+    _, program = network(target.config, 5, widths=[4, 4], batch=3)
     acc.load(program)
     before = acc.device_counters()
-    x = random_input(np.random.default_rng(3), board.config, 7, 4)
+    x = random_input(np.random.default_rng(3), target.config, 7, 4)
     acc.infer(x)
     after = acc.device_counters()
     assert after.cycles - before.cycles == acc.counters().cycles == expected_cycles(program, 7)
@@ -136,8 +167,8 @@ def test_device_counters_are_cumulative(acc, board):
     (np.ones((1, 6), dtype=bool), "dtype bool"),
     ([[1, 2, 3, 4, 5, 6.5]], "dtype float64"),
 ])
-def test_bad_input_is_refused_before_sending(acc, board, x, message):
-    _, program = network(board.config, 9, widths=[6, 2])
+def test_bad_input_is_refused_before_sending(acc, target, x, message):
+    _, program = network(target.config, 9, widths=[6, 2])
     acc.load(program)
     sent = acc.bytes_sent
     with pytest.raises(ValueError) as info:
@@ -146,36 +177,34 @@ def test_bad_input_is_refused_before_sending(acc, board, x, message):
     assert acc.bytes_sent == sent
 
 
-def test_infer_needs_a_program(board):
-    with Accelerator(board.url) as fresh, pytest.raises(RuntimeError, match="load"):
+def test_infer_needs_a_program(target):
+    with Accelerator(target.open()) as fresh, pytest.raises(RuntimeError, match="load"):
         fresh.infer(np.zeros((1, 3), dtype=np.int8))
 
 
-def test_device_of_another_config_is_refused(board):
-    other = WS if board.config is OS else OS
+def test_device_of_another_config_is_refused(target):
+    other = WS if target.config is OS else OS
     with pytest.raises(IncompatibleDevice) as info:
-        Accelerator(board.url, config=other)
+        Accelerator(target.open(), config=other)
     text = str(info.value)
-    assert board.config.hash in text and other.hash in text
+    assert target.config.hash in text and other.hash in text
     assert "rows: device" in text and "dataflow: device" in text
-    assert info.value.device == board.config.hash and info.value.expected == other.hash
+    assert info.value.device == target.config.hash and info.value.expected == other.hash
 
 
-def test_program_for_another_config_is_refused(acc, board):
-    other = WS if board.config is OS else OS
+def test_program_for_another_config_is_refused(acc, target):
+    other = WS if target.config is OS else OS
     _, program = network(other, 1, widths=[4, 4])
     with pytest.raises(IncompatibleDevice) as info:
         acc.load(program)
-    assert other.hash in str(info.value) and board.config.hash in str(info.value)
+    assert other.hash in str(info.value) and target.config.hash in str(info.value)
     assert acc.program is None
 
 
-def test_clock_only_difference_is_explained(board):
-    import dataclasses
-
-    other = dataclasses.replace(board.config, clock_hz=board.config.clock_hz * 2)
+def test_clock_only_difference_is_explained(target):
+    other = dataclasses.replace(target.config, clock_hz=target.config.clock_hz * 2)
     with pytest.raises(IncompatibleDevice, match="a field INFO does not report differs"):
-        Accelerator(board.url, config=other)
+        Accelerator(target.open(), config=other)
 
 
 def test_open_errors_name_the_url():
@@ -183,15 +212,16 @@ def test_open_errors_name_the_url():
         Accelerator("socket://127.0.0.1:1", timeout=1)
     with pytest.raises(LinkTimeout, match="INFO"):  # an echo is no device
         Accelerator("loop://", timeout=0.2, retries=0)
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match=r"device is a int .*allowed: a pyserial URL string or "
+                                        r"an object with read"):
         Accelerator(1234)
     with pytest.raises(ValueError, match="timeout"):
         Accelerator("loop://", timeout=0)
 
 
-def test_info_handshake(acc, board):
+def test_info_handshake(acc, target):
     assert acc.info.version == PROTOCOL_VERSION
-    assert acc.config_hash == board.config.hash
+    assert acc.config_hash == target.config.hash
     assert acc.config_hash in repr(acc)
 
 
@@ -303,11 +333,59 @@ def test_damaged_frames_are_sent_again(board):
     assert proxy.flipped["request"] >= 2 and proxy.flipped["response"] >= 2
 
 
-def test_progress_bar(acc, board, capsys):
-    net, program = network(board.config, 8, widths=[3, 3], batch=2)
+class CorruptingTransport:
+    """A bare transport (``read`` and ``write`` only: no ``timeout``, no ``close``) in front of
+    an in-process device that flips a bit in the payload CRC of every ``every``-th frame each
+    way, as :class:`CorruptingProxy` does on TCP."""
+
+    def __init__(self, device, every):
+        self.device = device
+        self.every = every
+        self.count = {"request": 0, "response": 0}
+        self.flipped = {"request": 0, "response": 0}
+        self.out = bytearray()
+
+    def _pass(self, frame, direction):
+        self.count[direction] += 1
+        if self.count[direction] % self.every == 0:
+            frame = bytearray(frame)
+            frame[-1] ^= 0x10
+            self.flipped[direction] += 1
+        return bytes(frame)
+
+    def write(self, data):  # the host writes one whole frame at a time
+        self.device.write(self._pass(data, "request"))
+
+    def read(self, size):
+        raw = self.device.read(1 << 16)
+        while raw:  # the device's answers are whole frames, nothing between them
+            end = FRAME_OVERHEAD + int.from_bytes(raw[4:6], "little")
+            self.out += self._pass(raw[:end], "response")
+            raw = raw[end:]
+        data = bytes(self.out[:size])
+        del self.out[:size]
+        return data
+
+
+def test_damaged_frames_are_sent_again_over_a_bare_transport(target):
+    config = target.config
+    net, program = network(config, 51, widths=[11, 7, 6], batch=4)
+    link = CorruptingTransport(target.open(), every=5)
+    with Accelerator(link, config=config, timeout=2, retries=3) as acc:
+        assert acc.url.startswith("CorruptingTransport@")
+        acc.load(program)
+        x = random_input(np.random.default_rng(6), config, 3 * program.batch + 7, 11)
+        np.testing.assert_array_equal(acc.infer(x), net.forward(x))
+        assert acc.counters().cycles == expected_cycles(program, len(x))
+        assert acc.client.stats["retries"] >= 2 and acc.client.stats["corrupt"] >= 1
+    assert link.flipped["request"] >= 2 and link.flipped["response"] >= 2
+
+
+def test_progress_bar(acc, target, capsys):
+    net, program = network(target.config, 8, widths=[3, 3], batch=2)
     acc.load(program)
     acc.progress = True
-    x = random_input(np.random.default_rng(0), board.config, 9, 3)
+    x = random_input(np.random.default_rng(0), target.config, 9, 3)
     np.testing.assert_array_equal(acc.infer(x), net.forward(x))
     assert "infer:" in (err := capsys.readouterr().err) and "/9 " in err
     acc.progress = False

@@ -14,26 +14,27 @@ import numpy as np
 import pytest
 import serial
 from amaranth.sim import Simulator
+from protocol_helpers import pack_info
 from support import TINY, LinkDriver, rows_per_run
 from support import build_frame_bench as build
 
 from host.client import BusyTimeout, DeviceClient, DeviceError, LinkError, LinkTimeout
+from host.frames import RequestDecoder
+from host.info import DeviceInfo
 from hwgen.memmap import Region, regions
 from hwgen.protocol import (
     MAX_PAYLOAD,
-    Counters,
-    DeviceInfo,
+    CounterValues,
     Opcode,
-    RequestDecoder,
     Status,
     encode_response,
     pack_counters,
-    pack_info,
     pack_words,
     unpack_access,
     unpack_run,
     unpack_words,
 )
+from sim.inprocess import InProcessDevice
 
 SIM_BUSY_CYCLES = 1500
 
@@ -261,7 +262,7 @@ class PyDevice:
     def _counters(self, payload):
         busy = self.busy > 0
         self.busy = max(0, self.busy - 1)
-        return Status.OK, pack_counters(Counters(busy, self.loaded, self.runs, 1, 2, 3))
+        return Status.OK, pack_counters(CounterValues(busy, self.loaded, self.runs, 1, 2, 3))
 
     def _reset(self, payload):
         self.runs, self.loaded = 0, False
@@ -468,3 +469,23 @@ def test_client_parameter_checks():
         DeviceClient(port, timeout=0)
     with pytest.raises(ValueError, match="retries"):
         DeviceClient(port, retries=-1)
+
+
+def test_client_over_a_url_and_over_the_in_process_device():
+    client = DeviceClient("loop://", timeout=0.2, retries=0)  # opened from the URL
+    with pytest.raises(LinkTimeout, match="no answer to INFO"):
+        client.info()
+    client.close()
+    assert not client.port.is_open
+    device = InProcessDevice(TINY)
+    client = DeviceClient(device, timeout=1.0)
+    assert client.url == device.url and client.info() == DeviceInfo.from_config(TINY)
+    words = [3, 1 << 23, 7]
+    client.write(Region.ACT, 29, words)
+    assert client.read(Region.ACT, 29, 3).tolist() == words
+    with pytest.raises(DeviceError, match="NO_PROGRAM"):
+        client.run(1)
+    client.close()  # not the client's to close
+    assert client.counters().runs == 0
+    with pytest.raises(TypeError, match="allowed: a pyserial URL string or an object with read"):
+        DeviceClient(object())

@@ -1,7 +1,8 @@
 """Images through the host driver: ``Accelerator.infer``, ``AcceleratorPool.infer`` and
 ``hwgen infer`` take and return the program's sample shapes (NHWC ``[M, H, W, C]`` inputs of a
 spatial first layer, ``[M, H', W', C']`` outputs of a spatial last layer, every layer's own
-shape with ``outputs="all"``), on simulated boards.
+shape with ``outputs="all"``), on in-process devices (the real driver and byte protocol, no
+Verilator) and, for the gateware and the command line, on simulated boards.
 
 Every expected output comes from :meth:`hwgen.nn.QuantizedNetwork.forward` (or
 ``forward_trace``) and every expected cycle count from :func:`hwgen.cycles.program_cycles`,
@@ -17,17 +18,18 @@ from host import Accelerator, AcceleratorPool
 from hwgen.cli import main
 from hwgen.cycles import program_cycles
 from hwgen.nn import Conv2D, MaxPool2D, QuantizedNetwork
+from sim.inprocess import InProcessDevice
 from sim.netgen import random_cnn, random_image
 
 
 @pytest.fixture(scope="module")
-def pair(module_board_factory):
-    return module_board_factory(CONFIG), module_board_factory(CONFIG)
+def board(module_board_factory):
+    return module_board_factory(CONFIG)
 
 
 @pytest.fixture
-def acc(pair):
-    with Accelerator(pair[0].url, config=CONFIG) as a:
+def acc():
+    with Accelerator(InProcessDevice(CONFIG), config=CONFIG) as a:
         yield a
 
 
@@ -55,8 +57,7 @@ def expected_cycles(program, m):
                for start in range(0, m, program.batch))
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3, 4])
-def test_random_cnns_are_bit_exact_and_cycle_exact(acc, seed):
+def check_random_cnn(acc, seed):
     net, program, shape = cnn(seed, batch=3)
     m = 2 * program.batch + 1
     x = images(seed, m, shape)
@@ -68,6 +69,17 @@ def test_random_cnns_are_bit_exact_and_cycle_exact(acc, seed):
     assert (c.rows, c.runs) == (m, 3)
     assert c.cycles == expected_cycles(program, m)
     assert c.macs == m * program.padded_macs_per_row
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+def test_random_cnns_are_bit_exact_and_cycle_exact(acc, seed):
+    check_random_cnn(acc, seed)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_random_cnns_on_the_board(board, seed):
+    with Accelerator(board.url, config=CONFIG) as acc:
+        check_random_cnn(acc, seed)
 
 
 def test_an_image_network_with_no_samples(acc):
@@ -110,10 +122,11 @@ def test_images_given_nchw_are_refused_with_the_hint(acc):
     assert acc.bytes_sent == sent  # refused before anything is sent
 
 
-def test_pool_splits_images_and_keeps_their_order(pair):
+def test_pool_splits_images_and_keeps_their_order():
     net, program, shape = cnn(7, batch=2, readout=True)
     x = images(7, 9, shape)
-    with AcceleratorPool([b.url for b in pair], config=CONFIG) as pool:
+    with AcceleratorPool([InProcessDevice(CONFIG), InProcessDevice(CONFIG)],
+                         config=CONFIG) as pool:
         pool.load(program)
         y = pool.infer(x)
         np.testing.assert_array_equal(y, net.forward(x))
@@ -127,13 +140,13 @@ def test_pool_splits_images_and_keeps_their_order(pair):
             pool.infer(x.transpose(0, 3, 1, 2))
 
 
-def test_infer_command_takes_and_writes_images(pair, tmp_path, capsys):
+def test_infer_command_takes_and_writes_images(board, tmp_path, capsys):
     net, program, shape = cnn(8, batch=3)  # an image output
     assert len(net.output_shape) == 3
     program.save(tmp_path / "p.npz")
     x = images(8, 7, shape)
     np.save(tmp_path / "x.npy", x)
-    args = ["infer", "--url", pair[1].url, "--program", str(tmp_path / "p.npz")]
+    args = ["infer", "--url", board.url, "--program", str(tmp_path / "p.npz")]
     assert main([*args, "--input", str(tmp_path / "x.npy"), "--output",
                  str(tmp_path / "y.npy")]) == 0
     y = np.load(tmp_path / "y.npy")

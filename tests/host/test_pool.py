@@ -1,4 +1,6 @@
-"""host.AcceleratorPool on simulated boards: the real driver, real TCP, the device in Verilator.
+"""host.AcceleratorPool: the real driver over the byte protocol, on in-process devices
+(:class:`sim.inprocess.InProcessDevice`, no Verilator) for the split, the checks and mixed
+devices, and on simulated boards (real TCP, the device in Verilator) for devices that die.
 
 Every expected output comes from :meth:`hwgen.nn.QuantizedNetwork.forward` and every expected
 cycle count from :func:`hwgen.cycles.program_cycles`, never from a device. Rows are made
@@ -6,9 +8,7 @@ distinct so that a row run twice, lost or put in the wrong place shows. Devices 
 (SIGKILL: the link breaks) or frozen (SIGSTOP: it goes silent) in the middle of a call.
 """
 
-import contextlib
 import signal
-import socket
 import threading
 import time
 
@@ -21,6 +21,7 @@ import hwgen
 from host import Accelerator, AcceleratorPool, IncompatibleDevice, LinkError, NoDeviceLeft
 from host.pool import chunk_runs
 from hwgen.cycles import program_cycles
+from sim.inprocess import InProcessDevice
 from sim.netgen import random_input, random_network
 
 
@@ -51,8 +52,9 @@ def pair(module_board_factory):
 
 
 @pytest.fixture
-def pool(pair):
-    with AcceleratorPool([b.url for b in pair], config=WS) as p:
+def pool():
+    """Two in-process devices of WS."""
+    with AcceleratorPool([InProcessDevice(WS), InProcessDevice(WS)], config=WS) as p:
         yield p
 
 
@@ -128,70 +130,96 @@ def test_chunk_follows_the_share(free, share, expected):
     assert chunk_runs(free, share, max_runs=2) == min(2, expected)
 
 
-class SlowProxy:
-    """A TCP proxy that holds every piece of data ``delay`` seconds: a slow link."""
+class SlowTransport:
+    """An in-process device behind a slow link: every request waits ``delay`` seconds."""
 
-    def __init__(self, url, delay):
-        host, port = url.removeprefix("socket://").rsplit(":", 1)
-        self.target = (host, int(port))
+    def __init__(self, delay):
+        self.device = InProcessDevice(WS)
+        self.url = f"slow+{self.device.url}"
         self.delay = delay
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"socket://127.0.0.1:{self.listener.getsockname()[1]}"
-        threading.Thread(target=self._serve, daemon=True).start()
 
-    def _serve(self):
-        client, _ = self.listener.accept()
-        board = socket.create_connection(self.target)
-        for src, dst in ((client, board), (board, client)):
-            threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
+    def write(self, data):
+        time.sleep(self.delay)
+        return self.device.write(data)
 
-    def _pump(self, src, dst):
-        with contextlib.suppress(OSError):
-            while chunk := src.recv(65536):
-                time.sleep(self.delay)
-                dst.sendall(chunk)
-        with contextlib.suppress(OSError):
-            dst.shutdown(socket.SHUT_WR)
-
-    def close(self):
-        self.listener.close()
+    def read(self, size):
+        return self.device.read(size)
 
 
-def test_a_slow_device_gets_fewer_rows(pair):
-    """Each request to the slow device waits 5 ms each way: it runs ~10x slower, so its share
-    of the rows is far smaller (no assertion on a time)."""
-    fast, slow = pair
+def test_a_slow_device_gets_fewer_rows():
+    """Each request to the slow device waits 10 ms: it runs far slower, so its share of the
+    rows is far smaller (no assertion on a time)."""
     net, program = network(WS, 5, widths=[16, 12, 8], batch=8)
-    proxy = SlowProxy(slow.url, delay=0.005)
-    try:
-        with AcceleratorPool([fast.url, proxy.url], config=WS) as p:
-            p.load(program)
-            x = inputs(WS, 200 * program.batch, 16)
-            np.testing.assert_array_equal(p.infer(x), net.forward(x))
-            c = p.counters().devices
-            assert 0 < c[proxy.url].rows < c[fast.url].rows / 2, c
-            assert p.rates[proxy.url] < p.rates[fast.url]
-    finally:
-        proxy.close()
+    fast, slow = InProcessDevice(WS), SlowTransport(delay=0.01)
+    with AcceleratorPool([fast, slow], config=WS) as p:
+        p.load(program)
+        x = inputs(WS, 200 * program.batch, 16)
+        np.testing.assert_array_equal(p.infer(x), net.forward(x))
+        c = p.counters().devices
+        assert 0 < c[slow.url].rows < c[fast.url].rows / 2, c
+        assert p.rates[slow.url] < p.rates[fast.url]
 
 
 # -- devices given open, closing -------------------------------------------------------------------
 
+class Delegate:
+    """An open device that is no host.Accelerator: ``load``, ``infer`` and ``counters`` passed
+    on to one (the pool must take it by what it does, not by its class)."""
+
+    def __init__(self, acc):
+        self.acc = acc
+        self.url = f"delegate+{acc.url}"
+        self.loads = 0
+
+    def load(self, program):
+        self.loads += 1
+        self.acc.load(program)
+
+    def infer(self, x, outputs="last"):
+        return self.acc.infer(x, outputs=outputs)
+
+    def counters(self):
+        return self.acc.counters()
+
+
 def test_open_accelerators_are_used_and_left_open(pair):
-    first, second = pair
+    """A URL (a board), a transport (an in-process device) and open devices (an Accelerator,
+    another object with load/infer/counters) in one pool."""
     net, program = network(WS, 6, widths=[6, 5], batch=8)
-    with Accelerator(first.url, config=WS) as mine:
-        with AcceleratorPool([mine, second.url]) as p:
-            assert p.devices[0] is mine and p.urls == [first.url, second.url]
+    transport = InProcessDevice(WS)
+    with Accelerator(InProcessDevice(WS), config=WS) as mine, \
+            Accelerator(InProcessDevice(WS), config=WS) as inner:
+        other = Delegate(inner)
+        with AcceleratorPool([mine, pair[1].url, transport, other]) as p:
+            assert p.devices[0] is mine and p.devices[3] is other
+            assert p.urls == [mine.url, pair[1].url, transport.url, other.url]
             p.load(program)
             x = inputs(WS, 300, 6)
             np.testing.assert_array_equal(p.infer(x), net.forward(x))
-        # The pool closed what it opened (the board takes a new client) and not `mine`.
-        assert reconnects(second.url)
+            assert other.loads == 1  # (its share of the rows depends on the threads' luck)
+        # The pool closed what it opened (the board takes a new client, the transport is
+        # closed) and not `mine` nor `other`.
+        assert reconnects(pair[1].url)
+        with pytest.raises(ConnectionError, match="closed"):
+            transport.read(1)
         x = inputs(WS, 20, 6, seed=1)
         np.testing.assert_array_equal(mine.infer(x), net.forward(x))
+        np.testing.assert_array_equal(other.infer(x), net.forward(x))
     with pytest.raises(RuntimeError, match="infer: the pool is closed"):
         p.infer(x)
+
+
+def test_mixed_in_process_devices_without_a_board():
+    net, program = network(WS, 13, widths=[7, 6, 3], batch=4)
+    with Accelerator(InProcessDevice(WS), config=WS) as inner:
+        devices = [InProcessDevice(WS), inner, Delegate(Accelerator(InProcessDevice(WS)))]
+        with AcceleratorPool(devices, config=WS) as p:
+            p.load(program)
+            x = inputs(WS, 61, 7)
+            np.testing.assert_array_equal(p.infer(x), net.forward(x))
+            c = p.counters()
+            assert c.total.rows == 61 and c.total.cycles == expected_cycles(program, 61)
+            assert set(c.devices) == {d.url for d in devices}
 
 
 # -- devices that fail -----------------------------------------------------------------------------
@@ -347,7 +375,7 @@ def test_wrong_inputs_are_refused_before_sending(pool, x, message):
     assert [acc.bytes_sent for acc in pool.devices] == sent
 
 
-def test_infer_needs_a_program(pair):
-    with AcceleratorPool([pair[0].url]) as p, \
+def test_infer_needs_a_program():
+    with AcceleratorPool([InProcessDevice(WS)]) as p, \
             pytest.raises(RuntimeError, match=r"no program is loaded; call load\(program\)"):
         p.infer(np.zeros((1, 3), dtype=np.int8))

@@ -1,5 +1,6 @@
 """Per-layer read-out over the protocol: ``Accelerator.infer(x, outputs="all")`` and
-``AcceleratorPool.infer(x, outputs="all")`` on simulated boards, against
+``AcceleratorPool.infer(x, outputs="all")`` on in-process devices (the real driver and byte
+protocol, no Verilator), against
 :meth:`hwgen.nn.QuantizedNetwork.forward_trace`; the refusals before anything is sent."""
 
 import numpy as np
@@ -8,6 +9,7 @@ from support import BOARD_WS
 
 import hwgen
 from host import Accelerator, AcceleratorPool
+from sim.inprocess import InProcessDevice
 from sim.netgen import random_input, random_network
 
 
@@ -15,14 +17,14 @@ def network(seed, widths, raw):
     return random_network(np.random.default_rng(seed), BOARD_WS, widths=widths, raw=raw)
 
 
-@pytest.fixture(scope="module")
-def pair(module_board_factory):
-    return module_board_factory(BOARD_WS), module_board_factory(BOARD_WS)
+@pytest.fixture
+def pair():
+    return InProcessDevice(BOARD_WS), InProcessDevice(BOARD_WS)
 
 
 @pytest.fixture
-def acc(pair):
-    with Accelerator(pair[0].url, config=BOARD_WS) as a:
+def acc():
+    with Accelerator(InProcessDevice(BOARD_WS), config=BOARD_WS) as a:
         yield a
 
 
@@ -68,7 +70,7 @@ def test_pool_reads_every_layer_in_row_order(pair):
     program = hwgen.compile(net, BOARD_WS, batch=4, readout=True)
     x = random_input(np.random.default_rng(6), BOARD_WS, 37, 9)
     x[:, 0] = np.arange(37) - 18  # every row distinct: a swap or a repeat shows
-    with AcceleratorPool([b.url for b in pair], config=BOARD_WS) as pool:
+    with AcceleratorPool(list(pair), config=BOARD_WS) as pool:
         pool.load(program)
         outputs = pool.infer(x, outputs="all")
         counters = pool.counters()
@@ -96,7 +98,7 @@ def test_bad_outputs_value_is_refused(acc, outputs):
 
 
 def test_pool_refuses_all_of_a_program_without_readout(pair):
-    with AcceleratorPool([pair[1].url], config=BOARD_WS) as pool:
+    with AcceleratorPool([pair[1]], config=BOARD_WS) as pool:
         pool.load(hwgen.compile(network(9, [5, 6, 4], True), BOARD_WS))
         with pytest.raises(ValueError, match="readout=True"):
             pool.infer(np.zeros((2, 5), dtype=np.int64), outputs="all")

@@ -18,13 +18,13 @@ from support import BOARD_WS as WS
 
 import hwgen
 from host import Accelerator, AcceleratorPool, DeviceError, LinkError
+from host.frames import ResponseDecoder
 from host.serve import BoardServer
 from hwgen.memmap import Region, regions
 from hwgen.protocol import (
     MAX_PAYLOAD,
     STATUS_TEXT,
     Opcode,
-    ResponseDecoder,
     Status,
     encode_request,
     pack_read,

@@ -3,7 +3,7 @@
 The testbench (``_run``) plays both neighbours once per cycle. As the frame layer it hands over
 each request's payload bytes (with random idle cycles) and ``done``, waits for the answer, takes
 its header's time, pulses ``begin`` and takes the payload with random backpressure, keeping
-``last`` and ``next_index`` as :class:`hwgen.link.codec.FrameCodec` promises. As the host port
+``last`` and ``next_index`` as :class:`hwgen.link.framing.FrameCodec` promises. As the host port
 it keeps the memories as Python lists, answers reads after a fixed latency (or, in handshake
 mode, answers every request after a random delay and checks that it is held until then), and
 keeps a busy flag and counters. ``_script`` builds random requests together with what must

@@ -20,6 +20,8 @@ from amaranth.sim import Simulator
 from support import BUSY_CYCLES, TINY, LinkDriver, rows_per_run
 from support import build_frame_bench as build
 
+from host.frames import ResponseDecoder
+from host.info import unpack_info
 from hwgen.config import AcceleratorConfig
 from hwgen.link.frame import FrameEngine
 from hwgen.memmap import Region, regions
@@ -29,7 +31,6 @@ from hwgen.protocol import (
     PROTOCOL_VERSION,
     SYNC_REQUEST,
     Opcode,
-    ResponseDecoder,
     Status,
     encode_request,
     pack_access,
@@ -38,7 +39,6 @@ from hwgen.protocol import (
     pack_words,
     pack_write,
     unpack_counters,
-    unpack_info,
     unpack_words,
 )
 

@@ -9,6 +9,7 @@ from support import COMPILER_CONFIGS
 
 from hwgen import AcceleratorConfig
 from hwgen.compiler import compile_network
+from hwgen.cycles import program_cycles
 from hwgen.train import DeviceGroup, DeviceUsage, product_network
 
 CONFIG = COMPILER_CONFIGS["3x2"]
@@ -34,14 +35,21 @@ def test_run_counts_useful_and_issued_work(interpreted):
     weight = np.arange(20).reshape(5, 4) - 10
     program = compile_network(product_network(weight, CONFIG), CONFIG)
     x = np.ones((6, 5), dtype=np.int64)
-    np.testing.assert_array_equal(group.run(group.devices[0], program, x), x @ weight)
+    device = group.devices[0]
+    opened = device.bytes_sent + device.bytes_received  # the INFO handshake
+    np.testing.assert_array_equal(group.run(device, program, x), x @ weight)
     # 5 x 4 on a 3 x 2 array: 2 reduction tiles of 3, 2 output tiles of 2.
-    assert group.usage == DeviceUsage(useful_macs=6 * 5 * 4, issued_macs=6 * 6 * 4, runs=1)
+    assert group.usage == DeviceUsage(useful_macs=6 * 5 * 4, issued_macs=6 * 6 * 4, runs=1,
+                                      cycles=program_cycles(program, 6),
+                                      wire_bytes=device.bytes_sent + device.bytes_received
+                                      - opened)
+    assert group.usage.wire_bytes > 0
 
 
 def test_each_runs_every_device_and_names_the_failing_one(interpreted):
-    group = DeviceGroup(interpreted(CONFIG, 3), CONFIG)
-    assert group.each(lambda i, d: (i, d.url)) == [(i, f"interpreter://{i}") for i in range(3)]
+    devices = interpreted(CONFIG, 3)
+    group = DeviceGroup(devices, CONFIG)
+    assert group.each(lambda i, d: (i, d.url)) == [(i, d.url) for i, d in enumerate(devices)]
 
     def work(index, device):
         if index:
@@ -50,7 +58,7 @@ def test_each_runs_every_device_and_names_the_failing_one(interpreted):
 
     with pytest.raises(OSError, match="link 1 broke") as info:
         group.each(work)
-    assert "on device 1 (interpreter://1) of 3" in "".join(info.value.__notes__)
+    assert f"on device 1 ({devices[1].url}) of 3" in "".join(info.value.__notes__)
 
 
 def test_usage_arithmetic():
@@ -80,7 +88,7 @@ def test_bad_device_lists_are_refused(devices, error, message):
 
 
 def test_a_single_device_must_be_in_a_list(interpreted):
-    with pytest.raises(TypeError, match=r"one InterpretedDevice.*write \[device\]"):
+    with pytest.raises(TypeError, match=r"one Accelerator.*write \[device\]"):
         DeviceGroup(interpreted(CONFIG, 1)[0], CONFIG)
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from protocol_helpers import error_cases
 from support import BOARD_SMALL as SMALL
 from support import BOARD_WS as WS
 from support import host_port
@@ -30,19 +31,17 @@ from support import started_board as started
 
 import hwgen
 from host.client import DeviceClient
+from host.frames import ResponseDecoder
 from hwgen.config import AcceleratorConfig
 from hwgen.memmap import Region, regions
 from hwgen.protocol import (
     FRAME_OVERHEAD,
     MAX_PAYLOAD,
-    ResponseDecoder,
     Status,
     encode_request,
     info_bytes,
-    pack_access,
     pack_read,
     pack_run,
-    pack_words,
     pack_write,
     read_chunk_words,
     unpack_counters,
@@ -178,44 +177,8 @@ def test_write_read_round_trip_every_region(link, filled):
     check_memories(link, filled)  # the words landed, and nothing else moved
 
 
-def error_cases():
-    """``(name, request, status)`` of malformed requests; none may change any state."""
-    geo = regions(WS)
-    act, prog = geo[Region.ACT], geo[Region.PROGRAM]
-    good = encode_request(Op.WRITE, 100, pack_write(act, 10, [1, 2, 3]))
-    flipped = bytearray(good)
-    flipped[16] ^= 0x04  # a bit of the first word: the payload CRC no longer matches
-    return [
-        ("bad-crc", bytes(flipped), Status.BAD_CRC),
-        ("bad-crc-trailer", good[:-1] + bytes([good[-1] ^ 1]), Status.BAD_CRC),
-        ("unknown-opcode", encode_request(0x7F, 101), Status.BAD_OPCODE),
-        ("info-with-payload", encode_request(Op.INFO, 102, b"\x00"), Status.BAD_LENGTH),
-        ("run-short", encode_request(Op.RUN, 103, b"\x01"), Status.BAD_LENGTH),
-        ("write-count-vs-length", encode_request(
-            Op.WRITE, 104, pack_access(Region.ACT, 0, 2) + pack_words(act, [5])),
-         Status.BAD_LENGTH),
-        ("read-count-zero", encode_request(Op.READ, 105, pack_access(Region.ACT, 0, 0)),
-         Status.BAD_LENGTH),
-        ("read-more-than-payload", encode_request(
-            Op.READ, 106, pack_access(Region.ACT, 0, read_chunk_words(act, MAX_PAYLOAD) + 1)),
-         Status.BAD_LENGTH),
-        ("region-5", encode_request(Op.WRITE, 107, pack_access(5, 0, 1) + bytes(3)),
-         Status.BAD_REGION),
-        ("write-past-end", encode_request(
-            Op.WRITE, 108, pack_write(act, act.depth - 2, [7, 8, 9])), Status.BAD_ADDRESS),
-        ("read-past-end", encode_request(Op.READ, 109, pack_read(prog, 1, prog.depth)),
-         Status.BAD_ADDRESS),
-        ("addr-huge", encode_request(Op.WRITE, 110, pack_write(act, 0xFFFF_FFFF, [1])),
-         Status.BAD_ADDRESS),
-        ("run-batch-zero", encode_request(Op.RUN, 111, pack_run(0)), Status.BAD_BATCH),
-        ("run-oversize-batch", encode_request(Op.RUN, 112, pack_run(WS.acc_depth + 1)),
-         Status.BAD_BATCH),
-        ("run-before-program", encode_request(Op.RUN, 113, pack_run(1)), Status.NO_PROGRAM),
-    ]
-
-
 def test_errors_get_their_status_and_change_nothing(link, filled):
-    for name, request, status in error_cases():
+    for name, request, status in error_cases(WS):
         frame = link.request(None, raw=request)
         assert (frame.status, frame.payload) == (status, b""), name
         assert link.ok(Op.INFO) == info_bytes(WS), f"after {name}"

@@ -1,4 +1,4 @@
-"""FrameCodec alone: the request frames it finds against hwgen.protocol.RequestDecoder, the
+"""FrameCodec alone: the request frames it finds against host.frames.RequestDecoder, the
 response frames it sends against encode_response.
 
 One testbench (``_run``) plays every neighbour of the codec in Python, once per cycle: the byte
@@ -21,13 +21,13 @@ import pytest
 from amaranth.hdl import Value
 from amaranth.sim import Simulator
 
-from hwgen.link.codec import FrameCodec
+from host.frames import RequestDecoder
+from hwgen.link.framing import FrameCodec
 from hwgen.protocol import (
     HEADER_BYTES,
     SYNC_REQUEST,
     FrameHeader,
     Opcode,
-    RequestDecoder,
     Status,
     encode_request,
     encode_response,

@@ -1,0 +1,154 @@
+"""What a device says of itself: the INFO payload of :mod:`hwgen.protocol`, decoded, and the
+checks a host makes of it.
+
+:class:`DeviceInfo` is what a host checks on opening a device (protocol version, the hash of
+the configuration it was built from, the geometry of its memories) and what it needs to talk
+to it (its payload buffer, its batch capacity). :func:`check_device` and
+:func:`check_program` raise :class:`IncompatibleDevice` when the device cannot run what the
+host has.
+"""
+
+import dataclasses
+
+from hwgen.config import DATAFLOWS
+from hwgen.memmap import Region, RegionGeometry, regions
+from hwgen.protocol import (
+    MAX_PAYLOAD,
+    PROTOCOL_VERSION,
+    InfoHeader,
+    RegionInfo,
+    layout_bytes,
+    read_chunk_words,
+    unpack_layout,
+    write_chunk_words,
+)
+
+__all__ = ["DeviceInfo", "IncompatibleDevice", "check_device", "check_program", "unpack_info"]
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceInfo:
+    """Decoded INFO payload: what a host needs to check and to talk to a device.
+
+    ``regions`` maps every :class:`~hwgen.memmap.Region` to its
+    :class:`~hwgen.memmap.RegionGeometry`; ``dataflow`` is a string of
+    :data:`hwgen.config.DATAFLOWS`.
+    """
+
+    version: int
+    config_hash: int
+    rows: int
+    cols: int
+    dataflow: str
+    in_bits: int
+    w_bits: int
+    acc_bits: int
+    mult_bits: int
+    max_payload: int
+    acc_depth: int
+    regions: dict
+
+    @classmethod
+    def from_config(cls, config, max_payload=MAX_PAYLOAD):
+        """Return what a device built from ``config`` reports."""
+        return cls(
+            version=PROTOCOL_VERSION, config_hash=config.hash_int, rows=config.rows,
+            cols=config.cols, dataflow=config.dataflow, in_bits=config.in_bits,
+            w_bits=config.w_bits, acc_bits=config.acc_bits, mult_bits=config.mult_bits,
+            max_payload=max_payload, acc_depth=config.acc_depth, regions=regions(config))
+
+    def mismatches(self, config):
+        """Return a list of ``"name: device X, config Y"`` for every disagreement with
+        ``config`` (empty when the device was built from ``config`` with this protocol)."""
+        expect = DeviceInfo.from_config(config, self.max_payload)
+        return [f"{f.name}: device {getattr(self, f.name)!r}, expected {getattr(expect, f.name)!r}"
+                for f in dataclasses.fields(self)
+                if getattr(self, f.name) != getattr(expect, f.name)]
+
+    def write_chunk_words(self, region):
+        """Most words of ``region`` one WRITE can carry."""
+        return write_chunk_words(self.regions[region], self.max_payload)
+
+    def read_chunk_words(self, region):
+        """Most words of ``region`` one READ can return."""
+        return read_chunk_words(self.regions[region], self.max_payload)
+
+
+def unpack_info(payload):
+    """Return the :class:`DeviceInfo` of an INFO payload.
+
+    Raises
+    ------
+    ValueError
+        If the payload is not a whole INFO record, or it names a dataflow or region this host does
+        not know.
+    """
+    n = layout_bytes(InfoHeader)
+    head = unpack_layout(InfoHeader, payload[:n])
+    rsize = layout_bytes(RegionInfo)
+    if len(payload) != n + head["n_regions"] * rsize:
+        raise ValueError(f"INFO payload of {len(payload)} bytes does not hold "
+                         f"{head['n_regions']} regions")
+    if head["dataflow"] >= len(DATAFLOWS):
+        raise ValueError(f"INFO names unknown dataflow {head['dataflow']}")
+    if head["n_regions"] > len(Region):
+        raise ValueError(f"INFO names {head['n_regions']} regions; this host knows {len(Region)}")
+    geometries = {}
+    for i in range(head.pop("n_regions")):
+        rec = unpack_layout(RegionInfo, payload[n + i * rsize:n + (i + 1) * rsize])
+        geometries[Region(i)] = RegionGeometry(Region(i), rec["word_bits"], rec["depth"])
+    head["dataflow"] = DATAFLOWS[head["dataflow"]]
+    return DeviceInfo(**head, regions=geometries)
+
+
+class IncompatibleDevice(RuntimeError):
+    """The device cannot run what the host has: another protocol version or configuration.
+
+    Attributes
+    ----------
+    device, expected : str
+        What the device reports and what the host needs (versions or config hashes).
+    differences : list of str
+        ``"field: device X, expected Y"`` for every INFO field that differs (may be empty).
+    """
+
+    def __init__(self, message, *, device=None, expected=None, differences=()):
+        self.device = device
+        self.expected = expected
+        self.differences = list(differences)
+        super().__init__(message)
+
+
+def check_device(info, config, where):
+    """Raise :class:`IncompatibleDevice` unless the device at ``where`` (its :class:`DeviceInfo`
+    ``info``) speaks this host's protocol version and, given a ``config``, was built from it;
+    the message names both values and the INFO fields that differ."""
+    if info.version != PROTOCOL_VERSION:
+        raise IncompatibleDevice(
+            f"the device at {where} speaks protocol version {info.version}; this host "
+            f"speaks version {PROTOCOL_VERSION}", device=str(info.version),
+            expected=str(PROTOCOL_VERSION))
+    if config is not None and info.config_hash != config.hash_int:
+        differences = [d for d in info.mismatches(config) if not d.startswith("config_hash:")]
+        detail = ("; differing fields: " + "; ".join(differences)) if differences else \
+            " (INFO's fields agree, so a field INFO does not report differs, e.g. a " \
+            "buffer depth or clock_hz)"
+        raise IncompatibleDevice(
+            f"the device at {where} was built from config hash "
+            f"{info.config_hash:016x}, not from {config.name} (config hash {config.hash})"
+            + detail, device=f"{info.config_hash:016x}", expected=config.hash,
+            differences=differences)
+
+
+def check_program(info, program, where):
+    """Raise :class:`IncompatibleDevice` if ``program`` was compiled for another configuration
+    than the device at ``where`` (its :class:`DeviceInfo` ``info``) was built from, naming
+    both hashes and the INFO fields that differ."""
+    device_hash = f"{info.config_hash:016x}"
+    if program.config_hash != device_hash:
+        raise IncompatibleDevice(
+            f"the program was compiled for {program.config.name} (config hash "
+            f"{program.config_hash}); the device at {where} was built from config hash "
+            f"{device_hash}", device=device_hash, expected=program.config_hash,
+            differences=[d for d in info.mismatches(program.config)
+                         if not d.startswith("config_hash:")])

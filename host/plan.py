@@ -1,0 +1,184 @@
+"""The load/run/read loop of a compiled program, written once, as data (sans I/O).
+
+A device runs a :class:`~hwgen.compiler.Program` in two steps, whatever the link:
+
+* the **load** (:func:`load_plan`): each memory image written to its region at its base;
+* the **runs** (:func:`run_plans`): per chunk of at most ``program.batch`` samples, the input
+  words written to ACT, a RUN of the chunk's rows, the output words read back and unpacked
+  into samples (:meth:`RunPlan.unpack`).
+
+The plans hold no I/O. Small executors carry them out on anything with ``write(region, base,
+words)``, ``run(batch)`` (returning once the program is done) and ``read(region, base, count)``:
+:func:`execute_load` and :func:`execute_run` synchronously (the host driver over
+:class:`~host.client.DeviceClient`), :func:`execute_load_async` and :func:`execute_run_async`
+in a simulator's test bench (the Amaranth host port in ``tests/support.py``, the cocotb one in
+:mod:`sim.tb_network`), where each call is awaited.
+
+Also here, because every executor's caller needs them: the checks of the samples
+(:func:`check_samples`) and of ``outputs`` (:func:`readout_specs`).
+"""
+
+import dataclasses
+import typing
+
+from hwgen.compiler.codec import check_input_samples, output_words, unpack_output
+from hwgen.memmap import Region
+
+__all__ = ["RunPlan", "WordRead", "WordWrite", "check_samples", "execute_load",
+           "execute_load_async", "execute_run", "execute_run_async", "load_plan",
+           "readout_specs", "run_plans", "sample_unit"]
+
+
+class WordWrite(typing.NamedTuple):
+    """Words to write to ``region`` from word ``base`` on."""
+
+    region: Region
+    base: int
+    words: typing.Any  # a sequence or array of ints
+
+
+class WordRead(typing.NamedTuple):
+    """``count`` words to read from ``region`` from word ``base`` on."""
+
+    region: Region
+    base: int
+    count: int
+
+
+@dataclasses.dataclass(frozen=True)
+class RunPlan:
+    """One RUN of a program: its input, its rows, what to read after it and how to unpack it.
+
+    Attributes
+    ----------
+    start : int
+        Index of the chunk's first sample in the whole input.
+    batch : int
+        Samples in the chunk: the RUN's batch, ``1 .. program.batch``.
+    write : WordWrite
+        The chunk's input words (ACT, at the program's input base).
+    reads : tuple of WordRead
+        The words of each output kept (one per entry of ``specs``).
+    specs : tuple of MatrixSpec
+        The outputs kept: the network's, or every layer's.
+    program_batch : int
+        The compiled batch (fixes the output layout).
+    """
+
+    start: int
+    batch: int
+    write: WordWrite
+    reads: tuple
+    specs: tuple
+    program_batch: int
+
+    @property
+    def stop(self):
+        """Index after the chunk's last sample."""
+        return self.start + self.batch
+
+    def unpack(self, words):
+        """Return one int64 array ``[batch, *spec.sample_shape]`` per kept output, from the
+        words each read returned (in the order of :attr:`reads`)."""
+        return [unpack_output(spec, self.program_batch, list(map(int, w)), self.batch)
+                for spec, w in zip(self.specs, words, strict=True)]
+
+
+def sample_unit(program):
+    """Return what the samples of ``program`` are called in messages: ``"rows"`` (of features)
+    or ``"samples"`` (images)."""
+    return "rows" if len(program.input.sample_shape) == 1 else "samples"
+
+
+def check_samples(program, x, what):
+    """Return ``x`` as an int64 ``[M, *program.input.sample_shape]`` array of the program's
+    signed input values.
+
+    Raises
+    ------
+    ValueError
+        Starting with ``what``, naming the allowed shape (and, for images given NCHW, how to
+        convert them), dtype or range (see :func:`hwgen.compiler.codec.check_input_samples`).
+    """
+    spec = program.input
+    return check_input_samples(x, spec.sample_shape, spec.lane_bits, what,
+                               rows=sample_unit(program))
+
+
+def readout_specs(program, outputs, what):
+    """Return the matrices read after each run: ``[program.output]`` for ``outputs="last"``,
+    every layer's for ``"all"``.
+
+    Raises
+    ------
+    ValueError
+        Naming ``what``, for another ``outputs``, or ``"all"`` of a program compiled without
+        read-out (saying how to compile one).
+    """
+    if outputs == "last":
+        return [program.output]
+    if outputs != "all":
+        raise ValueError(f"{what}: outputs={outputs!r}; allowed: 'last' (the network's output) "
+                         "or 'all' (every layer's)")
+    if not program.layer_outputs:
+        raise ValueError(f"{what}: outputs='all' needs every layer's output of the run, but "
+                         "the program was compiled without read-out (its layers reuse two "
+                         "areas); compile it with hwgen.compile(network, config, readout=True)")
+    return list(program.layer_outputs)
+
+
+def load_plan(program):
+    """Return the :class:`WordWrite` s that load ``program``: each non-empty image at its
+    base (PROGRAM, WEIGHT, PARAM)."""
+    return [WordWrite(region, base, words)
+            for region, (base, words) in program.images.items() if len(words)]
+
+
+def run_plans(program, x, outputs="last"):
+    """Yield the :class:`RunPlan` of each chunk of ``x``, in order.
+
+    Parameters
+    ----------
+    program : Program
+    x : numpy.ndarray
+        Checked samples (:func:`check_samples`); may be empty (no plan).
+    outputs : {"last", "all"}
+        Read the network's output, or every layer's (:func:`readout_specs`).
+    """
+    specs = tuple(readout_specs(program, outputs, "run_plans"))
+    for start in range(0, len(x), program.batch):
+        m = min(program.batch, len(x) - start)
+        words = program.pack_input(x[start:start + m])
+        reads = tuple(WordRead(*output_words(spec, program.batch, m)) for spec in specs)
+        yield RunPlan(start=start, batch=m, write=WordWrite(Region.ACT, program.input.base, words),
+                      reads=reads, specs=specs, program_batch=program.batch)
+
+
+def execute_load(port, program):
+    """Write ``program`` to ``port`` (``port.write(region, base, words)`` per image)."""
+    for write in load_plan(program):
+        port.write(*write)
+
+
+def execute_run(port, plan):
+    """Carry out one :class:`RunPlan` on ``port``; return :meth:`RunPlan.unpack` 's arrays.
+
+    ``port.run(batch)`` must return once the program has finished.
+    """
+    port.write(*plan.write)
+    port.run(plan.batch)
+    return plan.unpack([port.read(*read) for read in plan.reads])
+
+
+async def execute_load_async(port, program):
+    """:func:`execute_load` with each ``port`` call awaited."""
+    for write in load_plan(program):
+        await port.write(*write)
+
+
+async def execute_run_async(port, plan):
+    """:func:`execute_run` with each ``port`` call awaited."""
+    await port.write(*plan.write)
+    await port.run(plan.batch)
+    return plan.unpack([await port.read(*read) for read in plan.reads])
+
