@@ -11,8 +11,8 @@ The plans hold no I/O. Small executors carry them out on anything with ``write(r
 words)``, ``run(batch)`` (returning once the program is done) and ``read(region, base, count)``:
 :func:`execute_load` and :func:`execute_run` synchronously (the host driver over
 :class:`~host.client.DeviceClient`), :func:`execute_load_async` and :func:`execute_run_async`
-in a simulator's test bench (the Amaranth host port in ``tests/support.py``, the cocotb one in
-:mod:`sim.tb_network`), where each call is awaited.
+in a simulator's test bench (the Amaranth host port in ``tests/support/accelerator_sim.py``,
+the cocotb one in :mod:`sim.tb_network`), where each call is awaited.
 
 Also here, because every executor's caller needs them: the checks of the samples
 (:func:`check_samples`) and of ``outputs`` (:func:`readout_specs`).

@@ -1,5 +1,5 @@
 """compile_network (hwgen.compiler.compile) end to end: random dense and convolutional networks
-through the interpreter of the documented memory images (tests/support.py) against the NumPy
+through the interpreter of the documented memory images (sim/interpreter.py) against the NumPy
 reference, and the network-wide refusals."""
 
 import dataclasses

@@ -1,5 +1,5 @@
 """Layer descriptors (hwgen.compiler.descriptors) against the field order and widths documented
-in hwgen.memmap (tests/support.py writes them down independently)."""
+in hwgen.memmap (tests/support/networks.py writes them down independently)."""
 
 import numpy as np
 import pytest

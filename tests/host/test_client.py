@@ -1,10 +1,10 @@
 """host.client.DeviceClient against the frame engine in the simulator, and against scripted ports.
 
-:class:`SimPort` is a pyserial-like port whose far end is :class:`hwgen.link.frame.FrameEngine` with
-the behavioural accelerator of ``tests/support.py``, run in the Amaranth simulator: bytes written go
-into the simulated link, and ``read`` runs the simulation until the bytes are there or a cycle
-budget is spent. :class:`ScriptedPort` answers from a small Python device model with faults
-injected on request, for the retry and timeout paths.
+:class:`SimPort` is a pyserial-like port whose far end is :class:`hwgen.link.frame.FrameEngine`
+with the behavioural accelerator of ``tests/support/frame_bench.py``, run in the Amaranth
+simulator: bytes written go into the simulated link, and ``read`` runs the simulation until the
+bytes are there or a cycle budget is spent. :class:`ScriptedPort` answers from a small Python
+device model with faults injected on request, for the retry and timeout paths.
 """
 
 import random

@@ -1,0 +1,72 @@
+"""A Python model of the patch walk: the rows a layer's walk visits, for the walker's and the
+feeders' tests."""
+
+import dataclasses
+import itertools
+
+from hwgen.memmap import act_addr_bits
+
+
+@dataclasses.dataclass(frozen=True)
+class WalkRow:
+    """One row of a matrix layer's walk (see :func:`walk_rows`).
+
+    ``reads`` maps each bank that reads to its address; ``lanes`` gives, per engine lane,
+    the ``(bank, address)`` of its element, or None where it reads as zero.
+    """
+
+    chunk: int
+    nt: int
+    kt: int
+    m: int
+    oy: int
+    ox: int
+    count: int
+    last: bool
+    final: bool
+    krem: int
+    reads: dict
+    lanes: tuple
+
+
+def walk_rows(config, desc, geom, batch):
+    """Return the rows a matrix layer's walk takes, in order, as :class:`WalkRow`.
+
+    Written from :class:`hwgen.device.patch_walker.PatchWalker`'s contract with products, not
+    steps: the layer's ``batch * oh * ow`` output pixels ``(m, oy, ox)`` in chunks of at most
+    ``acc_depth``; per chunk, each output tile ``nt`` and reduction tile ``kt``, walking the
+    kernel positions ``(ky, kx)`` and at each the channel groups ``cg``; per tile the chunk's
+    pixels, the last one ``last``, a last reduction tile's ``final``. Input pixel ``(m, y, x)``,
+    ``y = oy * stride + ky - pad`` (``x`` alike), starts at word ``src_base + ((m * h + y +
+    pad) * w + x + pad) * src_stride`` (``src_base`` is the word of pixel ``(-pad, -pad)``, as
+    the compiler lays it out; modulo the address width). Group ``cg``'s channel ``c = cg * rows
+    + i`` is word ``c // lanes``, bank ``c % lanes`` of the pixel; each bank ``b`` reads the
+    group's word ``kword + (b < krem)`` (``kword, krem = divmod(cg * rows, lanes)``) while that
+    word lies in the pixel (``< src_stride``) and the pixel in the image; elsewhere zeros.
+    """
+    g, ps = geom, desc["src_stride"]
+    lanes, rows = config.act_lanes, config.rows
+    wrap = 1 << act_addr_bits(config)
+    pixels = list(itertools.product(range(batch), range(g["oh"]), range(g["ow"])))
+    tiles = list(itertools.product(range(g["kh"]), range(g["kw"]), range(g["cgs"])))
+    assert len(tiles) == desc["k_tiles"], (len(tiles), desc["k_tiles"])
+    out = []
+    for chunk, first in enumerate(range(0, len(pixels), config.acc_depth)):
+        part = pixels[first:first + config.acc_depth]
+        for nt in range(desc["n_tiles"]):
+            for kt, (ky, kx, cg) in enumerate(tiles):
+                kword, krem = divmod(cg * rows, lanes)
+                for count, (m, oy, ox) in enumerate(part):
+                    y, x = oy * g["stride"] + ky - g["pad"], ox * g["stride"] + kx - g["pad"]
+                    inside = 0 <= y < g["h"] and 0 <= x < g["w"]
+                    pix = (desc["src_base"]
+                           + ((m * g["h"] + y + g["pad"]) * g["w"] + x + g["pad"]) * ps) % wrap
+                    reads = {b: (pix + kword + (b < krem)) % wrap for b in range(lanes)
+                             if inside and kword + (b < krem) < ps}
+                    channels = [divmod(cg * rows + i, lanes) for i in range(rows)]
+                    row_lanes = tuple((bank, (pix + word) % wrap)
+                                      if inside and word < ps else None
+                                      for word, bank in channels)
+                    out.append(WalkRow(chunk, nt, kt, m, oy, ox, count, count == len(part) - 1,
+                                       kt == len(tiles) - 1, krem, reads, row_lanes))
+    return out
