@@ -16,7 +16,8 @@ from .config import Dataflow
 from .memmap import geometry_words
 from .passes import lookup
 
-__all__ = ["EngineTiming", "engine_timing", "matmul_tiles", "matmul_timing", "program_cycles"]
+__all__ = ["EngineTiming", "engine_timing", "layer_busy_rows", "matmul_tiles", "matmul_timing",
+           "program_cycles"]
 
 # SyncFIFOBuffered: a row written in cycle c can be read in cycle c + 2.
 FIFO_LATENCY = 2
@@ -233,6 +234,13 @@ def layer_cycles(config, descriptor, m, *, implementation=None):
         return chunk_cycles(config, k_tiles, n_tiles, rows, raw, implementation=implementation)
 
     return walk + lookup(d["kind"]).cycles(config, d, geometry, m, chunk)
+
+
+def layer_busy_rows(descriptor, m):
+    """Return the rows a layer puts through the array on ``m`` samples: what it adds to the
+    device's ``busy_cycles`` counter (its kind's :meth:`hwgen.passes.base.Pass.busy_rows`)."""
+    d = descriptor
+    return lookup(d["kind"]).busy_rows(d, d.get("geometry") or _PLAIN_GEOMETRY, m)
 
 
 def program_cycles(program, m, implementation=None):

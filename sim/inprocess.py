@@ -30,8 +30,8 @@ import time
 
 from host.frames import RequestDecoder
 from hwgen.config import AcceleratorConfig
-from hwgen.cycles import layer_cycles
-from hwgen.memmap import PassKind, Region, regions
+from hwgen.cycles import layer_busy_rows, layer_cycles
+from hwgen.memmap import Region, regions
 from hwgen.protocol import (
     FRAME_TIMEOUT_MS,
     MAX_PAYLOAD,
@@ -235,7 +235,7 @@ class InProcessDevice:
         layers = list(self._layers())
         self.interpreter.run(batch)
         c = self.config
-        rows = sum(_busy_rows(d, batch) for d in layers)
+        rows = sum(layer_busy_rows(d, batch) for d in layers)
         self._set(runs=self.counters.runs + 1,
                   cycles=self.counters.cycles + sum(layer_cycles(c, d, batch) for d in layers),
                   busy_cycles=self.counters.busy_cycles + rows,
@@ -270,13 +270,3 @@ class InProcessDevice:
 
     def __repr__(self):
         return f"<InProcessDevice {self.url} config {self.config.hash}>"
-
-
-def _busy_rows(descriptor, m):
-    """Rows a layer feeds the array in a run on ``m`` samples (the device's ``busy_cycles``):
-    a matrix layer's output pixels times its tiles; a pooling layer feeds none."""
-    d = descriptor
-    if d["kind"] != PassKind.MATRIX.value:
-        return 0
-    g = d.get("geometry") or {"oh": 1, "ow": 1}
-    return m * g["oh"] * g["ow"] * d["k_tiles"] * d["n_tiles"]

@@ -19,8 +19,7 @@ from cocotb.triggers import FallingEdge
 import hwgen
 from host.plan import execute_load_async, execute_run_async, run_plans
 from hwgen.compiler import CompileError
-from hwgen.cycles import program_cycles
-from hwgen.passes import lookup
+from hwgen.cycles import layer_busy_rows, program_cycles
 from sim.netgen import random_cnn, random_image, random_input, random_network
 from sim.runner import read_config_env
 from sim.streams import Clocked
@@ -91,8 +90,7 @@ class HostPort:
 def _busy_rows(prog, m):
     """Rows the array takes in a run on ``m`` samples, as each layer's kind counts them (a
     matrix layer's output pixels times its tiles)."""
-    return sum(lookup(d["kind"]).busy_rows(d, d.get("geometry") or {"oh": 1, "ow": 1}, m)
-               for d in prog.descriptors)
+    return sum(layer_busy_rows(d, m) for d in prog.descriptors)
 
 
 async def _check_run(host, net, prog, x, what):
