@@ -1,7 +1,8 @@
 """Helpers of the protocol's tests that no device or host needs: strict one-frame decoding, an
 INFO payload built from any :class:`host.info.DeviceInfo` (a device that lies about itself),
-and the malformed requests every device must refuse (the simulated board's tests and the
-in-process device's share them, so both are held to one table).
+the malformed requests every device must refuse, and a link that sends raw requests and reads
+their answers back (the simulated board's tests and the in-process device's share them, so both
+are held to one table and one client).
 
 (On the path through ``pythonpath = ["tests"]``, as ``support`` is.)
 """
@@ -23,9 +24,13 @@ from hwgen.protocol import (
     pack_words,
     pack_write,
     read_chunk_words,
+    unpack_counters,
+    unpack_words,
+    write_chunk_words,
 )
 
-__all__ = ["decode_request", "decode_response", "error_cases", "pack_info"]
+__all__ = ["RequestLink", "check_memories", "decode_request", "decode_response", "error_cases",
+           "fill_regions", "pack_info", "random_words"]
 
 
 def _decode_one(decoder, raw):
@@ -94,3 +99,76 @@ def error_cases(config):
          Status.BAD_BATCH),
         ("run-before-program", encode_request(Opcode.RUN, 113, pack_run(1)), Status.NO_PROGRAM),
     ]
+
+
+class RequestLink:
+    """Raw requests to a device, each answer decoded and checked to be its own (``seq``,
+    opcode, CRC). A subclass says how bytes go out (:meth:`send`) and how the answer frames
+    come back (:meth:`receive`)."""
+
+    def __init__(self):
+        self.decoder = ResponseDecoder()
+        self.seq = 0
+
+    def send(self, data):
+        raise NotImplementedError
+
+    def receive(self):
+        """Return the answer frames that have come, decoded."""
+        raise NotImplementedError
+
+    def request(self, opcode, payload=b"", *, raw=None):
+        """Send one request (or the bytes ``raw``); return its single answer."""
+        self.seq = (self.seq + 1) & 0xFF
+        data = raw if raw is not None else encode_request(opcode, self.seq, payload)
+        self.send(data)
+        frames = self.receive()
+        assert len(frames) == 1, f"{len(frames)} answers to {data[:12].hex()}..."
+        frame = frames[0]
+        opcode = frame.opcode.value if isinstance(frame.opcode, Opcode) else frame.opcode
+        assert frame.crc_ok and (frame.seq, opcode) == (data[2], data[1])
+        return frame
+
+    def ok(self, opcode, payload=b""):
+        frame = self.request(opcode, payload)
+        assert frame.status == Status.OK, (opcode, frame.status)
+        return frame.payload
+
+    def read_region(self, geometry):
+        words = []
+        chunk = read_chunk_words(geometry, MAX_PAYLOAD)
+        for addr in range(0, geometry.depth, chunk):
+            n = min(chunk, geometry.depth - addr)
+            words += unpack_words(geometry, self.ok(Opcode.READ, pack_read(geometry, addr, n)))
+        return words
+
+    def write_region(self, geometry, addr, words):
+        chunk = write_chunk_words(geometry, MAX_PAYLOAD)
+        for start in range(0, len(words), chunk):
+            self.ok(Opcode.WRITE, pack_write(geometry, addr + start, words[start:start + chunk]))
+
+    def counters(self):
+        return unpack_counters(self.ok(Opcode.COUNTERS))
+
+
+def random_words(rng, geometry, n):
+    """Return ``n`` random words of a region of ``geometry``."""
+    return [int.from_bytes(rng.bytes(geometry.word_bytes), "little")
+            & ((1 << geometry.word_bits) - 1) for _ in range(n)]
+
+
+def fill_regions(link, config, rng):
+    """Fill every region of the device behind ``link`` with random words, then RESET (which
+    keeps the memories and forgets that PROGRAM was written); return ``{Region: words}``."""
+    contents = {}
+    for region, geometry in regions(config).items():
+        contents[region] = random_words(rng, geometry, geometry.depth)
+        link.write_region(geometry, 0, contents[region])
+    link.ok(Opcode.RESET)
+    return contents
+
+
+def check_memories(link, config, contents):
+    """Check that every region reads back as ``contents``."""
+    for region, geometry in regions(config).items():
+        assert link.read_region(geometry) == contents[region], region.name

@@ -11,17 +11,21 @@ import time
 
 import numpy as np
 import pytest
-from protocol_helpers import error_cases
+from protocol_helpers import (
+    RequestLink,
+    check_memories,
+    error_cases,
+    fill_regions,
+    random_words,
+)
 from support import BOARD_OS, BOARD_WS
 
 import hwgen
-from host.frames import ResponseDecoder
 from hwgen.cycles import program_cycles
 from hwgen.memmap import Region, regions
 from hwgen.protocol import (
     FRAME_OVERHEAD,
     FRAME_TIMEOUT_MS,
-    MAX_PAYLOAD,
     Opcode,
     Status,
     encode_request,
@@ -29,10 +33,7 @@ from hwgen.protocol import (
     pack_read,
     pack_run,
     pack_write,
-    read_chunk_words,
-    unpack_counters,
     unpack_words,
-    write_chunk_words,
 )
 from sim.inprocess import InProcessDevice
 from sim.netgen import random_input, random_network
@@ -40,13 +41,12 @@ from sim.netgen import random_input, random_network
 WS = BOARD_WS
 
 
-class RequestLink:
-    """Raw requests to a device, answers decoded."""
+class DeviceLink(RequestLink):
+    """Raw requests to an in-process device, written as bytes and answered at once."""
 
     def __init__(self, device):
+        super().__init__()
         self.device = device
-        self.decoder = ResponseDecoder()
-        self.seq = 0
 
     def send(self, data):
         self.device.write(data)
@@ -54,68 +54,21 @@ class RequestLink:
     def receive(self):
         return self.decoder.feed(self.device.read(1 << 20))
 
-    def request(self, opcode, payload=b"", *, raw=None):
-        """Send one request (or the bytes ``raw``); return its single answer."""
-        self.seq = (self.seq + 1) & 0xFF
-        data = raw if raw is not None else encode_request(opcode, self.seq, payload)
-        self.send(data)
-        (frame,) = self.receive()
-        opcode = frame.opcode.value if isinstance(frame.opcode, Opcode) else frame.opcode
-        assert frame.crc_ok and (frame.seq, opcode) == (data[2], data[1])
-        return frame
-
-    def ok(self, opcode, payload=b""):
-        frame = self.request(opcode, payload)
-        assert frame.status == Status.OK, (opcode, frame.status)
-        return frame.payload
-
-    def read_region(self, geometry):
-        words = []
-        chunk = read_chunk_words(geometry, MAX_PAYLOAD)
-        for addr in range(0, geometry.depth, chunk):
-            n = min(chunk, geometry.depth - addr)
-            words += unpack_words(geometry, self.ok(Opcode.READ, pack_read(geometry, addr, n)))
-        return words
-
-    def write_region(self, geometry, addr, words):
-        chunk = write_chunk_words(geometry, MAX_PAYLOAD)
-        for start in range(0, len(words), chunk):
-            self.ok(Opcode.WRITE, pack_write(geometry, addr + start, words[start:start + chunk]))
-
-    def counters(self):
-        return unpack_counters(self.ok(Opcode.COUNTERS))
-
-
-def random_words(rng, geometry, n):
-    return [int.from_bytes(rng.bytes(geometry.word_bytes), "little")
-            & ((1 << geometry.word_bits) - 1) for _ in range(n)]
-
 
 @pytest.fixture
 def link():
-    return RequestLink(InProcessDevice(WS))
+    return DeviceLink(InProcessDevice(WS))
 
 
 @pytest.fixture
 def filled(link):
     """Every region filled with random words; returns ``{Region: words}``."""
-    rng = np.random.default_rng(7)
-    contents = {}
-    for region, geometry in regions(WS).items():
-        contents[region] = random_words(rng, geometry, geometry.depth)
-        link.write_region(geometry, 0, contents[region])
-    link.ok(Opcode.RESET)  # keeps the memories, forgets that PROGRAM was written
-    return contents
-
-
-def check_memories(link, contents):
-    for region, geometry in regions(WS).items():
-        assert link.read_region(geometry) == contents[region], region.name
+    return fill_regions(link, WS, np.random.default_rng(7))
 
 
 def test_info_is_the_configs(link):
     assert link.ok(Opcode.INFO) == info_bytes(WS)
-    assert RequestLink(InProcessDevice(WS, max_payload=100)).ok(Opcode.INFO) == info_bytes(WS, 100)
+    assert DeviceLink(InProcessDevice(WS, max_payload=100)).ok(Opcode.INFO) == info_bytes(WS, 100)
 
 
 def test_write_read_round_trip_every_region(link, filled):
@@ -125,7 +78,7 @@ def test_write_read_round_trip_every_region(link, filled):
         words = random_words(rng, geometry, 5)
         link.ok(Opcode.WRITE, pack_write(geometry, addr, words))
         filled[region][addr:addr + 5] = words
-    check_memories(link, filled)  # the words landed, and nothing else moved
+    check_memories(link, WS, filled)  # the words landed, and nothing else moved
 
 
 def test_errors_get_their_status_and_change_nothing(link, filled):
@@ -142,11 +95,11 @@ def test_errors_get_their_status_and_change_nothing(link, filled):
     counters = link.counters()
     assert (counters.runs, counters.program_loaded, counters.busy) == (0, False, False)
     assert (counters.cycles, counters.busy_cycles, counters.macs) == (0, 0, 0)
-    check_memories(link, filled)
+    check_memories(link, WS, filled)
 
 
 def test_a_longer_write_than_the_payload_buffer_is_bad_length():
-    link = RequestLink(InProcessDevice(WS, max_payload=64))
+    link = DeviceLink(InProcessDevice(WS, max_payload=64))
     act = regions(WS)[Region.ACT]
     words = list(range(30))  # 7 + 30 * 3 bytes: more than 64
     frame = link.request(Opcode.WRITE, pack_write(act, 0, words))
@@ -165,7 +118,7 @@ def test_garbage_is_skipped_and_a_bad_header_gets_no_answer(link, filled):
     link.send(bytes(request))
     assert link.receive() == []
     assert link.ok(Opcode.INFO) == info_bytes(WS)
-    check_memories(link, filled)
+    check_memories(link, WS, filled)
 
 
 @pytest.mark.parametrize("cut", [1, 9, -1])
@@ -175,7 +128,7 @@ def test_a_partial_frame_times_out(link, filled, cut):
     time.sleep(1.5 * FRAME_TIMEOUT_MS / 1000)
     assert link.ok(Opcode.INFO) == info_bytes(WS)
     assert link.receive() == []
-    check_memories(link, filled)
+    check_memories(link, WS, filled)
 
 
 def test_bytes_may_come_in_any_pieces(link):
@@ -191,7 +144,7 @@ def test_bytes_may_come_in_any_pieces(link):
 def test_run_is_exact_and_counted_as_the_cycle_model_says(config):
     """RUN runs the program to its end before answering: the device is never busy (so BUSY,
     which the gateware answers to a request during a run, never applies)."""
-    link = RequestLink(InProcessDevice(config))
+    link = DeviceLink(InProcessDevice(config))
     rng = np.random.default_rng(5)
     net = random_network(rng, config, max_width=12)
     program = hwgen.compile(net, config, batch=6)

@@ -22,7 +22,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from protocol_helpers import error_cases
+from protocol_helpers import (
+    RequestLink,
+    check_memories,
+    error_cases,
+    fill_regions,
+    random_words,
+)
 from support import BOARD_SMALL as SMALL
 from support import BOARD_WS as WS
 from support import host_port
@@ -31,22 +37,16 @@ from support import started_board as started
 
 import hwgen
 from host.client import DeviceClient
-from host.frames import ResponseDecoder
 from hwgen.config import AcceleratorConfig
 from hwgen.memmap import Region, regions
 from hwgen.protocol import (
     FRAME_OVERHEAD,
-    MAX_PAYLOAD,
     Status,
     encode_request,
     info_bytes,
     pack_read,
     pack_run,
     pack_write,
-    read_chunk_words,
-    unpack_counters,
-    unpack_words,
-    write_chunk_words,
 )
 from hwgen.protocol import Opcode as Op
 from sim.board import BoardError, SimulatedBoard, frame_timeout_cycles
@@ -64,14 +64,13 @@ def board():
         yield b
 
 
-class RawLink:
+class RawLink(RequestLink):
     """A TCP connection to a board that sends bytes and decodes the response frames."""
 
     def __init__(self, url, timeout=TIMEOUT):
+        super().__init__()
         self.sock = socket.create_connection(host_port(url), timeout=timeout)
         self.timeout = timeout
-        self.decoder = ResponseDecoder()
-        self.seq = 0
 
     def close(self):
         self.sock.close()
@@ -98,41 +97,6 @@ class RawLink:
             frames += self.decoder.feed(chunk)
         return frames
 
-    def request(self, opcode, payload=b"", *, raw=None):
-        """Send one request (or the bytes ``raw``) and return its single response frame."""
-        self.seq = (self.seq + 1) & 0xFF
-        data = raw if raw is not None else encode_request(opcode, self.seq, payload)
-        self.send(data)
-        frames = self.receive()
-        assert len(frames) == 1, f"no answer to {data[:12].hex()}..."
-        frame = frames[0]
-        assert frame.crc_ok
-        opcode = frame.opcode.value if isinstance(frame.opcode, Op) else frame.opcode
-        assert (frame.seq, opcode) == (data[2], data[1])
-        return frame
-
-    def ok(self, opcode, payload=b""):
-        frame = self.request(opcode, payload)
-        assert frame.status == Status.OK, (opcode, frame.status)
-        return frame.payload
-
-    def read_region(self, geometry):
-        words = []
-        chunk = read_chunk_words(geometry, MAX_PAYLOAD)
-        for addr in range(0, geometry.depth, chunk):
-            n = min(chunk, geometry.depth - addr)
-            words += unpack_words(geometry, self.ok(Op.READ, pack_read(geometry, addr, n)))
-        return words
-
-    def write_region(self, geometry, addr, words):
-        chunk = write_chunk_words(geometry, MAX_PAYLOAD)
-        for start in range(0, len(words), chunk):
-            part = words[start:start + chunk]
-            self.ok(Op.WRITE, pack_write(geometry, addr + start, part))
-
-    def counters(self):
-        return unpack_counters(self.ok(Op.COUNTERS))
-
 
 @pytest.fixture
 def link(board):
@@ -141,26 +105,10 @@ def link(board):
     raw.close()
 
 
-def random_words(rng, geometry, n):
-    return [int.from_bytes(rng.bytes(geometry.word_bytes), "little")
-            & ((1 << geometry.word_bits) - 1) for _ in range(n)]
-
-
 @pytest.fixture
 def filled(link):
     """Every region of the board filled with random words; returns ``{Region: words}``."""
-    rng = np.random.default_rng(7)
-    contents = {}
-    for region, geometry in regions(WS).items():
-        contents[region] = random_words(rng, geometry, geometry.depth)
-        link.write_region(geometry, 0, contents[region])
-    link.ok(Op.RESET)  # keeps the memories, forgets that PROGRAM was written
-    return contents
-
-
-def check_memories(link, contents):
-    for region, geometry in regions(WS).items():
-        assert link.read_region(geometry) == contents[region], region.name
+    return fill_regions(link, WS, np.random.default_rng(7))
 
 
 def test_info_is_the_configs(link):
@@ -174,7 +122,7 @@ def test_write_read_round_trip_every_region(link, filled):
         words = random_words(rng, geometry, 5)
         link.ok(Op.WRITE, pack_write(geometry, addr, words))
         filled[region][addr:addr + 5] = words
-    check_memories(link, filled)  # the words landed, and nothing else moved
+    check_memories(link, WS, filled)  # the words landed, and nothing else moved
 
 
 def test_errors_get_their_status_and_change_nothing(link, filled):
@@ -184,7 +132,7 @@ def test_errors_get_their_status_and_change_nothing(link, filled):
         assert link.ok(Op.INFO) == info_bytes(WS), f"after {name}"
     counters = link.counters()
     assert (counters.runs, counters.program_loaded, counters.busy) == (0, False, False)
-    check_memories(link, filled)
+    check_memories(link, WS, filled)
 
 
 def test_garbage_is_skipped(link, filled):
@@ -195,7 +143,7 @@ def test_garbage_is_skipped(link, filled):
     link.send(bytes(garbage) + bytes(FRAME_OVERHEAD))
     assert link.ok(Op.INFO) == info_bytes(WS)
     assert link.receive(timeout=0.2) == [], "garbage was answered"
-    check_memories(link, filled)
+    check_memories(link, WS, filled)
 
 
 @pytest.mark.parametrize("cut", [1, 5, 9, 20, -1])
@@ -210,7 +158,7 @@ def test_truncated_frame_times_out(board, link, filled, cut):
     assert after.cycles - before.cycles > frame_timeout_cycles(WS) // 2
     assert link.ok(Op.INFO) == info_bytes(WS)
     assert link.receive(timeout=0.1) == []
-    check_memories(link, filled)
+    check_memories(link, WS, filled)
 
 
 def test_bad_header_crc_gets_no_answer(link):
