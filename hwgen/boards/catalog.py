@@ -26,6 +26,7 @@ __all__ = [
     "ECP5_IMPLEMENTATION",
     "ICE40_IMPLEMENTATION",
     "ICEBREAKER_PRESET",
+    "NAMED_PRESETS",
     "ULX3S_45F_PRESET",
     "ULX3S_PRESET",
     "ULX3S_SMALL_PRESET",
@@ -178,3 +179,7 @@ BOARDS = {
     "ulx3s-45f": _ulx3s(45, 43_848, 108, 72, ULX3S_45F_PRESET),
     "ulx3s-85f": _ulx3s(85, 83_640, 208, 156, ULX3S_PRESET),
 }
+
+#: Designs besides the boards' presets, by name: ``(board, fields over its preset)``
+#: (``hwgen.boards.board_config(BOARDS[board], **fields)``).
+NAMED_PRESETS = {}
