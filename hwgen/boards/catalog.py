@@ -28,6 +28,7 @@ __all__ = [
     "ICEBREAKER_PRESET",
     "NAMED_PRESETS",
     "ULX3S_45F_PRESET",
+    "ULX3S_85F_ZOO_PRESET",
     "ULX3S_PRESET",
     "ULX3S_SMALL_PRESET",
     "Board",
@@ -180,6 +181,12 @@ BOARDS = {
     "ulx3s-85f": _ulx3s(85, 83_640, 208, 156, ULX3S_PRESET),
 }
 
+#: The 85F design for the model zoo (:mod:`hwgen.models`): buffers that hold each of the
+#: sequential zoo models at batch 1 (docs/performance.md, "MLPerf Tiny").
+ULX3S_85F_ZOO_PRESET = {"rows": 8, "cols": 8, "dataflow": "ws", "in_bits": 8, "w_bits": 8,
+                        "weight_depth": 36864, "act_depth": 14336, "param_depth": 512,
+                        "prog_depth": 128, "out_depth": 128}
+
 #: Designs besides the boards' presets, by name: ``(board, fields over its preset)``
 #: (``hwgen.boards.board_config(BOARDS[board], **fields)``).
-NAMED_PRESETS = {}
+NAMED_PRESETS = {"ulx3s-85f-zoo": ("ulx3s-85f", ULX3S_85F_ZOO_PRESET)}
