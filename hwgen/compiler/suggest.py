@@ -75,17 +75,21 @@ def _boards_holding(config):
 
 
 def _presets_holding(compile_fn, network):
-    """Return the names of the board presets that compile ``network``."""
+    """Return the names of the board presets that compile ``network`` and that the fit
+    estimate puts on their board."""
     from ..boards.catalog import BOARDS, NAMED_PRESETS
     from ..boards.config import board_config
+    from ..boards.fit import FitError, check_fit
 
     designs = [(name, board, {}) for name, board in BOARDS.items()]
     designs += [(name, BOARDS[board], preset) for name, (board, preset) in NAMED_PRESETS.items()]
     names = []
     for name, board, preset in designs:
         try:
-            compile_fn(network, board_config(board, **preset))
-        except (CompileError, ValueError):
+            config = board_config(board, **preset)
+            compile_fn(network, config)
+            check_fit(board, config)
+        except (CompileError, FitError, ValueError):
             continue
         names.append(name)
     return names

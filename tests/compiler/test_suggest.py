@@ -95,3 +95,18 @@ def test_other_refusals_get_no_suggestion(autoencoder):
     error = _refusal(autoencoder, board_config(BOARDS["icebreaker"]))
     assert error.resource == "acc_bits"
     assert "would fit" not in str(error) and "holds it" not in str(error)
+
+
+def test_named_presets_are_listed_only_where_they_fit_their_board(autoencoder, monkeypatch):
+    from hwgen.boards import catalog
+
+    small = {"weight_depth": 66048, "param_depth": 512}   # the 12F's 4x4 array
+    monkeypatch.setattr(catalog, "NAMED_PRESETS", {
+        "85f-ad": ("ulx3s-85f", {"weight_depth": 33024, "param_depth": 256}),
+        "12f-ad": ("ulx3s-12f", small),  # compiles the network, but needs 130 of 32 DP16KDs
+    })
+    error = _refusal(autoencoder, board_config(BOARDS["ulx3s-45f"]))
+    assert str(error).endswith(", or the preset of 85f-ad")
+    hwgen.compile(autoencoder, board_config(BOARDS["ulx3s-12f"], **small))
+    with pytest.raises(FitError):
+        check_fit(BOARDS["ulx3s-12f"], board_config(BOARDS["ulx3s-12f"], **small))
