@@ -21,7 +21,8 @@ at a time). For every design (a board's preset, or a named one of
 - latency per inference at the design's clock and at the clock its preset's build reached
   (docs/performance.md), batch 1;
 - WEIGHT bytes (the tiles as stored) against the model's int8 weights, ACT bytes at batch 1,
-  and wire bytes per inference at batch 1 (``hwgen.throughput.wire_bytes_per_run``).
+  and wire bytes per inference at batch 1 (``hwgen.throughput.wire_bytes_per_run``) with
+  their time on the default UART.
 
 A model that does not import, or does not fit a design, gets its row with the reason (the
 importer's or the compiler's error) instead of figures.
@@ -44,7 +45,8 @@ from hwgen.memmap import Region, regions
 from hwgen.models import MODELS
 from hwgen.nn import Conv2D, Dense, from_torch, quantize
 from hwgen.passes import lookup
-from hwgen.throughput import wire_bytes_per_run
+from hwgen.protocol import DEFAULT_BAUD
+from hwgen.throughput import BITS_PER_BYTE, wire_bytes_per_run
 
 #: Designs measured by default: the 85F's preset, the zoo's 85F design, the iCEBreaker's.
 DEFAULT_DESIGNS = ("ulx3s-85f", *NAMED_PRESETS, "icebreaker")
@@ -176,7 +178,7 @@ def print_table(rows):
     head = (f"{'model':<13} {'design':<15} {'MACs':>10} {'dev. MACs':>10} {'cycles':>10} "
             f"{'sim':>10} {'util.':>6} " + " ".join(f"{k:>10}" for k in KINDS)
             + f" {'pool cyc.':>9} {'us @clk':>9} {'us @Fmax':>9} {'W bytes':>9} "
-              f"{'int8 W':>8} {'ACT bytes':>9} {'wire B':>7}")
+              f"{'int8 W':>8} {'ACT bytes':>9} {'wire B':>7} {'UART ms':>8}")
     print(head)
     for r in rows:
         if "reason" in r:
@@ -192,7 +194,8 @@ def print_table(rows):
               f"{_util(r['device_macs'], r['board_cycles'], config):>6} {kinds} "
               f"{r['per_kind']['pool'][1]:>9,} {r['board_cycles'] / clock * 1e6:>9.1f} "
               f"{at_fmax} {r['weight_bytes']:>9,} {r['model_weights']:>8,} "
-              f"{r['act_bytes']:>9,} {r['wire_bytes']:>7,}")
+              f"{r['act_bytes']:>9,} {r['wire_bytes']:>7,} "
+              f"{r['wire_bytes'] * BITS_PER_BYTE / DEFAULT_BAUD * 1e3:>8.1f}")
     print()
     for r in rows:
         if "reason" in r:
@@ -204,7 +207,7 @@ def print_table(rows):
           "us @clk: latency at the design's clock; us @Fmax: at the Fmax its preset's build "
           "reached (docs/performance.md).\nW bytes: WEIGHT as stored (tiles padded); int8 W: "
           "the model's weights; ACT bytes: the activation areas at batch 1; wire B: both ways "
-          "per inference at batch 1.")
+          f"per inference at batch 1; UART ms: their time on the {DEFAULT_BAUD:,} baud UART.")
 
 
 def main(argv=None):
