@@ -44,6 +44,10 @@ class MLP:
         Whether a ReLU follows each layer.
     history : list of float
         Mean training loss of every epoch run by :meth:`fit`.
+    output_function : {None, "softmax", "log_softmax", "sigmoid"}
+        What turns the logits into probabilities on the host; ``None`` unless an importer
+        recorded a final ``Softmax``, ``LogSoftmax`` or ``Sigmoid`` (see
+        :mod:`hwgen.nn.output_function`). :meth:`forward` returns the logits either way.
     """
 
     def __init__(self, sizes, seed=0, relu=None):
@@ -100,6 +104,7 @@ class MLP:
         self.layers = checked
         self.relu = relu
         self.history = []
+        self.output_function = None  # set by the importers from a final Softmax/Sigmoid
 
     @property
     def sizes(self):
