@@ -49,8 +49,9 @@ class Activated:
 
     _allowed = ACTIVATIONS
 
-    def _set_activation(self, where, relu, activation, alpha, act_min, act_max):
-        """Check and store the fields; ``relu`` is the older spelling of ``activation``."""
+    def _set_activation(self, where, relu, activation, alpha, bounds):
+        """Check and store the fields; ``relu`` is the older spelling of ``activation``,
+        ``bounds`` is ``(act_min, act_max)``."""
         if activation is None:
             activation = "relu" if relu is None or relu else "identity"
         elif relu is not None and bool(relu) != (activation == "relu"):
@@ -59,6 +60,7 @@ class Activated:
         if activation not in self._allowed:
             raise ValueError(f"{where}: field 'activation' is {activation!r}; allowed: "
                              + ", ".join(repr(a) for a in self._allowed))
+        act_min, act_max = bounds
         alpha = _bound(alpha, where, "alpha")
         if alpha is None or alpha < 0:
             raise ValueError(f"{where}: field 'alpha' is {alpha!r}; allowed: a float >= 0")

@@ -72,7 +72,7 @@ class FloatConv2D(Activated):
         if self.weight.shape[3] % self.groups:
             raise ValueError(f"FloatConv2D: groups={groups} does not divide C_out="
                              f"{self.weight.shape[3]}; allowed: a divisor of C_out")
-        self._set_activation("FloatConv2D", relu, activation, alpha, act_min, act_max)
+        self._set_activation("FloatConv2D", relu, activation, alpha, (act_min, act_max))
 
     @classmethod
     def random(cls, kernel_size, in_channels, out_channels, *, stride=1, padding=0, groups=1,

@@ -53,7 +53,7 @@ def windows(x, kernel, strides, pads):
     top, bottom, left, right = pads
     if any(pads):
         x = np.pad(x, ((0, 0), (top, bottom), (left, right), (0, 0)))
-    m, h, w, c = x.shape
+    h, w = x.shape[1:3]
     oh, ow = output_size(h, kh, sy, 0, 0), output_size(w, kw, sx, 0, 0)
     view = sliding_window_view(x, (kh, kw), axis=(1, 2))  # (M, h', w', C, KH, KW)
     view = view[:, :(oh - 1) * sy + 1:sy, :(ow - 1) * sx + 1:sx]

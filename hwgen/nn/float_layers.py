@@ -59,7 +59,7 @@ class FloatDense(Activated):
                  act_min=None, act_max=None):
         self.weight = float_param(weight, "FloatDense", "weight", 2, "(K, N)")
         self.bias = float_bias(bias, self.weight.shape[1], "FloatDense")
-        self._set_activation("FloatDense", relu, activation, alpha, act_min, act_max)
+        self._set_activation("FloatDense", relu, activation, alpha, (act_min, act_max))
 
     @classmethod
     def random(cls, in_features, out_features, *, relu=True, rng=None):

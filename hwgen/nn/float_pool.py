@@ -51,7 +51,8 @@ class FloatAvgPool2D(Activated):
         self.stride = size if stride is None else stride
         self.kernel_size = pair(size, "FloatAvgPool2D", "size", 1)
         self.strides = pair(self.stride, "FloatAvgPool2D", "stride", 1)
-        self._set_activation("FloatAvgPool2D", None, activation, 0.0, act_min, act_max)
+        self._set_activation("FloatAvgPool2D", None, activation, 0.0,
+                             (act_min, act_max))
 
     def __repr__(self):
         return (f"FloatAvgPool2D({self.size}, stride={self.stride}, "
@@ -102,7 +103,8 @@ class FloatGlobalAvgPool2D(Activated):
     _allowed = ("identity", "relu")
 
     def __init__(self, *, activation="identity", act_min=None, act_max=None):
-        self._set_activation("FloatGlobalAvgPool2D", None, activation, 0.0, act_min, act_max)
+        self._set_activation("FloatGlobalAvgPool2D", None, activation, 0.0,
+                             (act_min, act_max))
 
     def __repr__(self):
         return f"FloatGlobalAvgPool2D({self._activation_repr()})"
