@@ -21,8 +21,10 @@ from .import_chain import Chain, require
 
 __all__ = ["from_onnx"]
 
-_SUPPORTED = ("Gemm, MatMul, Add, Conv, MaxPool, Relu, Flatten, Reshape, Identity, Dropout, "
-              "Constant")
+_SUPPORTED = ("Gemm, MatMul, Add, Conv, BatchNormalization, MaxPool, AveragePool, "
+              "GlobalAveragePool, ReduceMean, Relu, Clip, LeakyRelu, Flatten, Reshape, Identity, "
+              "Dropout, Constant, and a final Softmax, LogSoftmax or Sigmoid")
+_FINAL = {"Softmax": "softmax", "LogSoftmax": "log_softmax", "Sigmoid": "sigmoid"}
 # Nodes that compute on shapes only: evaluated here, never part of the chain.
 _SHAPE_OPS = ("Shape", "Gather", "Unsqueeze", "Concat")
 
@@ -32,15 +34,22 @@ def from_onnx(model_or_path, input_shape=None):
 
     Supported nodes, in one chain from the graph's input to its output: ``Gemm`` (with
     ``alpha``, ``beta`` and ``transB``; ``transA=0``), ``MatMul`` by a constant followed
-    optionally by ``Add`` of a constant bias; ``Conv`` with ``group=1``, ``dilations`` 1, the
-    same stride on both axes and symmetric zero padding (``pads`` all equal, or an
-    ``auto_pad`` that amounts to that); ``MaxPool`` with a square window, the same stride on
-    both axes, no padding, no dilation, ``ceil_mode=0`` and no indices output; ``Relu``
-    (folded into the preceding dense or convolution layer, through pooling and flattening,
-    with which it commutes); ``Flatten`` (``axis=1``) and ``Reshape`` to 2-D
-    ``(batch, features)``, including a target computed by ``Shape``, ``Gather``,
-    ``Unsqueeze`` and ``Concat`` nodes; ``Identity``, ``Dropout`` and ``Constant``. Weights
-    must be initializers or constants.
+    optionally by ``Add`` of a constant bias; ``Conv`` with any ``group``, kernel and
+    per-axis ``strides``, ``dilations`` 1 and any zero padding (``pads``, or ``auto_pad``
+    ``VALID``, ``SAME_UPPER`` or ``SAME_LOWER``, resolved on the running input size);
+    ``BatchNormalization`` (inference, right after a dense layer or ``Conv``: folded into it
+    in float); ``MaxPool`` with a square window, the same stride on both axes, no padding, no
+    dilation, ``ceil_mode=0`` and no indices output; ``AveragePool`` (any window and strides,
+    no padding, ``ceil_mode=0``), ``GlobalAveragePool`` and ``ReduceMean`` over the two
+    spatial axes (``axes`` an attribute or, from opset 18, a constant input; ``keepdims``
+    either); ``Relu``, ``Clip`` (bounds as constant inputs or, before opset 11, attributes)
+    and ``LeakyRelu`` (folded into the preceding dense, convolution or average pooling layer,
+    through max pooling and flattening, with which they commute); ``Flatten`` (``axis=1``)
+    and ``Reshape`` to 2-D ``(batch, features)``, including a target computed by ``Shape``,
+    ``Gather``, ``Unsqueeze`` and ``Concat`` nodes; ``Identity``, ``Dropout`` and
+    ``Constant``; a final ``Softmax``/``LogSoftmax`` over the classes or ``Sigmoid``,
+    recorded as the model's ``output_function`` (see :mod:`hwgen.nn.output_function`).
+    Weights must be initializers or constants.
 
     Parameters
     ----------
@@ -52,8 +61,8 @@ def from_onnx(model_or_path, input_shape=None):
     Returns
     -------
     MLP or CNN
-        An :class:`MLP` for a chain of dense layers on rows, otherwise a :class:`CNN` with
-        ``input_shape``.
+        An :class:`MLP` for a chain of dense layers on rows with ReLUs or none, otherwise a
+        :class:`CNN` with ``input_shape``; ``output_function`` is set on either.
 
     Raises
     ------
@@ -315,18 +324,31 @@ class _Walker:
             if bias is None:
                 chain.offender(name, kind, "B must be a constant (initializer)")
                 return False
-        kernel = weight.shape[2:]
         reasons = []
-        if attrs.get("group", 1) != 1:
-            reasons.append(f"group={attrs['group']}; supported: 1")
         if list(attrs.get("dilations", [1, 1])) != [1, 1]:
             reasons.append(f"dilations={list(attrs['dilations'])}; supported: [1, 1]")
-        stride, padding = _stride_and_pads(attrs, kernel, chain.shape, reasons)
+        strides, pads = _strides_and_pads(attrs, weight.shape[2:], chain.shape, reasons)
         if reasons:
             chain.offender(name, kind, "; ".join(reasons))
             return False
         weight = np.asarray(weight, dtype=np.float64).transpose(2, 3, 1, 0)
-        chain.conv(name, kind, weight, bias, stride=stride, padding=padding)
+        chain.conv(name, kind, weight, bias, stride=strides, padding=pads,
+                   groups=int(attrs.get("group", 1)))
+        return False
+
+    def _op_BatchNormalization(self, node, name, kind, attrs):
+        params = [self.constants.get(i) for i in node.input[1:5]]
+        if len(params) != 4 or any(p is None for p in params):
+            self.chain.offender(name, kind, "scale, B, input_mean and input_var must be "
+                                            "constants (initializers)")
+            return False
+        if attrs.get("training_mode", 0) or len([o for o in node.output if o]) > 1:
+            self.chain.offender(name, kind, "training_mode=1 or running statistics outputs; "
+                                            "supported: inference")
+            return False
+        gamma, beta, mean, var = (np.asarray(p, dtype=np.float64).reshape(-1) for p in params)
+        scale = gamma / np.sqrt(var + attrs.get("epsilon", 1e-5))
+        self.chain.batchnorm(name, kind, scale, beta - mean * scale)
         return False
 
     def _op_MaxPool(self, node, name, kind, attrs):
@@ -334,58 +356,121 @@ class _Walker:
         reasons = []
         if len(kernel) != 2 or kernel[0] != kernel[1]:
             reasons.append(f"kernel_shape={kernel}; supported: a square 2-D window")
+        if len([o for o in node.output if o]) > 1:
+            reasons.append("the Indices output is not supported")
+        strides, _ = self._window(attrs, kernel, reasons)
+        if strides is not None and strides[0] != strides[1]:
+            reasons.append(f"strides={list(strides)}; supported: the same on both axes")
+        if reasons:
+            self.chain.offender(name, kind, "; ".join(reasons))
+        else:
+            self.chain.pool(name, kind, kernel[0], strides[0])
+        return False
+
+    def _op_AveragePool(self, node, name, kind, attrs):
+        kernel = list(attrs.get("kernel_shape", []))
+        reasons = [] if len(kernel) == 2 else [f"kernel_shape={kernel}; supported: 2-D"]
+        strides, _ = self._window(attrs, kernel, reasons)
+        if reasons:
+            self.chain.offender(name, kind, "; ".join(reasons))
+        else:
+            self.chain.avgpool(name, kind, tuple(kernel), strides)
+        return False
+
+    def _window(self, attrs, kernel, reasons):
+        """Return the strides and pads of a pooling node, appending why they do not fit."""
         if list(attrs.get("dilations", [1, 1])) != [1, 1]:
             reasons.append(f"dilations={list(attrs['dilations'])}; supported: [1, 1]")
         if attrs.get("ceil_mode", 0):
             reasons.append("ceil_mode=1; supported: 0 (the output size rounds down)")
-        if len([o for o in node.output if o]) > 1:
-            reasons.append("the Indices output is not supported")
-        stride, padding = _stride_and_pads(attrs, kernel, self.chain.shape, reasons)
-        if padding:
+        strides, pads = _strides_and_pads(attrs, kernel, self.chain.shape, reasons)
+        if pads is not None and any(pads):
             reasons.append(f"pads={list(attrs.get('pads', []))} or auto_pad; supported: none")
-        if reasons:
-            self.chain.offender(name, kind, "; ".join(reasons))
-        else:
-            self.chain.pool(name, kind, kernel[0], stride)
+        return strides, pads
+
+    def _op_GlobalAveragePool(self, node, name, kind, attrs):
+        self.chain.global_avgpool(name, kind)
         return False
 
+    def _op_ReduceMean(self, node, name, kind, attrs):
+        axes = attrs.get("axes")
+        if axes is None and len(node.input) > 1 and node.input[1]:
+            axes = self._shape_of(node.input[1])  # an input from opset 18
+        axes = None if axes is None else sorted(a % 4 for a in axes)
+        if axes != [2, 3]:
+            self.chain.offender(name, kind, f"axes={axes}; supported: the spatial axes [2, 3] "
+                                            "of an NCHW input")
+            return False
+        self.chain.global_avgpool(name, kind)
+        if not attrs.get("keepdims", 1):
+            self.chain.flatten(name, kind)  # (N, C): one pixel, so no reordering
+        return False
 
-def _stride_and_pads(attrs, kernel, shape, reasons):
-    """Return ``(stride, padding)`` of a Conv or MaxPool as two ints, appending why not.
+    def _op_Relu(self, node, name, kind, attrs):
+        self.chain.activation(name, kind, "relu")
+        return False
 
-    ONNX's default stride is 1 for both. ``auto_pad`` is resolved with the running ``shape``:
-    ``SAME_*`` qualifies when it pads the same on every side.
+    def _op_LeakyRelu(self, node, name, kind, attrs):
+        self.chain.activation(name, kind, "leaky_relu", alpha=float(attrs.get("alpha", 0.01)))
+        return False
+
+    def _op_Clip(self, node, name, kind, attrs):
+        bounds = [attrs.get("min"), attrs.get("max")]  # attributes before opset 11
+        for index, tensor in enumerate(node.input[1:3]):
+            if tensor:
+                value = self.constants.get(tensor)
+                if value is None or np.size(value) != 1:
+                    self.chain.offender(name, kind, "min and max must be constant scalars")
+                    return False
+                bounds[index] = float(np.reshape(value, -1)[0])
+        self.chain.activation(name, kind, "clamp", low=bounds[0], high=bounds[1])
+        return False
+
+    def _final(self, node, name, kind, attrs):
+        axis = attrs.get("axis", -1)
+        shape = self.chain.shape
+        if kind != "Sigmoid" and shape is not None and axis not in (-1, len(shape)):
+            self.chain.offender(name, kind, f"axis={axis}; supported: the last axis, over "
+                                            "the classes")
+        else:
+            self.chain.final_function(name, kind, _FINAL[kind])
+        return False
+
+    _op_Softmax = _op_LogSoftmax = _op_Sigmoid = _final
+
+
+def _strides_and_pads(attrs, kernel, shape, reasons):
+    """Return ``((sy, sx), (top, bottom, left, right))`` of a Conv or pooling node.
+
+    ONNX's default stride is 1, its ``pads`` are ``[top, left, bottom, right]``; ``auto_pad``
+    ``SAME_*`` is resolved with the running ``shape`` (``SAME_UPPER`` puts the odd pixel at the
+    end, ``SAME_LOWER`` at the start). Appends to ``reasons`` and returns ``(None, None)`` when
+    they cannot be had.
     """
-    strides = list(attrs.get("strides", [1, 1]))
-    if len(strides) != 2 or strides[0] != strides[1]:
-        reasons.append(f"strides={strides}; supported: the same on both axes")
+    strides = [int(v) for v in attrs.get("strides", [1, 1])]
+    if len(strides) != 2:
+        reasons.append(f"strides={strides}; supported: 2-D")
         return None, None
-    stride = int(strides[0])
     auto_pad = attrs.get("auto_pad", b"NOTSET")
     auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad
     if auto_pad == "VALID":
-        return stride, 0
+        return tuple(strides), (0, 0, 0, 0)
     if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        return stride, _same_padding(auto_pad, kernel, shape, stride, reasons)
-    pads = list(attrs.get("pads", [0, 0, 0, 0]))
-    if len(set(pads)) != 1:
-        reasons.append(f"pads={pads}; supported: the same on every side")
-        return stride, None
-    return stride, int(pads[0])
-
-
-def _same_padding(auto_pad, kernel, shape, stride, reasons):
-    """Return the padding of ``auto_pad=SAME_*`` if it is one symmetric int, else ``None``."""
-    if shape is None or len(shape) != 3 or len(kernel) != 2:
-        reasons.append(f"auto_pad={auto_pad} on an input of unknown size")
-        return None
-    totals = {max((math.ceil(size / stride) - 1) * stride + k - size, 0)
-              for size, k in zip(shape[:2], kernel, strict=True)}
-    if len(totals) != 1 or min(totals) % 2:
-        reasons.append(f"auto_pad={auto_pad} pads {sorted(totals)} in total per axis; "
-                       "supported: the same even total on both axes")
-        return None
-    return min(totals) // 2
+        if shape is None or len(shape) != 3 or len(kernel) != 2:
+            reasons.append(f"auto_pad={auto_pad} on an input of unknown size")
+            return None, None
+        pads = []
+        for size, k, s in zip(shape[:2], kernel, strides, strict=True):
+            total = max((math.ceil(size / s) - 1) * s + k - size, 0)
+            small, large = total // 2, total - total // 2
+            pads += [small, large] if auto_pad == "SAME_UPPER" else [large, small]
+        return tuple(strides), tuple(pads)
+    pads = [int(v) for v in attrs.get("pads", [0, 0, 0, 0])]
+    if len(pads) != 4:
+        reasons.append(f"pads={pads}; supported: 4 values")
+        return None, None
+    top, left, bottom, right = pads
+    return tuple(strides), (top, bottom, left, right)
 
 
 def _bias_vector(value, n):
