@@ -148,8 +148,9 @@ class Activated:
                 self.alpha *= alpha
             elif self.activation == "identity":
                 if "leaky_relu" not in self._allowed:
-                    return (f"a leaky ReLU after {type(self).__name__} cannot be mapped; "
-                            "supported: after a dense or convolution layer")
+                    return ("a leaky ReLU after average pooling cannot be mapped (a pool has "
+                            "no negative multiplier); supported: after a dense or "
+                            "convolution layer")
                 self.activation, self.alpha = "leaky_relu", alpha
             # After a ReLU the values are >= 0, where a leaky ReLU changes nothing.
             self.act_min, self.act_max = (None if b is None else _leaky(b, alpha)

@@ -221,14 +221,17 @@ class Chain:
         bare, self.bare = self.bare, False
         self.follows(name, kind)
         layer = self.layers[-1] if self.layers else None
+        # A BatchNorm keeps the shape, so later shape checks still hold after an offender.
         if not bare or not isinstance(layer, FloatDense | FloatConv2D):
-            self.offender(name, kind, "follows no Linear/Gemm/MatMul or Conv directly, so it "
-                                      "cannot be folded; supported: right after one of them")
+            self.offenders.append((name, kind, "follows no Linear/Gemm/MatMul or Conv "
+                                               "directly, so it cannot be folded; supported: "
+                                               "right after one of them"))
             return
         n = layer.bias.shape[0]
         if np.shape(scale) != (n,) or np.shape(offset) != (n,):
-            self.offender(name, kind, f"has {np.size(scale)} channels but the layer before it "
-                                      f"has {n} outputs; supported: one per output channel")
+            self.offenders.append((name, kind, f"has {np.size(scale)} channels but the layer "
+                                               f"before it has {n} outputs; supported: one "
+                                               "per output channel"))
             return
         layer.weight *= scale  # broadcasts along the last axis, the output channels
         layer.bias = layer.bias * scale + offset

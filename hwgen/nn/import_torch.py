@@ -194,8 +194,8 @@ def _avgpool(chain, name, kind, child):
         if None in out or shape is None or len(shape) != 3 \
                 or shape[0] % out[0] or shape[1] % out[1]:
             chain.offender(name, kind, f"output_size={child.output_size} on an input "
-                                       f"{shape}; supported: 1, or a size that divides the "
-                                       "input's (H, W)")
+                                       f"{shape or 'of unknown size'}; supported: 1, or a "
+                                       "size that divides the input's (H, W)")
             return
         window = (shape[0] // out[0], shape[1] // out[1])
         chain.avgpool(name, kind, window, window)

@@ -10,6 +10,7 @@ import numbers
 import numpy as np
 
 from .float_training import check_labels, check_optimizer, minibatch_descent, softmax_cross_entropy
+from .output_function import apply_output_function
 
 __all__ = ["MLP"]
 
@@ -138,6 +139,11 @@ class MLP:
     def forward(self, x):
         """Return the float logits ``(M, N)`` for inputs ``x (M, K)``."""
         return self.forward_trace(x)[-1]
+
+    def probabilities(self, x):
+        """Return :attr:`output_function` applied to the logits of ``x`` (the logits when it
+        is ``None``); see :func:`hwgen.nn.output_function.apply_output_function`."""
+        return apply_output_function(self.output_function, self.forward(x))
 
     def predict(self, x):
         """Return the class (argmax of the logits) of each row of ``x``."""
