@@ -136,11 +136,8 @@ def quantize(mlp, calib_x, *, in_bits=8, w_bits=8, acc_bits=32, mult_bits=16, ou
         source, name = INPUT if index == 0 else chain_name(index - 1), chain_name(index)
         if isinstance(layer, FloatAvgPool2D | FloatGlobalAvgPool2D):
             s_y = _scale(np.max(np.abs(outputs[index])), a_max)
-            window = cnn.shapes[index][0][:2] if isinstance(layer, FloatGlobalAvgPool2D) \
-                else layer.kernel_size
-            layers.append(_quantize_pool(layer, (scales[source], s_y), math.prod(window),
-                                         cnn.shapes[index][0][2], in_bits,
-                                         (mult_bits, acc_bits)))
+            layers.append(_quantize_pool(layer, (scales[source], s_y), cnn.shapes[index][0],
+                                         in_bits, (mult_bits, acc_bits)))
             scales[name] = s_y
             channel_scales[name] = np.full(cnn.shapes[index][0][2], s_y)
             continue
@@ -174,15 +171,17 @@ def _bounds(layer, s_y, in_bits):
             if value is not None}
 
 
-def _quantize_pool(layer, scales, window, channels, in_bits, widths):
-    """Return the integer average pool of a float one: ``mult / 2**shift ≈ s_x / (s_y *
-    window)`` per channel, the bounds at the output's scale; ``widths`` is
-    ``(mult_bits, acc_bits)``."""
+def _quantize_pool(layer, scales, shape, in_bits, widths):
+    """Return the integer average pool of a float one on an input ``shape`` ``(H, W, C)``:
+    ``mult / 2**shift ≈ s_x / (s_y * kh * kw)`` per channel, the bounds at the output's scale;
+    ``widths`` is ``(mult_bits, acc_bits)``."""
     from .pooling import AvgPool2D, GlobalAvgPool2D  # TODO(import): top level once layers lands
 
     s_x, s_y = scales
     mult_bits, acc_bits = widths
-    mult, shift = requant_params(np.full(channels, s_x / (s_y * window)), mult_bits,
+    window = math.prod(shape[:2] if isinstance(layer, FloatGlobalAvgPool2D)
+                       else layer.kernel_size)
+    mult, shift = requant_params(np.full(shape[2], s_x / (s_y * window)), mult_bits,
                                  acc_bits + mult_bits - 1)
     kwargs = {"mult": mult, "shift": shift, "activation": layer.activation,
               **_bounds(layer, s_y, in_bits)}
