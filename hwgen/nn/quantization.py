@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 
+from .avgpool import AvgPool2D, GlobalAvgPool2D
 from .cnn import CNN
 from .conv import Conv2D
 from .dense import Dense
@@ -175,8 +176,6 @@ def _quantize_pool(layer, scales, shape, in_bits, widths):
     """Return the integer average pool of a float one on an input ``shape`` ``(H, W, C)``:
     ``mult / 2**shift ≈ s_x / (s_y * kh * kw)`` per channel, the bounds at the output's scale;
     ``widths`` is ``(mult_bits, acc_bits)``."""
-    from .pooling import AvgPool2D, GlobalAvgPool2D  # TODO(import): top level once layers lands
-
     s_x, s_y = scales
     mult_bits, acc_bits = widths
     window = math.prod(shape[:2] if isinstance(layer, FloatGlobalAvgPool2D)
@@ -226,7 +225,6 @@ def _quantize_layer(layer, where, scales, raw, *, w_max, acc_bits, mult_bits, in
         kwargs.update(_bounds(layer, s_y, in_bits))
     if isinstance(layer, FloatConv2D):
         geometry = {"stride": layer.stride, "padding": layer.padding}
-        if layer.groups != 1:  # only then, so that older layers are built as before
-            geometry["groups"] = layer.groups
+        geometry["groups"] = layer.groups
         return Conv2D(w_q, b_q.astype(np.int64), mult, shift, **geometry, **kwargs), s_w
     return Dense(w_q, b_q.astype(np.int64), mult, shift, **kwargs), s_w
