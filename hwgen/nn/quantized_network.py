@@ -322,22 +322,11 @@ class QuantizedNetwork:
         return np.clip(np.rint(x / self.input_scale), low, high).astype(np.int64)
 
     def probabilities(self, scores):
-        """Return the model's probabilities for the integer ``scores`` the network returns.
+        """Return :attr:`output_function` of the real scores, in float64 ``(M, N)``.
 
-        ``scores`` is :meth:`forward`'s output, or what the device returns
-        (:meth:`host.Accelerator.infer <host.Accelerator.infer>`): raw accumulators or
-        saturated activations. They are dequantized with :attr:`output_scale` (when set) and
-        :attr:`output_function` is applied in float along the last axis (section 3.2: the
-        device returns the raw scores, the host applies the function; the argmax is the
-        same). With no ``output_function`` the dequantized scores are returned.
-
-        Parameters
-        ----------
-        scores : array_like of int, shape (M, N)
-
-        Returns
-        -------
-        numpy.ndarray of float64, shape (M, N)
+        ``scores`` is :meth:`forward`'s output or the device's
+        (:meth:`host.Accelerator.infer`), dequantized here with :attr:`output_scale` when set;
+        the function (none: the dequantized scores) runs on the host (section 3.2).
         """
         scores = np.asarray(scores, dtype=np.float64)
         if self.output_scale is not None:
