@@ -105,14 +105,15 @@ class Activated:
             a = np.clip(a, self.act_min, self.act_max)
         return a
 
-    def derivative(self, a, y):
-        """Return ``f'(a)`` given ``y = f(a)`` (0 where a bound clipped, as for ReLU at 0)."""
+    def derivative(self, y):
+        """Return ``f'(a)`` from the output ``y = f(a)`` alone (0 where a bound clipped, and
+        where a ReLU's output is 0): every activation here keeps the sign of ``a``."""
         if self.activation == "relu":
-            d = (a > 0).astype(np.float64)
+            d = (y > 0).astype(np.float64)
         elif self.activation == "leaky_relu":
-            d = np.where(a >= 0, 1.0, self.alpha)
+            d = np.where(y > 0, 1.0, self.alpha)
         else:
-            d = np.ones_like(a)
+            d = np.ones_like(y)
         if self.act_min is not None:
             d = d * (y > self.act_min)
         if self.act_max is not None:

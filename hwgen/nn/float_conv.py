@@ -138,20 +138,27 @@ class FloatConv2D(Activated):
         g = self.groups
         win = windows(x, self.kernel_size, self.strides, self.pads)
         m, oh, ow = win.shape[:3]
-        rows = win.reshape(m * oh * ow, kh * kw, g, cg).transpose(2, 0, 1, 3) \
-            .reshape(g, m * oh * ow, kh * kw * cg)
-        a = (rows @ self._grouped()).transpose(1, 0, 2).reshape(-1, c_out) + self.bias
-        y = self.activate(a)
-        return y.reshape(m, oh, ow, c_out), (x.shape, rows, a, y)
+        rows = win.reshape(m * oh * ow, kh * kw * g * cg)  # im2col's (ky, kx, c) order
+        a = (self._group_rows(rows) @ self._grouped()).transpose(1, 0, 2).reshape(-1, c_out)
+        y = self.activate(a + self.bias)
+        # The cache: the input's shape, the patch rows and the output rows (after f).
+        return y.reshape(m, oh, ow, c_out), (x.shape, rows, y)
+
+    def _group_rows(self, rows):
+        """Patch rows ``(n, KH*KW*C_in)`` as ``(g, n, KH*KW*C_in/g)``, one matrix per group."""
+        kh, kw, cg, _ = self.weight.shape
+        return rows.reshape(-1, kh * kw, self.groups, cg).transpose(2, 0, 1, 3) \
+            .reshape(self.groups, -1, kh * kw * cg)
 
     def backward(self, cache, grad, need_input=True):
         """Return ``(grad_x, [grad_weight, grad_bias])`` for the output gradient ``grad``."""
-        shape, rows, a, y = cache
+        shape, rows, y = cache
         kh, kw, cg, c_out = self.weight.shape
         g = self.groups
-        delta = grad.reshape(a.shape) * self.derivative(a, y)
+        delta = grad.reshape(y.shape) * self.derivative(y)
         per_group = delta.reshape(-1, g, c_out // g).transpose(1, 0, 2)
-        grad_w = (rows.transpose(0, 2, 1) @ per_group).reshape(g, kh * kw, cg, c_out // g)
+        grad_w = (self._group_rows(rows).transpose(0, 2, 1) @ per_group) \
+            .reshape(g, kh * kw, cg, c_out // g)
         grads = [grad_w.transpose(1, 2, 0, 3).reshape(self.weight.shape), delta.sum(axis=0)]
         if not need_input:
             return None, grads

@@ -89,14 +89,13 @@ class FloatDense(Activated):
 
     def forward_cached(self, x):
         """Return ``(y, cache)``: the output and what :meth:`backward` needs."""
-        a = x @ self.weight + self.bias
-        y = self.activate(a)
-        return y, (x, a, y)
+        y = self.activate(x @ self.weight + self.bias)
+        return y, (x, y)
 
     def backward(self, cache, grad, need_input=True):
         """Return ``(grad_x, [grad_weight, grad_bias])`` for the output gradient ``grad``."""
-        x, a, y = cache
-        delta = grad * self.derivative(a, y)
+        x, y = cache
+        delta = grad * self.derivative(y)
         grads = [x.T @ delta, delta.sum(axis=0)]
         return (delta @ self.weight.T if need_input else None), grads
 

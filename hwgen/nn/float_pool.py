@@ -70,17 +70,16 @@ class FloatAvgPool2D(Activated):
 
     def forward_cached(self, x):
         """Return ``(y, cache)``: the output and what :meth:`backward` needs."""
-        a = windows(x, self.kernel_size, self.strides, _NO_PADS).mean(axis=(3, 4))
-        y = self.activate(a)
-        return y, (x.shape, a, y)
+        y = self.activate(windows(x, self.kernel_size, self.strides, _NO_PADS).mean(axis=(3, 4)))
+        return y, (x.shape, y)
 
     def backward(self, cache, grad, need_input=True):
         """Return ``(grad_x, [])``: each window's gradient shared equally by its inputs."""
         if not need_input:
             return None, []
-        shape, a, y = cache
+        shape, y = cache
         kh, kw = self.kernel_size
-        delta = grad * self.derivative(a, y) / (kh * kw)
+        delta = grad * self.derivative(y) / (kh * kw)
         grid = np.broadcast_to(delta[:, :, :, None, None, :], (*delta.shape[:3], kh, kw,
                                                                 delta.shape[3]))
         return unwindow(grid, shape, self.strides, _NO_PADS), []
@@ -121,14 +120,13 @@ class FloatGlobalAvgPool2D(Activated):
 
     def forward_cached(self, x):
         """Return ``(y, cache)``: the output and what :meth:`backward` needs."""
-        a = x.mean(axis=(1, 2), keepdims=True)
-        y = self.activate(a)
-        return y, (x.shape, a, y)
+        y = self.activate(x.mean(axis=(1, 2), keepdims=True))
+        return y, (x.shape, y)
 
     def backward(self, cache, grad, need_input=True):
         """Return ``(grad_x, [])``: the gradient shared equally by every pixel."""
         if not need_input:
             return None, []
-        shape, a, y = cache
-        delta = grad * self.derivative(a, y) / (shape[1] * shape[2])
+        shape, y = cache
+        delta = grad * self.derivative(y) / (shape[1] * shape[2])
         return np.broadcast_to(delta, shape).copy(), []

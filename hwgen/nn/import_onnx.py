@@ -162,6 +162,10 @@ class _Walker:
         if kind == "Constant":
             self._constant(node, name, attrs)
             return
+        if kind == "Identity" and node.input[0] in self.constants:
+            # The legacy exporter names shared or folded weights through Identity nodes.
+            self.constants[node.output[0]] = self.constants[node.input[0]]
+            return
         if kind in _SHAPE_OPS:
             value = self._shape_op(node, kind, attrs)
             if value is None:
