@@ -101,19 +101,46 @@ def lenet_like(torch):
         nn.Linear(6, 4), nn.Sigmoid()).eval()
 
 
+def separable(torch):
+    """MobileNet's depthwise-separable blocks with fresh BatchNorms: their folded biases are
+    equal, and the legacy exporter shares them through Identity nodes."""
+    nn = torch.nn
+    torch.manual_seed(7)
+
+    def block(c_in, c_out, stride):
+        return [nn.Conv2d(c_in, c_in, 3, stride, 1, groups=c_in, bias=False),
+                nn.BatchNorm2d(c_in), nn.ReLU(),
+                nn.Conv2d(c_in, c_out, 1, bias=False), nn.BatchNorm2d(c_out), nn.ReLU()]
+
+    return nn.Sequential(nn.Conv2d(2, 4, 3, 2, 1, bias=False), nn.BatchNorm2d(4), nn.ReLU(),
+                         *block(4, 4, 1), *block(4, 8, 2), nn.AvgPool2d(2), nn.Flatten(),
+                         nn.Linear(8, 2)).eval()
+
+
 MODELS = {
     "cnn": (everyday_cnn, (8, 6, 2)),
     "mlp": (everyday_mlp, (12,)),
     "lenet": (lenet_like, (7, 8, 1)),
+    "separable": (separable, (8, 8, 2)),
 }
+FUNCTIONS = {"cnn": "softmax", "mlp": "log_softmax", "lenet": "sigmoid", "separable": None}
 
 
 def data(shape, count, seed):
     return np.random.default_rng(seed).normal(size=(count, *shape))
 
 
+_IMPORTS = {}  # name -> imports(): each model is exported once per session (the exports are slow)
+
+
 def imports(torch, onnx, name):
     """The torch model and its three imports: from_torch, dynamo ONNX, legacy ONNX."""
+    if name not in _IMPORTS:
+        _IMPORTS[name] = _import(torch, onnx, name)
+    return _IMPORTS[name]
+
+
+def _import(torch, onnx, name):
     make, shape = MODELS[name]
     model = make(torch)
     nchw = (1, shape[2], shape[0], shape[1]) if len(shape) == 3 else (1, *shape)
@@ -131,8 +158,7 @@ def test_every_import_computes_torchs_function(torch, onnx, name):
     x = data(shape, 40, seed=1)
     expected = run_torch(torch, model, x)
     for source, imported in models.items():
-        assert imported.output_function == {"cnn": "softmax", "mlp": "log_softmax",
-                                            "lenet": "sigmoid"}[name], source
+        assert imported.output_function == FUNCTIONS[name], source
         got = apply_output_function(imported.output_function, imported.forward(x))
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5, err_msg=source)
         np.testing.assert_allclose(imported.probabilities(x), got, err_msg=source)
@@ -157,7 +183,8 @@ def test_batchnorm_folds_into_the_layer_before(torch):
     model = randomize_batchnorm(torch, nn.Sequential(nn.Conv2d(2, 3, 1), nn.BatchNorm2d(3)), 0)
     conv, bn = model
     cnn = from_torch(model, input_shape=(1, 1, 2))
-    scale = (bn.weight / torch.sqrt(bn.running_var + bn.eps)).detach().double().numpy()
+    gamma, var = (t.detach().double().numpy() for t in (bn.weight, bn.running_var))
+    scale = gamma / np.sqrt(var + bn.eps)
     weight = conv.weight.detach().double().numpy()[:, :, 0, 0].T  # (C_in, C_out)
     bias = conv.bias.detach().double().numpy()
     mean = bn.running_mean.double().numpy()
