@@ -10,9 +10,10 @@ and the backward pass its transpose.
 import numpy as np
 
 from ._floats import float_bias, float_param
-from ._ints import int_scalar
+from ._ints import int_pads, int_pair, int_scalar
 from .float_activation import Activated
-from .float_geometry import check_window, pair, quad, unwindow, windows
+from .float_geometry import check_window
+from .patches import col2im, im2col
 
 __all__ = ["FloatConv2D"]
 
@@ -66,8 +67,8 @@ class FloatConv2D(Activated):
                                   "(KH, KW, C_in, C_out), C_in per group")
         self.bias = float_bias(bias, self.weight.shape[3], "FloatConv2D")
         self.stride, self.padding = stride, padding
-        self.strides = pair(stride, "FloatConv2D", "stride", 1)
-        self.pads = quad(padding, "FloatConv2D")
+        self.strides = int_pair(stride, "FloatConv2D", "stride", 1)
+        self.pads = int_pads(padding, "FloatConv2D")
         self.groups = int_scalar(groups, "FloatConv2D", "groups", 1)
         if self.weight.shape[3] % self.groups:
             raise ValueError(f"FloatConv2D: groups={groups} does not divide C_out="
@@ -134,11 +135,10 @@ class FloatConv2D(Activated):
 
     def forward_cached(self, x):
         """Return ``(y, cache)``: the output and what :meth:`backward` needs."""
-        kh, kw, cg, c_out = self.weight.shape
-        g = self.groups
-        win = windows(x, self.kernel_size, self.strides, self.pads)
-        m, oh, ow = win.shape[:3]
-        rows = win.reshape(m * oh * ow, kh * kw * g * cg)  # im2col's (ky, kx, c) order
+        c_out = self.weight.shape[3]
+        patches = im2col(x, self.kernel_size, self.strides, self.pads)
+        m, oh, ow, k = patches.shape
+        rows = patches.reshape(m * oh * ow, k)
         a = (self._group_rows(rows) @ self._grouped()).transpose(1, 0, 2).reshape(-1, c_out)
         y = self.activate(a + self.bias)
         # The cache: the input's shape, the patch rows and the output rows (after f).
@@ -164,6 +164,6 @@ class FloatConv2D(Activated):
             return None, grads
         m, oh, ow = grad.shape[:3]
         grad_rows = (per_group @ self._grouped().transpose(0, 2, 1)) \
-            .reshape(g, m, oh, ow, kh, kw, cg).transpose(1, 2, 3, 4, 5, 0, 6) \
-            .reshape(m, oh, ow, kh, kw, g * cg)
-        return unwindow(grad_rows, shape, self.strides, self.pads), grads
+            .reshape(g, m, oh, ow, kh * kw, cg).transpose(1, 2, 3, 4, 0, 5) \
+            .reshape(m, oh, ow, kh * kw * g * cg)
+        return col2im(grad_rows, shape, self.kernel_size, self.strides, self.pads), grads

@@ -8,8 +8,10 @@ bounds (never a leaky ReLU: the integer pools have no negative multiplier).
 
 import numpy as np
 
+from ._ints import int_pair
 from .float_activation import Activated
-from .float_geometry import check_window, pair, unwindow, windows
+from .float_geometry import check_window
+from .patches import col2im, im2col
 
 __all__ = ["FloatAvgPool2D", "FloatGlobalAvgPool2D"]
 
@@ -49,8 +51,8 @@ class FloatAvgPool2D(Activated):
                  act_max=None):
         self.size = size
         self.stride = size if stride is None else stride
-        self.kernel_size = pair(size, "FloatAvgPool2D", "size", 1)
-        self.strides = pair(self.stride, "FloatAvgPool2D", "stride", 1)
+        self.kernel_size = int_pair(size, "FloatAvgPool2D", "size", 1)
+        self.strides = int_pair(self.stride, "FloatAvgPool2D", "stride", 1)
         self._set_activation("FloatAvgPool2D", None, activation, 0.0,
                              (act_min, act_max))
 
@@ -70,7 +72,9 @@ class FloatAvgPool2D(Activated):
 
     def forward_cached(self, x):
         """Return ``(y, cache)``: the output and what :meth:`backward` needs."""
-        y = self.activate(windows(x, self.kernel_size, self.strides, _NO_PADS).mean(axis=(3, 4)))
+        patches = im2col(x, self.kernel_size, self.strides, _NO_PADS)
+        m, oh, ow, _ = patches.shape
+        y = self.activate(patches.reshape(m, oh, ow, -1, x.shape[3]).mean(axis=3))
         return y, (x.shape, y)
 
     def backward(self, cache, grad, need_input=True):
@@ -80,9 +84,10 @@ class FloatAvgPool2D(Activated):
         shape, y = cache
         kh, kw = self.kernel_size
         delta = grad * self.derivative(y) / (kh * kw)
-        grid = np.broadcast_to(delta[:, :, :, None, None, :], (*delta.shape[:3], kh, kw,
-                                                                delta.shape[3]))
-        return unwindow(grid, shape, self.strides, _NO_PADS), []
+        grid = np.broadcast_to(delta[:, :, :, None, :], (*delta.shape[:3], kh * kw,
+                                                          delta.shape[3]))
+        return col2im(grid.reshape(*delta.shape[:3], -1), shape, self.kernel_size,
+                      self.strides, _NO_PADS), []
 
 
 class FloatGlobalAvgPool2D(Activated):
