@@ -134,7 +134,8 @@ def _activation(chain, nn, name, child):
         chain.final_function(name, kind, "sigmoid")
     elif isinstance(child, nn.Softmax | nn.LogSoftmax):
         function = "softmax" if isinstance(child, nn.Softmax) else "log_softmax"
-        if child.dim not in (1, -1):
+        # dim=None is PyTorch's implicit choice, the classes (1) on a batch of rows.
+        if child.dim not in (1, -1, None):
             chain.offender(name, kind, f"dim={child.dim}; supported: 1 or -1, over the classes")
         else:
             chain.final_function(name, kind, function)
