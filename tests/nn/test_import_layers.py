@@ -13,7 +13,7 @@ from collections import OrderedDict
 import numpy as np
 import pytest
 
-from hwgen.nn import CNN, UnsupportedModelError, from_onnx, from_torch, quantize
+from hwgen.nn import CNN, MLP, UnsupportedModelError, from_onnx, from_torch, quantize
 from hwgen.nn.output_function import apply_output_function
 
 EXPORTERS = pytest.mark.parametrize("dynamo", [True, False], ids=["dynamo", "legacy"])
@@ -321,3 +321,18 @@ def test_onnx_reducemean_axes_input_and_clip_attributes(onnx):
     assert (cnn.layers[0].act_min, cnn.layers[0].act_max) == (0.0, 2.0)
     x = np.arange(9.0).reshape(1, 3, 3, 1) - 2
     np.testing.assert_allclose(cnn.forward(x), [[np.clip(x, 0, 2).mean()] * 2])
+
+
+def test_a_plain_mlp_keeps_its_output_function(torch):
+    nn = torch.nn
+    torch.manual_seed(8)
+    model = nn.Sequential(nn.Linear(5, 4), nn.ReLU(), nn.Linear(4, 3), nn.Softmax(1)).eval()
+    mlp = from_torch(model)
+    assert isinstance(mlp, MLP) and mlp.output_function == "softmax"
+    x = data((5,), 30, seed=5)
+    np.testing.assert_allclose(mlp.probabilities(x), run_torch(torch, model, x), rtol=1e-4,
+                               atol=1e-6)
+    net = quantize(mlp, x)
+    assert net.output_function == "softmax"
+    probs = net.probabilities(net.forward(net.quantize_input(x)))
+    assert np.abs(probs - run_torch(torch, model, x)).max() < 0.05
