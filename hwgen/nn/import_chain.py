@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 
+from ._ints import int_pads
 from .cnn import CNN
 from .flatten import Flatten
 from .float_layers import FloatConv2D, FloatDense
@@ -84,6 +85,9 @@ class Chain:
         # follows it (an offender) or the model ends (its output_function).
         self.final = None
         self.output_function = None
+        # A zero padding seen, (name, kind, (top, bottom, left, right)), until the convolution
+        # after it takes it into its own padding.
+        self.padding = None
 
     def offender(self, name, kind, reason):
         """Record an unsupported layer; the running shape becomes unknown."""
@@ -94,7 +98,14 @@ class Chain:
         self.bare = False
 
     def follows(self, name, kind):
-        """Note a layer that computes something: a recorded final function is then misplaced."""
+        """Note a layer that computes something: a recorded final function, or a zero padding
+        that no convolution takes, is then misplaced."""
+        if self.padding is not None:
+            pad_name, pad_kind, _ = self.padding
+            self.padding = None
+            self.offenders.append((pad_name, pad_kind, f"supported only right before a "
+                                                       f"convolution, but {name} ({kind}) "
+                                                       "follows it"))
         if self.final is not None:
             final_name, final_kind, _ = self.final
             self.final = None
@@ -135,7 +146,11 @@ class Chain:
 
     def conv(self, name, kind, weight, bias, *, stride, padding, groups=1):
         """Add a convolution; ``weight`` is ours, ``(KH, KW, C_in / groups, C_out)``,
-        ``stride`` an int or ``(sy, sx)``, ``padding`` an int or ``(top, bottom, left, right)``."""
+        ``stride`` an int or ``(sy, sx)``, ``padding`` an int or ``(top, bottom, left, right)``
+        (plus a zero padding just before it, see :meth:`zero_pad`)."""
+        if self.padding is not None:
+            padding = np.add(int_pads(padding, kind), self.padding[2])
+            self.padding = None
         self.follows(name, kind)
         try:
             layer = FloatConv2D(weight, bias, stride=compact(stride), padding=compact(padding),
@@ -145,6 +160,15 @@ class Chain:
             return
         if self._spatial(layer, name, kind):
             self.bare = True
+
+    def zero_pad(self, name, kind, pads):
+        """Note a zero padding ``(top, bottom, left, right)`` (ints >= 0) of the image, which the
+        convolution right after it takes into its own padding (Keras-style "same")."""
+        self.follows(name, kind)
+        if self.shape is not None and len(self.shape) != 3:
+            self.offender(name, kind, f"pads a flat input {self.shape}; supported: an image")
+            return
+        self.padding = (name, kind, tuple(int(p) for p in pads))
 
     def pool(self, name, kind, size, stride):
         """Add a max pooling layer."""
@@ -256,6 +280,10 @@ class Chain:
         UnsupportedModelError
             Listing every offender.
         """
+        if self.padding is not None:
+            name, kind, _ = self.padding
+            self.offenders.append((name, kind, "supported only right before a convolution, but "
+                                               "the model ends there"))
         if self.final is not None:
             self.output_function = self.final[2]
         if self.pending is not None:

@@ -22,9 +22,9 @@ from .import_onnx_ops import LayerOps
 
 __all__ = ["from_onnx"]
 
-_SUPPORTED = ("Gemm, MatMul, Add, Conv, BatchNormalization, MaxPool, AveragePool, "
-              "GlobalAveragePool, ReduceMean, Relu, Clip, LeakyRelu, Flatten, Reshape, Identity, "
-              "Dropout, Constant, and a final Softmax, LogSoftmax or Sigmoid")
+_SUPPORTED = ("Gemm, MatMul, Add, Conv, Pad before a Conv, BatchNormalization, MaxPool, "
+              "AveragePool, GlobalAveragePool, ReduceMean, Relu, Clip, LeakyRelu, Flatten, "
+              "Reshape, Identity, Dropout, Constant, and a final Softmax, LogSoftmax or Sigmoid")
 # Nodes that compute on shapes only: evaluated here, never part of the chain.
 _SHAPE_OPS = ("Shape", "Gather", "Unsqueeze", "Concat")
 
@@ -34,7 +34,8 @@ def from_onnx(model_or_path, input_shape=None):
 
     Supported nodes, in one chain from the graph's input to its output: ``Gemm`` (with
     ``alpha``, ``beta`` and ``transB``; ``transA=0``), ``MatMul`` by a constant followed
-    optionally by ``Add`` of a constant bias; ``Conv`` with any ``group``, kernel and
+    optionally by ``Add`` of a constant bias; ``Pad`` of zeros on the spatial axes right
+    before a ``Conv``, which takes it into its padding; ``Conv`` with any ``group``, kernel and
     per-axis ``strides``, ``dilations`` 1 and any zero padding (``pads``, or ``auto_pad``
     ``VALID``, ``SAME_UPPER`` or ``SAME_LOWER``, resolved on the running input size);
     ``BatchNormalization`` (inference, right after a dense layer or ``Conv``: folded into it
@@ -163,9 +164,8 @@ class _Walker(LayerOps):
         if kind == "Constant":
             self._constant(node, name, attrs)
             return
-        if kind == "Identity" and node.input[0] in self.constants:
-            # The legacy exporter names shared or folded weights through Identity nodes.
-            self.constants[node.output[0]] = self.constants[node.input[0]]
+        if node.input and all(not i or i in self.constants for i in node.input) \
+                and self._fold(node):
             return
         if kind in _SHAPE_OPS:
             value = self._shape_op(node, kind, attrs)
@@ -189,6 +189,22 @@ class _Walker(LayerOps):
             self._advance(node, False)
             return
         self._advance(node, handler(node, name, kind, attrs))
+
+    def _fold(self, node):
+        """Evaluate a node whose inputs are all constants (the legacy exporter computes a
+        Pad's pads and names shared weights that way); return whether it could."""
+        if node.op_type == "Identity":
+            self.constants[node.output[0]] = self.constants[node.input[0]]
+            return True
+        try:
+            reference = importlib.import_module("onnx.reference")
+            values = reference.ReferenceEvaluator(node).run(
+                None, {i: self.constants[i] for i in node.input if i})
+        except (RuntimeError, ValueError, TypeError, KeyError, IndexError, NotImplementedError):
+            # An op it cannot run stays a node: an offender, said why.
+            return False
+        self.constants.update(zip(node.output, values, strict=False))
+        return True
 
     def _advance(self, node, was_dense):
         # Dropout has an optional second output (the mask): nothing may consume it.

@@ -44,6 +44,27 @@ class LayerOps:
                    groups=int(attrs.get("group", 1)))
         return False
 
+    def _op_Pad(self, node, name, kind, attrs):
+        # Before opset 11 the pads and the value are attributes, then inputs; axes from 18.
+        inputs = [*node.input, "", "", ""][1:4]
+        pads = attrs.get("pads") if not inputs[0] else self._shape_of(inputs[0])
+        value = attrs.get("value", 0.0) if not inputs[1] else self.constants.get(inputs[1])
+        axes = list(range(4)) if not inputs[2] else self._shape_of(inputs[2])
+        mode = attrs.get("mode", b"constant")
+        mode = mode.decode() if isinstance(mode, bytes) else mode
+        if pads is None or axes is None or value is None or len(pads) != 2 * len(axes):
+            self.chain.offender(name, kind, "pads, constant_value and axes must be constants")
+            return False
+        per_axis = {a % 4: (pads[i], pads[i + len(axes)]) for i, a in enumerate(axes)}
+        if mode != "constant" or np.any(np.asarray(value) != 0) or min(pads) < 0 \
+                or any(per_axis.get(a, (0, 0)) != (0, 0) for a in (0, 1)):
+            self.chain.offender(name, kind, f"mode={mode}, pads={list(pads)}; supported: zeros "
+                                            "on the two spatial axes, no cropping")
+            return False
+        (top, bottom), (left, right) = per_axis.get(2, (0, 0)), per_axis.get(3, (0, 0))
+        self.chain.zero_pad(name, kind, (top, bottom, left, right))
+        return False
+
     def _op_BatchNormalization(self, node, name, kind, attrs):
         params = [self.constants.get(i) for i in node.input[1:5]]
         if len(params) != 4 or any(p is None for p in params):

@@ -13,11 +13,13 @@ from .import_chain import Chain, require, same_pair
 
 __all__ = ["from_torch"]
 
-_SUPPORTED = ("Linear, Conv2d, BatchNorm1d, BatchNorm2d, MaxPool2d, AvgPool2d, "
-              "AdaptiveAvgPool2d, ReLU, ReLU6, Hardtanh, LeakyReLU, Flatten, Identity, Dropout, "
-              "Sequential, and a final Softmax, LogSoftmax or Sigmoid")
+_SUPPORTED = ("Linear, Conv2d, ZeroPad2d before a Conv2d, BatchNorm1d, BatchNorm2d, "
+              "MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, ReLU, ReLU6, Hardtanh, LeakyReLU, "
+              "Flatten, Identity, Dropout, Sequential, and a final Softmax, LogSoftmax or "
+              "Sigmoid")
 # The layer types that need the image size.
-_SPATIAL = ("Conv2d", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "BatchNorm2d")
+_SPATIAL = ("Conv2d", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "BatchNorm2d", "ZeroPad2d",
+            "ConstantPad2d")
 
 
 def from_torch(module, input_shape=None):
@@ -26,8 +28,9 @@ def from_torch(module, input_shape=None):
     Supported modules: ``Linear``; ``Conv2d`` with any ``groups`` (depthwise included), any
     kernel and per-axis stride, ``dilation=1`` and zero padding (``padding_mode="zeros"``: an
     int, a pair, ``"valid"`` or ``"same"``, which pads the odd pixel of an even kernel at the
-    end, as PyTorch does); ``BatchNorm1d``/``BatchNorm2d`` right after a ``Linear`` or
-    ``Conv2d`` (folded into it in float with the running statistics:
+    end, as PyTorch does); ``ZeroPad2d`` (or ``ConstantPad2d`` of zeros) right before a
+    ``Conv2d``, which takes it into its padding; ``BatchNorm1d``/``BatchNorm2d`` right after a
+    ``Linear`` or ``Conv2d`` (folded into it in float with the running statistics:
     ``W' = W * gamma / sqrt(var + eps)``, ``b' = (b - mean) * gamma / sqrt(var + eps) +
     beta``); ``MaxPool2d`` with a square window, the same stride on both axes, no padding, no
     dilation, ``ceil_mode=False`` and no indices; ``AvgPool2d`` (any window and stride, no
@@ -106,6 +109,13 @@ def _visit(chain, nn, name, child):
         _pool(chain, name, kind, child)
     elif isinstance(child, nn.AvgPool2d | nn.AdaptiveAvgPool2d):
         _avgpool(chain, name, kind, child)
+    elif isinstance(child, nn.ZeroPad2d | nn.ConstantPad2d):
+        left, right, top, bottom = child.padding
+        if child.value != 0 or min(child.padding) < 0:
+            chain.offender(name, kind, f"padding={child.padding}, value={child.value}; "
+                                       "supported: zeros, no cropping")
+        else:
+            chain.zero_pad(name, kind, (top, bottom, left, right))
     elif isinstance(child, nn.Flatten):
         if child.start_dim != 1 or child.end_dim != -1:
             chain.offender(name, kind, f"start_dim={child.start_dim}, end_dim={child.end_dim}; "

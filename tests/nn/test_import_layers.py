@@ -92,13 +92,15 @@ def everyday_mlp(torch):
 
 
 def lenet_like(torch):
-    """Average pooling with an overlapping stride, a Sigmoid at the end."""
+    """An uneven zero padding before a convolution (as Keras's "same" needs), average pooling
+    with an overlapping stride, a Sigmoid at the end."""
     nn = torch.nn
     torch.manual_seed(5)
     return nn.Sequential(
-        nn.Conv2d(1, 4, 5, padding=2), nn.ReLU(), nn.AvgPool2d(3, stride=2),
+        nn.ZeroPad2d((1, 2, 0, 1)), nn.Conv2d(1, 4, 5, padding=2), nn.ReLU(),   # 8x11
+        nn.AvgPool2d(3, stride=2),                                              # 3x5
         nn.Conv2d(4, 6, (3, 2), stride=(1, 2)), nn.LeakyReLU(0.05), nn.Flatten(),
-        nn.Linear(6, 4), nn.Sigmoid()).eval()
+        nn.Linear(12, 4), nn.Sigmoid()).eval()
 
 
 def separable(torch):
@@ -243,6 +245,9 @@ def test_torch_offenders(torch):
         ("fc", nn.Linear(4, 2)),                    # after the Softmax
         ("soft0", nn.LogSoftmax(dim=0)),
         ("negative", nn.LeakyReLU(-0.5)),
+        ("pad", nn.ZeroPad2d(1)),                   # before a Linear, not a Conv2d
+        ("fc2", nn.Linear(2, 2)),
+        ("crop", nn.ZeroPad2d(-1)),
     ]))
     with pytest.raises(UnsupportedModelError) as info:
         from_torch(model, input_shape=(4, 4, 1))
@@ -253,10 +258,26 @@ def test_torch_offenders(torch):
                  "adaptive (AdaptiveAvgPool2d): output_size=3 on an input (1, 1, 4)",
                  "soft (Softmax): supported only as the model's last layer, but fc (Linear) "
                  "follows it", "soft0 (LogSoftmax): dim=0; supported: 1 or -1",
-                 "negative (LeakyReLU): negative_slope=-0.5; supported: >= 0"):
+                 "negative (LeakyReLU): negative_slope=-0.5; supported: >= 0",
+                 "pad (ZeroPad2d): supported only right before a convolution, but fc2 "
+                 "(Linear) follows it",
+                 "crop (ZeroPad2d): padding=(-1, -1, -1, -1), value=0.0; supported: zeros, "
+                 "no cropping"):
         assert text in message
     assert [name for name, _, _ in info.value.offenders] == [
-        "bn_first", "bn_late", "leaky", "adaptive", "soft", "soft0", "negative"]
+        "bn_first", "bn_late", "leaky", "adaptive", "soft", "soft0", "negative", "pad", "crop"]
+
+
+def test_a_padding_that_no_convolution_takes(torch):
+    nn = torch.nn
+    model = nn.Sequential(OrderedDict([("conv", nn.Conv2d(1, 2, 1)), ("pad", nn.ZeroPad2d(1)),
+                                       ("pool", nn.MaxPool2d(2)), ("end", nn.ZeroPad2d(1))]))
+    with pytest.raises(UnsupportedModelError) as info:
+        from_torch(model, input_shape=(4, 4, 1))
+    assert str(info.value).endswith(
+        "  - pad (ZeroPad2d): supported only right before a convolution, but pool (MaxPool2d) "
+        "follows it\n  - end (ZeroPad2d): supported only right before a convolution, but the "
+        "model ends there")
 
 
 def test_softmax_on_a_spatial_output(torch):
@@ -336,3 +357,21 @@ def test_a_plain_mlp_keeps_its_output_function(torch):
     assert net.output_function == "softmax"
     probs = net.probabilities(net.forward(net.quantize_input(x)))
     assert np.abs(probs - run_torch(torch, model, x)).max() < 0.05
+
+
+@pytest.mark.parametrize(("attrs", "pads", "value"), [
+    ({"mode": "reflect"}, [0, 0, 1, 1, 0, 0, 1, 1], 0.0),
+    ({}, [0, 0, 1, 1, 0, 0, 1, 1], 0.5),
+    ({}, [0, 1, 0, 0, 0, 0, 0, 0], 0.0),
+], ids=["reflect", "nonzero", "channels"])
+def test_onnx_pad_offenders(onnx, attrs, pads, value):
+    helper = onnx.helper
+    nodes = [helper.make_node("Pad", ["x", "pads", "value"], ["p"], name="pad", **attrs),
+             helper.make_node("Conv", ["p", "k"], ["y"], name="conv")]
+    model = _graph(onnx, nodes, {"k": np.ones((1, 1, 1, 1)), "value": np.array(value)},
+                   [1, 1, 3, 3])
+    model.graph.initializer.append(onnx.numpy_helper.from_array(np.array(pads, np.int64),
+                                                                "pads"))
+    with pytest.raises(UnsupportedModelError, match=r"pad \(Pad\): mode=.*, pads=.*; supported: "
+                                                    r"zeros on the two spatial axes"):
+        from_onnx(model)

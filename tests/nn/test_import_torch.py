@@ -188,7 +188,7 @@ def test_unsupported_lists_every_offender(torch):
                  "divisor_override=3; supported: None", "squash (Sigmoid): supported only as the "
                  "model's last layer, but flat0 (Flatten) follows it", "flat0 (Flatten): "
                  "start_dim=0", "gelu (GELU): not a supported layer type (Linear, Conv2d, "
-                 "BatchNorm1d"):
+                 "ZeroPad2d before a Conv2d, BatchNorm1d"):
         assert text in message
 
 
