@@ -181,11 +181,16 @@ BOARDS = {
     "ulx3s-85f": _ulx3s(85, 83_640, 208, 156, ULX3S_PRESET),
 }
 
-#: The 85F design for the model zoo (:mod:`hwgen.models`): buffers that hold each of the
-#: sequential zoo models at batch 1 (docs/performance.md, "MLPerf Tiny").
-ULX3S_85F_ZOO_PRESET = {"rows": 8, "cols": 8, "dataflow": "ws", "in_bits": 8, "w_bits": 8,
-                        "weight_depth": 36864, "act_depth": 14336, "param_depth": 512,
-                        "prog_depth": 128, "out_depth": 128}
+#: The 85F design for the model zoo (:mod:`hwgen.models`): the array shape that minimises the
+#: zoo's latency among those whose buffers hold each of its five sequential models at batch 1
+#: within the 85F's 208 DP16KDs by the fit estimate (docs/performance.md, "MLPerf Tiny"). AD's
+#: 265K weights (WEIGHT) and VWW's 96x96x3 input, one activation word per pixel in each of
+#: max(rows, cols) banks (ACT), take most of them; a wider array needs more banks or pads
+#: more, and overflows. The accumulators (a batch of at most 32) are LUT RAM.
+ULX3S_85F_ZOO_PRESET = {"rows": 5, "cols": 5, "dataflow": "ws", "in_bits": 8, "w_bits": 8,
+                        "acc_bits": 26, "max_k": 1024, "weight_depth": 55296,
+                        "act_depth": 18432, "param_depth": 1024, "prog_depth": 256,
+                        "acc_depth": 32, "out_depth": 512}
 
 #: Designs besides the boards' presets, by name: ``(board, fields over its preset)``
 #: (``hwgen.boards.board_config(BOARDS[board], **fields)``).

@@ -100,3 +100,13 @@ def test_resnet8_needs_graphs(torch):
     assert not zoo.sequential
     with pytest.raises((ValueError, TypeError)):
         from_torch(zoo.model(), input_shape=zoo.input_shape)
+
+
+def test_zoo_design_fits_the_85f():
+    """The fit estimate puts the zoo's design on the 85F (the build is the last word)."""
+    from hwgen.boards import check_fit
+
+    board, _ = NAMED_PRESETS["ulx3s-85f-zoo"]
+    est = check_fit(BOARDS[board], zoo_config())
+    assert est["bram"] <= BOARDS[board].capacity["bram"]
+    assert zoo_config().acc_depth <= 32      # the accumulators in LUT RAM
