@@ -158,7 +158,7 @@ def row(name, design_name, *, samples, on_board):
                 "reason": "needs graphs (residual additions): the next issue"}
     try:
         f = figures(name, board, config)
-    except (ValueError, hwgen.compiler.CompileError) as error:
+    except ValueError as error:  # the importer's UnsupportedModelError, a CompileError
         lines = str(error).splitlines()
         more = f"\n  ... ({len(lines) - 4} more)" if len(lines) > 4 else ""
         return {"name": name, "design": design_name,
