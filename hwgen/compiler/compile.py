@@ -95,7 +95,10 @@ def _descriptor(index, p, spec, plan, config, *, last):
     the layout's order, each checked against its bound."""
     is_raw = spec.output == "raw"
     fields = {
-        "relu": int(spec.activation == "relu" and not is_raw),
+        # The saturation range, unless the kind clamps to bounds (fields below).
+        "leaky": 0,
+        "act_min": -(1 << (config.in_bits - 1)),
+        "act_max": (1 << (config.in_bits - 1)) - 1,
         "raw": int(is_raw),
         "last": int(last),
         "spatial": int(p.spatial),

@@ -93,7 +93,7 @@ class MatrixPass(Pass):
                 "p_base": p_base, "p_words": n_tiles}
 
     def fields(self, p, spec):
-        return {"n": spec.n}
+        return {"n": spec.n, **_activation_fields(p.matrix)}
 
     def cgs(self, p, config, src_stride):
         # A kernel position's reduction tiles: its channels in groups of rows.
@@ -124,7 +124,7 @@ class MatrixPass(Pass):
         then bias, requantization and activation (or the raw sums)."""
         c = device.config
         rows, cols = c.rows, c.cols
-        assert not (d["raw"] and d["relu"]), "relu is documented for requantized layers only"
+        assert not (d["raw"] and d["leaky"]), "leaky is documented for requantized layers only"
         acc_low, acc_high = signed_range(c.acc_bits)
         # Python integers where int64 could be too narrow for the accumulator.
         dtype = object if c.acc_bits > 62 else np.int64
@@ -180,25 +180,39 @@ def _patch_rows(device, d, g, m):
     return x.reshape(shape[0], -1), reads
 
 
+def _activation_fields(matrix):
+    """Return the descriptor fields of ``matrix``'s activation that differ from a plain
+    requantization's (no ``leaky``, bounds the saturation range): none for a raw layer."""
+    if matrix.output == "raw":
+        return {}
+    return {"act_min": 0} if matrix.activation == "relu" else {}
+
+
 def _finish_tile(device, d, nt, chunk, acc):
     """Add the bias to output tile ``nt``'s sums of the output pixels ``chunk``, requantize
-    and write them (or write the raw sums); return the ACT words written."""
+    and write them (or write the raw sums); return the ACT words written.
+
+    Requantization (section 3.2): ``p = a * mult`` (``a * mult_neg`` for ``a < 0`` in a
+    ``leaky`` layer), the rounding shift, saturation to ``in_bits``, then the clamp to
+    ``[act_min, act_max]``.
+    """
     c, b = device.config, device.b
     cols = c.cols
     acc_low, acc_high = signed_range(c.acc_bits)
     low, high = signed_range(c.in_bits)
+    assert low <= d["act_min"] <= d["act_max"] <= high, "bounds outside the saturation range"
     channels = [j for j in range(cols) if nt * cols + j < d["n"]]
     values = np.zeros((len(chunk), len(channels)), dtype=object)
     for i, j in enumerate(channels):
-        bias, mult, shift = device.params(d["p_base"] + nt, j)
+        bias, mult, shift, mult_neg = device.params(d["p_base"] + nt, j)
         a = acc[:, j].astype(object) + bias
         assert all(acc_low <= v <= acc_high for v in a)
         if not d["raw"]:
-            p = a * mult
+            p = np.array([v * (mult_neg if d["leaky"] and v < 0 else mult) for v in a],
+                         dtype=object)
             a = (p + (1 << (shift - 1))) >> shift if shift > 0 else p
             a = np.array([min(max(v, low), high) for v in a], dtype=object)
-            if d["relu"]:
-                a = np.array([max(v, 0) for v in a], dtype=object)
+            a = np.array([min(max(v, d["act_min"]), d["act_max"]) for v in a], dtype=object)
         values[:, i] = a
     region, lanes = (Region.OUTPUT, cols) if d["raw"] else (Region.ACT, b)
     writes = set()

@@ -92,5 +92,22 @@ def test_every_pass_kind_is_within_the_kind_field_s_bound():
         check_field(config, 0, "kind", kind.value)
     with pytest.raises(CompileError, match="descriptor field kind"):
         check_field(config, 0, "kind", max(kind.value for kind in PassKind) + 1)
-    with pytest.raises(CompileError, match="descriptor field relu=2"):
-        check_field(config, 0, "relu", 2)
+    with pytest.raises(CompileError, match="descriptor field leaky=2"):
+        check_field(config, 0, "leaky", 2)
+
+
+@pytest.mark.parametrize("name", ["act_min", "act_max"])
+def test_bounds_are_signed_in_bits_fields(name):
+    # in_bits=4: -8..7 fit, one past either end does not; negative values round-trip.
+    config = CONFIGS["2x3"]
+    for value in (-8, -1, 0, 7):
+        check_field(config, 0, name, value)
+    for value in (-9, 8):
+        with pytest.raises(CompileError, match=f"descriptor field {name}={value} exceeds its "
+                                               "bounds; allowed: -8..7"):
+            check_field(config, 0, name, value)
+    plain = {n: 0 for n, _ in descriptor_fields(config)} | {"act_min": -8, "act_max": -1}
+    assert unpack_program(config, pack_layer(config, plain)) == (plain,)
+    device = Device(config)
+    device.write(Region.PROGRAM, 0, pack_layer(config, plain)[0])
+    assert device.descriptor(0) == plain
