@@ -41,18 +41,29 @@ def random_params(rng, cfg):
     return [[{"bias": int(rng.integers(-bias, bias)),
               "mult": int(rng.integers(0, 1 << cfg.mult_bits)),
               "shift": int(min(cfg.acc_bits + cfg.mult_bits - 1,
-                               max(0, fit + rng.integers(-3, 4))))}
+                               max(0, fit + rng.integers(-3, 4)))),
+              "mult_neg": int(rng.integers(0, 1 << cfg.mult_bits))}
              for _ in range(cfg.cols)] for _ in range(1 << nt_bits)]
 
 
+def random_bounds(rng, cfg):
+    """``(act_min, act_max)``: the saturation range, ReLU's, or an arbitrary clamp."""
+    lo, hi = -(1 << (cfg.in_bits - 1)), (1 << (cfg.in_bits - 1)) - 1
+    a, b = sorted(int(v) for v in rng.integers(lo, hi + 1, 2))
+    return [(lo, hi), (0, hi), (a, b)][int(rng.integers(3))]
+
+
 def random_layers(rng, cfg, count):
-    """Layers of 1..4 rows, 1..2 reduction tiles and 1..3 output tiles, raw or requantized,
-    with ``n`` anywhere in the last output tile (lanes past it are not written)."""
+    """Layers of 1..4 rows, 1..2 reduction tiles and 1..3 output tiles, raw or requantized
+    (leaky or not, random bounds), with ``n`` anywhere in the last output tile (lanes past it
+    are not written)."""
     layers = []
     for i in range(count):
         n_tiles = int(rng.integers(1, 4))
+        act_min, act_max = random_bounds(rng, cfg)
         layers.append((int(rng.integers(1, 5)), descriptor(
-            cfg, raw=int(i % 3 == 2 or rng.random() < 0.15), relu=int(rng.integers(2)),
+            cfg, raw=int(i % 3 == 2 or rng.random() < 0.15), leaky=int(rng.integers(2)),
+            act_min=act_min, act_max=act_max,
             k_tiles=int(rng.integers(1, 3)), n_tiles=n_tiles,
             n=(n_tiles - 1) * cfg.cols + int(rng.integers(1, cfg.cols + 1)),
             dst_base=int(rng.integers(0, 30)), dst_stride=int(rng.integers(1, 5)),
@@ -103,9 +114,12 @@ class Slots:
             width = (cfg.out_depth - 1).bit_length()
             self.expect(slot + self.raw_delay, "raw", ((dst + nt) % (1 << width), biased))
             return
-        ys = requantize(np.array(biased, dtype=object), np.array([p["mult"] for p in par]),
+        # Section 3.2: mult_neg for a negative biased sum of a leaky layer, then the bounds.
+        mults = [p["mult_neg"] if desc["leaky"] and b < 0 else p["mult"]
+                 for b, p in zip(biased, par, strict=True)]
+        ys = requantize(np.array(biased, dtype=object), np.array(mults),
                         np.array([p["shift"] for p in par]), cfg.in_bits)
-        ys = [max(int(y), 0) if desc["relu"] else int(y) for y in ys]
+        ys = [min(max(int(y), desc["act_min"]), desc["act_max"]) for y in ys]
         for c in range(cfg.requant_steps):
             first = n0 + c * n_req
             step = {"y": ys[c * n_req:(c + 1) * n_req],
@@ -157,7 +171,7 @@ def test_rows_steps_and_raw_writes(variant, config):
     latency = dut.requantizer.latency
     rng = np.random.default_rng(sum(map(ord, variant + config)))
     params = random_params(rng, cfg)
-    layers = random_layers(rng, cfg, 12)
+    layers = random_layers(rng, cfg, 16)
     slots = plan(cfg, layers, params, latency=latency, addr_width=dut.addr_width,
                  raw_registered=impl.registered_reads, rng=rng)
     nt_bits = descriptor_layout(cfg).members["n_tiles"].width
