@@ -55,7 +55,8 @@ class PassKind(enum.Enum, shape=unsigned(3)):
 
 
 # One-bit flags at the bottom of a descriptor, the pass kind, the numeric fields of
-# descriptor_limits, then the activation bounds.
+# descriptor_limits, then the activation bounds (a design with ``bounds``; without them the
+# first flag is ``relu``).
 _DESCRIPTOR_FLAGS = ("leaky", "raw", "last", "spatial")
 #: The descriptor's signed ``in_bits`` fields, after the numeric ones.
 DESCRIPTOR_BOUNDS = ("act_min", "act_max")
@@ -96,7 +97,9 @@ def descriptor_layout(config):
 
     leaky
         Leaky ReLU: a channel whose biased accumulator is negative is multiplied by its
-        ``mult_neg`` (:func:`param_lane_layout`) instead of its ``mult``.
+        ``mult_neg`` (:func:`param_lane_layout`) instead of its ``mult``. A design without
+        ``bounds`` has ``relu`` here (the bounds ``[0, 2**(in_bits-1) - 1]``, else the
+        saturation range) and no ``act_min``, ``act_max``.
     raw
         Write the accumulators to :attr:`Region.OUTPUT` instead of requantizing.
     last
@@ -125,12 +128,14 @@ def descriptor_layout(config):
         after saturation (the saturation range itself for ``identity``, ``act_min = 0`` for
         ReLU); unused by a ``raw`` layer.
     """
-    fields = {name: unsigned(1) for name in _DESCRIPTOR_FLAGS}
+    flags = _DESCRIPTOR_FLAGS if config.bounds else ("relu", *_DESCRIPTOR_FLAGS[1:])
+    fields = {name: unsigned(1) for name in flags}
     fields["kind"] = PassKind
     for name, limit in descriptor_limits(config).items():
         fields[name] = unsigned(max(1, limit.bit_length()))
-    for name in DESCRIPTOR_BOUNDS:
-        fields[name] = signed(config.in_bits)
+    if config.bounds:
+        for name in DESCRIPTOR_BOUNDS:
+            fields[name] = signed(config.in_bits)
     return data.StructLayout(fields)
 
 
@@ -200,14 +205,17 @@ def param_lane_layout(config):
         The requantization's multiplier and shift.
     mult_neg
         The multiplier of a negative biased accumulator in a ``leaky`` layer
-        (:func:`descriptor_layout`); unused otherwise (zero in a compiled program).
+        (:func:`descriptor_layout`); unused otherwise (zero in a compiled program). Only in a
+        design with ``bounds``.
     """
-    return data.StructLayout({
+    fields = {
         "bias": signed(config.acc_bits),
         "mult": unsigned(config.mult_bits),
         "shift": unsigned(config.shift_bits),
-        "mult_neg": unsigned(config.mult_bits),
-    })
+    }
+    if config.bounds:
+        fields["mult_neg"] = unsigned(config.mult_bits)
+    return data.StructLayout(fields)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -136,10 +136,11 @@ class ProgramInterpreter:
                 "ky_step": 0}
 
     def params(self, addr, lane):
-        """Return ``(bias, mult, shift, mult_neg)`` of one lane of a PARAM word."""
+        """Return ``(bias, mult, shift, mult_neg)`` of one lane of a PARAM word (``mult_neg``
+        0 on a design without bounds, whose lanes have none)."""
         v = self.read(Region.PARAM, addr) >> (lane * self.p_lane)
         f = self._fields(v, self.param_layout)
-        return f["bias"], f["mult"], f["shift"], f["mult_neg"]
+        return f["bias"], f["mult"], f["shift"], f.get("mult_neg", 0)
 
     def load(self, program, x):
         for region, (base, words) in program.images.items():

@@ -17,7 +17,8 @@ from ..memmap import (
 )
 from .errors import CompileError
 
-__all__ = ["check_field", "descriptor_fields", "field_values", "geometry_fields",
+__all__ = ["activation_fields", "check_field", "descriptor_fields", "field_values",
+           "geometry_fields",
            "pack_descriptor", "pack_layer", "unpack_descriptor", "unpack_program"]
 
 
@@ -51,6 +52,29 @@ def field_values(layout, bits):
             value -= 1 << field.width
         values[name] = value
     return values
+
+
+def activation_fields(config, index, leaky, act_min, act_max):
+    """Return the descriptor fields of layer ``index``'s activation: ``leaky``, ``act_min``,
+    ``act_max`` on a design with ``bounds``; on one without, the ``relu`` flag that stands for
+    them.
+
+    Raises
+    ------
+    CompileError
+        If the design has no ``bounds`` and the layer is leaky or its bounds are neither the
+        saturation range nor ReLU's.
+    """
+    low, high = -(1 << (config.in_bits - 1)), (1 << (config.in_bits - 1)) - 1
+    if config.bounds:
+        return {"leaky": leaky, "act_min": act_min, "act_max": act_max}
+    if not leaky and act_max == high and act_min in (low, 0):
+        return {"relu": int(act_min == 0)}
+    what = "leaky ReLU" if leaky else f"activation bounds [{act_min}, {act_max}]"
+    raise CompileError(f"{what}: the design has no bounds (bounds=False) and runs ReLU and "
+                       f"identity only (bounds [0, {high}] or [{low}, {high}]); allowed: a "
+                       "design with AcceleratorConfig(bounds=True)", layer=index,
+                       resource="bounds", need=1, limit=0)
 
 
 def check_field(config, index, name, value):

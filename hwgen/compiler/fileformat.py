@@ -58,6 +58,7 @@ READ_VERSIONS = (2, 3, 4, 5)
 FORMAT_NAME = "hwgen-program"
 #: One-bit descriptor flags of the older versions, where today's descriptor has its flags (and,
 #: before version 4, its ``kind``); the numeric fields after them are today's but the bounds.
+#: (A design without ``bounds`` has version 4's descriptors and PARAM lanes today.)
 _LEGACY_FLAGS = {2: ("relu", "raw", "last"), 3: ("relu", "raw", "last", "spatial", "pool"),
                  4: ("relu", "raw", "last", "spatial")}
 #: The layers' ``kind`` in files of versions 2 and 3 (and 4 before it held the name of the
@@ -231,8 +232,9 @@ def _from_legacy(config, version, words, stored):
         if "kind" not in d:
             d["kind"] = _LEGACY_KIND_BY_POOL_FLAG[d.pop("pool", 0)].value
         fields = {name: d.get(name, 0) for name, _ in descriptor_layout(config)}
-        # ReLU is the bound act_min = 0; without it the bounds are the saturation range.
-        fields.update(leaky=0, act_min=0 if d["relu"] else low, act_max=high)
+        if config.bounds:
+            # ReLU is the bound act_min = 0; without it the bounds are the saturation range.
+            fields.update(leaky=0, act_min=0 if d["relu"] else low, act_max=high)
         if "geometry" in d:
             fields["geometry"] = d["geometry"]
         converted.append(fields)
@@ -244,6 +246,8 @@ def _params_of_today(config, words):
     """Return the PARAM ``words`` of format versions 2 to 4 in today's lanes, ``mult_neg``
     zero."""
     old, today = legacy_param_lane_layout(config), param_lane_layout(config)
+    if old == today:   # a design without bounds: the lanes of old
+        return list(words)
     converted = []
     for word in words:
         lanes = [field_values(old, word >> (j * old.size)) for j in range(config.cols)]

@@ -153,7 +153,8 @@ class Requantizer(wiring.Component):
     with it. ``leaky`` applies to the step entering: a lane whose value is negative is
     multiplied by its ``mult_neg``. ``act_min`` and ``act_max`` (a layer's, constant while its
     steps are in flight) are registered before they are compared: a change applies to the
-    steps leaving from the second cycle on.
+    steps leaving from the second cycle on. A design without ``bounds`` has ``relu`` instead of
+    the three (ReLU or identity, as said of the step leaving) and no ``mult_neg``.
 
     Parameters
     ----------
@@ -178,6 +179,8 @@ class Requantizer(wiring.Component):
     leaky : In(1)
     act_min, act_max : In(signed(in_bits))
         Inside the saturation range, ``act_min <= act_max``.
+    relu : In(1)
+        Instead of the three, on a design without ``bounds``.
     o_valid, o_end : Out(1)
     o_y : Out(ArrayLayout(signed(in_bits), lanes))
     o_pos : Out(pos_shape)
@@ -187,6 +190,9 @@ class Requantizer(wiring.Component):
         self.config = config
         self.implementation = implementation
         lanes = config.requant_lanes
+        activation = ({"leaky": In(1), "act_min": In(signed(config.in_bits)),
+                       "act_max": In(signed(config.in_bits))} if config.bounds
+                      else {"relu": In(1)})
         super().__init__({
             "en": In(1),
             "valid": In(1),
@@ -194,9 +200,7 @@ class Requantizer(wiring.Component):
             "values": In(data.ArrayLayout(signed(config.acc_bits), lanes)),
             "params": In(data.ArrayLayout(param_lane_layout(config), lanes)),
             "pos": In(pos_shape),
-            "leaky": In(1),
-            "act_min": In(signed(config.in_bits)),
-            "act_max": In(signed(config.in_bits)),
+            **activation,
             "o_valid": Out(1),
             "o_end": Out(1),
             "o_y": Out(data.ArrayLayout(signed(config.in_bits), lanes)),
@@ -226,12 +230,17 @@ class Requantizer(wiring.Component):
         dp.d.sync += [p2_valid.eq(valid), p2_end.eq(end), p2_shift.eq(shifts), p2_pos.eq(pos)]
         for j in range(n_req):
             dp.d.sync += p2_prod[j].eq(products[j])
+        stage = (p2_valid, p2_end, p2_prod, p2_shift, p2_pos)
+        if not cfg.bounds:
+            ys = self._shift_round_saturate(m, dp, stage, None, None)
+            for j in range(n_req):
+                dp.d.sync += self.o_y[j].eq(Mux(self.relu & (ys[j] < 0), 0, ys[j]))
+            return m
         # The bounds from registers next to the comparators, not from the descriptor.
         low = Signal.like(self.act_min, name="bound_low")
         high = Signal.like(self.act_max, name="bound_high")
         m.d.sync += [low.eq(self.act_min), high.eq(self.act_max)]
-        ys = self._shift_round_saturate(m, dp, (p2_valid, p2_end, p2_prod, p2_shift, p2_pos),
-                                        low, high)
+        ys = self._shift_round_saturate(m, dp, stage, low, high)
         for j in range(n_req):
             dp.d.sync += self.o_y[j].eq(ys[j])
         return m
@@ -247,9 +256,10 @@ class Requantizer(wiring.Component):
         }), cfg.requant_lanes), name="rq_sel")
         for j in range(cfg.requant_lanes):
             par = self.params[j]
-            negative = self.leaky & self.values[j][-1]
-            m.d.comb += [sel[j].mult.eq(Mux(negative, par.mult_neg, par.mult)),
-                         sel[j].shift.eq(par.shift)]
+            mult = par.mult
+            if cfg.bounds:
+                mult = Mux(self.leaky & self.values[j][-1], par.mult_neg, par.mult)
+            m.d.comb += [sel[j].mult.eq(mult), sel[j].shift.eq(par.shift)]
         return sel
 
     def _products(self, m, dp, stage):
@@ -326,8 +336,8 @@ class Requantizer(wiring.Component):
 
     def _shift_round_saturate(self, m, dp, stage, low, high):
         """Return each lane's value of ``stage`` (``valid, end, products, shifts, pos``),
-        saturated and clamped to ``[low, high]``, for the output registers; drive ``o_valid``,
-        ``o_end`` and ``o_pos``. With
+        saturated and clamped to ``[low, high]`` (saturated only if they are None), for the
+        output registers; drive ``o_valid``, ``o_end`` and ``o_pos``. With
         ``post_pipeline`` the shifter's larger stages, then its smaller ones and the rounding,
         each end at a register (stages s and t)."""
         valid, end, prod, shift, pos = stage
@@ -338,7 +348,8 @@ class Requantizer(wiring.Component):
             ys = []
             for j in range(n_req):
                 t, over = scaled(m, prod[j], shift[j], out_bits, name=f"scaled{j}")
-                ys.append(round_clamp(over, prod[j][-1], rounded(t), low, high))
+                ys.append(round_saturate(t, over, prod[j][-1], out_bits) if low is None else
+                          round_clamp(over, prod[j][-1], rounded(t), low, high))
             return ys
         # The shifter's larger stages, registered with their overflow flags and the shift's
         # remaining bits; the smaller stages and the rounding incrementer in the next stage.
@@ -372,5 +383,8 @@ class Requantizer(wiring.Component):
         t_valid, t_end, t_rs, t_fl, t_pos = _stage(dp, "t", (s_valid, s_end, rs, t_flags,
                                                              s_pos))
         dp.d.sync += [self.o_valid.eq(t_valid), self.o_end.eq(t_end), self.o_pos.eq(t_pos)]
+        if low is None:
+            return [round_saturate(None, t_fl[j].over, t_fl[j].negative, out_bits,
+                                   rounded_=t_rs[j]) for j in range(n_req)]
         return [round_clamp(t_fl[j].over, t_fl[j].negative, t_rs[j], low, high)
                 for j in range(n_req)]

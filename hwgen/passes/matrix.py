@@ -124,7 +124,7 @@ class MatrixPass(Pass):
         then bias, requantization and activation (or the raw sums)."""
         c = device.config
         rows, cols = c.rows, c.cols
-        assert not (d["raw"] and d["leaky"]), "leaky is documented for requantized layers only"
+        assert not (d["raw"] and d.get("leaky")), "leaky is documented for requantized layers"
         acc_low, acc_high = signed_range(c.acc_bits)
         # Python integers where int64 could be too narrow for the accumulator.
         dtype = object if c.acc_bits > 62 else np.int64
@@ -194,12 +194,15 @@ def _finish_tile(device, d, nt, chunk, acc):
 
     Requantization (section 3.2): ``p = a * mult`` (``a * mult_neg`` for ``a < 0`` in a
     ``leaky`` layer), the rounding shift, saturation to ``in_bits``, then the clamp to
-    ``[act_min, act_max]``.
+    ``[act_min, act_max]`` (on a design without bounds: ``[0, high]`` with ``relu``, else the
+    saturation range).
     """
     c, b = device.config, device.b
     cols = c.cols
     acc_low, acc_high = signed_range(c.acc_bits)
     low, high = signed_range(c.in_bits)
+    if "act_min" not in d:   # a design without bounds
+        d = {**d, "leaky": 0, "act_min": 0 if d["relu"] else low, "act_max": high}
     assert low <= d["act_min"] <= d["act_max"] <= high, "bounds outside the saturation range"
     channels = [j for j in range(cols) if nt * cols + j < d["n"]]
     values = np.zeros((len(chunk), len(channels)), dtype=object)

@@ -127,6 +127,8 @@ CONFIGS = {
     "narrow-2-lanes": AcceleratorConfig(rows=2, cols=4, post_lanes=2, in_bits=6, w_bits=5,
                                         acc_bits=20, mult_bits=9, max_k=64),
     "wide-1-lane": AcceleratorConfig(rows=2, cols=2, post_lanes=1, acc_bits=40, mult_bits=20),
+    # ReLU or identity only (the relu flag), no mult_neg.
+    "no-bounds": AcceleratorConfig(rows=2, cols=4, post_lanes=2, bounds=False),
 }
 POS_BITS = 11
 
@@ -170,11 +172,31 @@ def expected_step(cfg, lanes, layer):
 
 def random_layer(rng, cfg):
     """``(leaky, act_min, act_max)``: the saturation range, ReLU's, a ReLU6-like clamp, an
-    arbitrary one or a single value."""
+    arbitrary one or a single value (a design without bounds: identity or ReLU)."""
     lo, hi = -(1 << (cfg.in_bits - 1)), (1 << (cfg.in_bits - 1)) - 1
+    if not cfg.bounds:
+        return 0, (lo, 0)[int(rng.integers(2))], hi
     a, b = sorted(int(v) for v in rng.integers(lo, hi + 1, 2))
     bounds = [(lo, hi), (0, hi), (0, int(rng.integers(1, hi + 1))), (a, b), (a, a)]
     return int(rng.integers(2)), *bounds[int(rng.integers(len(bounds)))]
+
+
+def set_layer(ctx, dut, cfg, layer):
+    """Give the requantizer a layer's ``(leaky, act_min, act_max)``: the three fields, or on a
+    design without bounds the relu flag that stands for them."""
+    if cfg.bounds:
+        ctx.set(dut.leaky, layer[0])
+        ctx.set(dut.act_min, layer[1])
+        ctx.set(dut.act_max, layer[2])
+    else:
+        assert layer[0] == 0 and layer[2] == (1 << (cfg.in_bits - 1)) - 1
+        ctx.set(dut.relu, layer[1] == 0)
+
+
+def lane_params(cfg, bias, mult, shift, mult_neg):
+    """A lane's ``params``; ``mult_neg`` only where the design has it."""
+    return {"bias": bias, "mult": mult, "shift": shift,
+            **({"mult_neg": mult_neg} if cfg.bounds else {})}
 
 
 @pytest.mark.parametrize("config", list(CONFIGS))
@@ -210,15 +232,12 @@ def test_requantizer_against_the_reference(variant, config):
             step = [random_lane(rng, cfg, layer[0]) for _ in range(lanes)]
             pos = random_bits(rng, POS_BITS)
             ctx.set(dut.en, en)
-            ctx.set(dut.leaky, layer[0])
-            ctx.set(dut.act_min, layer[1])
-            ctx.set(dut.act_max, layer[2])
+            set_layer(ctx, dut, cfg, layer)
             ctx.set(dut.valid, valid)
             ctx.set(dut.end, end)
             ctx.set(dut.values, [v for v, _, _, _ in step])
-            ctx.set(dut.params, [{"bias": random_bits(rng, cfg.acc_bits), "mult": mult,
-                                  "shift": shift, "mult_neg": mult_neg}
-                                 for _, mult, shift, mult_neg in step])
+            ctx.set(dut.params, [lane_params(cfg, random_bits(rng, cfg.acc_bits), mult, shift,
+                                             mult_neg) for _, mult, shift, mult_neg in step])
             ctx.set(dut.pos, pos)
             if en:
                 drain = max(0, drain - 1)
@@ -253,7 +272,8 @@ def test_requantizer_against_the_reference(variant, config):
     sim.run()
     assert stats["steps"] > 250 and stats["held"] > 20
     assert stats["saturated"] > 30 and stats["inside"] > 30, stats
-    assert stats["negative"] > 20 and stats["clamped"] > 20, stats
+    if cfg.bounds:
+        assert stats["negative"] > 20 and stats["clamped"] > 20, stats
 
 
 def edge_lanes(cfg):
@@ -274,7 +294,7 @@ def edge_lanes(cfg):
     return lanes
 
 
-@pytest.mark.parametrize("config", ["int8", "narrow-2-lanes"])
+@pytest.mark.parametrize("config", ["int8", "narrow-2-lanes", "no-bounds"])
 @pytest.mark.parametrize("variant", ["plain", "ecp5", "ice40"])
 def test_requantizer_at_the_edges(variant, config):
     """The sign-selected multiplier and the bounds at the edges (:func:`edge_lanes`), in
@@ -288,14 +308,14 @@ def test_requantizer_at_the_edges(variant, config):
     lanes = edge_lanes(cfg)
     layers = [(leaky, low, high) for leaky in (1, 0)
               for low, high in ((lo, hi), (0, hi), (0, 6), (-3, 5), (lo, lo), (hi, hi), (-1, -1))]
+    if not cfg.bounds:
+        layers = [(0, lo, hi), (0, 0, hi)]
     seen = {"negative": 0, "zero": 0}
 
     async def bench(ctx):
         ctx.set(dut.en, 1)
         for layer in layers:
-            ctx.set(dut.leaky, layer[0])
-            ctx.set(dut.act_min, layer[1])
-            ctx.set(dut.act_max, layer[2])
+            set_layer(ctx, dut, cfg, layer)
             steps = [lanes[i:i + n_req] for i in range(0, len(lanes), n_req)]
             steps[-1] = steps[-1] + lanes[:n_req - len(steps[-1])]
             # Every step, then the empty pipeline before the next layer's fields.
@@ -304,7 +324,7 @@ def test_requantizer_at_the_edges(variant, config):
                 ctx.set(dut.valid, step is not None)
                 if step is not None:
                     ctx.set(dut.values, [v for v, _, _, _ in step])
-                    ctx.set(dut.params, [{"bias": 0, "mult": mu, "shift": sh, "mult_neg": mn}
+                    ctx.set(dut.params, [lane_params(cfg, 0, mu, sh, mn)
                                          for _, mu, sh, mn in step])
                     ctx.set(dut.pos, cycle)
                 await ctx.tick()
@@ -320,4 +340,6 @@ def test_requantizer_at_the_edges(variant, config):
     sim.add_clock(1e-6)
     sim.add_testbench(bench)
     sim.run()
-    assert seen["negative"] > 100 and seen["zero"] > 50, seen
+    # Every value 0 went through every layer.
+    assert seen["zero"] == len(layers) * sum(v == 0 for v, _, _, _ in lanes), seen
+    assert seen["negative"] > 100 or not cfg.bounds, seen
