@@ -1,23 +1,27 @@
 """The NumPy side of hwgen: float networks, training, quantization and the integer oracle.
 
-- :class:`MLP`, :class:`CNN` (:class:`FloatDense`, :class:`FloatConv2D` layers): float networks
+- :class:`MLP`, :class:`CNN` (:class:`FloatDense`, :class:`FloatConv2D`,
+  :class:`FloatAvgPool2D`, :class:`FloatGlobalAvgPool2D` layers): float networks
   trained with NumPy alone; :func:`load_digits_split`, :func:`load_digits_images`,
   :func:`digits_cnn`, :func:`train_digits_cnn`: the bundled digits and the default CNN;
 - :func:`quantize`: post-training quantization to a :class:`QuantizedNetwork`;
-- :class:`Dense`, :class:`Conv2D`, :class:`MaxPool2D`, :class:`Flatten`,
-  :class:`QuantizedNetwork` (a chain of layers, or a graph of :class:`Node` over named
-  :class:`Tensor`), :func:`requantize`, :func:`accumulator_bound`: the bit-exact
-  integer reference of sections 3 and 3.1 of the architecture brief, which every hardware test
+- :class:`Dense`, :class:`Conv2D` (grouped, depthwise), :class:`MaxPool2D`, :class:`AvgPool2D`,
+  :class:`GlobalAvgPool2D`, :class:`Flatten`, :class:`QuantizedNetwork` (a chain of layers, or
+  a graph of :class:`Node` over named :class:`Tensor`), :func:`requantize`,
+  :func:`accumulator_bound`: the bit-exact integer reference of sections 3, 3.1 and 3.2 of the
+  architecture brief, which every hardware test
   compares against (:class:`MaxPool2D` and :class:`Flatten` serve the float :class:`CNN` too);
 - :func:`from_torch`, :func:`from_onnx`: importers (PyTorch and ONNX are optional).
 """
 
+from .avgpool import AvgPool2D, GlobalAvgPool2D
 from .cnn import CNN
 from .conv import Conv2D
 from .dense import Dense, accumulator_bound
 from .digits import digits_cnn, load_digits_images, load_digits_split, train_digits_cnn
 from .flatten import Flatten
 from .float_layers import FloatConv2D, FloatDense
+from .float_pool import FloatAvgPool2D, FloatGlobalAvgPool2D
 from .graph import INPUT, Node, Tensor
 from .import_chain import UnsupportedModelError
 from .import_onnx import from_onnx
@@ -32,11 +36,15 @@ __all__ = [
     "CNN",
     "INPUT",
     "MLP",
+    "AvgPool2D",
     "Conv2D",
     "Dense",
     "Flatten",
+    "FloatAvgPool2D",
     "FloatConv2D",
     "FloatDense",
+    "FloatGlobalAvgPool2D",
+    "GlobalAvgPool2D",
     "MaxPool2D",
     "Node",
     "QuantizedNetwork",
