@@ -39,16 +39,15 @@ def param_image(layer, config):
     """Return the parameter words of ``layer``: one per output tile, zero beyond ``N``.
 
     Lane ``j`` of word ``nt`` is channel ``nt * cols + j`` in
-    :func:`~hwgen.memmap.param_lane_layout` (bias, mult, shift and, of a requantized leaky
-    layer, mult_neg; zero otherwise).
+    :func:`~hwgen.memmap.param_lane_layout` (bias, mult, shift and, of a leaky layer,
+    mult_neg; zero otherwise).
     """
     c = config.cols
     n = layer.weight.shape[1]
     n_tiles = math.ceil(n / c)
     layout = param_lane_layout(config)
-    leaky = layer.activation == "leaky_relu" and layer.output != "raw"
     lanes = {"bias": layer.bias, "mult": layer.mult, "shift": layer.shift,
-             "mult_neg": layer.mult_neg if leaky else 0}
+             "mult_neg": 0 if layer.mult_neg is None else layer.mult_neg}
     fields = []
     for name, field in layout:
         values = np.zeros(n_tiles * c, dtype=np.int64)

@@ -56,15 +56,18 @@ def _checked(index, layer, weight, k, config, *, window=None):
         check_padded_reduction(index, (kh, kw), c, config, window=name)
     check_accumulator(index, layer, k, config)
     check_channel_params(index, layer, config)
+    # The bounds resolved (the descriptor holds them), of a layer that requantizes.
+    bounds = ({} if layer.output == "raw" else
+              dict(zip(("act_min", "act_max"), layer.bounds(config.in_bits), strict=True)))
     return Dense(weight, layer.bias, layer.mult, layer.shift, activation=layer.activation,
-                 output=layer.output)
+                 output=layer.output, mult_neg=layer.mult_neg, **bounds)
 
 
 def _refuse_unsupported(index, layer, config):
     """Raise a :class:`CompileError` for a field of section 3.2 the device does not run yet.
 
-    Interim guard (issue 31): the descriptor has one ``stride``, one ``pad`` and a ``relu``
-    flag; the device helpers lift each check as they add the field.
+    Interim guard (issue 31): the descriptor has one ``stride`` and one ``pad``; the device
+    helpers lift each check as they add the field.
     """
     found = []
     if isinstance(layer, Conv2D):
@@ -75,14 +78,6 @@ def _refuse_unsupported(index, layer, config):
             found.append(f"stride={layer.stride} (allowed: the same on both axes)")
         if len(set(layer.pads)) != 1:
             found.append(f"padding={layer.padding} (allowed: the same on every side)")
-    if layer.output != "raw":
-        if layer.activation == "leaky_relu":
-            found.append("activation='leaky_relu' (allowed: 'relu', 'identity')")
-        low, high = signed_range(config.in_bits)
-        default = (0 if layer.activation == "relu" else low, high)
-        if layer.bounds(config.in_bits) != default:
-            found.append(f"act_min={layer.act_min}, act_max={layer.act_max} (allowed: the "
-                         f"bounds of the activation, {default})")
     if found:
         raise CompileError(f"{type(layer).__name__} has " + "; ".join(found) + ", which the "
                            "device does not run yet", layer=index, resource="layer")
@@ -211,11 +206,12 @@ def _patch_rows(device, d, g, m):
 
 
 def _activation_fields(matrix):
-    """Return the descriptor fields of ``matrix``'s activation that differ from a plain
-    requantization's (no ``leaky``, bounds the saturation range): none for a raw layer."""
+    """Return the descriptor fields of ``matrix``'s activation (its bounds resolved by
+    :func:`_checked`): ``leaky``, ``act_min``, ``act_max``; none for a raw layer."""
     if matrix.output == "raw":
         return {}
-    return {"act_min": 0} if matrix.activation == "relu" else {}
+    return {"leaky": int(matrix.activation == "leaky_relu"), "act_min": matrix.act_min,
+            "act_max": matrix.act_max}
 
 
 def _finish_tile(device, d, nt, chunk, acc):
