@@ -61,6 +61,28 @@ def test_save_load_round_trip_of_a_cnn(tmp_path):
     np.testing.assert_array_equal(unpacked, network.forward(x))
 
 
+@pytest.mark.parametrize("bounds", [True, False])
+def test_save_load_round_trip_of_bounds_and_leaky_layers(tmp_path, bounds):
+    # Version 5 holds the bounds and mult_neg (a design without bounds: the relu flag).
+    config = dataclasses.replace(CONFIGS["3x2"], prog_depth=32, bounds=bounds)
+    for seed in range(40):
+        network = random_cnn(np.random.default_rng(seed), config, input_shape=(5, 5, 2))
+        kinds = {layer.activation for layer in network.layers if hasattr(layer, "activation")}
+        if not bounds or "leaky_relu" in kinds:
+            break
+    assert ("leaky_relu" in kinds) == bounds
+    program = compile_network(network, config)
+    path = tmp_path / "p.hwprog"
+    program.save(path)
+    loaded = Program.load(path)
+    assert loaded == program
+    x = random_input(np.random.default_rng(0), config, 3, 50).reshape(3, 5, 5, 2)
+    interpreted, unpacked = run_on_device(loaded, x, out_shape=network.output_shape,
+                                          channels=network.output_shape[-1])
+    np.testing.assert_array_equal(interpreted, network.forward(x))
+    np.testing.assert_array_equal(unpacked, network.forward(x))
+
+
 def rewrite(path, **changes):
     """Rewrite a saved program with some metadata fields or arrays replaced."""
     with np.load(path) as npz:
