@@ -149,7 +149,8 @@ class MatrixPass(Pass):
         then bias, requantization and activation (or the raw sums)."""
         c = device.config
         rows, cols = c.rows, c.cols
-        assert not (d["raw"] and d.get("leaky")), "leaky is documented for requantized layers"
+        assert not (d["raw"] and (d.get("leaky") or d.get("relu"))), \
+            "leaky and relu are documented for requantized layers only"
         acc_low, acc_high = signed_range(c.acc_bits)
         # Python integers where int64 could be too narrow for the accumulator.
         dtype = object if c.acc_bits > 62 else np.int64
