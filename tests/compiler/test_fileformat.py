@@ -280,8 +280,8 @@ def test_file_of_format_version_3_with_a_damaged_descriptor_is_refused(tmp_path)
 def test_file_of_format_version_4_loads_and_runs():
     # Saved at format version 4: a relu flag where descriptors now hold the bounds and the
     # leaky flag, PARAM lanes without mult_neg.
-    network, config, batch, x, y = saved_cnn(DATA / "program_v4_cnn_network.npz")
-    loaded = Program.load(DATA / "program_v4_cnn.npz")
+    network, config, batch, x, y = saved_cnn(DATA / "program_v4_relu_cnn_network.npz")
+    loaded = Program.load(DATA / "program_v4_relu_cnn.npz")
     assert loaded == compile_network(network, config, batch=batch)
     matrices = [d for d in loaded.descriptors if d["kind"] == PassKind.MATRIX.value]
     activations = [layer.activation for layer in network.layers
@@ -305,7 +305,7 @@ def test_file_of_format_version_4_loads_and_runs():
 @pytest.fixture
 def saved_v4(tmp_path):
     path = tmp_path / "v4.npz"
-    shutil.copyfile(DATA / "program_v4_cnn.npz", path)
+    shutil.copyfile(DATA / "program_v4_relu_cnn.npz", path)
     return path
 
 
