@@ -30,10 +30,6 @@ def conv_net(**fields):
                          r"axes\)"),
     ({"padding": (1, 0)}, r"layer 0: Conv2D has padding=\(1, 0\) \(allowed: the same on every "
                           r"side\)"),
-    ({"activation": "leaky_relu", "mult_neg": [1, 1]},
-     r"layer 0: Conv2D has activation='leaky_relu' \(allowed: 'relu', 'identity'\)"),
-    ({"act_max": 6}, r"layer 0: Conv2D has act_min=None, act_max=6 \(allowed: the bounds of "
-                     r"the activation, \(0, 127\)\)"),
 ])
 def test_new_fields_are_refused(fields, pattern):
     with pytest.raises(CompileError, match=pattern + ", which the device does not run yet"):

@@ -88,7 +88,7 @@ def random_image_layer(rng, config, batch, *, max_side=5, max_channels=7, max_n_
     origin = (base - pad * (w + 1) * words) % (1 << act_addr_bits(config))
     desc = descriptor(config, spatial=1, k_tiles=kh * kw * cgs,
                       n_tiles=int(rng.integers(1, max_n_tiles + 1)), src_base=origin,
-                      src_stride=words, raw=int(rng.random() < 0.4), relu=int(rng.integers(2)),
+                      src_stride=words, raw=int(rng.random() < 0.4), leaky=int(rng.integers(2)),
                       n=random_bits(rng, 3), dst_base=random_bits(rng, 5),
                       dst_stride=random_bits(rng, 3), w_base=random_bits(rng, 5),
                       p_base=random_bits(rng, 3))
