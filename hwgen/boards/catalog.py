@@ -189,11 +189,12 @@ BOARDS = {
 #: within the 85F's 208 DP16KDs by the fit estimate (docs/performance.md, "MLPerf Tiny"). AD's
 #: 265K weights (WEIGHT) and VWW's 96x96x3 input, one activation word per pixel in each of
 #: max(rows, cols) banks (ACT), take most of them; a wider array needs more banks or pads
-#: more, and overflows. The accumulators (a batch of at most 32) are LUT RAM.
+#: more, and overflows. The accumulators (a batch of at most 32) are LUT RAM, and the zoo's
+#: ReLU and identity layers need no activation bounds (``bounds`` would take 4 DP16KDs more).
 ULX3S_85F_ZOO_PRESET = {"rows": 5, "cols": 5, "dataflow": "ws", "in_bits": 8, "w_bits": 8,
                         "acc_bits": 26, "max_k": 1024, "weight_depth": 55296,
                         "act_depth": 18432, "param_depth": 1024, "prog_depth": 256,
-                        "acc_depth": 32, "out_depth": 512}
+                        "acc_depth": 32, "out_depth": 512, "bounds": False}
 
 #: Designs besides the boards' presets, by name: ``(board, fields over its preset)``
 #: (``hwgen.boards.board_config(BOARDS[board], **fields)``).
