@@ -26,7 +26,9 @@ __all__ = [
     "ECP5_IMPLEMENTATION",
     "ICE40_IMPLEMENTATION",
     "ICEBREAKER_PRESET",
+    "NAMED_PRESETS",
     "ULX3S_45F_PRESET",
+    "ULX3S_85F_ZOO_PRESET",
     "ULX3S_PRESET",
     "ULX3S_SMALL_PRESET",
     "Board",
@@ -181,3 +183,19 @@ BOARDS = {
     "ulx3s-45f": _ulx3s(45, 43_848, 108, 72, ULX3S_45F_PRESET),
     "ulx3s-85f": _ulx3s(85, 83_640, 208, 156, ULX3S_PRESET),
 }
+
+#: The 85F design for the model zoo (:mod:`hwgen.models`): the array shape that minimises the
+#: zoo's latency among those whose buffers hold each of its five sequential models at batch 1
+#: within the 85F's 208 DP16KDs by the fit estimate (docs/performance.md, "MLPerf Tiny"). AD's
+#: 265K weights (WEIGHT) and VWW's 96x96x3 input, one activation word per pixel in each of
+#: max(rows, cols) banks (ACT), take most of them; a wider array needs more banks or pads
+#: more, and overflows. The accumulators (a batch of at most 32) are LUT RAM, and the zoo's
+#: ReLU and identity layers need no activation bounds (``bounds`` would take 4 DP16KDs more).
+ULX3S_85F_ZOO_PRESET = {"rows": 5, "cols": 5, "dataflow": "ws", "in_bits": 8, "w_bits": 8,
+                        "acc_bits": 26, "max_k": 1024, "weight_depth": 55296,
+                        "act_depth": 18432, "param_depth": 1024, "prog_depth": 256,
+                        "acc_depth": 32, "out_depth": 512, "bounds": False}
+
+#: Designs besides the boards' presets, by name: ``(board, fields over its preset)``
+#: (``hwgen.boards.board_config(BOARDS[board], **fields)``).
+NAMED_PRESETS = {"ulx3s-85f-zoo": ("ulx3s-85f", ULX3S_85F_ZOO_PRESET)}

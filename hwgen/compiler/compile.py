@@ -19,6 +19,7 @@ from .kinds import lower_network
 from .program import Program
 from .proofs import check_widths
 from .specs import LayerSpec, MatrixSpec
+from .suggest import holding_designs
 
 __all__ = ["compile_network"]
 
@@ -202,12 +203,26 @@ def compile_network(network, config, *, batch=None, readout=False):
         parameter outside the accelerator's widths, too many layers (``prog_depth``),
         weights (``weight_depth``), parameters (``param_depth``), activations (``act_depth``)
         or raw outputs (``out_depth``) at the batch, a batch outside ``1 .. acc_depth`` or a
-        descriptor field beyond its bound.
+        descriptor field beyond its bound. A refusal that a larger design cures (a buffer,
+        ``max_k``, ``spatial``) also says which would hold the network: this design with the
+        short fields raised (and the board the fit estimate puts it on), or the board presets
+        that compile it (:mod:`hwgen.compiler.suggest`).
     ValueError
         If the network itself is inconsistent (see :meth:`QuantizedNetwork.validate`).
     """
     _check_arguments(network, config, batch, readout)
     network.validate()  # layers are mutable: check them as they are now
+    try:
+        return _compile(network, config, batch, readout)
+    except CompileError as error:
+        hint = holding_designs(lambda n, c: _compile(n, c, batch, readout), network, config,
+                               error)
+        if not hint:
+            raise
+        raise error.with_hint(hint) from None
+
+
+def _compile(network, config, batch, readout):
     check_widths(network, config)
     passes = lower_network(network, config)
     if not passes:

@@ -21,5 +21,11 @@ class CompileError(ValueError):
         self.resource = resource
         self.need = need
         self.limit = limit
+        self.detail = message
         where = "network" if layer is None else f"layer {layer}"
         super().__init__(f"{where}: {message}")
+
+    def with_hint(self, hint):
+        """Return the same error with ``hint`` appended to its message."""
+        return CompileError(self.detail + hint, layer=self.layer, resource=self.resource,
+                            need=self.need, limit=self.limit)

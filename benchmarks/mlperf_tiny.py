@@ -1,0 +1,245 @@
+"""MLPerf Tiny's models on the device: MACs, cycles, utilization by layer kind, latency, bytes.
+
+Run: python benchmarks/mlperf_tiny.py [--models ad,kws,...] [--designs ulx3s-85f,...]
+                                      [--samples N] [--no-board]
+
+Each model of the zoo (:mod:`hwgen.models`: seeded weights, BatchNorm statistics of its
+calibration data) is imported with ``hwgen.nn.from_torch``, quantized on its calibration data
+at each design's widths and compiled for batch 1 (MLPerf Tiny is single-stream: one inference
+at a time). For every design (a board's preset, or a named one of
+``hwgen.boards.catalog.NAMED_PRESETS``) it prints
+
+- MACs per inference: the model's (convolutions and linear layers) and the device's useful
+  ones (average pooling runs as a depthwise convolution of ones, so it adds its window's);
+- device cycles per inference: the cycle model's (``hwgen.cycles.program_cycles``) and, unless
+  ``--no-board``, the simulated board's counters over ``--samples`` single inferences (each
+  checked bit-exact against ``QuantizedNetwork.forward``, and the counters against the model);
+  the board's cycles (its requantization pipeline adds a few per layer) give the latency;
+- utilization, useful MACs / (rows x cols x cycles), of the whole inference and by layer kind:
+  the first convolution, depthwise, pointwise, other convolutions, dense; and the cycles the
+  pools take;
+- latency per inference at the design's clock and at the clock its preset's build reached
+  (docs/performance.md), batch 1;
+- WEIGHT bytes (the tiles as stored) against the model's int8 weights, ACT bytes at batch 1,
+  and wire bytes per inference at batch 1 (``hwgen.throughput.wire_bytes_per_run``) with
+  their time on the default UART.
+
+A model that does not import, or does not fit a design, gets its row with the reason (the
+importer's or the compiler's error) instead of figures.
+"""
+
+import argparse
+import math
+import shlex
+import sys
+
+import numpy as np
+
+import hwgen
+from hwgen.boards import BOARDS, board_config
+from hwgen.boards.catalog import NAMED_PRESETS
+from hwgen.compiler.activations import plan_activations
+from hwgen.compiler.kinds import lower_network
+from hwgen.cycles import layer_cycles, program_cycles
+from hwgen.memmap import Region, regions
+from hwgen.models import MODELS
+from hwgen.nn import Conv2D, Dense, from_torch, quantize
+from hwgen.passes import lookup
+from hwgen.protocol import DEFAULT_BAUD
+from hwgen.throughput import BITS_PER_BYTE, wire_bytes_per_run
+
+#: Designs measured by default: the 85F's preset, the zoo's 85F design, the iCEBreaker's.
+DEFAULT_DESIGNS = ("ulx3s-85f", *NAMED_PRESETS, "icebreaker")
+#: Fmax of each preset's latest build (docs/performance.md, "Boards"): the lower of the 85F's
+#: two seeds (94.1 and 100.3 MHz), the iCEBreaker's build at 40.5 MHz.
+REACHED_HZ = {"ulx3s-85f": 94_100_000, "icebreaker": 42_800_000}
+#: Layer kinds of the utilization columns, in order.
+KINDS = ("first conv", "depthwise", "pointwise", "conv", "dense")
+
+
+def design(name):
+    """Return ``(board, config)`` of a board's preset or a named preset."""
+    if name in BOARDS:
+        return BOARDS[name], board_config(BOARDS[name])
+    board, fields = NAMED_PRESETS[name]
+    return BOARDS[board], board_config(BOARDS[board], **fields)
+
+
+def layer_kind(network, index):
+    """Return the kind of network layer ``index`` for the utilization columns, or ``"pool"``."""
+    layer = network.layers[index]
+    if isinstance(layer, Dense):
+        return "dense"
+    if not isinstance(layer, Conv2D):
+        return "pool"
+    first = next(i for i, other in enumerate(network.layers) if isinstance(other, Conv2D))
+    if index == first:
+        return "first conv"
+    groups = getattr(layer, "groups", 1)
+    if groups > 1:
+        return "depthwise"
+    return "pointwise" if tuple(layer.weight.shape[:2]) == (1, 1) else "conv"
+
+
+def import_model(name, config):
+    """Return the zoo model ``name`` imported and quantized at ``config``'s widths."""
+    zoo = MODELS[name]
+    float_model = from_torch(zoo.model(), input_shape=zoo.input_shape)
+    return quantize(float_model, zoo.calibration(64), in_bits=config.in_bits,
+                    w_bits=config.w_bits, acc_bits=config.acc_bits, mult_bits=config.mult_bits)
+
+
+def act_bytes(net, config):
+    """Return the bytes of ACT a batch of one takes (every area the tensors' lifetimes need)."""
+    passes = lower_network(net, config)
+    plan = plan_activations(net.shapes[0][0], passes, config, 1)
+    words = [math.prod(shape[:-1]) * stride
+             for shape, stride in zip(plan.shapes, plan.strides, strict=True)]
+    last = len(plan.area_base) - 1
+    total = plan.area_base[last] + max(w for w, area in zip(words, plan.areas, strict=True)
+                                       if area == last)
+    return total * config.act_lanes * config.in_bits // 8
+
+
+def figures(name, board, config):
+    """Return the figures of model ``name`` on ``config`` (a dict), without the board run."""
+    net = import_model(name, config)
+    program = hwgen.compile(net, config, batch=1)
+    per_kind = {kind: [0, 0] for kind in (*KINDS, "pool")}
+    for spec, d in zip(program.layers, program.descriptors, strict=True):
+        useful, _ = lookup(spec.kind).macs(spec, config)
+        cycles = layer_cycles(config, d, 1, implementation=board.implementation)
+        kind = layer_kind(net, spec.source)
+        per_kind[kind][0] += useful
+        per_kind[kind][1] += cycles
+    geo = regions(config)
+    w_words = len(program.images[Region.WEIGHT][1])
+    return {
+        "net": net, "program": program,
+        "macs": MODELS[name].macs, "device_macs": program.macs_per_row,
+        "model_cycles": program_cycles(program, 1),
+        "board_cycles": program_cycles(program, 1, board.implementation),
+        "per_kind": per_kind,
+        "weight_bytes": w_words * geo[Region.WEIGHT].word_bytes,
+        "model_weights": sum(int(np.size(layer.weight)) for layer in net.layers
+                             if isinstance(layer, Dense | Conv2D)),
+        "act_bytes": act_bytes(net, config),
+        "wire_bytes": wire_bytes_per_run(program, 1),
+    }
+
+
+def board_run(name, config, net, program, samples):
+    """Run ``samples`` single inferences on a simulated board; return its cycles per
+    inference (all equal to the model's, or an AssertionError says which differ)."""
+    from host import Accelerator
+    from sim.board import SimulatedBoard
+
+    x = net.quantize_input(MODELS[name].calibration(samples, seed=99))
+    cycles = []
+    with SimulatedBoard(config) as sim, Accelerator(sim.url, config=config) as acc:
+        acc.load(program)
+        for row in x:
+            y = acc.infer(row[None])
+            if not np.array_equal(y, net.forward(row[None])):
+                raise AssertionError(f"{name}: the device's output differs from hwgen.nn")
+            cycles.append(acc.counters().cycles)
+    model = program_cycles(program, 1)
+    if any(c != model for c in cycles):
+        raise AssertionError(f"{name}: the board counted {cycles} cycles, the model {model}")
+    return cycles[0]
+
+
+def row(name, design_name, *, samples, on_board):
+    """Return the printable row of ``name`` on design ``design_name``: its figures, or the
+    reason it has none."""
+    board, config = design(design_name)
+    if not MODELS[name].sequential:
+        return {"name": name, "design": design_name,
+                "reason": "needs graphs (residual additions): the next issue"}
+    try:
+        f = figures(name, board, config)
+    except ValueError as error:  # the importer's UnsupportedModelError, a CompileError
+        lines = str(error).splitlines()
+        more = f"\n  ... ({len(lines) - 4} more)" if len(lines) > 4 else ""
+        return {"name": name, "design": design_name,
+                "reason": f"{type(error).__name__}: " + "\n".join(lines[:4]) + more}
+    f.update(name=name, design=design_name, config=config, board=board)
+    f["sim_cycles"] = (board_run(name, config, f["net"], f["program"], samples)
+                       if on_board else None)
+    return f
+
+
+def _util(macs, cycles, config):
+    return f"{macs / (config.rows * config.cols * cycles):.1%}" if cycles else "-"
+
+
+def print_table(rows):
+    """Print the figures, then the reasons of the rows without them."""
+    head = (f"{'model':<13} {'design':<15} {'MACs':>10} {'dev. MACs':>10} {'cycles':>10} "
+            f"{'sim':>10} {'util.':>6} " + " ".join(f"{k:>10}" for k in KINDS)
+            + f" {'pool cyc.':>9} {'us @clk':>9} {'us @Fmax':>9} {'W bytes':>9} "
+              f"{'int8 W':>8} {'ACT bytes':>9} {'wire B':>7} {'UART ms':>8}")
+    print(head)
+    for r in rows:
+        if "reason" in r:
+            continue
+        config = r["config"]
+        clock = config.clock_hz
+        reached = REACHED_HZ.get(r["design"])
+        kinds = " ".join(f"{_util(*r['per_kind'][k], config):>10}" for k in KINDS)
+        sim = f"{r['sim_cycles']:,}" if r["sim_cycles"] is not None else "-"
+        at_fmax = f"{r['board_cycles'] / reached * 1e6:>9.1f}" if reached else f"{'-':>9}"
+        print(f"{r['name']:<13} {r['design']:<15} {r['macs']:>10,} {r['device_macs']:>10,} "
+              f"{r['board_cycles']:>10,} {sim:>10} "
+              f"{_util(r['device_macs'], r['board_cycles'], config):>6} {kinds} "
+              f"{r['per_kind']['pool'][1]:>9,} {r['board_cycles'] / clock * 1e6:>9.1f} "
+              f"{at_fmax} {r['weight_bytes']:>9,} {r['model_weights']:>8,} "
+              f"{r['act_bytes']:>9,} {r['wire_bytes']:>7,} "
+              f"{r['wire_bytes'] * BITS_PER_BYTE / DEFAULT_BAUD * 1e3:>8.1f}")
+    print()
+    for r in rows:
+        if "reason" in r:
+            print(f"{r['name']} on {r['design']}: {r['reason']}")
+    print("\ncycles: per inference on the board's design (hwgen.cycles with the board's "
+          "implementation); sim: the simulated board's counter (the plain device: the model's "
+          "cycles without the requantization pipeline), '-' when not run.\nutil.: useful "
+          "MACs / (rows x cols x cycles), per layer kind on that kind's layers' cycles. "
+          "us @clk: latency at the design's clock; us @Fmax: at the Fmax its preset's build "
+          "reached (docs/performance.md).\nW bytes: WEIGHT as stored (tiles padded); int8 W: "
+          "the model's weights; ACT bytes: the activation areas at batch 1; wire B: both ways "
+          f"per inference at batch 1; UART ms: their time on the {DEFAULT_BAUD:,} baud UART.")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default=",".join(MODELS),
+                        help=f"comma list of zoo models (default: all; {', '.join(MODELS)})")
+    parser.add_argument("--designs", default=",".join(DEFAULT_DESIGNS),
+                        help="comma list of boards or named presets (default: "
+                             f"{', '.join(DEFAULT_DESIGNS)})")
+    parser.add_argument("--samples", type=int, default=2, metavar="N",
+                        help="single inferences per model on the simulated board (default 2)")
+    parser.add_argument("--no-board", action="store_true",
+                        help="skip the simulated boards (the cycle model only)")
+    args = parser.parse_args(argv)
+    models, designs = args.models.split(","), args.designs.split(",")
+    known = (*BOARDS, *NAMED_PRESETS)
+    bad = [m for m in models if m not in MODELS] + [d for d in designs if d not in known]
+    if bad or args.samples < 1:
+        parser.error(f"unknown {', '.join(bad)}; models: {', '.join(MODELS)}; designs: "
+                     f"{', '.join(known)}; --samples >= 1" if bad else "--samples must be >= 1")
+    print("command: python " + " ".join(shlex.quote(a) for a in sys.argv), flush=True)
+    rows = []
+    for design_name in designs:
+        for name in models:
+            rows.append(row(name, design_name, samples=args.samples,
+                            on_board=not args.no_board))
+            print(f"  {name} on {design_name}: "
+                  + ("done" if "reason" not in rows[-1] else "no figures"), flush=True)
+    print()
+    print_table(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,29 @@
+"""The CNN of the PyTorch and Keras tutorials: Conv-BatchNorm-ReLU-MaxPool twice, Dropout, a
+Linear classifier, on a 28x28x1 (MNIST-sized) image.
+
+Conv 8 of 3x3 (padding 1), BatchNorm, ReLU, MaxPool 2x2; Conv 16 of 3x3 (padding 1),
+BatchNorm, ReLU, MaxPool 2x2; Dropout 0.25; Flatten; Linear 10. The channels are the small end
+of what the tutorials use (they use 32 and 64), so that the classifier's reduction over the
+7x7x16 map (784) stays within a design's largest reduction (``max_k`` 1024 by default).
+
+Size: 9,146 trainable parameters (the convolutions 80 and 1,168, the BatchNorms 16 and 32, the
+classifier 7,850) and 290,080 MACs (the convolutions 56,448 and 225,792, the classifier
+7,840).
+"""
+
+from .zoo import ZooModel
+
+__all__ = ["TUTORIAL_CNN"]
+
+
+def _build(torch):
+    nn = torch.nn
+    return nn.Sequential(
+        nn.Conv2d(1, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(8, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Dropout(0.25), nn.Flatten(), nn.Linear(7 * 7 * 16, 10))
+
+
+TUTORIAL_CNN = ZooModel(
+    name="tutorial_cnn", title="Tutorial CNN: Conv-BN-ReLU-MaxPool x2, Dropout, Linear; 28x28x1",
+    input_shape=(28, 28, 1), params=9_146, macs=290_080, sequential=True, build_fn=_build)

@@ -1,0 +1,113 @@
+"""A fit refusal says which design would hold the network (issue 31, item 5): this design with
+the short fields raised, the board the fit estimate puts that on, and the presets that hold it.
+Each suggestion is checked independently: the suggested design compiles the network, and the
+fit estimate of it fits the named board and no smaller one."""
+
+import dataclasses
+import itertools
+import re
+
+import numpy as np
+import pytest
+
+import hwgen
+from hwgen.boards import BOARDS, board_config, check_fit
+from hwgen.boards.fit import FitError
+from hwgen.compiler import CompileError
+from hwgen.nn import MLP, digits_cnn, load_digits_images, quantize
+
+#: The MLPerf Tiny autoencoder's widths (its BatchNorms folded away): 265,864 weights.
+AD_WIDTHS = [640, 128, 128, 128, 128, 8, 128, 128, 128, 128, 640]
+
+
+@pytest.fixture(scope="module")
+def autoencoder():
+    mlp = MLP(AD_WIDTHS, seed=0)
+    return quantize(mlp, np.random.default_rng(0).normal(size=(32, 640)))
+
+
+def _refusal(net, config):
+    with pytest.raises(CompileError) as info:
+        hwgen.compile(net, config)
+    return info.value
+
+
+def _suggested(message):
+    """The fields of 'this design with a=1 and b=2' in ``message``."""
+    found = re.search(r"this design with (.*?), which", message)
+    assert found, message
+    pairs = re.split(r", | and ", found.group(1))
+    return {k: int(v) if v.isdigit() else v for k, v in (p.split("=") for p in pairs)}
+
+
+def test_weights_refusal_names_the_design_and_board_that_hold_them(autoencoder):
+    config = board_config(BOARDS["ulx3s-85f"])
+    error = _refusal(autoencoder, config)
+    # The refusal itself is unchanged: layer, buffer, need and capacity.
+    assert (error.layer, error.resource, error.limit) == (0, "weight_depth", 2048)
+    assert str(error).startswith("layer 0: weight words do not fit: layers 0..0 need 10240 "
+                                 "words; limit weight_depth=2048; it would fit this design "
+                                 "with weight_depth=")
+    fields = _suggested(str(error))
+    # Every weight tile of 8 rows: sum of ceil(K/8) * ceil(N/8) * 8 over the layers.
+    tiles = sum(-(-k // 8) * -(-n // 8) * 8 for k, n in itertools.pairwise(AD_WIDTHS))
+    assert fields["weight_depth"] == tiles == 33024
+    grown = dataclasses.replace(config, **fields)
+    hwgen.compile(autoencoder, grown)        # the suggestion holds the network
+    est = check_fit(BOARDS["ulx3s-85f"], grown)
+    assert f"puts on the ulx3s-85f ({est['bram']} of 208 DP16KD block RAMs" in str(error)
+    with pytest.raises(FitError):             # and no smaller board would
+        check_fit(BOARDS["ulx3s-45f"], dataclasses.replace(grown, clock_hz=62_500_000))
+
+
+def test_spatial_refusal_names_the_presets_with_the_walker():
+    x_train = load_digits_images()[0]
+    net = quantize(digits_cnn(), x_train[:64], acc_bits=22, mult_bits=8)
+    error = _refusal(net, board_config(BOARDS["icebreaker"]))
+    assert error.resource == "spatial"
+    presets = re.search(r"the presets of (.*)$", str(error)).group(1).split(", ")
+    # The 12F's and 25F's presets have the walker but too little WEIGHT (512 words); the
+    # zoo's 85F design takes networks of acc_bits <= 26.
+    assert presets == ["ulx3s-45f", "ulx3s-85f", "ulx3s-85f-zoo"]
+    for name in BOARDS:
+        if name in presets:
+            hwgen.compile(net, board_config(BOARDS[name]))
+        else:
+            with pytest.raises(CompileError):
+                hwgen.compile(net, board_config(BOARDS[name]))
+    fields = _suggested(str(error))
+    assert fields["spatial"] == "True" and fields["weight_depth"] == 552
+    grown = dataclasses.replace(board_config(BOARDS["icebreaker"]), spatial=True,
+                                **{k: v for k, v in fields.items() if k != "spatial"})
+    hwgen.compile(net, grown)
+    assert "puts on the ulx3s-12f" in str(error)
+
+
+def test_nothing_holds_a_network_larger_than_every_board():
+    mlp = MLP([1024, 1024, 1024, 1024], seed=0)
+    net = quantize(mlp, np.random.default_rng(0).normal(size=(8, 1024)))
+    error = _refusal(net, board_config(BOARDS["ulx3s-85f"]))
+    assert error.resource == "weight_depth"
+    assert "which the fit estimate puts on no board" in str(error)
+    assert "the preset" not in str(error)
+
+
+def test_other_refusals_get_no_suggestion(autoencoder):
+    error = _refusal(autoencoder, board_config(BOARDS["icebreaker"]))
+    assert error.resource == "acc_bits"
+    assert "would fit" not in str(error) and "holds it" not in str(error)
+
+
+def test_named_presets_are_listed_only_where_they_fit_their_board(autoencoder, monkeypatch):
+    from hwgen.boards import catalog
+
+    small = {"weight_depth": 66048, "param_depth": 512}   # the 12F's 4x4 array
+    monkeypatch.setattr(catalog, "NAMED_PRESETS", {
+        "85f-ad": ("ulx3s-85f", {"weight_depth": 33024, "param_depth": 256}),
+        "12f-ad": ("ulx3s-12f", small),  # compiles the network, but needs 130 of 32 DP16KDs
+    })
+    error = _refusal(autoencoder, board_config(BOARDS["ulx3s-45f"]))
+    assert str(error).endswith(", or the preset of 85f-ad")
+    hwgen.compile(autoencoder, board_config(BOARDS["ulx3s-12f"], **small))
+    with pytest.raises(FitError):
+        check_fit(BOARDS["ulx3s-12f"], board_config(BOARDS["ulx3s-12f"], **small))
