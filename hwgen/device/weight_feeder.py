@@ -17,7 +17,9 @@ class WeightFeeder(wiring.Component):
     The compiler stores the tiles in the order they are used (output tile major, then reduction
     tile, ``rows`` words each from ``w_base``), so the feeder walks one address up; it keeps
     the position ``(row, kt, nt)`` in counters rather than a count of the words left (a
-    multiplier of ``k_tiles * n_tiles * rows``).
+    multiplier of ``k_tiles * n_tiles * rows``). A layer whose geometry has ``wrep`` (an average
+    pool) has one tile, read again for every ``(nt, kt)``: after each tile's last row the
+    address goes back to ``w_base``. A device without spatial layers has no ``wrep``.
 
     Parameters
     ----------
@@ -35,6 +37,9 @@ class WeightFeeder(wiring.Component):
         The layer's descriptor (``w_base``, ``k_tiles``, ``n_tiles``).
     k_end, n_end : In
         The layer's last reduction and output tile.
+    wrep : In(1)
+        The geometry's ``wrep`` (:func:`~hwgen.memmap.geometry_layout`), held while the layer
+        runs; not read without spatial layers.
     rd_addr : Out(range(config.weight_depth + 1))
     rd_en : Out(1)
         The weight memory's read request: the word at ``rd_addr`` is read (plain reads) or
@@ -55,6 +60,7 @@ class WeightFeeder(wiring.Component):
             "desc": In(layout),
             "k_end": In(layout.members["k_tiles"]),
             "n_end": In(layout.members["n_tiles"]),
+            "wrep": In(1),
             "rd_addr": Out(range(config.weight_depth + 1)),
             "rd_en": Out(1),
             "rd_data": In(row),
@@ -86,6 +92,9 @@ class WeightFeeder(wiring.Component):
                 m.d.sync += addr_p1.eq(nd.w_base + 1)
             with m.Elif(take & more):
                 m.d.sync += addr_p1.eq(addr_p1 + 1)
+                if cfg.spatial:
+                    with m.If(self.wrep & (row == cfg.rows - 1)):
+                        m.d.sync += addr_p1.eq(nd.w_base + 1)
         else:
             m.d.comb += [take.eq(~valid | self.o_weight.ready),
                          self.o_weight.valid.eq(valid), self.o_weight.payload.eq(self.rd_data),
@@ -105,6 +114,9 @@ class WeightFeeder(wiring.Component):
                 m.d.comb += addr_n.eq(addr_p1)
                 with m.If(row == cfg.rows - 1):
                     m.d.sync += row.eq(0)
+                    if cfg.spatial:
+                        with m.If(self.wrep):     # the layer's one tile again
+                            m.d.comb += addr_n.eq(nd.w_base)
                     with m.If(kt != self.k_end):
                         m.d.sync += kt.eq(kt + 1)
                     with m.Else():
