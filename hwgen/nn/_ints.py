@@ -69,16 +69,16 @@ def check_range(arr, where, field, bounds, what):
                          f"allowed: {what}, {low}..{high}")
 
 
-def int_scalar(value, where, field, low):
+def int_scalar(value, where, field, low, note=", the same on both axes"):
     """Return ``value`` as a Python int ``>= low``, or raise ``ValueError`` naming the field.
 
-    Booleans, floats and sequences (per-axis tuples) are refused: spatial parameters are one
-    integer, the same on both axes.
+    Booleans, floats and sequences (per-axis tuples) are refused; ``note`` ends the message's
+    allowed values (by default, that the parameter is the same on both axes).
     """
     if not isinstance(value, numbers.Integral) or isinstance(value, bool | np.bool_) \
             or value < low:
-        raise ValueError(f"{where}: field {field!r} is {value!r}; allowed: an integer >= {low}, "
-                         "the same on both axes")
+        raise ValueError(f"{where}: field {field!r} is {value!r}; allowed: an integer >= "
+                         f"{low}{note}")
     return int(value)
 
 
@@ -111,3 +111,68 @@ def max_abs(arr):
     if arr.size == 0:
         return 0
     return max(-int(arr.min()), int(arr.max()), 0)
+
+
+def _is_int(value):
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool | np.bool_)
+
+
+def int_pair(value, where, field, low, names=("height", "width")):
+    """Return ``value`` (one integer, or one per spatial axis) as a tuple of two ints ``>= low``.
+
+    Raises
+    ------
+    ValueError
+        Naming ``where`` and ``field``, for anything but an integer or a pair of integers
+        ``>= low`` (booleans and floats refused).
+    """
+    items = (value, value) if _is_int(value) else value
+    try:
+        items = tuple(items)
+    except TypeError:
+        items = ()
+    if len(items) != 2 or not all(_is_int(v) and v >= low for v in items):
+        raise ValueError(f"{where}: field {field!r} is {value!r}; allowed: an integer >= {low}, "
+                         f"or a pair of them ({names[0]}, {names[1]})")
+    return int(items[0]), int(items[1])
+
+
+def int_pads(value, where, field="padding"):
+    """Return a padding as ``(top, bottom, left, right)``, ints ``>= 0``.
+
+    ``value`` is one integer (every side), ``(ph, pw)`` (top and bottom ``ph``, left and right
+    ``pw``) or ``(top, bottom, left, right)``.
+
+    Raises
+    ------
+    ValueError
+        Naming ``where`` and ``field``, for any other form, a negative or a non-integer side.
+    """
+    items = (value,) if _is_int(value) else value
+    try:
+        items = tuple(items)
+    except TypeError:
+        items = ()
+    if len(items) not in (1, 2, 4) or not all(_is_int(v) and v >= 0 for v in items):
+        raise ValueError(f"{where}: field {field!r} is {value!r}; allowed: an integer >= 0, "
+                         "(ph, pw) or (top, bottom, left, right), integers >= 0")
+    items = tuple(int(v) for v in items)
+    if len(items) == 1:
+        return items * 4
+    if len(items) == 2:
+        return items[0], items[0], items[1], items[1]
+    return items
+
+
+def as_given(value):
+    """Return a validated spatial argument as given: a Python int, or a tuple of Python ints."""
+    return int(value) if _is_int(value) else tuple(int(v) for v in value)
+
+
+def optional_int(value, where, field):
+    """Return ``value`` as a Python int, or ``None``; raise ``ValueError`` naming the field."""
+    if value is None:
+        return None
+    if not _is_int(value):
+        raise ValueError(f"{where}: field {field!r} is {value!r}; allowed: an integer or None")
+    return int(value)

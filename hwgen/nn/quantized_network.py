@@ -1,16 +1,19 @@
 """The bit-exact integer model of a quantized network: the oracle of every hardware test.
 
-Everything here follows sections 3 and 3.1 of the architecture brief (the arithmetic contract)
-to the bit:
+Everything here follows sections 3, 3.1 and 3.2 of the architecture brief (the arithmetic
+contract) to the bit:
 
 - ``acc[m, n] = sum_k x[m, k] * W[k, n] + b[n]``, exact, for a :class:`Dense` layer and for
-  every output pixel's patch of a :class:`Conv2D`;
-- ``p = acc * mult[n]``; ``r = (p + (1 << (shift[n] - 1))) >> shift[n]`` when ``shift[n] > 0``,
-  else ``r = p`` (``>>`` is the arithmetic shift, so ties round towards +infinity);
-- ``y = clamp(r, -2**(in_bits - 1), 2**(in_bits - 1) - 1)``, then ``relu`` or ``identity``;
+  every output pixel's patch (of its group's channels) of a :class:`Conv2D`;
+- ``p = acc * mult[n]`` (``acc * mult_neg[n]`` where ``acc < 0`` for ``leaky_relu``);
+  ``r = (p + (1 << (shift[n] - 1))) >> shift[n]`` when ``shift[n] > 0``, else ``r = p``
+  (``>>`` is the arithmetic shift, so ties round towards +infinity);
+- ``y = clamp(r, -2**(in_bits - 1), 2**(in_bits - 1) - 1)``, then clamped to the layer's
+  ``bounds(in_bits)`` (``relu``: ``act_min = 0``);
 - an output layer may return ``acc`` itself (``output="raw"``);
-- :class:`MaxPool2D` takes the maximum of each window's ints; :class:`Flatten` reorders nothing
-  (NHWC memory, feature ``(y*W + x)*C + c``).
+- :class:`AvgPool2D` and :class:`GlobalAvgPool2D` are depthwise convolutions of ones
+  (``as_conv``); :class:`MaxPool2D` takes the maximum of each window's ints;
+  :class:`Flatten` reorders nothing (NHWC memory, feature ``(y*W + x)*C + c``).
 """
 
 import math
@@ -19,18 +22,20 @@ import numbers
 import numpy as np
 
 from ._ints import check_range, int_array, sample_shape, signed_range
+from .avgpool import AvgPool2D, GlobalAvgPool2D
 from .conv import Conv2D
-from .dense import Dense, accumulate
+from .dense import Dense
 from .flatten import Flatten
 from .graph import INPUT, Node, Tensor, as_nodes, check_structure, relink, where
 from .maxpool import MaxPool2D
-from .requantization import requantize
 
 __all__ = ["QuantizedNetwork"]
 
-LAYER_TYPES = (Dense, Conv2D, MaxPool2D, Flatten)
+LAYER_TYPES = (Dense, Conv2D, MaxPool2D, Flatten, AvgPool2D, GlobalAvgPool2D)
+# The layers that requantize: forward(x, in_bits, acc_bits, where=...), bounds(out_bits).
+REQUANTIZING = (Dense, Conv2D, AvgPool2D, GlobalAvgPool2D)
 # How many tensors each kind of layer reads.
-_ARITY = {Dense: 1, Conv2D: 1, MaxPool2D: 1, Flatten: 1}
+_ARITY = dict.fromkeys(LAYER_TYPES, 1)
 
 
 def _arity(layer):
@@ -49,7 +54,8 @@ _WIDTH_RANGES = {
 class QuantizedNetwork:
     """A graph of integer layers over named tensors, computed bit-exactly as the hardware does.
 
-    Layers are :class:`Dense`, :class:`Conv2D`, :class:`MaxPool2D` and :class:`Flatten`.
+    Layers are :class:`Dense`, :class:`Conv2D`, :class:`MaxPool2D`, :class:`Flatten`,
+    :class:`AvgPool2D` and :class:`GlobalAvgPool2D`.
     Between spatial layers the data are NHWC, ``(M, H, W, C)``; a :class:`Flatten` turns them
     into rows ``(M, H*W*C)`` for the :class:`Dense` layers that follow. A network that ends in
     a spatial layer returns ``(M, H', W', C')``.
@@ -62,7 +68,7 @@ class QuantizedNetwork:
 
     Parameters
     ----------
-    layers : sequence of Dense, Conv2D, MaxPool2D or Flatten, or sequence of Node
+    layers : sequence of layers (see above), or sequence of Node
         At least one layer; each layer's input is the previous layer's output, or the tensors
         its node names (checked, see :attr:`shapes`). Only the last node may have
         ``output="raw"``.
@@ -101,8 +107,9 @@ class QuantizedNetwork:
     ------
     ValueError
         Naming the layer index, the field and the allowed range, dtype or shape: a weight outside
-        signed ``w_bits``, a bias outside signed ``acc_bits``, ``mult`` outside
-        ``[0, 2**mult_bits)``, ``shift`` outside ``0 .. acc_bits + mult_bits - 1``, a layer
+        signed ``w_bits``, a bias outside signed ``acc_bits``, ``mult`` or ``mult_neg`` outside
+        ``[0, 2**mult_bits)``, ``shift`` outside ``0 .. acc_bits + mult_bits - 1``, bounds
+        outside signed ``in_bits`` or reversed, ``groups`` not dividing ``C_in``, a layer
         whose input does not fit it (a :class:`Dense` after a spatial layer without a
         :class:`Flatten`, a channel count that differs from ``C_in``, a kernel or window larger
         than the (padded) input, a missing ``input_shape``), ``"raw"`` before the last layer,
@@ -111,7 +118,7 @@ class QuantizedNetwork:
         inputs for the layer's kind, a node that nothing reads before the last, or a scale of
         an unknown tensor.
     TypeError
-        If a layer is not one of the four layer types, or nodes and layers are mixed.
+        If a layer is not one of the layer types, or nodes and layers are mixed.
     """
 
     def __init__(self, layers, *, in_bits=8, w_bits=8, acc_bits=32, mult_bits=16,
@@ -226,7 +233,7 @@ class QuantizedNetwork:
     def _check(self):
         """Check every node; return each tensor's per-sample shape by name, input first."""
         return _tensor_shapes(self.nodes, self.input_shape,
-                              (self.w_bits, self.acc_bits, self.mult_bits))
+                              (self.in_bits, self.w_bits, self.acc_bits, self.mult_bits))
 
     def forward_tensors(self, x):
         """Run the network and return every tensor by name.
@@ -256,9 +263,9 @@ class QuantizedNetwork:
         values = {INPUT: _check_input(x, shapes[INPUT], self.in_bits)}
         for index, node in enumerate(self.nodes):
             layer, args = node.layer, [values[name] for name in node.inputs]
-            if isinstance(layer, Dense | Conv2D):
-                values[node.name] = _compute(where(index, node.name), layer, *args,
-                                             self.in_bits, self.acc_bits)
+            if isinstance(layer, REQUANTIZING):
+                values[node.name] = layer.forward(*args, self.in_bits, self.acc_bits,
+                                                  where=where(index, node.name))
             else:
                 values[node.name] = layer.forward(*args).astype(np.int64)
         return values
@@ -326,15 +333,32 @@ class QuantizedNetwork:
 
 
 def _check_params(at, layer, widths):
-    """Check a Dense or Conv2D layer's parameters against ``(w_bits, acc_bits, mult_bits)``."""
-    w_bits, acc_bits, mult_bits = widths
+    """Check a requantizing layer's parameters against ``(in_bits, w_bits, acc_bits,
+    mult_bits)``: weights, bias, mult, shift, mult_neg, groups and the activation bounds."""
+    in_bits, w_bits, acc_bits, mult_bits = widths
     shift_high = acc_bits + mult_bits - 1
-    check_range(layer.weight, at, "weight", signed_range(w_bits), f"signed w_bits={w_bits}")
-    check_range(layer.bias, at, "bias", signed_range(acc_bits), f"signed acc_bits={acc_bits}")
-    check_range(layer.mult, at, "mult", (0, (1 << mult_bits) - 1),
-                f"unsigned mult_bits={mult_bits}")
+    if hasattr(layer, "weight"):
+        check_range(layer.weight, at, "weight", signed_range(w_bits),
+                    f"signed w_bits={w_bits}")
+        check_range(layer.bias, at, "bias", signed_range(acc_bits),
+                    f"signed acc_bits={acc_bits}")
+    unsigned = (0, (1 << mult_bits) - 1)
+    check_range(layer.mult, at, "mult", unsigned, f"unsigned mult_bits={mult_bits}")
+    if getattr(layer, "mult_neg", None) is not None:
+        check_range(layer.mult_neg, at, "mult_neg", unsigned, f"unsigned mult_bits={mult_bits}")
     check_range(layer.shift, at, "shift", (0, shift_high),
                 f"acc_bits + mult_bits - 1 = {shift_high} at most")
+    if getattr(layer, "output", "requant") == "requant":
+        _check_bounds(at, layer, in_bits)
+
+
+def _check_bounds(at, layer, in_bits):
+    """Raise the layer's bounds error with ``at`` naming the layer."""
+    try:
+        layer.bounds(in_bits)
+    except ValueError as exc:
+        message = str(exc).split(": ", 1)[1]
+        raise ValueError(f"{at}: {message} (in_bits={in_bits})") from None
 
 
 def _checked_scales(scales, input_scale, tensors):
@@ -374,45 +398,23 @@ def _check_input(x, shape, in_bits):
     return x
 
 
-def _compute(at, layer, x, in_bits, acc_bits):
-    """Return the output of a Dense or Conv2D layer (accumulate, requantize, activate)."""
-    if isinstance(layer, Conv2D):
-        patches = layer.patches(x)
-        acc = accumulate(patches.reshape(-1, layer.patch_size), layer, in_bits)
-        acc = acc.reshape(*patches.shape[:3], layer.out_channels)
-    else:
-        acc = accumulate(x, layer, in_bits)
-    acc_low, acc_high = signed_range(acc_bits)
-    if acc.size:
-        low, high = int(acc.min()), int(acc.max())
-        if low < acc_low or high > acc_high:
-            raise ValueError(
-                f"{at}: accumulator reaches {low if low < acc_low else high}, "
-                f"outside signed acc_bits={acc_bits} ({acc_low}..{acc_high})")
-    if layer.output == "raw":
-        return acc.astype(np.int64)
-    y = requantize(acc, layer.mult, layer.shift, in_bits)
-    if layer.activation == "relu":
-        y = np.maximum(y, 0)
-    return y
-
-
 def _tensor_shapes(nodes, input_shape, widths):
-    """Check every node against its inputs and ``(w_bits, acc_bits, mult_bits)``; return each
-    tensor's per-sample shape by name, input first."""
+    """Check every node against its inputs and ``(in_bits, w_bits, acc_bits, mult_bits)``;
+    return each tensor's per-sample shape by name, input first."""
     shapes = {INPUT: input_shape}
     position = {node.name: index for index, node in enumerate(nodes)}
     for index, node in enumerate(nodes):
         layer, at = node.layer, where(index, node.name)
         if not isinstance(layer, LAYER_TYPES):
-            raise TypeError(f"{at}: {type(layer).__name__} is not a Dense, Conv2D, "
-                            "MaxPool2D or Flatten layer")
+            *others, last = (kind.__name__ for kind in LAYER_TYPES)
+            raise TypeError(f"{at}: {type(layer).__name__} is not a {', '.join(others)} or "
+                            f"{last} layer")
         layer.check(at)
-        if isinstance(layer, Dense | Conv2D):
+        if isinstance(layer, REQUANTIZING):
             _check_params(at, layer, widths)
-            if layer.output == "raw" and index != len(nodes) - 1:
-                raise ValueError(f"{at}: field 'output' is 'raw' but the layer is not "
-                                 f"the last of {len(nodes)}; allowed: 'requant'")
+        if getattr(layer, "output", None) == "raw" and index != len(nodes) - 1:
+            raise ValueError(f"{at}: field 'output' is 'raw' but the layer is not "
+                             f"the last of {len(nodes)}; allowed: 'requant'")
         name = node.inputs[0]
         if shapes[name] is None:
             if not isinstance(layer, Dense):

@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 
+from ..compiler.errors import CompileError
 from ..compiler.images import param_image, weight_image
 from ..compiler.proofs import (
     check_accumulator,
@@ -59,6 +60,34 @@ def _checked(index, layer, weight, k, config, *, window=None):
                  output=layer.output)
 
 
+def _refuse_unsupported(index, layer, config):
+    """Raise a :class:`CompileError` for a field of section 3.2 the device does not run yet.
+
+    Interim guard (issue 31): the descriptor has one ``stride``, one ``pad`` and a ``relu``
+    flag; the device helpers lift each check as they add the field.
+    """
+    found = []
+    if isinstance(layer, Conv2D):
+        if layer.groups != 1:
+            found.append(f"groups={layer.groups} (allowed: 1)")
+        sy, sx = layer.strides
+        if sy != sx:
+            found.append(f"stride={layer.stride} (allowed: the same on both axes)")
+        if len(set(layer.pads)) != 1:
+            found.append(f"padding={layer.padding} (allowed: the same on every side)")
+    if layer.output != "raw":
+        if layer.activation == "leaky_relu":
+            found.append("activation='leaky_relu' (allowed: 'relu', 'identity')")
+        low, high = signed_range(config.in_bits)
+        default = (0 if layer.activation == "relu" else low, high)
+        if layer.bounds(config.in_bits) != default:
+            found.append(f"act_min={layer.act_min}, act_max={layer.act_max} (allowed: the "
+                         f"bounds of the activation, {default})")
+    if found:
+        raise CompileError(f"{type(layer).__name__} has " + "; ".join(found) + ", which the "
+                           "device does not run yet", layer=index, resource="layer")
+
+
 class MatrixPass(Pass):
     """The matrix pass's hooks (see :class:`~hwgen.passes.base.Pass`)."""
 
@@ -68,11 +97,12 @@ class MatrixPass(Pass):
 
     def lower(self, index, layer, shapes, config):
         in_shape, _ = shapes
+        _refuse_unsupported(index, layer, config)
         if isinstance(layer, Conv2D):
             kh, kw, c, _ = layer.weight.shape
             return Lowered(_checked(index, layer, padded_matrix(layer.weight, config.rows),
                                     kh * kw * c, config, window=(kh, kw, c, "kernel")),
-                           kh * kw * c, (kh, kw, layer.stride, layer.padding))
+                           kh * kw * c, (kh, kw, layer.strides[0], layer.pads[0]))
         if len(in_shape) == 1:
             k = layer.weight.shape[0]
             return Lowered(_checked(index, layer, layer.weight, k, config), k, None)

@@ -336,8 +336,8 @@ def test_network_errors(layers, kwargs, pattern):
 
 
 def test_layer_type_error():
-    with pytest.raises(TypeError, match="layer 0: tuple is not a Dense, Conv2D, MaxPool2D or "
-                                        "Flatten layer"):
+    with pytest.raises(TypeError, match="layer 0: tuple is not a Dense, Conv2D, MaxPool2D, "
+                                        "Flatten, AvgPool2D or GlobalAvgPool2D layer"):
         QuantizedNetwork([(1, 2)])
 
 
