@@ -183,7 +183,8 @@ def geometry_layout(config):
         "pad_left": unsigned(GEOMETRY_LIMITS["pad"].bit_length()),
         "cgs": desc.members["k_tiles"],
         "col_step": addr, "row_step": addr, "img_step": addr, "ky_step": addr,
-        "cb_word": desc.members["src_stride"], "cb_rem": range(config.act_lanes),
+        "cb_word": desc.members["src_stride"],
+        "cb_rem": unsigned(max(1, (config.act_lanes - 1).bit_length())),
         "wrep": unsigned(1),
     })
 

@@ -35,8 +35,9 @@ class DeviceLayer:
         The reduction of a pass with a matrix (``KH * KW * C``, unpadded).
     in_shape, out_shape : tuple of int
         Per sample: ``(H, W, C)`` for images, ``(F,)`` for rows.
-    kernel : tuple of int or None
-        ``(kh, kw, stride, pad)`` of a spatial pass; None for a pass over rows.
+    kernel : tuple or None
+        ``(kh, kw, (sy, sx), (top, bottom, left, right), window)`` of a spatial pass
+        (:class:`hwgen.passes.base.Lowered`); None for a pass over rows.
     name : str
         The tensor it writes: its network node's name.
     inputs : tuple of str
