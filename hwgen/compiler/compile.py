@@ -67,13 +67,13 @@ def _geometry(index, p, plan, config):
     src = plan.source(index)
     ps = plan.strides[src]
     wrap = 1 << act_addr_bits(config)
-    for name, value, limit in (("stride", max(sy, sx), "stride"), ("padding", max(top, left),
-                                                                   "pad")):
-        if value > GEOMETRY_LIMITS[limit]:
-            raise CompileError(f"{name} {value} (top or left for padding) is larger than the "
-                               f"device walks; allowed: {name} <= {GEOMETRY_LIMITS[limit]}",
-                               layer=p.source, resource=limit, need=value,
-                               limit=GEOMETRY_LIMITS[limit])
+    # The bottom and right padding follow from oh, ow: only the top and left are walked.
+    for name, value, where in (("stride", sy, "sy"), ("stride", sx, "sx"),
+                               ("pad", top, "top"), ("pad", left, "left")):
+        if value > GEOMETRY_LIMITS[name]:
+            raise CompileError(f"{name}={value} ({where}) is larger than the device walks; "
+                               f"allowed: {name} <= {GEOMETRY_LIMITS[name]}", layer=p.source,
+                               resource=name, need=value, limit=GEOMETRY_LIMITS[name])
     cb_word, cb_rem = divmod(window, config.act_lanes)
     fields = {
         "h": h, "w": w, "oh": oh, "ow": ow, "kh": kh, "kw": kw, "sy": sy, "sx": sx,

@@ -10,10 +10,13 @@ counts and, for a program compiled with read-out, where each layer's output live
 programs without it, one per network layer). Loading cross-checks all of it and refuses any
 other version.
 
-Files of versions 2 and 3 hold the descriptors of :func:`legacy_descriptor_layout` (version 2:
+Files of versions 2 to 4 hold the descriptors of :func:`legacy_descriptor_layout` (version 2:
 matrix layers over rows only, no geometry words; version 3: ``spatial`` and ``pool`` flags where
-today's descriptor has ``spatial`` and the pass kind): their PROGRAM words are checked against
-that layout and its own word width, then converted to today's descriptors.
+today's descriptor has ``spatial`` and the pass kind) and the geometry of
+:func:`legacy_geometry_layout` (one ``stride`` and one ``pad`` where version 5 has ``sy``,
+``sx``, ``pad_top``, ``pad_left``, and no channel window nor weight repeat): their PROGRAM words
+are checked against those layouts and their own word width, then converted to today's
+descriptors (``sy = sx = stride``, ``pad_top = pad_left = pad``, the new fields 0).
 """
 
 import dataclasses
@@ -33,20 +36,24 @@ from .images import IMAGE_REGIONS
 from .specs import LayerSpec, MatrixSpec
 from .words import check_words, word_bytes, words_to_bytes
 
-__all__ = ["FORMAT_NAME", "FORMAT_VERSION", "READ_VERSIONS", "legacy_descriptor_layout", "read",
-           "save"]
+__all__ = ["FORMAT_NAME", "FORMAT_VERSION", "READ_VERSIONS", "legacy_descriptor_layout",
+           "legacy_geometry_layout", "read", "save"]
 
 #: Version of the file written by :func:`save`; older versions that a program of this
 #: version can stand for are converted on load, others refused.
-FORMAT_VERSION = 4  # 4: the pass kind; 3: spatial layers; 2: per-config layout
-#: Versions :func:`read` takes: versions 2 and 3 are converted on load (version 2 holds
+FORMAT_VERSION = 5  # 5: the general convolution; 4: the pass kind; 3: spatial layers; 2: ...
+#: Versions :func:`read` takes: versions 2 to 4 are converted on load (version 2 holds
 #: matrix layers over rows only, whose layers gain their source).
-READ_VERSIONS = (2, 3, 4)
+READ_VERSIONS = (2, 3, 4, 5)
 #: The ``format`` entry of the metadata.
 FORMAT_NAME = "hwgen-program"
 #: One-bit descriptor flags of the older versions, where today's descriptor has its flags and
 #: its ``kind``; the numeric fields after them are today's.
-_LEGACY_FLAGS = {2: ("relu", "raw", "last"), 3: ("relu", "raw", "last", "spatial", "pool")}
+_LEGACY_FLAGS = {2: ("relu", "raw", "last"), 3: ("relu", "raw", "last", "spatial", "pool"),
+                 4: ("relu", "raw", "last", "spatial", "kind")}
+#: The numeric descriptor fields of versions 2 to 4, as wide as today's fields of these names.
+_LEGACY_NUMERIC = ("k_tiles", "n_tiles", "n", "src_base", "src_stride", "dst_base",
+                   "dst_stride", "w_base", "p_base")
 #: The layers' ``kind`` in files of versions 2 and 3 (and 4 before it held the name of the
 #: :class:`~hwgen.memmap.PassKind`): version 2 has none, a matrix layer's.
 _LEGACY_KIND_NAMES = {"matrix": PassKind.MATRIX.name, "pool": PassKind.MAXPOOL.name}
@@ -55,14 +62,35 @@ _LEGACY_KIND_BY_POOL_FLAG = (PassKind.MATRIX, PassKind.MAXPOOL)
 
 
 def legacy_descriptor_layout(config, version):
-    """Return the descriptor layout of format ``version`` (2 or 3) for ``config``: the
-    one-bit flags of that version, then today's numeric fields
-    (:func:`~hwgen.memmap.descriptor_layout`), as wide and in the same order."""
-    today = descriptor_layout(config)
-    numeric_from = list(today.members).index("kind") + 1
-    fields = {name: unsigned(1) for name in _LEGACY_FLAGS[version]}
-    fields.update({name: field.shape for name, field in list(today)[numeric_from:]})
+    """Return the descriptor layout of format ``version`` (2 to 4) for ``config``: the
+    one-bit flags of that version (version 4: and the pass kind), then the numeric fields,
+    as wide as today's (:func:`~hwgen.memmap.descriptor_layout`)."""
+    today = descriptor_layout(config).members
+    fields = {name: PassKind if name == "kind" else unsigned(1)
+              for name in _LEGACY_FLAGS[version]}
+    fields.update({name: today[name] for name in _LEGACY_NUMERIC})
     return data.StructLayout(fields)
+
+
+def legacy_geometry_layout(config):
+    """Return the geometry layout of format versions 3 and 4 for ``config``: today's fields
+    up to the steps, with one ``stride`` and one ``pad`` (four bits each) for both axes."""
+    today = geometry_layout(config).members
+    fields = {}
+    for name, shape in today.items():
+        if name in ("sy", "pad_top"):
+            fields["stride" if name == "sy" else "pad"] = shape
+        elif name not in ("sx", "pad_left", "cb_word", "cb_rem", "wrep"):
+            fields[name] = shape
+    return data.StructLayout(fields)
+
+
+def _geometry_of_today(geometry):
+    """Return a legacy ``geometry`` (:func:`legacy_geometry_layout`'s fields) as today's."""
+    g = dict(geometry)
+    stride, pad = g.pop("stride"), g.pop("pad")
+    return {**g, "sy": stride, "sx": stride, "pad_top": pad, "pad_left": pad, "cb_word": 0,
+            "cb_rem": 0, "wrep": 0}
 
 
 def _image_bytes(program):
@@ -186,7 +214,7 @@ def _from_legacy(config, version, words, stored):
     """Return ``(descriptors, PROGRAM words)`` of today's layout for the PROGRAM ``words`` of
     format ``version``, which must decode to the ``stored`` descriptors."""
     layout = legacy_descriptor_layout(config, version)
-    geometry = geometry_layout(config)
+    geometry = legacy_geometry_layout(config)
     count = -(-geometry.size // layout.size)   # geometry words of that version's width
     decoded, i = [], 0
     while i < len(words):
@@ -203,11 +231,11 @@ def _from_legacy(config, version, words, stored):
                          f"version {version}); damaged")
     converted = []
     for d in decoded:
-        kind = _LEGACY_KIND_BY_POOL_FLAG[d.pop("pool", 0)]
+        kind = d["kind"] if "kind" in d else _LEGACY_KIND_BY_POOL_FLAG[d.pop("pool", 0)].value
         fields = {name: d.get(name, 0) for name, _ in descriptor_layout(config)}
-        fields["kind"] = kind.value
+        fields["kind"] = kind
         if "geometry" in d:
-            fields["geometry"] = d["geometry"]
+            fields["geometry"] = _geometry_of_today(d["geometry"])
         converted.append(fields)
     words = [w for d in converted for w in pack_layer(config, d)]
     return unpack_program(config, words), words

@@ -44,6 +44,8 @@ class DeviceLayer:
         The tensors it reads, in the order it takes them: ``"input"`` or an earlier pass's
         ``name`` (a :class:`~hwgen.nn.Flatten` is no tensor of its own: a pass after it reads
         the tensor it flattens).
+    repeat : bool
+        Its weight tiles are all alike (:class:`hwgen.passes.base.Lowered`).
     """
 
     source: int
@@ -55,6 +57,7 @@ class DeviceLayer:
     kernel: tuple | None
     name: str = ""
     inputs: tuple = ()
+    repeat: bool = False
 
     @property
     def spatial(self):
@@ -106,6 +109,7 @@ def lower_network(network, config):
                                "configuration with spatial=True", layer=index,
                                resource="spatial")
         passes.append(dataclasses.replace(
-            lowered, name=node.name, inputs=tuple(stored[name][0] for name in node.inputs)))
+            lowered, name=node.name, inputs=tuple(stored[name][0] for name in node.inputs),
+            repeat=found.repeat))
         stored[node.name] = (node.name, out_shape)
     return passes

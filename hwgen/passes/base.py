@@ -36,11 +36,15 @@ class Lowered:
         ``(kh, kw, (sy, sx), (top, bottom, left, right), window)`` of a pass that walks images
         (``window``: the channels each output tile's channel window moves on, 0 for none, see
         :func:`~hwgen.memmap.geometry_layout`'s ``cb_word``); None for a pass over rows.
+    repeat : bool
+        The layer's weight tiles are all alike by construction (an average pool's), so that
+        WEIGHT may hold one (the geometry's ``wrep``).
     """
 
     matrix: object
     k: int
     kernel: tuple | None
+    repeat: bool = False
 
 
 class Pass(abc.ABC):

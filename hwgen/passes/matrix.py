@@ -146,10 +146,11 @@ class MatrixPass(Pass):
 
     def lower(self, index, layer, shapes, config):
         in_shape, _ = shapes
-        if isinstance(layer, AvgPool2D):
-            layer = layer.as_conv(in_shape[-1])
-        elif isinstance(layer, GlobalAvgPool2D):
-            layer = layer.as_conv(in_shape)
+        pool = isinstance(layer, (AvgPool2D, GlobalAvgPool2D))
+        if pool:
+            # A depthwise convolution of ones: its tiles are alike (the window's identity).
+            layer = layer.as_conv(in_shape if isinstance(layer, GlobalAvgPool2D) else
+                                  in_shape[-1])
         _refuse_unsupported(index, layer, config)
         if isinstance(layer, Conv2D):
             kh, kw, c, _ = layer.weight.shape
@@ -159,7 +160,8 @@ class MatrixPass(Pass):
             channels = window or c * layer.groups
             return Lowered(_checked(index, layer, matrix, kh * kw * c, config,
                                     window=(kh, kw, channels, "kernel")),
-                           kh * kw * c, (kh, kw, layer.strides, layer.pads, window))
+                           kh * kw * c, (kh, kw, layer.strides, layer.pads, window),
+                           repeat=pool)
         if len(in_shape) == 1:
             k = layer.weight.shape[0]
             return Lowered(_checked(index, layer, layer.weight, k, config), k, None)
@@ -191,7 +193,7 @@ class MatrixPass(Pass):
     @staticmethod
     def _wrep(p, config):
         """Whether the pass's weights are one tile, read for every ``(nt, kt)``."""
-        return p.spatial and _repeats(p.matrix.weight, config)
+        return p.repeat and _repeats(p.matrix.weight, config)
 
     def walk_fields(self, p, config):
         return {"wrep": int(self._wrep(p, config))}
