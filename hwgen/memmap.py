@@ -161,8 +161,10 @@ def geometry_layout(config):
     cb_word, cb_rem
         A grouped convolution's step of the channel window per output tile: output tile ``nt``
         reads, at each kernel position, the ``cgs * rows`` channels from channel
-        ``nt * (cb_word * act_lanes + cb_rem)`` of the pixel (``cb_rem < act_lanes``), the
-        walker keeping the window's first word and bank as running counters (no multiplier).
+        ``c = nt * (cb_word * act_lanes + cb_rem)`` of the pixel (``cb_rem < act_lanes``); on a
+        device with ``rows >= act_lanes``, whose feeder does not rotate lanes, from ``c``
+        rounded down to a multiple of ``act_lanes`` (its word's first bank). The walker keeps
+        the window's first word and bank as running counters (no multiplier).
         A tile's weight rows are zero for the window's channels outside its outputs' groups
         (a block-diagonal tile); 0 and 0 for a dense convolution (every tile reads channel 0
         on) and a pooling pass.

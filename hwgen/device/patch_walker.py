@@ -12,8 +12,9 @@ accumulators hold), each output tile ``nt`` and each reduction tile ``kt``, one 
 pixel ``(m, oy, ox)`` of the chunk: the ``rows`` channels ``base + cg * rows ..`` of input
 pixel ``(oy * sy + ky - pad_top, ox * sx + kx - pad_left)``, where ``kt`` walks the kernel
 positions ``(ky, kx)`` and each position's channel groups ``cg``, and ``base`` is the output
-tile's channel window (``nt`` times the geometry's ``cb_word``, ``cb_rem``: a grouped
-convolution's tile reads its own groups' channels only; 0 for a dense one). A pixel outside
+tile's channel window (``nt`` times the geometry's ``cb_word``, ``cb_rem``, down to its word's
+bank 0 when the feeder does not rotate lanes, ``rows >= act_lanes``: a grouped convolution's
+tile reads its own groups' channels only; 0 for a dense one). A pixel outside
 the image (padding on any side) reads as zeros. The walker computes every address from the
 previous one with the geometry's steps and keeps the window's first word and bank as running
 counters: no multiplier, and no expansion of patches anywhere.
@@ -137,6 +138,9 @@ class PatchWalker(wiring.Component):
         # Without spatial layers (config.spatial False) every image is one pixel and every
         # kernel one position: the walk is the rows', in one chunk.
         self.spatial = config.spatial
+        # The feeder rotates a row's lanes only with fewer rows than banks; otherwise a
+        # channel window starts at its first channel's word, from bank 0.
+        self.rotates = config.rows < config.act_lanes
         lanes = config.act_lanes
         super().__init__({
             "start_layer": In(1), "start_chunk": In(1), "prime": In(1), "take": In(1),
@@ -358,7 +362,7 @@ class PatchWalker(wiring.Component):
             return row
         # A new kernel position starts at the tile's channel window.
         m.d.comb += [tile.cg.eq(0), tile.cg_last.eq(bounds["cgs"][1]), tile.kword.eq(pos.bword),
-                     tile.krem.eq(pos.brem)]
+                     tile.krem.eq(pos.brem if self.rotates else 0)]
         with m.If(pos.kt_last):
             m.d.comb += [tile.kx.eq(0), tile.kx_last.eq(bounds["kw"][1]),
                          tile.t_pix.eq(chunk.pix), tile.t_iy.eq(chunk.iy),
@@ -388,7 +392,8 @@ class PatchWalker(wiring.Component):
 
     def _next_window(self, m, tile, pos):
         """Move ``tile``'s channel window (and its first channel) to the next output tile's:
-        ``cb_word`` words and ``cb_rem`` banks on, a carry into the word past the last bank."""
+        ``cb_word`` words and ``cb_rem`` banks on, a carry into the word past the last bank
+        (without rotation, the window's first channel is the word's bank 0)."""
         g, lanes = self.geom, self.config.act_lanes
         rem = Signal(range(2 * lanes), name="window_rem")
         m.d.comb += rem.eq(pos.brem + g.cb_rem)
@@ -396,7 +401,7 @@ class PatchWalker(wiring.Component):
             m.d.comb += [tile.brem.eq(rem - lanes), tile.bword.eq(pos.bword + g.cb_word + 1)]
         with m.Else():
             m.d.comb += [tile.brem.eq(rem), tile.bword.eq(pos.bword + g.cb_word)]
-        m.d.comb += [tile.kword.eq(tile.bword), tile.krem.eq(tile.brem)]
+        m.d.comb += [tile.kword.eq(tile.bword), tile.krem.eq(tile.brem if self.rotates else 0)]
 
     def _next_group(self, m, tile, pos):
         """Move ``tile``'s first channel to ``pos``'s channel group's next: ``rows`` elements

@@ -43,7 +43,7 @@ from ..memmap import PassKind, Region
 from ..nn import AvgPool2D, Conv2D, Dense, GlobalAvgPool2D
 from .base import Lowered, Pass, signed_range
 
-__all__ = ["MatrixPass", "grouped_matrix", "padded_matrix"]
+__all__ = ["MatrixPass", "grouped_matrix", "padded_matrix", "window_start"]
 
 # Controller: FETCH, DECODE, LOAD, two PRIME cycles and the feeders' first read come before
 # the engine's cycle 0 of the first chunk; NEXT, PRIME twice and the read before a later
@@ -62,12 +62,12 @@ def padded_matrix(weight, rows):
     return padded.reshape(kh * kw * groups * rows, n)
 
 
-def grouped_matrix(weight, groups, rows, cols):
+def grouped_matrix(weight, groups, config):
     """Return ``(matrix, window)`` of a convolution's ``weight[KH, KW, C / groups, N]``:
     ``matrix[KH * KW * cgs * rows, N]`` holds, for output channel ``n`` of output tile
     ``nt = n // cols``, at each kernel position the ``cgs * rows`` channels of the tile's
-    window from channel ``nt * window`` on, zero but for ``n``'s group's inputs (a
-    block-diagonal tile).
+    window (:func:`window_start`), zero but for ``n``'s group's inputs (a block-diagonal
+    tile).
 
     ``window`` is ``cols / (N / groups)`` groups' inputs when a group's outputs divide
     ``cols`` (and there is more than one group), else 0: every tile's window is all ``C``
@@ -75,17 +75,26 @@ def grouped_matrix(weight, groups, rows, cols):
     """
     kh, kw, c_group, n = weight.shape
     n_group = n // groups
-    if groups > 1 and cols % n_group == 0:
-        window = span = cols // n_group * c_group
-    else:
-        window, span = 0, c_group * groups
-    cgs = math.ceil(span / rows)
-    matrix = np.zeros((kh, kw, cgs * rows, n), dtype=weight.dtype)
+    window = config.cols // n_group * c_group if groups > 1 and config.cols % n_group == 0 \
+        else 0
+    # Each output channel's group's first input, counted from its tile's window's first.
+    outputs = np.arange(n)
+    first = outputs // n_group * c_group - window_start(outputs // config.cols, window, config)
+    cgs = math.ceil(int((first + c_group).max()) / config.rows)
+    matrix = np.zeros((kh, kw, cgs * config.rows, n), dtype=weight.dtype)
     for col in range(n):
-        # The group's first input channel, counted from the tile's window's first.
-        first = col // n_group * c_group - col // cols * window
-        matrix[:, :, first:first + c_group, col] = weight[:, :, :, col]
-    return matrix.reshape(kh * kw * cgs * rows, n), window
+        matrix[:, :, first[col]:first[col] + c_group, col] = weight[:, :, :, col]
+    return matrix.reshape(kh * kw * cgs * config.rows, n), window
+
+
+def window_start(nt, window, config):
+    """Return the first channel of output tile ``nt``'s channel window (``nt`` an int or an
+    array): ``nt * window``, rounded down to a word's first bank on a device whose feeder does
+    not rotate lanes (``rows >= act_lanes``; :func:`~hwgen.memmap.geometry_layout`)."""
+    start = np.asarray(nt) * window
+    if config.rows >= config.act_lanes:
+        start = start // config.act_lanes * config.act_lanes
+    return start
 
 
 def _repeats(matrix, config):
@@ -154,10 +163,9 @@ class MatrixPass(Pass):
         _refuse_unsupported(index, layer, config)
         if isinstance(layer, Conv2D):
             kh, kw, c, _ = layer.weight.shape
-            matrix, window = grouped_matrix(layer.weight, layer.groups, config.rows,
-                                            config.cols)
+            matrix, window = grouped_matrix(layer.weight, layer.groups, config)
             # The channels each kernel position reads: the tile's window, or all of them.
-            channels = window or c * layer.groups
+            channels = matrix.shape[0] // (kh * kw) if window else c * layer.groups
             return Lowered(_checked(index, layer, matrix, kh * kw * c, config,
                                     window=(kh, kw, channels, "kernel")),
                            kh * kw * c, (kh, kw, layer.strides, layer.pads, window),
@@ -235,7 +243,7 @@ class MatrixPass(Pass):
         assert g["cb_rem"] < device.b, "cb_rem is a bank"
         xs, reads = {}, set()
         for nt in range(d["n_tiles"]) if window else (0,):
-            x, read = _patch_rows(device, d, g, m, nt * window)
+            x, read = _patch_rows(device, d, g, m, int(window_start(nt, window, c)))
             xs[nt] = x.astype(dtype)
             reads |= read
         pixels = len(xs[0])

@@ -40,11 +40,12 @@ def walk_rows(config, desc, geom, batch):
     ``y = oy * sy + ky - pad_top`` (``x = ox * sx + kx - pad_left``), starts at word
     ``src_base + ((m * h + y + pad_top) * w + x + pad_left) * src_stride`` (``src_base`` is the
     word of pixel ``(-pad_top, -pad_left)``, as the compiler lays it out; modulo the address
-    width). Output tile ``nt``'s group ``cg``'s channel ``c = nt * window + cg * rows + i``
-    (``window = cb_word * lanes + cb_rem``) is word ``c // lanes``, bank ``c % lanes`` of the
-    pixel; each bank ``b`` reads the group's word ``kword + (b < krem)`` (``kword, krem =
-    divmod(nt * window + cg * rows, lanes)``) while that word lies in the pixel (``<
-    src_stride``) and the pixel in the image; elsewhere zeros.
+    width). Output tile ``nt``'s group ``cg``'s channel ``c = start + cg * rows + i`` (``start =
+    nt * window``, ``window = cb_word * lanes + cb_rem``, rounded down to a multiple of
+    ``lanes`` when ``rows >= lanes``) is word ``c // lanes``, bank ``c % lanes`` of the pixel;
+    each bank ``b`` reads the group's word ``kword + (b < krem)`` (``kword, krem =
+    divmod(start + cg * rows, lanes)``) while that word lies in the pixel (``< src_stride``)
+    and the pixel in the image; elsewhere zeros.
     """
     g, ps = geom, desc["src_stride"]
     lanes, rows = config.act_lanes, config.rows
@@ -59,7 +60,10 @@ def walk_rows(config, desc, geom, batch):
         part = pixels[first:first + config.acc_depth]
         for nt in range(desc["n_tiles"]):
             for kt, (ky, kx, cg) in enumerate(tiles):
-                first_channel = nt * window + cg * rows
+                start = nt * window
+                if rows >= lanes:        # no rotation: from the word's first bank
+                    start -= start % lanes
+                first_channel = start + cg * rows
                 kword, krem = divmod(first_channel, lanes)
                 for count, (m, oy, ox) in enumerate(part):
                     y, x = oy * g["sy"] + ky - top, ox * g["sx"] + kx - left
