@@ -67,6 +67,9 @@ def _geometry(index, p, plan, config):
     src = plan.source(index)
     ps = plan.strides[src]
     wrap = 1 << act_addr_bits(config)
+    # A stride along an axis with one output pixel is never taken (a pool as large as its
+    # input, whose stride is its size): walk it as 1.
+    sy, sx = (sy if oh > 1 else 1), (sx if ow > 1 else 1)
     # The bottom and right padding follow from oh, ow: only the top and left are walked.
     for name, value, where in (("stride", sy, "sy"), ("stride", sx, "sx"),
                                ("pad", top, "top"), ("pad", left, "left")):
