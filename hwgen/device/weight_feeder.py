@@ -1,6 +1,6 @@
 """The weight feeder: streams a layer's weight tiles to the engine in the order they are used."""
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -79,6 +79,14 @@ class WeightFeeder(wiring.Component):
         more = Signal()      # words of the layer left to read
         valid = Signal()     # the word in `rd_data` is the layer's
         take = Signal()
+        # Without spatial layers there is no wrep; with them, `again` (a register: the next
+        # word taken ends a tile of a wrep layer) sends the address back to w_base.
+        again = Signal()
+        if cfg.spatial:
+            with m.If(self.start):
+                m.d.sync += again.eq(self.wrep & (cfg.rows == 1))
+            with m.Elif(take & more):
+                m.d.sync += again.eq(self.wrep & ((row == cfg.rows - 2) | (cfg.rows == 1)))
         m.d.comb += addr_n.eq(addr)
         m.d.sync += addr.eq(addr_n)
         if self.registered_reads:
@@ -90,11 +98,10 @@ class WeightFeeder(wiring.Component):
             addr_p1 = Signal(range(cfg.weight_depth + 2), name="addr_p1")
             with m.If(self.start):
                 m.d.sync += addr_p1.eq(nd.w_base + 1)
+            with m.Elif(take & more & again):
+                m.d.sync += addr_p1.eq(nd.w_base + 1)
             with m.Elif(take & more):
                 m.d.sync += addr_p1.eq(addr_p1 + 1)
-                if cfg.spatial:
-                    with m.If(self.wrep & (row == cfg.rows - 1)):
-                        m.d.sync += addr_p1.eq(nd.w_base + 1)
         else:
             m.d.comb += [take.eq(~valid | self.o_weight.ready),
                          self.o_weight.valid.eq(valid), self.o_weight.payload.eq(self.rd_data),
@@ -111,12 +118,9 @@ class WeightFeeder(wiring.Component):
             m.d.sync += valid.eq(more)
             with m.If(more):
                 m.d.sync += row.eq(row + 1)
-                m.d.comb += addr_n.eq(addr_p1)
+                m.d.comb += addr_n.eq(Mux(again, nd.w_base, addr_p1))
                 with m.If(row == cfg.rows - 1):
                     m.d.sync += row.eq(0)
-                    if cfg.spatial:
-                        with m.If(self.wrep):     # the layer's one tile again
-                            m.d.comb += addr_n.eq(nd.w_base)
                     with m.If(kt != self.k_end):
                         m.d.sync += kt.eq(kt + 1)
                     with m.Else():

@@ -22,7 +22,9 @@ _BUFFERS = {"act_depth": 1 << 12, "weight_depth": 1 << 14, "param_depth": 512,
             "out_depth": 1 << 11, "prog_depth": 64}
 
 
-def _conv(rng, kh, kw, c_in, n, groups, **kwargs):
+def _conv(rng, shape, groups, **kwargs):
+    """A random Conv2D of ``shape`` ``(KH, KW, C_in, N)`` in ``groups``."""
+    kh, kw, c_in, n = shape
     weight = rng.integers(-128, 128, (kh, kw, c_in // groups, n))
     return Conv2D(weight, rng.integers(-500, 500, n), rng.integers(1, 1 << 12, n),
                   rng.integers(8, 16, n), groups=groups, **kwargs)
@@ -46,18 +48,20 @@ def _exact(net, config, rng, m=2):
 
 
 @settings(max_examples=40, deadline=None)
-@given(rows=st.integers(1, 5), cols=st.integers(1, 5), groups=st.integers(1, 4),
-       c_group=st.integers(1, 3), n_group=st.integers(1, 3), kh=st.integers(1, 2),
-       kw=st.integers(1, 2), seed=st.integers(0, 99))
-def test_each_output_channel_reads_its_own_groups_inputs(rows, cols, groups, c_group, n_group,
-                                                         kh, kw, seed):
+@given(case=st.fixed_dictionaries({
+    "rows": st.integers(1, 5), "cols": st.integers(1, 5), "groups": st.integers(1, 4),
+    "c_group": st.integers(1, 3), "n_group": st.integers(1, 3), "kh": st.integers(1, 2),
+    "kw": st.integers(1, 2), "seed": st.integers(0, 99)}))
+def test_each_output_channel_reads_its_own_groups_inputs(case):
     """Column ``n`` of output tile ``nt`` holds, at each kernel position, the weights of its
     group's inputs where the tile's window (from channel ``nt * window``, down to a multiple
     of the banks without lane rotation) has them, zeros elsewhere; a group's outputs dividing
     ``cols`` give the window of the tile's groups, anything else all channels."""
+    rows, cols, groups, c_group, n_group, kh, kw = (
+        case[k] for k in ("rows", "cols", "groups", "c_group", "n_group", "kh", "kw"))
     config = AcceleratorConfig(rows=rows, cols=cols)
     n = groups * n_group
-    weight = np.random.default_rng(seed).integers(-9, 10, (kh, kw, c_group, n))
+    weight = np.random.default_rng(case["seed"]).integers(-9, 10, (kh, kw, c_group, n))
     matrix, window = grouped_matrix(weight, groups, config)
     windowed = groups > 1 and cols % n_group == 0
     assert window == (cols // n_group * c_group if windowed else 0)
@@ -82,22 +86,25 @@ def test_each_output_channel_reads_its_own_groups_inputs(rows, cols, groups, c_g
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(shape=st.sampled_from([(2, 2), (2, 3), (3, 2), (4, 4), (1, 3)]),
-       h=st.integers(1, 6), w=st.integers(1, 6), c_group=st.integers(1, 3),
-       groups=st.integers(1, 4), mult=st.integers(1, 2), kh=st.integers(1, 3),
-       kw=st.integers(1, 3), sy=st.integers(1, 3), sx=st.integers(1, 3),
-       pads=st.tuples(*[st.integers(0, 2)] * 4), seed=st.integers(0, 999))
-def test_general_convolution_on_the_interpreter(shape, h, w, c_group, groups, mult, kh, kw, sy,
-                                                sx, pads, seed):
+@given(case=st.fixed_dictionaries({
+    "shape": st.sampled_from([(2, 2), (2, 3), (3, 2), (4, 4), (1, 3)]),
+    "h": st.integers(1, 6), "w": st.integers(1, 6), "c_group": st.integers(1, 3),
+    "groups": st.integers(1, 4), "mult": st.integers(1, 2), "kh": st.integers(1, 3),
+    "kw": st.integers(1, 3), "sy": st.integers(1, 3), "sx": st.integers(1, 3),
+    "pads": st.tuples(*[st.integers(0, 2)] * 4), "seed": st.integers(0, 999)}))
+def test_general_convolution_on_the_interpreter(case):
     """Any kernel that fits the padded input, strides per axis, each padding side and any
     grouping: bit-exact with hwgen.nn."""
+    shape, h, w, kh, kw, pads = (case[k] for k in ("shape", "h", "w", "kh", "kw", "pads"))
+    c_group, groups, mult, seed = (case[k] for k in ("c_group", "groups", "mult", "seed"))
+    sy, sx = case["sy"], case["sx"]
     top, bottom, left, right = pads
     if kh > h + top + bottom or kw > w + left + right:
         return
     rng = np.random.default_rng(seed)
     config = AcceleratorConfig(rows=shape[0], cols=shape[1], **_BUFFERS)
     c = c_group * groups
-    net = QuantizedNetwork([_conv(rng, kh, kw, c, groups * mult, groups, stride=(sy, sx),
+    net = QuantizedNetwork([_conv(rng, (kh, kw, c, groups * mult), groups, stride=(sy, sx),
                                   padding=pads, activation="relu")],
                            input_shape=(h, w, c))
     _exact(net, config, rng)
@@ -110,7 +117,7 @@ def test_depthwise_costs_one_cols_th_of_the_array(rows, cols):
     ``ceil(16 / rows)``: ``cols`` useful products of each row's ``rows * cols``."""
     rng = np.random.default_rng(rows * cols)
     config = AcceleratorConfig(rows=rows, cols=cols, **_BUFFERS)
-    net = QuantizedNetwork([_conv(rng, 3, 3, 16, 16, 16, padding=1)], input_shape=(5, 6, 16))
+    net = QuantizedNetwork([_conv(rng, (3, 3, 16, 16), 16, padding=1)], input_shape=(5, 6, 16))
     program = _exact(net, config, rng)
     d = program.descriptors[0]
     assert d["k_tiles"] == 9 * math.ceil(cols / rows)
@@ -143,7 +150,7 @@ def test_average_pools_take_one_weight_tile(rows, cols, tiles):
 def test_geometry_of_strides_and_padding_per_axis():
     config = AcceleratorConfig(rows=2, cols=2, **_BUFFERS)
     rng = np.random.default_rng(3)
-    net = QuantizedNetwork([_conv(rng, 3, 2, 2, 2, 1, stride=(2, 3), padding=(2, 0, 1, 3))],
+    net = QuantizedNetwork([_conv(rng, (3, 2, 2, 2), 1, stride=(2, 3), padding=(2, 0, 1, 3))],
                            input_shape=(7, 9, 2))
     g = _exact(net, config, rng).descriptors[0]["geometry"]
     assert (g["sy"], g["sx"], g["pad_top"], g["pad_left"]) == (2, 3, 2, 1)
@@ -155,7 +162,7 @@ def test_refuses_a_grouped_window_beyond_max_k():
     # rows padded; max_k = 48 holds K = 16 but not the padded reduction.
     config = AcceleratorConfig(rows=4, cols=4, max_k=48, **_BUFFERS)
     rng = np.random.default_rng(4)
-    net = QuantizedNetwork([_conv(rng, 4, 4, 8, 8, 8)], input_shape=(4, 4, 8))
+    net = QuantizedNetwork([_conv(rng, (4, 4, 8, 8), 8)], input_shape=(4, 4, 8))
     error = refused(net, config, "layer 0", "max_k=48", "64")
     assert (error.layer, error.resource, error.need, error.limit) == (0, "max_k", 64, 48)
 
@@ -163,6 +170,6 @@ def test_refuses_a_grouped_window_beyond_max_k():
 def test_refuses_a_stride_per_axis_beyond_the_walk():
     config = AcceleratorConfig(rows=2, cols=2, **_BUFFERS)
     rng = np.random.default_rng(5)
-    net = QuantizedNetwork([_conv(rng, 1, 1, 2, 2, 1, stride=(1, 16))], input_shape=(3, 40, 2))
+    net = QuantizedNetwork([_conv(rng, (1, 1, 2, 2), 1, stride=(1, 16))], input_shape=(3, 40, 2))
     error = refused(net, config, "layer 0", "stride=16 (sx)", "stride <= 15")
     assert (error.resource, error.need, error.limit) == ("stride", 16, 15)
