@@ -355,7 +355,7 @@ class PatchWalker(wiring.Component):
             # One kernel position: the layer's reduction tiles are its channel groups. Back to
             # the layer's first row.
             with m.Else():
-                self._next_group(m, tile, pos)
+                _next_group(m, self.config, tile, pos)
             row = Signal(pos.shape(), name="restart")
             m.d.comb += [row.eq(tile), row.m.eq(chunk.m), row.m_last.eq(chunk.m_last),
                          row.pix.eq(chunk.pix)]
@@ -368,10 +368,10 @@ class PatchWalker(wiring.Component):
                          tile.t_pix.eq(chunk.pix), tile.t_iy.eq(chunk.iy),
                          tile.t_ix.eq(chunk.ix), tile.iy0.eq(-g.pad_top),
                          tile.ix0.eq(-g.pad_left)]
-            self._next_window(m, tile, pos)
+            _next_window(m, self.config, g, tile, pos)
         with m.Elif(~pos.cg_last):       # the kernel position's next channel group
             m.d.comb += [tile.cg.eq(pos.cg + 1), tile.cg_last.eq(pos.cg == bounds["cgs"][0])]
-            self._next_group(m, tile, pos)
+            _next_group(m, self.config, tile, pos)
         with m.Elif(~pos.kx_last):       # the next kernel position in the row
             m.d.comb += [tile.kx.eq(pos.kx + 1), tile.kx_last.eq(pos.kx == bounds["kw"][0]),
                          tile.t_pix.eq(pos.t_pix + d.src_stride),
@@ -390,29 +390,32 @@ class PatchWalker(wiring.Component):
                      row.iy.eq(tile.t_iy), row.ix.eq(tile.t_ix)]
         return row
 
-    def _next_window(self, m, tile, pos):
-        """Move ``tile``'s channel window (and its first channel) to the next output tile's:
-        ``cb_word`` words and ``cb_rem`` banks on, a carry into the word past the last bank
-        (without rotation, the window's first channel is the word's bank 0)."""
-        g, lanes = self.geom, self.config.act_lanes
-        rem = Signal(range(2 * lanes), name="window_rem")
-        m.d.comb += rem.eq(pos.brem + g.cb_rem)
-        with m.If(rem >= lanes):
-            m.d.comb += [tile.brem.eq(rem - lanes), tile.bword.eq(pos.bword + g.cb_word + 1)]
-        with m.Else():
-            m.d.comb += [tile.brem.eq(rem), tile.bword.eq(pos.bword + g.cb_word)]
-        m.d.comb += [tile.kword.eq(tile.bword), tile.krem.eq(tile.brem if self.rotates else 0)]
 
-    def _next_group(self, m, tile, pos):
-        """Move ``tile``'s first channel to ``pos``'s channel group's next: ``rows`` elements
-        on, as a word and a bank."""
-        cfg = self.config
-        word, rem = divmod(cfg.rows, cfg.act_lanes)
-        if rem:
-            with m.If(pos.krem + rem >= cfg.act_lanes):
-                m.d.comb += [tile.krem.eq(pos.krem + rem - cfg.act_lanes),
-                             tile.kword.eq(pos.kword + word + 1)]
-            with m.Else():
-                m.d.comb += [tile.krem.eq(pos.krem + rem), tile.kword.eq(pos.kword + word)]
-        else:
-            m.d.comb += [tile.krem.eq(pos.krem), tile.kword.eq(pos.kword + word)]
+def _next_window(m, config, geom, tile, pos):
+    """Move ``tile``'s channel window (and its first channel) to the next output tile's:
+    ``cb_word`` words and ``cb_rem`` banks on, a carry into the word past the last bank
+    (without rotation, the window's first channel is the word's bank 0)."""
+    lanes = config.act_lanes
+    rem = Signal(range(2 * lanes), name="window_rem")
+    m.d.comb += rem.eq(pos.brem + geom.cb_rem)
+    with m.If(rem >= lanes):
+        m.d.comb += [tile.brem.eq(rem - lanes), tile.bword.eq(pos.bword + geom.cb_word + 1)]
+    with m.Else():
+        m.d.comb += [tile.brem.eq(rem), tile.bword.eq(pos.bword + geom.cb_word)]
+    # The feeder rotates a row's lanes only with fewer rows than banks.
+    rotates = config.rows < lanes
+    m.d.comb += [tile.kword.eq(tile.bword), tile.krem.eq(tile.brem if rotates else 0)]
+
+
+def _next_group(m, config, tile, pos):
+    """Move ``tile``'s first channel to ``pos``'s channel group's next: ``rows`` elements
+    on, as a word and a bank."""
+    word, rem = divmod(config.rows, config.act_lanes)
+    if rem:
+        with m.If(pos.krem + rem >= config.act_lanes):
+            m.d.comb += [tile.krem.eq(pos.krem + rem - config.act_lanes),
+                         tile.kword.eq(pos.kword + word + 1)]
+        with m.Else():
+            m.d.comb += [tile.krem.eq(pos.krem + rem), tile.kword.eq(pos.kword + word)]
+    else:
+        m.d.comb += [tile.krem.eq(pos.krem), tile.kword.eq(pos.kword + word)]
