@@ -146,9 +146,11 @@ async def test_random_networks(dut):
 
 @cocotb.test()
 async def test_random_cnns(dut):
-    """Random convolutional networks (kernels 1..5, strides 1..2, padding 0..2, channels
-    1..max, pooling windows 2..3, flatten + dense or spatial ends, raw and requantized),
-    bit-exact against hwgen.nn, counters equal to the cycle model."""
+    """Random convolutional networks (sim.netgen.random_cnn: rectangular kernels 1..5,
+    strides 1..2 per axis, each padding side 0..2, grouped and depthwise convolutions,
+    channels 1..max, max and average pooling windows 2..3, global average pooling, flatten +
+    dense or spatial ends, raw and requantized), bit-exact against hwgen.nn, counters equal
+    to the cycle model."""
     cfg = read_config_env()
     count = int(os.environ.get("HWGEN_CNNS", "0"))
     if not count:

@@ -1,8 +1,9 @@
 """cocotb regression of the whole-network accelerator (sim/tb_network.py).
 
 Every run compiles random networks (1 to 4 layers, relu/identity, raw/requant outputs, extreme
-weights) and random convolutional networks (kernels 1..5, strides 1..2, padding 0..2, pooling,
-flatten + dense or spatial ends), checks the device output against hwgen.nn bit for bit and the
+weights) and random convolutional networks (rectangular kernels 1..5, strides 1..2 per axis,
+each padding side 0..2, grouped and depthwise convolutions, max and average pooling, flatten +
+dense or spatial ends), checks the device output against hwgen.nn bit for bit and the
 device counters against the cycle model. Across the configurations below, each CI run checks
 well over 30 random networks and 20 random CNNs on Verilator, and fewer of each on Icarus.
 """
