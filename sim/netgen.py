@@ -17,7 +17,7 @@ from hwgen.nn import (
     QuantizedNetwork,
 )
 
-__all__ = ["random_cnn", "random_image", "random_input", "random_network"]
+__all__ = ["general_cnn", "random_cnn", "random_image", "random_input", "random_network"]
 
 
 def random_network(rng, config, *, layers=None, max_width=200, raw=None, widths=None):
@@ -110,7 +110,7 @@ def random_cnn(rng, config, *, input_shape=None, blocks=None, max_channels=20, r
             layer = _random_pool(rng, config, (h, w, c))
             layers.append(layer)
             h, w, c = layer.output_shape((h, w, c))
-    if rng.random() < 0.15:
+    if rng.random() < 0.25:
         layers.append(GlobalAvgPool2D(**_pool_params(rng, config, h * w, c)))
         h = w = 1
     last_raw = bool(rng.random() < 0.5) if raw is None else raw
@@ -127,6 +127,31 @@ def random_cnn(rng, config, *, input_shape=None, blocks=None, max_channels=20, r
     return QuantizedNetwork(layers, in_bits=config.in_bits, w_bits=config.w_bits,
                             acc_bits=config.acc_bits, mult_bits=config.mult_bits,
                             input_shape=input_shape)
+
+
+def general_cnn(rng, config, *, raw=None):
+    """Return a small :class:`QuantizedNetwork` over ``(6, 5, 4)`` images with every kind of
+    spatial layer the device runs, random weights: a grouped convolution (two groups, a 3x2
+    kernel, strides (1, 2), padding (1, 0, 2, 1)), a depthwise one with two outputs per
+    channel (2x3, strides (2, 1), padding (0, 1, 1, 0)), a 2x1 average pooling, a global
+    average pooling, then a Flatten and a Dense (raw or requantized, ``raw``)."""
+    layers = []
+    for (kh, kw, c, groups, n), stride, pads in (((3, 2, 4, 2, 4), (1, 2), (1, 0, 2, 1)),
+                                                 ((2, 3, 4, 4, 8), (2, 1), (0, 1, 1, 0))):
+        weight, b, mult, shift = _matrix_params(rng, config, kh * kw * (c // groups), n)
+        layers.append(Conv2D(weight.reshape(kh, kw, c // groups, n), b, mult, shift,
+                             stride=stride, padding=pads, groups=groups,
+                             activation=str(rng.choice(["relu", "identity"]))))
+    layers += [AvgPool2D((2, 1), 1, **_pool_params(rng, config, 2, 8)),
+               GlobalAvgPool2D(**_pool_params(rng, config, 2 * 3, 8)), Flatten()]
+    n = int(rng.integers(1, 7))
+    weight, b, mult, shift = _matrix_params(rng, config, 8, n)
+    last_raw = bool(rng.random() < 0.5) if raw is None else raw
+    layers.append(Dense(weight, b, mult, shift, activation=str(rng.choice(["relu", "identity"])),
+                        output="raw" if last_raw else "requant"))
+    return QuantizedNetwork(layers, in_bits=config.in_bits, w_bits=config.w_bits,
+                            acc_bits=config.acc_bits, mult_bits=config.mult_bits,
+                            input_shape=(6, 5, 4))
 
 
 def _random_conv(rng, config, shape, max_channels):
