@@ -28,6 +28,7 @@ __all__ = [
     "max_word_bits",
     "param_lane_layout",
     "regions",
+    "rotates_lanes",
 ]
 
 
@@ -125,6 +126,15 @@ def descriptor_layout(config):
     return data.StructLayout(fields)
 
 
+def rotates_lanes(config):
+    """Return whether the activation feeder rotates a row's lanes, so that a row's first
+    channel may lie in any bank: with fewer rows than banks (``rows < act_lanes``), and on a
+    device with spatial layers and fewer columns than rows (where a grouped convolution's
+    channel window of ``cols`` channels starts in any bank). Otherwise a channel window starts
+    at its word's bank 0 (:func:`geometry_layout`'s ``cb_word``)."""
+    return config.rows < config.act_lanes or (config.spatial and config.cols < config.rows)
+
+
 def act_addr_bits(config):
     """Return the width of an activation bank's address (``act_depth`` words)."""
     return max(1, (config.act_depth - 1).bit_length())
@@ -162,8 +172,9 @@ def geometry_layout(config):
         A grouped convolution's step of the channel window per output tile: output tile ``nt``
         reads, at each kernel position, the ``cgs * rows`` channels from channel
         ``c = nt * (cb_word * act_lanes + cb_rem)`` of the pixel (``cb_rem < act_lanes``); on a
-        device with ``rows >= act_lanes``, whose feeder does not rotate lanes, from ``c``
-        rounded down to a multiple of ``act_lanes`` (its word's first bank). The walker keeps
+        device whose feeder does not rotate lanes (:func:`rotates_lanes`: a square array),
+        from ``c`` rounded down to a multiple of ``act_lanes`` (its word's first bank). The
+        walker keeps
         the window's first word and bank as running counters (no multiplier).
         A tile's weight rows are zero for the window's channels outside its outputs' groups
         (a block-diagonal tile); 0 and 0 for a dense convolution (every tile reads channel 0

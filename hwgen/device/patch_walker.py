@@ -13,7 +13,7 @@ pixel ``(m, oy, ox)`` of the chunk: the ``rows`` channels ``base + cg * rows ..`
 pixel ``(oy * sy + ky - pad_top, ox * sx + kx - pad_left)``, where ``kt`` walks the kernel
 positions ``(ky, kx)`` and each position's channel groups ``cg``, and ``base`` is the output
 tile's channel window (``nt`` times the geometry's ``cb_word``, ``cb_rem``, down to its word's
-bank 0 when the feeder does not rotate lanes, ``rows >= act_lanes``: a grouped convolution's
+bank 0 when the feeder does not rotate lanes, ``memmap.rotates_lanes``: a grouped convolution's
 tile reads its own groups' channels only; 0 for a dense one). A pixel outside
 the image (padding on any side) reads as zeros. The walker computes every address from the
 previous one with the geometry's steps and keeps the window's first word and bank as running
@@ -35,7 +35,13 @@ from amaranth.hdl import Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..memmap import act_addr_bits, batch_bits, descriptor_layout, geometry_layout
+from ..memmap import (
+    act_addr_bits,
+    batch_bits,
+    descriptor_layout,
+    geometry_layout,
+    rotates_lanes,
+)
 
 __all__ = ["PatchWalker", "position_layout", "row_layout"]
 
@@ -138,9 +144,8 @@ class PatchWalker(wiring.Component):
         # Without spatial layers (config.spatial False) every image is one pixel and every
         # kernel one position: the walk is the rows', in one chunk.
         self.spatial = config.spatial
-        # The feeder rotates a row's lanes only with fewer rows than banks; otherwise a
-        # channel window starts at its first channel's word, from bank 0.
-        self.rotates = config.rows < config.act_lanes
+        # Without the feeder's rotation a channel window starts at its word's bank 0.
+        self.rotates = rotates_lanes(config)
         lanes = config.act_lanes
         super().__init__({
             "start_layer": In(1), "start_chunk": In(1), "prime": In(1), "take": In(1),
@@ -402,9 +407,8 @@ def _next_window(m, config, geom, tile, pos):
         m.d.comb += [tile.brem.eq(rem - lanes), tile.bword.eq(pos.bword + geom.cb_word + 1)]
     with m.Else():
         m.d.comb += [tile.brem.eq(rem), tile.bword.eq(pos.bword + geom.cb_word)]
-    # The feeder rotates a row's lanes only with fewer rows than banks.
-    rotates = config.rows < lanes
-    m.d.comb += [tile.kword.eq(tile.bword), tile.krem.eq(tile.brem if rotates else 0)]
+    m.d.comb += [tile.kword.eq(tile.bword),
+                 tile.krem.eq(tile.brem if rotates_lanes(config) else 0)]
 
 
 def _next_group(m, config, tile, pos):

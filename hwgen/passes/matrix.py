@@ -39,7 +39,7 @@ from ..compiler.proofs import (
     check_padded_reduction,
     check_reduction,
 )
-from ..memmap import PassKind, Region
+from ..memmap import PassKind, Region, rotates_lanes
 from ..nn import AvgPool2D, Conv2D, Dense, GlobalAvgPool2D
 from .base import Lowered, Pass, signed_range
 
@@ -90,9 +90,9 @@ def grouped_matrix(weight, groups, config):
 def window_start(nt, window, config):
     """Return the first channel of output tile ``nt``'s channel window (``nt`` an int or an
     array): ``nt * window``, rounded down to a word's first bank on a device whose feeder does
-    not rotate lanes (``rows >= act_lanes``; :func:`~hwgen.memmap.geometry_layout`)."""
+    not rotate lanes (:func:`~hwgen.memmap.rotates_lanes`)."""
     start = np.asarray(nt) * window
-    if config.rows >= config.act_lanes:
+    if not rotates_lanes(config):
         start = start // config.act_lanes * config.act_lanes
     return start
 

@@ -4,7 +4,7 @@ feeders' tests."""
 import dataclasses
 import itertools
 
-from hwgen.memmap import act_addr_bits
+from hwgen.memmap import act_addr_bits, rotates_lanes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,10 +42,10 @@ def walk_rows(config, desc, geom, batch):
     word of pixel ``(-pad_top, -pad_left)``, as the compiler lays it out; modulo the address
     width). Output tile ``nt``'s group ``cg``'s channel ``c = start + cg * rows + i`` (``start =
     nt * window``, ``window = cb_word * lanes + cb_rem``, rounded down to a multiple of
-    ``lanes`` when ``rows >= lanes``) is word ``c // lanes``, bank ``c % lanes`` of the pixel;
-    each bank ``b`` reads the group's word ``kword + (b < krem)`` (``kword, krem =
-    divmod(start + cg * rows, lanes)``) while that word lies in the pixel (``< src_stride``)
-    and the pixel in the image; elsewhere zeros.
+    ``lanes`` without the feeder's rotation, ``hwgen.memmap.rotates_lanes``) is word ``c //
+    lanes``, bank ``c % lanes`` of the pixel; each bank ``b`` reads the group's word ``kword +
+    (b < krem)`` (``kword, krem = divmod(start + cg * rows, lanes)``) while that word lies in
+    the pixel (``< src_stride``) and the pixel in the image; elsewhere zeros.
     """
     g, ps = geom, desc["src_stride"]
     lanes, rows = config.act_lanes, config.rows
@@ -61,7 +61,7 @@ def walk_rows(config, desc, geom, batch):
         for nt in range(desc["n_tiles"]):
             for kt, (ky, kx, cg) in enumerate(tiles):
                 start = nt * window
-                if rows >= lanes:        # no rotation: from the word's first bank
+                if not rotates_lanes(config):   # from the word's first bank
                     start -= start % lanes
                 first_channel = start + cg * rows
                 kword, krem = divmod(first_channel, lanes)
