@@ -1,6 +1,7 @@
 """The NumPy side of hwgen: float networks, training, quantization and the integer oracle.
 
-- :class:`MLP`, :class:`CNN` (:class:`FloatDense`, :class:`FloatConv2D` layers): float networks
+- :class:`MLP`, :class:`CNN` (:class:`FloatDense`, :class:`FloatConv2D`,
+  :class:`FloatAvgPool2D`, :class:`FloatGlobalAvgPool2D` layers): float networks
   trained with NumPy alone; :func:`load_digits_split`, :func:`load_digits_images`,
   :func:`digits_cnn`, :func:`train_digits_cnn`: the bundled digits and the default CNN;
 - :func:`quantize`: post-training quantization to a :class:`QuantizedNetwork`;
@@ -20,6 +21,7 @@ from .dense import Dense, accumulator_bound
 from .digits import digits_cnn, load_digits_images, load_digits_split, train_digits_cnn
 from .flatten import Flatten
 from .float_layers import FloatConv2D, FloatDense
+from .float_pool import FloatAvgPool2D, FloatGlobalAvgPool2D
 from .graph import INPUT, Node, Tensor
 from .import_chain import UnsupportedModelError
 from .import_onnx import from_onnx
@@ -38,8 +40,10 @@ __all__ = [
     "Conv2D",
     "Dense",
     "Flatten",
+    "FloatAvgPool2D",
     "FloatConv2D",
     "FloatDense",
+    "FloatGlobalAvgPool2D",
     "GlobalAvgPool2D",
     "MaxPool2D",
     "Node",

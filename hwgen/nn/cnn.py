@@ -12,17 +12,21 @@ import numpy as np
 from ._ints import sample_shape
 from .flatten import Flatten
 from .float_layers import FloatConv2D, FloatDense, backward, forward_cached
+from .float_pool import FloatAvgPool2D, FloatGlobalAvgPool2D
 from .float_training import check_labels, check_optimizer, minibatch_descent, softmax_cross_entropy
 from .maxpool import MaxPool2D
+from .output_function import apply_output_function, check_output_function
 
 __all__ = ["CNN"]
 
-LAYER_TYPES = (FloatConv2D, FloatDense, MaxPool2D, Flatten)
+LAYER_TYPES = (FloatConv2D, FloatDense, MaxPool2D, FloatAvgPool2D, FloatGlobalAvgPool2D, Flatten)
 
 
 class CNN:
-    """A chain of float layers: :class:`FloatConv2D`, :class:`MaxPool2D`, :class:`Flatten` and
-    :class:`FloatDense`, the convolutions and dense layers each optionally followed by a ReLU.
+    """A chain of float layers: :class:`FloatConv2D`, :class:`MaxPool2D`,
+    :class:`FloatAvgPool2D`, :class:`FloatGlobalAvgPool2D`, :class:`Flatten` and
+    :class:`FloatDense`, the convolutions, dense layers and average pools each followed by
+    their activation (see :mod:`hwgen.nn.float_activation`).
 
     Inputs are NHWC ``(M, H, W, C)`` when the first layer is spatial, rows ``(M, K)`` when it
     is a :class:`FloatDense`. The last layer's output is the logits ``(M, N)`` (a network
@@ -30,17 +34,23 @@ class CNN:
 
     Parameters
     ----------
-    layers : sequence of FloatConv2D, FloatDense, MaxPool2D or Flatten
+    layers : sequence of FloatConv2D, FloatDense, MaxPool2D, FloatAvgPool2D,
+            FloatGlobalAvgPool2D or Flatten
         At least one layer; each layer's input is the previous layer's output (checked as in
         :class:`~hwgen.nn.QuantizedNetwork`).
     input_shape : tuple of int, optional
         Shape of one sample, ``(H, W, C)`` or ``(K,)``; required unless the first layer is a
         :class:`FloatDense`.
+    output_function : {None, "softmax", "log_softmax", "sigmoid"}
+        What turns the logits into probabilities on the host (recorded by the importers from
+        a final ``Softmax``, ``LogSoftmax`` or ``Sigmoid``; :meth:`forward` returns the
+        logits either way, see :meth:`probabilities`).
 
     Attributes
     ----------
     layers : list
     input_shape : tuple of int or None
+    output_function : str or None
     history : list of float
         Mean training loss of every epoch run by :meth:`fit`.
 
@@ -52,14 +62,15 @@ class CNN:
         that differs from ``C_in``, a kernel or window larger than the (padded) input), a
         missing or malformed ``input_shape`` or an empty layer list.
     TypeError
-        If a layer is not one of the four layer types.
+        If a layer is not one of the layer types.
     """
 
-    def __init__(self, layers, *, input_shape=None):
+    def __init__(self, layers, *, input_shape=None, output_function=None):
         self.layers = list(layers)
         if not self.layers:
             raise ValueError("CNN: field 'layers' is empty; allowed: at least one layer")
         self.input_shape = sample_shape(input_shape, "CNN")
+        self.output_function = check_output_function(output_function, "CNN")
         self.history = []
         self._check()  # errors show at construction, not at the first forward
 
@@ -74,7 +85,8 @@ class CNN:
         for index, layer in enumerate(self.layers):
             if not isinstance(layer, LAYER_TYPES):
                 raise TypeError(f"layer {index}: {type(layer).__name__} is not a FloatConv2D, "
-                                "FloatDense, MaxPool2D or Flatten layer")
+                                "FloatDense, MaxPool2D, FloatAvgPool2D, FloatGlobalAvgPool2D "
+                                "or Flatten layer")
             where = f"layer {index}"
             if isinstance(layer, MaxPool2D | Flatten):
                 layer.check(where)
@@ -138,6 +150,11 @@ class CNN:
     def forward(self, x):
         """Return the last layer's output (the logits) for float inputs ``x``."""
         return self.forward_trace(x)[-1]
+
+    def probabilities(self, x):
+        """Return :attr:`output_function` applied to the logits of ``x`` (the logits when it
+        is ``None``); see :func:`hwgen.nn.output_function.apply_output_function`."""
+        return apply_output_function(self.output_function, self.forward(x))
 
     def predict(self, x):
         """Return the class (argmax of the logits) of each sample of ``x``.

@@ -214,10 +214,12 @@ class Conv2D:
         m, oh, ow, _ = patches.shape
         kh, kw = self.kernel_size
         g, cg = self.groups, self.weight.shape[2]
-        # [g, pixels, KH*KW*cg]: each group's channels of every patch, in (ky, kx, c) order.
-        rows = patches.reshape(m * oh * ow, kh * kw, g, cg).transpose(2, 0, 1, 3)
-        rows = rows.reshape(g, m * oh * ow, kh * kw * cg)
-        acc = accumulate(rows if g > 1 else rows[0], self, in_bits, g)
+        rows = patches.reshape(m * oh * ow, kh * kw * cg * g)
+        if g > 1:
+            # [g, pixels, KH*KW*cg]: each group's channels of every patch, in (ky, kx, c) order.
+            rows = rows.reshape(m * oh * ow, kh * kw, g, cg).transpose(2, 0, 1, 3)
+            rows = rows.reshape(g, m * oh * ow, kh * kw * cg)
+        acc = accumulate(rows, self, in_bits, g)
         acc = acc.reshape(m, oh, ow, self.out_channels)
         return layer_output(where, self, acc, in_bits, acc_bits)
 

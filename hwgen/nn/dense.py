@@ -335,10 +335,9 @@ def accumulate(x, layer, in_bits, groups=1):
     """
     weight = _weight_matrix(layer)
     k, n = weight.shape
-    # [groups, K, N / groups]: group j's columns.
-    weight = weight.reshape(k, groups, n // groups).transpose(1, 0, 2)
-    if groups == 1:
-        x = x[None]
+    if groups > 1:
+        # [groups, K, N / groups]: group j's columns, multiplied by group j's rows of x.
+        weight = weight.reshape(k, groups, n // groups).transpose(1, 0, 2)
     bound = accumulator_bound(layer, in_bits)
     if bound < FLOAT64_EXACT:
         # BLAS is much faster than NumPy's integer matmul and exact in this range.
@@ -347,6 +346,7 @@ def accumulate(x, layer, in_bits, groups=1):
         product = x @ weight
     else:
         product = to_object(x) @ to_object(weight)
-    product = product.transpose(1, 0, 2).reshape(product.shape[1], n)
+    if groups > 1:
+        product = product.transpose(1, 0, 2).reshape(product.shape[1], n)
     bias = to_object(layer.bias) if product.dtype == object else layer.bias
     return product + bias

@@ -40,7 +40,7 @@ class Node:
     ----------
     name : str
         The node's name, which is also the name of its output tensor; not :data:`INPUT`.
-    layer : Dense, Conv2D, MaxPool2D or Flatten
+    layer : Dense, Conv2D, MaxPool2D, Flatten, AvgPool2D or GlobalAvgPool2D
         What the node computes (the layer object is shared, not copied).
     inputs : str or sequence of str
         The names of the tensors the layer reads, in the order it takes them: :data:`INPUT`

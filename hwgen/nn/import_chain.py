@@ -1,8 +1,11 @@
 """What the importers share: the error that lists every offender, and the chain they build.
 
 An importer walks a model in order and reports each layer or node to a :class:`Chain`, which
-checks shapes as it goes, converts PyTorch/ONNX's ``(c, h, w)`` flatten order to ours and
-collects every offender, so that one :class:`UnsupportedModelError` lists them all.
+checks shapes as it goes, converts PyTorch/ONNX's ``(c, h, w)`` flatten order to ours, folds
+what section 3.2 of the architecture brief folds at import (activations into the layer they
+follow, BatchNorm into the dense or convolution layer before it, a final Softmax, LogSoftmax
+or Sigmoid into ``output_function``) and collects every offender, so that one
+:class:`UnsupportedModelError` lists them all.
 """
 
 import importlib
@@ -10,14 +13,19 @@ import math
 
 import numpy as np
 
+from ._ints import int_pads
 from .cnn import CNN
-from .conv import conv_output_shape
 from .flatten import Flatten
 from .float_layers import FloatConv2D, FloatDense
+from .float_pool import FloatAvgPool2D, FloatGlobalAvgPool2D
 from .maxpool import MaxPool2D
 from .mlp import MLP
 
-__all__ = ["Chain", "UnsupportedModelError", "require", "same_pair"]
+# Layers an activation folds into, and those it commutes with (monotone: max pooling, flatten).
+_ACTIVATED = (FloatDense, FloatConv2D, FloatAvgPool2D, FloatGlobalAvgPool2D)
+_ACTIVATION_NAMES = {"relu": "a ReLU", "leaky_relu": "a leaky ReLU", "clamp": "a clamp"}
+
+__all__ = ["Chain", "UnsupportedModelError", "compact", "require", "same_pair"]
 
 
 class UnsupportedModelError(ValueError):
@@ -70,12 +78,41 @@ class Chain:
         # (H, W, C)), or None.
         self.pending = None
         self.origin = "the input"
+        # True while the last layer is a dense or convolution layer with nothing applied after
+        # it, so that a BatchNorm can still be folded into it.
+        self.bare = False
+        # A Softmax, LogSoftmax or Sigmoid seen: (name, kind, function) until another layer
+        # follows it (an offender) or the model ends (its output_function).
+        self.final = None
+        self.output_function = None
+        # A zero padding seen, (name, kind, (top, bottom, left, right)), until the convolution
+        # after it takes it into its own padding.
+        self.padding = None
 
     def offender(self, name, kind, reason):
         """Record an unsupported layer; the running shape becomes unknown."""
+        self.follows(name, kind)
         self.offenders.append((name, kind, reason))
         self.shape = None
         self.pending = None
+        self.bare = False
+
+    def follows(self, name, kind):
+        """Note a layer that computes something: a recorded final function, or a zero padding
+        that no convolution takes, is then misplaced."""
+        if self.padding is not None:
+            pad_name, pad_kind, _ = self.padding
+            self.padding = None
+            self.offenders.append((pad_name, pad_kind, f"supported only right before a "
+                                                       f"convolution, but {name} ({kind}) "
+                                                       "follows it"))
+        if self.final is not None:
+            final_name, final_kind, _ = self.final
+            self.final = None
+            self.offenders.append((final_name, final_kind, f"supported only as the model's last "
+                                                           f"layer, but {name} ({kind}) follows "
+                                                           "it"))
+        self.bare = False
 
     def _advance(self, layer, shape, name):
         self.layers.append(layer)
@@ -84,6 +121,7 @@ class Chain:
 
     def dense(self, name, kind, weight, bias):
         """Add ``y = x @ weight + bias`` (``weight`` ``(K, N)``, in the source's feature order)."""
+        self.follows(name, kind)
         weight = np.asarray(weight, dtype=np.float64)
         n = weight.shape[1]
         bias = (np.zeros(n) if bias is None
@@ -103,37 +141,68 @@ class Chain:
             weight = weight.reshape(c, h, w, n).transpose(1, 2, 0, 3).reshape(h * w * c, n)
             self.pending = None
         self._advance(FloatDense(weight, bias, relu=False), (n,), name)
+        self.bare = True
         return True
 
-    def conv(self, name, kind, weight, bias, *, stride, padding):
-        """Add a convolution; ``weight`` is ours, ``(KH, KW, C_in, C_out)``."""
-        layer = FloatConv2D(weight, bias, stride=stride, padding=padding, relu=False)
-        if self.shape is None and self.offenders:
-            self._advance(layer, None, name)
-            return
+    def conv(self, name, kind, weight, bias, *, stride, padding, groups=1):
+        """Add a convolution; ``weight`` is ours, ``(KH, KW, C_in / groups, C_out)``,
+        ``stride`` an int or ``(sy, sx)``, ``padding`` an int or ``(top, bottom, left, right)``
+        (plus a zero padding just before it, see :meth:`zero_pad`)."""
+        if self.padding is not None:
+            padding = np.add(int_pads(padding, kind), self.padding[2])
+            self.padding = None
+        self.follows(name, kind)
         try:
-            shape = conv_output_shape(self.shape or (), layer.weight.shape, stride, padding,
-                                      where="", source=self.origin, kind=kind)
+            layer = FloatConv2D(weight, bias, stride=compact(stride), padding=compact(padding),
+                                groups=groups, relu=False)
         except ValueError as exc:
-            self.offender(name, kind, str(exc).removeprefix(": "))
+            self.offender(name, kind, str(exc).removeprefix("FloatConv2D: "))
             return
-        self._advance(layer, shape, name)
+        if self._spatial(layer, name, kind):
+            self.bare = True
+
+    def zero_pad(self, name, kind, pads):
+        """Note a zero padding ``(top, bottom, left, right)`` (ints >= 0) of the image, which the
+        convolution right after it takes into its own padding (Keras-style "same")."""
+        self.follows(name, kind)
+        if self.shape is not None and len(self.shape) != 3:
+            self.offender(name, kind, f"pads a flat input {self.shape}; supported: an image")
+            return
+        self.padding = (name, kind, tuple(int(p) for p in pads))
 
     def pool(self, name, kind, size, stride):
         """Add a max pooling layer."""
-        layer = MaxPool2D(size, stride)
+        self.follows(name, kind)
+        self._spatial(MaxPool2D(size, stride), name, kind)
+
+    def avgpool(self, name, kind, size, stride):
+        """Add an average pooling layer (``size``, ``stride``: ints or pairs), no padding."""
+        self.follows(name, kind)
+        self._spatial(FloatAvgPool2D(size, stride), name, kind)
+
+    def global_avgpool(self, name, kind):
+        """Add a global average pooling layer, ``(H, W, C) -> (1, 1, C)``."""
+        self.follows(name, kind)
+        self._spatial(FloatGlobalAvgPool2D(), name, kind)
+
+    def _spatial(self, layer, name, kind):
+        """Add a layer whose shape its ``_output_shape`` checks; return whether it fit."""
         if self.shape is None and self.offenders:
             self._advance(layer, None, name)
-            return
+            return True
         try:
             shape = layer._output_shape(self.shape or (), "", self.origin)
         except ValueError as exc:
-            self.offender(name, kind, str(exc).removeprefix(": "))
-            return
+            # The source's layer type, not the float layer's, in the message.
+            self.offender(name, kind, str(exc).removeprefix(": ").replace(
+                type(layer).__name__, kind))
+            return False
         self._advance(layer, shape, name)
+        return True
 
     def flatten(self, name, kind):
         """Flatten a spatial input in the source's ``(c, h, w)`` order; a no-op on rows."""
+        self.follows(name, kind)
         if self.shape is None or len(self.shape) == 1:
             return
         h, w, _ = self.shape
@@ -142,26 +211,81 @@ class Chain:
         self._advance(Flatten(), (math.prod(self.shape),), name)
 
     def relu(self, name, kind):
-        """Fold a ReLU into the last dense or convolution layer.
+        """Fold a ReLU into the last layer that computes (see :meth:`activation`)."""
+        self.activation(name, kind, "relu")
 
-        ReLU commutes with max pooling and flattening, so it may follow them.
+    def activation(self, name, kind, op, *, alpha=None, low=None, high=None):
+        """Fold an activation into the last dense, convolution or average pooling layer.
+
+        ``op`` is ``"relu"``, ``"leaky_relu"`` (``alpha``) or ``"clamp"`` (``low``, ``high``,
+        either ``None``). Every one is monotone, so it commutes with max pooling and
+        flattening and may follow them (see :meth:`Activated.then
+        <hwgen.nn.float_activation.Activated.then>`).
         """
-        params = [layer for layer in self.layers if isinstance(layer, FloatDense | FloatConv2D)]
-        if not params:
-            self.offenders.append((name, kind, "a ReLU before the first dense or convolution "
-                                               "layer cannot be mapped"))
-        else:
-            params[-1].relu = True  # relu(relu(a)) == relu(a), so repeats are harmless
+        self.follows(name, kind)
+        target = None
+        for layer in reversed(self.layers):
+            if not isinstance(layer, MaxPool2D | Flatten):
+                target = layer if isinstance(layer, _ACTIVATED) else None
+                break
+        if target is None:
+            self.offenders.append((name, kind, f"{_ACTIVATION_NAMES[op]} before the first dense "
+                                               "or convolution layer cannot be mapped"))
+            return
+        reason = target.then(op, alpha=alpha, low=low, high=high)
+        if reason:
+            self.offenders.append((name, kind, reason))
+
+    def batchnorm(self, name, kind, scale, offset):
+        """Fold ``y = x * scale + offset`` per channel into the layer before it, in float.
+
+        For BatchNorm ``scale = gamma / sqrt(var + eps)`` and ``offset = beta - mean * scale``,
+        so ``W' = W * scale`` (per output channel) and ``b' = b * scale + offset``.
+        """
+        bare, self.bare = self.bare, False
+        self.follows(name, kind)
+        layer = self.layers[-1] if self.layers else None
+        # A BatchNorm keeps the shape, so later shape checks still hold after an offender.
+        if not bare or not isinstance(layer, FloatDense | FloatConv2D):
+            self.offenders.append((name, kind, "follows no Linear/Gemm/MatMul or Conv "
+                                               "directly, so it cannot be folded; supported: "
+                                               "right after one of them"))
+            return
+        n = layer.bias.shape[0]
+        if np.shape(scale) != (n,) or np.shape(offset) != (n,):
+            self.offenders.append((name, kind, f"has {np.size(scale)} channels but the layer "
+                                               f"before it has {n} outputs; supported: one "
+                                               "per output channel"))
+            return
+        layer.weight *= scale  # broadcasts along the last axis, the output channels
+        layer.bias = layer.bias * scale + offset
+        self.bare = True  # a second BatchNorm would fold the same way
+
+    def final_function(self, name, kind, function):
+        """Record a final Softmax, LogSoftmax or Sigmoid (``function`` as in
+        :mod:`hwgen.nn.output_function`); anything computed after it is an offender."""
+        self.follows(name, kind)
+        if self.shape is not None and len(self.shape) != 1:
+            self.offender(name, kind, f"applies to a spatial output {self.shape}; supported: "
+                                      "on the class scores (N,) at the end")
+            return
+        self.final = (name, kind, function)
 
     def build(self):
-        """Return the model: an :class:`MLP` for a chain of dense layers on rows, else a
-        :class:`CNN` with ``input_shape``.
+        """Return the model: an :class:`MLP` for a chain of dense layers on rows with ReLUs or
+        none, else a :class:`CNN` with ``input_shape``; either with ``output_function``.
 
         Raises
         ------
         UnsupportedModelError
             Listing every offender.
         """
+        if self.padding is not None:
+            name, kind, _ = self.padding
+            self.offenders.append((name, kind, "supported only right before a convolution, but "
+                                               "the model ends there"))
+        if self.final is not None:
+            self.output_function = self.final[2]
         if self.pending is not None:
             name, kind, shape = self.pending
             self.offenders.append((name, kind, f"flattens {shape} in (c, h, w) order but no "
@@ -172,10 +296,25 @@ class Chain:
             self.offenders.append(("<model>", "-", "no dense layer (or convolution) found"))
         if self.offenders:
             raise UnsupportedModelError(self.source, self.offenders)
-        if all(isinstance(layer, FloatDense) for layer in self.layers):
-            return MLP.from_layers([(layer.weight, layer.bias) for layer in self.layers],
-                                   [layer.relu for layer in self.layers])
-        return CNN(self.layers, input_shape=self.input_shape)
+        if all(isinstance(layer, FloatDense) and not layer.bounded
+               and layer.activation != "leaky_relu" for layer in self.layers):
+            model = MLP.from_layers([(layer.weight, layer.bias) for layer in self.layers],
+                                    [layer.relu for layer in self.layers])
+            model.output_function = self.output_function
+            return model
+        return CNN(self.layers, input_shape=self.input_shape,
+                   output_function=self.output_function)
+
+
+def compact(value):
+    """Return a per-axis stride or padding in its shortest form: one int when every entry is
+    the same, ``(ph, pw)`` for ``(ph, ph, pw, pw)``, else as given (a tuple)."""
+    values = tuple(int(v) for v in np.reshape(value, -1))
+    if len(set(values)) == 1:
+        return values[0]
+    if len(values) == 4 and values[0] == values[1] and values[2] == values[3]:
+        return values[0], values[2]
+    return values
 
 
 def same_pair(value, name):

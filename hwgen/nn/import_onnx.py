@@ -18,11 +18,13 @@ import numpy as np
 
 from ._ints import sample_shape
 from .import_chain import Chain, require
+from .import_onnx_ops import LayerOps
 
 __all__ = ["from_onnx"]
 
-_SUPPORTED = ("Gemm, MatMul, Add, Conv, MaxPool, Relu, Flatten, Reshape, Identity, Dropout, "
-              "Constant")
+_SUPPORTED = ("Gemm, MatMul, Add, Conv, Pad before a Conv, BatchNormalization, MaxPool, "
+              "AveragePool, GlobalAveragePool, ReduceMean, Relu, Clip, LeakyRelu, Flatten, "
+              "Reshape, Identity, Dropout, Constant, and a final Softmax, LogSoftmax or Sigmoid")
 # Nodes that compute on shapes only: evaluated here, never part of the chain.
 _SHAPE_OPS = ("Shape", "Gather", "Unsqueeze", "Concat")
 
@@ -32,15 +34,23 @@ def from_onnx(model_or_path, input_shape=None):
 
     Supported nodes, in one chain from the graph's input to its output: ``Gemm`` (with
     ``alpha``, ``beta`` and ``transB``; ``transA=0``), ``MatMul`` by a constant followed
-    optionally by ``Add`` of a constant bias; ``Conv`` with ``group=1``, ``dilations`` 1, the
-    same stride on both axes and symmetric zero padding (``pads`` all equal, or an
-    ``auto_pad`` that amounts to that); ``MaxPool`` with a square window, the same stride on
-    both axes, no padding, no dilation, ``ceil_mode=0`` and no indices output; ``Relu``
-    (folded into the preceding dense or convolution layer, through pooling and flattening,
-    with which it commutes); ``Flatten`` (``axis=1``) and ``Reshape`` to 2-D
-    ``(batch, features)``, including a target computed by ``Shape``, ``Gather``,
-    ``Unsqueeze`` and ``Concat`` nodes; ``Identity``, ``Dropout`` and ``Constant``. Weights
-    must be initializers or constants.
+    optionally by ``Add`` of a constant bias; ``Pad`` of zeros on the spatial axes right
+    before a ``Conv``, which takes it into its padding; ``Conv`` with any ``group``, kernel and
+    per-axis ``strides``, ``dilations`` 1 and any zero padding (``pads``, or ``auto_pad``
+    ``VALID``, ``SAME_UPPER`` or ``SAME_LOWER``, resolved on the running input size);
+    ``BatchNormalization`` (inference, right after a dense layer or ``Conv``: folded into it
+    in float); ``MaxPool`` with a square window, the same stride on both axes, no padding, no
+    dilation, ``ceil_mode=0`` and no indices output; ``AveragePool`` (any window and strides,
+    no padding, ``ceil_mode=0``), ``GlobalAveragePool`` and ``ReduceMean`` over the two
+    spatial axes (``axes`` an attribute or, from opset 18, a constant input; ``keepdims``
+    either); ``Relu``, ``Clip`` (bounds as constant inputs or, before opset 11, attributes)
+    and ``LeakyRelu`` (folded into the preceding dense, convolution or average pooling layer,
+    through max pooling and flattening, with which they commute); ``Flatten`` (``axis=1``)
+    and ``Reshape`` to 2-D ``(batch, features)``, including a target computed by ``Shape``,
+    ``Gather``, ``Unsqueeze`` and ``Concat`` nodes; ``Identity``, ``Dropout`` and
+    ``Constant``; a final ``Softmax``/``LogSoftmax`` over the classes or ``Sigmoid``,
+    recorded as the model's ``output_function`` (see :mod:`hwgen.nn.output_function`).
+    Weights must be initializers or constants.
 
     Parameters
     ----------
@@ -52,8 +62,8 @@ def from_onnx(model_or_path, input_shape=None):
     Returns
     -------
     MLP or CNN
-        An :class:`MLP` for a chain of dense layers on rows, otherwise a :class:`CNN` with
-        ``input_shape``.
+        An :class:`MLP` for a chain of dense layers on rows with ReLUs or none, otherwise a
+        :class:`CNN` with ``input_shape``; ``output_function`` is set on either.
 
     Raises
     ------
@@ -131,8 +141,9 @@ def _onnx_shape(shape):
     return [None, *shape]
 
 
-class _Walker:
-    """Walks the graph's nodes in order, feeding the chain and evaluating shape nodes."""
+class _Walker(LayerOps):
+    """Walks the graph's nodes in order, feeding the chain and evaluating shape nodes; the
+    handlers of the spatial and activation ops come from :class:`LayerOps`."""
 
     def __init__(self, chain, constants, helper, numpy_helper):
         self.chain = chain
@@ -152,6 +163,9 @@ class _Walker:
         attrs = {a.name: self.helper.get_attribute_value(a) for a in node.attribute}
         if kind == "Constant":
             self._constant(node, name, attrs)
+            return
+        if node.input and all(not i or i in self.constants for i in node.input) \
+                and self._fold(node):
             return
         if kind in _SHAPE_OPS:
             value = self._shape_op(node, kind, attrs)
@@ -175,6 +189,22 @@ class _Walker:
             self._advance(node, False)
             return
         self._advance(node, handler(node, name, kind, attrs))
+
+    def _fold(self, node):
+        """Evaluate a node whose inputs are all constants (the legacy exporter computes a
+        Pad's pads and names shared weights that way); return whether it could."""
+        if node.op_type == "Identity":
+            self.constants[node.output[0]] = self.constants[node.input[0]]
+            return True
+        try:
+            reference = importlib.import_module("onnx.reference")
+            values = reference.ReferenceEvaluator(node).run(
+                None, {i: self.constants[i] for i in node.input if i})
+        except (RuntimeError, ValueError, TypeError, KeyError, IndexError, NotImplementedError):
+            # An op it cannot run stays a node: an offender, said why.
+            return False
+        self.constants.update(zip(node.output, values, strict=False))
+        return True
 
     def _advance(self, node, was_dense):
         # Dropout has an optional second output (the mask): nothing may consume it.
@@ -266,10 +296,6 @@ class _Walker:
         layer.bias = layer.bias + bias
         return True
 
-    def _op_Relu(self, node, name, kind, attrs):
-        self.chain.relu(name, kind)
-        return False
-
     def _op_Identity(self, node, name, kind, attrs):
         return False
 
@@ -302,90 +328,6 @@ class _Walker:
         else:
             self.chain.flatten(name, kind)
         return False
-
-    def _op_Conv(self, node, name, kind, attrs):
-        chain = self.chain
-        weight = self.constants.get(node.input[1]) if len(node.input) > 1 else None
-        if weight is None or weight.ndim != 4:
-            chain.offender(name, kind, "W must be a constant 4-D (initializer)")
-            return False
-        bias = None
-        if len(node.input) > 2 and node.input[2]:
-            bias = self.constants.get(node.input[2])
-            if bias is None:
-                chain.offender(name, kind, "B must be a constant (initializer)")
-                return False
-        kernel = weight.shape[2:]
-        reasons = []
-        if attrs.get("group", 1) != 1:
-            reasons.append(f"group={attrs['group']}; supported: 1")
-        if list(attrs.get("dilations", [1, 1])) != [1, 1]:
-            reasons.append(f"dilations={list(attrs['dilations'])}; supported: [1, 1]")
-        stride, padding = _stride_and_pads(attrs, kernel, chain.shape, reasons)
-        if reasons:
-            chain.offender(name, kind, "; ".join(reasons))
-            return False
-        weight = np.asarray(weight, dtype=np.float64).transpose(2, 3, 1, 0)
-        chain.conv(name, kind, weight, bias, stride=stride, padding=padding)
-        return False
-
-    def _op_MaxPool(self, node, name, kind, attrs):
-        kernel = list(attrs.get("kernel_shape", []))
-        reasons = []
-        if len(kernel) != 2 or kernel[0] != kernel[1]:
-            reasons.append(f"kernel_shape={kernel}; supported: a square 2-D window")
-        if list(attrs.get("dilations", [1, 1])) != [1, 1]:
-            reasons.append(f"dilations={list(attrs['dilations'])}; supported: [1, 1]")
-        if attrs.get("ceil_mode", 0):
-            reasons.append("ceil_mode=1; supported: 0 (the output size rounds down)")
-        if len([o for o in node.output if o]) > 1:
-            reasons.append("the Indices output is not supported")
-        stride, padding = _stride_and_pads(attrs, kernel, self.chain.shape, reasons)
-        if padding:
-            reasons.append(f"pads={list(attrs.get('pads', []))} or auto_pad; supported: none")
-        if reasons:
-            self.chain.offender(name, kind, "; ".join(reasons))
-        else:
-            self.chain.pool(name, kind, kernel[0], stride)
-        return False
-
-
-def _stride_and_pads(attrs, kernel, shape, reasons):
-    """Return ``(stride, padding)`` of a Conv or MaxPool as two ints, appending why not.
-
-    ONNX's default stride is 1 for both. ``auto_pad`` is resolved with the running ``shape``:
-    ``SAME_*`` qualifies when it pads the same on every side.
-    """
-    strides = list(attrs.get("strides", [1, 1]))
-    if len(strides) != 2 or strides[0] != strides[1]:
-        reasons.append(f"strides={strides}; supported: the same on both axes")
-        return None, None
-    stride = int(strides[0])
-    auto_pad = attrs.get("auto_pad", b"NOTSET")
-    auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad
-    if auto_pad == "VALID":
-        return stride, 0
-    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        return stride, _same_padding(auto_pad, kernel, shape, stride, reasons)
-    pads = list(attrs.get("pads", [0, 0, 0, 0]))
-    if len(set(pads)) != 1:
-        reasons.append(f"pads={pads}; supported: the same on every side")
-        return stride, None
-    return stride, int(pads[0])
-
-
-def _same_padding(auto_pad, kernel, shape, stride, reasons):
-    """Return the padding of ``auto_pad=SAME_*`` if it is one symmetric int, else ``None``."""
-    if shape is None or len(shape) != 3 or len(kernel) != 2:
-        reasons.append(f"auto_pad={auto_pad} on an input of unknown size")
-        return None
-    totals = {max((math.ceil(size / stride) - 1) * stride + k - size, 0)
-              for size, k in zip(shape[:2], kernel, strict=True)}
-    if len(totals) != 1 or min(totals) % 2:
-        reasons.append(f"auto_pad={auto_pad} pads {sorted(totals)} in total per axis; "
-                       "supported: the same even total on both axes")
-        return None
-    return min(totals) // 2
 
 
 def _bias_vector(value, n):

@@ -6,25 +6,42 @@ the dense layer after a flatten are permuted, so that the imported model compute
 function on the same images (NCHW input ``x`` becomes ``x.transpose(0, 2, 3, 1)``).
 """
 
+import numpy as np
+
 from ._ints import sample_shape
 from .import_chain import Chain, require, same_pair
 
 __all__ = ["from_torch"]
 
-_SUPPORTED = "Linear, Conv2d, MaxPool2d, ReLU, Flatten, Identity, Dropout, Sequential"
+_SUPPORTED = ("Linear, Conv2d, ZeroPad2d before a Conv2d, BatchNorm1d, BatchNorm2d, "
+              "MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, ReLU, ReLU6, Hardtanh, LeakyReLU, "
+              "Flatten, Identity, Dropout, Sequential, and a final Softmax, LogSoftmax or "
+              "Sigmoid")
+# The layer types that need the image size.
+_SPATIAL = ("Conv2d", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "BatchNorm2d", "ZeroPad2d",
+            "ConstantPad2d")
 
 
 def from_torch(module, input_shape=None):
     """Convert a PyTorch ``nn.Sequential`` to an :class:`MLP` or a :class:`CNN`.
 
-    Supported modules: ``Linear``; ``Conv2d`` with ``groups=1``, ``dilation=1``, zero padding
-    (``padding_mode="zeros"``) that is the same on both axes (an int, an equal pair,
-    ``"valid"``, or ``"same"`` when it equals one symmetric int), the same stride on both axes;
-    ``MaxPool2d`` with a square window, the same stride on both axes, no padding, no dilation,
-    ``ceil_mode=False`` and no indices; ``ReLU`` (folded into the preceding ``Linear`` or
-    ``Conv2d``, through pooling and flattening, with which it commutes); ``Flatten``
-    (``start_dim=1``, ``end_dim=-1``); ``Identity``, ``Dropout`` (no-ops at inference) and
-    nested ``Sequential``. A single ``Linear`` is accepted as a one-layer model.
+    Supported modules: ``Linear``; ``Conv2d`` with any ``groups`` (depthwise included), any
+    kernel and per-axis stride, ``dilation=1`` and zero padding (``padding_mode="zeros"``: an
+    int, a pair, ``"valid"`` or ``"same"``, which pads the odd pixel of an even kernel at the
+    end, as PyTorch does); ``ZeroPad2d`` (or ``ConstantPad2d`` of zeros) right before a
+    ``Conv2d``, which takes it into its padding; ``BatchNorm1d``/``BatchNorm2d`` right after a
+    ``Linear`` or ``Conv2d`` (folded into it in float with the running statistics:
+    ``W' = W * gamma / sqrt(var + eps)``, ``b' = (b - mean) * gamma / sqrt(var + eps) +
+    beta``); ``MaxPool2d`` with a square window, the same stride on both axes, no padding, no
+    dilation, ``ceil_mode=False`` and no indices; ``AvgPool2d`` (any window and stride, no
+    padding, ``ceil_mode=False``, no ``divisor_override``); ``AdaptiveAvgPool2d`` to ``1``
+    (global average pooling) or to a size that divides the input; ``ReLU``, ``ReLU6``,
+    ``Hardtanh`` and ``LeakyReLU`` (folded into the preceding ``Linear``, ``Conv2d`` or
+    average pooling, through max pooling and flattening, with which they commute);
+    ``Flatten`` (``start_dim=1``, ``end_dim=-1``); ``Identity``, ``Dropout`` (no-ops at
+    inference); nested ``Sequential``; a final ``Softmax``/``LogSoftmax`` (over the classes)
+    or ``Sigmoid``, recorded as the model's ``output_function`` (see
+    :mod:`hwgen.nn.output_function`). A single ``Linear`` is accepted as a one-layer model.
 
     Parameters
     ----------
@@ -37,9 +54,9 @@ def from_torch(module, input_shape=None):
     Returns
     -------
     MLP or CNN
-        An :class:`MLP` for a chain of ``Linear`` layers on rows (``W = linear.weight.T``,
-        ``b = linear.bias``, zeros when absent), otherwise a :class:`CNN` with
-        ``input_shape``.
+        An :class:`MLP` for a chain of ``Linear`` layers on rows with ReLUs or none
+        (``W = linear.weight.T``, ``b = linear.bias``, zeros when absent), otherwise a
+        :class:`CNN` with ``input_shape``; ``output_function`` is set on either.
 
     Raises
     ------
@@ -64,7 +81,7 @@ def from_torch(module, input_shape=None):
     walk("", module)
     input_shape = sample_shape(input_shape, "from_torch")
     spatial = [(name, type(child).__name__) for name, child in modules
-               if isinstance(child, nn.Conv2d | nn.MaxPool2d)]
+               if type(child).__name__ in _SPATIAL]
     if spatial and (input_shape is None or len(input_shape) != 3):
         name, kind = spatial[0]
         raise ValueError(f"from_torch: input_shape={input_shape!r} but {name} ({kind}) needs "
@@ -86,53 +103,130 @@ def _visit(chain, nn, name, child):
         chain.dense(name, kind, _numpy(child.weight).T, bias)
     elif isinstance(child, nn.Conv2d):
         _conv(chain, name, kind, child)
+    elif isinstance(child, nn.BatchNorm1d | nn.BatchNorm2d):
+        _batchnorm(chain, name, kind, child)
     elif isinstance(child, nn.MaxPool2d):
         _pool(chain, name, kind, child)
-    elif isinstance(child, nn.ReLU):
-        chain.relu(name, kind)
+    elif isinstance(child, nn.AvgPool2d | nn.AdaptiveAvgPool2d):
+        _avgpool(chain, name, kind, child)
+    elif isinstance(child, nn.ZeroPad2d | nn.ConstantPad2d):
+        left, right, top, bottom = child.padding
+        if child.value != 0 or min(child.padding) < 0:
+            chain.offender(name, kind, f"padding={child.padding}, value={child.value}; "
+                                       "supported: zeros, no cropping")
+        else:
+            chain.zero_pad(name, kind, (top, bottom, left, right))
     elif isinstance(child, nn.Flatten):
         if child.start_dim != 1 or child.end_dim != -1:
             chain.offender(name, kind, f"start_dim={child.start_dim}, end_dim={child.end_dim}; "
                                        "supported: 1, -1")
         else:
             chain.flatten(name, kind)
-    elif not isinstance(child, nn.Identity | nn.Dropout):
+    elif not _activation(chain, nn, name, child) \
+            and not isinstance(child, nn.Identity | nn.Dropout | nn.Dropout1d | nn.Dropout2d):
         chain.offender(name, kind, f"not a supported layer type ({_SUPPORTED})")
 
 
+def _activation(chain, nn, name, child):
+    """Hand an activation or a final function to the chain; return whether it was one."""
+    kind = type(child).__name__
+    if isinstance(child, nn.ReLU6):  # a Hardtanh(0, 6) too: test it first
+        chain.activation(name, kind, "relu")
+        chain.activation(name, kind, "clamp", high=6.0)
+    elif isinstance(child, nn.ReLU):
+        chain.activation(name, kind, "relu")
+    elif isinstance(child, nn.Hardtanh):
+        chain.activation(name, kind, "clamp", low=float(child.min_val),
+                         high=float(child.max_val))
+    elif isinstance(child, nn.LeakyReLU):
+        chain.activation(name, kind, "leaky_relu", alpha=float(child.negative_slope))
+    elif isinstance(child, nn.Sigmoid):
+        chain.final_function(name, kind, "sigmoid")
+    elif isinstance(child, nn.Softmax | nn.LogSoftmax):
+        function = "softmax" if isinstance(child, nn.Softmax) else "log_softmax"
+        # dim=None is PyTorch's implicit choice, the classes (1) on a batch of rows.
+        if child.dim not in (1, -1, None):
+            chain.offender(name, kind, f"dim={child.dim}; supported: 1 or -1, over the classes")
+        else:
+            chain.final_function(name, kind, function)
+    else:
+        return False
+    return True
+
+
+def _batchnorm(chain, name, kind, child):
+    if child.running_mean is None or child.running_var is None:
+        chain.offender(name, kind, "track_running_stats=False; supported: running statistics, "
+                                   "which inference uses")
+        return
+    mean, var = _numpy(child.running_mean), _numpy(child.running_var)
+    gamma = 1.0 if child.weight is None else _numpy(child.weight)
+    beta = 0.0 if child.bias is None else _numpy(child.bias)
+    scale = gamma / np.sqrt(var + child.eps)
+    chain.batchnorm(name, kind, scale, beta - mean * scale)
+
+
 def _conv_padding(child):
-    """Return ``(padding, reason)`` for a Conv2d: one symmetric int, or why not."""
+    """Return a Conv2d's padding as ``(top, bottom, left, right)``."""
     padding = child.padding
     if padding == "valid":
-        return 0, None
+        return 0, 0, 0, 0
     if padding == "same":
-        # PyTorch pads dilation*(k-1) in total, the extra pixel at the end when it is odd.
-        kh, kw = child.kernel_size
-        if kh % 2 == 1 and kh == kw:
-            return (kh - 1) // 2, None
-        return None, (f"padding='same' with kernel_size={child.kernel_size} pads unevenly or "
-                      "differently per axis; supported: one symmetric int")
-    return same_pair(padding, "padding")
+        # PyTorch pads dilation*(k-1) in total per axis, the odd pixel at the end.
+        (th, tw) = (k - 1 for k in child.kernel_size)
+        return th // 2, th - th // 2, tw // 2, tw - tw // 2
+    ph, pw = padding
+    return ph, ph, pw, pw
 
 
 def _conv(chain, name, kind, child):
     reasons = []
-    if child.groups != 1:
-        reasons.append(f"groups={child.groups}; supported: 1")
     if tuple(child.dilation) != (1, 1):
         reasons.append(f"dilation={tuple(child.dilation)}; supported: 1")
     if child.padding_mode != "zeros":
         reasons.append(f"padding_mode={child.padding_mode!r}; supported: 'zeros'")
-    stride, why = same_pair(child.stride, "stride")
-    reasons += [why] if why else []
-    padding, why = _conv_padding(child)
-    reasons += [why] if why else []
     if reasons:
         chain.offender(name, kind, "; ".join(reasons))
         return
-    weight = _numpy(child.weight).transpose(2, 3, 1, 0)  # (C_out, C_in, KH, KW) -> ours
+    weight = _numpy(child.weight).transpose(2, 3, 1, 0)  # (C_out, C_in/g, KH, KW) -> ours
     bias = None if child.bias is None else _numpy(child.bias)
-    chain.conv(name, kind, weight, bias, stride=stride, padding=padding)
+    chain.conv(name, kind, weight, bias, stride=tuple(child.stride),
+               padding=_conv_padding(child), groups=child.groups)
+
+
+def _avgpool(chain, name, kind, child):
+    if hasattr(child, "output_size"):  # AdaptiveAvgPool2d
+        out = child.output_size
+        out = (out, out) if np.ndim(out) == 0 else tuple(out)
+        if out == (1, 1):
+            chain.global_avgpool(name, kind)
+            return
+        shape = chain.shape
+        if None in out or shape is None or len(shape) != 3 \
+                or shape[0] % out[0] or shape[1] % out[1]:
+            chain.offender(name, kind, f"output_size={child.output_size} on an input "
+                                       f"{shape or 'of unknown size'}; supported: 1, or a "
+                                       "size that divides the input's (H, W)")
+            return
+        window = (shape[0] // out[0], shape[1] // out[1])
+        chain.avgpool(name, kind, window, window)
+        return
+    reasons = []
+    if child.padding not in (0, (0, 0)):
+        reasons.append(f"padding={child.padding}; supported: 0")
+    if child.ceil_mode:
+        reasons.append("ceil_mode=True; supported: False (the output size rounds down)")
+    if child.divisor_override is not None:
+        reasons.append(f"divisor_override={child.divisor_override}; supported: None")
+    if reasons:
+        chain.offender(name, kind, "; ".join(reasons))
+        return
+    stride = child.kernel_size if child.stride is None else child.stride
+    chain.avgpool(name, kind, _pair(child.kernel_size), _pair(stride))
+
+
+def _pair(value):
+    return (int(value), int(value)) if np.ndim(value) == 0 else tuple(int(v) for v in value)
 
 
 def _pool(chain, name, kind, child):

@@ -10,6 +10,7 @@ import numbers
 import numpy as np
 
 from .float_training import check_labels, check_optimizer, minibatch_descent, softmax_cross_entropy
+from .output_function import apply_output_function
 
 __all__ = ["MLP"]
 
@@ -44,6 +45,10 @@ class MLP:
         Whether a ReLU follows each layer.
     history : list of float
         Mean training loss of every epoch run by :meth:`fit`.
+    output_function : {None, "softmax", "log_softmax", "sigmoid"}
+        What turns the logits into probabilities on the host; ``None`` unless an importer
+        recorded a final ``Softmax``, ``LogSoftmax`` or ``Sigmoid`` (see
+        :mod:`hwgen.nn.output_function`). :meth:`forward` returns the logits either way.
     """
 
     def __init__(self, sizes, seed=0, relu=None):
@@ -100,6 +105,7 @@ class MLP:
         self.layers = checked
         self.relu = relu
         self.history = []
+        self.output_function = None  # set by the importers from a final Softmax/Sigmoid
 
     @property
     def sizes(self):
@@ -133,6 +139,11 @@ class MLP:
     def forward(self, x):
         """Return the float logits ``(M, N)`` for inputs ``x (M, K)``."""
         return self.forward_trace(x)[-1]
+
+    def probabilities(self, x):
+        """Return :attr:`output_function` applied to the logits of ``x`` (the logits when it
+        is ``None``); see :func:`hwgen.nn.output_function.apply_output_function`."""
+        return apply_output_function(self.output_function, self.forward(x))
 
     def predict(self, x):
         """Return the class (argmax of the logits) of each row of ``x``."""

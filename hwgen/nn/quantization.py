@@ -4,17 +4,25 @@ Symmetric, no zero points, per section 3 of the architecture brief: per-channel 
 per-tensor activation scales measured on calibration data, a bias at the accumulator's scale and
 a per-channel ``mult / 2**shift`` that maps the accumulator's scale onto the output's. Max
 pooling keeps its input's scale (the maximum of values that share a scale) and a flatten is free.
+
+Section 3.2's layers: float clamp bounds become integer ``act_min``/``act_max`` at the output's
+scale (``round(6 / s_y)`` for ReLU6), a leaky ReLU's slope a second multiplier ``mult_neg`` with
+the same shift (``mult_neg / 2**shift ≈ alpha * s_x * s_w / s_y``), and average pooling its own
+``mult / 2**shift ≈ s_x / (s_y * kh * kw)``. BatchNorm was folded by the importer before, so
+calibration sees the folded layers.
 """
 
 import math
 
 import numpy as np
 
+from .avgpool import AvgPool2D, GlobalAvgPool2D
 from .cnn import CNN
 from .conv import Conv2D
 from .dense import Dense
 from .flatten import Flatten
 from .float_layers import FloatConv2D, FloatDense
+from .float_pool import FloatAvgPool2D, FloatGlobalAvgPool2D
 from .graph import INPUT, chain_name
 from .maxpool import MaxPool2D
 from .mlp import MLP
@@ -35,7 +43,8 @@ def _as_cnn(model):
         return model
     if isinstance(model, MLP):
         return CNN([FloatDense(w, b, relu=r)
-                    for (w, b), r in zip(model.layers, model.relu, strict=True)])
+                    for (w, b), r in zip(model.layers, model.relu, strict=True)],
+                   output_function=getattr(model, "output_function", None))
     raise TypeError(f"quantize: model is a {type(model).__name__}; allowed: MLP or CNN")
 
 
@@ -61,7 +70,13 @@ def quantize(mlp, calib_x, *, in_bits=8, w_bits=8, acc_bits=32, mult_bits=16, ou
       max pooling and flatten keep their input's scale;
     - bias: ``b_q = round(b / (s_x * s_w[n]))``;
     - requantization: ``mult[n] / 2**shift[n] ≈ s_x * s_w[n] / s_y`` with ``mult`` as large as
-      ``mult_bits`` allows (see :func:`requant_params`).
+      ``mult_bits`` allows (see :func:`requant_params`);
+    - a leaky ReLU (slope ``alpha``): ``mult_neg[n] = round(alpha * s_x * s_w[n] / s_y *
+      2**shift[n])`` with the same shift, chosen for the larger of ``mult`` and ``mult_neg``;
+    - clamp bounds (ReLU6, Hardtanh, Clip): ``act_min = round(lo / s_y)``,
+      ``act_max = round(hi / s_y)``, limited to the signed ``in_bits`` range;
+    - average pooling (``kh x kw`` window, the image for global pooling): ``mult[c] /
+      2**shift[c] ≈ s_x / (s_y * kh * kw)``, its output calibrated like any other.
 
     With ``output="raw"`` the last layer returns its accumulators for argmax, and its weights
     use one scale for all channels (``s_w[n] = max|W| / (2**(w_bits-1) - 1)``), because raw
@@ -85,8 +100,9 @@ def quantize(mlp, calib_x, *, in_bits=8, w_bits=8, acc_bits=32, mult_bits=16, ou
     Returns
     -------
     QuantizedNetwork
-        With :class:`Dense`, :class:`Conv2D`, :class:`MaxPool2D` and :class:`Flatten` layers in
-        the model's order, the model's ``input_shape`` (``None`` for an :class:`MLP`),
+        With :class:`Dense`, :class:`Conv2D`, :class:`MaxPool2D`, :class:`AvgPool2D`,
+        :class:`GlobalAvgPool2D` and :class:`Flatten` layers in the model's order, the model's
+        ``output_function``, the model's ``input_shape`` (``None`` for an :class:`MLP`),
         ``input_scale`` set (so :meth:`QuantizedNetwork.predict` takes float inputs),
         ``output_scale`` the real value of one output step per element of the output's last
         axis, and the scale of every tensor in :attr:`QuantizedNetwork.tensors` (a raw
@@ -119,6 +135,13 @@ def quantize(mlp, calib_x, *, in_bits=8, w_bits=8, acc_bits=32, mult_bits=16, ou
     layers = []
     for index, layer in enumerate(cnn.layers):
         source, name = INPUT if index == 0 else chain_name(index - 1), chain_name(index)
+        if isinstance(layer, FloatAvgPool2D | FloatGlobalAvgPool2D):
+            s_y = _scale(np.max(np.abs(outputs[index])), a_max)
+            layers.append(_quantize_pool(layer, (scales[source], s_y), cnn.shapes[index][0],
+                                         in_bits, (mult_bits, acc_bits)))
+            scales[name] = s_y
+            channel_scales[name] = np.full(cnn.shapes[index][0][2], s_y)
+            continue
         if isinstance(layer, MaxPool2D | Flatten):
             layers.append(MaxPool2D(layer.size, layer.stride) if isinstance(layer, MaxPool2D)
                           else Flatten())
@@ -129,7 +152,8 @@ def quantize(mlp, calib_x, *, in_bits=8, w_bits=8, acc_bits=32, mult_bits=16, ou
         raw = output == "raw" and index == count - 1
         s_y = _scale(np.max(np.abs(outputs[index])), a_max)
         quantized, s_w = _quantize_layer(layer, f"layer {index}", (scales[source], s_y), raw,
-                                         w_max=w_max, acc_bits=acc_bits, mult_bits=mult_bits)
+                                         w_max=w_max, acc_bits=acc_bits, mult_bits=mult_bits,
+                                         in_bits=in_bits)
         layers.append(quantized)
         # Raw accumulators are at the input's scale times the weights' (one for all channels).
         scales[name] = float(scales[source] * s_w[0]) if raw else s_y
@@ -137,10 +161,35 @@ def quantize(mlp, calib_x, *, in_bits=8, w_bits=8, acc_bits=32, mult_bits=16, ou
     return QuantizedNetwork(layers, in_bits=in_bits, w_bits=w_bits, acc_bits=acc_bits,
                             mult_bits=mult_bits, input_scale=scales[INPUT],
                             output_scale=channel_scales[name], input_shape=cnn.input_shape,
-                            scales=scales)
+                            scales=scales, output_function=cnn.output_function)
 
 
-def _quantize_layer(layer, where, scales, raw, *, w_max, acc_bits, mult_bits):
+def _bounds(layer, s_y, in_bits):
+    """The integer ``act_min``/``act_max`` keywords of a float layer's clamp bounds."""
+    low, high = -(1 << (in_bits - 1)), (1 << (in_bits - 1)) - 1
+    return {field: int(np.clip(np.rint(value / s_y), low, high))
+            for field, value in (("act_min", layer.act_min), ("act_max", layer.act_max))
+            if value is not None}
+
+
+def _quantize_pool(layer, scales, shape, in_bits, widths):
+    """Return the integer average pool of a float one on an input ``shape`` ``(H, W, C)``:
+    ``mult / 2**shift ≈ s_x / (s_y * kh * kw)`` per channel, the bounds at the output's scale;
+    ``widths`` is ``(mult_bits, acc_bits)``."""
+    s_x, s_y = scales
+    mult_bits, acc_bits = widths
+    window = math.prod(shape[:2] if isinstance(layer, FloatGlobalAvgPool2D)
+                       else layer.kernel_size)
+    mult, shift = requant_params(np.full(shape[2], s_x / (s_y * window)), mult_bits,
+                                 acc_bits + mult_bits - 1)
+    kwargs = {"mult": mult, "shift": shift, "activation": layer.activation,
+              **_bounds(layer, s_y, in_bits)}
+    if isinstance(layer, FloatGlobalAvgPool2D):
+        return GlobalAvgPool2D(**kwargs)
+    return AvgPool2D(layer.size, layer.stride, **kwargs)
+
+
+def _quantize_layer(layer, where, scales, raw, *, w_max, acc_bits, mult_bits, in_bits):
     """Return the integer Dense or Conv2D of a float layer and its weight scales ``s_w``.
 
     ``scales`` is ``(s_x, s_y)``, the input's and the output's activation scales.
@@ -157,10 +206,25 @@ def _quantize_layer(layer, where, scales, raw, *, w_max, acc_bits, mult_bits):
     if np.any(np.abs(b_q) >= 1 << (acc_bits - 1)):
         raise ValueError(f"{where}: quantized bias {b_q[np.argmax(np.abs(b_q))]:.0f} "
                          f"does not fit signed acc_bits={acc_bits}")
-    mult, shift = requant_params(s_x * s_w / s_y, mult_bits, acc_bits + mult_bits - 1)
-    kwargs = {"activation": "relu" if layer.relu and not raw else "identity",
+    ratio = s_x * s_w / s_y
+    leaky = layer.activation == "leaky_relu" and not raw
+    if leaky:
+        # One shift for both multipliers, as large as the larger of them allows.
+        _, shift = requant_params(ratio * max(1.0, layer.alpha), mult_bits,
+                                  acc_bits + mult_bits - 1)
+        top = (1 << mult_bits) - 1
+        mult = np.minimum(np.rint(np.ldexp(ratio, shift)), top).astype(np.int64)
+        mult_neg = np.minimum(np.rint(np.ldexp(ratio * layer.alpha, shift)), top)
+    else:
+        mult, shift = requant_params(ratio, mult_bits, acc_bits + mult_bits - 1)
+    kwargs = {"activation": "identity" if raw else layer.activation,
               "output": "raw" if raw else "requant"}
+    if leaky:
+        kwargs["mult_neg"] = mult_neg.astype(np.int64)
+    if not raw:
+        kwargs.update(_bounds(layer, s_y, in_bits))
     if isinstance(layer, FloatConv2D):
-        return Conv2D(w_q, b_q.astype(np.int64), mult, shift, stride=layer.stride,
-                      padding=layer.padding, **kwargs), s_w
+        geometry = {"stride": layer.stride, "padding": layer.padding}
+        geometry["groups"] = layer.groups
+        return Conv2D(w_q, b_q.astype(np.int64), mult, shift, **geometry, **kwargs), s_w
     return Dense(w_q, b_q.astype(np.int64), mult, shift, **kwargs), s_w

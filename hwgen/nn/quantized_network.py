@@ -28,6 +28,7 @@ from .dense import Dense
 from .flatten import Flatten
 from .graph import INPUT, Node, Tensor, as_nodes, check_structure, relink, where
 from .maxpool import MaxPool2D
+from .output_function import apply_output_function, check_output_function
 
 __all__ = ["QuantizedNetwork"]
 
@@ -88,6 +89,9 @@ class QuantizedNetwork:
     scales : mapping of str to float, optional
         Real value of one step of each named tensor, where known (informative; see
         :attr:`tensors`).
+    output_function : {None, "softmax", "log_softmax", "sigmoid"}
+        The imported model's final Softmax, LogSoftmax or Sigmoid, applied on the host by
+        :meth:`probabilities`; never part of the integer network.
 
     Attributes
     ----------
@@ -122,7 +126,8 @@ class QuantizedNetwork:
     """
 
     def __init__(self, layers, *, in_bits=8, w_bits=8, acc_bits=32, mult_bits=16,
-                 input_scale=None, output_scale=None, input_shape=None, scales=None):
+                 input_scale=None, output_scale=None, input_shape=None, scales=None,
+                 output_function=None):
         widths = {"in_bits": in_bits, "w_bits": w_bits, "acc_bits": acc_bits,
                   "mult_bits": mult_bits}
         for name, value in widths.items():
@@ -157,6 +162,7 @@ class QuantizedNetwork:
                 raise ValueError(f"QuantizedNetwork: output_scale has shape "
                                  f"{output_scale.shape}; allowed: ({self.out_features},)")
         self.output_scale = output_scale
+        self.output_function = check_output_function(output_function, "QuantizedNetwork")
 
     @property
     def nodes(self):
@@ -314,6 +320,18 @@ class QuantizedNetwork:
                              "allowed: finite values")
         low, high = signed_range(self.in_bits)
         return np.clip(np.rint(x / self.input_scale), low, high).astype(np.int64)
+
+    def probabilities(self, scores):
+        """Return :attr:`output_function` of the real scores, in float64 ``(M, N)``.
+
+        ``scores`` is :meth:`forward`'s output or the device's
+        (:meth:`host.Accelerator.infer`), dequantized here with :attr:`output_scale` when set;
+        the function (none: the dequantized scores) runs on the host (section 3.2).
+        """
+        scores = np.asarray(scores, dtype=np.float64)
+        if self.output_scale is not None:
+            scores = scores * self.output_scale
+        return apply_output_function(self.output_function, scores)
 
     def predict(self, x):
         """Return the class of each float input: ``argmax(forward(quantize_input(x)), axis=1)``.

@@ -209,6 +209,22 @@ class FlattenKind:
 KINDS = {FloatDense: DenseKind, FloatConv2D: ConvKind, MaxPool2D: PoolKind, Flatten: FlattenKind}
 
 
+def _check_plain(layer, index):
+    """Refuse issue 31's float fields, which the training on the devices does not run yet."""
+    if not isinstance(layer, FloatDense | FloatConv2D):
+        return
+    fields = {"activation": layer.activation in ("relu", "identity"),
+              "act_min/act_max": not layer.bounded,
+              "groups": getattr(layer, "groups", 1) == 1,
+              "stride/padding": isinstance(layer, FloatDense)
+              or (isinstance(layer.stride, int) and isinstance(layer.padding, int))}
+    bad = [field for field, ok in fields.items() if not ok]
+    if bad:
+        raise TypeError(f"layer {index} ({layer!r}) sets {', '.join(bad)}; allowed in a training "
+                        "on the devices: a ReLU or none, no bounds, groups=1, one int stride "
+                        "and padding")
+
+
 def kind_of(layer, index):
     """Return the kind of ``layer`` (layer ``index`` of the model).
 
@@ -219,6 +235,7 @@ def kind_of(layer, index):
     """
     for kind_type, kind in KINDS.items():
         if isinstance(layer, kind_type):
+            _check_plain(layer, index)
             return kind
     allowed = ", ".join(t.__name__ for t in KINDS)
     raise TypeError(f"layer {index} is a {type(layer).__name__}; allowed in a training on the "

@@ -136,7 +136,8 @@ def test_random_initialisation():
     (lambda: FloatConv2D(np.ones((3, 3, 2))), r"FloatConv2D: field 'weight' has shape "
                                               r"\(3, 3, 2\); allowed: \(KH, KW, C_in, C_out\)"),
     (lambda: FloatConv2D(np.ones((1, 1, 1, 1)), stride=0), r"field 'stride' is 0"),
-    (lambda: FloatConv2D(np.ones((1, 1, 1, 1)), padding=(1, 1)), r"field 'padding' is \(1, 1\)"),
+    (lambda: FloatConv2D(np.ones((1, 1, 1, 1)), padding=(1, 1, 1)),
+     r"field 'padding' is \(1, 1, 1\)"),
 ])
 def test_errors(make, pattern):
     with pytest.raises(ValueError, match=pattern):

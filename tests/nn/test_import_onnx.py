@@ -263,7 +263,7 @@ def test_conv_offenders_are_all_listed(onnx):
                "target": np.array([-1, 2, 8], dtype=np.int64)}
     nodes = [
         helper.make_node("Conv", ["x", "k"], ["c0"], pads=[1, 1, 0, 0], name="asym"),
-        helper.make_node("Conv", ["c0", "g"], ["c1"], group=2, dilations=[2, 2], name="grouped"),
+        helper.make_node("Conv", ["c0", "g"], ["c1"], group=2, dilations=[2, 2], name="dilated"),
         helper.make_node("Conv", ["c1", "k2"], ["c2"], auto_pad="SAME_UPPER", name="same_even"),
         helper.make_node("Conv", ["c2", "k"], ["c3"], strides=[1, 2], name="oblique"),
         helper.make_node("MaxPool", ["c3"], ["p0"], kernel_shape=[2, 2], ceil_mode=1,
@@ -274,14 +274,13 @@ def test_conv_offenders_are_all_listed(onnx):
     model = make_graph(onnx, nodes, weights, [None, 2, 8, 8], None)
     with pytest.raises(UnsupportedModelError) as info:
         from_onnx(model)
+    # asym, the grouped convolution and oblique's strides are fine; the rest are not.
     assert [(name, kind) for name, kind, _ in info.value.offenders] == [
-        ("asym", "Conv"), ("grouped", "Conv"), ("same_even", "Conv"), ("oblique", "Conv"),
-        ("ceil", "MaxPool"), ("indices", "MaxPool"), ("to3d", "Reshape")]
+        ("dilated", "Conv"), ("same_even", "Conv"), ("ceil", "MaxPool"),
+        ("indices", "MaxPool"), ("to3d", "Reshape")]
     message = str(info.value)
-    for text in ("asym (Conv): pads=[1, 1, 0, 0]; supported: the same on every side",
-                 "grouped (Conv): group=2; supported: 1; dilations=[2, 2]",
+    for text in ("dilated (Conv): dilations=[2, 2]; supported: [1, 1]",
                  "same_even (Conv): auto_pad=SAME_UPPER on an input of unknown size",
-                 "oblique (Conv): strides=[1, 2]; supported: the same on both axes",
                  "ceil (MaxPool): ceil_mode=1", "pads=[1, 1, 1, 1] or auto_pad; supported: none",
                  "indices (MaxPool): kernel_shape=[2, 3]; supported: a square",
                  "the Indices output", "to3d (Reshape): target shape [-1, 2, 8]; supported: "
@@ -289,13 +288,20 @@ def test_conv_offenders_are_all_listed(onnx):
         assert text in message
 
 
-def test_same_padding_that_is_uneven(onnx):
+@pytest.mark.parametrize(("auto_pad", "pads"), [("SAME_LOWER", (1, 0, 1, 0)),
+                                                ("SAME_UPPER", (0, 1, 0, 1))])
+def test_same_padding_that_is_uneven(onnx, auto_pad, pads):
+    # An even kernel pads one pixel in total per axis: before the image for SAME_LOWER.
     helper = onnx.helper
-    weights = {"k": np.ones((1, 1, 2, 2), dtype=np.float32)}
-    nodes = [helper.make_node("Conv", ["x", "k"], ["y"], auto_pad="SAME_LOWER", name="c")]
-    with pytest.raises(UnsupportedModelError, match=r"c \(Conv\): auto_pad=SAME_LOWER pads \[1\] "
-                                                    r"in total per axis"):
-        from_onnx(make_graph(onnx, nodes, weights, [None, 1, 4, 4], None))
+    weights = {"k": np.arange(4, dtype=np.float32).reshape(1, 1, 2, 2)}
+    nodes = [helper.make_node("Conv", ["x", "k"], ["y"], auto_pad=auto_pad, name="c")]
+    cnn = from_onnx(make_graph(onnx, nodes, weights, [None, 1, 4, 4], None))
+    assert cnn.layers[0].pads == pads and cnn.output_shape == (4, 4, 1)
+    x = np.random.default_rng(0).normal(size=(2, 4, 4, 1))
+    xpad = np.pad(x, ((0, 0), pads[:2], pads[2:], (0, 0)))
+    expected = sum(xpad[:, ky:ky + 4, kx:kx + 4] * (2 * ky + kx)
+                   for ky in (0, 1) for kx in (0, 1))
+    np.testing.assert_allclose(cnn.forward(x), expected, atol=1e-12)
 
 
 @pytest.mark.parametrize(("target", "batch"), [([-1, 2, 9], None), ([3, -1], 5), ([-1, -1], None),
@@ -326,7 +332,8 @@ def test_unsupported_lists_every_offender(onnx):
     assert [(name, kind) for name, kind, _ in info.value.offenders] == [
         ("squash", "Sigmoid"), ("gemmT", "Gemm"), ("node 3", "Flatten"), ("square", "Mul")]
     message = str(info.value)
-    for text in ("squash (Sigmoid): not a supported op type", "gemmT (Gemm): transA=1",
+    for text in ("squash (Sigmoid): supported only as the model's last layer, but gemmT "
+                 "(Gemm) follows it", "gemmT (Gemm): transA=1",
                  "node 3 (Flatten): axis=0", "square (Mul)", "4 unsupported"):
         assert text in message
 

@@ -163,33 +163,32 @@ def test_unsupported_lists_every_offender(torch):
         ("lead", nn.ReLU()),
         ("dilated", nn.Conv2d(1, 4, 3, dilation=2)),
         ("grouped", nn.Conv2d(2, 4, 3, groups=2, padding_mode="reflect", padding=(1, 0))),
-        ("even_same", nn.Conv2d(1, 4, 2, padding="same")),
-        ("strided", nn.Conv2d(1, 4, 3, stride=(1, 2))),
         ("ceil", nn.MaxPool2d(2, ceil_mode=True)),
         ("padded", nn.MaxPool2d(3, padding=1, dilation=2)),
         ("oblong", nn.MaxPool2d((2, 3), return_indices=True)),
-        ("avg", nn.AvgPool2d(2)),
+        ("avg", nn.AvgPool2d(2, padding=1, ceil_mode=True, divisor_override=3)),
         ("squash", nn.Sigmoid()),
         ("flat0", nn.Flatten(start_dim=0)),
+        ("gelu", nn.GELU()),
     ]))
     with pytest.raises(UnsupportedModelError) as info:
         from_torch(model, input_shape=(8, 8, 1))
     assert isinstance(info.value, ValueError)
     assert [(name, kind) for name, kind, _ in info.value.offenders] == [
-        ("lead", "ReLU"), ("dilated", "Conv2d"), ("grouped", "Conv2d"), ("even_same", "Conv2d"),
-        ("strided", "Conv2d"), ("ceil", "MaxPool2d"), ("padded", "MaxPool2d"),
-        ("oblong", "MaxPool2d"), ("avg", "AvgPool2d"), ("squash", "Sigmoid"),
-        ("flat0", "Flatten")]
+        ("lead", "ReLU"), ("dilated", "Conv2d"), ("grouped", "Conv2d"), ("ceil", "MaxPool2d"),
+        ("padded", "MaxPool2d"), ("oblong", "MaxPool2d"), ("avg", "AvgPool2d"),
+        ("squash", "Sigmoid"), ("flat0", "Flatten"), ("gelu", "GELU")]
     message = str(info.value)
-    for text in ("11 unsupported", "dilated (Conv2d): dilation=(2, 2); supported: 1",
-                 "grouped (Conv2d): groups=2; supported: 1; padding_mode='reflect'; supported: "
-                 "'zeros'; padding=(1, 0); supported: the same on both axes",
-                 "even_same (Conv2d): padding='same' with kernel_size=(2, 2) pads unevenly",
-                 "strided (Conv2d): stride=(1, 2); supported: the same on both axes",
+    for text in ("10 unsupported", "dilated (Conv2d): dilation=(2, 2); supported: 1",
+                 "grouped (Conv2d): padding_mode='reflect'; supported: 'zeros'",
                  "ceil (MaxPool2d): ceil_mode=True", "padded (MaxPool2d): padding=1; supported: 0;"
                  " dilation=2; supported: 1", "oblong (MaxPool2d): kernel_size=(2, 3); supported:"
-                 " the same on both axes", "return_indices=True", "avg (AvgPool2d): not a "
-                 "supported layer type", "flat0 (Flatten): start_dim=0"):
+                 " the same on both axes", "return_indices=True", "avg (AvgPool2d): padding=1; "
+                 "supported: 0; ceil_mode=True; supported: False (the output size rounds down); "
+                 "divisor_override=3; supported: None", "squash (Sigmoid): supported only as the "
+                 "model's last layer, but flat0 (Flatten) follows it", "flat0 (Flatten): "
+                 "start_dim=0", "gelu (GELU): not a supported layer type (Linear, Conv2d, "
+                 "ZeroPad2d before a Conv2d, BatchNorm1d"):
         assert text in message
 
 

@@ -144,3 +144,72 @@ def test_requant_params_table():
     assert (mult[0], shift[0]) == (32768, 15)
     with pytest.raises(ValueError, match="finite and >= 0"):
         requant_params([-1.0], 16, 47)
+
+
+# -- requantize with leaky ReLU's second multiplier and the activation bounds (section 3.2) ---
+
+@FAST
+@given(st.data())
+def test_requantize_leaky_and_bounds_match_model(naive, data):
+    acc_bits = data.draw(st.integers(2, 64))
+    mult_bits = data.draw(st.integers(1, 32))
+    out_bits = data.draw(st.integers(2, 16))
+    low, high = -(2 ** (out_bits - 1)), 2 ** (out_bits - 1) - 1
+    max_shift = acc_bits + mult_bits - 1
+    n, m = data.draw(st.integers(1, 6)), data.draw(st.integers(1, 4))
+    acc = [[data.draw(st.integers(-(2 ** (acc_bits - 1)), 2 ** (acc_bits - 1) - 1))
+            for _ in range(n)] for _ in range(m)]
+    mult = [data.draw(st.integers(0, 2 ** mult_bits - 1)) for _ in range(n)]
+    mult_neg = data.draw(st.none() | st.lists(st.integers(0, 2 ** mult_bits - 1), min_size=n,
+                                              max_size=n))
+    shift = [data.draw(st.sampled_from([0, max_shift]) | st.integers(0, max_shift))
+             for _ in range(n)]
+    act_min = data.draw(st.none() | st.integers(low, high))
+    act_max = data.draw(st.none() | st.integers(low if act_min is None else act_min, high))
+    got = requantize(np.array(acc, dtype=np.int64), np.array(mult), np.array(shift), out_bits,
+                     mult_neg=mult_neg, act_min=act_min, act_max=act_max)
+    lo = low if act_min is None else act_min
+    hi = high if act_max is None else act_max
+    negative = mult if mult_neg is None else mult_neg
+    expected = [[min(max(naive.requant(a, (mult if a >= 0 else negative)[j], shift[j],
+                                       out_bits), lo), hi)
+                 for j, a in enumerate(row)] for row in acc]
+    assert got.dtype == np.int64
+    assert got.tolist() == expected
+
+
+@pytest.mark.parametrize(("acc", "mult_neg", "bounds", "expected"), [
+    (-10, 3, (None, None), -7),        # -10 * 3 / 4 = -7.5: the tie goes to +infinity
+    (10, 3, (None, None), 20),         # positive: mult = 8, 10 * 8 / 4 = 20
+    (0, 3, (None, None), 0),
+    (-10, 0, (None, None), 0),         # a zero slope: ReLU through the second multiplier
+    (100, 3, (None, 6), 6),            # ReLU6-like ceiling
+    (-100, 3, (-5, None), -5),         # Hardtanh-like floor
+])
+def test_requantize_leaky_table(acc, mult_neg, bounds, expected):
+    act_min, act_max = bounds
+    got = requantize(np.array([acc]), np.array([8]), np.array([2]), 8,
+                     mult_neg=np.array([mult_neg]), act_min=act_min, act_max=act_max)
+    assert got.tolist() == [expected]
+
+
+def test_requantize_leaky_object_path():
+    # Accumulators beyond int64 go through Python integers, sign-selected as well.
+    wide = np.array([-(2 ** 70), 2 ** 70], dtype=object)
+    got = requantize(wide, np.array([3]), np.array([70]), 16, mult_neg=np.array([1]),
+                     act_max=2)
+    assert got.tolist() == [-1, 2]
+
+
+@pytest.mark.parametrize(("kwargs", "pattern"), [
+    ({"mult_neg": [-1]}, r"requantize: field 'mult_neg' holds -1; allowed: >= 0"),
+    ({"mult_neg": [1.5]}, r"requantize: field 'mult_neg' has dtype float64"),
+    ({"act_min": -129}, r"requantize: field 'act_min' is -129; allowed: -128\.\.127"),
+    ({"act_max": 128}, r"requantize: field 'act_max' is 128; allowed: -128\.\.127"),
+    ({"act_min": 5, "act_max": 4}, r"requantize: field 'act_min' is 5 but 'act_max' is 4; "
+                                   r"allowed: act_min <= act_max"),
+    ({"act_min": 1.0}, r"requantize: field 'act_min' is 1.0; allowed: an integer or None"),
+])
+def test_requantize_rejects_bad_bounds(kwargs, pattern):
+    with pytest.raises(ValueError, match=pattern):
+        requantize(np.array([1]), np.array([1]), np.array([0]), 8, **kwargs)

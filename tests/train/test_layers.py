@@ -134,3 +134,10 @@ def test_layer_of_another_type_is_refused():
     with pytest.raises(TypeError, match="layer 3 is a str; allowed in a training on the "
                                         "devices: FloatDense, FloatConv2D, MaxPool2D, Flatten"):
         kind_of("conv", 3)
+
+
+def test_issue_31_fields_are_refused_by_name():
+    layer = FloatConv2D(np.ones((1, 1, 1, 2)), groups=2, activation="leaky_relu")
+    with pytest.raises(TypeError, match=r"layer 3 \(FloatConv2D.*\) sets activation, groups; "
+                                        r"allowed in a training on the devices"):
+        kind_of(layer, 3)
