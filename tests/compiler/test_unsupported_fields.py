@@ -11,7 +11,7 @@ import pytest
 import hwgen
 from hwgen import AcceleratorConfig
 from hwgen.compiler import CompileError
-from hwgen.nn import AvgPool2D, Conv2D, Dense, Flatten, GlobalAvgPool2D, QuantizedNetwork
+from hwgen.nn import Conv2D, Dense, Flatten, QuantizedNetwork
 
 
 def conv_net(**fields):
@@ -25,11 +25,6 @@ def conv_net(**fields):
 
 
 @pytest.mark.parametrize(("fields", "pattern"), [
-    ({"groups": 2}, r"layer 0: Conv2D has groups=2 \(allowed: 1\)"),
-    ({"stride": (1, 2)}, r"layer 0: Conv2D has stride=\(1, 2\) \(allowed: the same on both "
-                         r"axes\)"),
-    ({"padding": (1, 0)}, r"layer 0: Conv2D has padding=\(1, 0\) \(allowed: the same on every "
-                          r"side\)"),
     ({"activation": "leaky_relu", "mult_neg": [1, 1]},
      r"layer 0: Conv2D has activation='leaky_relu' \(allowed: 'relu', 'identity'\)"),
     ({"act_max": 6}, r"layer 0: Conv2D has act_min=None, act_max=6 \(allowed: the bounds of "
@@ -51,12 +46,3 @@ def test_uniform_forms_compile_as_the_old_fields(fields, old):
     config = AcceleratorConfig()
     got, want = hwgen.compile(conv_net(**fields), config), hwgen.compile(conv_net(**old), config)
     assert got.descriptors == want.descriptors
-
-
-@pytest.mark.parametrize("pool", [AvgPool2D(2, mult=[1, 1], shift=[0, 0]),
-                                  GlobalAvgPool2D(mult=[1, 1], shift=[0, 0])])
-def test_average_pools_are_refused(pool):
-    net = QuantizedNetwork([pool], input_shape=(4, 4, 2))
-    with pytest.raises(CompileError, match=f"layer 0: {type(pool).__name__} layers cannot be "
-                                           "compiled; allowed: Dense, Conv2D, MaxPool2D"):
-        hwgen.compile(net, AcceleratorConfig())
