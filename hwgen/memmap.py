@@ -159,8 +159,9 @@ def geometry_layout(config):
     sy, sx, pad_top, pad_left
         Strides per axis and the top and left zero padding (:data:`GEOMETRY_LIMITS`).
     cgs
-        Channel groups of ``rows`` channels per input pixel: a kernel position's reduction
-        tiles (a convolution), or ``src_stride`` words per pixel (a pooling pass).
+        Channel groups of ``rows`` channels a kernel position reads: its reduction tiles (a
+        convolution: the pixel's channels, or a grouped convolution's channel window, see
+        ``cb_word``), or ``src_stride`` words per pixel (a pooling pass).
     col_step, row_step, img_step
         ACT words (modulo the bank's address width) from an output pixel's first input pixel
         to the next output pixel's: in the same output row, at the start of the next output row,
