@@ -19,12 +19,16 @@ group's outputs divide ``cols`` gives each output tile the window of its ``cols 
 groups' inputs, which moves on by as many channels per tile (the geometry's ``cb_word``,
 ``cb_rem``): a block-diagonal tile, the reduction ``KH * KW * ceil(window / rows)`` tiles instead
 of a full convolution's ``KH * KW * ceil(C / rows)``. A depthwise convolution (one input channel
-per group) on a square array so puts ``cols`` useful products of ``rows * cols`` in each row:
-``1 / cols`` of the array. Other groupings (``N / g`` not dividing ``cols``) take every tile's
+per group) so takes ``ceil(cols / rows)`` rows per kernel position for ``cols`` outputs: ``1 /
+max(rows, cols)`` of the array, ``1 / cols`` on a square one. (A window starts in any bank where
+the feeder rotates lanes, :func:`~hwgen.memmap.rotates_lanes`; on a square array, whose
+depthwise windows are whole words, from its word's first bank, the window then a little
+wider for other groupings.) Other groupings (``N / g`` not dividing ``cols``) take every tile's
 window as all ``C`` channels: block-diagonal dense weights, correct but ``g`` times the MACs
-(and weight words) of the grouped layer. When every weight tile of the layer is the same (an
-average pool whose window fits one tile of ``rows``: the identity), WEIGHT holds that one tile
-and the feeder reads it again for every ``(nt, kt)`` (the geometry's ``wrep``).
+(and weight words) of the grouped layer. When every weight tile of an average pool is the same
+(its window fits one tile of ``rows``, ``cols <= rows``: the identity), WEIGHT holds that one
+tile and the feeder reads it again for every ``(nt, kt)`` (the geometry's ``wrep``); with
+``cols > rows`` it stores every tile.
 """
 
 import math
