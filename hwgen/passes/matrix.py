@@ -74,13 +74,15 @@ def grouped_matrix(weight, groups, config):
     tile).
 
     ``window`` is ``cols / (N / groups)`` groups' inputs when a group's outputs divide
-    ``cols`` (and there is more than one group), else 0: every tile's window is all ``C``
-    channels from channel 0 (a dense convolution; grouped, block-diagonal dense weights).
+    ``cols`` (and a tile holds fewer than all groups), else 0: every tile's window is all
+    ``C`` channels from channel 0 (a dense convolution; grouped, block-diagonal dense
+    weights).
     """
     kh, kw, c_group, n = weight.shape
     n_group = n // groups
-    window = config.cols // n_group * c_group if groups > 1 and config.cols % n_group == 0 \
-        else 0
+    # A tile's groups (when they divide cols); one tile holding every group reads them all.
+    per_tile = config.cols // n_group if config.cols % n_group == 0 else groups
+    window = per_tile * c_group if per_tile < groups else 0
     # Each output channel's group's first input, counted from its tile's window's first.
     outputs = np.arange(n)
     first = outputs // n_group * c_group - window_start(outputs // config.cols, window, config)

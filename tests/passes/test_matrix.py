@@ -56,15 +56,15 @@ def test_each_output_channel_reads_its_own_groups_inputs(case):
     """Column ``n`` of output tile ``nt`` holds, at each kernel position, the weights of its
     group's inputs where the tile's window (from channel ``nt * window``, down to a multiple
     of the banks on a square array, whose feeder does not rotate lanes) has them, zeros
-    elsewhere; a group's outputs dividing ``cols`` give the window of the tile's groups,
-    anything else all channels."""
+    elsewhere; a group's outputs dividing ``cols`` give the window of the tile's groups (fewer
+    than all), anything else all channels."""
     rows, cols, groups, c_group, n_group, kh, kw = (
         case[k] for k in ("rows", "cols", "groups", "c_group", "n_group", "kh", "kw"))
     config = AcceleratorConfig(rows=rows, cols=cols)
     n = groups * n_group
     weight = np.random.default_rng(case["seed"]).integers(-9, 10, (kh, kw, c_group, n))
     matrix, window = grouped_matrix(weight, groups, config)
-    windowed = groups > 1 and cols % n_group == 0
+    windowed = cols % n_group == 0 and cols // n_group < groups
     assert window == (cols // n_group * c_group if windowed else 0)
     per_position = matrix.shape[0] // (kh * kw)
     assert per_position % rows == 0
