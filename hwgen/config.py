@@ -85,6 +85,13 @@ class AcceleratorConfig:
         walker and accumulators also drop their geometry, chunk and image-coordinate logic, so
         a device fits where they would not (the iCEBreaker's UP5K), and the compiler refuses
         spatial layers. ``0``/``1`` are taken too.
+    bounds : bool
+        Activation bounds and leaky ReLU on the device (section 3.2): each layer's descriptor
+        holds ``act_min``/``act_max`` and a ``leaky`` flag, each channel's parameters a
+        ``mult_neg``. Without them (``False``) a layer is ReLU or identity (a ``relu`` flag),
+        the descriptor is ``2 * in_bits`` bits and the parameter word ``cols * mult_bits``
+        bits narrower, so a device fits where they would not (the iCEBreaker's block RAMs),
+        and the compiler refuses other bounds and leaky layers. ``0``/``1`` are taken too.
     post_lanes : int or None
         Requantization lanes: how many of a result row's ``cols`` channels are requantized per
         cycle (a divisor of ``cols``; ``None``, the default, means all ``cols``). Fewer lanes
@@ -115,16 +122,17 @@ class AcceleratorConfig:
     clock_hz: int = 50_000_000
     post_lanes: int | None = None
     spatial: bool = True
+    bounds: bool = True
 
     def __post_init__(self):
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
             if field.name == "post_lanes" and value is None:
                 continue
-            if field.name == "spatial":
+            if field.name in ("spatial", "bounds"):
                 if value not in (True, False) or not isinstance(value, int):
-                    raise ValueError(f"spatial={value!r}; allowed: True or False (1 or 0)")
-                object.__setattr__(self, "spatial", bool(value))
+                    raise ValueError(f"{field.name}={value!r}; allowed: True or False (1 or 0)")
+                object.__setattr__(self, field.name, bool(value))
                 continue
             if field.name == "dataflow":
                 if value not in DATAFLOWS:
@@ -207,14 +215,16 @@ class AcceleratorConfig:
     def to_dict(self):
         """Return the parameters as a plain ``dict``.
 
-        ``post_lanes`` is left out while it is ``None`` and ``spatial`` while it is ``True``, so
-        that configurations from before they existed keep their :attr:`hash` and load as before.
+        ``post_lanes`` is left out while it is ``None`` and ``spatial`` and ``bounds`` while they
+        are ``True``, so that configurations from before they existed keep their :attr:`hash`
+        and load as before.
         """
         d = dataclasses.asdict(self)
         if d["post_lanes"] is None:
             del d["post_lanes"]
-        if d["spatial"]:
-            del d["spatial"]
+        for flag in ("spatial", "bounds"):
+            if d[flag]:
+                del d[flag]
         return d
 
     @classmethod

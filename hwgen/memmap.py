@@ -12,6 +12,7 @@ from amaranth.lib import data, enum, wiring
 from amaranth.lib.wiring import In, Out
 
 __all__ = [
+    "DESCRIPTOR_BOUNDS",
     "GEOMETRY_LIMITS",
     "HostPortSignature",
     "PassKind",
@@ -37,7 +38,7 @@ class Region(enum.Enum, shape=unsigned(3)):
 
     PROGRAM = 0  #: layer descriptors, one per word
     WEIGHT = 1   #: weight-tile rows: ``cols`` signed ``w_bits`` lanes
-    PARAM = 2    #: per-channel bias/mult/shift, ``cols`` lanes of :func:`param_lane_layout`
+    PARAM = 2    #: per-channel parameters, ``cols`` lanes of :func:`param_lane_layout`
     ACT = 3      #: activations: ``act_lanes`` signed ``in_bits`` lanes, rows padded to words
     OUTPUT = 4   #: raw accumulators of a ``raw`` output layer: ``cols`` signed ``acc_bits`` lanes
 
@@ -54,9 +55,12 @@ class PassKind(enum.Enum, shape=unsigned(3)):
     MAXPOOL = 1  #: the lane-wise maximum of each window's words
 
 
-# One-bit flags at the bottom of a descriptor, the pass kind, then the numeric fields of
-# descriptor_limits.
-_DESCRIPTOR_FLAGS = ("relu", "raw", "last", "spatial")
+# One-bit flags at the bottom of a descriptor, the pass kind, the numeric fields of
+# descriptor_limits, then the activation bounds (a design with ``bounds``; without them the
+# first flag is ``relu``).
+_DESCRIPTOR_FLAGS = ("leaky", "raw", "last", "spatial")
+#: The descriptor's signed ``in_bits`` fields, after the numeric ones.
+DESCRIPTOR_BOUNDS = ("act_min", "act_max")
 #: The largest stride (per axis) and top or left padding of a spatial layer (four bits each in
 #: its geometry).
 GEOMETRY_LIMITS = {"stride": 15, "pad": 15}
@@ -93,8 +97,11 @@ def descriptor_layout(config):
     :func:`descriptor_limits`, so the word (and the program memory) is as narrow as ``config``
     allows.
 
-    relu
-        Apply ReLU after saturation.
+    leaky
+        Leaky ReLU: a channel whose biased accumulator is negative is multiplied by its
+        ``mult_neg`` (:func:`param_lane_layout`) instead of its ``mult``. A design without
+        ``bounds`` has ``relu`` here (the bounds ``[0, 2**(in_bits-1) - 1]``, else the
+        saturation range) and no ``act_min``, ``act_max``.
     raw
         Write the accumulators to :attr:`Region.OUTPUT` instead of requantizing.
     last
@@ -118,11 +125,19 @@ def descriptor_layout(config):
         + i``.
     p_base
         First parameter word; output tile ``nt`` is at ``p_base + nt``.
+    act_min, act_max
+        Signed ``in_bits``: the requantized values are clamped to ``[act_min, act_max]``
+        after saturation (the saturation range itself for ``identity``, ``act_min = 0`` for
+        ReLU); unused by a ``raw`` layer.
     """
-    fields = {name: unsigned(1) for name in _DESCRIPTOR_FLAGS}
+    flags = _DESCRIPTOR_FLAGS if config.bounds else ("relu", *_DESCRIPTOR_FLAGS[1:])
+    fields = {name: unsigned(1) for name in flags}
     fields["kind"] = PassKind
     for name, limit in descriptor_limits(config).items():
         fields[name] = unsigned(max(1, limit.bit_length()))
+    if config.bounds:
+        for name in DESCRIPTOR_BOUNDS:
+            fields[name] = signed(config.in_bits)
     return data.StructLayout(fields)
 
 
@@ -219,12 +234,25 @@ def batch_bits(config):
 
 
 def param_lane_layout(config):
-    """Return the layout of one output channel's parameters in :attr:`Region.PARAM`."""
-    return data.StructLayout({
+    """Return the layout of one output channel's parameters in :attr:`Region.PARAM`.
+
+    bias
+        Added to the accumulator.
+    mult, shift
+        The requantization's multiplier and shift.
+    mult_neg
+        The multiplier of a negative biased accumulator in a ``leaky`` layer
+        (:func:`descriptor_layout`); unused otherwise (zero in a compiled program). Only in a
+        design with ``bounds``.
+    """
+    fields = {
         "bias": signed(config.acc_bits),
         "mult": unsigned(config.mult_bits),
         "shift": unsigned(config.shift_bits),
-    })
+    }
+    if config.bounds:
+        fields["mult_neg"] = unsigned(config.mult_bits)
+    return data.StructLayout(fields)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -121,7 +121,9 @@ __all__ = [
 ]
 
 #: Version of this byte layout; reported by INFO. Bump on any incompatible change.
-PROTOCOL_VERSION = 3  # 3: spatial layers (descriptor flags, geometry words); 2: per-config layout
+# 4: activation bounds (descriptor act_min/act_max/leaky, PARAM mult_neg); 3: spatial layers
+# (descriptor flags, geometry words); 2: per-config layout
+PROTOCOL_VERSION = 4
 
 #: First byte of a request frame.
 SYNC_REQUEST = 0xA5

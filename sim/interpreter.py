@@ -15,8 +15,15 @@ results with :meth:`hwgen.nn.QuantizedNetwork.forward`.
 import random
 
 import numpy as np
+from amaranth.hdl import Shape
 
-from hwgen.memmap import Region, descriptor_layout, geometry_layout, geometry_words
+from hwgen.memmap import (
+    Region,
+    descriptor_layout,
+    geometry_layout,
+    geometry_words,
+    param_lane_layout,
+)
 from hwgen.passes import lookup
 from hwgen.passes.base import signed_range
 
@@ -42,8 +49,8 @@ class ProgramInterpreter:
         self.config = config
         self.seed = seed
         self.b = max(config.rows, config.cols)
-        self.shift_bits = (config.acc_bits + config.mult_bits - 1).bit_length()
-        self.p_lane = config.acc_bits + config.mult_bits + self.shift_bits
+        self.param_layout = param_lane_layout(config)
+        self.p_lane = self.param_layout.size
         self.desc_layout = descriptor_layout(config)
         self.geom_layout = geometry_layout(config)
         self.desc_bits = self.desc_layout.size
@@ -102,7 +109,12 @@ class ProgramInterpreter:
 
     @staticmethod
     def _fields(bits, layout):
-        return {name: (bits >> f.offset) & ((1 << f.width) - 1) for name, f in layout}
+        """Return ``{field: value}`` of ``bits`` in ``layout``, signed fields signed."""
+        values = {}
+        for name, f in layout:
+            value = (bits >> f.offset) & ((1 << f.width) - 1)
+            values[name] = signed(value, f.width) if Shape.cast(f.shape).signed else value
+        return values
 
     def descriptor(self, addr):
         return self._fields(self.read(Region.PROGRAM, addr),
@@ -124,13 +136,11 @@ class ProgramInterpreter:
                 "img_step": d["src_stride"], "ky_step": 0, "cb_word": 0, "cb_rem": 0, "wrep": 0}
 
     def params(self, addr, lane):
-        """Return ``(bias, mult, shift)`` of one lane of a PARAM word."""
-        c = self.config
+        """Return ``(bias, mult, shift, mult_neg)`` of one lane of a PARAM word (``mult_neg``
+        0 on a design without bounds, whose lanes have none)."""
         v = self.read(Region.PARAM, addr) >> (lane * self.p_lane)
-        bias = signed(v, c.acc_bits)
-        mult = (v >> c.acc_bits) & ((1 << c.mult_bits) - 1)
-        shift = (v >> (c.acc_bits + c.mult_bits)) & ((1 << self.shift_bits) - 1)
-        return bias, mult, shift
+        f = self._fields(v, self.param_layout)
+        return f["bias"], f["mult"], f["shift"], f.get("mult_neg", 0)
 
     def load(self, program, x):
         for region, (base, words) in program.images.items():

@@ -2,7 +2,10 @@
 
 Weights are uniform, extreme (every weight at the most negative value) or sparse; biases,
 multipliers and shifts are drawn so that outputs spread over the whole output range, with
-saturation, ties, shift 0 and the largest shift hit now and then.
+saturation, ties, shift 0 and the largest shift hit now and then. Activations are ReLU,
+identity or leaky ReLU (``mult_neg`` a slope of ``mult`` or anywhere in its range), now and
+then with bounds: a ReLU6-like ``[0, k]`` or an arbitrary ``[lo, hi]`` (section 3.2); a design
+without ``bounds`` gets ReLU and identity only.
 """
 
 import numpy as np
@@ -46,11 +49,41 @@ def random_network(rng, config, *, layers=None, max_width=200, raw=None, widths=
     for i in range(n_layers):
         last = i == n_layers - 1
         w, b, mult, shift = _matrix_params(rng, config, widths[i], widths[i + 1])
-        out.append(Dense(w, b, mult, shift,
-                         activation=str(rng.choice(["relu", "identity"])),
+        out.append(Dense(w, b, mult, shift, **_activation(rng, config, mult),
                          output="raw" if (last and last_raw) else "requant"))
     return QuantizedNetwork(out, in_bits=config.in_bits, w_bits=config.w_bits,
                             acc_bits=config.acc_bits, mult_bits=config.mult_bits)
+
+
+def _activation(rng, config, mult):
+    """Return a random layer's ``activation`` and, as drawn, its ``mult_neg`` (for each
+    channel of ``mult``), ``act_min`` and ``act_max``.
+
+    ``rng`` gives one draw, ReLU or identity, as before the bounds existed; the rest comes
+    from a generator spawned from it, which leaves ``rng``'s stream as it was: the networks'
+    shapes and weights (which the tests' coverage of chunks, tiles and pooling rests on) are
+    those of before.
+    """
+    base = str(rng.choice(["relu", "identity"]))
+    if not config.bounds:
+        return {"activation": base}
+    lo, hi = -(1 << (config.in_bits - 1)), (1 << (config.in_bits - 1)) - 1
+    rng = rng.spawn(1)[0]
+    activation = "leaky_relu" if rng.random() < 0.35 else base
+    kw = {"activation": activation}
+    if activation == "leaky_relu":
+        if rng.random() < 0.5:   # a slope alpha of mult, as a quantized LeakyReLU has
+            alpha = rng.choice([0.01, 0.1, 0.2, 0.5, 1.0])
+            kw["mult_neg"] = np.round(mult * alpha).astype(np.int64)
+        else:
+            kw["mult_neg"] = rng.integers(0, 1 << config.mult_bits, size=len(mult))
+    style = rng.random()
+    if style < 0.2:              # ReLU6-like: [0, k]
+        kw["act_min"], kw["act_max"] = 0, int(rng.integers(0, hi + 1))
+    elif style < 0.35:           # anywhere, a single value now and then
+        a, b = sorted(int(v) for v in rng.integers(lo if activation != "relu" else 0, hi + 1, 2))
+        kw["act_min"], kw["act_max"] = (a, a) if rng.random() < 0.1 else (a, b)
+    return kw
 
 
 def _matrix_params(rng, config, k, n):
@@ -118,8 +151,7 @@ def random_cnn(rng, config, *, input_shape=None, blocks=None, max_channels=20, r
     if with_dense and h * w * c <= config.max_k:
         n = int(rng.integers(1, 21))
         weight, b, mult, shift = _matrix_params(rng, config, h * w * c, n)
-        layers += [Flatten(), Dense(weight, b, mult, shift,
-                                    activation=str(rng.choice(["relu", "identity"])))]
+        layers += [Flatten(), Dense(weight, b, mult, shift, **_activation(rng, config, mult))]
     last = next(i for i in reversed(range(len(layers)))
                 if isinstance(layers[i], Dense | Conv2D))
     if last_raw and last == len(layers) - 1:
@@ -141,13 +173,13 @@ def general_cnn(rng, config, *, raw=None):
         weight, b, mult, shift = _matrix_params(rng, config, kh * kw * (c // groups), n)
         layers.append(Conv2D(weight.reshape(kh, kw, c // groups, n), b, mult, shift,
                              stride=stride, padding=pads, groups=groups,
-                             activation=str(rng.choice(["relu", "identity"]))))
+                             **_activation(rng, config, mult)))
     layers += [AvgPool2D((2, 1), 1, **_pool_params(rng, config, 2, 8)),
                GlobalAvgPool2D(**_pool_params(rng, config, 2 * 3, 8)), Flatten()]
     n = int(rng.integers(1, 7))
     weight, b, mult, shift = _matrix_params(rng, config, 8, n)
     last_raw = bool(rng.random() < 0.5) if raw is None else raw
-    layers.append(Dense(weight, b, mult, shift, activation=str(rng.choice(["relu", "identity"])),
+    layers.append(Dense(weight, b, mult, shift, **_activation(rng, config, mult),
                         output="raw" if last_raw else "requant"))
     return QuantizedNetwork(layers, in_bits=config.in_bits, w_bits=config.w_bits,
                             acc_bits=config.acc_bits, mult_bits=config.mult_bits,
@@ -174,7 +206,7 @@ def _random_conv(rng, config, shape, max_channels):
     # Keep each output channel's weights as drawn (its own group's inputs).
     return Conv2D(weight.reshape(kh, kw, c // groups, n), b, mult, shift, stride=(sy, sx),
                   padding=(top, bottom, left, right), groups=groups,
-                  activation=str(rng.choice(["relu", "identity"])))
+                  **_activation(rng, config, mult))
 
 
 def _random_pool(rng, config, shape):

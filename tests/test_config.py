@@ -96,13 +96,14 @@ def test_bad_post_lanes(kwargs, message):
 
 
 def _old_json(cfg):
-    """The canonical JSON of a configuration as written before ``spatial`` existed: every
-    other field, ``post_lanes`` only when set."""
+    """The canonical JSON of a configuration as written before ``spatial`` (and ``bounds``)
+    existed: every other field, ``post_lanes`` only when set."""
     import dataclasses
     import json
 
     fields = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)
-              if f.name != "spatial" and not (f.name == "post_lanes" and cfg.post_lanes is None)}
+              if f.name not in ("spatial", "bounds")
+              and not (f.name == "post_lanes" and cfg.post_lanes is None)}
     return json.dumps({k: str(v) if k == "dataflow" else v for k, v in fields.items()},
                       sort_keys=True, separators=(",", ":"))
 
@@ -153,3 +154,24 @@ def test_bad_spatial_names_the_field_the_value_and_what_is_allowed(value):
         AcceleratorConfig(spatial=value)
     assert repr(value) in str(info.value)
     assert "True or False" in str(info.value)
+
+
+def test_bounds_default_keeps_the_hash_and_false_is_another_device():
+    # True, the default, is left out of the JSON (configurations from before the field keep
+    # their hash and load as devices with bounds); False round-trips and names the design.
+    cfg = AcceleratorConfig(rows=4, cols=4)
+    assert cfg.bounds is True and "bounds" not in cfg.to_dict()
+    assert cfg.to_json() == _old_json(cfg) and "bounds" not in cfg.name
+    plain = AcceleratorConfig(rows=4, cols=4, bounds=False)
+    assert plain.to_dict()["bounds"] is False and '"bounds":false' in plain.to_json()
+    again = AcceleratorConfig.from_json(plain.to_json())
+    assert again == plain and again.hash == plain.hash and again.bounds is False
+    assert plain.hash != cfg.hash and plain.name.endswith("_bounds0")
+    assert AcceleratorConfig(rows=4, cols=4, bounds=1).hash == cfg.hash
+
+
+@pytest.mark.parametrize("value", [2, "0", None, 0.0])
+def test_bad_bounds_names_the_field_the_value_and_what_is_allowed(value):
+    with pytest.raises(ValueError, match="bounds") as info:
+        AcceleratorConfig(bounds=value)
+    assert repr(value) in str(info.value) and "True or False" in str(info.value)

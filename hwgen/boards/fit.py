@@ -52,11 +52,15 @@ _SMALL_DEPTH = {Family.ICE40: 0, Family.ECP5: 32}
 # with the link bridge's term as fitted on the iCE40; the word and descriptor terms add nothing
 # there. A device with spatial layers adds the patch walker and the pooler: about the same on
 # both families and over array shapes (1,285 to 1,839 measured on six builds, 2026-11-25).
+# Activation bounds and leaky ReLU (``bounds``) add per requantization lane its multiplier's
+# select, its clamp and the wider parameter and host words: Yosys's cells with and without
+# them on the presets (synthesis only, carry cells as two LUT4s on the ECP5; 2026-11-26:
+# 85F +599 LUT4 over 8 lanes, iCEBreaker +116 LC over one).
 _LUT_MODEL = {
     Family.ICE40: {"base": 1532.4, "mac": 1.8, "col": 10.9, "word": 3.0, "desc": 5.6,
-                   "lane": 2.734, "spatial": 1490},
+                   "lane": 2.734, "spatial": 1490, "bounds": 116},
     Family.ECP5: {"base": 2712.6, "mac": 1.362, "col": 8.434, "word": 0.0, "desc": 0.0,
-                  "lane": 0.304, "spatial": 1490},
+                  "lane": 0.304, "spatial": 1490, "bounds": 75},
 }
 # Logic cells per product bit of a multiplier that Yosys builds from iCE40 logic cells (an
 # unpacked, output-stationary array).
@@ -134,7 +138,8 @@ def estimate(board, config):
            + k["col"] * config.cols * (config.acc_bits + config.mult_bits)
            + k["word"] * max_word_bits(config) + k["desc"] * descriptor_layout(config).size
            + k["lane"] * config.requant_lanes * (config.acc_bits + 1) * config.mult_bits
-           + k["spatial"] * config.spatial + lut_mults)
+           + k["spatial"] * config.spatial + k["bounds"] * config.requant_lanes * config.bounds
+           + lut_mults)
     if board.implementation.link_on_oscillator \
             and clock_plan(board, config.clock_hz)["pll"] is not None:
         # The host port bridge (link in its own domain): the counters' copy (128 registers), a

@@ -134,6 +134,11 @@ def add_config_options(parser):
                                metavar="0|1",
                                help="1: convolutions and pooling (the patch walker, the pooler; "
                                     "default); 0: matrix layers over rows only, a smaller device")
+        elif field.name == "bounds":
+            group.add_argument(flag, type=number(int, 0, 1), default=int(field.default),
+                               metavar="0|1",
+                               help="1: activation bounds and leaky ReLU on the device "
+                                    "(default); 0: ReLU and identity only, narrower memories")
         elif field.name == "post_lanes":
             group.add_argument(flag, type=number(int), default=None, metavar="N",
                                help="channels requantized per cycle, a divisor of --cols "

@@ -13,7 +13,7 @@ from ..memmap import (
 from ..nn import QuantizedNetwork
 from ..passes import layer_types, lookup
 from .activations import matrix_shape, plan_activations
-from .descriptors import check_field, descriptor_fields, pack_layer
+from .descriptors import activation_fields, check_field, descriptor_fields, pack_layer
 from .errors import CompileError
 from .kinds import lower_network
 from .program import Program
@@ -68,8 +68,9 @@ def _geometry(index, p, plan, config):
     ps = plan.strides[src]
     wrap = 1 << act_addr_bits(config)
     # A stride along an axis with one output pixel is never taken (a pool as large as its
-    # input, whose stride is its size): walk it as 1.
-    sy, sx = (sy if oh > 1 else 1), (sx if ow > 1 else 1)
+    # input, whose stride is its size): one beyond the walk's limit walks as 1.
+    limit = GEOMETRY_LIMITS["stride"]
+    sy, sx = (1 if oh == 1 and sy > limit else sy), (1 if ow == 1 and sx > limit else sx)
     # The bottom and right padding follow from oh, ow: only the top and left are walked.
     for name, value, where in (("stride", sy, "sy"), ("stride", sx, "sx"),
                                ("pad", top, "top"), ("pad", left, "left")):
@@ -104,15 +105,20 @@ def _descriptor(index, p, spec, plan, config, *, last):
     """Return the descriptor fields of pass ``index`` (and a spatial pass's ``geometry``), in
     the layout's order, each checked against its bound."""
     is_raw = spec.output == "raw"
+    own = lookup(p.kind).fields(p, spec)
+    # Not leaky, the saturation range, unless the kind says otherwise.
+    activation = {"leaky": own.pop("leaky", 0),
+                  "act_min": own.pop("act_min", -(1 << (config.in_bits - 1))),
+                  "act_max": own.pop("act_max", (1 << (config.in_bits - 1)) - 1)}
     fields = {
-        "relu": int(spec.activation == "relu" and not is_raw),
+        **activation_fields(config, p.source, **activation),
         "raw": int(is_raw),
         "last": int(last),
         "spatial": int(p.spatial),
         "kind": p.kind.value,
         "k_tiles": spec.k_tiles,
         "n_tiles": spec.n_tiles,
-        **lookup(p.kind).fields(p, spec),
+        **own,
         "src_base": plan.base(plan.source(index)),
         "src_stride": plan.strides[plan.source(index)],
         "dst_base": 0 if is_raw else plan.base(index + 1),

@@ -5,7 +5,10 @@ Their fields and widths come from :func:`hwgen.memmap.descriptor_layout` for the
 here they are packed into words, read back, and guarded against their bounds.
 """
 
+from amaranth.hdl import Shape
+
 from ..memmap import (
+    DESCRIPTOR_BOUNDS,
     PassKind,
     descriptor_layout,
     descriptor_limits,
@@ -14,8 +17,9 @@ from ..memmap import (
 )
 from .errors import CompileError
 
-__all__ = ["check_field", "descriptor_fields", "geometry_fields", "pack_descriptor",
-           "pack_layer", "unpack_descriptor", "unpack_program"]
+__all__ = ["activation_fields", "check_field", "descriptor_fields", "field_values",
+           "geometry_fields",
+           "pack_descriptor", "pack_layer", "unpack_descriptor", "unpack_program"]
 
 
 #: The largest value of each field that holds an enum.
@@ -33,19 +37,57 @@ def pack_descriptor(config, values):
 
 
 def unpack_descriptor(config, word):
-    """Return ``{field: value}`` of the PROGRAM word ``word``, in the layout's order."""
-    return {name: (word >> offset) & ((1 << width) - 1)
-            for name, offset, width in descriptor_fields(config)}
+    """Return ``{field: value}`` of the PROGRAM word ``word``, in the layout's order (a signed
+    field's value signed)."""
+    return field_values(descriptor_layout(config), word)
+
+
+def field_values(layout, bits):
+    """Return ``{field: value}`` of the ``bits`` of a :class:`~amaranth.lib.data.StructLayout`
+    (an int), each field's value signed if its shape is."""
+    values = {}
+    for name, field in layout:
+        value = (bits >> field.offset) & ((1 << field.width) - 1)
+        if Shape.cast(field.shape).signed and value >> (field.width - 1):
+            value -= 1 << field.width
+        values[name] = value
+    return values
+
+
+def activation_fields(config, index, leaky, act_min, act_max):
+    """Return the descriptor fields of layer ``index``'s activation: ``leaky``, ``act_min``,
+    ``act_max`` on a design with ``bounds``; on one without, the ``relu`` flag that stands for
+    them.
+
+    Raises
+    ------
+    CompileError
+        If the design has no ``bounds`` and the layer is leaky or its bounds are neither the
+        saturation range nor ReLU's.
+    """
+    low, high = -(1 << (config.in_bits - 1)), (1 << (config.in_bits - 1)) - 1
+    if config.bounds:
+        return {"leaky": leaky, "act_min": act_min, "act_max": act_max}
+    if not leaky and act_max == high and act_min in (low, 0):
+        return {"relu": int(act_min == 0)}
+    what = "leaky ReLU" if leaky else f"activation bounds [{act_min}, {act_max}]"
+    raise CompileError(f"{what}: the design has no bounds (bounds=False) and runs ReLU and "
+                       f"identity only (bounds [0, {high}] or [{low}, {high}]); allowed: a "
+                       "design with AcceleratorConfig(bounds=True)", layer=index,
+                       resource="bounds", need=1, limit=0)
 
 
 def check_field(config, index, name, value):
     """Raise :class:`CompileError` if field ``name`` of layer ``index`` exceeds its bound."""
     # The checks before packing imply every bound; this one guards descriptor_limits itself.
-    limit = {**_ENUM_LIMITS, **descriptor_limits(config)}.get(name, 1)  # a flag: 1
-    if value > limit:
-        raise CompileError(f"descriptor field {name}={value} exceeds its bound; limit {limit} "
-                           "(hwgen.memmap.descriptor_limits)", layer=index, resource=name,
-                           need=value, limit=limit)
+    if name in DESCRIPTOR_BOUNDS:   # signed in_bits
+        low, limit = -(1 << (config.in_bits - 1)), (1 << (config.in_bits - 1)) - 1
+    else:
+        low, limit = 0, {**_ENUM_LIMITS, **descriptor_limits(config)}.get(name, 1)  # a flag: 1
+    if not low <= value <= limit:
+        raise CompileError(f"descriptor field {name}={value} exceeds its bounds; allowed: "
+                           f"{low}..{limit} (hwgen.memmap.descriptor_layout)", layer=index,
+                           resource=name, need=value, limit=limit)
 
 
 def geometry_fields(config):

@@ -12,11 +12,14 @@ other version.
 
 Files of versions 2 to 4 hold the descriptors of :func:`legacy_descriptor_layout` (version 2:
 matrix layers over rows only, no geometry words; version 3: ``spatial`` and ``pool`` flags where
-today's descriptor has ``spatial`` and the pass kind) and the geometry of
+today's descriptor has ``spatial`` and the pass kind; up to version 4: a ``relu`` flag where
+today's has ``leaky`` and the bounds ``act_min``, ``act_max``), PARAM lanes without
+``mult_neg`` (:func:`legacy_param_lane_layout`) and the geometry of
 :func:`legacy_geometry_layout` (one ``stride`` and one ``pad`` where version 5 has ``sy``,
-``sx``, ``pad_top``, ``pad_left``, and no channel window nor weight repeat): their PROGRAM words
-are checked against those layouts and their own word width, then converted to today's
-descriptors (``sy = sx = stride``, ``pad_top = pad_left = pad``, the new fields 0).
+``sx``, ``pad_top``, ``pad_left``, and no channel window nor weight repeat): their PROGRAM and
+PARAM words are checked against those layouts and their own word widths, then converted to
+today's (``relu`` becomes ``act_min = 0``, no ``relu`` the saturation range; ``mult_neg``
+zero; ``sy = sx = stride``, ``pad_top = pad_left = pad``, the geometry's new fields 0).
 """
 
 import dataclasses
@@ -30,30 +33,38 @@ from amaranth.hdl import unsigned
 from amaranth.lib import data
 
 from ..config import AcceleratorConfig
-from ..memmap import PassKind, Region, descriptor_layout, geometry_layout, regions
-from .descriptors import pack_layer, unpack_program
+from ..memmap import (
+    DESCRIPTOR_BOUNDS,
+    PassKind,
+    Region,
+    descriptor_layout,
+    geometry_layout,
+    param_lane_layout,
+    regions,
+)
+from .descriptors import field_values, pack_layer, unpack_program
 from .images import IMAGE_REGIONS
 from .specs import LayerSpec, MatrixSpec
 from .words import check_words, word_bytes, words_to_bytes
 
 __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "READ_VERSIONS", "legacy_descriptor_layout",
-           "legacy_geometry_layout", "read", "save"]
+           "legacy_geometry_layout", "legacy_param_lane_layout", "read", "save"]
 
 #: Version of the file written by :func:`save`; older versions that a program of this
 #: version can stand for are converted on load, others refused.
-FORMAT_VERSION = 5  # 5: the general convolution; 4: the pass kind; 3: spatial layers; 2: ...
+# 5: activation bounds, leaky ReLU, the general convolution's geometry; 4: the pass kind;
+# 3: spatial layers; 2: per-config layout
+FORMAT_VERSION = 5
 #: Versions :func:`read` takes: versions 2 to 4 are converted on load (version 2 holds
 #: matrix layers over rows only, whose layers gain their source).
 READ_VERSIONS = (2, 3, 4, 5)
 #: The ``format`` entry of the metadata.
 FORMAT_NAME = "hwgen-program"
-#: One-bit descriptor flags of the older versions, where today's descriptor has its flags and
-#: its ``kind``; the numeric fields after them are today's.
+#: One-bit descriptor flags of the older versions, where today's descriptor has its flags (and,
+#: before version 4, its ``kind``); the numeric fields after them are today's but the bounds.
+#: (A design without ``bounds`` has version 4's descriptors and PARAM lanes today.)
 _LEGACY_FLAGS = {2: ("relu", "raw", "last"), 3: ("relu", "raw", "last", "spatial", "pool"),
-                 4: ("relu", "raw", "last", "spatial", "kind")}
-#: The numeric descriptor fields of versions 2 to 4, as wide as today's fields of these names.
-_LEGACY_NUMERIC = ("k_tiles", "n_tiles", "n", "src_base", "src_stride", "dst_base",
-                   "dst_stride", "w_base", "p_base")
+                 4: ("relu", "raw", "last", "spatial")}
 #: The layers' ``kind`` in files of versions 2 and 3 (and 4 before it held the name of the
 #: :class:`~hwgen.memmap.PassKind`): version 2 has none, a matrix layer's.
 _LEGACY_KIND_NAMES = {"matrix": PassKind.MATRIX.name, "pool": PassKind.MAXPOOL.name}
@@ -63,12 +74,15 @@ _LEGACY_KIND_BY_POOL_FLAG = (PassKind.MATRIX, PassKind.MAXPOOL)
 
 def legacy_descriptor_layout(config, version):
     """Return the descriptor layout of format ``version`` (2 to 4) for ``config``: the
-    one-bit flags of that version (version 4: and the pass kind), then the numeric fields,
-    as wide as today's (:func:`~hwgen.memmap.descriptor_layout`)."""
-    today = descriptor_layout(config).members
-    fields = {name: PassKind if name == "kind" else unsigned(1)
-              for name in _LEGACY_FLAGS[version]}
-    fields.update({name: today[name] for name in _LEGACY_NUMERIC})
+    one-bit flags of that version, version 4's ``kind``, then today's numeric fields
+    (:func:`~hwgen.memmap.descriptor_layout`) but the bounds, as wide and in the same order."""
+    today = descriptor_layout(config)
+    numeric_from = list(today.members).index("kind") + 1
+    fields = {name: unsigned(1) for name in _LEGACY_FLAGS[version]}
+    if version >= 4:
+        fields["kind"] = today.members["kind"]
+    fields.update({name: field.shape for name, field in list(today)[numeric_from:]
+                   if name not in DESCRIPTOR_BOUNDS})
     return data.StructLayout(fields)
 
 
@@ -91,6 +105,13 @@ def _geometry_of_today(geometry):
     stride, pad = g.pop("stride"), g.pop("pad")
     return {**g, "sy": stride, "sx": stride, "pad_top": pad, "pad_left": pad, "cb_word": 0,
             "cb_rem": 0, "wrep": 0}
+
+
+def legacy_param_lane_layout(config):
+    """Return the PARAM lane of format versions 2 to 4: today's
+    (:func:`~hwgen.memmap.param_lane_layout`) without ``mult_neg``."""
+    return data.StructLayout({name: field.shape for name, field in param_lane_layout(config)
+                              if name != "mult_neg"})
 
 
 def _image_bytes(program):
@@ -182,6 +203,7 @@ def _word_bits(meta, config):
     bits = {region: geometry.word_bits for region, geometry in regions(config).items()}
     if meta["version"] in _LEGACY_FLAGS:
         bits[Region.PROGRAM] = legacy_descriptor_layout(config, meta["version"]).size
+        bits[Region.PARAM] = config.cols * legacy_param_lane_layout(config).size
     return bits
 
 
@@ -230,15 +252,33 @@ def _from_legacy(config, version, words, stored):
         raise ValueError("the PROGRAM image does not match the stored descriptors (format "
                          f"version {version}); damaged")
     converted = []
+    low, high = -(1 << (config.in_bits - 1)), (1 << (config.in_bits - 1)) - 1
     for d in decoded:
-        kind = d["kind"] if "kind" in d else _LEGACY_KIND_BY_POOL_FLAG[d.pop("pool", 0)].value
+        if "kind" not in d:
+            d["kind"] = _LEGACY_KIND_BY_POOL_FLAG[d.pop("pool", 0)].value
         fields = {name: d.get(name, 0) for name, _ in descriptor_layout(config)}
-        fields["kind"] = kind
+        if config.bounds:
+            # ReLU is the bound act_min = 0; without it the bounds are the saturation range.
+            fields.update(leaky=0, act_min=0 if d["relu"] else low, act_max=high)
         if "geometry" in d:
             fields["geometry"] = _geometry_of_today(d["geometry"])
         converted.append(fields)
     words = [w for d in converted for w in pack_layer(config, d)]
     return unpack_program(config, words), words
+
+
+def _params_of_today(config, words):
+    """Return the PARAM ``words`` of format versions 2 to 4 in today's lanes, ``mult_neg``
+    zero."""
+    old, today = legacy_param_lane_layout(config), param_lane_layout(config)
+    if old == today:   # a design without bounds: the lanes of old
+        return list(words)
+    converted = []
+    for word in words:
+        lanes = [field_values(old, word >> (j * old.size)) for j in range(config.cols)]
+        converted.append(sum(today.const({**lane, "mult_neg": 0}).as_value().value
+                             << (j * today.size) for j, lane in enumerate(lanes)))
+    return converted
 
 
 def _layer_of_today(layer):
@@ -277,6 +317,8 @@ def _from_arrays(arrays):
         base, words = images[Region.PROGRAM]
         descriptors, words = _from_legacy(config, meta["version"], words, descriptors)
         images[Region.PROGRAM] = (base, words)
+        base, words = images[Region.PARAM]
+        images[Region.PARAM] = (base, _params_of_today(config, words))
     decoded = unpack_program(config, images[Region.PROGRAM][1])
     if decoded != descriptors:
         raise ValueError("the PROGRAM image does not match the stored descriptors; damaged")

@@ -39,15 +39,18 @@ def param_image(layer, config):
     """Return the parameter words of ``layer``: one per output tile, zero beyond ``N``.
 
     Lane ``j`` of word ``nt`` is channel ``nt * cols + j`` in
-    :func:`~hwgen.memmap.param_lane_layout` (bias, mult and shift).
+    :func:`~hwgen.memmap.param_lane_layout` (bias, mult, shift and, of a leaky layer,
+    mult_neg; zero otherwise).
     """
     c = config.cols
     n = layer.weight.shape[1]
     n_tiles = math.ceil(n / c)
     layout = param_lane_layout(config)
+    lanes = {"bias": layer.bias, "mult": layer.mult, "shift": layer.shift,
+             "mult_neg": 0 if layer.mult_neg is None else layer.mult_neg}
     fields = []
     for name, field in layout:
         values = np.zeros(n_tiles * c, dtype=np.int64)
-        values[:n] = getattr(layer, name)
+        values[:n] = lanes[name]
         fields.append((values.reshape(n_tiles, c), field.offset, field.width))
     return pack_words(fields, n_tiles, c, layout.size)

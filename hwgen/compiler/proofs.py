@@ -84,13 +84,16 @@ def check_accumulator(index, layer, k, config):
 
 
 def check_channel_params(index, layer, config):
-    """Check each channel's ``shift``, ``mult`` and ``bias`` against the accelerator's
-    widths."""
+    """Check each channel's ``shift``, ``mult``, ``bias`` and (of a leaky layer) ``mult_neg``
+    against the accelerator's widths."""
     limit = (1 << (config.acc_bits - 1)) - 1
     shift_high = config.acc_bits + config.mult_bits - 1
     checks = (("shift", layer.shift, 0, shift_high, "acc_bits + mult_bits - 1"),
               ("mult", layer.mult, 0, (1 << config.mult_bits) - 1, "unsigned mult_bits"),
               ("bias", layer.bias, -(1 << (config.acc_bits - 1)), limit, "signed acc_bits"))
+    if layer.mult_neg is not None:
+        checks += (("mult_neg", layer.mult_neg, 0, (1 << config.mult_bits) - 1,
+                    "unsigned mult_bits"),)
     for field, values, low, high, what in checks:
         bad = np.flatnonzero((values < low) | (values > high))
         if bad.size:

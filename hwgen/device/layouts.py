@@ -15,7 +15,7 @@ def acc_row_layout(config):
 
 
 def param_row_layout(config):
-    """One parameter word: the bias, multiplier and shift of ``cols`` channels."""
+    """One parameter word: the bias, multipliers and shift of ``cols`` channels."""
     return data.ArrayLayout(param_lane_layout(config), config.cols)
 
 

@@ -36,7 +36,8 @@ class PostProcessor(wiring.Component):
     en : In(1)
         Clock enable of the datapath registers.
     desc : In(descriptor_layout(config))
-        The running layer's (``raw``, ``relu``, ``n``).
+        The running layer's (``raw``, ``leaky``, ``act_min``, ``act_max`` or, without
+        ``bounds``, ``relu``, and ``n``).
     i_row : In(stream.Signature(summed_row_layout(config), always_ready=True))
         The summed rows, from the accumulators
         (:class:`~hwgen.device.accumulators.AccumulatorBank`); the rows of a last reduction
@@ -126,7 +127,12 @@ class PostProcessor(wiring.Component):
         # the pipeline, and the write-back adds one term less to form its addresses.
         rq = self.requantizer
         m.submodules.requantizer = rq
-        m.d.comb += [rq.en.eq(self.en), rq.valid.eq(valid), rq.end.eq(end), rq.relu.eq(desc.relu),
+        if cfg.bounds:
+            m.d.comb += [rq.leaky.eq(desc.leaky), rq.act_min.eq(desc.act_min),
+                         rq.act_max.eq(desc.act_max)]
+        else:
+            m.d.comb += rq.relu.eq(desc.relu)
+        m.d.comb += [rq.en.eq(self.en), rq.valid.eq(valid), rq.end.eq(end),
                      rq.pos.base.eq(pos.dst + pos.oword), rq.pos.rem.eq(pos.orem),
                      rq.pos.ok.eq(Cat(pos.n0 + j < desc.n for j in range(n_req)))]
         for j in range(n_req):

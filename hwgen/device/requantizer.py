@@ -1,9 +1,10 @@
-"""The requantizer: multiply, round-shift, saturate and activate a few channels per cycle.
+"""The requantizer: multiply, round-shift, saturate and bound a few channels per cycle.
 
-Contract (``../shared/ARCHITECTURE.md`` section 3): ``p = acc * mult``;
-``r = (p + 2**(shift-1)) >> shift`` (``p`` for ``shift == 0``); ``y = clamp(r)`` to signed
-``in_bits``; ReLU or identity. The helpers below build the shift from narrow stages and an
-overflow flag; :class:`Requantizer` is the pipeline an implementation asks for.
+Contract (``../shared/ARCHITECTURE.md`` sections 3 and 3.2): ``p = acc * mult`` (``acc *
+mult_neg`` for ``acc < 0`` in a leaky layer); ``r = (p + 2**(shift-1)) >> shift`` (``p`` for
+``shift == 0``); ``y`` is ``r`` saturated to signed ``in_bits``, then clamped to ``[act_min,
+act_max]``. The helpers below build the shift from narrow stages and an overflow flag;
+:class:`Requantizer` is the pipeline an implementation asks for.
 """
 
 import itertools
@@ -14,8 +15,8 @@ from amaranth.lib.wiring import In, Out
 
 from ..memmap import param_lane_layout
 
-__all__ = ["Requantizer", "round_saturate", "rounded", "scaled", "shift_end", "shift_stages",
-           "shift_start"]
+__all__ = ["Requantizer", "round_clamp", "round_saturate", "rounded", "scaled", "shift_end",
+           "shift_stages", "shift_start"]
 
 
 def scaled(m, prod, shift, out_bits, name="scaled"):
@@ -93,6 +94,19 @@ def round_saturate(t, over, negative, out_bits, rounded_=None):
     return Mux(over, Mux(negative, lo, hi), Mux(r > hi, hi, r))
 
 
+def round_clamp(over, negative, r, low, high):
+    """Return :func:`round_saturate`'s value clamped to ``[low, high]``, from the rounded ``r``
+    and ``over`` and ``negative`` as there.
+
+    For bounds inside the saturation range (``-2**(out_bits-1) <= low <= high <=
+    2**(out_bits-1) - 1``) saturating and then clamping is clamping alone: the saturated ends
+    clamp to ``low`` and ``high``, and ``r``'s one value above the range (``2**(out_bits-1)``)
+    to ``high``. So the clamp replaces the saturation's comparison with a constant, not adds
+    to it.
+    """
+    return Mux(over, Mux(negative, low, high), Mux(r < low, low, Mux(r > high, high, r)))
+
+
 def rounded(t):
     """Return ``(t + 1) >> 1`` in ``t``'s width, which holds it (see :func:`round_saturate`)."""
     return ((t + 1) >> 1)[:len(t)].as_signed()
@@ -132,11 +146,15 @@ def _stage(m, prefix, stage):
 
 
 class Requantizer(wiring.Component):
-    """Requantize ``lanes`` channels per cycle: ``y = act(clamp(round(acc * mult >> shift)))``.
+    """Requantize ``lanes`` channels per cycle: ``y = bound(sat(round(acc * mult >> shift)))``.
 
     A pipeline: a step (``valid``, its ``values``, ``params`` and ``pos``) enters in a cycle
     and leaves :attr:`latency` cycles later as ``o_y`` with the same ``pos``; ``end`` travels
-    with it. ``relu`` applies to the step leaving.
+    with it. ``leaky`` applies to the step entering: a lane whose value is negative is
+    multiplied by its ``mult_neg``. ``act_min`` and ``act_max`` (a layer's, constant while its
+    steps are in flight) are registered before they are compared: a change applies to the
+    steps leaving from the second cycle on. A design without ``bounds`` has ``relu`` instead of
+    the three (ReLU or identity, as said of the step leaving) and no ``mult_neg``.
 
     Parameters
     ----------
@@ -158,7 +176,11 @@ class Requantizer(wiring.Component):
     params : In(ArrayLayout(param_lane_layout(config), lanes))
         Their multipliers and shifts (the biases are not used).
     pos : In(pos_shape)
+    leaky : In(1)
+    act_min, act_max : In(signed(in_bits))
+        Inside the saturation range, ``act_min <= act_max``.
     relu : In(1)
+        Instead of the three, on a design without ``bounds``.
     o_valid, o_end : Out(1)
     o_y : Out(ArrayLayout(signed(in_bits), lanes))
     o_pos : Out(pos_shape)
@@ -168,6 +190,9 @@ class Requantizer(wiring.Component):
         self.config = config
         self.implementation = implementation
         lanes = config.requant_lanes
+        activation = ({"leaky": In(1), "act_min": In(signed(config.in_bits)),
+                       "act_max": In(signed(config.in_bits))} if config.bounds
+                      else {"relu": In(1)})
         super().__init__({
             "en": In(1),
             "valid": In(1),
@@ -175,7 +200,7 @@ class Requantizer(wiring.Component):
             "values": In(data.ArrayLayout(signed(config.acc_bits), lanes)),
             "params": In(data.ArrayLayout(param_lane_layout(config), lanes)),
             "pos": In(pos_shape),
-            "relu": In(1),
+            **activation,
             "o_valid": Out(1),
             "o_end": Out(1),
             "o_y": Out(data.ArrayLayout(signed(config.in_bits), lanes)),
@@ -193,7 +218,7 @@ class Requantizer(wiring.Component):
         m.submodules.datapath = EnableInserter({"sync": self.en})(dp)
         cfg, impl = self.config, self.implementation
         n_req = cfg.requant_lanes
-        stage = (self.valid, self.end, self.values, self.params, self.pos)
+        stage = (self.valid, self.end, self.values, self._selected(m), self.pos)
         if impl.post_pipeline:
             stage = _stage(dp, "q", stage)
         products, stage = self._products(m, dp, stage)
@@ -205,10 +230,37 @@ class Requantizer(wiring.Component):
         dp.d.sync += [p2_valid.eq(valid), p2_end.eq(end), p2_shift.eq(shifts), p2_pos.eq(pos)]
         for j in range(n_req):
             dp.d.sync += p2_prod[j].eq(products[j])
-        ys = self._shift_round_saturate(m, dp, (p2_valid, p2_end, p2_prod, p2_shift, p2_pos))
+        stage = (p2_valid, p2_end, p2_prod, p2_shift, p2_pos)
+        if not cfg.bounds:
+            ys = self._shift_round_saturate(m, dp, stage, None, None)
+            for j in range(n_req):
+                dp.d.sync += self.o_y[j].eq(Mux(self.relu & (ys[j] < 0), 0, ys[j]))
+            return m
+        # The bounds from registers next to the comparators, not from the descriptor.
+        low = Signal.like(self.act_min, name="bound_low")
+        high = Signal.like(self.act_max, name="bound_high")
+        m.d.sync += [low.eq(self.act_min), high.eq(self.act_max)]
+        ys = self._shift_round_saturate(m, dp, stage, low, high)
         for j in range(n_req):
-            dp.d.sync += self.o_y[j].eq(Mux(self.relu & (ys[j] < 0), 0, ys[j]))
+            dp.d.sync += self.o_y[j].eq(ys[j])
         return m
+
+    def _selected(self, m):
+        """Return each lane's multiplier (``mult_neg`` for a negative value of a leaky
+        layer) and shift: chosen before the first register that holds the multiplier's
+        operand (stage q, or the product's register), so that no multiplexer comes between
+        a register and a multiplier."""
+        cfg = self.config
+        sel = Signal(data.ArrayLayout(data.StructLayout({
+            "mult": unsigned(cfg.mult_bits), "shift": unsigned(cfg.shift_bits),
+        }), cfg.requant_lanes), name="rq_sel")
+        for j in range(cfg.requant_lanes):
+            par = self.params[j]
+            mult = par.mult
+            if cfg.bounds:
+                mult = Mux(self.leaky & self.values[j][-1], par.mult_neg, par.mult)
+            m.d.comb += [sel[j].mult.eq(mult), sel[j].shift.eq(par.shift)]
+        return sel
 
     def _products(self, m, dp, stage):
         """Return each lane's ``value * mult`` and the stage that goes with them, the shifts
@@ -282,9 +334,10 @@ class Requantizer(wiring.Component):
         m.submodules[name] = mul
         m.d.comb += [mul.a.eq(piece), mul.b.eq(mult), mul.ce.eq(self.en), out.eq(mul.p)]
 
-    def _shift_round_saturate(self, m, dp, stage):
-        """Return each lane's saturated value of ``stage`` (``valid, end, products, shifts,
-        pos``), for the output registers; drive ``o_valid``, ``o_end`` and ``o_pos``. With
+    def _shift_round_saturate(self, m, dp, stage, low, high):
+        """Return each lane's value of ``stage`` (``valid, end, products, shifts, pos``),
+        saturated and clamped to ``[low, high]`` (saturated only if they are None), for the
+        output registers; drive ``o_valid``, ``o_end`` and ``o_pos``. With
         ``post_pipeline`` the shifter's larger stages, then its smaller ones and the rounding,
         each end at a register (stages s and t)."""
         valid, end, prod, shift, pos = stage
@@ -295,7 +348,8 @@ class Requantizer(wiring.Component):
             ys = []
             for j in range(n_req):
                 t, over = scaled(m, prod[j], shift[j], out_bits, name=f"scaled{j}")
-                ys.append(round_saturate(t, over, prod[j][-1], out_bits))
+                ys.append(round_saturate(t, over, prod[j][-1], out_bits) if low is None else
+                          round_clamp(over, prod[j][-1], rounded(t), low, high))
             return ys
         # The shifter's larger stages, registered with their overflow flags and the shift's
         # remaining bits; the smaller stages and the rounding incrementer in the next stage.
@@ -329,5 +383,8 @@ class Requantizer(wiring.Component):
         t_valid, t_end, t_rs, t_fl, t_pos = _stage(dp, "t", (s_valid, s_end, rs, t_flags,
                                                              s_pos))
         dp.d.sync += [self.o_valid.eq(t_valid), self.o_end.eq(t_end), self.o_pos.eq(t_pos)]
-        return [round_saturate(None, t_fl[j].over, t_fl[j].negative, out_bits,
-                               rounded_=t_rs[j]) for j in range(n_req)]
+        if low is None:
+            return [round_saturate(None, t_fl[j].over, t_fl[j].negative, out_bits,
+                                   rounded_=t_rs[j]) for j in range(n_req)]
+        return [round_clamp(t_fl[j].over, t_fl[j].negative, t_rs[j], low, high)
+                for j in range(n_req)]

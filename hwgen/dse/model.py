@@ -121,8 +121,11 @@ class IntegerModel(_Source):
     """
 
     def __init__(self, network, *, label, digest):
-        self.layers = [(layer.weight, layer.bias, layer.mult, layer.shift, layer.activation,
-                        layer.output) for layer in network.layers]
+        self.layers = [(layer.weight, layer.bias, layer.mult, layer.shift,
+                        {"activation": layer.activation, "output": layer.output,
+                         "mult_neg": layer.mult_neg, "act_min": layer.act_min,
+                         "act_max": layer.act_max})
+                       for layer in network.layers]
         self.in_bits = network.in_bits
         self.w_bits = network.w_bits
         self.label = label
@@ -136,8 +139,7 @@ class IntegerModel(_Source):
                 f"{self.label} is an integer network of in_bits={self.in_bits}, "
                 f"w_bits={self.w_bits}; this point has in_bits={in_bits}, w_bits={w_bits} "
                 f"(other operand widths need the float model, e.g. an .onnx file)")
-        layers = [Dense(w, b, m, s, activation=a, output=o)
-                  for w, b, m, s, a, o in self.layers]
+        layers = [Dense(w, b, m, s, **kw) for w, b, m, s, kw in self.layers]
         return QuantizedNetwork(layers, in_bits=in_bits, w_bits=w_bits, acc_bits=acc_bits,
                                 mult_bits=mult_bits)
 
@@ -159,9 +161,11 @@ def _signed(values, bits):
 def network_from_program(program):
     """Return the :class:`~hwgen.nn.QuantizedNetwork` a program was compiled from.
 
-    Reads the weights and the per-channel bias, multiplier and shift back out of the WEIGHT
-    and PARAM images, as :mod:`hwgen.compiler` laid them out; the network has the program's
-    configuration's widths. Compiling it for the same configuration gives the same images.
+    Reads the weights and the per-channel bias, multiplier, shift (and a leaky layer's
+    ``mult_neg``) back out of the WEIGHT and PARAM images, as :mod:`hwgen.compiler` laid them
+    out, and the bounds from the descriptors (given only where they differ from the
+    activation's own); the network has the program's configuration's widths. Compiling it for
+    the same configuration gives the same images.
     """
     from ..memmap import Region, param_lane_layout
     from ..nn import Dense, QuantizedNetwork
@@ -172,7 +176,8 @@ def network_from_program(program):
     params = program.images[Region.PARAM][1]
     layout = param_lane_layout(config)
     layers = []
-    for spec in program.layers:
+    low, high = -(1 << (config.in_bits - 1)), (1 << (config.in_bits - 1)) - 1
+    for spec, d in zip(program.layers, program.descriptors, strict=True):
         words = weights[spec.w_base:spec.w_base + spec.w_words]
         lanes = _signed(_lanes(words, c, config.w_bits), config.w_bits)
         # word (nt * k_tiles + kt) * rows + i, lane j holds W[kt * rows + i, nt * cols + j]
@@ -185,8 +190,14 @@ def network_from_program(program):
             raw = raw.reshape(-1)[:spec.n]
             fields[name] = (_signed(raw, field.width) if field.shape.signed
                             else raw.astype(np.int64))
+        extra = {}
+        if spec.activation == "leaky_relu":
+            extra["mult_neg"] = fields["mult_neg"]
+        default = (0 if spec.activation == "relu" else low, high)
+        if spec.output != "raw" and "act_min" in d and (d["act_min"], d["act_max"]) != default:
+            extra.update(act_min=d["act_min"], act_max=d["act_max"])
         layers.append(Dense(weight.copy(), fields["bias"], fields["mult"], fields["shift"],
-                            activation=spec.activation, output=spec.output))
+                            activation=spec.activation, output=spec.output, **extra))
     return QuantizedNetwork(layers, in_bits=config.in_bits, w_bits=config.w_bits,
                             acc_bits=config.acc_bits, mult_bits=config.mult_bits)
 

@@ -93,7 +93,9 @@ class Pass(abc.ABC):
     @abc.abstractmethod
     def fields(self, p, spec):
         """Return the descriptor fields of pass ``p`` (with ``spec``, its LayerSpec) whose
-        meaning depends on the kind: ``{"n": ...}``."""
+        meaning depends on the kind: ``{"n": ...}``, and the activation's ``leaky``,
+        ``act_min``, ``act_max`` where they are not a plain requantization's (not leaky, the
+        saturation range); the compiler turns those into a design's own fields."""
 
     @abc.abstractmethod
     def cgs(self, p, config, src_stride):

@@ -35,7 +35,6 @@ import math
 
 import numpy as np
 
-from ..compiler.errors import CompileError
 from ..compiler.images import param_image, weight_image
 from ..compiler.proofs import (
     check_accumulator,
@@ -128,28 +127,11 @@ def _checked(index, layer, weight, k, config, *, window=None):
         check_padded_reduction(index, (kh, kw), c, config, window=name)
     check_accumulator(index, layer, k, config)
     check_channel_params(index, layer, config)
+    # The bounds resolved (the descriptor holds them), of a layer that requantizes.
+    bounds = ({} if layer.output == "raw" else
+              dict(zip(("act_min", "act_max"), layer.bounds(config.in_bits), strict=True)))
     return Dense(weight, layer.bias, layer.mult, layer.shift, activation=layer.activation,
-                 output=layer.output)
-
-
-def _refuse_unsupported(index, layer, config):
-    """Raise a :class:`CompileError` for a field of section 3.2 the device does not run yet.
-
-    Interim guard (issue 31): the descriptor has a ``relu`` flag; the device helpers lift
-    each check as they add the field (the geometry runs every Conv2D).
-    """
-    found = []
-    if layer.output != "raw":
-        if layer.activation == "leaky_relu":
-            found.append("activation='leaky_relu' (allowed: 'relu', 'identity')")
-        low, high = signed_range(config.in_bits)
-        default = (0 if layer.activation == "relu" else low, high)
-        if layer.bounds(config.in_bits) != default:
-            found.append(f"act_min={layer.act_min}, act_max={layer.act_max} (allowed: the "
-                         f"bounds of the activation, {default})")
-    if found:
-        raise CompileError(f"{type(layer).__name__} has " + "; ".join(found) + ", which the "
-                           "device does not run yet", layer=index, resource="layer")
+                 output=layer.output, mult_neg=layer.mult_neg, **bounds)
 
 
 class MatrixPass(Pass):
@@ -166,7 +148,6 @@ class MatrixPass(Pass):
             # A depthwise convolution of ones: its tiles are alike (the window's identity).
             layer = layer.as_conv(in_shape if isinstance(layer, GlobalAvgPool2D) else
                                   in_shape[-1])
-        _refuse_unsupported(index, layer, config)
         if isinstance(layer, Conv2D):
             kh, kw, c, _ = layer.weight.shape
             matrix, window = grouped_matrix(layer.weight, layer.groups, config)
@@ -197,7 +178,7 @@ class MatrixPass(Pass):
                 "p_base": p_base, "p_words": n_tiles}
 
     def fields(self, p, spec):
-        return {"n": spec.n}
+        return {"n": spec.n, **_activation_fields(p.matrix)}
 
     def cgs(self, p, config, src_stride):
         # A kernel position's reduction tiles: the channels of its window in groups of rows.
@@ -241,7 +222,8 @@ class MatrixPass(Pass):
         sums)."""
         c = device.config
         rows, cols = c.rows, c.cols
-        assert not (d["raw"] and d["relu"]), "relu is documented for requantized layers only"
+        assert not (d["raw"] and (d.get("leaky") or d.get("relu"))), \
+            "leaky and relu are documented for requantized layers only"
         acc_low, acc_high = signed_range(c.acc_bits)
         # Python integers where int64 could be too narrow for the accumulator.
         dtype = object if c.acc_bits > 62 else np.int64
@@ -305,25 +287,43 @@ def _patch_rows(device, d, g, m, first):
     return x.reshape(shape[0], -1), reads
 
 
+def _activation_fields(matrix):
+    """Return the descriptor fields of ``matrix``'s activation (its bounds resolved by
+    :func:`_checked`): ``leaky``, ``act_min``, ``act_max``; none for a raw layer."""
+    if matrix.output == "raw":
+        return {}
+    return {"leaky": int(matrix.activation == "leaky_relu"), "act_min": matrix.act_min,
+            "act_max": matrix.act_max}
+
+
 def _finish_tile(device, d, nt, chunk, acc):
     """Add the bias to output tile ``nt``'s sums of the output pixels ``chunk``, requantize
-    and write them (or write the raw sums); return the ACT words written."""
+    and write them (or write the raw sums); return the ACT words written.
+
+    Requantization (section 3.2): ``p = a * mult`` (``a * mult_neg`` for ``a < 0`` in a
+    ``leaky`` layer), the rounding shift, saturation to ``in_bits``, then the clamp to
+    ``[act_min, act_max]`` (on a design without bounds: ``[0, high]`` with ``relu``, else the
+    saturation range).
+    """
     c, b = device.config, device.b
     cols = c.cols
     acc_low, acc_high = signed_range(c.acc_bits)
     low, high = signed_range(c.in_bits)
+    if "act_min" not in d:   # a design without bounds
+        d = {**d, "leaky": 0, "act_min": 0 if d["relu"] else low, "act_max": high}
+    assert low <= d["act_min"] <= d["act_max"] <= high, "bounds outside the saturation range"
     channels = [j for j in range(cols) if nt * cols + j < d["n"]]
     values = np.zeros((len(chunk), len(channels)), dtype=object)
     for i, j in enumerate(channels):
-        bias, mult, shift = device.params(d["p_base"] + nt, j)
+        bias, mult, shift, mult_neg = device.params(d["p_base"] + nt, j)
         a = acc[:, j].astype(object) + bias
         assert all(acc_low <= v <= acc_high for v in a)
         if not d["raw"]:
-            p = a * mult
+            p = np.array([v * (mult_neg if d["leaky"] and v < 0 else mult) for v in a],
+                         dtype=object)
             a = (p + (1 << (shift - 1))) >> shift if shift > 0 else p
             a = np.array([min(max(v, low), high) for v in a], dtype=object)
-            if d["relu"]:
-                a = np.array([max(v, 0) for v in a], dtype=object)
+            a = np.array([min(max(v, d["act_min"]), d["act_max"]) for v in a], dtype=object)
         values[:, i] = a
     region, lanes = (Region.OUTPUT, cols) if d["raw"] else (Region.ACT, b)
     writes = set()

@@ -32,8 +32,10 @@ def test_icebreaker_estimate_counts_spram_blocks():
 # Whole-device LUT counts the estimate is fitted on: cells after nextpnr's packing
 # (`--pack-only`), which whole builds match within 2 % (12F preset: 5,818 packed, 5,818 placed
 # and routed), or (marked) nextpnr's table after `hwgen build`. The rows up to 2026-11-23
-# predate spatial layers: ``spatial=False`` builds the same logic again.
-_DENSE = {"spatial": False}
+# predate spatial layers: ``spatial=False`` builds the same logic again; all of them predate
+# activation bounds (``bounds=False``, the iCEBreaker preset's).
+_OLD = {"bounds": False}
+_DENSE = {"spatial": False, **_OLD}
 _MEASURED_LUTS = [
     ("icebreaker", {}, 4867),                   # placed and routed
     # These two before the four-piece multiplier and the split shifter (packed counts).
@@ -52,9 +54,9 @@ _MEASURED_LUTS = [
     ("ulx3s-85f", {**_DENSE, "rows": 12, "cols": 12}, 17464),
     ("ulx3s-85f", {**_DENSE, "post_lanes": 2}, 10145),
     # With the patch walker and the pooler, placed and routed (2026-11-25, c84b35d).
-    ("ulx3s-12f", {}, 7467),
-    ("ulx3s-45f", {}, 10890),
-    ("ulx3s-85f", {}, 12393),
+    ("ulx3s-12f", _OLD, 7467),
+    ("ulx3s-45f", _OLD, 10890),
+    ("ulx3s-85f", _OLD, 12393),
     ("icebreaker", {"spatial": True}, 6370),
     ("icebreaker", {"rows": 2, "cols": 2, "spatial": True}, 4822),
     ("icebreaker", {"rows": 2, "cols": 2, "spatial": True, "max_k": 128, "acc_bits": 24,

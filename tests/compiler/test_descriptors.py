@@ -7,10 +7,16 @@ from support import COMPILER_CONFIGS as CONFIGS
 from support import compile_refused as refused
 from support import documented_descriptor_fields as descriptor_fields
 from support import documented_geometry_fields as geometry_fields
+from support import run_on_interpreter
 
 from hwgen import AcceleratorConfig
 from hwgen.compiler import CompileError, compile_network
-from hwgen.compiler.descriptors import check_field, pack_layer, unpack_program
+from hwgen.compiler.descriptors import (
+    activation_fields,
+    check_field,
+    pack_layer,
+    unpack_program,
+)
 from hwgen.memmap import (
     PassKind,
     Region,
@@ -92,5 +98,51 @@ def test_every_pass_kind_is_within_the_kind_field_s_bound():
         check_field(config, 0, "kind", kind.value)
     with pytest.raises(CompileError, match="descriptor field kind"):
         check_field(config, 0, "kind", max(kind.value for kind in PassKind) + 1)
-    with pytest.raises(CompileError, match="descriptor field relu=2"):
-        check_field(config, 0, "relu", 2)
+    with pytest.raises(CompileError, match="descriptor field leaky=2"):
+        check_field(config, 0, "leaky", 2)
+
+
+@pytest.mark.parametrize("name", ["act_min", "act_max"])
+def test_bounds_are_signed_in_bits_fields(name):
+    # in_bits=4: -8..7 fit, one past either end does not; negative values round-trip.
+    config = CONFIGS["2x3"]
+    for value in (-8, -1, 0, 7):
+        check_field(config, 0, name, value)
+    for value in (-9, 8):
+        with pytest.raises(CompileError, match=f"descriptor field {name}={value} exceeds its "
+                                               "bounds; allowed: -8..7"):
+            check_field(config, 0, name, value)
+    plain = {n: 0 for n, _ in descriptor_fields(config)} | {"act_min": -8, "act_max": -1}
+    assert unpack_program(config, pack_layer(config, plain)) == (plain,)
+    device = Device(config)
+    device.write(Region.PROGRAM, 0, pack_layer(config, plain)[0])
+    assert device.descriptor(0) == plain
+
+
+def test_a_design_without_bounds_has_the_relu_flag_and_refuses_other_activations():
+    # bounds=False: the descriptor of before (relu, no act_min/act_max), PARAM lanes without
+    # mult_neg; ReLU and identity compile (the interpreter runs them), a clamp or a leaky
+    # layer is refused naming the layer and the design field.
+    sizes = {"rows": 2, "cols": 3, "act_depth": 256, "weight_depth": 256, "param_depth": 16,
+             "out_depth": 64}
+    config = AcceleratorConfig(**sizes, bounds=False)
+    layout = descriptor_layout(config)
+    assert "relu" in layout.members and "act_min" not in layout.members
+    assert "leaky" not in layout.members and "mult_neg" not in param_lane_layout(config).members
+    assert layout.size == descriptor_layout(AcceleratorConfig(**sizes)).size - 2 * 8
+    rng = np.random.default_rng(3)
+    network = QuantizedNetwork([
+        Dense(rng.integers(-128, 128, (5, 4)), rng.integers(-99, 99, 4), np.full(4, 300),
+              np.full(4, 9), activation="relu"),
+        Dense(rng.integers(-128, 128, (4, 3)), rng.integers(-99, 99, 3), np.full(3, 300),
+              np.full(3, 9), activation="identity")])
+    program = compile_network(network, config)
+    assert [d["relu"] for d in program.descriptors] == [1, 0]
+    x = rng.integers(-128, 128, (4, 5))
+    interpreted, _ = run_on_interpreter(program, x)
+    np.testing.assert_array_equal(interpreted, network.forward(x))
+    with pytest.raises(CompileError, match=r"layer 0: activation bounds \[-5, 7\]: the design "
+                                           r"has no bounds \(bounds=False\)"):
+        activation_fields(config, 0, 0, -5, 7)
+    with pytest.raises(CompileError, match="leaky ReLU: the design has no bounds"):
+        activation_fields(config, 0, 1, -128, 127)

@@ -18,8 +18,9 @@ from support import run_on_interpreter as run_on_device
 
 from hwgen import AcceleratorConfig
 from hwgen.compiler import Program, compile_network
-from hwgen.memmap import PassKind
+from hwgen.memmap import PassKind, Region, regions
 from hwgen.nn import Conv2D, Dense, Flatten, MaxPool2D, QuantizedNetwork
+from sim.interpreter import ProgramInterpreter
 from sim.netgen import random_cnn
 
 DATA = Path(__file__).parent.parent / "data"
@@ -56,6 +57,28 @@ def test_save_load_round_trip_of_a_cnn(tmp_path):
     assert all("geometry" in d for d in loaded.descriptors)
     x = random_input(rng, config, 4, 6 * 5 * 3).reshape(4, 6, 5, 3)
     interpreted, unpacked = run_on_device(loaded, x, out_shape=network.output_shape)
+    np.testing.assert_array_equal(interpreted, network.forward(x))
+    np.testing.assert_array_equal(unpacked, network.forward(x))
+
+
+@pytest.mark.parametrize("bounds", [True, False])
+def test_save_load_round_trip_of_bounds_and_leaky_layers(tmp_path, bounds):
+    # Version 5 holds the bounds and mult_neg (a design without bounds: the relu flag).
+    config = dataclasses.replace(CONFIGS["3x2"], prog_depth=32, bounds=bounds)
+    for seed in range(40):
+        network = random_cnn(np.random.default_rng(seed), config, input_shape=(5, 5, 2))
+        kinds = {layer.activation for layer in network.layers if hasattr(layer, "activation")}
+        if not bounds or "leaky_relu" in kinds:
+            break
+    assert ("leaky_relu" in kinds) == bounds
+    program = compile_network(network, config)
+    path = tmp_path / "p.hwprog"
+    program.save(path)
+    loaded = Program.load(path)
+    assert loaded == program
+    x = random_input(np.random.default_rng(0), config, 3, 50).reshape(3, 5, 5, 2)
+    interpreted, unpacked = run_on_device(loaded, x, out_shape=network.output_shape,
+                                          channels=network.output_shape[-1])
     np.testing.assert_array_equal(interpreted, network.forward(x))
     np.testing.assert_array_equal(unpacked, network.forward(x))
 
@@ -243,7 +266,7 @@ def test_file_of_format_version_3_loads_and_runs():
     np.testing.assert_array_equal(unpacked, y)
 
 
-def test_file_of_format_version_4_loads_and_runs():
+def test_file_of_format_version_4_geometry_loads_and_runs():
     # Saved at format version 4 (the same network as version 3's): one stride and one pad per
     # layer where the geometry now has sy, sx, pad_top, pad_left, and no channel window.
     network, config, batch, x, y = saved_cnn(DATA / "program_v3_cnn_network.npz")
@@ -281,6 +304,59 @@ def test_file_of_format_version_3_with_a_damaged_descriptor_is_refused(tmp_path)
     rewrite_image(path, "PROGRAM", image)
     load_fails(path, "the PROGRAM image does not match the stored descriptors (format "
                      "version 3); damaged")
+
+
+def test_file_of_format_version_4_loads_and_runs():
+    # Saved at format version 4: a relu flag where descriptors now hold the bounds and the
+    # leaky flag, PARAM lanes without mult_neg.
+    network, config, batch, x, y = saved_cnn(DATA / "program_v4_relu_cnn_network.npz")
+    loaded = Program.load(DATA / "program_v4_relu_cnn.npz")
+    assert loaded == compile_network(network, config, batch=batch)
+    matrices = [d for d in loaded.descriptors if d["kind"] == PassKind.MATRIX.value]
+    activations = [layer.activation for layer in network.layers
+                   if isinstance(layer, Dense | Conv2D)]
+    assert activations == ["identity", "relu", "identity"]
+    assert [(d["leaky"], d["act_min"], d["act_max"]) for d in matrices] == [
+        (0, -128, 127), (0, 0, 127), (0, -128, 127)]
+    assert all("relu" not in d for d in loaded.descriptors)
+    device = ProgramInterpreter(config)
+    base, words = loaded.images[Region.PARAM]
+    for i, word in enumerate(words):
+        device.write(Region.PARAM, base + i, word)
+    assert {device.params(base + i, j)[3] for i in range(len(words))
+            for j in range(config.cols)} == {0}
+    np.testing.assert_array_equal(network.forward(x), y)
+    interpreted, unpacked = run_on_device(loaded, x, out_shape=network.output_shape)
+    np.testing.assert_array_equal(interpreted, y)
+    np.testing.assert_array_equal(unpacked, y)
+
+
+@pytest.fixture
+def saved_v4(tmp_path):
+    path = tmp_path / "v4.npz"
+    shutil.copyfile(DATA / "program_v4_relu_cnn.npz", path)
+    return path
+
+
+def test_file_of_format_version_4_with_a_damaged_descriptor_is_refused(saved_v4):
+    with np.load(saved_v4) as npz:
+        image = npz["PROGRAM"].copy()
+    image[0, 0] ^= 1   # the first layer's relu flag
+    rewrite_image(saved_v4, "PROGRAM", image)
+    load_fails(saved_v4, "the PROGRAM image does not match the stored descriptors (format "
+                         "version 4); damaged")
+
+
+def test_file_of_format_version_4_with_today_s_param_lanes_is_refused(saved_v4):
+    # Version 4 wrote PARAM lanes without mult_neg: words as wide as today's are damage.
+    config = Program.load(saved_v4).config
+    with np.load(saved_v4) as npz:
+        image = npz["PARAM"]
+    wider = np.zeros((len(image), regions(config)[Region.PARAM].word_bytes), np.uint8)
+    assert wider.shape[1] > image.shape[1]
+    rewrite_image(saved_v4, "PARAM", wider)
+    load_fails(saved_v4, f"image PARAM has uint8 {wider.shape}; expected uint8 {image.shape}")
+    load_fails(saved_v4, "format version 4); damaged")
 
 
 def _saved_pooling_program(tmp_path):

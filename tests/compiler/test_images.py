@@ -28,13 +28,14 @@ def test_tiny_golden_layout():
     assert lanes(words[5]) == [*weight[1, 3:5], 0]         # (nt 1, kt 0) row 1
     assert lanes(words[6]) == [*weight[2, 3:5], 0]         # (nt 1, kt 1) row 0
     d = program.descriptors[0]
-    assert (d["k_tiles"], d["n_tiles"], d["n"], d["relu"], d["raw"], d["last"]) == \
-        (2, 2, 5, 1, 0, 1)
+    assert (d["k_tiles"], d["n_tiles"], d["n"], d["raw"], d["last"]) == (2, 2, 5, 0, 1)
+    # ReLU is the lower bound 0 (in_bits=4: the saturation range is -8..7); not leaky.
+    assert (d["leaky"], d["act_min"], d["act_max"]) == (0, 0, 7)
     # B = 3 lanes: inputs (3) take 1 word per row, outputs (5) take 2.
     assert (d["src_base"], d["src_stride"], d["dst_base"], d["dst_stride"]) == (0, 1, 2, 2)
     device = Device(config)
     _, params = program.images[Region.PARAM]
     device.write(Region.PARAM, 1, params[1])
-    assert device.params(1, 0) == (-4, 4, 3)
-    assert device.params(1, 2) == (0, 0, 0)  # beyond N
+    assert device.params(1, 0) == (-4, 4, 3, 0)   # mult_neg 0: not a leaky layer
+    assert device.params(1, 2) == (0, 0, 0, 0)  # beyond N
 

@@ -36,7 +36,7 @@ def random_runs(rng, config, count):
                 n_tiles=int(rng.integers(1, 4)),
                 dst_base=int(rng.integers(0, depth - pixels * stride + 1)),
                 dst_stride=stride, raw=int(rng.integers(2)), spatial=int(rng.integers(2)),
-                relu=int(rng.integers(2)), n=random_bits(rng, 3),
+                leaky=int(rng.integers(2)), n=random_bits(rng, 3),
                 src_base=random_bits(rng, 5), src_stride=random_bits(rng, 3),
                 w_base=random_bits(rng, 5), p_base=random_bits(rng, 3))))
         runs.append(layers)

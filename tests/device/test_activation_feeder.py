@@ -54,7 +54,7 @@ def plain_layer(rng, config, batch, *, past_end=False):
     return descriptor(
         config, k_tiles=math.ceil(k / rows), n_tiles=int(rng.integers(1, 4)),
         src_base=base, src_stride=stride, raw=int(rng.random() < 0.4),
-        relu=int(rng.integers(2)), n=random_bits(rng, 3), dst_base=random_bits(rng, 5),
+        leaky=int(rng.integers(2)), n=random_bits(rng, 3), dst_base=random_bits(rng, 5),
         dst_stride=random_bits(rng, 3), w_base=random_bits(rng, 5),
         p_base=random_bits(rng, 3)), None
 

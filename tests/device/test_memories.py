@@ -32,12 +32,13 @@ CONFIGS = {
 def word_bits(config):
     """The words of each memory the host reaches, from the configuration alone: a descriptor;
     ``cols`` weights; ``cols`` parameters (bias, multiplier, a shift of 0..acc_bits + mult_bits
-    - 1); ``cols`` raw accumulators; one activation per bank."""
+    - 1, the negative values' multiplier); ``cols`` raw accumulators; one activation per
+    bank."""
     shift = (config.acc_bits + config.mult_bits - 1).bit_length()
     return {
         "prog": unsigned(descriptor_layout(config).size),
         "weight": unsigned(config.cols * config.w_bits),
-        "param": unsigned(config.cols * (config.acc_bits + config.mult_bits + shift)),
+        "param": unsigned(config.cols * (config.acc_bits + 2 * config.mult_bits + shift)),
         "out": unsigned(config.cols * config.acc_bits),
         **{f"act{b}": signed(config.in_bits) for b in range(config.act_lanes)},
     }

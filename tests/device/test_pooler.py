@@ -58,7 +58,7 @@ def random_pool_layer(rng, config, *, one_pixel=False):
                       last=int(rng.integers(2)), src_base=base, src_stride=words,
                       dst_base=dst, dst_stride=words,
                       **{f: random_bits(rng, 3) for f in ("k_tiles", "n_tiles", "n", "w_base",
-                                                          "p_base", "relu")})
+                                                          "p_base", "leaky")})
     return desc, geom, batch, (base, h, w, words)
 
 

@@ -29,6 +29,7 @@ CONFIGS = {
     "2x4-steps2": AcceleratorConfig(rows=2, cols=4, post_lanes=2, **SMALL),
     "3x6-steps3": AcceleratorConfig(rows=3, cols=6, post_lanes=2, **SMALL),
     "2x4-steps4": AcceleratorConfig(rows=2, cols=4, post_lanes=1, **SMALL),
+    "2x4-no-bounds": AcceleratorConfig(rows=2, cols=4, post_lanes=2, bounds=False, **SMALL),
 }
 
 
@@ -41,18 +42,41 @@ def random_params(rng, cfg):
     return [[{"bias": int(rng.integers(-bias, bias)),
               "mult": int(rng.integers(0, 1 << cfg.mult_bits)),
               "shift": int(min(cfg.acc_bits + cfg.mult_bits - 1,
-                               max(0, fit + rng.integers(-3, 4))))}
+                               max(0, fit + rng.integers(-3, 4)))),
+              **({"mult_neg": int(rng.integers(0, 1 << cfg.mult_bits))} if cfg.bounds else {})}
              for _ in range(cfg.cols)] for _ in range(1 << nt_bits)]
 
 
+def random_activation(rng, cfg):
+    """The descriptor fields of a random activation: leaky or not, and bounds that are the
+    saturation range, ReLU's, or an arbitrary clamp; on a design without bounds the relu
+    flag."""
+    lo, hi = -(1 << (cfg.in_bits - 1)), (1 << (cfg.in_bits - 1)) - 1
+    if not cfg.bounds:
+        return {"relu": int(rng.integers(2))}
+    a, b = sorted(int(v) for v in rng.integers(lo, hi + 1, 2))
+    act_min, act_max = [(lo, hi), (0, hi), (a, b)][int(rng.integers(3))]
+    return {"leaky": int(rng.integers(2)), "act_min": act_min, "act_max": act_max}
+
+
+def layer_activation(cfg, desc):
+    """``(leaky, act_min, act_max)`` of a descriptor, the relu flag's on a design without
+    bounds."""
+    if cfg.bounds:
+        return desc["leaky"], desc["act_min"], desc["act_max"]
+    hi = (1 << (cfg.in_bits - 1)) - 1
+    return 0, 0 if desc["relu"] else -hi - 1, hi
+
+
 def random_layers(rng, cfg, count):
-    """Layers of 1..4 rows, 1..2 reduction tiles and 1..3 output tiles, raw or requantized,
-    with ``n`` anywhere in the last output tile (lanes past it are not written)."""
+    """Layers of 1..4 rows, 1..2 reduction tiles and 1..3 output tiles, raw or requantized
+    (leaky or not, random bounds), with ``n`` anywhere in the last output tile (lanes past it
+    are not written)."""
     layers = []
     for i in range(count):
         n_tiles = int(rng.integers(1, 4))
         layers.append((int(rng.integers(1, 5)), descriptor(
-            cfg, raw=int(i % 3 == 2 or rng.random() < 0.15), relu=int(rng.integers(2)),
+            cfg, raw=int(i % 3 == 2 or rng.random() < 0.15), **random_activation(rng, cfg),
             k_tiles=int(rng.integers(1, 3)), n_tiles=n_tiles,
             n=(n_tiles - 1) * cfg.cols + int(rng.integers(1, cfg.cols + 1)),
             dst_base=int(rng.integers(0, 30)), dst_stride=int(rng.integers(1, 5)),
@@ -103,9 +127,13 @@ class Slots:
             width = (cfg.out_depth - 1).bit_length()
             self.expect(slot + self.raw_delay, "raw", ((dst + nt) % (1 << width), biased))
             return
-        ys = requantize(np.array(biased, dtype=object), np.array([p["mult"] for p in par]),
+        # Section 3.2: mult_neg for a negative biased sum of a leaky layer, then the bounds.
+        leaky, act_min, act_max = layer_activation(cfg, desc)
+        mults = [p["mult_neg"] if leaky and b < 0 else p["mult"]
+                 for b, p in zip(biased, par, strict=True)]
+        ys = requantize(np.array(biased, dtype=object), np.array(mults),
                         np.array([p["shift"] for p in par]), cfg.in_bits)
-        ys = [max(int(y), 0) if desc["relu"] else int(y) for y in ys]
+        ys = [min(max(int(y), act_min), act_max) for y in ys]
         for c in range(cfg.requant_steps):
             first = n0 + c * n_req
             step = {"y": ys[c * n_req:(c + 1) * n_req],
@@ -157,7 +185,7 @@ def test_rows_steps_and_raw_writes(variant, config):
     latency = dut.requantizer.latency
     rng = np.random.default_rng(sum(map(ord, variant + config)))
     params = random_params(rng, cfg)
-    layers = random_layers(rng, cfg, 12)
+    layers = random_layers(rng, cfg, 16)
     slots = plan(cfg, layers, params, latency=latency, addr_width=dut.addr_width,
                  raw_registered=impl.registered_reads, rng=rng)
     nt_bits = descriptor_layout(cfg).members["n_tiles"].width

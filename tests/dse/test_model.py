@@ -23,7 +23,11 @@ from hwgen.dse.model import (
 from hwgen.nn import MLP, QuantizedNetwork, quantize
 from sim.netgen import random_network
 
-_FIELDS = ("weight", "bias", "mult", "shift", "activation", "output")
+_FIELDS = ("weight", "bias", "mult", "shift", "activation", "output", "mult_neg")
+
+
+def _bounds(layer, in_bits):
+    return None if layer.output == "raw" else layer.bounds(in_bits)
 
 
 def _same_network(a, b):
@@ -44,6 +48,8 @@ def test_network_from_program_recovers_the_compiled_network(seed):
     net = random_network(rng, config, max_width=40)
     back = network_from_program(hwgen.compile(net, config))
     _same_network(net, back)
+    assert [_bounds(x, config.in_bits) for x in back.layers] == [
+        _bounds(x, config.in_bits) for x in net.layers]
     assert (back.in_bits, back.w_bits, back.acc_bits, back.mult_bits) == (
         config.in_bits, config.w_bits, config.acc_bits, config.mult_bits)
 

@@ -107,7 +107,7 @@ def random_image_layer(rng, config, batch, *, max_side=5, max_channels=7, max_n_
     origin = (base - (top * w + left) * words) % (1 << act_addr_bits(config))
     desc = descriptor(config, spatial=1, k_tiles=kh * kw * cgs,
                       n_tiles=n_tiles, src_base=origin,
-                      src_stride=words, raw=int(rng.random() < 0.4), relu=int(rng.integers(2)),
+                      src_stride=words, raw=int(rng.random() < 0.4), leaky=int(rng.integers(2)),
                       n=random_bits(rng, 3), dst_base=random_bits(rng, 5),
                       dst_stride=random_bits(rng, 3), w_base=random_bits(rng, 5),
                       p_base=random_bits(rng, 3))

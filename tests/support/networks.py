@@ -21,9 +21,12 @@ def documented_descriptor_fields(config):
     limits = [1, 1, 1, 1, 7, -(-config.max_k // config.rows), nt, nt * config.cols,
               config.act_depth - 1, min(-(-config.max_k // config.act_lanes), config.act_depth),
               ad - 1, min(nt, ad), config.weight_depth - 1, config.param_depth - 1]
-    names = ["relu", "raw", "last", "spatial", "kind", "k_tiles", "n_tiles", "n", "src_base",
+    names = ["leaky", "raw", "last", "spatial", "kind", "k_tiles", "n_tiles", "n", "src_base",
              "src_stride", "dst_base", "dst_stride", "w_base", "p_base"]
-    return [(name, max(1, limit.bit_length())) for name, limit in zip(names, limits, strict=True)]
+    # Then the activation bounds, signed in_bits each.
+    return [*((name, max(1, limit.bit_length()))
+              for name, limit in zip(names, limits, strict=True)),
+            ("act_min", config.in_bits), ("act_max", config.in_bits)]
 
 
 def documented_geometry_fields(config):
