@@ -29,6 +29,7 @@ __all__ = [
     "max_word_bits",
     "param_lane_layout",
     "regions",
+    "rotates_lanes",
 ]
 
 
@@ -60,7 +61,8 @@ class PassKind(enum.Enum, shape=unsigned(3)):
 _DESCRIPTOR_FLAGS = ("leaky", "raw", "last", "spatial")
 #: The descriptor's signed ``in_bits`` fields, after the numeric ones.
 DESCRIPTOR_BOUNDS = ("act_min", "act_max")
-#: The largest stride and padding of a spatial layer (four bits each in its geometry).
+#: The largest stride (per axis) and top or left padding of a spatial layer (four bits each in
+#: its geometry).
 GEOMETRY_LIMITS = {"stride": 15, "pad": 15}
 
 
@@ -139,6 +141,15 @@ def descriptor_layout(config):
     return data.StructLayout(fields)
 
 
+def rotates_lanes(config):
+    """Return whether the activation feeder rotates a row's lanes, so that a row's first
+    channel may lie in any bank: with fewer rows than banks (``rows < act_lanes``), and on a
+    device with spatial layers and fewer columns than rows (where a grouped convolution's
+    channel window of ``cols`` channels starts in any bank). Otherwise a channel window starts
+    at its word's bank 0 (:func:`geometry_layout`'s ``cb_word``)."""
+    return config.rows < config.act_lanes or (config.spatial and config.cols < config.rows)
+
+
 def act_addr_bits(config):
     """Return the width of an activation bank's address (``act_depth`` words)."""
     return max(1, (config.act_depth - 1).bit_length())
@@ -148,20 +159,24 @@ def geometry_layout(config):
     """Return the layout of a spatial layer's geometry, the PROGRAM words after its descriptor.
 
     Images are NHWC: pixel ``(m, y, x)`` of the layer's input starts at ACT word
-    ``src_base + ((m * h + y + pad) * w + x + pad) * src_stride`` (modulo the banks' address
-    width: a spatial layer's ``src_base`` is the word of pixel ``(-pad, -pad)`` of image 0, where
-    the walk starts) and holds its channels as a row does its features. Its output pixel
-    ``(m, oy, ox)`` is a row of the output matrix, ``(m * oh + oy) * ow + ox``.
+    ``src_base + ((m * h + y + pad_top) * w + x + pad_left) * src_stride`` (modulo the banks'
+    address width: a spatial layer's ``src_base`` is the word of pixel ``(-pad_top,
+    -pad_left)`` of image 0, where the walk starts) and holds its channels as a row does its
+    features. Its output pixel ``(m, oy, ox)`` is a row of the output matrix, ``(m * oh + oy)
+    * ow + ox``, and reads input pixel ``(oy * sy + ky - pad_top, ox * sx + kx - pad_left)``
+    at kernel position ``(ky, kx)``; a pixel outside the image reads as zeros, so the bottom
+    and right padding follow from ``oh``, ``ow`` (nothing to store).
 
     h, w, oh, ow
         Input and output sides, in pixels.
     kh, kw
-        The kernel (or pooling window).
-    stride, pad
-        Both axes alike (:data:`GEOMETRY_LIMITS`).
+        The kernel (or pooling window), any rectangle.
+    sy, sx, pad_top, pad_left
+        Strides per axis and the top and left zero padding (:data:`GEOMETRY_LIMITS`).
     cgs
-        Channel groups of ``rows`` channels per input pixel: a kernel position's reduction
-        tiles (a convolution), or ``src_stride`` words per pixel (a pooling pass).
+        Channel groups of ``rows`` channels a kernel position reads: its reduction tiles (a
+        convolution: the pixel's channels, or a grouped convolution's channel window, see
+        ``cb_word``), or ``src_stride`` words per pixel (a pooling pass).
     col_step, row_step, img_step
         ACT words (modulo the bank's address width) from an output pixel's first input pixel
         to the next output pixel's: in the same output row, at the start of the next output row,
@@ -169,15 +184,37 @@ def geometry_layout(config):
     ky_step
         Words from kernel position ``(ky, kw - 1)`` to ``(ky + 1, 0)`` (``(ky, kx)`` to
         ``(ky, kx + 1)`` is ``src_stride``).
+    cb_word, cb_rem
+        A grouped convolution's step of the channel window per output tile: output tile ``nt``
+        reads, at each kernel position, the ``cgs * rows`` channels from channel
+        ``c = nt * (cb_word * act_lanes + cb_rem)`` of the pixel (``cb_rem < act_lanes``); on a
+        device whose feeder does not rotate lanes (:func:`rotates_lanes`: a square array),
+        from ``c`` rounded down to a multiple of ``act_lanes`` (its word's first bank). The
+        walker keeps
+        the window's first word and bank as running counters (no multiplier).
+        A tile's weight rows are zero for the window's channels outside its outputs' groups
+        (a block-diagonal tile); 0 and 0 for a dense convolution (every tile reads channel 0
+        on) and a pooling pass.
+    wrep
+        Every weight tile of the layer is its first: the weight feeder reads the ``rows``
+        words from ``w_base`` for each ``(nt, kt)`` (an average pool: a depthwise convolution
+        of ones whose tile, the identity of the window's channels, is the same for every
+        kernel position and output tile).
     """
     side = unsigned(max(1, config.act_depth.bit_length()))
     addr = unsigned(act_addr_bits(config))
+    desc = descriptor_layout(config)
     return data.StructLayout({
         "h": side, "w": side, "oh": side, "ow": side, "kh": side, "kw": side,
-        "stride": unsigned(GEOMETRY_LIMITS["stride"].bit_length()),
-        "pad": unsigned(GEOMETRY_LIMITS["pad"].bit_length()),
-        "cgs": descriptor_layout(config).members["k_tiles"],
+        "sy": unsigned(GEOMETRY_LIMITS["stride"].bit_length()),
+        "sx": unsigned(GEOMETRY_LIMITS["stride"].bit_length()),
+        "pad_top": unsigned(GEOMETRY_LIMITS["pad"].bit_length()),
+        "pad_left": unsigned(GEOMETRY_LIMITS["pad"].bit_length()),
+        "cgs": desc.members["k_tiles"],
         "col_step": addr, "row_step": addr, "img_step": addr, "ky_step": addr,
+        "cb_word": desc.members["src_stride"],
+        "cb_rem": unsigned(max(1, (config.act_lanes - 1).bit_length())),
+        "wrep": unsigned(1),
     })
 
 

@@ -10,9 +10,17 @@ without ``bounds`` gets ReLU and identity only.
 
 import numpy as np
 
-from hwgen.nn import Conv2D, Dense, Flatten, MaxPool2D, QuantizedNetwork
+from hwgen.nn import (
+    AvgPool2D,
+    Conv2D,
+    Dense,
+    Flatten,
+    GlobalAvgPool2D,
+    MaxPool2D,
+    QuantizedNetwork,
+)
 
-__all__ = ["random_cnn", "random_image", "random_input", "random_network"]
+__all__ = ["general_cnn", "random_cnn", "random_image", "random_input", "random_network"]
 
 
 def random_network(rng, config, *, layers=None, max_width=200, raw=None, widths=None):
@@ -111,11 +119,14 @@ def random_cnn(rng, config, *, input_shape=None, blocks=None, max_channels=20, r
                dense=None):
     """Return a random convolutional :class:`QuantizedNetwork` (NHWC) for ``config``.
 
-    One to three blocks of a convolution (kernel 1..5, as large as the padded input at most,
-    stride 1..2, padding 0..2, 1..``max_channels`` channels), each followed or not by a max
-    pooling (window 2..3, stride 1..3), then a Flatten and a Dense (``dense``, random when not
-    given) or the last block's images as the output; its last layer raw or requantized
-    (``raw``). The reduction of every layer stays within ``config.max_k``.
+    One to three blocks of a convolution (kernels 1..5 per axis, rectangular, as large as the
+    padded input at most; strides 1..2 per axis; each padding side 0..2; 1..``max_channels``
+    channels; a third of them grouped, from two groups to depthwise, now and then with two
+    outputs per group), each followed or not by a max or an average pooling (window 2..3 per
+    axis, strides 1..3), now and then a global average pooling, then a Flatten and a Dense
+    (``dense``, random when not given) or the last block's images as the output; its last
+    layer raw or requantized (``raw``). The reduction of every layer stays within
+    ``config.max_k``.
     """
     if input_shape is None:
         side = int(rng.integers(3, 9))
@@ -125,21 +136,16 @@ def random_cnn(rng, config, *, input_shape=None, blocks=None, max_channels=20, r
     layers = []
     n_blocks = int(rng.integers(1, 4)) if blocks is None else blocks
     for _ in range(n_blocks):
-        pad = int(rng.integers(0, 3))
-        k = int(rng.integers(1, min(5, h + 2 * pad, w + 2 * pad) + 1))
-        while k * k * c > config.max_k and k > 1:
-            k -= 1
-        stride = int(rng.integers(1, 3))
-        n = int(rng.integers(1, max_channels + 1))
-        weight, b, mult, shift = _matrix_params(rng, config, k * k * c, n)
-        layers.append(Conv2D(weight.reshape(k, k, c, n), b, mult, shift, stride=stride,
-                             padding=pad, **_activation(rng, config, mult)))
-        h, w, c = (h + 2 * pad - k) // stride + 1, (w + 2 * pad - k) // stride + 1, n
+        layer = _random_conv(rng, config, (h, w, c), max_channels)
+        layers.append(layer)
+        h, w, c = layer.output_shape((h, w, c))
         if min(h, w) >= 2 and rng.random() < 0.6:
-            size = int(rng.integers(2, min(3, h, w) + 1))
-            pool_stride = int(rng.integers(1, 4))
-            layers.append(MaxPool2D(size, pool_stride))
-            h, w = (h - size) // pool_stride + 1, (w - size) // pool_stride + 1
+            layer = _random_pool(rng, config, (h, w, c))
+            layers.append(layer)
+            h, w, c = layer.output_shape((h, w, c))
+    if rng.random() < 0.25:
+        layers.append(GlobalAvgPool2D(**_pool_params(rng, config, h * w, c)))
+        h = w = 1
     last_raw = bool(rng.random() < 0.5) if raw is None else raw
     with_dense = (rng.random() < 0.6) if dense is None else dense
     if with_dense and h * w * c <= config.max_k:
@@ -153,6 +159,76 @@ def random_cnn(rng, config, *, input_shape=None, blocks=None, max_channels=20, r
     return QuantizedNetwork(layers, in_bits=config.in_bits, w_bits=config.w_bits,
                             acc_bits=config.acc_bits, mult_bits=config.mult_bits,
                             input_shape=input_shape)
+
+
+def general_cnn(rng, config, *, raw=None):
+    """Return a small :class:`QuantizedNetwork` over ``(6, 5, 4)`` images with every kind of
+    spatial layer the device runs, random weights: a grouped convolution (two groups, a 3x2
+    kernel, strides (1, 2), padding (1, 0, 2, 1)), a depthwise one with two outputs per
+    channel (2x3, strides (2, 1), padding (0, 1, 1, 0)), a 2x1 average pooling, a global
+    average pooling, then a Flatten and a Dense (raw or requantized, ``raw``)."""
+    layers = []
+    for (kh, kw, c, groups, n), stride, pads in (((3, 2, 4, 2, 4), (1, 2), (1, 0, 2, 1)),
+                                                 ((2, 3, 4, 4, 8), (2, 1), (0, 1, 1, 0))):
+        weight, b, mult, shift = _matrix_params(rng, config, kh * kw * (c // groups), n)
+        layers.append(Conv2D(weight.reshape(kh, kw, c // groups, n), b, mult, shift,
+                             stride=stride, padding=pads, groups=groups,
+                             **_activation(rng, config, mult)))
+    layers += [AvgPool2D((2, 1), 1, **_pool_params(rng, config, 2, 8)),
+               GlobalAvgPool2D(**_pool_params(rng, config, 2 * 3, 8)), Flatten()]
+    n = int(rng.integers(1, 7))
+    weight, b, mult, shift = _matrix_params(rng, config, 8, n)
+    last_raw = bool(rng.random() < 0.5) if raw is None else raw
+    layers.append(Dense(weight, b, mult, shift, **_activation(rng, config, mult),
+                        output="raw" if last_raw else "requant"))
+    return QuantizedNetwork(layers, in_bits=config.in_bits, w_bits=config.w_bits,
+                            acc_bits=config.acc_bits, mult_bits=config.mult_bits,
+                            input_shape=(6, 5, 4))
+
+
+def _random_conv(rng, config, shape, max_channels):
+    """Return a random :class:`Conv2D` over ``shape`` (see :func:`random_cnn`)."""
+    h, w, c = shape
+    top, bottom, left, right = (int(v) for v in rng.integers(0, 3, 4))
+    kh = int(rng.integers(1, min(5, h + top + bottom) + 1))
+    kw = int(rng.integers(1, min(5, w + left + right) + 1))
+    # Each kernel position's channels fill whole tiles of rows: keep that within max_k.
+    per_position = -(-c // config.rows) * config.rows
+    while kh * kw * per_position > config.max_k and max(kh, kw) > 1:
+        kh, kw = max(1, kh - 1), max(1, kw - 1)
+    sy, sx = (int(v) for v in rng.integers(1, 3, 2))
+    groups, n = 1, int(rng.integers(1, max_channels + 1))
+    if c > 1 and rng.random() < 0.35:
+        divisors = [g for g in range(2, c + 1) if c % g == 0]
+        groups = c if rng.random() < 0.5 else int(rng.choice(divisors))
+        n = groups * int(rng.choice([1, 1, 2]))
+    weight, b, mult, shift = _matrix_params(rng, config, kh * kw * (c // groups), n)
+    # Keep each output channel's weights as drawn (its own group's inputs).
+    return Conv2D(weight.reshape(kh, kw, c // groups, n), b, mult, shift, stride=(sy, sx),
+                  padding=(top, bottom, left, right), groups=groups,
+                  **_activation(rng, config, mult))
+
+
+def _random_pool(rng, config, shape):
+    """Return a random max or average pooling over ``shape`` (windows 2..3 per axis, strides
+    1..3)."""
+    h, w, c = shape
+    size = (int(rng.integers(2, min(3, h) + 1)), int(rng.integers(2, min(3, w) + 1)))
+    stride = (int(rng.integers(1, 4)), int(rng.integers(1, 4)))
+    if rng.random() < 0.5:
+        return MaxPool2D(min(size), stride[0])
+    return AvgPool2D(size, stride, **_pool_params(rng, config, size[0] * size[1], c))
+
+
+def _pool_params(rng, config, window, channels):
+    """Return an average pooling's ``mult``, ``shift`` and activation: per channel about
+    ``1 / window`` (jittered: saturation now and then), its requantization rounding."""
+    max_shift = config.acc_bits + config.mult_bits - 1
+    mult = rng.integers(1, 1 << config.mult_bits, size=channels, dtype=np.int64)
+    centre = np.log2(mult * window).round().astype(np.int64)
+    shift = np.clip(centre + rng.integers(-1, 2, size=channels), 0, max_shift)
+    return {"mult": mult, "shift": shift.astype(np.int64),
+            "activation": str(rng.choice(["relu", "identity"]))}
 
 
 def random_image(rng, config, m, shape):

@@ -7,7 +7,8 @@ and the device counters must equal the cycle model.
 
 Environment: ``HWGEN_CONFIG``, ``HWGEN_SEED``, ``HWGEN_NETWORKS`` (how many), ``HWGEN_MAX_WIDTH``,
 ``HWGEN_MAX_BATCH``, ``HWGEN_CNNS`` (how many random convolutional networks, 0 by default),
-``HWGEN_MAX_CHANNELS``.
+``HWGEN_MAX_CHANNELS``, ``HWGEN_GENERAL`` (how many of :func:`sim.netgen.general_cnn`'s
+networks, every spatial layer kind in one, 0 by default).
 """
 
 import os
@@ -20,7 +21,7 @@ import hwgen
 from host.plan import execute_load_async, execute_run_async, run_plans
 from hwgen.compiler import CompileError
 from hwgen.cycles import layer_busy_rows, program_cycles
-from sim.netgen import random_cnn, random_image, random_input, random_network
+from sim.netgen import general_cnn, random_cnn, random_image, random_input, random_network
 from sim.runner import read_config_env
 from sim.streams import Clocked
 
@@ -146,9 +147,11 @@ async def test_random_networks(dut):
 
 @cocotb.test()
 async def test_random_cnns(dut):
-    """Random convolutional networks (kernels 1..5, strides 1..2, padding 0..2, channels
-    1..max, pooling windows 2..3, flatten + dense or spatial ends, raw and requantized),
-    bit-exact against hwgen.nn, counters equal to the cycle model."""
+    """Random convolutional networks (sim.netgen.random_cnn: rectangular kernels 1..5,
+    strides 1..2 per axis, each padding side 0..2, grouped and depthwise convolutions,
+    channels 1..max, max and average pooling windows 2..3, global average pooling, flatten +
+    dense or spatial ends, raw and requantized), bit-exact against hwgen.nn, counters equal
+    to the cycle model."""
     cfg = read_config_env()
     count = int(os.environ.get("HWGEN_CNNS", "0"))
     if not count:
@@ -174,6 +177,28 @@ async def test_random_cnns(dut):
         if done == count:
             return
     raise AssertionError(f"only {done} of {count} random CNNs fit {cfg}")
+
+
+@cocotb.test()
+async def test_general_convolutions(dut):
+    """Networks with a grouped and a depthwise convolution (rectangular kernels, strides per
+    axis, padding on each side), an average and a global average pooling, bit-exact against
+    hwgen.nn, counters equal to the cycle model."""
+    cfg = read_config_env()
+    count = int(os.environ.get("HWGEN_GENERAL", "0"))
+    if not count:
+        return
+    rng = np.random.default_rng(int(os.environ.get("HWGEN_SEED", "0")) + 2)
+    max_batch = int(os.environ.get("HWGEN_MAX_BATCH", "16"))
+    clocked = Clocked(dut)
+    await clocked.start()
+    host = HostPort(clocked)
+    for index in range(count):
+        net = general_cnn(rng, cfg, raw=bool(index % 2))
+        prog = hwgen.compile(net, cfg)
+        m = int(rng.integers(1, min(max_batch, prog.batch, 3) + 1))
+        x = random_image(rng, cfg, m, net.input_shape)
+        await _check_run(host, net, prog, x, f"general cnn {index}")
 
 
 @cocotb.test()

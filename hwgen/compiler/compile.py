@@ -60,25 +60,36 @@ def _place_layers(passes, config):
 
 def _geometry(index, p, plan, config):
     """Return ``(origin, geometry fields)`` of spatial pass ``index``: the word of input pixel
-    ``(-pad, -pad)`` of sample 0 (modulo the banks' addresses) and the walk's steps."""
-    kh, kw, stride, pad = p.kernel
+    ``(-pad_top, -pad_left)`` of sample 0 (modulo the banks' addresses) and the walk's
+    steps."""
+    kh, kw, (sy, sx), (top, _, left, _), window = p.kernel
     h, w, _ = p.in_shape
     oh, ow = p.out_shape[:2] if len(p.out_shape) == 3 else (1, 1)
     src = plan.source(index)
     ps = plan.strides[src]
     wrap = 1 << act_addr_bits(config)
-    for name, value in (("stride", stride), ("pad", pad)):
+    # A stride along an axis with one output pixel is never taken (a pool as large as its
+    # input, whose stride is its size): one beyond the walk's limit walks as 1.
+    limit = GEOMETRY_LIMITS["stride"]
+    sy, sx = (1 if oh == 1 and sy > limit else sy), (1 if ow == 1 and sx > limit else sx)
+    # The bottom and right padding follow from oh, ow: only the top and left are walked.
+    for name, value, where in (("stride", sy, "sy"), ("stride", sx, "sx"),
+                               ("pad", top, "top"), ("pad", left, "left")):
         if value > GEOMETRY_LIMITS[name]:
-            raise CompileError(f"{name}={value} is larger than the device walks; allowed: "
-                               f"{name} <= {GEOMETRY_LIMITS[name]}", layer=p.source,
+            raise CompileError(f"{name}={value} ({where}) is larger than the device walks; "
+                               f"allowed: {name} <= {GEOMETRY_LIMITS[name]}", layer=p.source,
                                resource=name, need=value, limit=GEOMETRY_LIMITS[name])
+    cb_word, cb_rem = divmod(window, config.act_lanes)
     fields = {
-        "h": h, "w": w, "oh": oh, "ow": ow, "kh": kh, "kw": kw, "stride": stride, "pad": pad,
+        "h": h, "w": w, "oh": oh, "ow": ow, "kh": kh, "kw": kw, "sy": sy, "sx": sx,
+        "pad_top": top, "pad_left": left,
         "cgs": lookup(p.kind).cgs(p, config, ps),
-        "col_step": stride * ps % wrap,
-        "row_step": (stride * w * ps - (ow - 1) * stride * ps) % wrap,
-        "img_step": (h * w * ps - (oh - 1) * stride * w * ps - (ow - 1) * stride * ps) % wrap,
+        "col_step": sx * ps % wrap,
+        "row_step": (sy * w * ps - (ow - 1) * sx * ps) % wrap,
+        "img_step": (h * w * ps - (oh - 1) * sy * w * ps - (ow - 1) * sx * ps) % wrap,
         "ky_step": (w * ps - (kw - 1) * ps) % wrap,
+        "cb_word": cb_word, "cb_rem": cb_rem, "wrep": 0,
+        **lookup(p.kind).walk_fields(p, config),
     }
     layout = geometry_layout(config)
     for name, value in fields.items():
@@ -87,7 +98,7 @@ def _geometry(index, p, plan, config):
                                f"{(1 << layout.members[name].width) - 1}", layer=p.source,
                                resource=name, need=value,
                                limit=(1 << layout.members[name].width) - 1)
-    origin = (plan.base(src) - pad * w * ps - pad * ps) % wrap
+    origin = (plan.base(src) - top * w * ps - left * ps) % wrap
     return origin, fields
 
 

@@ -13,10 +13,13 @@ other version.
 Files of versions 2 to 4 hold the descriptors of :func:`legacy_descriptor_layout` (version 2:
 matrix layers over rows only, no geometry words; version 3: ``spatial`` and ``pool`` flags where
 today's descriptor has ``spatial`` and the pass kind; up to version 4: a ``relu`` flag where
-today's has ``leaky`` and the bounds ``act_min``, ``act_max``) and PARAM lanes without
-``mult_neg`` (:func:`legacy_param_lane_layout`): their PROGRAM and PARAM words are checked
-against those layouts and their own word widths, then converted to today's (``relu`` becomes
-``act_min = 0``, no ``relu`` the saturation range; ``mult_neg`` zero).
+today's has ``leaky`` and the bounds ``act_min``, ``act_max``), PARAM lanes without
+``mult_neg`` (:func:`legacy_param_lane_layout`) and the geometry of
+:func:`legacy_geometry_layout` (one ``stride`` and one ``pad`` where version 5 has ``sy``,
+``sx``, ``pad_top``, ``pad_left``, and no channel window nor weight repeat): their PROGRAM and
+PARAM words are checked against those layouts and their own word widths, then converted to
+today's (``relu`` becomes ``act_min = 0``, no ``relu`` the saturation range; ``mult_neg``
+zero; ``sy = sx = stride``, ``pad_top = pad_left = pad``, the geometry's new fields 0).
 """
 
 import dataclasses
@@ -45,11 +48,12 @@ from .specs import LayerSpec, MatrixSpec
 from .words import check_words, word_bytes, words_to_bytes
 
 __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "READ_VERSIONS", "legacy_descriptor_layout",
-           "legacy_param_lane_layout", "read", "save"]
+           "legacy_geometry_layout", "legacy_param_lane_layout", "read", "save"]
 
 #: Version of the file written by :func:`save`; older versions that a program of this
 #: version can stand for are converted on load, others refused.
-# 5: activation bounds, leaky ReLU; 4: the pass kind; 3: spatial layers; 2: per-config layout
+# 5: activation bounds, leaky ReLU, the general convolution's geometry; 4: the pass kind;
+# 3: spatial layers; 2: per-config layout
 FORMAT_VERSION = 5
 #: Versions :func:`read` takes: versions 2 to 4 are converted on load (version 2 holds
 #: matrix layers over rows only, whose layers gain their source).
@@ -80,6 +84,27 @@ def legacy_descriptor_layout(config, version):
     fields.update({name: field.shape for name, field in list(today)[numeric_from:]
                    if name not in DESCRIPTOR_BOUNDS})
     return data.StructLayout(fields)
+
+
+def legacy_geometry_layout(config):
+    """Return the geometry layout of format versions 3 and 4 for ``config``: today's fields
+    up to the steps, with one ``stride`` and one ``pad`` (four bits each) for both axes."""
+    today = geometry_layout(config).members
+    fields = {}
+    for name, shape in today.items():
+        if name in ("sy", "pad_top"):
+            fields["stride" if name == "sy" else "pad"] = shape
+        elif name not in ("sx", "pad_left", "cb_word", "cb_rem", "wrep"):
+            fields[name] = shape
+    return data.StructLayout(fields)
+
+
+def _geometry_of_today(geometry):
+    """Return a legacy ``geometry`` (:func:`legacy_geometry_layout`'s fields) as today's."""
+    g = dict(geometry)
+    stride, pad = g.pop("stride"), g.pop("pad")
+    return {**g, "sy": stride, "sx": stride, "pad_top": pad, "pad_left": pad, "cb_word": 0,
+            "cb_rem": 0, "wrep": 0}
 
 
 def legacy_param_lane_layout(config):
@@ -211,7 +236,7 @@ def _from_legacy(config, version, words, stored):
     """Return ``(descriptors, PROGRAM words)`` of today's layout for the PROGRAM ``words`` of
     format ``version``, which must decode to the ``stored`` descriptors."""
     layout = legacy_descriptor_layout(config, version)
-    geometry = geometry_layout(config)
+    geometry = legacy_geometry_layout(config)
     count = -(-geometry.size // layout.size)   # geometry words of that version's width
     decoded, i = [], 0
     while i < len(words):
@@ -236,7 +261,7 @@ def _from_legacy(config, version, words, stored):
             # ReLU is the bound act_min = 0; without it the bounds are the saturation range.
             fields.update(leaky=0, act_min=0 if d["relu"] else low, act_max=high)
         if "geometry" in d:
-            fields["geometry"] = d["geometry"]
+            fields["geometry"] = _geometry_of_today(d["geometry"])
         converted.append(fields)
     words = [w for d in converted for w in pack_layer(config, d)]
     return unpack_program(config, words), words

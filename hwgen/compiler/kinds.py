@@ -35,14 +35,17 @@ class DeviceLayer:
         The reduction of a pass with a matrix (``KH * KW * C``, unpadded).
     in_shape, out_shape : tuple of int
         Per sample: ``(H, W, C)`` for images, ``(F,)`` for rows.
-    kernel : tuple of int or None
-        ``(kh, kw, stride, pad)`` of a spatial pass; None for a pass over rows.
+    kernel : tuple or None
+        ``(kh, kw, (sy, sx), (top, bottom, left, right), window)`` of a spatial pass
+        (:class:`hwgen.passes.base.Lowered`); None for a pass over rows.
     name : str
         The tensor it writes: its network node's name.
     inputs : tuple of str
         The tensors it reads, in the order it takes them: ``"input"`` or an earlier pass's
         ``name`` (a :class:`~hwgen.nn.Flatten` is no tensor of its own: a pass after it reads
         the tensor it flattens).
+    repeat : bool
+        Its weight tiles are all alike (:class:`hwgen.passes.base.Lowered`).
     """
 
     source: int
@@ -54,6 +57,7 @@ class DeviceLayer:
     kernel: tuple | None
     name: str = ""
     inputs: tuple = ()
+    repeat: bool = False
 
     @property
     def spatial(self):
@@ -105,6 +109,7 @@ def lower_network(network, config):
                                "configuration with spatial=True", layer=index,
                                resource="spatial")
         passes.append(dataclasses.replace(
-            lowered, name=node.name, inputs=tuple(stored[name][0] for name in node.inputs)))
+            lowered, name=node.name, inputs=tuple(stored[name][0] for name in node.inputs),
+            repeat=found.repeat))
         stored[node.name] = (node.name, out_shape)
     return passes

@@ -207,7 +207,7 @@ class AcceleratorCore(wiring.Component):
         m.d.comb += [
             self.banks.kind.eq(desc.kind),
             wf.start.eq(ctrl.prime & matrix), wf.desc.eq(desc),
-            wf.k_end.eq(ctrl.k_end), wf.n_end.eq(ctrl.n_end),
+            wf.k_end.eq(ctrl.k_end), wf.n_end.eq(ctrl.n_end), wf.wrep.eq(ctrl.geom.wrep),
             af.start_layer.eq(ctrl.start_layer & matrix), af.start_chunk.eq(ctrl.start_chunk),
             af.prime.eq(ctrl.prime & matrix), af.desc.eq(desc), af.geom.eq(ctrl.geom),
             af.last_row.eq(ctrl.last_row), ctrl.more_chunks.eq(af.more_chunks & matrix),

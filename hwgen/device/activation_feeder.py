@@ -5,7 +5,13 @@ from amaranth.hdl import Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..memmap import act_addr_bits, batch_bits, descriptor_layout, geometry_layout
+from ..memmap import (
+    act_addr_bits,
+    batch_bits,
+    descriptor_layout,
+    geometry_layout,
+    rotates_lanes,
+)
 from .engine import act_row_layout
 from .patch_walker import PatchWalker
 from .skid import Skid
@@ -117,8 +123,9 @@ class ActivationFeeder(wiring.Component):
             m.d.sync += [valid.eq(cur.valid), last.eq(cur.last), rem_q.eq(cur.krem),
                          inrow_q.eq(cur.inrow)]
         lane_data = [Mux(inrow_q[b], self.rd_data[b], 0) for b in range(lanes)]
-        if rows < lanes:
-            # Rotate so that engine lane i is element k0 + i.
+        if rotates_lanes(cfg):
+            # Rotate so that engine lane i is element k0 + i (a row starts in any bank; see
+            # hwgen.memmap.rotates_lanes).
             for i in range(rows):
                 with m.Switch(rem_q):
                     for r in range(lanes):

@@ -91,7 +91,7 @@ class Controller(wiring.Component):
         count = geometry_words(cfg)
         # A matrix layer over rows: 1x1 images and kernel, a row's words per image.
         plain = geometry_layout(cfg).const({
-            "h": 1, "w": 1, "oh": 1, "ow": 1, "kh": 1, "kw": 1, "stride": 1})
+            "h": 1, "w": 1, "oh": 1, "ow": 1, "kh": 1, "kw": 1, "sy": 1, "sx": 1})
         if cfg.spatial:
             g_word = Signal(range(count + 1))   # geometry words loaded
             g_wait = Signal(range(3))           # cycles since the word was addressed

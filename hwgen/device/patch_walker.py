@@ -1,18 +1,23 @@
 """The patch walker: which activation words each row the engine takes is made of.
 
 A layer's input is a batch of images, NHWC: pixel ``(m, y, x)`` starts at ACT word
-``src_base + ((m * h + y + pad) * w + x + pad) * src_stride`` (``src_base`` is the word of
-pixel ``(-pad, -pad)``, where the walk starts, modulo the banks' address width) and holds its
+``src_base + ((m * h + y + pad_top) * w + x + pad_left) * src_stride`` (``src_base`` is the
+word of pixel ``(-pad_top, -pad_left)``, where the walk starts, modulo the banks' address
+width) and holds its
 channels as a row holds its features (channel ``c`` in bank ``c % lanes``, word ``c // lanes``
 of the pixel). A matrix layer over plain rows is the case of 1x1 images and a 1x1 kernel.
 
 The engine takes, for each chunk of at most ``acc_depth`` output pixels (the rows the
 accumulators hold), each output tile ``nt`` and each reduction tile ``kt``, one row per output
-pixel ``(m, oy, ox)`` of the chunk: the ``rows`` channels ``cg * rows ..`` of input pixel
-``(oy * stride + ky - pad, ox * stride + kx - pad)``, where ``kt`` walks the kernel positions
-``(ky, kx)`` and each position's channel groups ``cg``. A pixel outside the image (padding)
-reads as zeros. The walker computes every address from the previous one with the geometry's
-steps: no multiplier, and no expansion of patches anywhere.
+pixel ``(m, oy, ox)`` of the chunk: the ``rows`` channels ``base + cg * rows ..`` of input
+pixel ``(oy * sy + ky - pad_top, ox * sx + kx - pad_left)``, where ``kt`` walks the kernel
+positions ``(ky, kx)`` and each position's channel groups ``cg``, and ``base`` is the output
+tile's channel window (``nt`` times the geometry's ``cb_word``, ``cb_rem``, down to its word's
+bank 0 when the feeder does not rotate lanes, ``memmap.rotates_lanes``: a grouped convolution's
+tile reads its own groups' channels only; 0 for a dense one). A pixel outside
+the image (padding on any side) reads as zeros. The walker computes every address from the
+previous one with the geometry's steps and keeps the window's first word and bank as running
+counters: no multiplier, and no expansion of patches anywhere.
 
 For the clock, every decision of a step comes from registers: the "last" flags of each counter
 are kept beside it (set from comparisons with the bound less two, one step early), and the
@@ -30,7 +35,13 @@ from amaranth.hdl import Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..memmap import act_addr_bits, batch_bits, descriptor_layout, geometry_layout
+from ..memmap import (
+    act_addr_bits,
+    batch_bits,
+    descriptor_layout,
+    geometry_layout,
+    rotates_lanes,
+)
 
 __all__ = ["PatchWalker", "position_layout", "row_layout"]
 
@@ -48,7 +59,11 @@ def position_layout(config):
     # The channel group's first word in the pixel: at most the last group's (a group count
     # is a k_tiles field, like cgs), and no wider.
     groups = 1 << desc.members["k_tiles"].width
-    kword = range((groups - 2) * config.rows // config.act_lanes + 1)
+    kword = (groups - 2) * config.rows // config.act_lanes + 1
+    if config.spatial:
+        # A grouped convolution's window starts up to a pixel's words in.
+        kword += 1 << desc.members["src_stride"].width
+    kword = range(kword)
     fields = {
         "m": unsigned(batch_bits(config)),
         "pix": addr,                    # the input pixel's first word (modulo the width)
@@ -67,6 +82,8 @@ def position_layout(config):
         "iy": coord, "ix": coord,       # the input pixel (may lie in the padding)
         "count": range(config.acc_depth),   # the output pixel's row in the chunk
         "kx": side, "cg": desc.members["k_tiles"],
+        # The output tile's channel window: its first word and bank in the pixel.
+        "bword": kword, "brem": range(config.act_lanes),
         # The kernel position's input pixel of the chunk's first output pixel, and the
         # coordinates an output row and an image start from at this kernel position.
         "t_pix": addr, "t_iy": coord, "t_ix": coord, "iy0": coord, "ix0": coord,
@@ -127,6 +144,8 @@ class PatchWalker(wiring.Component):
         # Without spatial layers (config.spatial False) every image is one pixel and every
         # kernel one position: the walk is the rows', in one chunk.
         self.spatial = config.spatial
+        # Without the feeder's rotation a channel window starts at its word's bank 0.
+        self.rotates = rotates_lanes(config)
         lanes = config.act_lanes
         super().__init__({
             "start_layer": In(1), "start_chunk": In(1), "prime": In(1), "take": In(1),
@@ -262,7 +281,8 @@ class PatchWalker(wiring.Component):
         stmts = [first.m.eq(0), first.pix.eq(self.desc.src_base),
                  first.m_last.eq(self.last_row == 0)]
         if self.spatial:
-            stmts += [first.ox.eq(0), first.oy.eq(0), first.iy.eq(-g.pad), first.ix.eq(-g.pad),
+            stmts += [first.ox.eq(0), first.oy.eq(0), first.iy.eq(-g.pad_top),
+                      first.ix.eq(-g.pad_left),
                       first.ox_last.eq(bounds["ow"][1]), first.oy_last.eq(bounds["oh"][1])]
         return stmts
 
@@ -275,8 +295,9 @@ class PatchWalker(wiring.Component):
                      row.nt_last.eq(bounds["nt"][1])]
         if self.spatial:
             m.d.comb += [row.count.eq(0), row.kx.eq(0), row.cg.eq(0), row.t_pix.eq(first.pix),
-                         row.t_iy.eq(first.iy), row.t_ix.eq(first.ix), row.iy0.eq(-g.pad),
-                         row.ix0.eq(-g.pad), row.count_last.eq(bounds["count"][1]),
+                         row.t_iy.eq(first.iy), row.t_ix.eq(first.ix),
+                         row.iy0.eq(-g.pad_top), row.ix0.eq(-g.pad_left), row.bword.eq(0),
+                         row.brem.eq(0), row.count_last.eq(bounds["count"][1]),
                          row.kx_last.eq(bounds["kw"][1]), row.cg_last.eq(bounds["cgs"][1])]
         return row
 
@@ -311,14 +332,14 @@ class PatchWalker(wiring.Component):
                      pixel.count_last.eq(pos.count == bounds["count"][0])]
         with m.If(~pos.ox_last):
             m.d.comb += [pixel.ox.eq(pos.ox + 1), pixel.ox_last.eq(pos.ox == bounds["ow"][0]),
-                         pixel.ix.eq(pos.ix + g.stride), pixel.pix.eq(pos.pix + g.col_step)]
+                         pixel.ix.eq(pos.ix + g.sx), pixel.pix.eq(pos.pix + g.col_step)]
         with m.Else():
             m.d.comb += [pixel.ox.eq(0), pixel.ox_last.eq(bounds["ow"][1]),
                          pixel.ix.eq(pos.ix0)]
             with m.If(~pos.oy_last):
                 m.d.comb += [pixel.oy.eq(pos.oy + 1),
                              pixel.oy_last.eq(pos.oy == bounds["oh"][0]),
-                             pixel.iy.eq(pos.iy + g.stride), pixel.pix.eq(pos.pix + g.row_step)]
+                             pixel.iy.eq(pos.iy + g.sy), pixel.pix.eq(pos.pix + g.row_step)]
             with m.Else():
                 m.d.comb += [pixel.oy.eq(0), pixel.oy_last.eq(bounds["oh"][1]),
                              pixel.m.eq(pos.m + 1), pixel.m_last.eq(pos.m == bounds["m"][0]),
@@ -339,19 +360,23 @@ class PatchWalker(wiring.Component):
             # One kernel position: the layer's reduction tiles are its channel groups. Back to
             # the layer's first row.
             with m.Else():
-                self._next_group(m, tile, pos)
+                _next_group(m, self.config, tile, pos)
             row = Signal(pos.shape(), name="restart")
             m.d.comb += [row.eq(tile), row.m.eq(chunk.m), row.m_last.eq(chunk.m_last),
                          row.pix.eq(chunk.pix)]
             return row
-        m.d.comb += [tile.cg.eq(0), tile.cg_last.eq(bounds["cgs"][1])]
+        # A new kernel position starts at the tile's channel window.
+        m.d.comb += [tile.cg.eq(0), tile.cg_last.eq(bounds["cgs"][1]), tile.kword.eq(pos.bword),
+                     tile.krem.eq(pos.brem if self.rotates else 0)]
         with m.If(pos.kt_last):
             m.d.comb += [tile.kx.eq(0), tile.kx_last.eq(bounds["kw"][1]),
                          tile.t_pix.eq(chunk.pix), tile.t_iy.eq(chunk.iy),
-                         tile.t_ix.eq(chunk.ix), tile.iy0.eq(-g.pad), tile.ix0.eq(-g.pad)]
+                         tile.t_ix.eq(chunk.ix), tile.iy0.eq(-g.pad_top),
+                         tile.ix0.eq(-g.pad_left)]
+            _next_window(m, self.config, g, tile, pos)
         with m.Elif(~pos.cg_last):       # the kernel position's next channel group
             m.d.comb += [tile.cg.eq(pos.cg + 1), tile.cg_last.eq(pos.cg == bounds["cgs"][0])]
-            self._next_group(m, tile, pos)
+            _next_group(m, self.config, tile, pos)
         with m.Elif(~pos.kx_last):       # the next kernel position in the row
             m.d.comb += [tile.kx.eq(pos.kx + 1), tile.kx_last.eq(pos.kx == bounds["kw"][0]),
                          tile.t_pix.eq(pos.t_pix + d.src_stride),
@@ -360,7 +385,7 @@ class PatchWalker(wiring.Component):
             m.d.comb += [tile.kx.eq(0), tile.kx_last.eq(bounds["kw"][1]),
                          tile.t_pix.eq(pos.t_pix + g.ky_step), tile.t_iy.eq(pos.t_iy + 1),
                          tile.t_ix.eq(chunk.ix), tile.iy0.eq(pos.iy0 + 1),
-                         tile.ix0.eq(-g.pad)]
+                         tile.ix0.eq(-g.pad_left)]
         # Back to the chunk's first output pixel, at the tile's kernel position.
         row = Signal(pos.shape(), name="restart")
         m.d.comb += [row.eq(tile), row.ox.eq(chunk.ox), row.oy.eq(chunk.oy), row.m.eq(chunk.m),
@@ -370,16 +395,31 @@ class PatchWalker(wiring.Component):
                      row.iy.eq(tile.t_iy), row.ix.eq(tile.t_ix)]
         return row
 
-    def _next_group(self, m, tile, pos):
-        """Move ``tile``'s first channel to ``pos``'s channel group's next: ``rows`` elements
-        on, as a word and a bank."""
-        cfg = self.config
-        word, rem = divmod(cfg.rows, cfg.act_lanes)
-        if rem:
-            with m.If(pos.krem + rem >= cfg.act_lanes):
-                m.d.comb += [tile.krem.eq(pos.krem + rem - cfg.act_lanes),
-                             tile.kword.eq(pos.kword + word + 1)]
-            with m.Else():
-                m.d.comb += [tile.krem.eq(pos.krem + rem), tile.kword.eq(pos.kword + word)]
-        else:
-            m.d.comb += [tile.krem.eq(pos.krem), tile.kword.eq(pos.kword + word)]
+
+def _next_window(m, config, geom, tile, pos):
+    """Move ``tile``'s channel window (and its first channel) to the next output tile's:
+    ``cb_word`` words and ``cb_rem`` banks on, a carry into the word past the last bank
+    (without rotation, the window's first channel is the word's bank 0)."""
+    lanes = config.act_lanes
+    rem = Signal(range(2 * lanes), name="window_rem")
+    m.d.comb += rem.eq(pos.brem + geom.cb_rem)
+    with m.If(rem >= lanes):
+        m.d.comb += [tile.brem.eq(rem - lanes), tile.bword.eq(pos.bword + geom.cb_word + 1)]
+    with m.Else():
+        m.d.comb += [tile.brem.eq(rem), tile.bword.eq(pos.bword + geom.cb_word)]
+    m.d.comb += [tile.kword.eq(tile.bword),
+                 tile.krem.eq(tile.brem if rotates_lanes(config) else 0)]
+
+
+def _next_group(m, config, tile, pos):
+    """Move ``tile``'s first channel to ``pos``'s channel group's next: ``rows`` elements
+    on, as a word and a bank."""
+    word, rem = divmod(config.rows, config.act_lanes)
+    if rem:
+        with m.If(pos.krem + rem >= config.act_lanes):
+            m.d.comb += [tile.krem.eq(pos.krem + rem - config.act_lanes),
+                         tile.kword.eq(pos.kword + word + 1)]
+        with m.Else():
+            m.d.comb += [tile.krem.eq(pos.krem + rem), tile.kword.eq(pos.kword + word)]
+    else:
+        m.d.comb += [tile.krem.eq(pos.krem), tile.kword.eq(pos.kword + word)]

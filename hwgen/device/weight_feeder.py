@@ -1,6 +1,6 @@
 """The weight feeder: streams a layer's weight tiles to the engine in the order they are used."""
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -17,7 +17,9 @@ class WeightFeeder(wiring.Component):
     The compiler stores the tiles in the order they are used (output tile major, then reduction
     tile, ``rows`` words each from ``w_base``), so the feeder walks one address up; it keeps
     the position ``(row, kt, nt)`` in counters rather than a count of the words left (a
-    multiplier of ``k_tiles * n_tiles * rows``).
+    multiplier of ``k_tiles * n_tiles * rows``). A layer whose geometry has ``wrep`` (an average
+    pool) has one tile, read again for every ``(nt, kt)``: after each tile's last row the
+    address goes back to ``w_base``. A device without spatial layers has no ``wrep``.
 
     Parameters
     ----------
@@ -35,6 +37,9 @@ class WeightFeeder(wiring.Component):
         The layer's descriptor (``w_base``, ``k_tiles``, ``n_tiles``).
     k_end, n_end : In
         The layer's last reduction and output tile.
+    wrep : In(1)
+        The geometry's ``wrep`` (:func:`~hwgen.memmap.geometry_layout`), held while the layer
+        runs; not read without spatial layers.
     rd_addr : Out(range(config.weight_depth + 1))
     rd_en : Out(1)
         The weight memory's read request: the word at ``rd_addr`` is read (plain reads) or
@@ -55,6 +60,7 @@ class WeightFeeder(wiring.Component):
             "desc": In(layout),
             "k_end": In(layout.members["k_tiles"]),
             "n_end": In(layout.members["n_tiles"]),
+            "wrep": In(1),
             "rd_addr": Out(range(config.weight_depth + 1)),
             "rd_en": Out(1),
             "rd_data": In(row),
@@ -73,6 +79,14 @@ class WeightFeeder(wiring.Component):
         more = Signal()      # words of the layer left to read
         valid = Signal()     # the word in `rd_data` is the layer's
         take = Signal()
+        # Without spatial layers there is no wrep; with them, `again` (a register: the next
+        # word taken ends a tile of a wrep layer) sends the address back to w_base.
+        again = Signal()
+        if cfg.spatial:
+            with m.If(self.start):
+                m.d.sync += again.eq(self.wrep & (cfg.rows == 1))
+            with m.Elif(take & more):
+                m.d.sync += again.eq(self.wrep & ((row == cfg.rows - 2) | (cfg.rows == 1)))
         m.d.comb += addr_n.eq(addr)
         m.d.sync += addr.eq(addr_n)
         if self.registered_reads:
@@ -83,6 +97,8 @@ class WeightFeeder(wiring.Component):
             # addr + 1 in a register: the memory's address is a multiplexer of registers.
             addr_p1 = Signal(range(cfg.weight_depth + 2), name="addr_p1")
             with m.If(self.start):
+                m.d.sync += addr_p1.eq(nd.w_base + 1)
+            with m.Elif(take & more & again):
                 m.d.sync += addr_p1.eq(nd.w_base + 1)
             with m.Elif(take & more):
                 m.d.sync += addr_p1.eq(addr_p1 + 1)
@@ -102,7 +118,7 @@ class WeightFeeder(wiring.Component):
             m.d.sync += valid.eq(more)
             with m.If(more):
                 m.d.sync += row.eq(row + 1)
-                m.d.comb += addr_n.eq(addr_p1)
+                m.d.comb += addr_n.eq(Mux(again, nd.w_base, addr_p1))
                 with m.If(row == cfg.rows - 1):
                     m.d.sync += row.eq(0)
                     with m.If(kt != self.k_end):

@@ -32,13 +32,19 @@ class Lowered:
         The weights, biases and requantization the array runs with (None: the pass has none).
     k : int
         The reduction per output (0 without a matrix).
-    kernel : tuple of int or None
-        ``(kh, kw, stride, pad)`` of a pass that walks images; None for a pass over rows.
+    kernel : tuple or None
+        ``(kh, kw, (sy, sx), (top, bottom, left, right), window)`` of a pass that walks images
+        (``window``: the channels each output tile's channel window moves on, 0 for none, see
+        :func:`~hwgen.memmap.geometry_layout`'s ``cb_word``); None for a pass over rows.
+    repeat : bool
+        The layer's weight tiles are all alike by construction (an average pool's), so that
+        WEIGHT may hold one (the geometry's ``wrep``).
     """
 
     matrix: object
     k: int
     kernel: tuple | None
+    repeat: bool = False
 
 
 class Pass(abc.ABC):
@@ -95,6 +101,12 @@ class Pass(abc.ABC):
     def cgs(self, p, config, src_stride):
         """Return the geometry's ``cgs`` of spatial pass ``p`` whose input pixels take
         ``src_stride`` ACT words (:func:`hwgen.memmap.geometry_layout`)."""
+
+    def walk_fields(self, p, config):
+        """Return the geometry fields of spatial pass ``p`` that its kind decides besides
+        ``cgs``: ``{"wrep": ...}`` (:func:`~hwgen.memmap.geometry_layout`); none by default
+        (0)."""
+        return {}
 
     @abc.abstractmethod
     def images(self, p, config):

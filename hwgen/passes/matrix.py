@@ -2,20 +2,39 @@
 bias, requantization and activation per channel (or the raw accumulators).
 
 It runs a :class:`~hwgen.nn.Dense` over rows, a :class:`~hwgen.nn.Conv2D` over images (each
-output pixel a row over its patch, walked on chip), and a :class:`Dense` after a
-:class:`~hwgen.nn.Flatten` as a convolution whose kernel is the whole image (the images'
-words are already in ``(h, w, c)`` order).
+output pixel a row over its patch, walked on chip: any rectangular kernel, strides per axis,
+zero padding on each side, groups), an :class:`~hwgen.nn.AvgPool2D` or
+:class:`~hwgen.nn.GlobalAvgPool2D` as its depthwise convolution of ones (``as_conv``), and a
+:class:`Dense` after a :class:`~hwgen.nn.Flatten` as a convolution whose kernel is the whole
+image (the images' words are already in ``(h, w, c)`` order).
 
 A spatial matrix pass walks its reduction tiles by kernel position ``(ky, kx)`` and, at each,
-by groups of ``rows`` channels: its weight rows are the kernel's ``[KH, KW, C, N]`` with ``C``
-padded to a multiple of ``rows`` (:func:`padded_matrix`).
+by groups of ``rows`` channels of the output tile's channel window: its weight rows are the
+kernel's ``[KH, KW, window, N]`` with the window padded to a multiple of ``rows``
+(:func:`grouped_matrix`; a dense convolution's window is all ``C`` channels,
+:func:`padded_matrix`).
+
+A grouped convolution (``g`` groups of ``C / g`` input and ``N / g`` output channels) whose
+group's outputs divide ``cols`` gives each output tile the window of its ``cols * g / N``
+groups' inputs, which moves on by as many channels per tile (the geometry's ``cb_word``,
+``cb_rem``): a block-diagonal tile, the reduction ``KH * KW * ceil(window / rows)`` tiles instead
+of a full convolution's ``KH * KW * ceil(C / rows)``. A depthwise convolution (one input channel
+per group) so takes ``ceil(cols / rows)`` rows per kernel position for ``cols`` outputs: ``1 /
+max(rows, cols)`` of the array, ``1 / cols`` on a square one. (A window starts in any bank where
+the feeder rotates lanes, :func:`~hwgen.memmap.rotates_lanes`; on a square array, whose
+depthwise windows are whole words, from its word's first bank, the window then a little
+wider for other groupings.) Other groupings (``N / g`` not dividing ``cols``) take every tile's
+window as all ``C`` channels: block-diagonal dense weights, correct but ``g`` times the MACs
+(and weight words) of the grouped layer. When every weight tile of an average pool is the same
+(its window fits one tile of ``rows``, ``cols <= rows``: the identity), WEIGHT holds that one
+tile and the feeder reads it again for every ``(nt, kt)`` (the geometry's ``wrep``); with
+``cols > rows`` it stores every tile.
 """
 
 import math
 
 import numpy as np
 
-from ..compiler.errors import CompileError
 from ..compiler.images import param_image, weight_image
 from ..compiler.proofs import (
     check_accumulator,
@@ -23,11 +42,11 @@ from ..compiler.proofs import (
     check_padded_reduction,
     check_reduction,
 )
-from ..memmap import PassKind, Region
-from ..nn import Conv2D, Dense
+from ..memmap import PassKind, Region, rotates_lanes
+from ..nn import AvgPool2D, Conv2D, Dense, GlobalAvgPool2D
 from .base import Lowered, Pass, signed_range
 
-__all__ = ["MatrixPass", "padded_matrix"]
+__all__ = ["MatrixPass", "grouped_matrix", "padded_matrix", "window_start"]
 
 # Controller: FETCH, DECODE, LOAD, two PRIME cycles and the feeders' first read come before
 # the engine's cycle 0 of the first chunk; NEXT, PRIME twice and the read before a later
@@ -44,6 +63,58 @@ def padded_matrix(weight, rows):
     padded = np.zeros((kh, kw, groups * rows, n), dtype=weight.dtype)
     padded[:, :, :c, :] = weight
     return padded.reshape(kh * kw * groups * rows, n)
+
+
+def grouped_matrix(weight, groups, config):
+    """Return ``(matrix, window)`` of a convolution's ``weight[KH, KW, C / groups, N]``:
+    ``matrix[KH * KW * cgs * rows, N]`` holds, for output channel ``n`` of output tile
+    ``nt = n // cols``, at each kernel position the ``cgs * rows`` channels of the tile's
+    window (:func:`window_start`), zero but for ``n``'s group's inputs (a block-diagonal
+    tile).
+
+    ``window`` is ``cols / (N / groups)`` groups' inputs when a group's outputs divide
+    ``cols`` (and a tile holds fewer than all groups), else 0: every tile's window is all
+    ``C`` channels from channel 0 (a dense convolution; grouped, block-diagonal dense
+    weights).
+    """
+    kh, kw, c_group, n = weight.shape
+    n_group = n // groups
+    # A tile's groups (when they divide cols); one tile holding every group reads them all.
+    per_tile = config.cols // n_group if config.cols % n_group == 0 else groups
+    window = per_tile * c_group if per_tile < groups else 0
+    # Each output channel's group's first input, counted from its tile's window's first.
+    outputs = np.arange(n)
+    first = outputs // n_group * c_group - window_start(outputs // config.cols, window, config)
+    cgs = math.ceil(int((first + c_group).max()) / config.rows)
+    matrix = np.zeros((kh, kw, cgs * config.rows, n), dtype=weight.dtype)
+    for col in range(n):
+        matrix[:, :, first[col]:first[col] + c_group, col] = weight[:, :, :, col]
+    return matrix.reshape(kh * kw * cgs * config.rows, n), window
+
+
+def window_start(nt, window, config):
+    """Return the first channel of output tile ``nt``'s channel window (``nt`` an int or an
+    array): ``nt * window``, rounded down to a word's first bank on a device whose feeder does
+    not rotate lanes (:func:`~hwgen.memmap.rotates_lanes`)."""
+    start = np.asarray(nt) * window
+    if not rotates_lanes(config):
+        start = start // config.act_lanes * config.act_lanes
+    return start
+
+
+def _repeats(matrix, config):
+    """Whether every weight tile of ``matrix`` (``[k_tiles * rows, N]``) holds the first
+    tile's weights in the columns a tile writes (its channels below ``N``)."""
+    k, n = matrix.shape
+    k_tiles, n_tiles = config.tiles(k, n)
+    if k_tiles * n_tiles == 1:
+        return False
+    r, c = config.rows, config.cols
+    padded = np.zeros((k_tiles * r, n_tiles * c), dtype=np.int64)
+    padded[:k, :n] = matrix
+    tiles = padded.reshape(k_tiles, r, n_tiles, c)
+    written = (np.arange(n_tiles * c) < n).reshape(1, 1, n_tiles, c)
+    return bool(np.all((tiles == tiles[:1, :, :1, :]) | ~written))
 
 
 def _checked(index, layer, weight, k, config, *, window=None):
@@ -63,41 +134,29 @@ def _checked(index, layer, weight, k, config, *, window=None):
                  output=layer.output, mult_neg=layer.mult_neg, **bounds)
 
 
-def _refuse_unsupported(index, layer, config):
-    """Raise a :class:`CompileError` for a field of section 3.2 the device does not run yet.
-
-    Interim guard (issue 31): the descriptor has one ``stride`` and one ``pad``; the device
-    helpers lift each check as they add the field.
-    """
-    found = []
-    if isinstance(layer, Conv2D):
-        if layer.groups != 1:
-            found.append(f"groups={layer.groups} (allowed: 1)")
-        sy, sx = layer.strides
-        if sy != sx:
-            found.append(f"stride={layer.stride} (allowed: the same on both axes)")
-        if len(set(layer.pads)) != 1:
-            found.append(f"padding={layer.padding} (allowed: the same on every side)")
-    if found:
-        raise CompileError(f"{type(layer).__name__} has " + "; ".join(found) + ", which the "
-                           "device does not run yet", layer=index, resource="layer")
-
-
 class MatrixPass(Pass):
     """The matrix pass's hooks (see :class:`~hwgen.passes.base.Pass`)."""
 
     kind = PassKind.MATRIX
-    layers = (Dense, Conv2D)
+    layers = (Dense, Conv2D, AvgPool2D, GlobalAvgPool2D)
     cycle_fields = ("k_tiles", "n_tiles", "raw")
 
     def lower(self, index, layer, shapes, config):
         in_shape, _ = shapes
-        _refuse_unsupported(index, layer, config)
+        pool = isinstance(layer, (AvgPool2D, GlobalAvgPool2D))
+        if pool:
+            # A depthwise convolution of ones: its tiles are alike (the window's identity).
+            layer = layer.as_conv(in_shape if isinstance(layer, GlobalAvgPool2D) else
+                                  in_shape[-1])
         if isinstance(layer, Conv2D):
             kh, kw, c, _ = layer.weight.shape
-            return Lowered(_checked(index, layer, padded_matrix(layer.weight, config.rows),
-                                    kh * kw * c, config, window=(kh, kw, c, "kernel")),
-                           kh * kw * c, (kh, kw, layer.strides[0], layer.pads[0]))
+            matrix, window = grouped_matrix(layer.weight, layer.groups, config)
+            # The channels each kernel position reads: the tile's window, or all of them.
+            channels = matrix.shape[0] // (kh * kw) if window else c * layer.groups
+            return Lowered(_checked(index, layer, matrix, kh * kw * c, config,
+                                    window=(kh, kw, channels, "kernel")),
+                           kh * kw * c, (kh, kw, layer.strides, layer.pads, window),
+                           repeat=pool)
         if len(in_shape) == 1:
             k = layer.weight.shape[0]
             return Lowered(_checked(index, layer, layer.weight, k, config), k, None)
@@ -107,25 +166,38 @@ class MatrixPass(Pass):
         kernel = layer.weight.reshape(h, w, c, layer.weight.shape[1])
         return Lowered(_checked(index, layer, padded_matrix(kernel, config.rows), h * w * c,
                                 config, window=(h, w, c, "image before the Flatten")),
-                       h * w * c, (h, w, 1, 0))
+                       h * w * c, (h, w, (1, 1), (0, 0, 0, 0), 0))
 
     def place(self, p, config, w_base, p_base):
         k_pad, n = p.matrix.weight.shape
         k_tiles, n_tiles = config.tiles(k_pad, n)
+        tiles = 1 if self._wrep(p, config) else n_tiles * k_tiles
         return {"k": p.k, "n": n, "k_tiles": k_tiles, "n_tiles": n_tiles,
                 "activation": p.matrix.activation, "output": p.matrix.output,
-                "w_base": w_base, "w_words": n_tiles * k_tiles * config.rows,
+                "w_base": w_base, "w_words": tiles * config.rows,
                 "p_base": p_base, "p_words": n_tiles}
 
     def fields(self, p, spec):
         return {"n": spec.n, **_activation_fields(p.matrix)}
 
     def cgs(self, p, config, src_stride):
-        # A kernel position's reduction tiles: its channels in groups of rows.
-        return math.ceil(p.in_shape[-1] / config.rows)
+        # A kernel position's reduction tiles: the channels of its window in groups of rows.
+        kh, kw = p.kernel[:2]
+        return p.matrix.weight.shape[0] // (kh * kw * config.rows)
+
+    @staticmethod
+    def _wrep(p, config):
+        """Whether the pass's weights are one tile, read for every ``(nt, kt)``."""
+        return p.repeat and _repeats(p.matrix.weight, config)
+
+    def walk_fields(self, p, config):
+        return {"wrep": int(self._wrep(p, config))}
 
     def images(self, p, config):
-        return weight_image(p.matrix, config), param_image(p.matrix, config)
+        weights = weight_image(p.matrix, config)
+        if self._wrep(p, config):
+            weights = weights[:config.rows]
+        return weights, param_image(p.matrix, config)
 
     def macs(self, spec, config):
         return (spec.pixels * spec.k * spec.n,
@@ -145,8 +217,9 @@ class MatrixPass(Pass):
         return m * g["oh"] * g["ow"] * d["k_tiles"] * d["n_tiles"]
 
     def interpret(self, device, d, g, m):
-        """Per chunk of ``acc_depth`` output pixels, per output tile, the reduction tiles,
-        then bias, requantization and activation (or the raw sums)."""
+        """Per chunk of ``acc_depth`` output pixels, per output tile, the reduction tiles over
+        the tile's channel window, then bias, requantization and activation (or the raw
+        sums)."""
         c = device.config
         rows, cols = c.rows, c.cols
         assert not (d["raw"] and (d.get("leaky") or d.get("relu"))), \
@@ -154,16 +227,23 @@ class MatrixPass(Pass):
         acc_low, acc_high = signed_range(c.acc_bits)
         # Python integers where int64 could be too narrow for the accumulator.
         dtype = object if c.acc_bits > 62 else np.int64
-        x, reads = _patch_rows(device, d, g, m)
-        x = x.astype(dtype)
-        pixels = len(x)
+        window = g["cb_word"] * device.b + g["cb_rem"]
+        assert g["cb_rem"] < device.b, "cb_rem is a bank"
+        xs, reads = {}, set()
+        for nt in range(d["n_tiles"]) if window else (0,):
+            x, read = _patch_rows(device, d, g, m, int(window_start(nt, window, c)))
+            xs[nt] = x.astype(dtype)
+            reads |= read
+        pixels = len(xs[0])
         writes = set()
         for first in range(0, pixels, c.acc_depth):
             chunk = range(first, min(first + c.acc_depth, pixels))
             for nt in range(d["n_tiles"]):
+                x = xs[nt if window else 0]
                 acc = np.zeros((len(chunk), cols), dtype=dtype)
                 for kt in range(d["k_tiles"]):
-                    base = d["w_base"] + (nt * d["k_tiles"] + kt) * rows
+                    tile = 0 if g["wrep"] else nt * d["k_tiles"] + kt
+                    base = d["w_base"] + tile * rows
                     w = np.array([device.lanes(Region.WEIGHT, base + i) for i in range(rows)],
                                  dtype=dtype)
                     acc = acc + x[chunk.start:chunk.stop, kt * rows:(kt + 1) * rows] @ w
@@ -175,10 +255,11 @@ class MatrixPass(Pass):
         return d["dst_stride"], d["n"]
 
 
-def _patch_rows(device, d, g, m):
-    """Return ``(x, reads)``: the engine's rows of the layer, ``x[p, kt * rows + i]`` for
-    output pixel ``p``, reduction tile ``kt`` (kernel position ``kt // cgs``, channel group
-    ``kt % cgs``), lane ``i``, and the ACT words read inside the pixels."""
+def _patch_rows(device, d, g, m, first):
+    """Return ``(x, reads)``: the engine's rows of the layer for an output tile whose channel
+    window starts at channel ``first``, ``x[p, kt * rows + i]`` for output pixel ``p``,
+    reduction tile ``kt`` (kernel position ``kt // cgs``, channel group ``kt % cgs``), lane
+    ``i``, and the ACT words read inside the pixels."""
     c, b, rows = device.config, device.b, device.config.rows
     cgs = g["cgs"]
     kernel = device.kernel_offsets(d, g)
@@ -188,10 +269,10 @@ def _patch_rows(device, d, g, m):
     ky = np.array([kernel[kt // cgs][0] for kt in kts], dtype=np.int64)
     kx = np.array([kernel[kt // cgs][1] for kt in kts], dtype=np.int64)
     off = np.array([kernel[kt // cgs][2] for kt in kts], dtype=np.int64)
-    channel = (kts % cgs)[:, None] * rows + np.arange(rows)[None, :]      # [KT, rows]
+    channel = first + (kts % cgs)[:, None] * rows + np.arange(rows)[None, :]   # [KT, rows]
     word, lane = channel // b, channel % b
-    iy = oy[:, None] * g["stride"] + ky[None, :] - g["pad"]                # [P, KT]
-    ix = ox[:, None] * g["stride"] + kx[None, :] - g["pad"]
+    iy = oy[:, None] * g["sy"] + ky[None, :] - g["pad_top"]                # [P, KT]
+    ix = ox[:, None] * g["sx"] + kx[None, :] - g["pad_left"]
     inside = (iy >= 0) & (iy < g["h"]) & (ix >= 0) & (ix < g["w"])
     addr = (pix[:, None, None] + off[None, :, None] + word[None]) % device.wrap
     shape = addr.shape                                                     # [P, KT, rows]

@@ -30,7 +30,7 @@ class MaxPoolPass(Pass):
     cycle_fields = ("src_stride",)
 
     def lower(self, index, layer, shapes, config):
-        return Lowered(None, 0, (layer.size, layer.size, layer.stride, 0))
+        return Lowered(None, 0, (layer.size, layer.size, (layer.stride,) * 2, (0,) * 4, 0))
 
     def place(self, p, config, w_base, p_base):
         return {"k": 0, "n": p.out_shape[-1], "k_tiles": 0, "n_tiles": 0,
@@ -61,11 +61,11 @@ class MaxPoolPass(Pass):
     def interpret(self, device, d, g, m):
         """The lane-wise maximum of each window's words (:meth:`combine`), written one word
         after another from ``dst_base``."""
-        assert g["pad"] == 0, "pooling has no padding"
+        assert g["pad_top"] == g["pad_left"] == 0, "pooling has no padding"
         oy, ox, pix = device.pixel_words(d, g, m)
         window = device.kernel_offsets(d, g)
-        assert (oy.max() * g["stride"] + g["kh"] <= g["h"]
-                and ox.max() * g["stride"] + g["kw"] <= g["w"]), "a window past the image"
+        assert (oy.max() * g["sy"] + g["kh"] <= g["h"]
+                and ox.max() * g["sx"] + g["kw"] <= g["w"]), "a window past the image"
         words = d["src_stride"]
         addr = ((pix[:, None, None] + np.array([off for _, _, off in window])[None, :, None]
                  + np.arange(words)[None, None, :]) % device.wrap)      # [P, window, words]

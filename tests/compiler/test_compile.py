@@ -145,7 +145,8 @@ def test_refuses_geometry_beyond_the_walk(layer, field, shape):
 
 def test_refuses_a_network_of_only_flatten():
     network = QuantizedNetwork([Flatten()], input_shape=(2, 3, 4))
-    error = refused(network, AcceleratorConfig(), "only Flatten", "Dense, Conv2D or MaxPool2D")
+    error = refused(network, AcceleratorConfig(), "only Flatten",
+                    "Dense, Conv2D, AvgPool2D, GlobalAvgPool2D or MaxPool2D")
     assert error.layer is None
 
 

@@ -266,6 +266,35 @@ def test_file_of_format_version_3_loads_and_runs():
     np.testing.assert_array_equal(unpacked, y)
 
 
+def test_file_of_format_version_4_geometry_loads_and_runs():
+    # Saved at format version 4 (the same network as version 3's): one stride and one pad per
+    # layer where the geometry now has sy, sx, pad_top, pad_left, and no channel window.
+    network, config, batch, x, y = saved_cnn(DATA / "program_v3_cnn_network.npz")
+    with np.load(DATA / "program_v4_cnn.npz") as npz:
+        meta = json.loads(npz["meta"].tobytes())
+    assert meta["version"] == 4 and "stride" in meta["descriptors"][0]["geometry"]
+    loaded = Program.load(DATA / "program_v4_cnn.npz")
+    assert loaded == compile_network(network, config, batch=batch)
+    stored = meta["descriptors"][0]["geometry"]
+    geometry = loaded.descriptors[0]["geometry"]
+    assert (geometry["sy"], geometry["sx"], geometry["pad_top"], geometry["pad_left"]) == \
+        (stored["stride"],) * 2 + (stored["pad"],) * 2
+    interpreted, unpacked = run_on_device(loaded, x, out_shape=network.output_shape)
+    np.testing.assert_array_equal(interpreted, y)
+    np.testing.assert_array_equal(unpacked, y)
+
+
+def test_file_of_format_version_4_with_a_damaged_geometry_is_refused(tmp_path):
+    path = tmp_path / "v4.npz"
+    shutil.copyfile(DATA / "program_v4_cnn.npz", path)
+    with np.load(path) as npz:
+        image = npz["PROGRAM"].copy()
+    image[1, 0] ^= 1   # the first layer's geometry: its input's height
+    rewrite_image(path, "PROGRAM", image)
+    load_fails(path, "the PROGRAM image does not match the stored descriptors (format "
+                     "version 4); damaged")
+
+
 def test_file_of_format_version_3_with_a_damaged_descriptor_is_refused(tmp_path):
     path = tmp_path / "v3.npz"
     shutil.copyfile(DATA / "program_v3_cnn.npz", path)

@@ -53,9 +53,9 @@ def test_convolution_pooling_and_flatten_then_dense():
     passes = lower_network(net, config)
     assert [p.kind for p in passes] == [PassKind.MATRIX, PassKind.MAXPOOL, PassKind.MATRIX]
     assert [p.source for p in passes] == [0, 1, 3]
-    assert passes[0].kernel == (3, 3, 2, 1) and passes[0].k == 18
-    assert passes[1].kernel == (2, 2, 1, 0) and passes[1].matrix is None
-    assert passes[2].in_shape == (2, 2, 3) and passes[2].kernel == (2, 2, 1, 0)
+    assert passes[0].kernel == (3, 3, (2, 2), (1, 1, 1, 1), 0) and passes[0].k == 18
+    assert passes[1].kernel == (2, 2, (1, 1), (0, 0, 0, 0), 0) and passes[1].matrix is None
+    assert passes[2].in_shape == (2, 2, 3) and passes[2].kernel == (2, 2, (1, 1), (0,) * 4, 0)
     np.testing.assert_array_equal(passes[2].matrix.weight,
                                   padded_matrix(dense.weight.reshape(2, 2, 3, 4), 2))
 

@@ -1,8 +1,7 @@
-"""Interim (issue 31): the fields of section 3.2 the device does not run yet are refused by
-``hwgen.compile`` with a CompileError naming the layer and the field, never run wrongly.
-
-The guard is ``_refuse_unsupported`` in ``hwgen/passes/matrix.py``; remove a case here when the
-device gains its field.
+"""Issue 31's fields in their uniform forms (a stride pair of one value, padding the same on
+every side, the activation's own bounds given) compile to the same descriptors as the fields
+of before. (Every field of section 3.2 runs on the device now: the interim refusals are gone;
+tests/passes/test_matrix.py and tests/compiler/test_bounds.py run the new fields.)
 """
 
 import numpy as np
@@ -10,8 +9,7 @@ import pytest
 
 import hwgen
 from hwgen import AcceleratorConfig
-from hwgen.compiler import CompileError
-from hwgen.nn import AvgPool2D, Conv2D, Dense, Flatten, GlobalAvgPool2D, QuantizedNetwork
+from hwgen.nn import Conv2D, Dense, Flatten, QuantizedNetwork
 
 
 def conv_net(**fields):
@@ -22,18 +20,6 @@ def conv_net(**fields):
     dense = Dense(np.ones((oh * ow * c, 2), int), np.zeros(2, int), np.ones(2, int),
                   np.zeros(2, int), output="raw")
     return QuantizedNetwork([conv, Flatten(), dense], input_shape=(6, 6, 2))
-
-
-@pytest.mark.parametrize(("fields", "pattern"), [
-    ({"groups": 2}, r"layer 0: Conv2D has groups=2 \(allowed: 1\)"),
-    ({"stride": (1, 2)}, r"layer 0: Conv2D has stride=\(1, 2\) \(allowed: the same on both "
-                         r"axes\)"),
-    ({"padding": (1, 0)}, r"layer 0: Conv2D has padding=\(1, 0\) \(allowed: the same on every "
-                          r"side\)"),
-])
-def test_new_fields_are_refused(fields, pattern):
-    with pytest.raises(CompileError, match=pattern + ", which the device does not run yet"):
-        hwgen.compile(conv_net(**fields), AcceleratorConfig())
 
 
 @pytest.mark.parametrize(("fields", "old"), [
@@ -47,12 +33,3 @@ def test_uniform_forms_compile_as_the_old_fields(fields, old):
     config = AcceleratorConfig()
     got, want = hwgen.compile(conv_net(**fields), config), hwgen.compile(conv_net(**old), config)
     assert got.descriptors == want.descriptors
-
-
-@pytest.mark.parametrize("pool", [AvgPool2D(2, mult=[1, 1], shift=[0, 0]),
-                                  GlobalAvgPool2D(mult=[1, 1], shift=[0, 0])])
-def test_average_pools_are_refused(pool):
-    net = QuantizedNetwork([pool], input_shape=(4, 4, 2))
-    with pytest.raises(CompileError, match=f"layer 0: {type(pool).__name__} layers cannot be "
-                                           "compiled; allowed: Dense, Conv2D, MaxPool2D"):
-        hwgen.compile(net, AcceleratorConfig())

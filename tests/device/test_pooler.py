@@ -32,16 +32,16 @@ CONFIGS = {
 def random_pool_layer(rng, config, *, one_pixel=False):
     """Return ``(desc, geom, batch, images)``: a pooling layer over 1..3 (at most
     ``acc_depth``) images of 1..3 words per pixel, a window of 1..3 by 1..3 pixels
-    (``one_pixel``: 1 by 1), stride 1..3, its input and output areas apart, somewhere in
+    (``one_pixel``: 1 by 1), strides 1..3 per axis, its input and output areas apart, somewhere in
     the banks, fields the pooler must not use random; ``images`` says where the input is:
     ``(base, h, w, words)``."""
     while True:
         batch = int(rng.integers(1, min(3, config.acc_depth) + 1))
-        kh, kw, stride, words = (int(v) for v in rng.integers(1, 4, 4))
+        kh, kw, sy, sx, words = (int(v) for v in rng.integers(1, 4, 5))
         if one_pixel:
             kh = kw = 1
         h, w = int(rng.integers(kh, kh + 4)), int(rng.integers(kw, kw + 4))
-        geom = image_geometry(config, h=h, w=w, kh=kh, kw=kw, stride=stride, pad=0,
+        geom = image_geometry(config, h=h, w=w, kh=kh, kw=kw, stride=(sy, sx), pad=0,
                               words=words, cgs=words)
         size_in = batch * h * w * words
         size_out = batch * geom["oh"] * geom["ow"] * words
@@ -71,8 +71,7 @@ def expected_output(config, banks, layer):
     flat = np.array([banks[base + a] for a in range(batch * h * w * words)], dtype=np.int64)
     x = flat.reshape(batch, h, w, words * lanes)
     windows = sliding_window_view(x, (geom["kh"], geom["kw"]), axis=(1, 2))
-    s = geom["stride"]
-    y = windows[:, ::s, ::s].max(axis=(-2, -1))
+    y = windows[:, ::geom["sy"], ::geom["sx"]].max(axis=(-2, -1))
     assert y.shape[1:3] == (geom["oh"], geom["ow"])
     out = y.reshape(-1, lanes)
     return {desc["dst_base"] + i: [int(v) for v in lane] for i, lane in enumerate(out)}

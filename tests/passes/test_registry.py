@@ -16,7 +16,15 @@ from hwgen import passes
 from hwgen.compiler import compile_network
 from hwgen.cycles import layer_cycles, program_cycles
 from hwgen.memmap import PassKind, descriptor_layout
-from hwgen.nn import Conv2D, Dense, Flatten, MaxPool2D, QuantizedNetwork
+from hwgen.nn import (
+    AvgPool2D,
+    Conv2D,
+    Dense,
+    Flatten,
+    GlobalAvgPool2D,
+    MaxPool2D,
+    QuantizedNetwork,
+)
 from hwgen.passes.base import Pass
 from hwgen.passes.maxpool import MaxPoolPass
 from sim.interpreter import run_on_interpreter
@@ -39,7 +47,7 @@ def test_a_kind_without_a_module_is_refused_naming_the_registered_ones():
         passes.lookup(7)
     assert "7" in str(info.value) and "allowed: MATRIX (0), MAXPOOL (1)" in str(info.value)
     assert passes.for_layer(Flatten()) is None   # a Flatten is no pass
-    assert passes.layer_types() == (Dense, Conv2D, MaxPool2D)
+    assert passes.layer_types() == (Dense, Conv2D, AvgPool2D, GlobalAvgPool2D, MaxPool2D)
 
 
 class MinPool2D(MaxPool2D):

@@ -1,8 +1,9 @@
 """cocotb regression of the whole-network accelerator (sim/tb_network.py).
 
 Every run compiles random networks (1 to 4 layers, relu/identity, raw/requant outputs, extreme
-weights) and random convolutional networks (kernels 1..5, strides 1..2, padding 0..2, pooling,
-flatten + dense or spatial ends), checks the device output against hwgen.nn bit for bit and the
+weights) and random convolutional networks (rectangular kernels 1..5, strides 1..2 per axis,
+each padding side 0..2, grouped and depthwise convolutions, max and average pooling, flatten +
+dense or spatial ends), checks the device output against hwgen.nn bit for bit and the
 device counters against the cycle model. Across the configurations below, each CI run checks
 well over 30 random networks and 20 random CNNs on Verilator, and fewer of each on Icarus.
 """
@@ -42,14 +43,14 @@ def _run_networks(case, config, simulator, tmp_path, *, name):
                       env={"HWGEN_SEED": str(len(name) + networks),
                            "HWGEN_NETWORKS": str(networks), "HWGEN_MAX_WIDTH": str(width),
                            "HWGEN_MAX_BATCH": str(batch), "HWGEN_CNNS": str(cnns),
-                           "HWGEN_MAX_CHANNELS": str(channels)})
+                           "HWGEN_MAX_CHANNELS": str(channels), "HWGEN_GENERAL": "1"})
 
 
 @pytest.mark.parametrize("dataflow", ["ws", "os"])
 @pytest.mark.parametrize("name", CASES)
 def test_network(name, dataflow, simulator, tmp_path):
     config = AcceleratorConfig(dataflow=dataflow, **SMALL, **CASES[name][0])
-    assert _run_networks(CASES[name], config, simulator, tmp_path, name=name) == 3
+    assert _run_networks(CASES[name], config, simulator, tmp_path, name=name) == 4
 
 
 # Fewer requantization lanes than columns (weight-stationary only): the rows of a requantized
@@ -63,4 +64,4 @@ LANE_CASES = {
 @pytest.mark.parametrize("name", LANE_CASES)
 def test_network_fewer_requant_lanes(name, simulator, tmp_path):
     config = AcceleratorConfig(**SMALL, **LANE_CASES[name][0])
-    assert _run_networks(LANE_CASES[name], config, simulator, tmp_path, name=name) == 3
+    assert _run_networks(LANE_CASES[name], config, simulator, tmp_path, name=name) == 4

@@ -31,15 +31,18 @@ def documented_descriptor_fields(config):
 
 def documented_geometry_fields(config):
     """A spatial layer's geometry fields, least significant first, as documented in
-    hwgen.memmap.geometry_layout: sides and kernel as wide as ``act_depth``, stride and padding
-    four bits (up to 15), channel groups as wide as ``k_tiles``, steps as wide as an ACT
-    address."""
+    hwgen.memmap.geometry_layout: sides and kernel as wide as ``act_depth``, the strides per axis
+    and the top and left padding four bits (up to 15), channel groups as wide as ``k_tiles``,
+    steps as wide as an ACT address, the channel window's step as wide as ``src_stride`` and a
+    bank (``act_lanes`` of them), the weight repeat one bit."""
     side = max(1, config.act_depth.bit_length())
     addr = max(1, (config.act_depth - 1).bit_length())
-    k_tiles = dict(documented_descriptor_fields(config))["k_tiles"]
+    fields = dict(documented_descriptor_fields(config))
     return [*((name, side) for name in ("h", "w", "oh", "ow", "kh", "kw")),
-            ("stride", 4), ("pad", 4), ("cgs", k_tiles),
-            *((name, addr) for name in ("col_step", "row_step", "img_step", "ky_step"))]
+            ("sy", 4), ("sx", 4), ("pad_top", 4), ("pad_left", 4), ("cgs", fields["k_tiles"]),
+            *((name, addr) for name in ("col_step", "row_step", "img_step", "ky_step")),
+            ("cb_word", fields["src_stride"]),
+            ("cb_rem", max(1, (config.act_lanes - 1).bit_length())), ("wrep", 1)]
 
 
 COMPILER_CONFIGS = {

@@ -4,7 +4,7 @@ feeders' tests."""
 import dataclasses
 import itertools
 
-from hwgen.memmap import act_addr_bits
+from hwgen.memmap import act_addr_bits, rotates_lanes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,33 +37,42 @@ def walk_rows(config, desc, geom, batch):
     ``acc_depth``; per chunk, each output tile ``nt`` and reduction tile ``kt``, walking the
     kernel positions ``(ky, kx)`` and at each the channel groups ``cg``; per tile the chunk's
     pixels, the last one ``last``, a last reduction tile's ``final``. Input pixel ``(m, y, x)``,
-    ``y = oy * stride + ky - pad`` (``x`` alike), starts at word ``src_base + ((m * h + y +
-    pad) * w + x + pad) * src_stride`` (``src_base`` is the word of pixel ``(-pad, -pad)``, as
-    the compiler lays it out; modulo the address width). Group ``cg``'s channel ``c = cg * rows
-    + i`` is word ``c // lanes``, bank ``c % lanes`` of the pixel; each bank ``b`` reads the
-    group's word ``kword + (b < krem)`` (``kword, krem = divmod(cg * rows, lanes)``) while that
-    word lies in the pixel (``< src_stride``) and the pixel in the image; elsewhere zeros.
+    ``y = oy * sy + ky - pad_top`` (``x = ox * sx + kx - pad_left``), starts at word
+    ``src_base + ((m * h + y + pad_top) * w + x + pad_left) * src_stride`` (``src_base`` is the
+    word of pixel ``(-pad_top, -pad_left)``, as the compiler lays it out; modulo the address
+    width). Output tile ``nt``'s group ``cg``'s channel ``c = start + cg * rows + i`` (``start =
+    nt * window``, ``window = cb_word * lanes + cb_rem``, rounded down to a multiple of
+    ``lanes`` without the feeder's rotation, ``hwgen.memmap.rotates_lanes``) is word ``c //
+    lanes``, bank ``c % lanes`` of the pixel; each bank ``b`` reads the group's word ``kword +
+    (b < krem)`` (``kword, krem = divmod(start + cg * rows, lanes)``) while that word lies in
+    the pixel (``< src_stride``) and the pixel in the image; elsewhere zeros.
     """
     g, ps = geom, desc["src_stride"]
     lanes, rows = config.act_lanes, config.rows
     wrap = 1 << act_addr_bits(config)
+    window = g.get("cb_word", 0) * lanes + g.get("cb_rem", 0)
     pixels = list(itertools.product(range(batch), range(g["oh"]), range(g["ow"])))
     tiles = list(itertools.product(range(g["kh"]), range(g["kw"]), range(g["cgs"])))
     assert len(tiles) == desc["k_tiles"], (len(tiles), desc["k_tiles"])
+    top, left = g["pad_top"], g["pad_left"]
     out = []
     for chunk, first in enumerate(range(0, len(pixels), config.acc_depth)):
         part = pixels[first:first + config.acc_depth]
         for nt in range(desc["n_tiles"]):
             for kt, (ky, kx, cg) in enumerate(tiles):
-                kword, krem = divmod(cg * rows, lanes)
+                start = nt * window
+                if not rotates_lanes(config):   # from the word's first bank
+                    start -= start % lanes
+                first_channel = start + cg * rows
+                kword, krem = divmod(first_channel, lanes)
                 for count, (m, oy, ox) in enumerate(part):
-                    y, x = oy * g["stride"] + ky - g["pad"], ox * g["stride"] + kx - g["pad"]
+                    y, x = oy * g["sy"] + ky - top, ox * g["sx"] + kx - left
                     inside = 0 <= y < g["h"] and 0 <= x < g["w"]
                     pix = (desc["src_base"]
-                           + ((m * g["h"] + y + g["pad"]) * g["w"] + x + g["pad"]) * ps) % wrap
+                           + ((m * g["h"] + y + top) * g["w"] + x + left) * ps) % wrap
                     reads = {b: (pix + kword + (b < krem)) % wrap for b in range(lanes)
                              if inside and kword + (b < krem) < ps}
-                    channels = [divmod(cg * rows + i, lanes) for i in range(rows)]
+                    channels = [divmod(first_channel + i, lanes) for i in range(rows)]
                     row_lanes = tuple((bank, (pix + word) % wrap)
                                       if inside and word < ps else None
                                       for word, bank in channels)
