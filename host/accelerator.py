@@ -258,7 +258,7 @@ class Accelerator:
         self._pacer.program_loaded(program)
         self._program = program
 
-    def infer(self, x, outputs="last"):
+    def infer(self, x, outputs="last", *, probabilities=False):
         """Run the loaded program on every sample of ``x``; return one output per sample.
 
         Samples are sent in chunks of at most ``program.batch`` (one RUN each, planned by
@@ -282,6 +282,10 @@ class Accelerator:
             As :meth:`hwgen.nn.QuantizedNetwork.forward` returns it (saturated activations, or
             raw accumulators for a ``raw`` output layer); with ``outputs="all"``, one array per
             layer, as :meth:`~hwgen.nn.QuantizedNetwork.forward_trace` returns them.
+            With ``probabilities=True``, the last output as the network's final Softmax,
+            LogSoftmax or Sigmoid gives it, in float64, applied here on the host
+            (:meth:`Program.probabilities <hwgen.compiler.Program.probabilities>`; the device
+            returns the raw scores, and the argmax is the same).
 
         Raises
         ------
@@ -300,6 +304,11 @@ class Accelerator:
         program = self._program
         if program is None:
             raise RuntimeError("infer: no program is loaded; call load(program) first")
+        if probabilities and (outputs != "last" or program.output_scale is None):
+            raise ValueError("infer: probabilities=True needs outputs='last' and a program "
+                             "with an output_scale (compiled from a quantized or imported "
+                             f"model); got outputs={outputs!r}, output_scale="
+                             f"{'missing' if program.output_scale is None else 'present'}")
         kept = readout_specs(program, outputs, "infer")
         x = check_samples(program, x, "infer")
         if self._snapshot is None:  # the last call failed: a run may still be going
@@ -332,6 +341,8 @@ class Accelerator:
             seconds=time.perf_counter() - start_time,
             bytes_sent=self._port.sent - sent, bytes_received=self._port.received - received,
             payload_bytes=port.payload_bytes)
+        if probabilities:
+            return program.probabilities(outs[0])
         return outs if outputs == "all" else outs[0]
 
     def _progress_bar(self, rows, chunks):

@@ -7,7 +7,8 @@
 
 ``--input`` holds integers of the program's input shape: rows ``(M, K)``, or NHWC images ``(M,
 H, W, C)`` for a network whose first layer is spatial; ``--output`` gets the network's outputs,
-``(M, N)`` or ``(M, H', W', C')``.
+``(M, N)`` or ``(M, H', W', C')``; with ``--probabilities``, the network's final Softmax,
+LogSoftmax or Sigmoid applied on the host (float64).
 """
 
 import argparse
@@ -64,12 +65,16 @@ def _run(args):
     if args.output is not None:
         output_file(args.output, "--output")
     program, x = _load_inputs(args)
+    if args.probabilities and program.output_scale is None:
+        raise UsageError(f"--probabilities: the program {args.program} has no output_scale "
+                         "(compiled from a network built without one); allowed: a program "
+                         "compiled from a quantized or imported model")
     try:
         with Accelerator(args.url, timeout=args.timeout, retries=args.retries,
                          config=program.config, progress=args.progress,
                          baudrate=args.baud) as acc:
             acc.load(program)
-            y = acc.infer(x)
+            y = acc.infer(x, probabilities=args.probabilities)
             counters = acc.counters()
     except ValueError as exc:  # the input does not fit the program (the message says why)
         raise UsageError(f"--input {args.input}: {exc}") from None
@@ -88,7 +93,7 @@ def _run(args):
     except OSError as exc:
         raise UsageError(f"--output {args.output}: {exc}") from None
     print(summary)
-    print(f"wrote {args.output}: {' x '.join(map(str, y.shape))} int64")
+    print(f"wrote {args.output}: {' x '.join(map(str, y.shape))} {y.dtype}")
     return 0
 
 
@@ -113,6 +118,9 @@ def register(sub):
                         "spatial")
     p.add_argument("--output", metavar="Y.npy",
                    help="where to write the outputs (default: print them)")
+    p.add_argument("--probabilities", action="store_true",
+                   help="apply the model's final Softmax/LogSoftmax/Sigmoid on the host and "
+                        "return float probabilities (the device returns raw scores)")
     p.add_argument("--timeout", type=number(float, above=0), default=5.0, metavar="S",
                    help="seconds to wait for one answer, > 0 (default 5)")
     p.add_argument("--retries", type=number(int, 0, 100), default=3, metavar="N",

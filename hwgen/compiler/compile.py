@@ -277,4 +277,7 @@ def _compile(network, config, batch, readout):
         macs_per_row=sum(useful for useful, _ in macs),
         padded_macs_per_row=sum(issued for _, issued in macs),
         layer_outputs=_layer_matrices(network, passes, plan, config) if readout else (),
+        output_function=network.output_function,
+        output_scale=(None if network.output_scale is None
+                      else tuple(float(v) for v in network.output_scale)),
     )

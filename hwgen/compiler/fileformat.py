@@ -42,6 +42,7 @@ from ..memmap import (
     param_lane_layout,
     regions,
 )
+from ..nn.output_function import check_output_function
 from .descriptors import field_values, pack_layer, unpack_program
 from .images import IMAGE_REGIONS
 from .specs import LayerSpec, MatrixSpec
@@ -138,6 +139,9 @@ def _metadata(program, arrays):
         "macs_per_row": program.macs_per_row,
         "padded_macs_per_row": program.padded_macs_per_row,
         "layer_outputs": [spec.to_dict() for spec in program.layer_outputs],
+        "output_function": program.output_function,
+        "output_scale": (None if program.output_scale is None
+                         else [float(v) for v in program.output_scale]),
     }
 
 
@@ -341,4 +345,16 @@ def _from_arrays(arrays):
             "descriptors": descriptors,
             "layers": layers, "images": images, "input": MatrixSpec.from_dict(meta["input"]),
             "output": output, "macs_per_row": int(meta["macs_per_row"]),
-            "padded_macs_per_row": int(meta["padded_macs_per_row"]), "layer_outputs": kept}
+            "padded_macs_per_row": int(meta["padded_macs_per_row"]), "layer_outputs": kept,
+            **_output_function(meta)}
+
+
+def _output_function(meta):
+    """Return the program's output function and scale (absent before they were kept: None)."""
+    scale = meta.get("output_scale")
+    if scale is not None:
+        if not isinstance(scale, list) or not all(isinstance(v, int | float) for v in scale):
+            raise ValueError(f"output_scale is {scale!r}; allowed: null or a list of numbers")
+        scale = tuple(float(v) for v in scale)
+    return {"output_function": check_output_function(meta.get("output_function"), "the file"),
+            "output_scale": scale}

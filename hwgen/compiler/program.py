@@ -2,7 +2,10 @@
 
 import dataclasses
 
+import numpy as np
+
 from ..config import AcceleratorConfig
+from ..nn.output_function import apply_output_function
 from . import codec, fileformat, report
 from .specs import MatrixSpec
 
@@ -56,6 +59,8 @@ class Program:
     macs_per_row: int
     padded_macs_per_row: int
     layer_outputs: tuple = ()
+    output_function: str | None = None
+    output_scale: tuple | None = None
 
     # -- running (hwgen.compiler.codec) -----------------------------------------------------------
 
@@ -148,6 +153,25 @@ class Program:
         """
         spec = self._layer_output(index, "unpack_layer_output")
         return codec.unpack_output(spec, self.batch, words, m)
+
+    def probabilities(self, scores):
+        """Return the network's output function applied in float to the device's ``scores``
+        (:meth:`unpack_output`'s, or ``host.Accelerator.infer``'s).
+
+        ``scores * output_scale`` are the real logits; without an output function they are
+        returned as they are (float64).
+
+        Raises
+        ------
+        ValueError
+            If the program has no ``output_scale`` (its network gave none).
+        """
+        if self.output_scale is None:
+            raise ValueError("the program has no output_scale (its network was built without "
+                             "one); allowed: a program compiled from a quantized model, e.g. "
+                             "hwgen.nn.quantize(...) or an imported model")
+        logits = np.asarray(scores, dtype=np.float64) * np.asarray(self.output_scale)
+        return apply_output_function(self.output_function, logits)
 
     # -- reporting (hwgen.compiler.report) --------------------------------------------------------
 
