@@ -6,14 +6,17 @@ import json
 from pathlib import Path
 
 from ..config import AcceleratorConfig, Dataflow
+from .catalog import BOARDS, NAMED_PRESETS
 
 __all__ = ["board_config"]
 
 
-def board_config(board, args=None, *, clock_hz=None, **overrides):
+def board_config(board, args=None, *, clock_hz=None, preset=None, **overrides):
     """Return the configuration to build on ``board``.
 
-    The board's preset, then the fields of a ``--config`` JSON file, then every design option
+    The board's preset (or the named preset ``preset`` of
+    :data:`~hwgen.boards.catalog.NAMED_PRESETS`, which must be one for ``board``; ``args.preset``
+    too), then the fields of a ``--config`` JSON file, then every design option
     given on the command line (``args``, compared with :class:`AcceleratorConfig`'s defaults),
     then ``overrides``. ``clock_hz`` defaults to the board's default clock. In ``args`` a
     design option is given when it is not ``None`` (see ``hwgen build``).
@@ -23,7 +26,8 @@ def board_config(board, args=None, *, clock_hz=None, **overrides):
     ValueError
         If the parameters are not a valid configuration.
     """
-    values = dict(board.preset)
+    preset = preset or getattr(args, "preset", None)
+    values = dict(board.preset if preset is None else _named_preset(board, preset))
     defaults = AcceleratorConfig()
     if args is not None:
         if getattr(args, "config", None):
@@ -46,3 +50,12 @@ def board_config(board, args=None, *, clock_hz=None, **overrides):
         # AcceleratorConfig's default clock means nothing on a board: use the board's.
         values["clock_hz"] = board.clock_hz
     return AcceleratorConfig.from_dict(values)
+
+
+def _named_preset(board, name):
+    """Return the fields of the named preset ``name`` of ``board``, or raise ValueError."""
+    ours = sorted(n for n, (b, _) in NAMED_PRESETS.items() if BOARDS[b] is board)
+    if name not in ours:
+        raise ValueError(f"preset {name!r} is not one of the board's named presets; allowed: "
+                         + (", ".join(ours) if ours else "none for this board"))
+    return NAMED_PRESETS[name][1]

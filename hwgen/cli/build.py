@@ -65,6 +65,7 @@ def _run(args):
 def register(sub):
     """Add ``hwgen build``."""
     from hwgen.boards import BOARDS
+    from hwgen.boards.catalog import NAMED_PRESETS
     from hwgen.protocol import DEFAULT_BAUD
 
     p = sub.add_parser(
@@ -75,6 +76,9 @@ def register(sub):
                     "--clock-hz must be a clock the board makes (its oscillator or an exact "
                     "PLL setting).")
     p.add_argument("--board", required=True, choices=sorted(BOARDS))
+    p.add_argument("--preset", choices=sorted(NAMED_PRESETS),
+                   help="a named design of the board instead of its preset (ulx3s-85f-zoo: "
+                        "the 5x5 design that holds the MLPerf Tiny zoo)")
     add_config_options(p)
     # A design option that is not given takes the board's preset, not AcceleratorConfig's
     # default, so tell the two apart.

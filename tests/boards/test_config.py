@@ -2,8 +2,11 @@
 
 import argparse
 
+import pytest
+
 from hwgen import boards
 from hwgen.boards import BOARDS
+from hwgen.boards.catalog import NAMED_PRESETS
 from hwgen.config import AcceleratorConfig
 
 
@@ -20,3 +23,15 @@ def test_board_config_overrides_preset_with_given_options():
     config = boards.board_config(board, _args(acc_depth=32))
     assert (config.rows, config.acc_bits, config.acc_depth) == (4, 22, 32)
     assert config.clock_hz == board.clock_hz
+
+
+def test_a_named_preset_replaces_the_boards_and_options_still_override_it():
+    board_name, fields = NAMED_PRESETS["ulx3s-85f-zoo"]
+    board = BOARDS[board_name]
+    config = boards.board_config(board, preset="ulx3s-85f-zoo")
+    assert {k: getattr(config, k) for k in fields} == fields
+    assert config.clock_hz == board.clock_hz
+    given = boards.board_config(board, _args(preset="ulx3s-85f-zoo", acc_depth=16))
+    assert (given.rows, given.acc_depth) == (fields["rows"], 16)
+    with pytest.raises(ValueError, match="allowed: ulx3s-85f-zoo"):
+        boards.board_config(board, preset="ulx3s-85f-nope")

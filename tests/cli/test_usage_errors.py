@@ -70,6 +70,9 @@ CASES = [
     (["build", "--board", "icebreaker", "--baud", "20000000"], "--baud: 20000000 is out of range"),
     (["build", "--board", "icebreaker", "--config", MISSING], f"--config {MISSING}: no such"),
     (["build", "--board", "nope"], "argument --board: invalid choice: 'nope'"),
+    (["build", "--board", "icebreaker", "--preset", "ulx3s-85f-zoo"],
+     "preset 'ulx3s-85f-zoo' is not one of the board's named presets; allowed: none for this"),
+    (["build", "--board", "ulx3s-85f", "--preset", "nope"], "argument --preset: invalid choice"),
 ]
 
 
