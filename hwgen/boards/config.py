@@ -44,7 +44,9 @@ def board_config(board, args=None, *, clock_hz=None, preset=None, **overrides):
     if values.get("dataflow") == Dataflow.OS and from_preset and not given:
         # The preset's requantization lanes are for its weight-stationary array.
         values.pop("post_lanes", None)
-    if clock_hz is not None:
+    if clock_hz is None:
+        clock_hz = overrides.get("clock_hz", getattr(args, "clock_hz", None))
+    if clock_hz is not None:   # given: even when it equals AcceleratorConfig's default
         values["clock_hz"] = clock_hz
     elif "clock_hz" not in values or values["clock_hz"] == defaults.clock_hz:
         # AcceleratorConfig's default clock means nothing on a board: use the board's.

@@ -35,3 +35,13 @@ def test_a_named_preset_replaces_the_boards_and_options_still_override_it():
     assert (given.rows, given.acc_depth) == (fields["rows"], 16)
     with pytest.raises(ValueError, match="allowed: ulx3s-85f-zoo"):
         boards.board_config(board, preset="ulx3s-85f-nope")
+
+
+def test_a_clock_given_is_kept_even_when_it_is_the_configs_default():
+    """``--clock-hz 50000000`` on a 62.5 MHz board: 50 MHz, not the board's clock."""
+    board = BOARDS["ulx3s-85f"]
+    default = AcceleratorConfig().clock_hz
+    assert board.clock_hz != default
+    assert boards.board_config(board, _args(clock_hz=default)).clock_hz == default
+    assert boards.board_config(board, clock_hz=default).clock_hz == default
+    assert boards.board_config(board).clock_hz == board.clock_hz
