@@ -27,7 +27,8 @@ def board_config(board, args=None, *, clock_hz=None, preset=None, **overrides):
         If the parameters are not a valid configuration.
     """
     preset = preset or getattr(args, "preset", None)
-    values = dict(board.preset if preset is None else _named_preset(board, preset))
+    base = board.preset if preset is None else _named_preset(board, preset)
+    values = dict(base)
     defaults = AcceleratorConfig()
     if args is not None:
         if getattr(args, "config", None):
@@ -46,6 +47,8 @@ def board_config(board, args=None, *, clock_hz=None, preset=None, **overrides):
         values.pop("post_lanes", None)
     if clock_hz is None:
         clock_hz = overrides.get("clock_hz", getattr(args, "clock_hz", None))
+    if clock_hz is None and values.get("clock_hz") == base.get("clock_hz"):
+        clock_hz = base.get("clock_hz")   # the preset's own clock (the one it meets)
     if clock_hz is not None:   # given: even when it equals AcceleratorConfig's default
         values["clock_hz"] = clock_hz
     elif "clock_hz" not in values or values["clock_hz"] == defaults.clock_hz:
