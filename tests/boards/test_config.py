@@ -45,3 +45,15 @@ def test_a_clock_given_is_kept_even_when_it_is_the_configs_default():
     assert boards.board_config(board, _args(clock_hz=default)).clock_hz == default
     assert boards.board_config(board, clock_hz=default).clock_hz == default
     assert boards.board_config(board).clock_hz == board.clock_hz
+
+
+def test_a_presets_own_clock_is_kept(monkeypatch):
+    """A named design that carries the clock it meets is built at that clock."""
+    from hwgen.boards import catalog
+
+    default = AcceleratorConfig().clock_hz
+    board_name, fields = NAMED_PRESETS["ulx3s-85f-zoo"]
+    monkeypatch.setitem(catalog.NAMED_PRESETS, "slow",
+                        (board_name, {**fields, "clock_hz": default}))
+    config = boards.board_config(BOARDS[board_name], preset="slow")
+    assert config.clock_hz == default != BOARDS[board_name].clock_hz
