@@ -52,7 +52,7 @@ from hwgen.throughput import BITS_PER_BYTE, wire_bytes_per_run
 DEFAULT_DESIGNS = ("ulx3s-85f", *NAMED_PRESETS, "icebreaker")
 #: Fmax of each preset's latest build (docs/performance.md, "Boards"): the lower of the 85F's
 #: two seeds (94.1 and 100.3 MHz), the iCEBreaker's build at 40.5 MHz.
-REACHED_HZ = {"ulx3s-85f": 94_100_000, "icebreaker": 42_800_000}
+REACHED_HZ = {"ulx3s-85f": 93_200_000, "ulx3s-85f-zoo": 55_560_000, "icebreaker": 42_800_000}
 #: Layer kinds of the utilization columns, in order.
 KINDS = ("first conv", "depthwise", "pointwise", "conv", "dense")
 

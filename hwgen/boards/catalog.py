@@ -194,7 +194,9 @@ BOARDS = {
 ULX3S_85F_ZOO_PRESET = {"rows": 5, "cols": 5, "dataflow": "ws", "in_bits": 8, "w_bits": 8,
                         "acc_bits": 26, "max_k": 1024, "weight_depth": 55296,
                         "act_depth": 18432, "param_depth": 1024, "prog_depth": 256,
-                        "acc_depth": 32, "out_depth": 512, "bounds": False}
+                        "acc_depth": 32, "out_depth": 512, "bounds": False,
+                        # Its block RAM is 203 of 208: routing, not logic, sets its Fmax.
+                        "clock_hz": 50_000_000}
 
 #: Designs besides the boards' presets, by name: ``(board, fields over its preset)``
 #: (``hwgen.boards.board_config(BOARDS[board], **fields)``).
