@@ -304,11 +304,11 @@ class Accelerator:
         program = self._program
         if program is None:
             raise RuntimeError("infer: no program is loaded; call load(program) first")
-        if probabilities and (outputs != "last" or program.output_scale is None):
-            raise ValueError("infer: probabilities=True needs outputs='last' and a program "
-                             "with an output_scale (compiled from a quantized or imported "
-                             f"model); got outputs={outputs!r}, output_scale="
-                             f"{'missing' if program.output_scale is None else 'present'}")
+        if probabilities:   # before anything is sent
+            if outputs != "last":
+                raise ValueError(f"infer: probabilities=True needs outputs='last', not "
+                                 f"{outputs!r}")
+            program.check_probabilities("infer")
         kept = readout_specs(program, outputs, "infer")
         x = check_samples(program, x, "infer")
         if self._snapshot is None:  # the last call failed: a run may still be going

@@ -65,10 +65,11 @@ def _run(args):
     if args.output is not None:
         output_file(args.output, "--output")
     program, x = _load_inputs(args)
-    if args.probabilities and program.output_scale is None:
-        raise UsageError(f"--probabilities: the program {args.program} has no output_scale "
-                         "(compiled from a network built without one); allowed: a program "
-                         "compiled from a quantized or imported model")
+    if args.probabilities:
+        try:
+            program.check_probabilities(f"--probabilities with {args.program}")
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
     try:
         with Accelerator(args.url, timeout=args.timeout, retries=args.retries,
                          config=program.config, progress=args.progress,

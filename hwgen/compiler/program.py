@@ -2,10 +2,8 @@
 
 import dataclasses
 
-import numpy as np
-
 from ..config import AcceleratorConfig
-from ..nn.output_function import apply_output_function
+from ..nn.output_function import scores_to_probabilities
 from . import codec, fileformat, report
 from .specs import MatrixSpec
 
@@ -164,14 +162,18 @@ class Program:
         Raises
         ------
         ValueError
-            If the program has no ``output_scale`` (its network gave none).
+            If the program has no ``output_scale`` (:meth:`check_probabilities`).
         """
+        self.check_probabilities("probabilities")
+        return scores_to_probabilities(self.output_function, scores, self.output_scale)
+
+    def check_probabilities(self, where):
+        """Raise ``ValueError`` (prefixed ``where``) unless :meth:`probabilities` can run: the
+        program needs the ``output_scale`` of its network."""
         if self.output_scale is None:
-            raise ValueError("the program has no output_scale (its network was built without "
-                             "one); allowed: a program compiled from a quantized model, e.g. "
-                             "hwgen.nn.quantize(...) or an imported model")
-        logits = np.asarray(scores, dtype=np.float64) * np.asarray(self.output_scale)
-        return apply_output_function(self.output_function, logits)
+            raise ValueError(f"{where}: the program has no output_scale (its network was built "
+                             "without one); allowed: a program compiled from a quantized or "
+                             "imported model, e.g. hwgen.nn.quantize(...)")
 
     # -- reporting (hwgen.compiler.report) --------------------------------------------------------
 

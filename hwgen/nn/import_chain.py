@@ -100,18 +100,13 @@ class Chain:
     def follows(self, name, kind):
         """Note a layer that computes something: a recorded final function, or a zero padding
         that no convolution takes, is then misplaced."""
-        if self.padding is not None:
-            pad_name, pad_kind, _ = self.padding
-            self.padding = None
-            self.offenders.append((pad_name, pad_kind, f"supported only right before a "
-                                                       f"convolution, but {name} ({kind}) "
-                                                       "follows it"))
-        if self.final is not None:
-            final_name, final_kind, _ = self.final
-            self.final = None
-            self.offenders.append((final_name, final_kind, f"supported only as the model's last "
-                                                           f"layer, but {name} ({kind}) follows "
-                                                           "it"))
+        for pending, place in (("padding", "right before a convolution"),
+                               ("final", "as the model's last layer")):
+            if getattr(self, pending) is not None:
+                held_name, held_kind, _ = getattr(self, pending)
+                setattr(self, pending, None)
+                self.offenders.append((held_name, held_kind, f"supported only {place}, but "
+                                                             f"{name} ({kind}) follows it"))
         self.bare = False
 
     def _advance(self, layer, shape, name):

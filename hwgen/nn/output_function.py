@@ -8,7 +8,8 @@ float, on the host, when asked (the argmax is the same either way).
 
 import numpy as np
 
-__all__ = ["OUTPUT_FUNCTIONS", "apply_output_function", "check_output_function"]
+__all__ = ["OUTPUT_FUNCTIONS", "apply_output_function", "check_output_function",
+           "scores_to_probabilities"]
 
 OUTPUT_FUNCTIONS = ("softmax", "log_softmax", "sigmoid")
 
@@ -45,3 +46,12 @@ def apply_output_function(function, logits):
     shifted = logits - logits.max(axis=-1, keepdims=True)  # avoids overflow in exp
     log_probs = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
     return log_probs if function == "log_softmax" else np.exp(log_probs)
+
+
+def scores_to_probabilities(function, scores, scale):
+    """Return ``function`` of the integer ``scores`` dequantized by ``scale`` (per element of
+    the last axis; ``None``: the scores as they are), in float64."""
+    scores = np.asarray(scores, dtype=np.float64)
+    if scale is not None:
+        scores = scores * np.asarray(scale, dtype=np.float64)
+    return apply_output_function(function, scores)

@@ -28,7 +28,7 @@ from .dense import Dense
 from .flatten import Flatten
 from .graph import INPUT, Node, Tensor, as_nodes, check_structure, relink, where
 from .maxpool import MaxPool2D
-from .output_function import apply_output_function, check_output_function
+from .output_function import check_output_function, scores_to_probabilities
 
 __all__ = ["QuantizedNetwork"]
 
@@ -328,10 +328,7 @@ class QuantizedNetwork:
         (:meth:`host.Accelerator.infer`), dequantized here with :attr:`output_scale` when set;
         the function (none: the dequantized scores) runs on the host (section 3.2).
         """
-        scores = np.asarray(scores, dtype=np.float64)
-        if self.output_scale is not None:
-            scores = scores * self.output_scale
-        return apply_output_function(self.output_function, scores)
+        return scores_to_probabilities(self.output_function, scores, self.output_scale)
 
     def predict(self, x):
         """Return the class of each float input: ``argmax(forward(quantize_input(x)), axis=1)``.

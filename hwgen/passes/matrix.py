@@ -319,11 +319,10 @@ def _finish_tile(device, d, nt, chunk, acc):
         a = acc[:, j].astype(object) + bias
         assert all(acc_low <= v <= acc_high for v in a)
         if not d["raw"]:
-            p = np.array([v * (mult_neg if d["leaky"] and v < 0 else mult) for v in a],
-                         dtype=object)
+            p = a * (np.where(a < 0, mult_neg, mult) if d["leaky"] else mult)
             a = (p + (1 << (shift - 1))) >> shift if shift > 0 else p
-            a = np.array([min(max(v, low), high) for v in a], dtype=object)
-            a = np.array([min(max(v, d["act_min"]), d["act_max"]) for v in a], dtype=object)
+            a = np.minimum(np.maximum(a, low), high)      # saturation, then the bounds
+            a = np.minimum(np.maximum(a, d["act_min"]), d["act_max"])
         values[:, i] = a
     region, lanes = (Region.OUTPUT, cols) if d["raw"] else (Region.ACT, b)
     writes = set()

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from hwgen.cli import main
@@ -121,3 +122,16 @@ def test_missing_command_is_usage():
                           timeout=60, check=False)
     assert proc.returncode == 2
     assert "the following arguments are required: COMMAND" in proc.stderr
+
+
+def test_probabilities_of_a_program_without_its_scale(tmp_path, capsys, monkeypatch):
+    """A program saved before programs kept the output scale: refused before any link."""
+    monkeypatch.chdir(Path(__file__).resolve().parents[2])
+    x = tmp_path / "x.npy"
+    np.save(x, np.zeros((1, 8, 8, 1), dtype=np.int64))
+    code = main(["infer", "--url", "loop://", "--program", "tests/data/program_v4_cnn.npz",
+                 "--input", str(x), "--probabilities"])
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("hwgen infer: error: --probabilities with "
+                          "tests/data/program_v4_cnn.npz: the program has no output_scale"), err
