@@ -142,7 +142,7 @@ class AddPass(Pass):
     def macs(self, spec, config):
         return 0, 0
 
-    def cycles(self, config, d, g, m, chunk):
+    def cycles(self, config, d, g, m, chunk, *, implementation=None):
         # Per channel word: its 2P parameter words, then two reads per row through one port.
         rows = m * g["oh"] * g["ow"]
         big_p = param_words_per_channel_word(config)
