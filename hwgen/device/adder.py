@@ -23,12 +23,19 @@ from ..memmap import (
 from .requantizer import round_clamp, round_saturate, rounded, shift_end, shift_stages, shift_start
 from .systolic import delay
 
-__all__ = ["Adder", "param_words"]
+__all__ = ["Adder", "param_words", "sum_bits"]
 
 #: Registers from a word's arrival (the cycle ``rd_data`` holds it) to its write: operand and
 #: multiplier (x), product (m), sum (s), the shifter's larger stages (u), its smaller ones and
 #: the rounding (t), the clamped word (the write).
 PIPELINE = 6
+
+
+def sum_bits(config):
+    """Return the signed width that holds any ``a * mult_a + b * mult_b``: each product's
+    magnitude is below ``2**(in_bits + mult_bits - 1)``. A shift by this many bits or more
+    rounds every such sum to 0, so the adder keeps shifts up to it (a narrower shifter)."""
+    return config.in_bits + config.mult_bits + 1
 
 
 def param_words(config):
@@ -184,16 +191,16 @@ class Adder(wiring.Component):
         """Load each lane's ``mult_a``, ``mult_b`` and ``shift`` from the PARAM words as they
         arrive; return them ``(mult_a, mult_b, shift)``, one signal per lane each."""
         cfg = self.config
-        n_words = param_words(cfg)
+        n_words, top = param_words(cfg), sum_bits(cfg)
         mult_a, mult_b, shift = [], [], []
         for lane in range(cfg.act_lanes):
             word, col = divmod(lane, cfg.cols)
             ma = Signal(cfg.mult_bits, name=f"mult_a{lane}")
             mb = Signal(cfg.mult_bits, name=f"mult_b{lane}")
-            sh = Signal(cfg.shift_bits, name=f"shift{lane}")
+            sh = Signal(range(top + 1), name=f"shift{lane}")
             par = self.p_data[col]
             with m.If(walk["param"] & (walk["j"] == word)):
-                m.d.sync += [ma.eq(par.mult), sh.eq(par.shift)]
+                m.d.sync += [ma.eq(par.mult), sh.eq(Mux(par.shift > top, top, par.shift))]
             with m.If(walk["param"] & (walk["j"] == n_words + word)):
                 m.d.sync += mb.eq(par.mult)
             mult_a.append(ma)
@@ -206,12 +213,12 @@ class Adder(wiring.Component):
         uses) and add a's product to b's; return the sum stage ``(valid, end, next, sums,
         shifts)``: valid the cycle after b's product."""
         cfg = self.config
-        lanes, n_prod = cfg.act_lanes, cfg.in_bits + cfg.mult_bits + 1
+        lanes, n_sum = cfg.act_lanes, sum_bits(cfg)
         mult_a, mult_b, shift = params
         # Stage x: the operand and its multiplier, chosen before the register.
         x_val = Signal.like(self.rd_data, name="x_val")
         x_mult = Signal(data.ArrayLayout(unsigned(cfg.mult_bits), lanes), name="x_mult")
-        x_shift = Signal(data.ArrayLayout(unsigned(cfg.shift_bits), lanes), name="x_shift")
+        x_shift = Signal(data.ArrayLayout(len(shift[0]), lanes), name="x_shift")
         b = walk["b"]
         for lane in range(lanes):
             m.d.sync += [x_val[lane].eq(self.rd_data[lane]),
@@ -219,7 +226,7 @@ class Adder(wiring.Component):
                          x_shift[lane].eq(shift[lane])]
         x_flags = [delay(m, walk[k], 1, name=f"x_{k}") for k in ("word", "b", "next", "end")]
         # Stage m: the products.
-        m_prod = Signal(data.ArrayLayout(signed(n_prod), lanes), name="m_prod")
+        m_prod = Signal(data.ArrayLayout(signed(n_sum - 1), lanes), name="m_prod")
         m_shift = Signal.like(x_shift, name="m_shift")
         for lane in range(lanes):
             m.d.sync += [m_prod[lane].eq(x_val[lane] * x_mult[lane]),
@@ -228,7 +235,7 @@ class Adder(wiring.Component):
                                       zip(x_flags, ("word", "b", "next", "end"), strict=True))
         # Stage s: a's product waits in `held`; b's is added to it.
         held = Signal.like(m_prod, name="held")
-        s_sum = Signal(data.ArrayLayout(signed(n_prod + 1), lanes), name="s_sum")
+        s_sum = Signal(data.ArrayLayout(signed(n_sum), lanes), name="s_sum")
         s_shift = Signal.like(x_shift, name="s_shift")
         with m.If(m_word & ~m_b):
             m.d.sync += held.eq(m_prod)
@@ -247,15 +254,16 @@ class Adder(wiring.Component):
         cfg, d = self.config, self.desc
         valid, end, next_, sums, shifts = stage
         lanes, out_bits = cfg.act_lanes, cfg.in_bits
-        split = cfg.shift_bits // 2
+        shift_bits = len(shifts[0])
+        split = shift_bits // 2
         u_lanes = Signal(data.ArrayLayout(data.StructLayout({
             "value": out_bits + (1 << split), "over": 1, "negative": 1, "shift": split,
         }), lanes), name="u_lanes")
         for lane in range(lanes):
             prod, sh = sums[lane], shifts[lane]
-            value, over = shift_start(prod, cfg.shift_bits, out_bits)
+            value, over = shift_start(prod, shift_bits, out_bits)
             value, over = shift_stages(m, value, over, sh, sign=prod[-1],
-                                       stages=range(cfg.shift_bits - 1, split - 1, -1),
+                                       stages=range(shift_bits - 1, split - 1, -1),
                                        out_bits=out_bits, name=f"add{lane}")
             m.d.sync += [u_lanes[lane].value.eq(value), u_lanes[lane].over.eq(over),
                          u_lanes[lane].negative.eq(prod[-1]),
