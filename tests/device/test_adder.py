@@ -17,9 +17,6 @@ from hwgen.config import AcceleratorConfig
 from hwgen.device.adder import PIPELINE, Adder, param_words
 from hwgen.memmap import PassKind
 
-# PassKind.ADD (SPEC32 section 3); the adder does not read the kind.
-ADD = getattr(PassKind, "ADD", PassKind.MATRIX).value
-
 CONFIGS = {
     # P = 1: a PARAM word per parameter of a channel word.
     "3-banks": AcceleratorConfig(rows=2, cols=3, act_depth=256, acc_depth=4),
@@ -116,7 +113,8 @@ def random_add_pass(rng, config):
     p_base = int(rng.integers(0, config.param_depth - 2 * n_words * words + 1))
     fields, bounds = random_bounds(rng, config)
     noise = {f: random_bits(rng, 3) for f in ("k_tiles", "n_tiles", "w_base")}
-    desc = descriptor(config, spatial=int(spatial), kind=ADD, last=int(rng.integers(2)),
+    desc = descriptor(config, spatial=int(spatial), kind=PassKind.ADD.value,
+                      last=int(rng.integers(2)),
                       src_base=src, src_stride=words, dst_base=dst, dst_stride=words,
                       p_base=p_base, n=int(rng.integers(1, words * config.act_lanes + 1)),
                       **fields, **noise)
