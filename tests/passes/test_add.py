@@ -220,7 +220,8 @@ def test_an_add_on_a_design_without_the_adder_is_refused_naming_layer_and_option
     config = dataclasses.replace(CONFIGS["3x2"], residual=False)
     net = _block(rng, (4, 5, 7))
     error = refused(net, config, "layer 1 ('sum')", "Add", "residual=False",
-                    "allowed: networks without Add, or a configuration with residual=True")
+                    "allowed: networks without Add, or a configuration with residual=True",
+                    "it would fit this design with residual=True")
     assert (error.layer, error.resource) == (1, "residual")
     # Its descriptor is as before the adder: no src2_base; a network without Add compiles.
     program = compile_network(QuantizedNetwork([net.layers[0]], input_shape=(4, 5, 7)),
