@@ -192,8 +192,8 @@ class _Walker:
 
     def _reason(self, node, data, spec):
         if spec == "add":
-            return (f"adds {len(data)} computed tensors with {_arguments(node)}; supported: "
-                    "the sum of two tensors (a constant belongs in a layer's bias)")
+            return (f"adds ({_arguments(node)}): {len(data)} computed tensor(s); supported: the "
+                    "sum of two computed tensors (a constant belongs in a layer's bias)")
         if len(data) > 1 and spec is not None:
             return f"reads {len(data)} tensors {data}; supported: one"
         if node.op == "call_module":
@@ -229,7 +229,7 @@ class _Walker:
             if extra and names is not None:
                 chain.offender(name, kind, f"arguments {extra}; supported: {', '.join(names)}")
             else:
-                visit_module(chain, nn, name, module)
+                visit_module(chain, nn, name, module, kind)
 
     def _shape_value(self, node):
         """The value of a shape query or of an index into one; ``None`` for anything else."""

@@ -113,10 +113,11 @@ def from_onnx(model_or_path, input_shape=None):
 
 
 def _uses(graph, outputs):
-    """How many times the graph reads each tensor (its outputs count once)."""
+    """How many times the graph reads each tensor (its outputs count once; a Shape node reads
+    no values)."""
     uses = dict.fromkeys(outputs, 1)
     for node in graph.node:
-        for name in node.input:
+        for name in node.input if node.op_type != "Shape" else ():
             if name:
                 uses[name] = uses.get(name, 0) + 1
     return uses
@@ -204,9 +205,9 @@ class _Walker(LayerOps):
                 chain.read(data[0])
             else:
                 chain.unknown()
-            chain.offender(name, kind, "does not take exactly the running activation (one "
-                                       "computed tensor, two for an Add) as its non-constant "
-                                       f"inputs: it reads {data}")
+            chain.offender(name, kind, f"reads {len(data)} computed tensors {data}: it does "
+                                       "not take exactly the running activation (one computed "
+                                       "tensor; only an Add takes two)")
         else:
             chain.read(data[0])
             handler = getattr(self, f"_op_{kind}", None)

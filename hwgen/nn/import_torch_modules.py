@@ -26,10 +26,11 @@ def _numpy(tensor):
     return tensor.detach().cpu().double().numpy()
 
 
-def visit_module(chain, nn, name, child):
+def visit_module(chain, nn, name, child, kind=None):
     """Hand the call of layer module ``child`` named ``name`` to ``chain``; an unsupported
-    module type or parameter is an offender."""
-    kind = type(child).__name__
+    module type or parameter is an offender. ``kind`` names what was called in messages
+    (default: the module's type; a function that stands for a module names itself)."""
+    kind = kind or type(child).__name__
     if isinstance(child, nn.Linear):
         bias = None if child.bias is None else _numpy(child.bias)
         chain.dense(name, kind, _numpy(child.weight).T, bias)
@@ -54,14 +55,13 @@ def visit_module(chain, nn, name, child):
                                        "supported: 1, -1")
         else:
             chain.flatten(name, kind)
-    elif not _activation(chain, nn, name, child) \
+    elif not _activation(chain, nn, name, child, kind) \
             and not isinstance(child, nn.Identity | nn.Dropout | nn.Dropout1d | nn.Dropout2d):
         chain.offender(name, kind, f"not a supported layer type ({SUPPORTED})")
 
 
-def _activation(chain, nn, name, child):
+def _activation(chain, nn, name, child, kind):
     """Hand an activation or a final function to the chain; return whether it was one."""
-    kind = type(child).__name__
     if isinstance(child, nn.ReLU6):  # a Hardtanh(0, 6) too: test it first
         chain.activation(name, kind, "relu")
         chain.activation(name, kind, "clamp", high=6.0)
