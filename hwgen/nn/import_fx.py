@@ -13,10 +13,10 @@ control flow, an inference graph does not need. A ``forward`` that symbolic trac
 follow is one offender, with torch's reason.
 
 A traced graph reads: the input (one placeholder), module calls, functions and methods of
-tensors (the table :data:`_FUNCTIONS`), and shape queries (``x.size(0)``, ``x.shape[0]``)
-whose values only a ``view``/``reshape`` target may use. Each node's name is the module's path
-for a module call, ``<module path>.<fx name>`` for a function in a module's ``forward``
-(``stacks.0.add``), the fx name at the top (``add_1``).
+tensors (:func:`_functions`), and shape queries (``x.size(0)``, ``x.shape[0]``) whose values
+only a ``view``/``reshape`` target may use. Each node's name is the module's path for a module
+call (and for a parameter read), ``<module path>.<fx name>`` for a function in a module's
+``forward`` (``stacks.0.add``), the fx name at the top (``add_1``).
 """
 
 import operator
@@ -97,12 +97,16 @@ def uses(torch, graph):
     """How many times each node's value is read as a tensor (shape queries do not count)."""
     counts = {}
     for node in graph.nodes:
-        if _shape_query(node):
-            continue
-        torch.fx.node.map_arg((node.args, node.kwargs),
-                              lambda arg: counts.__setitem__(arg.name,
-                                                             counts.get(arg.name, 0) + 1))
+        for arg in () if _shape_query(node) else _node_args(torch, node):
+            counts[arg.name] = counts.get(arg.name, 0) + 1
     return counts
+
+
+def _node_args(torch, node):
+    """The nodes ``node`` reads, in argument order, as often as it names them."""
+    found = []
+    torch.fx.node.map_arg((node.args, node.kwargs), found.append)
+    return found
 
 
 def _shape_query(node):
@@ -133,7 +137,7 @@ def walk(chain, torch, root, graph):
 
 def node_name(node):
     """The name an offender or a node of the imported network gets (see the module's doc)."""
-    if node.op == "call_module":
+    if node.op in ("call_module", "get_attr"):
         return node.target
     stack = node.meta.get("nn_module_stack") or {}
     path = list(stack.values())[-1][0] if stack else ""
@@ -168,10 +172,8 @@ class _Walker:
             self.values[node.name] = value
             return
         kind = (type(self.root.get_submodule(node.target)).__name__
-                if node.op == "call_module" else _describe(node))
-        found = []
-        self.torch.fx.node.map_arg((node.args, node.kwargs), found.append)
-        data = [arg.name for arg in found if arg.name not in self.values]
+                if node.op == "call_module" else _describe(self.torch, node))
+        data = [arg.name for arg in _node_args(self.torch, node) if arg.name not in self.values]
         spec = self.functions.get(node.target) if node.op != "call_module" else None
         if spec == "add" and len(data) == 2 and self._plain_add(node):
             chain.add(name, kind, *data)
@@ -193,7 +195,8 @@ class _Walker:
     def _reason(self, node, data, spec):
         if spec == "add":
             return (f"adds ({_arguments(node)}): {len(data)} computed tensor(s); supported: the "
-                    "sum of two computed tensors (a constant belongs in a layer's bias)")
+                    "plain sum (alpha=1) of two computed tensors (a constant belongs in a "
+                    "layer's bias)")
         if len(data) > 1 and spec is not None:
             return f"reads {len(data)} tensors {data}; supported: one"
         if node.op == "call_module":
@@ -295,14 +298,17 @@ def _prod(shape):
     return total
 
 
-def _describe(node):
-    """``operator.add``, ``torch.cat``, ``Tensor.mul``: what a function node calls."""
+def _describe(torch, node):
+    """``operator.add``, ``torch.cat``, ``torch.nn.functional.relu``, ``Tensor.mul``: what a
+    function node calls, by the name it is found under."""
     if node.op == "call_method":
         return f"Tensor.{node.target}"
-    module = getattr(node.target, "__module__", None) or "torch"
-    module = {"_operator": "operator"}.get(module, module)
-    module = module if module in ("operator", "torch.nn.functional") else "torch"
-    return f"{module}.{getattr(node.target, '__name__', node.target)}"
+    name = getattr(node.target, "__name__", str(node.target))
+    for prefix, where in (("torch.nn.functional", torch.nn.functional), ("torch", torch),
+                          ("operator", operator)):
+        if getattr(where, name, None) is node.target:
+            return f"{prefix}.{name}"
+    return f"{getattr(node.target, '__module__', None) or '?'}.{name}"
 
 
 def _arguments(node):

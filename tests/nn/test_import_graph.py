@@ -285,8 +285,9 @@ def test_unsupported_operations_are_named(torch):
     assert offenders["mul"][0] == "operator.mul"
     assert offenders["sub"][0] == "operator.sub"
     assert offenders["add"] == ("operator.add", "adds (a, 1.0): 1 computed tensor(s); "
-                                                "supported: the sum of two computed tensors (a "
-                                                "constant belongs in a layer's bias)")
+                                                "supported: the plain sum (alpha=1) of two "
+                                                "computed tensors (a constant belongs in a "
+                                                "layer's bias)")
     assert ("operator.add", "adds 'a' to itself; supported: two different tensors (x + x is "
                             "a multiplication by 2)") in offenders.values()
 
@@ -317,3 +318,55 @@ def test_a_traced_forward_must_not_branch_on_data(torch):
     with pytest.raises(UnsupportedModelError, match=r"<forward> \(Branchy\): torch.fx cannot "
                                                     r"trace it \(TraceError"):
         from_torch(Branchy(), input_shape=SHAPE)
+
+
+def test_functional_forms(torch):
+    nn, F = torch.nn, torch.nn.functional
+
+    class Functional(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Conv2d(3, 4, 3, padding=1), nn.Conv2d(4, 4, 1)
+            self.fc = nn.Linear(4, 3)
+
+        def forward(self, x):
+            y = F.leaky_relu(self.a(x), 0.2).contiguous()
+            y = F.max_pool2d(torch.clamp(y, -1.0, 2.0), 2)  # 6x6 -> 3x3
+            y = F.hardtanh(F.dropout(self.b(y), 0.5, self.training), -0.5, 1.5)
+            y = F.relu6(F.avg_pool2d(y, kernel_size=(1, 1)) + F.max_pool2d(y, 1, stride=1))
+            y = F.adaptive_avg_pool2d(y, (1, 1))
+            return self.fc(y.reshape(-1, 4))
+
+    model = Functional().eval()
+    cnn = from_torch(model, input_shape=SHAPE)
+    x = images()
+    np.testing.assert_allclose(run_ours(cnn, x), run_torch(torch, model, x), rtol=1e-5,
+                               atol=1e-5)
+
+
+def test_functional_offenders(torch):
+    nn, F = torch.nn, torch.nn.functional
+
+    class Odd(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Conv2d(3, 4, 3, padding=1)
+
+        def forward(self, x, y):
+            z = F.max_pool2d(self.a(x), 2, padding=1)
+            w = z.relu() + z  # the ReLU would change what the add reads
+            return torch.flatten(w) + self.a.bias[0], w
+
+    with pytest.raises(UnsupportedModelError) as info:
+        from_torch(Odd(), input_shape=SHAPE)
+    assert [(name, kind) for name, kind, _ in info.value.offenders] == [
+        ("y", "input"), ("max_pool2d", "torch.nn.functional.max_pool2d"),
+        ("relu", "Tensor.relu"), ("flatten", "torch.flatten"), ("a.bias", "get_attr"),
+        ("getitem", "operator.getitem"), ("<output>", "output")]
+    message = str(info.value)
+    for text in ("max_pool2d (torch.nn.functional.max_pool2d): padding=1; supported: 0",
+                 "relu (Tensor.relu): a ReLU on 'a' cannot be folded into 'a'",
+                 "flatten (torch.flatten): start_dim=0, end_dim=-1; supported: 1, -1",
+                 "a.bias (get_attr): reads the parameter or buffer 'a.bias' in forward",
+                 "<output> (output): returns (add_1, add); supported: one tensor"):
+        assert text in message
