@@ -7,7 +7,8 @@ function on the same images (NCHW input ``x`` becomes ``x.transpose(0, 2, 3, 1)`
 
 Graphs exported by ``torch.onnx.export`` (both the default dynamo exporter and the legacy
 TorchScript one) import directly, including the ``Shape``/``Gather``/``Unsqueeze``/``Concat``
-nodes that compute the target of ``x.view(x.size(0), -1)``.
+nodes that compute the target of ``x.view(x.size(0), -1)``, and graphs with branches (residual
+blocks: an ``Add`` of two computed tensors).
 """
 
 import importlib
@@ -33,7 +34,11 @@ _SHAPE_OPS = ("Shape", "Gather", "Unsqueeze", "Concat")
 def from_onnx(model_or_path, input_shape=None):
     """Convert an ONNX graph to an :class:`MLP` or a :class:`CNN`.
 
-    Supported nodes, in one chain from the graph's input to its output: ``Gemm`` (with
+    The graph has one input and one output; each node reads the tensors it names, so
+    branches are followed: an ``Add`` of two computed tensors becomes a
+    :class:`~hwgen.nn.float_add.FloatAdd` node (inputs in the node's order). A BatchNorm, bias
+    or activation folds into the layer before it (a ``Relu`` after an ``Add`` into the add)
+    only when nothing else reads that layer's output. Supported nodes: ``Gemm`` (with
     ``alpha``, ``beta`` and ``transB``; ``transA=0``), ``MatMul`` by a constant followed
     optionally by ``Add`` of a constant bias; ``Pad`` of zeros on the spatial axes right
     before a ``Conv``, which takes it into its padding; ``Conv`` with any ``group``, kernel and
@@ -64,7 +69,8 @@ def from_onnx(model_or_path, input_shape=None):
     -------
     MLP or CNN
         An :class:`MLP` for a chain of dense layers on rows with ReLUs or none, otherwise a
-        :class:`CNN` with ``input_shape``; ``output_function`` is set on either.
+        :class:`CNN` with ``input_shape``: of layers for a chain, of :class:`~hwgen.nn.Node`
+        named after the ONNX nodes for a graph; ``output_function`` is set on either.
 
     Raises
     ------

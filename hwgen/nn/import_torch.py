@@ -19,7 +19,16 @@ __all__ = ["from_torch"]
 
 
 def from_torch(module, input_shape=None):
-    """Convert a PyTorch ``nn.Sequential`` to an :class:`MLP` or a :class:`CNN`.
+    """Convert a PyTorch module to an :class:`MLP` or a :class:`CNN`.
+
+    ``module``'s ``forward`` is traced with ``torch.fx`` (see :mod:`hwgen.nn.import_fx`): an
+    ``nn.Sequential`` is the chain of its layers, any other module the graph its ``forward``
+    computes from one input tensor to one output tensor, of module calls and the functions
+    :mod:`~hwgen.nn.import_fx` lists (``+``/``torch.add`` of two tensors, which becomes a
+    :class:`~hwgen.nn.float_add.FloatAdd`, ``F.relu``, ``torch.flatten``,
+    ``x.view(x.size(0), -1)``, the functional pools and activations). A BatchNorm or an
+    activation folds into the layer before it (a ReLU after an add into the add) only when
+    nothing else reads that layer's output.
 
     Supported modules: ``Linear``; ``Conv2d`` with any ``groups`` (depthwise included), any
     kernel and per-axis stride, ``dilation=1`` and zero padding (``padding_mode="zeros"``: an
@@ -52,12 +61,15 @@ def from_torch(module, input_shape=None):
     MLP or CNN
         An :class:`MLP` for a chain of ``Linear`` layers on rows with ReLUs or none
         (``W = linear.weight.T``, ``b = linear.bias``, zeros when absent), otherwise a
-        :class:`CNN` with ``input_shape``; ``output_function`` is set on either.
+        :class:`CNN` with ``input_shape``: of layers for a chain, of :class:`~hwgen.nn.Node`
+        named after the torch nodes (``stacks.0.first.0.1``, ``stacks.0.add``) for a graph;
+        ``output_function`` is set on either.
 
     Raises
     ------
     UnsupportedModelError
-        Listing every unsupported module with its name, type and why.
+        Listing every unsupported module, function or node with its name, type and why
+        (including a ``forward`` that ``torch.fx`` cannot trace).
     ValueError
         If ``input_shape`` is missing for a spatial model or malformed.
     ImportError
