@@ -19,6 +19,7 @@ import dataclasses
 
 from .cnn import CNN
 from .flatten import Flatten
+from .float_add import FloatAdd
 from .float_layers import FloatConv2D, FloatDense
 from .graph import INPUT, Node
 from .maxpool import MaxPool2D
@@ -190,8 +191,6 @@ class Tensors:
             self.offenders.append((name, kind, reason))
             self.unknown(first.shape)
         else:
-            from .float_add import FloatAdd
-
             node = self._node(name, FloatAdd(), (first.node, second.node))
             self.state = TensorState(node, first.shape, origin=f"{name!r}",
                                      pending=first.pending, target=node)
