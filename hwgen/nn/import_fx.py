@@ -16,10 +16,12 @@ A traced graph reads: the input (one placeholder), module calls, functions and m
 tensors (:func:`_functions`), and shape queries (``x.size(0)``, ``x.shape[0]``) whose values
 only a ``view``/``reshape`` target may use. Each node's name is the module's path for a module
 call (and for a parameter read), ``<module path>.<fx name>`` for a function in a module's
-``forward`` (``stacks.0.add``), the fx name at the top (``add_1``).
+``forward`` (``stacks.1.add``, fx's counter dropped where the name stays unique), the fx name
+at the top (``add_1``).
 """
 
 import operator
+import re
 
 from .import_torch_modules import SUPPORTED, visit_module
 
@@ -135,13 +137,18 @@ def walk(chain, torch, root, graph):
     return chain.build(output.name)
 
 
-def node_name(node):
-    """The name an offender or a node of the imported network gets (see the module's doc)."""
+def node_name(node, taken=()):
+    """The name an offender or a node of the imported network gets (see the module's doc):
+    in a module, fx's counter is dropped (``stacks.1.add``, not ``stacks.1.add_1``) unless
+    that name is in ``taken``."""
     if node.op in ("call_module", "get_attr"):
         return node.target
     stack = node.meta.get("nn_module_stack") or {}
     path = list(stack.values())[-1][0] if stack else ""
-    return f"{path}.{node.name}" if path else node.name
+    if not path:
+        return node.name
+    short = f"{path}.{re.sub(r'_[0-9]+$', '', node.name)}"
+    return short if short not in taken else f"{path}.{node.name}"
 
 
 class _Walker:
@@ -152,9 +159,11 @@ class _Walker:
         self.values = {}
         self.functions = _functions(torch)
         self.placeholders = 0
+        self.names = set()
 
     def visit(self, node):
-        chain, name = self.chain, node_name(node)
+        chain, name = self.chain, node_name(node, self.names)
+        self.names.add(name)
         if node.op == "placeholder":
             self.placeholders += 1
             if self.placeholders > 1:

@@ -14,7 +14,7 @@ import warnings
 import numpy as np
 import pytest
 
-from hwgen.nn import CNN, INPUT, UnsupportedModelError, from_onnx, from_torch
+from hwgen.nn import CNN, INPUT, UnsupportedModelError, from_onnx, from_torch, quantize
 from hwgen.nn.output_function import apply_output_function
 
 EXPORTERS = pytest.mark.parametrize("dynamo", [True, False], ids=["dynamo", "legacy"])
@@ -176,8 +176,15 @@ def test_from_onnx_equals_torch(torch, onnx, kind, dynamo):
                                atol=1e-4)
 
 
-def kinds(cnn):
-    return {node.name: type(node.layer).__name__ for node in cnn.nodes}
+def test_imported_graph_quantizes(torch):
+    model = module(torch, "projection")
+    cnn = from_torch(model, input_shape=SHAPE)
+    net = quantize(cnn, images(count=64, seed=3))
+    assert [n.name for n in net.nodes] == [n.name for n in cnn.nodes]
+    x = images(seed=4)
+    expected = run_torch(torch, model, x)
+    got = net.forward(net.quantize_input(x)) * net.output_scale
+    assert np.abs(got - expected).max() < 0.05 * np.abs(expected).max()
 
 
 def test_nodes_names_and_folds(torch):
@@ -203,7 +210,10 @@ def test_zoo_resnet8_from_torch(torch):
     zoo = get("resnet8")
     model = zoo.model(0)
     cnn = from_torch(model, input_shape=zoo.input_shape)
-    assert sum(type(n.layer).__name__ == "FloatAdd" for n in cnn.nodes) == 3
+    adds = {n.name: n.inputs for n in cnn.nodes if type(n.layer).__name__ == "FloatAdd"}
+    assert adds == {"stacks.0.add": ("stem.0.1", "stacks.0.second.1"),
+                    "stacks.1.add": ("stacks.1.shortcut", "stacks.1.second.1"),
+                    "stacks.2.add": ("stacks.2.shortcut", "stacks.2.second.1")}
     assert cnn.output_function == "softmax"
     x = zoo.calibration(4, seed=1)
     np.testing.assert_allclose(cnn.forward(x), _logits(torch, model, x), rtol=1e-4, atol=1e-4)
