@@ -211,9 +211,9 @@ class _Walker(LayerOps):
                 chain.read(data[0])
             else:
                 chain.unknown()
-            chain.offender(name, kind, f"reads {len(data)} computed tensors {data}: it does "
-                                       "not take exactly the running activation (one computed "
-                                       "tensor; only an Add takes two)")
+            chain.offender(name, kind, "does not take exactly the running activation (one "
+                                       "computed tensor; only an Add takes two) as its "
+                                       f"non-constant inputs: it reads {data}")
         else:
             chain.read(data[0])
             handler = getattr(self, f"_op_{kind}", None)
