@@ -13,6 +13,8 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from hwgen.nn import CNN, INPUT, UnsupportedModelError, from_onnx, from_torch, quantize
 from hwgen.nn.output_function import apply_output_function
@@ -380,3 +382,57 @@ def test_functional_offenders(torch):
                  "a.bias (get_attr): reads the parameter or buffer 'a.bias' in forward",
                  "<output> (output): returns (add_1, add); supported: one tensor"):
         assert text in message
+
+
+# -- random residual graphs ----------------------------------------------------------------------
+
+def _random_module(torch, plan):
+    """A module whose forward follows ``plan``: each step reads earlier tensors (0 is the
+    stem's output) and is ``("conv", j, bn, relu)`` or ``("add", j, k, relu)``."""
+    nn = torch.nn
+
+    class Random(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = nn.Conv2d(3, 4, 3, padding=1)
+            self.convs = nn.ModuleList(
+                nn.Sequential(nn.Conv2d(4, 4, 3 if i % 2 else 1, padding=i % 2),
+                              nn.BatchNorm2d(4) if step[2] else nn.Identity())
+                for i, step in enumerate(plan) if step[0] == "conv")
+            self.fc = nn.Linear(4 * 6 * 6, 3)
+
+        def forward(self, x):
+            tensors, convs = [self.stem(x)], iter(self.convs)
+            for op, j, arg, relu in plan:
+                y = next(convs)(tensors[j]) if op == "conv" else tensors[j] + tensors[arg]
+                tensors.append(torch.relu(y) if relu else y)
+            return self.fc(tensors[-1].flatten(1))
+
+    torch.manual_seed(len(plan))
+    return settle(torch, Random(), len(plan))
+
+
+@st.composite
+def plans(draw):
+    steps = []
+    for i in range(draw(st.integers(1, 6))):
+        j = draw(st.integers(0, i))
+        if draw(st.booleans()) and i > 0:
+            k = draw(st.integers(0, i).filter(lambda k, j=j: k != j))
+            steps.append(("add", j, k, draw(st.booleans())))
+        else:
+            steps.append(("conv", j, draw(st.booleans()), draw(st.booleans())))
+    return steps
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(plan=plans())
+def test_random_graphs_equal_torch(torch, onnx, plan):
+    """Random residual graphs (unused branches included, which the imports drop), from torch
+    and from the legacy ONNX export (the fast one; the dynamo export is tested above)."""
+    model = _random_module(torch, plan)
+    x = images(count=3)
+    expected = run_torch(torch, model, x)
+    for cnn in (from_torch(model, input_shape=SHAPE),
+                from_onnx(export(torch, onnx, model, SHAPE, dynamo=False))):
+        np.testing.assert_allclose(run_ours(cnn, x), expected, rtol=1e-5, atol=1e-5)
