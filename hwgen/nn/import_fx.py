@@ -23,6 +23,8 @@ at the top (``add_1``).
 import operator
 import re
 
+import numpy as np
+
 from .import_torch_modules import SUPPORTED, visit_module
 
 __all__ = ["trace", "walk"]
@@ -30,8 +32,9 @@ __all__ = ["trace", "walk"]
 _FUNCTIONS_SUPPORTED = (
     "+, torch.add and .add() of two tensors; F.relu, torch.relu, .relu(); F.relu6, "
     "F.hardtanh, F.leaky_relu, torch.clamp, .clamp(); F.max_pool2d, F.avg_pool2d, "
-    "F.adaptive_avg_pool2d; torch.flatten, .flatten(), .view() and .reshape() to (batch, -1); "
-    "F.dropout; and a final F.softmax, F.log_softmax or torch.sigmoid")
+    "F.adaptive_avg_pool2d, .mean((2, 3)); F.pad with zeros before a convolution; "
+    "torch.flatten, .flatten(), .view() and .reshape() to (batch, -1); F.dropout; and a final "
+    "F.softmax, F.log_softmax or torch.sigmoid")
 
 
 class _Batch:
@@ -48,8 +51,8 @@ UNKNOWN = object()
 
 def _functions(torch):
     """``{target: (nn layer type, its argument names, default pairs)}`` for the functions and
-    methods (by name) that stand for a layer module; ``"add"``, ``"clamp"``, ``"reshape"``
-    for those handled apart."""
+    methods (by name) that stand for a layer module; ``"add"``, ``"clamp"``, ``"reshape"``,
+    ``"pad"``, ``"mean"`` for those handled apart."""
     F = torch.nn.functional
     pool = ("kernel_size", "stride", "padding", "dilation", "ceil_mode", "return_indices")
     avg = ("kernel_size", "stride", "padding", "ceil_mode", "count_include_pad",
@@ -71,6 +74,8 @@ def _functions(torch):
         "add": (operator.add, operator.iadd, torch.add, "add", "add_"),
         "clamp": (torch.clamp, torch.clip, "clamp", "clip"),
         "reshape": (torch.reshape, "view", "reshape"),
+        "pad": (F.pad,),
+        "mean": (torch.mean, "mean"),
     }
     return {target: spec for spec, targets in table.items() for target in targets}
 
@@ -222,15 +227,8 @@ class _Walker:
                                            "tensor argument")
             else:
                 visit_module(chain, nn, name, self.root.get_submodule(node.target))
-        elif spec == "clamp":
-            bounds, extra = _bind(node, ("min", "max"), {})
-            if extra:
-                chain.offender(name, kind, f"arguments {extra}; supported: min, max")
-            else:
-                chain.activation(name, kind, "clamp", low=_number(bounds.get("min")),
-                                 high=_number(bounds.get("max")))
-        elif spec == "reshape":
-            self._reshape(node, name, kind)
+        elif isinstance(spec, str):
+            self._special(node, name, kind, spec)
         else:
             layer, names, defaults = spec
             kwargs, extra = _bind(node, names, defaults)
@@ -242,6 +240,39 @@ class _Walker:
                 chain.offender(name, kind, f"arguments {extra}; supported: {', '.join(names)}")
             else:
                 visit_module(chain, nn, name, module, kind)
+
+    def _special(self, node, name, kind, spec):
+        """A clamp, a view or reshape, a zero padding or a spatial mean."""
+        chain = self.chain
+        if spec == "reshape":
+            self._reshape(node, name, kind)
+            return
+        names = {"clamp": ("min", "max"), "pad": ("pad", "mode", "value"),
+                 "mean": ("dim", "keepdim")}[spec]
+        args, extra = _bind(node, names, ())
+        if spec == "pad" and (args.get("mode", "constant") != "constant"
+                              or args.get("value") not in (None, 0) or len(args["pad"]) != 4):
+            extra.append(f"pad={args['pad']}, mode={args.get('mode', 'constant')!r}, "
+                         f"value={args.get('value')}")
+        dims = sorted(d % 4 for d in np.reshape(args.get("dim", ()), -1))
+        shape = chain.shape if chain.state.known else (0, 0, 0)  # after an offender: unknown
+        if spec == "mean" and (dims != [2, 3] or shape is None or len(shape) != 3):
+            extra.append(f"dim={args.get('dim')}"
+                         + (f" of {shape}" if chain.state.known and shape else ""))
+        if extra:
+            supported = {"clamp": "min, max", "pad": "a zero padding of the two spatial axes",
+                         "mean": "the mean over the spatial axes (2, 3) of an image"}[spec]
+            chain.offender(name, kind, f"arguments {extra}; supported: {supported}")
+        elif spec == "clamp":
+            chain.activation(name, kind, "clamp", low=_number(args.get("min")),
+                             high=_number(args.get("max")))
+        elif spec == "pad":
+            visit_module(chain, self.torch.nn, name, self.torch.nn.ZeroPad2d(tuple(args["pad"])),
+                         kind)
+        else:
+            chain.global_avgpool(name, kind)
+            if not args.get("keepdim"):
+                chain.flatten(name, kind)  # (N, C): one pixel, so no reordering
 
     def _shape_value(self, node):
         """The value of a shape query or of an index into one; ``None`` for anything else."""

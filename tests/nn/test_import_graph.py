@@ -332,28 +332,69 @@ def test_a_traced_forward_must_not_branch_on_data(torch):
         from_torch(Branchy(), input_shape=SHAPE)
 
 
-def test_functional_forms(torch):
+def _functional(torch):
+    """Functional forms of the layers, a zero pad before a convolution, two spatial means."""
     nn, F = torch.nn, torch.nn.functional
 
     class Functional(nn.Module):
         def __init__(self):
             super().__init__()
             self.a, self.b = nn.Conv2d(3, 4, 3, padding=1), nn.Conv2d(4, 4, 1)
+            self.c = nn.Conv2d(4, 4, 3)
             self.fc = nn.Linear(4, 3)
 
         def forward(self, x):
             y = F.leaky_relu(self.a(x), 0.2).contiguous()
             y = F.max_pool2d(torch.clamp(y, -1.0, 2.0), 2)  # 6x6 -> 3x3
             y = F.hardtanh(F.dropout(self.b(y), 0.5, self.training), -0.5, 1.5)
-            y = F.relu6(F.avg_pool2d(y, kernel_size=(1, 1)) + F.max_pool2d(y, 1, stride=1))
-            y = F.adaptive_avg_pool2d(y, (1, 1))
-            return self.fc(y.reshape(-1, 4))
+            y = self.c(F.pad(y, (1, 1, 1, 1)))
+            y = F.relu6(F.avg_pool2d(y, (2, 2), stride=1) + F.max_pool2d(y, 2, stride=1))
+            z = torch.mean(y, dim=(-2, -1), keepdim=True).reshape(-1, 4) + y.mean((2, 3))
+            return self.fc(z + F.adaptive_avg_pool2d(y, 1).flatten(1))
 
-    model = Functional().eval()
-    cnn = from_torch(model, input_shape=SHAPE)
+    torch.manual_seed(5)
+    return Functional().eval()
+
+
+def test_functional_forms(torch):
+    model = _functional(torch)
     x = images()
-    np.testing.assert_allclose(run_ours(cnn, x), run_torch(torch, model, x), rtol=1e-5,
-                               atol=1e-5)
+    np.testing.assert_allclose(run_ours(from_torch(model, input_shape=SHAPE), x),
+                               run_torch(torch, model, x), rtol=1e-5, atol=1e-5)
+
+
+@EXPORTERS
+def test_functional_forms_from_onnx(torch, onnx, dynamo):
+    model = _functional(torch)
+    x = images()
+    np.testing.assert_allclose(run_ours(from_onnx(export(torch, onnx, model, SHAPE,
+                                                         dynamo=dynamo)), x),
+                               run_torch(torch, model, x), rtol=1e-4, atol=1e-4)
+
+
+def test_functional_arguments_are_checked(torch):
+    F = torch.nn.functional
+
+    class Odd(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = torch.nn.Conv2d(3, 4, 3)
+
+        def forward(self, x):
+            y = self.a(F.pad(x, (1, 1, 1, 1), mode="reflect"))
+            return torch.add(y.mean(1, keepdim=True), y, alpha=2)
+
+    with pytest.raises(UnsupportedModelError) as info:
+        from_torch(Odd(), input_shape=SHAPE)
+    assert info.value.offenders == [
+        ("pad", "torch.nn.functional.pad", "arguments [\"pad=(1, 1, 1, 1), mode='reflect', "
+                                           "value=None\"]; supported: a zero padding of the two "
+                                           "spatial axes"),
+        ("mean", "Tensor.mean", "arguments ['dim=1']; supported: the mean over the spatial "
+                                "axes (2, 3) of an image"),
+        ("add", "torch.add", "adds (mean, a, alpha=2): 2 computed tensor(s); supported: the "
+                             "plain sum (alpha=1) of two computed tensors (a constant belongs "
+                             "in a layer's bias)")]
 
 
 def test_functional_offenders(torch):
