@@ -129,7 +129,7 @@ def walk(chain, torch, root, graph):
     UnsupportedModelError
         Listing every unsupported node.
     """
-    walker = _Walker(chain, torch, root)
+    walker = _Walker(chain, torch, root, graph)
     output = None
     for node in graph.nodes:
         if node.op == "output":
@@ -159,12 +159,14 @@ def node_name(node, taken=()):
 class _Walker:
     """The state of one walk: the chain, and the values of shape queries by node name."""
 
-    def __init__(self, chain, torch, root):
+    def __init__(self, chain, torch, root, graph):
         self.chain, self.torch, self.root = chain, torch, root
         self.values = {}
         self.functions = _functions(torch)
         self.placeholders = 0
-        self.names = set()
+        # Module paths first, so that a function's shortened name never takes one.
+        self.names = {node.target for node in graph.nodes
+                      if node.op in ("call_module", "get_attr")}
 
     def visit(self, node):
         chain, name = self.chain, node_name(node, self.names)
