@@ -1,6 +1,7 @@
-"""What the importers share: the error that lists every offender, and the chain they build.
+"""What the importers share: the error that lists every offender, and the layer ops they fold.
 
-An importer walks a model in order and reports each layer or node to a :class:`Chain`, which
+An importer walks a model in order and reports each layer or node to a :class:`Chain` (over
+the tensors of :mod:`hwgen.nn.import_graph`, so that a graph is walked alike), which
 checks shapes as it goes, converts PyTorch/ONNX's ``(c, h, w)`` flatten order to ours, folds
 what section 3.2 of the architecture brief folds at import (activations into the layer they
 follow, BatchNorm into the dense or convolution layer before it, a final Softmax, LogSoftmax
@@ -14,15 +15,13 @@ import math
 import numpy as np
 
 from ._ints import int_pads
-from .cnn import CNN
 from .flatten import Flatten
 from .float_layers import FloatConv2D, FloatDense
 from .float_pool import FloatAvgPool2D, FloatGlobalAvgPool2D
+from .graph import INPUT
+from .import_graph import Tensors, is_dense
 from .maxpool import MaxPool2D
-from .mlp import MLP
 
-# Layers an activation folds into, and those it commutes with (monotone: max pooling, flatten).
-_ACTIVATED = (FloatDense, FloatConv2D, FloatAvgPool2D, FloatGlobalAvgPool2D)
 _ACTIVATION_NAMES = {"relu": "a ReLU", "leaky_relu": "a leaky ReLU", "clamp": "a clamp"}
 
 __all__ = ["Chain", "UnsupportedModelError", "compact", "require", "same_pair"]
@@ -53,66 +52,46 @@ def require(module, extra):
                           f"`pip install {module}` (or `pip install hwgen[{extra}]`)") from exc
 
 
-class Chain:
+def _running(field):
+    """A property for ``field`` of the running tensor's :class:`TensorState`."""
+    return property(lambda self: getattr(self.state, field),
+                    lambda self, value: setattr(self.state, field, value))
+
+
+class Chain(Tensors):
     """Collects float layers and offenders while an importer walks a model.
 
-    ``shape`` is the running per-sample shape in our layout (``(H, W, C)`` or ``(K,)``),
-    ``None`` while unknown: before the first dense layer of a model imported without a shape,
-    and after an offender (whose effect on the shape is unknown; later shape checks are
-    skipped rather than guessed, so no offender is reported that is not one).
+    The layer ops act on the running tensor (:attr:`state`): in a chain, the previous op's
+    output; a graph walker picks it with :meth:`~Tensors.read` and names the output with
+    :meth:`~Tensors.write` (see :mod:`hwgen.nn.import_graph`). ``shape`` is the running
+    per-sample shape in our layout (``(H, W, C)`` or ``(K,)``), ``None`` while unknown: before
+    the first dense layer of a model imported without a shape, and after an offender (whose
+    effect on the shape is unknown; later shape checks are skipped rather than guessed, so no
+    offender is reported that is not one).
 
     Parameters
     ----------
     source : str
         ``"PyTorch"`` or ``"ONNX"``, for the error message.
     input_shape : tuple of int or None
+    uses : dict, optional
+        How many times the source graph reads each of its tensors (see :class:`Tensors`).
     """
 
-    def __init__(self, source, input_shape):
-        self.source = source
-        self.input_shape = input_shape
-        self.shape = input_shape
-        self.layers = []
-        self.offenders = []
-        # The Flatten whose source order (c, h, w) the next dense layer converts: (name, kind,
-        # (H, W, C)), or None.
-        self.pending = None
-        self.origin = "the input"
-        # True while the last layer is a dense or convolution layer with nothing applied after
-        # it, so that a BatchNorm can still be folded into it.
-        self.bare = False
-        # A Softmax, LogSoftmax or Sigmoid seen: (name, kind, function) until another layer
-        # follows it (an offender) or the model ends (its output_function).
-        self.final = None
-        self.output_function = None
-        # A zero padding seen, (name, kind, (top, bottom, left, right)), until the convolution
-        # after it takes it into its own padding.
-        self.padding = None
-
-    def offender(self, name, kind, reason):
-        """Record an unsupported layer; the running shape becomes unknown."""
-        self.follows(name, kind)
-        self.offenders.append((name, kind, reason))
-        self.shape = None
-        self.pending = None
-        self.bare = False
-
-    def follows(self, name, kind):
-        """Note a layer that computes something: a recorded final function, or a zero padding
-        that no convolution takes, is then misplaced."""
-        for pending, place in (("padding", "right before a convolution"),
-                               ("final", "as the model's last layer")):
-            if getattr(self, pending) is not None:
-                held_name, held_kind, _ = getattr(self, pending)
-                setattr(self, pending, None)
-                self.offenders.append((held_name, held_kind, f"supported only {place}, but "
-                                                             f"{name} ({kind}) follows it"))
-        self.bare = False
-
-    def _advance(self, layer, shape, name):
-        self.layers.append(layer)
-        self.shape = shape
-        self.origin = f"{name!r}"
+    shape = _running("shape")
+    # The Flatten whose source order (c, h, w) the next dense layer converts: (name, kind,
+    # (H, W, C)), or None.
+    pending = _running("pending")
+    origin = _running("origin")
+    # True while the running tensor is a dense or convolution layer's output with nothing
+    # applied after it, so that a BatchNorm can still be folded into it.
+    bare = _running("bare")
+    # A Softmax, LogSoftmax or Sigmoid seen: (name, kind, function) until another layer
+    # follows it (an offender) or the model ends (its output_function).
+    final = _running("final")
+    # A zero padding seen, (name, kind, (top, bottom, left, right)), until the convolution
+    # after it takes it into its own padding.
+    padding = _running("padding")
 
     def dense(self, name, kind, weight, bias):
         """Add ``y = x @ weight + bias`` (``weight`` ``(K, N)``, in the source's feature order)."""
@@ -126,7 +105,7 @@ class Chain:
                                       "supported: a Flatten before it")
             return False
         if self.shape is not None and self.shape[0] != weight.shape[0]:
-            gives = "the previous layer" if self.layers else "the input"
+            gives = "the previous layer" if self.state.node != INPUT else "the input"
             self.offender(name, kind, f"takes {weight.shape[0]} inputs but {gives} gives "
                                       f"{self.shape[0]}")
             return False
@@ -182,7 +161,7 @@ class Chain:
 
     def _spatial(self, layer, name, kind):
         """Add a layer whose shape its ``_output_shape`` checks; return whether it fit."""
-        if self.shape is None and self.offenders:
+        if not self.state.known or (self.shape is None and self.offenders):
             self._advance(layer, None, name)
             return True
         try:
@@ -218,16 +197,17 @@ class Chain:
         <hwgen.nn.float_activation.Activated.then>`).
         """
         self.follows(name, kind)
-        target = None
-        for layer in reversed(self.layers):
-            if not isinstance(layer, MaxPool2D | Flatten):
-                target = layer if isinstance(layer, _ACTIVATED) else None
-                break
-        if target is None:
+        state = self.state
+        if state.target is None and not state.known:
+            return  # after an offender whose output nothing could be folded into
+        if state.target is None:
             self.offenders.append((name, kind, f"{_ACTIVATION_NAMES[op]} before the first dense "
                                                "or convolution layer cannot be mapped"))
             return
-        reason = target.then(op, alpha=alpha, low=low, high=high)
+        if not state.private:
+            self.offenders.append((name, kind, _shared(_ACTIVATION_NAMES[op], state)))
+            return
+        reason = self.layer(state.target).then(op, alpha=alpha, low=low, high=high)
         if reason:
             self.offenders.append((name, kind, reason))
 
@@ -239,9 +219,12 @@ class Chain:
         """
         bare, self.bare = self.bare, False
         self.follows(name, kind)
-        layer = self.layers[-1] if self.layers else None
+        layer = self.layers.get(self.state.node) if bare else None
         # A BatchNorm keeps the shape, so later shape checks still hold after an offender.
-        if not bare or not isinstance(layer, FloatDense | FloatConv2D):
+        if layer is not None and not self.state.private:
+            self.offenders.append((name, kind, _shared("a BatchNorm", self.state)))
+            return
+        if not is_dense(layer):
             self.offenders.append((name, kind, "follows no Linear/Gemm/MatMul or Conv "
                                                "directly, so it cannot be folded; supported: "
                                                "right after one of them"))
@@ -266,15 +249,23 @@ class Chain:
             return
         self.final = (name, kind, function)
 
-    def build(self):
+    def build(self, output=None):
         """Return the model: an :class:`MLP` for a chain of dense layers on rows with ReLUs or
-        none, else a :class:`CNN` with ``input_shape``; either with ``output_function``.
+        none, else a :class:`CNN` with ``input_shape`` (a chain, or a graph of nodes); either
+        with ``output_function``.
+
+        Parameters
+        ----------
+        output : str, optional
+            The source tensor that is the model's output; by default the running one.
 
         Raises
         ------
         UnsupportedModelError
             Listing every offender.
         """
+        if output is not None:
+            self.read(output)
         if self.padding is not None:
             name, kind, _ = self.padding
             self.offenders.append((name, kind, "supported only right before a convolution, but "
@@ -286,19 +277,20 @@ class Chain:
             self.offenders.append((name, kind, f"flattens {shape} in (c, h, w) order but no "
                                                "dense layer follows to convert it to ours "
                                                "(h, w, c); supported: a Linear/Gemm after it"))
-        if not any(isinstance(layer, FloatDense | FloatConv2D) for layer in self.layers) \
-                and not self.offenders:
+        nodes = self.live_nodes(self.state.node)
+        if not any(is_dense(node.layer) for node in nodes) and not self.offenders:
             self.offenders.append(("<model>", "-", "no dense layer (or convolution) found"))
         if self.offenders:
-            raise UnsupportedModelError(self.source, self.offenders)
-        if all(isinstance(layer, FloatDense) and not layer.bounded
-               and layer.activation != "leaky_relu" for layer in self.layers):
-            model = MLP.from_layers([(layer.weight, layer.bias) for layer in self.layers],
-                                    [layer.relu for layer in self.layers])
-            model.output_function = self.output_function
-            return model
-        return CNN(self.layers, input_shape=self.input_shape,
-                   output_function=self.output_function)
+            # A misplaced padding or final function read by several nodes is listed once.
+            raise UnsupportedModelError(self.source, dict.fromkeys(self.offenders))
+        return self.model(nodes)
+
+
+def _shared(what, state):
+    """Why ``what`` cannot fold into ``state.target``: another node reads what it changes."""
+    return (f"{what} on {state.origin} cannot be folded into {state.target!r}, whose output "
+            "another node also reads (directly or through pooling or flattening); supported: "
+            "folding into a layer that nothing else reads")
 
 
 def compact(value):

@@ -7,7 +7,8 @@ function on the same images (NCHW input ``x`` becomes ``x.transpose(0, 2, 3, 1)`
 
 Graphs exported by ``torch.onnx.export`` (both the default dynamo exporter and the legacy
 TorchScript one) import directly, including the ``Shape``/``Gather``/``Unsqueeze``/``Concat``
-nodes that compute the target of ``x.view(x.size(0), -1)``.
+nodes that compute the target of ``x.view(x.size(0), -1)``, and graphs with branches (residual
+blocks: an ``Add`` of two computed tensors).
 """
 
 import importlib
@@ -22,8 +23,9 @@ from .import_onnx_ops import LayerOps
 
 __all__ = ["from_onnx"]
 
-_SUPPORTED = ("Gemm, MatMul, Add, Conv, Pad before a Conv, BatchNormalization, MaxPool, "
-              "AveragePool, GlobalAveragePool, ReduceMean, Relu, Clip, LeakyRelu, Flatten, "
+_SUPPORTED = ("Gemm, MatMul, Add (of a bias or of two tensors), Conv, Pad before a Conv, "
+              "BatchNormalization, MaxPool, AveragePool, GlobalAveragePool, ReduceMean, Relu, "
+              "Clip, LeakyRelu, Flatten, "
               "Reshape, Identity, Dropout, Constant, and a final Softmax, LogSoftmax or Sigmoid")
 # Nodes that compute on shapes only: evaluated here, never part of the chain.
 _SHAPE_OPS = ("Shape", "Gather", "Unsqueeze", "Concat")
@@ -32,7 +34,11 @@ _SHAPE_OPS = ("Shape", "Gather", "Unsqueeze", "Concat")
 def from_onnx(model_or_path, input_shape=None):
     """Convert an ONNX graph to an :class:`MLP` or a :class:`CNN`.
 
-    Supported nodes, in one chain from the graph's input to its output: ``Gemm`` (with
+    The graph has one input and one output; each node reads the tensors it names, so
+    branches are followed: an ``Add`` of two computed tensors becomes a
+    :class:`~hwgen.nn.float_add.FloatAdd` node (inputs in the node's order). A BatchNorm, bias
+    or activation folds into the layer before it (a ``Relu`` after an ``Add`` into the add)
+    only when nothing else reads that layer's output. Supported nodes: ``Gemm`` (with
     ``alpha``, ``beta`` and ``transB``; ``transA=0``), ``MatMul`` by a constant followed
     optionally by ``Add`` of a constant bias; ``Pad`` of zeros on the spatial axes right
     before a ``Conv``, which takes it into its padding; ``Conv`` with any ``group``, kernel and
@@ -63,7 +69,8 @@ def from_onnx(model_or_path, input_shape=None):
     -------
     MLP or CNN
         An :class:`MLP` for a chain of dense layers on rows with ReLUs or none, otherwise a
-        :class:`CNN` with ``input_shape``; ``output_function`` is set on either.
+        :class:`CNN` with ``input_shape``: of layers for a chain, of :class:`~hwgen.nn.Node`
+        named after the ONNX nodes for a graph; ``output_function`` is set on either.
 
     Raises
     ------
@@ -93,18 +100,33 @@ def from_onnx(model_or_path, input_shape=None):
     else:
         offenders.append(("<graph>", "input",
                           f"{len(inputs)} data inputs; supported: exactly 1"))
-    walker = _Walker(Chain("ONNX", input_shape), constants, helper, numpy_helper)
-    walker.chain.offenders += offenders
+    outputs = [o.name for o in graph.output]
+    chain = Chain("ONNX", input_shape, _uses(graph, outputs))
+    walker = _Walker(chain, constants, helper, numpy_helper)
+    chain.offenders += offenders
     walker.batch = batch
-    walker.current = inputs[0].name if inputs else None
-    walker.tensor_shapes[walker.current] = input_shape
+    for value_info in inputs:
+        chain.alias(value_info.name)
     for position, node in enumerate(graph.node):
         walker.visit(node, node.name or f"node {position}")
-    outputs = [o.name for o in graph.output]
-    if outputs != [walker.current] and not walker.chain.offenders:
-        walker.chain.offender("<graph>", "output", f"outputs {outputs}; supported: exactly the "
-                                                   f"last node's output {walker.current!r}")
-    return walker.chain.build()
+    if len(outputs) != 1:
+        chain.offender("<graph>", "output", f"outputs {outputs}; supported: exactly one")
+        return chain.build()
+    if outputs[0] not in chain.states:
+        chain.offender("<graph>", "output", f"output {outputs[0]!r} is no node's output")
+        return chain.build()
+    return chain.build(outputs[0])
+
+
+def _uses(graph, outputs):
+    """How many times the graph reads each tensor (its outputs count once; a Shape node reads
+    no values)."""
+    uses = dict.fromkeys(outputs, 1)
+    for node in graph.node:
+        for name in node.input if node.op_type != "Shape" else ():
+            if name:
+                uses[name] = uses.get(name, 0) + 1
+    return uses
 
 
 def _input_shape(value_info, given, offenders):
@@ -142,8 +164,9 @@ def _onnx_shape(shape):
 
 
 class _Walker(LayerOps):
-    """Walks the graph's nodes in order, feeding the chain and evaluating shape nodes; the
-    handlers of the spatial and activation ops come from :class:`LayerOps`."""
+    """Walks the graph's nodes in order, feeding the chain (each node reads the tensors it
+    names: :meth:`Chain.read <hwgen.nn.import_graph.Tensors.read>`) and evaluating shape
+    nodes; the handlers of the spatial and activation ops come from :class:`LayerOps`."""
 
     def __init__(self, chain, constants, helper, numpy_helper):
         self.chain = chain
@@ -151,12 +174,10 @@ class _Walker(LayerOps):
         self.helper = helper
         self.numpy_helper = numpy_helper
         self.shape_values = {}  # tensor name -> list of int or None (the batch size)
-        self.tensor_shapes = {}  # chain tensor name -> our per-sample shape (None: unknown)
-        self.current = None
         self.batch = None  # the graph input's static batch size, if any
-        # True while `current` is a dense layer's output with nothing applied yet, so an Add of
-        # a constant can still be folded into that layer's bias.
-        self.foldable = False
+        # The tensors that are a dense layer's output with nothing applied yet, so that an Add
+        # of a constant can still be folded into that layer's bias.
+        self.dense_outputs = set()
 
     def visit(self, node, name):
         kind = node.op_type
@@ -167,7 +188,10 @@ class _Walker(LayerOps):
         if node.input and all(not i or i in self.constants for i in node.input) \
                 and self._fold(node):
             return
-        if kind in _SHAPE_OPS:
+        data = [i for i in node.input
+                if i and i not in self.constants and i not in self.shape_values]
+        chain = self.chain
+        if kind == "Shape" or (kind in _SHAPE_OPS and not any(i in chain.states for i in data)):
             value = self._shape_op(node, kind, attrs)
             if value is None:
                 self.chain.offender(name, kind, "a shape computation that cannot be followed; "
@@ -176,19 +200,29 @@ class _Walker(LayerOps):
             else:
                 self.shape_values[node.output[0]] = value
             return
-        data = [i for i in node.input
-                if i and i not in self.constants and i not in self.shape_values]
-        if data != [self.current]:
-            self.chain.offender(name, kind, "does not take exactly the running activation "
-                                            f"({self.current!r}) as its one non-constant input")
-            self._advance(node, False)
-            return
-        handler = getattr(self, f"_op_{kind}", None)
-        if handler is None:
-            self.chain.offender(name, kind, f"not a supported op type ({_SUPPORTED})")
-            self._advance(node, False)
-            return
-        self._advance(node, handler(node, name, kind, attrs))
+        missing = [i for i in data if i not in chain.states]
+        if missing:
+            chain.unknown()
+            chain.offender(name, kind, f"reads {missing}, which no node computes")
+        elif kind == "Add" and len(data) == 2:
+            chain.add(name, kind, *data)  # a residual add; an Add of a constant is a bias
+        elif len(data) != 1:
+            if data:
+                chain.read(data[0])
+            else:
+                chain.unknown()
+            chain.offender(name, kind, "does not take exactly the running activation (one "
+                                       "computed tensor; only an Add takes two) as its "
+                                       f"non-constant inputs: it reads {data}")
+        else:
+            chain.read(data[0])
+            handler = getattr(self, f"_op_{kind}", None)
+            if handler is None:
+                chain.offender(name, kind, f"not a supported op type ({_SUPPORTED})")
+            elif handler(node, name, kind, attrs):
+                self.dense_outputs.add(node.output[0])
+        # Dropout's optional second output (the mask) is no tensor of ours: nothing may read it.
+        chain.write(node.output[0])
 
     def _fold(self, node):
         """Evaluate a node whose inputs are all constants (the legacy exporter computes a
@@ -205,12 +239,6 @@ class _Walker(LayerOps):
             return False
         self.constants.update(zip(node.output, values, strict=False))
         return True
-
-    def _advance(self, node, was_dense):
-        # Dropout has an optional second output (the mask): nothing may consume it.
-        self.current = node.output[0]
-        self.tensor_shapes[self.current] = self.chain.shape
-        self.foldable = was_dense
 
     def _constant(self, node, name, attrs):
         if "value" in attrs:
@@ -233,7 +261,8 @@ class _Walker(LayerOps):
     def _shape_op(self, node, kind, attrs):
         """Evaluate a node that computes on shapes; ``None`` if it cannot be followed."""
         if kind == "Shape":
-            shape = self.tensor_shapes.get(node.input[0])
+            state = self.chain.states.get(node.input[0])
+            shape = None if state is None else state.shape
             return None if shape is None else \
                 _onnx_shape(shape)[attrs.get("start", 0):attrs.get("end")]
         args = [self._shape_of(i) for i in node.input if i]
@@ -277,7 +306,7 @@ class _Walker(LayerOps):
         return chain.dense(name, kind, weight, bias)
 
     def _op_MatMul(self, node, name, kind, attrs):
-        if node.input[0] == self.current and node.input[1] in self.constants \
+        if node.input[0] not in self.constants and node.input[1] in self.constants \
                 and self.constants[node.input[1]].ndim == 2:
             return self.chain.dense(name, kind, self.constants[node.input[1]], None)
         self.chain.offender(name, kind, "supported: activation @ constant 2-D matrix")
@@ -285,13 +314,16 @@ class _Walker(LayerOps):
 
     def _op_Add(self, node, name, kind, attrs):
         consts = [self.constants[i] for i in node.input if i in self.constants]
-        layer = self.chain.layers[-1] if self.chain.layers else None
-        bias = None
-        if self.foldable and len(consts) == 1:
+        data = [i for i in node.input if i not in self.constants]
+        state = self.chain.state
+        bias = layer = None
+        if len(consts) == 1 and data[0] in self.dense_outputs and state.private:
+            layer = self.chain.layer(state.node)
             bias = _bias_vector(consts[0], layer.weight.shape[1])
         if bias is None:
             self.chain.offender(name, kind, "supported only as the bias (a constant vector) "
-                                            "right after a Gemm or MatMul")
+                                            "right after a Gemm or MatMul whose output nothing "
+                                            "else reads, or as the sum of two computed tensors")
             return False
         layer.bias = layer.bias + bias
         return True

@@ -1,4 +1,8 @@
-"""Import a PyTorch ``nn.Sequential`` into a float :class:`~hwgen.nn.MLP` or :class:`~hwgen.nn.CNN`.
+"""Import a PyTorch module into a float :class:`~hwgen.nn.MLP` or :class:`~hwgen.nn.CNN`.
+
+A module's ``forward`` is traced by :mod:`hwgen.nn.import_fx` into a graph of layer calls and
+tensor functions (an ``nn.Sequential`` is the chain of its layers), each layer module read by
+:mod:`hwgen.nn.import_torch_modules`.
 
 PyTorch's images are NCHW and its ``Flatten`` orders features ``(c, h, w)``; ours are NHWC and
 ``(h, w, c)``. Convolution weights are transposed to ``(KH, KW, C_in, C_out)`` and the rows of
@@ -6,24 +10,25 @@ the dense layer after a flatten are permuted, so that the imported model compute
 function on the same images (NCHW input ``x`` becomes ``x.transpose(0, 2, 3, 1)``).
 """
 
-import numpy as np
-
 from ._ints import sample_shape
-from .import_chain import Chain, require, same_pair
+from .import_chain import Chain, require
+from .import_fx import trace, uses, walk
+from .import_torch_modules import SPATIAL, visit_module
 
 __all__ = ["from_torch"]
 
-_SUPPORTED = ("Linear, Conv2d, ZeroPad2d before a Conv2d, BatchNorm1d, BatchNorm2d, "
-              "MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, ReLU, ReLU6, Hardtanh, LeakyReLU, "
-              "Flatten, Identity, Dropout, Sequential, and a final Softmax, LogSoftmax or "
-              "Sigmoid")
-# The layer types that need the image size.
-_SPATIAL = ("Conv2d", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "BatchNorm2d", "ZeroPad2d",
-            "ConstantPad2d")
-
 
 def from_torch(module, input_shape=None):
-    """Convert a PyTorch ``nn.Sequential`` to an :class:`MLP` or a :class:`CNN`.
+    """Convert a PyTorch module to an :class:`MLP` or a :class:`CNN`.
+
+    ``module``'s ``forward`` is traced with ``torch.fx`` (see :mod:`hwgen.nn.import_fx`): an
+    ``nn.Sequential`` is the chain of its layers, any other module the graph its ``forward``
+    computes from one input tensor to one output tensor, of module calls and the functions
+    :mod:`~hwgen.nn.import_fx` lists (``+``/``torch.add`` of two tensors, which becomes a
+    :class:`~hwgen.nn.float_add.FloatAdd`, ``F.relu``, ``torch.flatten``,
+    ``x.view(x.size(0), -1)``, the functional pools and activations). A BatchNorm or an
+    activation folds into the layer before it (a ReLU after an add into the add) only when
+    nothing else reads that layer's output.
 
     Supported modules: ``Linear``; ``Conv2d`` with any ``groups`` (depthwise included), any
     kernel and per-axis stride, ``dilation=1`` and zero padding (``padding_mode="zeros"``: an
@@ -56,195 +61,43 @@ def from_torch(module, input_shape=None):
     MLP or CNN
         An :class:`MLP` for a chain of ``Linear`` layers on rows with ReLUs or none
         (``W = linear.weight.T``, ``b = linear.bias``, zeros when absent), otherwise a
-        :class:`CNN` with ``input_shape``; ``output_function`` is set on either.
+        :class:`CNN` with ``input_shape``: of layers for a chain, of :class:`~hwgen.nn.Node`
+        named after the torch nodes (``stacks.0.first.0.1``, ``stacks.0.add``) for a graph;
+        ``output_function`` is set on either.
 
     Raises
     ------
     UnsupportedModelError
-        Listing every unsupported module with its name, type and why.
+        Listing every unsupported module, function or node with its name, type and why
+        (including a ``forward`` that ``torch.fx`` cannot trace).
     ValueError
         If ``input_shape`` is missing for a spatial model or malformed.
     ImportError
         If PyTorch is not installed.
     """
     torch = require("torch", "torch")
-    nn = torch.nn
-    modules = []
-
-    def walk(name, child):
-        if isinstance(child, nn.Sequential):
-            for sub_name, sub in child.named_children():
-                walk(f"{name}.{sub_name}" if name else sub_name, sub)
-        else:
-            modules.append((name, child))
-
-    walk("", module)
     input_shape = sample_shape(input_shape, "from_torch")
+    # A lone layer (a Linear) is a one-layer model; anything else is traced.
+    graph = None if _is_layer(torch, module) else trace(torch, module)
+    modules = ([("", module)] if graph is None else
+               [(node.target, module.get_submodule(node.target)) for node in graph.nodes
+                if node.op == "call_module"])
     spatial = [(name, type(child).__name__) for name, child in modules
-               if type(child).__name__ in _SPATIAL]
+               if type(child).__name__ in SPATIAL]
     if spatial and (input_shape is None or len(input_shape) != 3):
         name, kind = spatial[0]
         raise ValueError(f"from_torch: input_shape={input_shape!r} but {name} ({kind}) needs "
                          "the image size; allowed: input_shape=(H, W, C), one NHWC image")
-    chain = Chain("PyTorch", input_shape)
-    for name, child in modules:
-        _visit(chain, nn, name, child)
-    return chain.build()
+    if graph is None:
+        chain = Chain("PyTorch", input_shape)
+        visit_module(chain, torch.nn, "", module)
+        return chain.build()
+    return walk(Chain("PyTorch", input_shape, uses(torch, graph)), torch, module, graph)
 
 
-def _numpy(tensor):
-    return tensor.detach().cpu().double().numpy()
+def _is_layer(torch, module):
+    """Whether ``module`` is one ``torch.nn`` layer, which tracing would take apart."""
+    return isinstance(module, torch.nn.Module) and not isinstance(module, torch.nn.Sequential) \
+        and torch.fx.Tracer().is_leaf_module(module, "")
 
 
-def _visit(chain, nn, name, child):
-    kind = type(child).__name__
-    if isinstance(child, nn.Linear):
-        bias = None if child.bias is None else _numpy(child.bias)
-        chain.dense(name, kind, _numpy(child.weight).T, bias)
-    elif isinstance(child, nn.Conv2d):
-        _conv(chain, name, kind, child)
-    elif isinstance(child, nn.BatchNorm1d | nn.BatchNorm2d):
-        _batchnorm(chain, name, kind, child)
-    elif isinstance(child, nn.MaxPool2d):
-        _pool(chain, name, kind, child)
-    elif isinstance(child, nn.AvgPool2d | nn.AdaptiveAvgPool2d):
-        _avgpool(chain, name, kind, child)
-    elif isinstance(child, nn.ZeroPad2d | nn.ConstantPad2d):
-        left, right, top, bottom = child.padding
-        if child.value != 0 or min(child.padding) < 0:
-            chain.offender(name, kind, f"padding={child.padding}, value={child.value}; "
-                                       "supported: zeros, no cropping")
-        else:
-            chain.zero_pad(name, kind, (top, bottom, left, right))
-    elif isinstance(child, nn.Flatten):
-        if child.start_dim != 1 or child.end_dim != -1:
-            chain.offender(name, kind, f"start_dim={child.start_dim}, end_dim={child.end_dim}; "
-                                       "supported: 1, -1")
-        else:
-            chain.flatten(name, kind)
-    elif not _activation(chain, nn, name, child) \
-            and not isinstance(child, nn.Identity | nn.Dropout | nn.Dropout1d | nn.Dropout2d):
-        chain.offender(name, kind, f"not a supported layer type ({_SUPPORTED})")
-
-
-def _activation(chain, nn, name, child):
-    """Hand an activation or a final function to the chain; return whether it was one."""
-    kind = type(child).__name__
-    if isinstance(child, nn.ReLU6):  # a Hardtanh(0, 6) too: test it first
-        chain.activation(name, kind, "relu")
-        chain.activation(name, kind, "clamp", high=6.0)
-    elif isinstance(child, nn.ReLU):
-        chain.activation(name, kind, "relu")
-    elif isinstance(child, nn.Hardtanh):
-        chain.activation(name, kind, "clamp", low=float(child.min_val),
-                         high=float(child.max_val))
-    elif isinstance(child, nn.LeakyReLU):
-        chain.activation(name, kind, "leaky_relu", alpha=float(child.negative_slope))
-    elif isinstance(child, nn.Sigmoid):
-        chain.final_function(name, kind, "sigmoid")
-    elif isinstance(child, nn.Softmax | nn.LogSoftmax):
-        function = "softmax" if isinstance(child, nn.Softmax) else "log_softmax"
-        # dim=None is PyTorch's implicit choice, the classes (1) on a batch of rows.
-        if child.dim not in (1, -1, None):
-            chain.offender(name, kind, f"dim={child.dim}; supported: 1 or -1, over the classes")
-        else:
-            chain.final_function(name, kind, function)
-    else:
-        return False
-    return True
-
-
-def _batchnorm(chain, name, kind, child):
-    if child.running_mean is None or child.running_var is None:
-        chain.offender(name, kind, "track_running_stats=False; supported: running statistics, "
-                                   "which inference uses")
-        return
-    mean, var = _numpy(child.running_mean), _numpy(child.running_var)
-    gamma = 1.0 if child.weight is None else _numpy(child.weight)
-    beta = 0.0 if child.bias is None else _numpy(child.bias)
-    scale = gamma / np.sqrt(var + child.eps)
-    chain.batchnorm(name, kind, scale, beta - mean * scale)
-
-
-def _conv_padding(child):
-    """Return a Conv2d's padding as ``(top, bottom, left, right)``."""
-    padding = child.padding
-    if padding == "valid":
-        return 0, 0, 0, 0
-    if padding == "same":
-        # PyTorch pads dilation*(k-1) in total per axis, the odd pixel at the end.
-        (th, tw) = (k - 1 for k in child.kernel_size)
-        return th // 2, th - th // 2, tw // 2, tw - tw // 2
-    ph, pw = padding
-    return ph, ph, pw, pw
-
-
-def _conv(chain, name, kind, child):
-    reasons = []
-    if tuple(child.dilation) != (1, 1):
-        reasons.append(f"dilation={tuple(child.dilation)}; supported: 1")
-    if child.padding_mode != "zeros":
-        reasons.append(f"padding_mode={child.padding_mode!r}; supported: 'zeros'")
-    if reasons:
-        chain.offender(name, kind, "; ".join(reasons))
-        return
-    weight = _numpy(child.weight).transpose(2, 3, 1, 0)  # (C_out, C_in/g, KH, KW) -> ours
-    bias = None if child.bias is None else _numpy(child.bias)
-    chain.conv(name, kind, weight, bias, stride=tuple(child.stride),
-               padding=_conv_padding(child), groups=child.groups)
-
-
-def _avgpool(chain, name, kind, child):
-    if hasattr(child, "output_size"):  # AdaptiveAvgPool2d
-        out = child.output_size
-        out = (out, out) if np.ndim(out) == 0 else tuple(out)
-        if out == (1, 1):
-            chain.global_avgpool(name, kind)
-            return
-        shape = chain.shape
-        if None in out or shape is None or len(shape) != 3 \
-                or shape[0] % out[0] or shape[1] % out[1]:
-            chain.offender(name, kind, f"output_size={child.output_size} on an input "
-                                       f"{shape or 'of unknown size'}; supported: 1, or a "
-                                       "size that divides the input's (H, W)")
-            return
-        window = (shape[0] // out[0], shape[1] // out[1])
-        chain.avgpool(name, kind, window, window)
-        return
-    reasons = []
-    if child.padding not in (0, (0, 0)):
-        reasons.append(f"padding={child.padding}; supported: 0")
-    if child.ceil_mode:
-        reasons.append("ceil_mode=True; supported: False (the output size rounds down)")
-    if child.divisor_override is not None:
-        reasons.append(f"divisor_override={child.divisor_override}; supported: None")
-    if reasons:
-        chain.offender(name, kind, "; ".join(reasons))
-        return
-    stride = child.kernel_size if child.stride is None else child.stride
-    chain.avgpool(name, kind, _pair(child.kernel_size), _pair(stride))
-
-
-def _pair(value):
-    return (int(value), int(value)) if np.ndim(value) == 0 else tuple(int(v) for v in value)
-
-
-def _pool(chain, name, kind, child):
-    reasons = []
-    size, why = same_pair(child.kernel_size, "kernel_size")
-    reasons += [why] if why else []
-    stride, why = same_pair(child.stride if child.stride is not None else child.kernel_size,
-                            "stride")
-    reasons += [why] if why else []
-    if child.padding not in (0, (0, 0)):
-        reasons.append(f"padding={child.padding}; supported: 0")
-    if child.dilation not in (1, (1, 1)):
-        reasons.append(f"dilation={child.dilation}; supported: 1")
-    if child.ceil_mode:
-        reasons.append("ceil_mode=True; supported: False (the output size rounds down)")
-    if child.return_indices:
-        reasons.append("return_indices=True; supported: False")
-    if reasons:
-        chain.offender(name, kind, "; ".join(reasons))
-    else:
-        chain.pool(name, kind, size, stride)
