@@ -6,14 +6,15 @@
   :func:`digits_cnn`, :func:`train_digits_cnn`: the bundled digits and the default CNN;
 - :func:`quantize`: post-training quantization to a :class:`QuantizedNetwork`;
 - :class:`Dense`, :class:`Conv2D` (grouped, depthwise), :class:`MaxPool2D`, :class:`AvgPool2D`,
-  :class:`GlobalAvgPool2D`, :class:`Flatten`, :class:`QuantizedNetwork` (a chain of layers, or
-  a graph of :class:`Node` over named :class:`Tensor`), :func:`requantize`,
-  :func:`accumulator_bound`: the bit-exact integer reference of sections 3, 3.1 and 3.2 of the
-  architecture brief, which every hardware test
+  :class:`GlobalAvgPool2D`, :class:`Flatten`, :class:`Add` (two tensors),
+  :class:`QuantizedNetwork` (a chain of layers, or a graph of :class:`Node` over named
+  :class:`Tensor`), :func:`requantize`, :func:`accumulator_bound`: the bit-exact integer
+  reference of sections 3, 3.1 and 3.2 of the architecture brief, which every hardware test
   compares against (:class:`MaxPool2D` and :class:`Flatten` serve the float :class:`CNN` too);
 - :func:`from_torch`, :func:`from_onnx`: importers (PyTorch and ONNX are optional).
 """
 
+from .add import Add
 from .avgpool import AvgPool2D, GlobalAvgPool2D
 from .cnn import CNN
 from .conv import Conv2D
@@ -36,6 +37,7 @@ __all__ = [
     "CNN",
     "INPUT",
     "MLP",
+    "Add",
     "AvgPool2D",
     "Conv2D",
     "Dense",

@@ -40,8 +40,9 @@ class Node:
     ----------
     name : str
         The node's name, which is also the name of its output tensor; not :data:`INPUT`.
-    layer : Dense, Conv2D, MaxPool2D, Flatten, AvgPool2D or GlobalAvgPool2D
-        What the node computes (the layer object is shared, not copied).
+    layer : Dense, Conv2D, MaxPool2D, Flatten, AvgPool2D, GlobalAvgPool2D or Add
+        What the node computes (the layer object is shared, not copied); in a float
+        :class:`~hwgen.nn.CNN`, a float layer.
     inputs : str or sequence of str
         The names of the tensors the layer reads, in the order it takes them: :data:`INPUT`
         or the name of an earlier node. One name may be given as a plain string.

@@ -11,52 +11,35 @@ contract) to the bit:
 - ``y = clamp(r, -2**(in_bits - 1), 2**(in_bits - 1) - 1)``, then clamped to the layer's
   ``bounds(in_bits)`` (``relu``: ``act_min = 0``);
 - an output layer may return ``acc`` itself (``output="raw"``);
+- :class:`Add` reads two tensors of one shape: ``p = a * mult_a[c] + b * mult_b[c]``
+  (exact), then the same rounding shift, saturation and bounds;
 - :class:`AvgPool2D` and :class:`GlobalAvgPool2D` are depthwise convolutions of ones
   (``as_conv``); :class:`MaxPool2D` takes the maximum of each window's ints;
   :class:`Flatten` reorders nothing (NHWC memory, feature ``(y*W + x)*C + c``).
 """
 
 import math
-import numbers
 
 import numpy as np
 
-from ._ints import check_range, int_array, sample_shape, signed_range
-from .avgpool import AvgPool2D, GlobalAvgPool2D
-from .conv import Conv2D
-from .dense import Dense
-from .flatten import Flatten
+from ._ints import sample_shape, signed_range
 from .graph import INPUT, Node, Tensor, as_nodes, check_structure, relink, where
-from .maxpool import MaxPool2D
+from .network_checks import (
+    REQUANTIZING,
+    arity,
+    check_input,
+    check_widths,
+    checked_scales,
+    tensor_shapes,
+)
 from .output_function import check_output_function, scores_to_probabilities
 
 __all__ = ["QuantizedNetwork"]
-
-LAYER_TYPES = (Dense, Conv2D, MaxPool2D, Flatten, AvgPool2D, GlobalAvgPool2D)
-# The layers that requantize: forward(x, in_bits, acc_bits, where=...), bounds(out_bits).
-REQUANTIZING = (Dense, Conv2D, AvgPool2D, GlobalAvgPool2D)
-# How many tensors each kind of layer reads.
-_ARITY = dict.fromkeys(LAYER_TYPES, 1)
-
-
-def _arity(layer):
-    return next((count for kind, count in _ARITY.items() if isinstance(layer, kind)), None)
-
-# Width limits of the reference model itself. Parameters are stored as int64, so no width may
-# exceed 64 bits (mult is unsigned, hence 63). The hardware configuration is usually narrower.
-_WIDTH_RANGES = {
-    "in_bits": (2, 64),
-    "w_bits": (2, 64),
-    "acc_bits": (2, 64),
-    "mult_bits": (1, 63),
-}
-
-
 class QuantizedNetwork:
     """A graph of integer layers over named tensors, computed bit-exactly as the hardware does.
 
     Layers are :class:`Dense`, :class:`Conv2D`, :class:`MaxPool2D`, :class:`Flatten`,
-    :class:`AvgPool2D` and :class:`GlobalAvgPool2D`.
+    :class:`AvgPool2D`, :class:`GlobalAvgPool2D` and :class:`Add` (two inputs).
     Between spatial layers the data are NHWC, ``(M, H, W, C)``; a :class:`Flatten` turns them
     into rows ``(M, H*W*C)`` for the :class:`Dense` layers that follow. A network that ends in
     a spatial layer returns ``(M, H', W', C')``.
@@ -119,8 +102,8 @@ class QuantizedNetwork:
         than the (padded) input, a missing ``input_shape``), ``"raw"`` before the last layer,
         an empty layer list, or a width outside the supported range; for nodes, a duplicate
         name, an input that is not a tensor computed before the node, a wrong number of
-        inputs for the layer's kind, a node that nothing reads before the last, or a scale of
-        an unknown tensor.
+        inputs for the layer's kind (an :class:`Add` takes two, of one shape), a node that
+        nothing reads before the last, or a scale of an unknown tensor.
     TypeError
         If a layer is not one of the layer types, or nodes and layers are mixed.
     """
@@ -128,18 +111,10 @@ class QuantizedNetwork:
     def __init__(self, layers, *, in_bits=8, w_bits=8, acc_bits=32, mult_bits=16,
                  input_scale=None, output_scale=None, input_shape=None, scales=None,
                  output_function=None):
-        widths = {"in_bits": in_bits, "w_bits": w_bits, "acc_bits": acc_bits,
-                  "mult_bits": mult_bits}
-        for name, value in widths.items():
-            low, high = _WIDTH_RANGES[name]
-            if (not isinstance(value, numbers.Integral) or isinstance(value, bool)
-                    or not low <= value <= high):
-                raise ValueError(f"QuantizedNetwork: {name}={value!r}; "
-                                 f"allowed: an integer in {low}..{high}")
-        self.in_bits = int(in_bits)
-        self.w_bits = int(w_bits)
-        self.acc_bits = int(acc_bits)
-        self.mult_bits = int(mult_bits)
+        widths = check_widths({"in_bits": in_bits, "w_bits": w_bits, "acc_bits": acc_bits,
+                               "mult_bits": mult_bits})
+        self.in_bits, self.w_bits = widths["in_bits"], widths["w_bits"]
+        self.acc_bits, self.mult_bits = widths["acc_bits"], widths["mult_bits"]
         if input_scale is not None:
             input_scale = float(input_scale)
             if not (math.isfinite(input_scale) and input_scale > 0):
@@ -152,7 +127,7 @@ class QuantizedNetwork:
         self._nodes = as_nodes(given)
         self._consumers = None
         self.layers = [node.layer for node in self._nodes]
-        self._scales = _checked_scales(scales, input_scale,
+        self._scales = checked_scales(scales, input_scale,
                                        [INPUT, *(node.name for node in self.nodes)])
         self.input_scale = self._scales.get(INPUT)
         self.validate()
@@ -173,7 +148,7 @@ class QuantizedNetwork:
         """
         nodes = relink(self._nodes, self.layers, self._chain)
         if nodes is not self._nodes or self._consumers is None:
-            self._nodes, self._consumers = nodes, check_structure(nodes, _arity)
+            self._nodes, self._consumers = nodes, check_structure(nodes, arity)
         return nodes
 
     @property
@@ -238,7 +213,7 @@ class QuantizedNetwork:
 
     def _check(self):
         """Check every node; return each tensor's per-sample shape by name, input first."""
-        return _tensor_shapes(self.nodes, self.input_shape,
+        return tensor_shapes(self.nodes, self.input_shape,
                               (self.in_bits, self.w_bits, self.acc_bits, self.mult_bits))
 
     def forward_tensors(self, x):
@@ -266,7 +241,7 @@ class QuantizedNetwork:
             signed ``acc_bits`` range (naming the layer).
         """
         shapes = self._check()
-        values = {INPUT: _check_input(x, shapes[INPUT], self.in_bits)}
+        values = {INPUT: check_input(x, shapes[INPUT], self.in_bits)}
         for index, node in enumerate(self.nodes):
             layer, args = node.layer, [values[name] for name in node.inputs]
             if isinstance(layer, REQUANTIZING):
@@ -345,98 +320,3 @@ class QuantizedNetwork:
             raise ValueError(f"predict: the network's output has shape {self.output_shape}; "
                              "allowed: a flat output (N,) of class scores")
         return np.argmax(self.forward(self.quantize_input(x)), axis=1)
-
-
-def _check_params(at, layer, widths):
-    """Check a requantizing layer's parameters against ``(in_bits, w_bits, acc_bits,
-    mult_bits)``: weights, bias, mult, shift, mult_neg, groups and the activation bounds."""
-    in_bits, w_bits, acc_bits, mult_bits = widths
-    shift_high = acc_bits + mult_bits - 1
-    if hasattr(layer, "weight"):
-        check_range(layer.weight, at, "weight", signed_range(w_bits),
-                    f"signed w_bits={w_bits}")
-        check_range(layer.bias, at, "bias", signed_range(acc_bits),
-                    f"signed acc_bits={acc_bits}")
-    unsigned = (0, (1 << mult_bits) - 1)
-    check_range(layer.mult, at, "mult", unsigned, f"unsigned mult_bits={mult_bits}")
-    if getattr(layer, "mult_neg", None) is not None:
-        check_range(layer.mult_neg, at, "mult_neg", unsigned, f"unsigned mult_bits={mult_bits}")
-    check_range(layer.shift, at, "shift", (0, shift_high),
-                f"acc_bits + mult_bits - 1 = {shift_high} at most")
-    if getattr(layer, "output", "requant") == "requant":
-        _check_bounds(at, layer, in_bits)
-
-
-def _check_bounds(at, layer, in_bits):
-    """Raise the layer's bounds error with ``at`` naming the layer."""
-    try:
-        layer.bounds(in_bits)
-    except ValueError as exc:
-        message = str(exc).split(": ", 1)[1]
-        raise ValueError(f"{at}: {message} (in_bits={in_bits})") from None
-
-
-def _checked_scales(scales, input_scale, tensors):
-    """Return ``scales`` (tensor name -> float) with ``input_scale`` as the input's, checked
-    against the names of ``tensors``."""
-    checked = {}
-    for name, given in dict(scales or {}).items():
-        if name not in tensors:
-            raise ValueError(f"QuantizedNetwork: scales names {name!r}, not a tensor of the "
-                             f"network; allowed: {list(tensors)}")
-        value = float(given)
-        if not (math.isfinite(value) and value > 0):
-            raise ValueError(f"QuantizedNetwork: scales[{name!r}]={value!r}; allowed: a "
-                             "finite float > 0")
-        checked[name] = value
-    if input_scale is not None and checked.setdefault(INPUT, input_scale) != input_scale:
-        raise ValueError(f"QuantizedNetwork: scales['input']={checked[INPUT]!r} but "
-                         f"input_scale={input_scale!r}; allowed: the same value, or one "
-                         "of them")
-    return checked
-
-
-def _check_input(x, shape, in_bits):
-    """Return the network input ``x`` as int64, checked against its shape and ``in_bits``."""
-    x = int_array(x, "input", "x")
-    if len(shape) == 1:
-        if x.ndim != 2:
-            raise ValueError(f"input: field 'x' has shape {x.shape}; "
-                             f"allowed: 2-D (M, {shape[0]})")
-        if x.shape[1] != shape[0]:
-            raise ValueError(f"input: field 'x' has shape {x.shape}; "
-                             f"allowed: (M, {shape[0]}), the width of layer 0")
-    elif x.ndim != 4 or x.shape[1:] != shape:
-        raise ValueError(f"input: field 'x' has shape {x.shape}; allowed: "
-                         f"(M, {', '.join(map(str, shape))}), NHWC with input_shape {shape}")
-    check_range(x, "input", "x", signed_range(in_bits), f"signed in_bits={in_bits}")
-    return x
-
-
-def _tensor_shapes(nodes, input_shape, widths):
-    """Check every node against its inputs and ``(in_bits, w_bits, acc_bits, mult_bits)``;
-    return each tensor's per-sample shape by name, input first."""
-    shapes = {INPUT: input_shape}
-    position = {node.name: index for index, node in enumerate(nodes)}
-    for index, node in enumerate(nodes):
-        layer, at = node.layer, where(index, node.name)
-        if not isinstance(layer, LAYER_TYPES):
-            *others, last = (kind.__name__ for kind in LAYER_TYPES)
-            raise TypeError(f"{at}: {type(layer).__name__} is not a {', '.join(others)} or "
-                            f"{last} layer")
-        layer.check(at)
-        if isinstance(layer, REQUANTIZING):
-            _check_params(at, layer, widths)
-        if getattr(layer, "output", None) == "raw" and index != len(nodes) - 1:
-            raise ValueError(f"{at}: field 'output' is 'raw' but the layer is not "
-                             f"the last of {len(nodes)}; allowed: 'requant'")
-        name = node.inputs[0]
-        if shapes[name] is None:
-            if not isinstance(layer, Dense):
-                raise ValueError(f"QuantizedNetwork: field 'input_shape' is None but {at} "
-                                 f"is a {type(layer).__name__}; allowed: (H, W, C), the "
-                                 "shape of one NHWC input sample")
-            shapes[name] = (layer.in_features,)
-        source = "input_shape" if name == INPUT else where(position[name], name)
-        shapes[node.name] = layer._output_shape(shapes[name], at, source)
-    return shapes

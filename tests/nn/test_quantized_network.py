@@ -337,7 +337,7 @@ def test_network_errors(layers, kwargs, pattern):
 
 def test_layer_type_error():
     with pytest.raises(TypeError, match="layer 0: tuple is not a Dense, Conv2D, MaxPool2D, "
-                                        "Flatten, AvgPool2D or GlobalAvgPool2D layer"):
+                                        "Flatten, AvgPool2D, GlobalAvgPool2D or Add layer"):
         QuantizedNetwork([(1, 2)])
 
 
