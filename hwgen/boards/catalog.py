@@ -206,11 +206,13 @@ ULX3S_85F_ZOO_PRESET = {"rows": 5, "cols": 5, "dataflow": "ws", "in_bits": 8, "w
 #: wastes 13 of 16 rows on the first convolution's 3 channels). Eight requantization lanes
 #: (two MULT18X18D each) keep it within the multipliers: 16 would take 160. Its buffers hold
 #: ResNet-8 at batch 1: 16 activation banks of 4,096 words (its three live 32x32x16 tensors,
-#: one word a pixel), WEIGHT 5,120 words (its 78K weights as 8x16 tiles take about 4,900).
-#: docs/performance.md ("MLPerf Tiny") has its cycles and build.
+#: one word a pixel), WEIGHT 9,216 words (its convolutions' 8x16 tiles take 4,840, the 8x8
+#: average pool's 4,096: with ``cols > rows`` a pool stores a tile per window position) and
+#: PROGRAM 64 words (its 14 passes take 42). docs/performance.md ("MLPerf Tiny") has its
+#: cycles and build.
 ULX3S_85F_RESNET8_PRESET = {"rows": 8, "cols": 16, "dataflow": "ws", "in_bits": 8,
-                            "w_bits": 8, "post_lanes": 8, "weight_depth": 5120,
-                            "act_depth": 4096, "param_depth": 128, "prog_depth": 32,
+                            "w_bits": 8, "post_lanes": 8, "weight_depth": 9216,
+                            "act_depth": 4096, "param_depth": 128, "prog_depth": 64,
                             "acc_depth": 256, "out_depth": 512}
 
 #: Designs besides the boards' presets, by name: ``(board, fields over its preset)``
