@@ -253,16 +253,16 @@ def print_peers(rows):
     if not ours:
         return
     print("\nMLPerf Tiny image classification, batch 1 (single stream):")
-    print(f"{'who':<12} {'model':<26} {'board':<36} {'ms':>7} {'inf/s':>8}  source")
+    print(f"{'who':<12} {'model':<26} {'board':<40} {'ms':>7} {'inf/s':>8}  source")
     for r in ours:
         clock = r["config"].clock_hz
         ms = r["board_cycles"] / clock * 1e3
         board = f"{r['board'].name} ({r['board'].device}), {clock / 1e6:g} MHz, YoWASP"
-        print(f"{'hwgen':<12} {'ResNet-8 (reference)':<26} {board:<36} {ms:>7.3f} "
+        print(f"{'hwgen':<12} {'ResNet-8 (reference)':<26} {board:<40} {ms:>7.3f} "
               f"{1e3 / ms:>8,.1f}  this run, --designs {r['design']} (adds "
               f"{add_share(r):.1%} of the cycles)")
     for who, model, board, ms, source in PEERS:
-        print(f"{who:<12} {model:<26} {board:<36} {ms:>7.3f} {1e3 / ms:>8,.1f}  {source}")
+        print(f"{who:<12} {model:<26} {board:<40} {ms:>7.3f} {1e3 / ms:>8,.1f}  {source}")
 
 
 def main(argv=None):
