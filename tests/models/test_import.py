@@ -45,9 +45,10 @@ def _device_runs_graphs():
             def __init__(self):
                 super().__init__()
                 self.conv = torch.nn.Conv2d(2, 2, 1)
+                self.out = torch.nn.Conv2d(2, 2, 1)
 
             def forward(self, x):
-                return torch.relu(x + self.conv(x))
+                return self.out(torch.relu(x + self.conv(x)))
 
         zoo_input = np.random.default_rng(0).normal(size=(4, 3, 3, 2)).astype(np.float32)
         net = quantize(from_torch(Skip(), input_shape=(3, 3, 2)), zoo_input)
