@@ -25,6 +25,9 @@ class Dataflow(enum.StrEnum):
 #: The values ``AcceleratorConfig.dataflow`` accepts, as strings (command lines, JSON).
 DATAFLOWS = tuple(d.value for d in Dataflow)
 
+#: The boolean fields: parts of the device that a design may leave out.
+_FLAGS = ("spatial", "bounds", "residual")
+
 # field -> (low, high) inclusive; checked in the order of the dataclass fields.
 _RANGES = {
     "rows": (1, 64),
@@ -123,13 +126,14 @@ class AcceleratorConfig:
     post_lanes: int | None = None
     spatial: bool = True
     bounds: bool = True
+    residual: bool = True
 
     def __post_init__(self):
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
             if field.name == "post_lanes" and value is None:
                 continue
-            if field.name in ("spatial", "bounds"):
+            if field.name in _FLAGS:
                 if value not in (True, False) or not isinstance(value, int):
                     raise ValueError(f"{field.name}={value!r}; allowed: True or False (1 or 0)")
                 object.__setattr__(self, field.name, bool(value))
@@ -215,14 +219,14 @@ class AcceleratorConfig:
     def to_dict(self):
         """Return the parameters as a plain ``dict``.
 
-        ``post_lanes`` is left out while it is ``None`` and ``spatial`` and ``bounds`` while they
-        are ``True``, so that configurations from before they existed keep their :attr:`hash`
-        and load as before.
+        ``post_lanes`` is left out while it is ``None`` and ``spatial``, ``bounds`` and
+        ``residual`` while they are ``True``, so that configurations from before they existed
+        keep their :attr:`hash` and load as before.
         """
         d = dataclasses.asdict(self)
         if d["post_lanes"] is None:
             del d["post_lanes"]
-        for flag in ("spatial", "bounds"):
+        for flag in _FLAGS:
             if d[flag]:
                 del d[flag]
         return d

@@ -224,7 +224,8 @@ def layer_cycles(config, descriptor, m, *, implementation=None):
     (:meth:`hwgen.passes.base.Pass.cycles`) counts the layer; a matrix layer runs its
     ``m * oh * ow`` output pixels in chunks of at most ``acc_depth``, each a pass per
     reduction and output tile (:func:`chunk_cycles`); a pooling layer reads ``kh * kw``
-    words per output word.
+    words per output word; an add pass two (:mod:`hwgen.passes.add`). A graph's program is
+    its passes in order: :func:`program_cycles` sums them.
     """
     d = descriptor
     geometry = d.get("geometry") or _PLAIN_GEOMETRY

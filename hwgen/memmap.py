@@ -53,6 +53,7 @@ class PassKind(enum.Enum, shape=unsigned(3)):
 
     MATRIX = 0   #: ``x @ W`` per output pixel, then bias and requantization (or raw sums)
     MAXPOOL = 1  #: the lane-wise maximum of each window's words
+    ADD = 2      #: two tensors' words, lane by lane: ``a * mult_a + b * mult_b``, requantized
 
 
 # One-bit flags at the bottom of a descriptor, the pass kind, the numeric fields of
@@ -72,16 +73,19 @@ def descriptor_limits(config):
     Each bound follows from a limit the compiler enforces before it packs a descriptor:
     ``K <= max_k``, one PARAM word and at least ``rows`` WEIGHT words per output tile, and at
     least one row of every activation (or raw output) matrix fitting ACT (or OUTPUT).
+    A design with ``residual`` has ``src2_base`` (an ACT word) after ``src_stride``.
     """
     rows, cols, lanes = config.rows, config.cols, config.act_lanes
     n_tiles = max(1, min(config.param_depth, config.weight_depth // rows))
     n = n_tiles * cols
+    second = {"src2_base": config.act_depth - 1} if config.residual else {}
     return {
         "k_tiles": math.ceil(config.max_k / rows),
         "n_tiles": n_tiles,
         "n": n,
         "src_base": config.act_depth - 1,
         "src_stride": min(math.ceil(config.max_k / lanes), config.act_depth),
+        **second,
         # Requantized rows go to ACT (ceil(N / lanes) words), raw rows to OUTPUT (ceil(N / cols)).
         "dst_base": max(config.act_depth, config.out_depth) - 1,
         "dst_stride": min(math.ceil(n / cols), max(config.act_depth, config.out_depth)),
@@ -115,9 +119,13 @@ def descriptor_layout(config):
     k_tiles, n_tiles
         Reduction tiles (``ceil(K / rows)``) and output tiles (``ceil(N / cols)``).
     n
-        Output features; lanes beyond ``n`` are not written.
+        Output features; lanes beyond ``n`` are not written (an :attr:`PassKind.ADD` pass:
+        the channels; it writes every lane of its words).
     src_base, src_stride
         Input rows in :attr:`Region.ACT`: row ``m`` starts at word ``src_base + m * src_stride``.
+    src2_base
+        Only in a design with ``residual``: the first word of an :attr:`PassKind.ADD` pass's
+        second input (its rows ``src_stride`` words apart too); 0 in other passes.
     dst_base, dst_stride
         Output rows, in :attr:`Region.ACT` (``raw == 0``) or :attr:`Region.OUTPUT` (``raw == 1``).
     w_base

@@ -5,22 +5,28 @@ multipliers and shifts are drawn so that outputs spread over the whole output ra
 saturation, ties, shift 0 and the largest shift hit now and then. Activations are ReLU,
 identity or leaky ReLU (``mult_neg`` a slope of ``mult`` or anywhere in its range), now and
 then with bounds: a ReLU6-like ``[0, k]`` or an arbitrary ``[lo, hi]`` (section 3.2); a design
-without ``bounds`` gets ReLU and identity only.
+without ``bounds`` gets ReLU and identity only. :func:`random_graph` builds graphs: residual
+blocks (identity and projection shortcuts), branches of different depths, an add feeding an
+add and a tensor with three consumers, over images or rows.
 """
 
 import numpy as np
 
 from hwgen.nn import (
+    INPUT,
+    Add,
     AvgPool2D,
     Conv2D,
     Dense,
     Flatten,
     GlobalAvgPool2D,
     MaxPool2D,
+    Node,
     QuantizedNetwork,
 )
 
-__all__ = ["general_cnn", "random_cnn", "random_image", "random_input", "random_network"]
+__all__ = ["GRAPH_BLOCKS", "general_cnn", "random_add", "random_cnn", "random_graph",
+           "random_image", "random_input", "random_network"]
 
 
 def random_network(rng, config, *, layers=None, max_width=200, raw=None, widths=None):
@@ -242,3 +248,170 @@ def random_input(rng, config, m, k):
     x = rng.integers(lo, hi + 1, size=(m, k), dtype=np.int64)
     x.flat[rng.integers(0, x.size, size=max(1, x.size // 10))] = lo
     return x
+
+
+#: The blocks of :func:`random_graph`: a residual block with an identity shortcut (two layers
+#: and the block's input added), one with a projection shortcut (two layers, the first of
+#: stride 2 over images, and a 1x1 layer of stride 2 on the shortcut), two branches of
+#: different depths (0 to 3 layers each) added, an add feeding an add (two layers of the
+#: block's input added, then the input added to that: the input has three consumers) and a
+#: tensor with three consumers (a layer whose output two layers read, added to both).
+GRAPH_BLOCKS = ("identity", "projection", "branches", "add_of_adds", "three_consumers")
+
+
+def random_add(rng, config, channels):
+    """Return a random :class:`~hwgen.nn.Add` of ``channels`` channels: multipliers anywhere
+    in ``mult_bits`` (now and then 0 or the largest, or one for every channel), a shift per
+    channel that brings the sum of two ``in_bits`` values back into the range (jittered: 0,
+    the largest and saturation now and then), ReLU or identity, now and then bounds."""
+    top = (1 << config.mult_bits) - 1
+    max_shift = config.acc_bits + config.mult_bits - 1
+    mult_a, mult_b = (rng.integers(0, top + 1, size=channels, dtype=np.int64)
+                      for _ in range(2))
+    for mult in (mult_a, mult_b):
+        mult[rng.random(channels) < 0.05] = 0
+        mult[rng.random(channels) < 0.05] = top
+    # p is about (|a| + |b|) * mult: one in_bits value's worth of it, shifted down.
+    centre = np.log2(np.maximum(mult_a, mult_b) + 1).astype(np.int64) + 1
+    shift = np.clip(centre + rng.integers(-2, 3, size=channels), 0, max_shift)
+    shift[rng.random(channels) < 0.05] = 0
+    shift[rng.random(channels) < 0.05] = max_shift
+    fields = {"mult_a": mult_a, "mult_b": mult_b, "shift": shift.astype(np.int64)}
+    if rng.random() < 0.15:   # one value for all channels (broadcast)
+        fields = {name: int(values[0]) for name, values in fields.items()}
+    kw = {"activation": str(rng.choice(["relu", "identity"]))}
+    lo, hi = -(1 << (config.in_bits - 1)), (1 << (config.in_bits - 1)) - 1
+    if config.bounds and rng.random() < 0.3:
+        a, b = sorted(int(v) for v in rng.integers(lo if kw["activation"] == "identity"
+                                                   else 0, hi + 1, 2))
+        kw["act_min"], kw["act_max"] = a, b
+    return Add(**fields, **kw)
+
+
+class _Graph:
+    """The nodes of a random graph as they are drawn, each tensor's per-sample shape."""
+
+    def __init__(self, rng, config, input_shape, max_channels):
+        self.rng, self.config, self.max_channels = rng, config, max_channels
+        self.nodes, self.shapes = [], {INPUT: tuple(input_shape)}
+
+    def _node(self, layer, inputs, shape):
+        name = f"n{len(self.nodes)}_{type(layer).__name__.lower()}"
+        self.nodes.append(Node(name, layer, inputs))
+        self.shapes[name] = tuple(shape)
+        return name
+
+    def layer(self, x, n, *, stride=1, kernel=3):
+        """A convolution of ``x`` (``kernel`` square, padded to keep the side at stride 1)
+        to ``n`` channels, or a Dense to ``n`` features when ``x`` is rows."""
+        shape, config = self.shapes[x], self.config
+        if len(shape) == 1:
+            w, b, mult, shift = _matrix_params(self.rng, config, shape[0], n)
+            return self._node(Dense(w, b, mult, shift, **_activation(self.rng, config, mult)),
+                              x, (n,))
+        c = shape[-1]
+        # Each kernel position's channels fill whole tiles of rows: keep that within max_k.
+        while kernel > 1 and kernel * kernel * -(-c // config.rows) * config.rows > \
+                config.max_k:
+            kernel -= 2
+        w, b, mult, shift = _matrix_params(self.rng, config, kernel * kernel * c, n)
+        pad = kernel // 2
+        conv = Conv2D(w.reshape(kernel, kernel, c, n), b, mult, shift, stride=stride,
+                      padding=pad, **_activation(self.rng, config, mult))
+        return self._node(conv, x, conv.output_shape(shape))
+
+    def add(self, a, b):
+        """An Add of ``a`` and ``b`` (in a random order)."""
+        if self.rng.random() < 0.5:
+            a, b = b, a
+        return self._node(random_add(self.rng, self.config, self.shapes[a][-1]), (a, b),
+                          self.shapes[a])
+
+    def width(self, x):
+        """A random channel (feature) count for a projection: up to ``max_channels``."""
+        return int(self.rng.integers(1, self.max_channels + 1))
+
+    def block(self, kind, x):
+        """Return the output tensor of a block of ``kind`` (:data:`GRAPH_BLOCKS`) on ``x``."""
+        c = self.shapes[x][-1]
+        if kind == "identity":
+            return self.add(self.layer(self.layer(x, c), c), x)
+        if kind == "projection":
+            n, stride = self.width(x), 2 if len(self.shapes[x]) == 3 else 1
+            main = self.layer(self.layer(x, n, stride=stride), n)
+            return self.add(main, self.layer(x, n, stride=stride, kernel=1))
+        if kind == "branches":
+            short, long = sorted(self.rng.choice(4, size=2, replace=False).tolist())
+            n = c if short == 0 else self.width(x)
+            ends = []
+            for depth in (short, long):
+                y = x
+                for _ in range(depth):
+                    y = self.layer(y, n)
+                ends.append(y)
+            return self.add(*ends)
+        if kind == "add_of_adds":
+            return self.add(self.add(self.layer(x, c), self.layer(x, c)), x)
+        if kind == "three_consumers":
+            t = self.layer(x, self.width(x))
+            n = self.shapes[t][-1]
+            return self.add(self.add(self.layer(t, n), t), self.layer(t, n))
+        raise ValueError(f"block kind {kind!r}; allowed: {', '.join(GRAPH_BLOCKS)}")
+
+
+def random_graph(rng, config, *, images=True, input_shape=None, blocks=None, kinds=None,
+                 max_channels=8, head=None, raw=None):
+    """Return a random :class:`QuantizedNetwork` graph of residual blocks for ``config``.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+    config : AcceleratorConfig
+    images : bool
+        Images (NHWC, convolutions of 3x3 and 1x1 kernels) or rows (Dense layers).
+    input_shape : tuple, optional
+        Per sample; random (sides 3..8, 1..``max_channels`` channels, or 1..``4 *
+        max_channels`` features) when not given.
+    blocks : int, optional
+        How many blocks (1..3 when not given), each of a kind drawn from ``kinds``.
+    kinds : sequence of str, optional
+        The blocks to draw from (:data:`GRAPH_BLOCKS`, all by default); given as many as
+        ``blocks``, they are taken in order.
+    max_channels : int
+        The most channels (features) of a layer.
+    head : bool, optional
+        End with a layer after the last block (over images: a global average pooling now
+        and then, a Flatten and a Dense; over rows: a Dense), whose output is raw or
+        requantized (``raw``); without it the last block's Add is the output. Random when
+        not given.
+    raw : bool, optional
+        Whether the head's layer returns raw accumulators (random when not given).
+    """
+    kinds = list(GRAPH_BLOCKS if kinds is None else kinds)
+    n_blocks = int(rng.integers(1, 4)) if blocks is None else blocks
+    if input_shape is None:
+        side = int(rng.integers(3, 9))
+        input_shape = ((side, int(rng.integers(side - 1, side + 2)),
+                        int(rng.integers(1, max_channels + 1))) if images
+                       else (int(rng.integers(1, 4 * max_channels + 1)),))
+    graph = _Graph(rng, config, input_shape, max_channels)
+    x = INPUT
+    for i in range(n_blocks):
+        kind = kinds[i] if len(kinds) == n_blocks else str(rng.choice(kinds))
+        x = graph.block(kind, x)
+    if (rng.random() < 0.5) if head is None else head:
+        shape = graph.shapes[x]
+        if len(shape) == 3:
+            if rng.random() < 0.3:
+                pool = GlobalAvgPool2D(**_pool_params(rng, config, shape[0] * shape[1],
+                                                      shape[2]))
+                x, shape = graph._node(pool, x, (1, 1, shape[2])), (1, 1, shape[2])
+            x = graph._node(Flatten(), x, (int(np.prod(shape)),))
+        k = graph.shapes[x][0]
+        if k <= config.max_k:
+            x = graph.layer(x, int(rng.integers(1, 11)))
+            if (rng.random() < 0.5) if raw is None else raw:
+                graph.nodes[-1].layer.output = "raw"
+    return QuantizedNetwork(graph.nodes, in_bits=config.in_bits, w_bits=config.w_bits,
+                            acc_bits=config.acc_bits, mult_bits=config.mult_bits,
+                            input_shape=input_shape)

@@ -96,13 +96,13 @@ def test_bad_post_lanes(kwargs, message):
 
 
 def _old_json(cfg):
-    """The canonical JSON of a configuration as written before ``spatial`` (and ``bounds``)
-    existed: every other field, ``post_lanes`` only when set."""
+    """The canonical JSON of a configuration as written before ``spatial`` (and ``bounds``,
+    ``residual``) existed: every other field, ``post_lanes`` only when set."""
     import dataclasses
     import json
 
     fields = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)
-              if f.name not in ("spatial", "bounds")
+              if f.name not in ("spatial", "bounds", "residual")
               and not (f.name == "post_lanes" and cfg.post_lanes is None)}
     return json.dumps({k: str(v) if k == "dataflow" else v for k, v in fields.items()},
                       sort_keys=True, separators=(",", ":"))
@@ -175,3 +175,22 @@ def test_bad_bounds_names_the_field_the_value_and_what_is_allowed(value):
     with pytest.raises(ValueError, match="bounds") as info:
         AcceleratorConfig(bounds=value)
     assert repr(value) in str(info.value) and "True or False" in str(info.value)
+
+
+def test_residual_default_keeps_the_hash_and_false_is_another_device():
+    # True, the default (the adder), is left out of the JSON: configurations from before the
+    # field keep their hash; False round-trips, names the design and drops src2_base.
+    from hwgen.memmap import descriptor_layout
+
+    cfg = AcceleratorConfig(rows=4, cols=4)
+    assert cfg.residual is True and "residual" not in cfg.to_dict()
+    assert cfg.to_json() == _old_json(cfg) and "residual" not in cfg.name
+    plain = AcceleratorConfig(rows=4, cols=4, residual=0)
+    assert plain.residual is False and '"residual":false' in plain.to_json()
+    again = AcceleratorConfig.from_json(plain.to_json())
+    assert again == plain and again.hash == plain.hash and plain.hash != cfg.hash
+    assert plain.name.endswith("_residual0")
+    assert "src2_base" in descriptor_layout(cfg).members
+    assert "src2_base" not in descriptor_layout(plain).members
+    with pytest.raises(ValueError, match="residual=2; allowed: True or False"):
+        AcceleratorConfig(residual=2)

@@ -55,12 +55,13 @@ class Family(enum.StrEnum):
 #: refuses it, naming the numbers. The wide, shallow memories take the block RAMs: PARAM (9),
 #: OUTPUT and the accumulators (6 each), PROGRAM (58-bit descriptors, 4). Activation bounds
 #: and leaky ReLU (``bounds``) would take three block RAMs more (PARAM 11, PROGRAM 5): the
-#: preset runs ReLU and identity.
+#: preset runs ReLU and identity. It has no adder (``residual``): its descriptors stay as they
+#: were, and residual networks are refused.
 ICEBREAKER_PRESET = {
     "rows": 4, "cols": 4, "dataflow": "ws", "in_bits": 8, "w_bits": 8, "acc_bits": 22,
     "mult_bits": 8, "max_k": 64, "act_depth": 256, "weight_depth": 256, "param_depth": 16,
     "acc_depth": 64, "out_depth": 64, "prog_depth": 8, "post_lanes": 1, "spatial": False,
-    "bounds": False}
+    "bounds": False, "residual": False}
 
 #: The ULX3S presets: an 8x8 int8 array with the default widths and buffers the device holds.
 ULX3S_PRESET = {"rows": 8, "cols": 8, "dataflow": "ws", "in_bits": 8, "w_bits": 8}

@@ -139,6 +139,11 @@ def add_config_options(parser):
                                metavar="0|1",
                                help="1: activation bounds and leaky ReLU on the device "
                                     "(default); 0: ReLU and identity only, narrower memories")
+        elif field.name == "residual":
+            group.add_argument(flag, type=number(int, 0, 1), default=int(field.default),
+                               metavar="0|1",
+                               help="1: residual adds on the device (the adder; default); "
+                                    "0: no adder, the descriptors of before")
         elif field.name == "post_lanes":
             group.add_argument(flag, type=number(int), default=None, metavar="N",
                                help="channels requantized per cycle, a divisor of --cols "

@@ -102,6 +102,16 @@ def _geometry(index, p, plan, config):
     return origin, fields
 
 
+def _second_input(index, plan, config):
+    """Return ``{"src2_base": ...}`` of pass ``index`` on a design with ``residual``: the
+    first word of the second tensor it reads (0 for a pass that reads one); nothing on a
+    design without it (its descriptor has no such field)."""
+    if not config.residual:
+        return {}
+    inputs = plan.inputs[index]
+    return {"src2_base": plan.base(inputs[1]) if len(inputs) > 1 else 0}
+
+
 def _descriptor(index, p, spec, plan, config, *, last):
     """Return the descriptor fields of pass ``index`` (and a spatial pass's ``geometry``), in
     the layout's order, each checked against its bound."""
@@ -122,6 +132,7 @@ def _descriptor(index, p, spec, plan, config, *, last):
         **own,
         "src_base": plan.base(plan.source(index)),
         "src_stride": plan.strides[plan.source(index)],
+        **_second_input(index, plan, config),
         "dst_base": 0 if is_raw else plan.base(index + 1),
         "dst_stride": plan.out_stride if is_raw else plan.strides[index + 1],
         "w_base": spec.w_base,

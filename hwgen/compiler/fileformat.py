@@ -20,6 +20,9 @@ today's has ``leaky`` and the bounds ``act_min``, ``act_max``), PARAM lanes with
 PARAM words are checked against those layouts and their own word widths, then converted to
 today's (``relu`` becomes ``act_min = 0``, no ``relu`` the saturation range; ``mult_neg``
 zero; ``sy = sx = stride``, ``pad_top = pad_left = pad``, the geometry's new fields 0).
+Files of version 5 hold today's descriptors without ``src2_base`` (which a design with
+``residual`` has since version 6): their PROGRAM words are converted with ``src2_base`` 0
+(a design without ``residual`` has version 5's descriptors today).
 """
 
 import dataclasses
@@ -53,12 +56,13 @@ __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "READ_VERSIONS", "legacy_descriptor_
 
 #: Version of the file written by :func:`save`; older versions that a program of this
 #: version can stand for are converted on load, others refused.
-# 5: activation bounds, leaky ReLU, the general convolution's geometry; 4: the pass kind;
-# 3: spatial layers; 2: per-config layout
-FORMAT_VERSION = 5
-#: Versions :func:`read` takes: versions 2 to 4 are converted on load (version 2 holds
+# 6: the second input's src2_base (a design with residual); 5: activation bounds, leaky
+# ReLU, the general convolution's geometry; 4: the pass kind; 3: spatial layers; 2: per-config
+# layout
+FORMAT_VERSION = 6
+#: Versions :func:`read` takes: versions 2 to 5 are converted on load (version 2 holds
 #: matrix layers over rows only, whose layers gain their source).
-READ_VERSIONS = (2, 3, 4, 5)
+READ_VERSIONS = (2, 3, 4, 5, 6)
 #: The ``format`` entry of the metadata.
 FORMAT_NAME = "hwgen-program"
 #: One-bit descriptor flags of the older versions, where today's descriptor has its flags (and,
@@ -69,21 +73,27 @@ _LEGACY_FLAGS = {2: ("relu", "raw", "last"), 3: ("relu", "raw", "last", "spatial
 #: The layers' ``kind`` in files of versions 2 and 3 (and 4 before it held the name of the
 #: :class:`~hwgen.memmap.PassKind`): version 2 has none, a matrix layer's.
 _LEGACY_KIND_NAMES = {"matrix": PassKind.MATRIX.name, "pool": PassKind.MAXPOOL.name}
+#: Descriptor fields of today that no older version has (zero in a converted program).
+_NEW_FIELDS = ("src2_base",)
 #: The pass kind of a descriptor of version 2 or 3, by its ``pool`` flag (version 2: none).
 _LEGACY_KIND_BY_POOL_FLAG = (PassKind.MATRIX, PassKind.MAXPOOL)
 
 
 def legacy_descriptor_layout(config, version):
-    """Return the descriptor layout of format ``version`` (2 to 4) for ``config``: the
-    one-bit flags of that version, version 4's ``kind``, then today's numeric fields
-    (:func:`~hwgen.memmap.descriptor_layout`) but the bounds, as wide and in the same order."""
+    """Return the descriptor layout of format ``version`` (2 to 5) for ``config``: version
+    5's is today's (:func:`~hwgen.memmap.descriptor_layout`) without ``src2_base``; the
+    others have the one-bit flags of that version, version 4's ``kind``, then today's numeric
+    fields but ``src2_base`` and the bounds, as wide and in the same order."""
     today = descriptor_layout(config)
+    if version == 5:
+        return data.StructLayout({name: field.shape for name, field in today
+                                  if name not in _NEW_FIELDS})
     numeric_from = list(today.members).index("kind") + 1
     fields = {name: unsigned(1) for name in _LEGACY_FLAGS[version]}
     if version >= 4:
         fields["kind"] = today.members["kind"]
     fields.update({name: field.shape for name, field in list(today)[numeric_from:]
-                   if name not in DESCRIPTOR_BOUNDS})
+                   if name not in DESCRIPTOR_BOUNDS + _NEW_FIELDS})
     return data.StructLayout(fields)
 
 
@@ -205,8 +215,9 @@ def _metadata_of(arrays):
 def _word_bits(meta, config):
     """Return ``{Region: word width}`` of the images of a file of ``meta``'s version."""
     bits = {region: geometry.word_bits for region, geometry in regions(config).items()}
-    if meta["version"] in _LEGACY_FLAGS:
+    if meta["version"] < FORMAT_VERSION:
         bits[Region.PROGRAM] = legacy_descriptor_layout(config, meta["version"]).size
+    if meta["version"] in _LEGACY_FLAGS:
         bits[Region.PARAM] = config.cols * legacy_param_lane_layout(config).size
     return bits
 
@@ -240,11 +251,11 @@ def _from_legacy(config, version, words, stored):
     """Return ``(descriptors, PROGRAM words)`` of today's layout for the PROGRAM ``words`` of
     format ``version``, which must decode to the ``stored`` descriptors."""
     layout = legacy_descriptor_layout(config, version)
-    geometry = legacy_geometry_layout(config)
+    geometry = legacy_geometry_layout(config) if version < 5 else geometry_layout(config)
     count = -(-geometry.size // layout.size)   # geometry words of that version's width
     decoded, i = [], 0
     while i < len(words):
-        d = {name: (words[i] >> f.offset) & ((1 << f.width) - 1) for name, f in layout}
+        d = field_values(layout, words[i])
         i += 1
         if d.get("spatial"):
             bits = sum(w << (j * layout.size) for j, w in enumerate(words[i:i + count]))
@@ -261,11 +272,12 @@ def _from_legacy(config, version, words, stored):
         if "kind" not in d:
             d["kind"] = _LEGACY_KIND_BY_POOL_FLAG[d.pop("pool", 0)].value
         fields = {name: d.get(name, 0) for name, _ in descriptor_layout(config)}
-        if config.bounds:
+        if config.bounds and version < 5:
             # ReLU is the bound act_min = 0; without it the bounds are the saturation range.
             fields.update(leaky=0, act_min=0 if d["relu"] else low, act_max=high)
         if "geometry" in d:
-            fields["geometry"] = _geometry_of_today(d["geometry"])
+            fields["geometry"] = (_geometry_of_today(d["geometry"]) if version < 5
+                                  else d["geometry"])
         converted.append(fields)
     words = [w for d in converted for w in pack_layer(config, d)]
     return unpack_program(config, words), words
@@ -317,10 +329,11 @@ def _from_arrays(arrays):
                          f"configuration ({config.hash}); the file is damaged")
     images = _images(meta, arrays, config)
     descriptors = tuple(meta["descriptors"])
-    if meta["version"] in _LEGACY_FLAGS:
+    if meta["version"] < FORMAT_VERSION:
         base, words = images[Region.PROGRAM]
         descriptors, words = _from_legacy(config, meta["version"], words, descriptors)
         images[Region.PROGRAM] = (base, words)
+    if meta["version"] in _LEGACY_FLAGS:
         base, words = images[Region.PARAM]
         images[Region.PARAM] = (base, _params_of_today(config, words))
     decoded = unpack_program(config, images[Region.PROGRAM][1])

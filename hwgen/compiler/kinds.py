@@ -46,6 +46,9 @@ class DeviceLayer:
         the tensor it flattens).
     repeat : bool
         Its weight tiles are all alike (:class:`hwgen.passes.base.Lowered`).
+    params : object
+        What else its kind lays out (:class:`hwgen.passes.base.Lowered`): an ADD pass's
+        per-channel multipliers, shift and bounds; None for none.
     """
 
     source: int
@@ -58,6 +61,7 @@ class DeviceLayer:
     name: str = ""
     inputs: tuple = ()
     repeat: bool = False
+    params: object = None
 
     @property
     def spatial(self):
@@ -96,20 +100,49 @@ def lower_network(network, config):
             allowed = ", ".join(t.__name__ for t in (*layer_types(), Flatten))
             raise CompileError(f"{type(layer).__name__} layers cannot be compiled; allowed: "
                                f"{allowed}", layer=index, resource="layer")
-        in_shape = stored[node.inputs[0]][1]
-        found = kind.lower(index, layer, (in_shape, out_shape), config)
-        lowered = DeviceLayer(index, kind.kind, found.matrix, found.k, in_shape, out_shape,
-                              found.kernel)
+        in_shape = _stored_shape(index, node, stored)
+        try:
+            found = kind.lower(index, layer, (in_shape, out_shape), config)
+        except CompileError as error:
+            raise error.named(node.name) from None
+        lowered = DeviceLayer(index, kind.kind, found.matrix, found.k, in_shape,
+                              found.out_shape or out_shape, found.kernel)
         if lowered.spatial and not config.spatial:
+            kind_name = type(layer).__name__
             what = "a Dense after a Flatten" if isinstance(layer, Dense) else \
-                f"a {type(layer).__name__}"
+                f"{'an' if kind_name[0] in 'AEIOU' else 'a'} {kind_name}"
             raise CompileError(f"{what} walks images, and this device has no patch walker "
                                "(its configuration has spatial=False, as the iCEBreaker preset "
                                "does to fit the UP5K); allowed: Dense layers over rows, or a "
                                "configuration with spatial=True", layer=index,
-                               resource="spatial")
+                               resource="spatial", name=node.name)
         passes.append(dataclasses.replace(
             lowered, name=node.name, inputs=tuple(stored[name][0] for name in node.inputs),
-            repeat=found.repeat))
-        stored[node.name] = (node.name, out_shape)
+            repeat=found.repeat, params=found.params))
+        stored[node.name] = (node.name, lowered.out_shape)
     return passes
+
+
+def _stored_shape(index, node, stored):
+    """Return the per-sample shape of the tensors node ``index`` reads, as they are stored
+    (a Flatten's input's for a flattened tensor): a pass reads all its inputs with one
+    stride, so a pass of several inputs needs them stored alike.
+
+    Raises
+    ------
+    CompileError
+        If two inputs are stored differently (one an image flattened, the other rows),
+        naming both tensors and their layouts.
+    """
+    (first, shape), *others = ((name, stored[name][1]) for name in node.inputs)
+    for name, other in others:
+        if other != shape:
+            what = {True: "an image", False: "rows"}
+            raise CompileError(
+                f"node {node.name!r} reads {first!r} stored as {what[len(shape) == 3]} "
+                f"{shape} and {name!r} stored as {what[len(other) == 3]} {other}: the device "
+                "reads both inputs of a pass with one layout (a flattened image keeps its "
+                "pixels' words, rows pack their features); allowed: inputs stored alike, "
+                "both flattened from images of one shape or both rows", layer=index,
+                resource="layout", name=node.name)
+    return shape

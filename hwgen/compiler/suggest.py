@@ -16,7 +16,7 @@ __all__ = ["FIT_RESOURCES", "holding_designs"]
 
 #: The refusals a larger design can cure: each is a configuration field of that name.
 FIT_RESOURCES = ("weight_depth", "param_depth", "act_depth", "out_depth", "prog_depth",
-                 "max_k", "spatial")
+                 "max_k", "spatial", "residual")
 # Refusals followed at most: WEIGHT and PARAM refuse at the first layer past their depth, so a
 # deep network grows them a layer at a time.
 _GROWTH_STEPS = 64
@@ -25,8 +25,8 @@ _GROWTH_STEPS = 64
 def _grown(config, error):
     """Return ``config`` with the field ``error`` names raised to its need (``max_k`` with the
     accumulator it needs), or ``None`` when that is not a valid configuration."""
-    if error.resource == "spatial":
-        return dataclasses.replace(config, spatial=True)
+    if error.resource in ("spatial", "residual"):   # a part of the device, added
+        return dataclasses.replace(config, **{error.resource: True})
     values = {error.resource: max(error.need, getattr(config, error.resource))}
     if error.resource == "max_k":
         values["acc_bits"] = max(config.acc_bits, config.min_acc_bits(

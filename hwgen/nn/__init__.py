@@ -1,9 +1,10 @@
 """The NumPy side of hwgen: float networks, training, quantization and the integer oracle.
 
 - :class:`MLP`, :class:`CNN` (:class:`FloatDense`, :class:`FloatConv2D`,
-  :class:`FloatAvgPool2D`, :class:`FloatGlobalAvgPool2D` layers): float networks
-  trained with NumPy alone; :func:`load_digits_split`, :func:`load_digits_images`,
-  :func:`digits_cnn`, :func:`train_digits_cnn`: the bundled digits and the default CNN;
+  :class:`FloatAvgPool2D`, :class:`FloatGlobalAvgPool2D`, :class:`FloatAdd` layers; chains or
+  graphs of :class:`Node`): float networks, chains trained with NumPy alone;
+  :func:`load_digits_split`, :func:`load_digits_images`, :func:`digits_cnn`,
+  :func:`train_digits_cnn`: the bundled digits and the default CNN;
 - :func:`quantize`: post-training quantization to a :class:`QuantizedNetwork`;
 - :class:`Dense`, :class:`Conv2D` (grouped, depthwise), :class:`MaxPool2D`, :class:`AvgPool2D`,
   :class:`GlobalAvgPool2D`, :class:`Flatten`, :class:`Add` (two tensors),
@@ -21,6 +22,7 @@ from .conv import Conv2D
 from .dense import Dense, accumulator_bound
 from .digits import digits_cnn, load_digits_images, load_digits_split, train_digits_cnn
 from .flatten import Flatten
+from .float_add import FloatAdd
 from .float_layers import FloatConv2D, FloatDense
 from .float_pool import FloatAvgPool2D, FloatGlobalAvgPool2D
 from .graph import INPUT, Node, Tensor
@@ -42,6 +44,7 @@ __all__ = [
     "Conv2D",
     "Dense",
     "Flatten",
+    "FloatAdd",
     "FloatAvgPool2D",
     "FloatConv2D",
     "FloatDense",

@@ -1,7 +1,9 @@
-"""A float network of convolution, pooling, flatten and dense layers on NHWC input, in NumPy.
+"""A float network of convolution, pooling, flatten, dense and add layers on NHWC input, in
+NumPy.
 
-The float counterpart of :class:`~hwgen.nn.QuantizedNetwork`: the same layer chain and shape
-rules, trained by minibatch gradient descent with softmax cross-entropy, then quantized by
+The float counterpart of :class:`~hwgen.nn.QuantizedNetwork`: the same chains and graphs of
+named tensors (:class:`~hwgen.nn.Node`) and the same shape rules; a chain is trained by
+minibatch gradient descent with softmax cross-entropy, and either is quantized by
 :func:`~hwgen.nn.quantize`. Deterministic: the weights come from the layers (see
 :meth:`FloatConv2D.random <hwgen.nn.FloatConv2D.random>`) and the minibatch order from
 :meth:`CNN.fit`'s seed.
@@ -10,23 +12,27 @@ rules, trained by minibatch gradient descent with softmax cross-entropy, then qu
 import numpy as np
 
 from ._ints import sample_shape
-from .flatten import Flatten
-from .float_layers import FloatConv2D, FloatDense, backward, forward_cached
-from .float_pool import FloatAvgPool2D, FloatGlobalAvgPool2D
+from .float_graph import evaluate, float_arity, float_tensor_shapes
+from .float_layers import backward, forward_cached
 from .float_training import check_labels, check_optimizer, minibatch_descent, softmax_cross_entropy
-from .maxpool import MaxPool2D
+from .graph import INPUT, Node, as_nodes, check_structure, relink
 from .output_function import apply_output_function, check_output_function
 
 __all__ = ["CNN"]
 
-LAYER_TYPES = (FloatConv2D, FloatDense, MaxPool2D, FloatAvgPool2D, FloatGlobalAvgPool2D, Flatten)
-
 
 class CNN:
-    """A chain of float layers: :class:`FloatConv2D`, :class:`MaxPool2D`,
-    :class:`FloatAvgPool2D`, :class:`FloatGlobalAvgPool2D`, :class:`Flatten` and
-    :class:`FloatDense`, the convolutions, dense layers and average pools each followed by
-    their activation (see :mod:`hwgen.nn.float_activation`).
+    """A chain or a graph of float layers: :class:`FloatConv2D`, :class:`MaxPool2D`,
+    :class:`FloatAvgPool2D`, :class:`FloatGlobalAvgPool2D`, :class:`Flatten`,
+    :class:`FloatDense` and :class:`~hwgen.nn.FloatAdd` (two inputs), the convolutions, dense
+    layers, average pools and adds each followed by their activation (see
+    :mod:`hwgen.nn.float_activation`).
+
+    A plain list of layers is a chain, each layer reading the previous one's output. A list of
+    :class:`~hwgen.nn.Node` is a graph, each node naming the tensors it reads (``"input"`` or
+    an earlier node's name) as in :class:`~hwgen.nn.QuantizedNetwork`; the last node's output
+    is the network's. A graph runs (:meth:`forward`, :meth:`forward_tensors`) and quantizes
+    but does not train (:meth:`fit` refuses it).
 
     Inputs are NHWC ``(M, H, W, C)`` when the first layer is spatial, rows ``(M, K)`` when it
     is a :class:`FloatDense`. The last layer's output is the logits ``(M, N)`` (a network
@@ -34,10 +40,9 @@ class CNN:
 
     Parameters
     ----------
-    layers : sequence of FloatConv2D, FloatDense, MaxPool2D, FloatAvgPool2D,
-            FloatGlobalAvgPool2D or Flatten
-        At least one layer; each layer's input is the previous layer's output (checked as in
-        :class:`~hwgen.nn.QuantizedNetwork`).
+    layers : sequence of float layers (see above), or sequence of Node
+        At least one layer; each layer's input is the previous layer's output, or the tensors
+        its node names (checked as in :class:`~hwgen.nn.QuantizedNetwork`).
     input_shape : tuple of int, optional
         Shape of one sample, ``(H, W, C)`` or ``(K,)``; required unless the first layer is a
         :class:`FloatDense`.
@@ -49,6 +54,9 @@ class CNN:
     Attributes
     ----------
     layers : list
+        The nodes' layers, in node order.
+    nodes : tuple of Node
+        Node ``i`` is named ``"layer<i>"`` in a chain.
     input_shape : tuple of int or None
     output_function : str or None
     history : list of float
@@ -59,47 +67,51 @@ class CNN:
     ValueError
         Naming the layer index, the field and what is allowed, for a layer whose input does not
         fit it (a dense layer after a spatial one without a :class:`Flatten`, a channel count
-        that differs from ``C_in``, a kernel or window larger than the (padded) input), a
-        missing or malformed ``input_shape`` or an empty layer list.
+        that differs from ``C_in``, a kernel or window larger than the (padded) input, an
+        add of two shapes), a missing or malformed ``input_shape``, an empty layer list, or a
+        graph that is not well formed (as for :class:`~hwgen.nn.QuantizedNetwork`).
     TypeError
-        If a layer is not one of the layer types.
+        If a layer is not one of the layer types, or nodes and layers are mixed.
     """
 
     def __init__(self, layers, *, input_shape=None, output_function=None):
-        self.layers = list(layers)
-        if not self.layers:
-            raise ValueError("CNN: field 'layers' is empty; allowed: at least one layer")
+        given = list(layers)
+        self._chain = not (given and isinstance(given[0], Node))
+        self._nodes = as_nodes(given, "CNN")
+        self.layers = [node.layer for node in self._nodes]
         self.input_shape = sample_shape(input_shape, "CNN")
         self.output_function = check_output_function(output_function, "CNN")
         self.history = []
         self._check()  # errors show at construction, not at the first forward
 
     @property
+    def nodes(self):
+        """The nodes, in topological order, built from :attr:`layers` as it is now."""
+        self._nodes = relink(self._nodes, self.layers, self._chain, "CNN")
+        return self._nodes
+
+    @property
+    def is_chain(self):
+        """Whether the network is a chain: each node reads the one before (node 0 the input)."""
+        return all(node.inputs == ((self.nodes[i - 1].name,) if i else (INPUT,))
+                   for i, node in enumerate(self.nodes))
+
+    @property
     def shapes(self):
-        """``[(input_shape, output_shape)]`` of every layer, per sample (no batch axis)."""
+        """``[(input_shape, output_shape)]`` of every layer, per sample (no batch axis); the
+        input shape is that of the node's first input."""
+        shapes = self._check()
+        return [(shapes[node.inputs[0]], shapes[node.name]) for node in self.nodes]
+
+    @property
+    def tensor_shapes(self):
+        """Every tensor's per-sample shape by name, ``"input"`` first then in node order."""
         return self._check()
 
     def _check(self):
-        shape, source = self.input_shape, "input_shape"
-        shapes = []
-        for index, layer in enumerate(self.layers):
-            if not isinstance(layer, LAYER_TYPES):
-                raise TypeError(f"layer {index}: {type(layer).__name__} is not a FloatConv2D, "
-                                "FloatDense, MaxPool2D, FloatAvgPool2D, FloatGlobalAvgPool2D "
-                                "or Flatten layer")
-            where = f"layer {index}"
-            if isinstance(layer, MaxPool2D | Flatten):
-                layer.check(where)
-            if shape is None:
-                if not isinstance(layer, FloatDense):
-                    raise ValueError(f"CNN: field 'input_shape' is None but layer 0 is a "
-                                     f"{type(layer).__name__}; allowed: (H, W, C), the shape of "
-                                     "one NHWC input sample")
-                shape = (layer.weight.shape[0],)
-            out = layer._output_shape(shape, where, source)
-            shapes.append((shape, out))
-            shape, source = out, f"layer {index}"
-        return shapes
+        nodes = self.nodes
+        check_structure(nodes, float_arity, "CNN")
+        return float_tensor_shapes(nodes, self.input_shape)
 
     @property
     def output_shape(self):
@@ -117,7 +129,11 @@ class CNN:
         return [p for layer in self.layers if hasattr(layer, "params") for p in layer.params]
 
     def __repr__(self):
-        body = ", ".join(repr(layer) for layer in self.layers)
+        if self.is_chain:
+            body = ", ".join(repr(layer) for layer in self.layers)
+        else:
+            body = ", ".join(f"{node.name}={node.layer!r} <- {', '.join(node.inputs)}"
+                             for node in self.nodes)
         return f"CNN([{body}], input_shape={self.shapes[0][0]})"
 
     def _check_x(self, x, where):
@@ -128,8 +144,9 @@ class CNN:
                              f"(M, {', '.join(map(str, shape))})")
         return x
 
-    def forward_trace(self, x):
-        """Return every layer's output (after its ReLU, if any) for float inputs ``x``.
+    def forward_tensors(self, x):
+        """Return every tensor by name for float inputs ``x``: ``"input"`` (``x`` as float64),
+        then each node's output (after its activation) in node order.
 
         Parameters
         ----------
@@ -137,19 +154,21 @@ class CNN:
 
         Returns
         -------
-        list of numpy.ndarray of float64
-            ``outputs[i]`` of shape ``(M, *shapes[i][1])``.
+        dict of str to numpy.ndarray of float64
+            Of shapes ``(M, *tensor_shapes[name])``.
         """
-        a = self._check_x(x, "CNN.forward")
-        outputs = []
-        for layer in self.layers:
-            a = forward_cached(layer, a)[0]
-            outputs.append(a)
-        return outputs
+        return evaluate(self.nodes, self._check_x(x, "CNN.forward"))
+
+    def forward_trace(self, x):
+        """Return every layer's output (after its activation) for float inputs ``x``, in node
+        order: ``outputs[i]`` of shape ``(M, *shapes[i][1])`` (see :meth:`forward_tensors`).
+        """
+        values = self.forward_tensors(x)
+        return [values[node.name] for node in self.nodes]
 
     def forward(self, x):
-        """Return the last layer's output (the logits) for float inputs ``x``."""
-        return self.forward_trace(x)[-1]
+        """Return the last node's output (the logits) for float inputs ``x``."""
+        return self.forward_tensors(x)[self.nodes[-1].name]
 
     def probabilities(self, x):
         """Return :attr:`output_function` applied to the logits of ``x`` (the logits when it
@@ -204,9 +223,13 @@ class CNN:
         Raises
         ------
         ValueError
-            For inputs of the wrong shape, bad labels, an unknown optimizer, or a network whose
-            output is not flat logits ``(N,)``.
+            For a graph (only chains train here), inputs of the wrong shape, bad labels, an
+            unknown optimizer, or a network whose output is not flat logits ``(N,)``.
         """
+        if not self.is_chain:
+            raise ValueError("CNN.fit: the network is a graph of nodes (a node reads other than "
+                             "the node before it); allowed: a chain of layers. Train a graph "
+                             "elsewhere (e.g. in PyTorch) and import it")
         x = self._check_x(x, "CNN.fit")
         if len(self.output_shape) != 1:
             raise ValueError(f"CNN.fit: the output has shape {self.output_shape}; allowed: "

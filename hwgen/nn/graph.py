@@ -9,7 +9,8 @@ output (node 0 reads the input), so that chains and graphs share one representat
 :func:`check_structure` proves what does not depend on the layers' parameters: unique names,
 inputs that name a tensor computed earlier (which also rules out cycles), the number of inputs
 each kind of layer takes, and no output that nothing uses. The layers' shapes and values are
-checked by :class:`~hwgen.nn.QuantizedNetwork`, since layers are mutable.
+checked by the network that holds them (:class:`~hwgen.nn.QuantizedNetwork`, or the float
+:class:`~hwgen.nn.CNN`), since layers are mutable.
 """
 
 import dataclasses
@@ -88,9 +89,10 @@ class Tensor:
     consumers: tuple
 
 
-def as_nodes(items):
+def as_nodes(items, owner="QuantizedNetwork"):
     """Return ``items`` as a tuple of :class:`Node`: nodes as they are, or a plain list of
-    layers as the chain of nodes ``"layer0"``, ``"layer1"``, ... each reading the one before.
+    layers as the chain of nodes ``"layer0"``, ``"layer1"``, ... each reading the one before;
+    ``owner`` names the network in the errors.
 
     Raises
     ------
@@ -103,14 +105,14 @@ def as_nodes(items):
         return tuple(items)
     if any(nodes):
         first = nodes.index(not nodes[0])
-        raise TypeError(f"QuantizedNetwork: item {first} is a {type(items[first]).__name__} "
+        raise TypeError(f"{owner}: item {first} is a {type(items[first]).__name__} "
                         f"but item 0 is a {type(items[0]).__name__}; allowed: all layers (a "
                         "chain) or all Node")
     return tuple(Node(chain_name(i), layer, INPUT if i == 0 else chain_name(i - 1))
                  for i, layer in enumerate(items))
 
 
-def check_structure(nodes, arity):
+def check_structure(nodes, arity, owner="QuantizedNetwork"):
     """Check the graph of ``nodes`` and return each tensor's consumers.
 
     Parameters
@@ -120,6 +122,8 @@ def check_structure(nodes, arity):
     arity : callable
         ``arity(layer)``: the number of inputs the layer's kind takes, or None for an object
         that is not a layer (its type is refused later, with the layer types allowed).
+    owner : str
+        The network's kind, which errors about a node's name start with.
 
     Returns
     -------
@@ -139,7 +143,7 @@ def check_structure(nodes, arity):
         if node.name == INPUT or node.name in position:
             what = ("the name of the network input" if node.name == INPUT
                     else f"also the name of {where(position[node.name], node.name)}")
-            raise ValueError(f"QuantizedNetwork: node {index} is named {node.name!r}, {what}; "
+            raise ValueError(f"{owner}: node {index} is named {node.name!r}, {what}; "
                              f"allowed: a unique name other than {INPUT!r}")
         position[node.name] = index
     consumers = {INPUT: []} | {node.name: [] for node in nodes}
@@ -169,10 +173,10 @@ def check_structure(nodes, arity):
     return {name: tuple(dict.fromkeys(names)) for name, names in consumers.items()}
 
 
-def relink(nodes, layers, chain):
+def relink(nodes, layers, chain, owner="QuantizedNetwork"):
     """Return ``nodes`` with ``layers`` (a network's list, which its user may have changed) as
     their layers: ``nodes`` itself if nothing changed, the chain of ``layers`` if ``chain``,
-    else each node with the layer at its index.
+    else each node with the layer at its index; ``owner`` names the network in the errors.
 
     Raises
     ------
@@ -181,15 +185,15 @@ def relink(nodes, layers, chain):
         node.
     """
     if not layers:
-        raise ValueError("QuantizedNetwork: field 'layers' is empty; "
+        raise ValueError(f"{owner}: field 'layers' is empty; "
                          "allowed: at least one layer")
     if len(nodes) == len(layers) and all(
             node.layer is layer for node, layer in zip(nodes, layers, strict=True)):
         return nodes
     if chain:
-        nodes = as_nodes(layers)
+        nodes = as_nodes(layers, owner)
     elif len(nodes) != len(layers):
-        raise ValueError(f"QuantizedNetwork: field 'layers' has {len(layers)} layers but the "
+        raise ValueError(f"{owner}: field 'layers' has {len(layers)} layers but the "
                          f"network has {len(nodes)} nodes; allowed: layers replaced in place, "
                          "or a new network of nodes")
     else:

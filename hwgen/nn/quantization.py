@@ -10,20 +10,26 @@ scale (``round(6 / s_y)`` for ReLU6), a leaky ReLU's slope a second multiplier `
 the same shift (``mult_neg / 2**shift ≈ alpha * s_x * s_w / s_y``), and average pooling its own
 ``mult / 2**shift ≈ s_x / (s_y * kh * kw)``. BatchNorm was folded by the importer before, so
 calibration sees the folded layers.
+
+Graphs: every named tensor gets its own scale, and a residual add's two multipliers bring its
+inputs' scales onto its output's (``mult_a / 2**shift ≈ s_a / s_y``, ``mult_b / 2**shift ≈
+s_b / s_y``, one shift). The quantized network has the float graph's node names.
 """
 
 import math
 
 import numpy as np
 
+from .add import Add
 from .avgpool import AvgPool2D, GlobalAvgPool2D
 from .cnn import CNN
 from .conv import Conv2D
 from .dense import Dense
 from .flatten import Flatten
+from .float_add import FloatAdd
 from .float_layers import FloatConv2D, FloatDense
 from .float_pool import FloatAvgPool2D, FloatGlobalAvgPool2D
-from .graph import INPUT, chain_name
+from .graph import INPUT, Node, chain_name, where
 from .maxpool import MaxPool2D
 from .mlp import MLP
 from .quantized_network import QuantizedNetwork
@@ -76,7 +82,12 @@ def quantize(mlp, calib_x, *, in_bits=8, w_bits=8, acc_bits=32, mult_bits=16, ou
     - clamp bounds (ReLU6, Hardtanh, Clip): ``act_min = round(lo / s_y)``,
       ``act_max = round(hi / s_y)``, limited to the signed ``in_bits`` range;
     - average pooling (``kh x kw`` window, the image for global pooling): ``mult[c] /
-      2**shift[c] ≈ s_x / (s_y * kh * kw)``, its output calibrated like any other.
+      2**shift[c] ≈ s_x / (s_y * kh * kw)``, its output calibrated like any other;
+    - an add of tensors ``a``, ``b`` (a :class:`~hwgen.nn.FloatAdd`): its output calibrated
+      like any other, ``mult_a[c] = round(s_a / s_y * 2**shift[c])`` and ``mult_b[c] =
+      round(s_b / s_y * 2**shift[c])`` with one shift per channel, chosen for the larger of
+      the two so that its multiplier is as large as ``mult_bits`` allows; its ReLU and clamp
+      bounds become the :class:`~hwgen.nn.Add`'s, as for the other layers.
 
     With ``output="raw"`` the last layer returns its accumulators for argmax, and its weights
     use one scale for all channels (``s_w[n] = max|W| / (2**(w_bits-1) - 1)``), because raw
@@ -88,7 +99,8 @@ def quantize(mlp, calib_x, *, in_bits=8, w_bits=8, acc_bits=32, mult_bits=16, ou
     Parameters
     ----------
     mlp : MLP or CNN
-        The float model; layers without a ReLU get ``activation="identity"``.
+        The float model, a chain or a graph of nodes; layers without a ReLU get
+        ``activation="identity"``.
     calib_x : array_like of float, shape (M, K) or (M, H, W, C)
         Calibration inputs (``M >= 1``), typically a sample of the training data; NHWC for a
         :class:`CNN` with a spatial input.
@@ -101,7 +113,9 @@ def quantize(mlp, calib_x, *, in_bits=8, w_bits=8, acc_bits=32, mult_bits=16, ou
     -------
     QuantizedNetwork
         With :class:`Dense`, :class:`Conv2D`, :class:`MaxPool2D`, :class:`AvgPool2D`,
-        :class:`GlobalAvgPool2D` and :class:`Flatten` layers in the model's order, the model's
+        :class:`GlobalAvgPool2D`, :class:`Flatten` and :class:`~hwgen.nn.Add` layers in the
+        model's order (a chain for a chain, nodes of the same names and inputs for a graph
+        given as nodes), the model's
         ``output_function``, the model's ``input_shape`` (``None`` for an :class:`MLP`),
         ``input_scale`` set (so :meth:`QuantizedNetwork.predict` takes float inputs),
         ``output_scale`` the real value of one output step per element of the output's last
@@ -120,48 +134,87 @@ def quantize(mlp, calib_x, *, in_bits=8, w_bits=8, acc_bits=32, mult_bits=16, ou
         raise ValueError(f"quantize: output={output!r}; allowed: 'raw', 'requant'")
     cnn = _as_cnn(mlp)
     calib_x = _calibration(cnn, calib_x)
-    count = len(cnn.layers)
-    if output == "raw" and not isinstance(cnn.layers[-1], FloatDense | FloatConv2D):
-        raise ValueError(f"quantize: output='raw' but layer {count - 1} is a "
-                         f"{type(cnn.layers[-1]).__name__}; allowed: output='requant', or a "
+    nodes = cnn.nodes
+    count = len(nodes)
+    if output == "raw" and not isinstance(nodes[-1].layer, FloatDense | FloatConv2D):
+        raise ValueError(f"quantize: output='raw' but {where(count - 1, nodes[-1].name)} is a "
+                         f"{type(nodes[-1].layer).__name__}; allowed: output='requant', or a "
                          "FloatDense or FloatConv2D last")
-    a_max = (1 << (in_bits - 1)) - 1
-    w_max = (1 << (w_bits - 1)) - 1
-    outputs = cnn.forward_trace(calib_x)
+    widths = {"in_bits": in_bits, "w_bits": w_bits, "acc_bits": acc_bits,
+              "mult_bits": mult_bits}
+    calibration = cnn.forward_tensors(calib_x)
+    shapes = cnn.tensor_shapes
     # One scale per tensor, and the real value of one step of each of its channels (the
     # output_scale of the last).
-    scales = {INPUT: _scale(np.max(np.abs(calib_x)), a_max)}
-    channel_scales = {INPUT: np.full(cnn.shapes[0][0][-1], scales[INPUT])}
-    layers = []
-    for index, layer in enumerate(cnn.layers):
-        source, name = INPUT if index == 0 else chain_name(index - 1), chain_name(index)
-        if isinstance(layer, FloatAvgPool2D | FloatGlobalAvgPool2D):
-            s_y = _scale(np.max(np.abs(outputs[index])), a_max)
-            layers.append(_quantize_pool(layer, (scales[source], s_y), cnn.shapes[index][0],
-                                         in_bits, (mult_bits, acc_bits)))
-            scales[name] = s_y
-            channel_scales[name] = np.full(cnn.shapes[index][0][2], s_y)
-            continue
-        if isinstance(layer, MaxPool2D | Flatten):
-            layers.append(MaxPool2D(layer.size, layer.stride) if isinstance(layer, MaxPool2D)
-                          else Flatten())
-            pixels = 1 if isinstance(layer, MaxPool2D) else math.prod(cnn.shapes[index][0][:2])
-            scales[name] = scales[source]
-            channel_scales[name] = np.tile(channel_scales[source], pixels)
-            continue
-        raw = output == "raw" and index == count - 1
-        s_y = _scale(np.max(np.abs(outputs[index])), a_max)
-        quantized, s_w = _quantize_layer(layer, f"layer {index}", (scales[source], s_y), raw,
-                                         w_max=w_max, acc_bits=acc_bits, mult_bits=mult_bits,
-                                         in_bits=in_bits)
-        layers.append(quantized)
-        # Raw accumulators are at the input's scale times the weights' (one for all channels).
-        scales[name] = float(scales[source] * s_w[0]) if raw else s_y
-        channel_scales[name] = np.full(layer.bias.shape, scales[name])
-    return QuantizedNetwork(layers, in_bits=in_bits, w_bits=w_bits, acc_bits=acc_bits,
-                            mult_bits=mult_bits, input_scale=scales[INPUT],
-                            output_scale=channel_scales[name], input_shape=cnn.input_shape,
-                            scales=scales, output_function=cnn.output_function)
+    scales = {INPUT: _scale(np.max(np.abs(calib_x)), (1 << (in_bits - 1)) - 1)}
+    channel_scales = {INPUT: np.full(shapes[INPUT][-1], scales[INPUT])}
+    quantized = []
+    for index, node in enumerate(nodes):
+        layer, scale, channel_scale = _quantize_node(
+            node, where(index, node.name), raw=output == "raw" and index == count - 1,
+            shapes=shapes, scales=(scales, channel_scales),
+            calibrated=np.max(np.abs(calibration[node.name])), widths=widths)
+        quantized.append(Node(node.name, layer, node.inputs))
+        scales[node.name], channel_scales[node.name] = scale, channel_scale
+    chain = cnn.is_chain and all(node.name == chain_name(i) for i, node in enumerate(nodes))
+    return QuantizedNetwork([node.layer for node in quantized] if chain else quantized,
+                            **widths, input_scale=scales[INPUT],
+                            output_scale=channel_scales[nodes[-1].name],
+                            input_shape=cnn.input_shape, scales=scales,
+                            output_function=cnn.output_function)
+
+
+def _quantize_node(node, at, *, raw, shapes, scales, calibrated, widths):
+    """Return a float node's integer layer, its output's scale and the real value of one step
+    of each of its output's channels.
+
+    ``at`` names the node in errors; ``scales`` is ``(scales, channel_scales)`` of the tensors
+    before it; ``calibrated`` is the largest magnitude of its output on the calibration data.
+    """
+    scales, channel_scales = scales
+    layer, source = node.layer, node.inputs[0]
+    in_bits, mult_bits, acc_bits = widths["in_bits"], widths["mult_bits"], widths["acc_bits"]
+    s_y = _scale(calibrated, (1 << (in_bits - 1)) - 1)
+    in_shape = shapes[source]
+    if isinstance(layer, FloatAdd):
+        add = _quantize_add(layer, [scales[name] for name in node.inputs], s_y, in_shape[-1],
+                            in_bits=in_bits, mult_bits=mult_bits, acc_bits=acc_bits)
+        return add, s_y, np.full(in_shape[-1], s_y)
+    if isinstance(layer, FloatAvgPool2D | FloatGlobalAvgPool2D):
+        pool = _quantize_pool(layer, (scales[source], s_y), in_shape, in_bits,
+                              (mult_bits, acc_bits))
+        return pool, s_y, np.full(in_shape[2], s_y)
+    if isinstance(layer, MaxPool2D | Flatten):
+        if isinstance(layer, MaxPool2D):
+            return (MaxPool2D(layer.size, layer.stride), scales[source],
+                    channel_scales[source])
+        pixels = math.prod(in_shape[:2])
+        return Flatten(), scales[source], np.tile(channel_scales[source], pixels)
+    w_max = (1 << (widths["w_bits"] - 1)) - 1
+    quantized, s_w = _quantize_layer(layer, at, (scales[source], s_y), raw, w_max=w_max,
+                                     acc_bits=acc_bits, mult_bits=mult_bits, in_bits=in_bits)
+    # Raw accumulators are at the input's scale times the weights' (one for all channels).
+    scale = float(scales[source] * s_w[0]) if raw else s_y
+    return quantized, scale, np.full(layer.bias.shape, scale)
+
+
+def _quantize_add(layer, input_scales, s_y, channels, *, in_bits, mult_bits, acc_bits):
+    """Return the integer :class:`Add` of a float one: ``mult_a / 2**shift ≈ s_a / s_y``,
+    ``mult_b / 2**shift ≈ s_b / s_y``, the one shift chosen for the larger ratio (so that
+    its multiplier is as large as ``mult_bits`` allows), the bounds at the output's scale."""
+    ratios = [np.full(channels, s / s_y) for s in input_scales]
+    mults, shift = _shared_shift(ratios, mult_bits, acc_bits + mult_bits - 1)
+    return Add(mult_a=mults[0], mult_b=mults[1], shift=shift, activation=layer.activation,
+               **_bounds(layer, s_y, in_bits))
+
+
+def _shared_shift(ratios, mult_bits, max_shift):
+    """Return ``([mult, ...], shift)``: one shift per channel for several real multipliers,
+    chosen by :func:`requant_params` for the largest, and each ``mult = round(ratio *
+    2**shift)`` limited to ``2**mult_bits - 1``."""
+    _, shift = requant_params(np.maximum.reduce(ratios), mult_bits, max_shift)
+    top = (1 << mult_bits) - 1
+    return [np.minimum(np.rint(np.ldexp(r, shift)), top).astype(np.int64) for r in ratios], shift
 
 
 def _bounds(layer, s_y, in_bits):
@@ -210,17 +263,14 @@ def _quantize_layer(layer, where, scales, raw, *, w_max, acc_bits, mult_bits, in
     leaky = layer.activation == "leaky_relu" and not raw
     if leaky:
         # One shift for both multipliers, as large as the larger of them allows.
-        _, shift = requant_params(ratio * max(1.0, layer.alpha), mult_bits,
-                                  acc_bits + mult_bits - 1)
-        top = (1 << mult_bits) - 1
-        mult = np.minimum(np.rint(np.ldexp(ratio, shift)), top).astype(np.int64)
-        mult_neg = np.minimum(np.rint(np.ldexp(ratio * layer.alpha, shift)), top)
+        (mult, mult_neg), shift = _shared_shift([ratio, ratio * layer.alpha], mult_bits,
+                                                acc_bits + mult_bits - 1)
     else:
         mult, shift = requant_params(ratio, mult_bits, acc_bits + mult_bits - 1)
     kwargs = {"activation": "identity" if raw else layer.activation,
               "output": "raw" if raw else "requant"}
     if leaky:
-        kwargs["mult_neg"] = mult_neg.astype(np.int64)
+        kwargs["mult_neg"] = mult_neg
     if not raw:
         kwargs.update(_bounds(layer, s_y, in_bits))
     if isinstance(layer, FloatConv2D):

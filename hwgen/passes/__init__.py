@@ -5,7 +5,8 @@ Each module holds a :class:`~hwgen.passes.base.Pass`: the kind's lowering and la
 interpreter (for :mod:`sim.interpreter`):
 
 - :mod:`~hwgen.passes.matrix`: ``x @ W``, then bias and requantization (Dense, Conv2D);
-- :mod:`~hwgen.passes.maxpool`: the lane-wise maximum of each window (MaxPool2D).
+- :mod:`~hwgen.passes.maxpool`: the lane-wise maximum of each window (MaxPool2D);
+- :mod:`~hwgen.passes.add`: two tensors' sum, each scaled per channel, requantized (Add).
 
 :func:`registry` is the one place a kind is registered; the compiler, the cycle model, the
 interpreter, the sweep and the test benches find a kind with :func:`lookup` (by its
@@ -29,10 +30,12 @@ def registry():
     The kinds' modules lower with the compiler, which asks this registry: they are imported
     on the first call, whichever package is imported first.
     """
+    from .add import AddPass
     from .matrix import MatrixPass
     from .maxpool import MaxPoolPass
 
-    return {PassKind.MATRIX: MatrixPass(), PassKind.MAXPOOL: MaxPoolPass()}
+    return {PassKind.MATRIX: MatrixPass(), PassKind.MAXPOOL: MaxPoolPass(),
+            PassKind.ADD: AddPass()}
 
 
 def lookup(kind):

@@ -39,12 +39,21 @@ class Lowered:
     repeat : bool
         The layer's weight tiles are all alike by construction (an average pool's), so that
         WEIGHT may hold one (the geometry's ``wrep``).
+    params : object
+        What else the kind's layout needs of the layer (an ADD pass: its per-channel
+        multipliers, shift and bounds); None for none.
+    out_shape : tuple or None
+        The per-sample shape of the tensor the pass writes as it lays it out, where that
+        differs from the layer's (an ADD pass of two flattened images writes an image, whose
+        words are already in ``(h, w, c)`` order); None: the layer's.
     """
 
     matrix: object
     k: int
     kernel: tuple | None
     repeat: bool = False
+    params: object = None
+    out_shape: tuple | None = None
 
 
 class Pass(abc.ABC):
@@ -75,7 +84,8 @@ class Pass(abc.ABC):
     def lower(self, index, layer, shapes, config):
         """Return the :class:`Lowered` pass of network layer ``index``, ``layer``, whose
         per-sample ``shapes`` are ``(in_shape, out_shape)`` (a Flatten before it already
-        folded into ``in_shape``), proved to fit ``config``.
+        folded into ``in_shape``; a layer of several inputs: their one stored shape), proved
+        to fit ``config``.
 
         Raises
         ------

@@ -146,7 +146,7 @@ def test_refuses_geometry_beyond_the_walk(layer, field, shape):
 def test_refuses_a_network_of_only_flatten():
     network = QuantizedNetwork([Flatten()], input_shape=(2, 3, 4))
     error = refused(network, AcceleratorConfig(), "only Flatten",
-                    "Dense, Conv2D, AvgPool2D, GlobalAvgPool2D or MaxPool2D")
+                    "Dense, Conv2D, AvgPool2D, GlobalAvgPool2D, MaxPool2D or Add")
     assert error.layer is None
 
 

@@ -111,9 +111,9 @@ def load_fails(path, fragment):
     assert str(path) in str(info.value) and fragment in str(info.value), str(info.value)
 
 
-@pytest.mark.parametrize("version", [1, 6])
+@pytest.mark.parametrize("version", [1, 7])
 def test_load_refuses_other_version(saved, version):
-    # Version 1 files hold descriptors of the fixed 171-bit layout; 6 is a future one.
+    # Version 1 files hold descriptors of the fixed 171-bit layout; 7 is a future one.
     rewrite(saved, version=version)
     load_fails(saved, f"version {version}")
 
@@ -220,13 +220,13 @@ def test_file_of_format_version_2_with_a_damaged_descriptor_is_refused(saved_v2,
                          "version 2); damaged")
 
 
-def test_file_of_format_version_5_with_narrower_words_is_refused(saved, program):
+def test_file_of_format_version_6_with_narrower_words_is_refused(saved, program):
     with np.load(saved) as npz:
         image = npz["PROGRAM"]
     narrower = image[:, :-1].copy()
     rewrite_image(saved, "PROGRAM", narrower)
     load_fails(saved, f"image PROGRAM has uint8 {narrower.shape}; expected uint8 {image.shape}")
-    load_fails(saved, "format version 5); damaged")
+    load_fails(saved, "format version 6); damaged")
 
 
 def saved_cnn(path):
@@ -329,6 +329,35 @@ def test_file_of_format_version_4_loads_and_runs():
     interpreted, unpacked = run_on_device(loaded, x, out_shape=network.output_shape)
     np.testing.assert_array_equal(interpreted, y)
     np.testing.assert_array_equal(unpacked, y)
+
+
+def test_file_of_format_version_5_loads_and_runs():
+    # Saved at format version 5 (the network of version 4's relu file): descriptors without
+    # src2_base, which a design with residual now has (0 outside an ADD pass).
+    network, config, batch, x, y = saved_cnn(DATA / "program_v4_relu_cnn_network.npz")
+    assert config.residual
+    with np.load(DATA / "program_v5_relu_cnn.npz") as npz:
+        meta = json.loads(npz["meta"].tobytes())
+    assert meta["version"] == 5 and "src2_base" not in meta["descriptors"][0]
+    loaded = Program.load(DATA / "program_v5_relu_cnn.npz")
+    assert loaded == compile_network(network, config, batch=batch)
+    assert [d["src2_base"] for d in loaded.descriptors] == [0] * len(loaded.descriptors)
+    assert [(d["act_min"], d["act_max"]) for d in loaded.descriptors
+            if d["kind"] == PassKind.MATRIX.value] == [(-128, 127), (0, 127), (-128, 127)]
+    interpreted, unpacked = run_on_device(loaded, x, out_shape=network.output_shape)
+    np.testing.assert_array_equal(interpreted, y)
+    np.testing.assert_array_equal(unpacked, y)
+
+
+def test_file_of_format_version_5_with_a_damaged_descriptor_is_refused(tmp_path):
+    path = tmp_path / "v5.npz"
+    shutil.copyfile(DATA / "program_v5_relu_cnn.npz", path)
+    with np.load(path) as npz:
+        image = npz["PROGRAM"].copy()
+    image[0, 0] ^= 1   # the first layer's leaky flag
+    rewrite_image(path, "PROGRAM", image)
+    load_fails(path, "the PROGRAM image does not match the stored descriptors (format "
+                     "version 5); damaged")
 
 
 @pytest.fixture

@@ -351,3 +351,68 @@ def test_sums_beyond_int64_are_exact(naive):
     # p = -2 * big, shifted by 62; p = big * 2**63, shifted by 126.
     assert got.tolist() == want.tolist() == [[-4, 1]]
     assert net.forward(a).tolist() == add_loops(naive, a, a, fields, 64).tolist()
+
+
+def random_graph(seed):
+    """A random graph of convolutions (3x3 or 1x1, stride 1, same size) and adds over 4x4
+    images, its nodes in topological order; every tensor is read by a later node but the
+    last, some by several. Returns ``(nodes, input_shape)``."""
+    rng = np.random.default_rng(seed)
+    shapes = {INPUT: (4, 4, int(rng.integers(1, 4)))}
+    unread, nodes = {INPUT}, []
+
+    def append(name, layer, inputs, shape):
+        nodes.append(Node(name, layer, inputs))
+        unread.difference_update(inputs)
+        unread.add(name)
+        shapes[name] = shape
+
+    def conv_of(source, c_out, k):
+        name = f"conv{len(nodes)}"
+        layer = random_conv(rng, shapes[source][2], c_out, k=k,
+                            activation=str(rng.choice(["relu", "identity"])))
+        append(name, layer, [source], (4, 4, c_out))
+        return name
+
+    for _ in range(int(rng.integers(2, 7))):
+        names = list(shapes)
+        pairs = [(a, b) for a in names for b in names if shapes[a] == shapes[b]]
+        if rng.random() < 0.5 and pairs:
+            a, b = pairs[int(rng.integers(len(pairs)))]
+            append(f"add{len(nodes)}", random_add(rng, shapes[a][2], activation=str(
+                rng.choice(["relu", "identity"]))), [a, b], shapes[a])
+        else:
+            conv_of(names[int(rng.integers(len(names)))], int(rng.integers(1, 4)),
+                    int(rng.choice([1, 3])))
+    # Join every tensor nothing reads into one output: project it to the output's channels
+    # with a 1x1 convolution where they differ, then add.
+    while len(unread) > 1 or INPUT in unread:
+        out = nodes[-1].name if nodes else conv_of(INPUT, 2, 1)
+        others = sorted(unread - {out})
+        if not others:
+            break
+        other = others[0]
+        if shapes[other] != shapes[out]:
+            other = conv_of(other, shapes[out][2], 1)
+        append(f"add{len(nodes)}", random_add(rng, shapes[out][2]), [out, other], shapes[out])
+    return nodes, shapes[INPUT]
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_random_graphs_against_an_independent_computation(naive, seed):
+    nodes, shape = random_graph(seed)
+    net = QuantizedNetwork(nodes, input_shape=shape)
+    x = np.random.default_rng(100 + seed).integers(-128, 128, (2, *shape))
+    want = {INPUT: x}
+    for node in nodes:
+        args = [want[name] for name in node.inputs]
+        if isinstance(node.layer, Add):
+            want[node.name] = apply_add(node.layer, *args)
+        else:
+            want[node.name] = np.array(naive.conv(args[0].tolist(), conv_dict(node.layer), 8))
+    got = net.forward_tensors(x)
+    assert list(got) == list(want)
+    for name, value in want.items():
+        assert got[name].tolist() == value.tolist(), name
+    # Every tensor but the output is read by a later node (the graph is well formed).
+    assert all(t.consumers for name, t in net.tensors.items() if name != net.output)

@@ -150,6 +150,6 @@ def test_errors(make, pattern):
 
 def test_type_error():
     with pytest.raises(TypeError, match="layer 1: str is not a FloatConv2D, FloatDense, "
-                                        "MaxPool2D, FloatAvgPool2D, FloatGlobalAvgPool2D or "
-                                        "Flatten layer"):
+                                        "MaxPool2D, FloatAvgPool2D, FloatGlobalAvgPool2D, "
+                                        "Flatten or FloatAdd layer"):
         CNN([FloatDense(np.ones((2, 2))), "relu"])

@@ -17,6 +17,7 @@ from hwgen.compiler import compile_network
 from hwgen.cycles import layer_cycles, program_cycles
 from hwgen.memmap import PassKind, descriptor_layout
 from hwgen.nn import (
+    Add,
     AvgPool2D,
     Conv2D,
     Dense,
@@ -28,7 +29,7 @@ from hwgen.nn import (
 from hwgen.passes.base import Pass
 from hwgen.passes.maxpool import MaxPoolPass
 from sim.interpreter import run_on_interpreter
-from sim.netgen import random_cnn, random_image
+from sim.netgen import random_cnn, random_graph, random_image
 
 
 @pytest.mark.parametrize("kind", list(PassKind), ids=lambda k: k.name)
@@ -45,9 +46,11 @@ def test_every_pass_kind_has_a_module_with_every_hook(kind):
 def test_a_kind_without_a_module_is_refused_naming_the_registered_ones():
     with pytest.raises(ValueError) as info:
         passes.lookup(7)
-    assert "7" in str(info.value) and "allowed: MATRIX (0), MAXPOOL (1)" in str(info.value)
+    assert "7" in str(info.value) and "allowed: MATRIX (0), MAXPOOL (1), ADD (2)" in \
+        str(info.value)
     assert passes.for_layer(Flatten()) is None   # a Flatten is no pass
-    assert passes.layer_types() == (Dense, Conv2D, AvgPool2D, GlobalAvgPool2D, MaxPool2D)
+    assert passes.layer_types() == (Dense, Conv2D, AvgPool2D, GlobalAvgPool2D, MaxPool2D,
+                                    Add)
 
 
 class MinPool2D(MaxPool2D):
@@ -152,8 +155,13 @@ def test_the_cycle_fields_are_all_a_kind_s_cycle_model_reads():
     config = dataclasses.replace(CONFIGS["3x2"], prog_depth=64)
     rng = np.random.default_rng(8)
     seen = set()
+    draw = 0
     while seen != set(PassKind):
-        program = compile_network(random_cnn(rng, config, max_channels=6), config)
+        # CNNs for the matrix and pooling passes, graphs for the adds.
+        draw += 1
+        net = (random_cnn(rng, config, max_channels=6) if draw % 2 else
+               random_graph(rng, config, images=bool(draw % 4), max_channels=6))
+        program = compile_network(net, config)
         for d in program.descriptors:
             kind = passes.lookup(d["kind"])
             seen.add(kind.kind)

@@ -20,9 +20,11 @@ def documented_descriptor_fields(config):
     ad = max(config.act_depth, config.out_depth)
     limits = [1, 1, 1, 1, 7, -(-config.max_k // config.rows), nt, nt * config.cols,
               config.act_depth - 1, min(-(-config.max_k // config.act_lanes), config.act_depth),
+              *([config.act_depth - 1] if config.residual else []),
               ad - 1, min(nt, ad), config.weight_depth - 1, config.param_depth - 1]
     names = ["leaky", "raw", "last", "spatial", "kind", "k_tiles", "n_tiles", "n", "src_base",
-             "src_stride", "dst_base", "dst_stride", "w_base", "p_base"]
+             "src_stride", *(["src2_base"] if config.residual else []), "dst_base",
+             "dst_stride", "w_base", "p_base"]
     # Then the activation bounds, signed in_bits each.
     return [*((name, max(1, limit.bit_length()))
               for name, limit in zip(names, limits, strict=True)),
