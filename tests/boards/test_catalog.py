@@ -48,12 +48,14 @@ def test_named_presets_fit_their_boards(name):
 
 
 def test_resnet8_design_takes_the_multipliers_its_lanes_allow():
-    """8x16 products and eight requantization lanes of two 18x18 slices of a 32-bit
-    accumulator each: 144 of the 85F's 156 MULT18X18Ds; sixteen lanes would take 160."""
+    """8x16 products, four requantization lanes of two 18x18 slices of a 32-bit accumulator
+    each and the adder's product per activation lane (16): 152 of the 85F's 156 MULT18X18Ds;
+    eight requantization lanes would take 160."""
     board = BOARDS["ulx3s-85f"]
     config = boards.board_config(board, preset="ulx3s-85f-resnet8")
-    assert (config.rows, config.cols, config.requant_lanes, config.acc_bits) == (8, 16, 8, 32)
-    assert boards.check_fit(board, config)["dsp"] == 8 * 16 + 8 * 2
+    assert (config.rows, config.cols, config.requant_lanes, config.acc_bits) == (8, 16, 4, 32)
+    assert config.residual
+    assert boards.check_fit(board, config)["dsp"] == 8 * 16 + 4 * 2 + 16
     with pytest.raises(FitError, match=r"needs 160 MULT18X18D multipliers, the device has 156"):
         boards.check_fit(board, boards.board_config(board, preset="ulx3s-85f-resnet8",
-                                                    post_lanes=16))
+                                                    post_lanes=8))
