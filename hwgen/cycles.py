@@ -234,7 +234,8 @@ def layer_cycles(config, descriptor, m, *, implementation=None):
     def chunk(k_tiles, n_tiles, rows, raw):
         return chunk_cycles(config, k_tiles, n_tiles, rows, raw, implementation=implementation)
 
-    return walk + lookup(d["kind"]).cycles(config, d, geometry, m, chunk)
+    return walk + lookup(d["kind"]).cycles(config, d, geometry, m, chunk,
+                                             implementation=implementation)
 
 
 def layer_busy_rows(descriptor, m):

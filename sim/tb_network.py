@@ -8,7 +8,9 @@ and the device counters must equal the cycle model.
 Environment: ``HWGEN_CONFIG``, ``HWGEN_SEED``, ``HWGEN_NETWORKS`` (how many), ``HWGEN_MAX_WIDTH``,
 ``HWGEN_MAX_BATCH``, ``HWGEN_CNNS`` (how many random convolutional networks, 0 by default),
 ``HWGEN_MAX_CHANNELS``, ``HWGEN_GENERAL`` (how many of :func:`sim.netgen.general_cnn`'s
-networks, every spatial layer kind in one, 0 by default).
+networks, every spatial layer kind in one, 0 by default), ``HWGEN_GRAPHS`` (how many of
+:func:`sim.netgen.random_graph`'s residual graphs, over images and rows by turns, 0 by
+default).
 """
 
 import os
@@ -21,7 +23,14 @@ import hwgen
 from host.plan import execute_load_async, execute_run_async, run_plans
 from hwgen.compiler import CompileError
 from hwgen.cycles import layer_busy_rows, program_cycles
-from sim.netgen import general_cnn, random_cnn, random_image, random_input, random_network
+from sim.netgen import (
+    general_cnn,
+    random_cnn,
+    random_graph,
+    random_image,
+    random_input,
+    random_network,
+)
 from sim.runner import read_config_env
 from sim.streams import Clocked
 
@@ -199,6 +208,42 @@ async def test_general_convolutions(dut):
         m = int(rng.integers(1, min(max_batch, prog.batch, 3) + 1))
         x = random_image(rng, cfg, m, net.input_shape)
         await _check_run(host, net, prog, x, f"general cnn {index}")
+
+
+@cocotb.test()
+async def test_random_graphs(dut):
+    """Random residual graphs (sim.netgen.random_graph: identity and projection shortcuts,
+    branches of different depths, an add feeding an add, a tensor with three consumers), over
+    images and rows by turns (rows only on a device without spatial layers), with and without
+    a head, bit-exact against hwgen.nn, counters equal to the cycle model."""
+    cfg = read_config_env()
+    count = int(os.environ.get("HWGEN_GRAPHS", "0"))
+    if not count:
+        return
+    rng = np.random.default_rng(int(os.environ.get("HWGEN_SEED", "0")) + 3)
+    max_channels = int(os.environ.get("HWGEN_MAX_CHANNELS", "20"))
+    max_batch = int(os.environ.get("HWGEN_MAX_BATCH", "16"))
+    clocked = Clocked(dut)
+    await clocked.start()
+    host = HostPort(clocked)
+    done = 0
+    for _ in range(50 * count):
+        images = cfg.spatial and done % 2 == 0
+        net = random_graph(rng, cfg, images=images, max_channels=max_channels)
+        try:
+            prog = hwgen.compile(net, cfg)
+        except CompileError:
+            continue
+        m = int(rng.integers(1, min(max_batch, prog.batch, 3) + 1))
+        shape = net.input_shape
+        x = (random_image(rng, cfg, m, shape) if images
+             else random_input(rng, cfg, m, shape[0]))
+        layers = " ".join(type(layer).__name__ for layer in net.layers)
+        await _check_run(host, net, prog, x, f"graph {done} {shape} [{layers}]")
+        done += 1
+        if done == count:
+            return
+    raise AssertionError(f"only {done} of {count} random graphs fit {cfg}")
 
 
 @cocotb.test()

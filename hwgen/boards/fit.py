@@ -56,11 +56,15 @@ _SMALL_DEPTH = {Family.ICE40: 0, Family.ECP5: 32}
 # select, its clamp and the wider parameter and host words: Yosys's cells with and without
 # them on the presets (synthesis only, carry cells as two LUT4s on the ECP5; 2026-11-26:
 # 85F +599 LUT4 over 8 lanes, iCEBreaker +116 LC over one).
+# The adder (``residual``) adds per activation lane its shifter, rounding, clamp, sum and
+# operand select (Yosys on the 85F preset with and without it, 8 lanes of 8 x 16 bits: +1,487
+# LUT4 and +295 carry cells, about 260 LUT4 a lane; 2026-11-26); on the iCE40 also its
+# multiplier, from logic cells (the iCEBreaker preset has no adder).
 _LUT_MODEL = {
     Family.ICE40: {"base": 1532.4, "mac": 1.8, "col": 10.9, "word": 3.0, "desc": 5.6,
-                   "lane": 2.734, "spatial": 1490, "bounds": 116},
+                   "lane": 2.734, "spatial": 1490, "bounds": 116, "adder": 260},
     Family.ECP5: {"base": 2712.6, "mac": 1.362, "col": 8.434, "word": 0.0, "desc": 0.0,
-                  "lane": 0.304, "spatial": 1490, "bounds": 75},
+                  "lane": 0.304, "spatial": 1490, "bounds": 75, "adder": 260},
 }
 # Logic cells per product bit of a multiplier that Yosys builds from iCE40 logic cells (an
 # unpacked, output-stationary array).
@@ -106,17 +110,28 @@ def _dsp_blocks(board, config):
         # A packed array shares SB_MAC16s (two products each); the post-processing multipliers
         # are built from logic cells, the DSPs being taken. Unpacked (output-stationary), Yosys
         # builds every product from logic cells.
+        adder = (_ICE40_CELLS_PER_PRODUCT_BIT * config.residual * config.act_lanes
+                 * config.in_bits * config.mult_bits)
         if board.packing_for(config) is not None:
-            return sb_mac16_pairs(config), 0
-        return 0, _ICE40_CELLS_PER_PRODUCT_BIT * macs * config.in_bits * config.w_bits
+            return sb_mac16_pairs(config), adder
+        return 0, _ICE40_CELLS_PER_PRODUCT_BIT * macs * config.in_bits * config.w_bits + adder
     # One MULT18X18D per product of the array; a post-processing product of
     # (acc_bits + 1) x (mult_bits + 1) signed bits takes 18x18 tiles (with split_operand,
-    # one per slice of the accumulator). Nothing else multiplies (the MAC counter's product
-    # by rows * cols is shifts and adds).
+    # one per slice of the accumulator); the adder's, one per lane. Nothing else multiplies
+    # (the MAC counter's product by rows * cols is shifts and adds).
     operand = board.implementation.split_operand
     slices = (math.ceil(config.acc_bits / operand) if operand
               else math.ceil((config.acc_bits + 1) / 18))
-    return macs + config.requant_lanes * slices * math.ceil((config.mult_bits + 1) / 18), 0
+    requant = config.requant_lanes * slices * math.ceil((config.mult_bits + 1) / 18)
+    return macs + requant + _adder_products(config), 0
+
+
+def _adder_products(config):
+    """Return the adder's products (``residual``): one per activation lane, in_bits x
+    (mult_bits + 1) signed bits, which Yosys maps onto 18x18 tiles on the ECP5
+    (:class:`hwgen.device.adder.Adder`)."""
+    tiles = math.ceil(config.in_bits / 18) * math.ceil((config.mult_bits + 1) / 18)
+    return config.residual * config.act_lanes * tiles
 
 
 def estimate(board, config):
@@ -139,7 +154,7 @@ def estimate(board, config):
            + k["word"] * max_word_bits(config) + k["desc"] * descriptor_layout(config).size
            + k["lane"] * config.requant_lanes * (config.acc_bits + 1) * config.mult_bits
            + k["spatial"] * config.spatial + k["bounds"] * config.requant_lanes * config.bounds
-           + lut_mults)
+           + k["adder"] * config.act_lanes * config.residual + lut_mults)
     if board.implementation.link_on_oscillator \
             and clock_plan(board, config.clock_hz)["pll"] is not None:
         # The host port bridge (link in its own domain): the counters' copy (128 registers), a

@@ -6,7 +6,8 @@ reduction tile's weights and the ``M`` activation rows through the engine; the a
 sums the tiles; after the last reduction tile a row goes through bias, requantization,
 saturation and activation into the other activation area (or, for a ``raw`` layer, its
 accumulators into :attr:`Region.OUTPUT`). A pooling layer runs the pooler instead, between
-two activation areas. Layers chain without the host.
+two activation areas, and a residual add the adder, from two areas into a third (with its
+parameters from PARAM). Layers chain without the host.
 
 ::
 
@@ -21,7 +22,8 @@ two activation areas. Layers chain without the host.
                             ├─ param ──────────────┼──────────┼─────────────────► PostProcessor
                             │                      │          │                  (Requantizer)
                             │                      │          └─ WriteBack ◄─ o_step ───┤
-                            │                      └─ pool ──── Pooler                  │
+                            │                      ├─ pool ──── Pooler                  │
+                            │                      └─ add ───── Adder ◄── param         │
                             └─ out ◄──────────────────────────────────────── raw rows ──┘
 """
 
@@ -34,6 +36,7 @@ from ..implementation import Implementation
 from ..memmap import HostPortSignature, PassKind, Region
 from .accumulators import AccumulatorBank
 from .activation_feeder import ActivationFeeder
+from .adder import Adder
 from .bank_arbiter import BankArbiter
 from .controller import Controller
 from .counters import CounterBlock
@@ -75,8 +78,8 @@ class AcceleratorCore(wiring.Component):
         their ports for collisions).
     banks : BankArbiter
         Which pass unit uses the activation banks: ``matrix`` (the feeders, the engine, the
-        accumulators, the post-processing and the write-back) and, with ``config.spatial``,
-        ``pool`` (the pooler).
+        accumulators, the post-processing and the write-back), with ``config.spatial``
+        ``pool`` (the pooler) and with ``config.residual`` ``add`` (the adder).
     """
 
     def __init__(self, config, implementation=None, *, pe_instances=False):
@@ -99,12 +102,16 @@ class AcceleratorCore(wiring.Component):
         self.writeback = WriteBack(config, self.postprocess.addr_width)
         # Pooling layers need the spatial walk too; without it there is no pooler.
         self.pooler = Pooler(config, read_latency=1 + reg) if config.spatial else None
+        # Residual adds (images or rows) run on the adder; a design without them has none.
+        self.adder = Adder(config, read_latency=1 + reg) if config.residual else None
         self.counters = CounterBlock(config)
         # The pass units that use the activation banks, by the kinds they run: the one place
         # a unit is registered (the first, the matrix datapath, runs every other kind).
         units = {"matrix": (PassKind.MATRIX,)}
         if self.pooler is not None:
             units["pool"] = (PassKind.MAXPOOL,)
+        if self.adder is not None:
+            units["add"] = (PassKind.ADD,)
         self.banks = BankArbiter(config, units)
         super().__init__({"host": Out(HostPortSignature(config))})
 
@@ -121,7 +128,8 @@ class AcceleratorCore(wiring.Component):
                                 self.activation_feeder)
         acc, pp, wb = self.accumulators, self.postprocess, self.writeback
         for name in ("engine", "controller", "weight_feeder", "activation_feeder",
-                     "accumulators", "postprocess", "writeback", "pooler", "banks", "counters"):
+                     "accumulators", "postprocess", "writeback", "pooler", "adder", "banks",
+                     "counters"):
             if getattr(self, name) is not None:
                 m.submodules[name] = getattr(self, name)
         self._memories = mems = make_memories(m, cfg, impl)
@@ -167,12 +175,7 @@ class AcceleratorCore(wiring.Component):
         # The engine's rows into the accumulators, the sums into the post-processing.
         wiring.connect(m, engine.o_result, acc.i_result)
         wiring.connect(m, acc.o_row, pp.i_row)
-        par_rd, par_wr = mems["param"].read_port(), mems["param"].write_port()
-        # The parameters are read in stage B, so that the memory's output holds them in P1.
-        word = share_read(m, par_rd, access, Region.PARAM, addr=desc.p_base + acc.param_nt,
-                          en=~pp.param_hold, name="param")
-        host_write(m, par_wr, access, Region.PARAM)
-        m.d.comb += pp.params.eq(word)
+        self._params(m, mems, access)
 
         # Raw rows into the output memory; requantized ones back into the banks.
         out_rd, out_wr = mems["out"].read_port(), mems["out"].write_port()
@@ -187,6 +190,8 @@ class AcceleratorCore(wiring.Component):
         done = Mux(desc.raw, pp.raw_end, pp.o_step.p.end)
         if self.pooler is not None:
             done = Mux(self.banks.grant.pool, self.pooler.done, done)
+        if self.adder is not None:
+            done = Mux(self.banks.grant.add, self.adder.done, done)
         m.d.comb += ctrl.layer_done.eq(delay(m, done, FIFO_LATENCY - reg, name="layer_done"))
 
         access.drive_read_data(m)
@@ -196,10 +201,28 @@ class AcceleratorCore(wiring.Component):
                      host.macs.eq(cnt.macs)]
         return m
 
+    def _params(self, m, mems, access):
+        """The PARAM memory's one read port: the post-processing's, or the adder's while it
+        runs (it reads like the banks: with registered reads the register takes every word)."""
+        desc, acc, pp, adder = self.controller.desc, self.accumulators, self.postprocess, \
+            self.adder
+        par_rd, par_wr = mems["param"].read_port(), mems["param"].write_port()
+        # The parameters are read in stage B, so that the memory's output holds them in P1.
+        addr, en = desc.p_base + acc.param_nt, ~pp.param_hold
+        if adder is not None:
+            grant = self.banks.grant.add
+            addr = Mux(grant, adder.p_addr, addr)
+            en = Mux(grant, 1 if access.registered else adder.p_en, en)
+        word = share_read(m, par_rd, access, Region.PARAM, addr=addr, en=en, name="param")
+        host_write(m, par_wr, access, Region.PARAM)
+        m.d.comb += pp.params.eq(word)
+        if adder is not None:
+            m.d.comb += adder.p_data.eq(word)
+
     def _start_units(self, m):
         """Give the running pass's descriptor and loop bounds to the pass units, and start the
         one the bank arbiter grants: the matrix datapath (the feeders, the accumulators, the
-        post-processing) or the pooler."""
+        post-processing), the pooler or the adder."""
         ctrl, desc = self.controller, self.controller.desc
         wf, af, acc = self.weight_feeder, self.activation_feeder, self.accumulators
         grant = self.banks.grant
@@ -220,12 +243,18 @@ class AcceleratorCore(wiring.Component):
             m.d.comb += [pooler.start.eq(ctrl.start_layer & grant.pool),
                          pooler.go.eq(ctrl.prime & grant.pool), pooler.desc.eq(desc),
                          pooler.geom.eq(ctrl.geom), pooler.last_row.eq(ctrl.last_row)]
+        adder = self.adder
+        if adder is not None:
+            m.d.comb += [adder.start.eq(ctrl.start_layer & grant.add),
+                         adder.go.eq(ctrl.prime & grant.add), adder.desc.eq(desc),
+                         adder.src2_base.eq(desc.src2_base), adder.geom.eq(ctrl.geom),
+                         adder.last_row.eq(ctrl.last_row)]
 
     def _act_banks(self, m, mems, access):
         """Join each pass unit to its bank arbiter port, and the arbiter to the activation
         banks, which the host shares while idle."""
         cfg = self.config
-        af, wb, pooler = self.activation_feeder, self.writeback, self.pooler
+        af, wb = self.activation_feeder, self.writeback
         arb = self.banks
         # The matrix datapath reads with the activation feeder and writes with the write-back.
         port = arb.port("matrix")
@@ -233,16 +262,19 @@ class AcceleratorCore(wiring.Component):
                      port.rd_take.eq(af.rd_take), af.rd_data.eq(port.rd_data),
                      port.wr_addr.eq(wb.wr_addr), port.wr_data.eq(wb.wr_data),
                      port.wr_en.eq(wb.wr_en)]
-        if pooler is not None:
-            # The pooler reads and writes the same word of every bank, and takes every read.
-            port = arb.port("pool")
+        for name, unit in (("pool", self.pooler), ("add", self.adder)):
+            if unit is None:
+                continue
+            # The pooler and the adder read and write the same word of every bank, and take
+            # every read.
+            port = arb.port(name)
             lanes = range(cfg.act_lanes)
-            m.d.comb += [port.rd_addr[b].eq(pooler.rd_addr) for b in lanes]
-            m.d.comb += [port.wr_addr[b].eq(pooler.wr_addr) for b in lanes]
-            m.d.comb += [port.rd_en.eq(pooler.rd_en.replicate(cfg.act_lanes)),
-                         port.rd_take.eq(1), pooler.rd_data.eq(port.rd_data),
-                         port.wr_data.eq(pooler.wr_data),
-                         port.wr_en.eq(pooler.wr_en.replicate(cfg.act_lanes))]
+            m.d.comb += [port.rd_addr[b].eq(unit.rd_addr) for b in lanes]
+            m.d.comb += [port.wr_addr[b].eq(unit.wr_addr) for b in lanes]
+            m.d.comb += [port.rd_en.eq(unit.rd_en.replicate(cfg.act_lanes)),
+                         port.rd_take.eq(1), unit.rd_data.eq(port.rd_data),
+                         port.wr_data.eq(unit.wr_data),
+                         port.wr_en.eq(unit.wr_en.replicate(cfg.act_lanes))]
         banks = arb.banks
         words = []
         for b in range(cfg.act_lanes):

@@ -29,12 +29,14 @@ from .base import Lowered, Pass, signed_range
 
 __all__ = ["AddParams", "AddPass", "param_words_per_channel_word"]
 
-# First version of the adder's timing (the gateware's helper fixes the constants): the
-# controller's FETCH, DECODE and start before the first read, the write of the last word and
-# the step to the next layer after it, and the cycles between two channel words.
+# The adder's timing (hwgen/device/adder.py), checked against the device's counters: the
+# controller's FETCH, DECODE, LOAD, PRIME and PRIME2 before the first read; after the last
+# read its word's arrival, the adder's six pipeline registers (operand, product, sum, two
+# shifter stages, the written word), the layer's end and the step to the next layer. One
+# read a cycle in between: a channel word's parameters load while the previous one's last
+# rows are still in the pipeline, so channel words follow each other without a gap.
 _ADD_LEAD = 5
-_ADD_GAP = 2
-_ADD_TAIL = 4
+_ADD_TAIL = 9
 
 
 def param_words_per_channel_word(config):
@@ -142,11 +144,11 @@ class AddPass(Pass):
     def macs(self, spec, config):
         return 0, 0
 
-    def cycles(self, config, d, g, m, chunk):
+    def cycles(self, config, d, g, m, chunk, *, implementation=None):
         # Per channel word: its 2P parameter words, then two reads per row through one port.
         rows = m * g["oh"] * g["ow"]
         big_p = param_words_per_channel_word(config)
-        return _ADD_LEAD + d["src_stride"] * (2 * big_p + 2 * rows + _ADD_GAP) + _ADD_TAIL
+        return _ADD_LEAD + d["src_stride"] * (2 * big_p + 2 * rows) + _ADD_TAIL
 
     def busy_rows(self, d, g, m):
         return 0

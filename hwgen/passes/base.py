@@ -131,12 +131,15 @@ class Pass(abc.ABC):
     # -- cycle hooks ----------------------------------------------------------------------
 
     @abc.abstractmethod
-    def cycles(self, config, d, g, m, chunk):
+    def cycles(self, config, d, g, m, chunk, *, implementation=None):
         """Return the cycles the pass of descriptor ``d`` and geometry ``g`` (of a pass over
         rows: ``oh = ow = kh = kw = 1``) takes on a batch of ``m`` samples, from FETCH on, its
         geometry words not counted (:func:`hwgen.cycles.layer_cycles` adds them).
         ``chunk(k_tiles, n_tiles, rows, raw)`` is the array's model of a chunk of ``rows``
-        output pixels (:func:`hwgen.cycles.chunk_cycles`)."""
+        output pixels (:func:`hwgen.cycles.chunk_cycles`); ``implementation`` is the
+        :class:`~hwgen.implementation.Implementation` the device is built with (None: the
+        plain one), for a kind whose unit's latency depends on it (a sweep's cycle cache keys
+        on its ``requant_latency``: :mod:`hwgen.dse.points`)."""
 
     @abc.abstractmethod
     def busy_rows(self, d, g, m):

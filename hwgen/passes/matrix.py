@@ -203,7 +203,7 @@ class MatrixPass(Pass):
         return (spec.pixels * spec.k * spec.n,
                 spec.pixels * spec.k_tiles * config.rows * spec.n_tiles * config.cols)
 
-    def cycles(self, config, d, g, m, chunk):
+    def cycles(self, config, d, g, m, chunk, *, implementation=None):
         # The output pixels run in chunks of at most acc_depth, each a pass per reduction and
         # output tile.
         pixels = m * g["oh"] * g["ow"]

@@ -50,7 +50,7 @@ class MaxPoolPass(Pass):
     def macs(self, spec, config):
         return 0, 0
 
-    def cycles(self, config, d, g, m, chunk):
+    def cycles(self, config, d, g, m, chunk, *, implementation=None):
         # kh * kw reads per output word, one a cycle.
         reads = m * g["oh"] * g["ow"] * d["src_stride"] * g["kh"] * g["kw"]
         return _POOL_LEAD + reads + _POOL_TAIL

@@ -13,7 +13,17 @@ from host import Accelerator
 from hwgen.compiler import Program, compile_network
 from hwgen.cycles import program_cycles
 from hwgen.memmap import PassKind
-from hwgen.nn import INPUT, Flatten
+from hwgen.nn import (
+    CNN,
+    INPUT,
+    Flatten,
+    FloatAdd,
+    FloatConv2D,
+    FloatDense,
+    Node,
+    load_digits_images,
+    quantize,
+)
 from sim.inprocess import InProcessDevice
 from sim.interpreter import run_on_interpreter
 from sim.netgen import GRAPH_BLOCKS, random_graph, random_image
@@ -130,3 +140,45 @@ def test_every_node_of_a_graph_is_read_out(seed):
         outputs = acc.infer(x, outputs="all")
     for got, want in zip(outputs, net.forward_trace(x), strict=True):
         np.testing.assert_array_equal(got, want)
+
+
+def _float_resnet(rng):
+    """A float residual CNN on 8x8 digits: a stem, a block with an identity shortcut and one
+    with a 1x1 stride-2 projection, a Flatten and a Dense (He-normal weights)."""
+    def conv(k, c_in, c_out, stride=1, relu=True):
+        return FloatConv2D(rng.normal(0, np.sqrt(2 / (k * k * c_in)), (k, k, c_in, c_out)),
+                           rng.normal(0, 0.1, c_out), stride=stride, padding=k // 2,
+                           relu=relu)
+
+    return CNN([
+        Node("stem", conv(3, 1, 5), INPUT),
+        Node("a1", conv(3, 5, 5), "stem"),
+        Node("a2", conv(3, 5, 5, relu=False), "a1"),
+        Node("add1", FloatAdd(activation="relu"), ["a2", "stem"]),
+        Node("b1", conv(3, 5, 9, stride=2), "add1"),
+        Node("b2", conv(3, 9, 9, relu=False), "b1"),
+        Node("proj", conv(1, 5, 9, stride=2, relu=False), "add1"),
+        Node("add2", FloatAdd(activation="relu"), ["b2", "proj"]),
+        Node("flat", Flatten(), "add2"),
+        Node("fc", FloatDense(rng.normal(0, 0.2, (4 * 4 * 9, 10)), rng.normal(0, 0.1, 10),
+                              relu=False), "flat"),
+    ], input_shape=(8, 8, 1))
+
+
+@pytest.mark.parametrize("config", [CONFIG, OS], ids=["3x2", "os5x7"])
+def test_a_quantized_float_resnet_runs_bit_exact_through_the_host_driver(config):
+    # From a float graph: quantize on the digits, compile, run on an in-process device.
+    x_train, _, x_test, _ = load_digits_images()
+    model = _float_resnet(np.random.default_rng(4))
+    net = quantize(model, x_train[:200], in_bits=config.in_bits, w_bits=config.w_bits,
+                   acc_bits=config.acc_bits, mult_bits=config.mult_bits)
+    program = compile_network(net, config)
+    assert [spec.kind for spec in program.layers].count(PassKind.ADD) == 2
+    x = net.quantize_input(x_test[:40])
+    with Accelerator(InProcessDevice(config), config=config) as acc:
+        acc.load(program)
+        got = acc.infer(x)
+    np.testing.assert_array_equal(got, net.forward(x))
+    if config.in_bits == config.w_bits == 8:   # (os5x7's 6-bit activations, 3-bit weights)
+        agreement = np.mean(got.argmax(axis=1) == model.forward(x_test[:40]).argmax(axis=1))
+        assert agreement >= 0.9, agreement

@@ -20,7 +20,7 @@ from hwgen.cycles import program_cycles
 from hwgen.device.accelerator import AcceleratorCore
 from hwgen.implementation import Implementation
 from hwgen.nn import Conv2D, Dense, MaxPool2D, QuantizedNetwork
-from sim.netgen import random_image, random_input, random_network
+from sim.netgen import GRAPH_BLOCKS, random_graph, random_image, random_input, random_network
 
 PLAIN = Implementation()
 PIPELINED = Implementation(post_pipeline=True)
@@ -257,6 +257,53 @@ def test_the_icebreaker_preset_runs_dense_networks():
     assert prog.batch == cfg.acc_depth
     xs = [random_input(rng, cfg, m, 7) for m in (cfg.acc_depth, 2)]
     _check_runs(cfg, prog, net, xs, impl)
+
+
+#: Room for a residual graph's live tensors and programs of a dozen passes.
+GRAPH = {"act_depth": 600, "weight_depth": 1024, "param_depth": 64, "prog_depth": 64}
+
+
+def _graph_inputs(rng, cfg, net, batches):
+    """Random inputs of ``net`` (images or rows), one per batch size of ``batches``."""
+    shape = net.input_shape
+    return [random_image(rng, cfg, m, shape) if len(shape) == 3
+            else random_input(rng, cfg, m, shape[0]) for m in batches]
+
+
+@pytest.mark.parametrize(("images", "name", "options"), [
+    (True, "plain", {}),
+    (True, "registered-reads", {}),
+    (True, "ecp5", {"bounds": False}),
+    (False, "plain", {}),
+    (False, "ice40", {"spatial": False}),
+], ids=["images-plain", "images-registered", "images-ecp5-no-bounds", "rows-plain",
+        "rows-ice40-no-spatial"])
+def test_residual_graphs(images, name, options):
+    """Random graphs of every block (identity and projection shortcuts, branches of different
+    depths, an add feeding an add, a tensor with three consumers) over images or rows: the
+    reference's outputs and the cycle model's cycles, over two runs (the adder starts clean
+    in each)."""
+    impl = VARIANTS[name]
+    cfg = _config((2, 3), **{**GRAPH, **options})
+    rng = np.random.default_rng(len(name) * 7 + images)
+    kinds = list(rng.permutation(GRAPH_BLOCKS))
+    nets = [random_graph(rng, cfg, images=images, input_shape=(3, 4, 5) if images else (11,),
+                         blocks=2, kinds=kinds[:2], max_channels=5, head=False),
+            random_graph(rng, cfg, images=images, input_shape=(3, 3, 4) if images else (7,),
+                         blocks=3, kinds=kinds[2:], max_channels=4)]
+    for net in nets:
+        assert any(type(layer).__name__ == "Add" for layer in net.layers)
+        prog = hwgen.compile(net, cfg)
+        xs = _graph_inputs(rng, cfg, net, (min(prog.batch, 2), 1))
+        _check_runs(cfg, prog, net, xs, impl)
+
+
+@pytest.mark.parametrize("residual", [True, False])
+def test_an_adder_only_with_residual_adds(residual):
+    dut = AcceleratorCore(_config((2, 3), residual=residual), ICE40)
+    names = [name for _, name, _ in Fragment.get(dut, None).subfragments]
+    assert ("adder" in names) == residual
+    assert "add" in dut.banks.kinds if residual else list(dut.banks.kinds) == ["matrix", "pool"]
 
 
 @pytest.mark.parametrize("spatial", [True, False])

@@ -73,9 +73,9 @@ class MinPoolPass(MaxPoolPass):
             setattr(self, name, self._recorded(name, getattr(self, name)))
 
     def _recorded(self, name, hook):
-        def recorded(*args):
+        def recorded(*args, **kwargs):
             self.asked.add(name)
-            return hook(*args)
+            return hook(*args, **kwargs)
         return recorded
 
     @staticmethod
@@ -110,7 +110,8 @@ def test_a_kind_registered_is_all_the_compiler_cycles_and_interpreter_need(monke
     before = [layer_cycles(config, d, 3) for d in program.descriptors]
     assert spy.asked == Pass.__abstractmethods__ - {"busy_rows", "output_rows"}
     # The count is the registered kind's: here 100 more than max pooling's per pooling pass.
-    monkeypatch.setattr(spy, "cycles", lambda *args: MaxPoolPass().cycles(*args) + 100)
+    monkeypatch.setattr(spy, "cycles",
+                        lambda *args, **kwargs: MaxPoolPass().cycles(*args, **kwargs) + 100)
     after = [layer_cycles(config, d, 3) for d in program.descriptors]
     assert [b - a for a, b in zip(before, after, strict=True)] == \
         [100 * (d["kind"] == PassKind.MAXPOOL.value) for d in program.descriptors]

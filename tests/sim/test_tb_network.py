@@ -3,9 +3,11 @@
 Every run compiles random networks (1 to 4 layers, relu/identity, raw/requant outputs, extreme
 weights) and random convolutional networks (rectangular kernels 1..5, strides 1..2 per axis,
 each padding side 0..2, grouped and depthwise convolutions, max and average pooling, flatten +
-dense or spatial ends), checks the device output against hwgen.nn bit for bit and the
-device counters against the cycle model. Across the configurations below, each CI run checks
-well over 30 random networks and 20 random CNNs on Verilator, and fewer of each on Icarus.
+dense or spatial ends) and random residual graphs (identity and projection shortcuts, branches
+of different depths, an add feeding an add, a tensor with three consumers, over images and
+rows), checks the device output against hwgen.nn bit for bit and the device counters against
+the cycle model. Across the configurations below, each CI run checks well over 30 random
+networks, 20 random CNNs and 15 random graphs on Verilator, and fewer of each on Icarus.
 """
 
 import pytest
@@ -18,50 +20,52 @@ from sim.runner import run_cocotb
 SMALL = {"act_depth": 2000, "weight_depth": 8192, "param_depth": 64, "acc_depth": 64,
          "out_depth": 512, "prog_depth": 32}
 
-# name: (config, networks, max width, max batch, CNNs, max channels of a CNN)
+# name: (config, networks, max width, max batch, CNNs, max channels of a CNN, graphs)
 CASES = {
-    "1x1": ({"rows": 1, "cols": 1}, 5, 12, 8, 1, 3),
-    "2x3": ({"rows": 2, "cols": 3}, 8, 40, 16, 2, 8),
-    "3x2": ({"rows": 3, "cols": 2}, 8, 40, 16, 2, 8),
-    "4x4": ({"rows": 4, "cols": 4}, 8, 120, 32, 2, 20),
-    "8x8": ({"rows": 8, "cols": 8}, 6, 200, 64, 2, 20),
+    "1x1": ({"rows": 1, "cols": 1}, 5, 12, 8, 1, 3, 1),
+    "2x3": ({"rows": 2, "cols": 3}, 8, 40, 16, 2, 8, 2),
+    "3x2": ({"rows": 3, "cols": 2}, 8, 40, 16, 2, 8, 2),
+    "4x4": ({"rows": 4, "cols": 4}, 8, 120, 32, 2, 20, 1),
+    "8x8": ({"rows": 8, "cols": 8}, 6, 200, 64, 2, 20, 1),
     "3x5_w4": ({"rows": 3, "cols": 5, "in_bits": 4, "w_bits": 4, "acc_bits": 20}, 5, 40, 16,
-               1, 8),
+               1, 8, 1),
 }
 
 
 def _run_networks(case, config, simulator, tmp_path, *, name):
-    """Run sim.tb_network's random networks and CNNs of a ``(params, networks, max width,
-    max batch, CNNs, max channels)`` case on ``config``; return how many of its tests ran."""
-    _, networks, width, batch, cnns, channels = case
+    """Run sim.tb_network's random networks, CNNs and graphs of a ``(params, networks, max
+    width, max batch, CNNs, max channels, graphs)`` case on ``config``; return how many of
+    its tests ran."""
+    _, networks, width, batch, cnns, channels, graphs = case
     if simulator == "icarus":
         # Icarus is ~50x slower: fewer, smaller networks; the same code paths.
         networks, width, batch = max(2, networks // 3), min(width, 24), min(batch, 8)
-        cnns, channels = min(cnns, 1), min(channels, 6)
+        cnns, channels, graphs = min(cnns, 1), min(channels, 6), min(graphs, 1)
     return run_cocotb(config, "sim.tb_network", tmp_path, top="accelerator",
                       simulator=simulator,
                       env={"HWGEN_SEED": str(len(name) + networks),
                            "HWGEN_NETWORKS": str(networks), "HWGEN_MAX_WIDTH": str(width),
                            "HWGEN_MAX_BATCH": str(batch), "HWGEN_CNNS": str(cnns),
-                           "HWGEN_MAX_CHANNELS": str(channels), "HWGEN_GENERAL": "1"})
+                           "HWGEN_MAX_CHANNELS": str(channels), "HWGEN_GENERAL": "1",
+                           "HWGEN_GRAPHS": str(graphs)})
 
 
 @pytest.mark.parametrize("dataflow", ["ws", "os"])
 @pytest.mark.parametrize("name", CASES)
 def test_network(name, dataflow, simulator, tmp_path):
     config = AcceleratorConfig(dataflow=dataflow, **SMALL, **CASES[name][0])
-    assert _run_networks(CASES[name], config, simulator, tmp_path, name=name) == 4
+    assert _run_networks(CASES[name], config, simulator, tmp_path, name=name) == 5
 
 
 # Fewer requantization lanes than columns (weight-stationary only): the rows of a requantized
 # layer's last reduction tile enter the array spaced out.
 LANE_CASES = {
-    "4x4_lanes1": ({"rows": 4, "cols": 4, "post_lanes": 1}, 6, 60, 24, 2, 12),
-    "3x6_lanes2": ({"rows": 3, "cols": 6, "post_lanes": 2}, 6, 60, 16, 2, 12),
+    "4x4_lanes1": ({"rows": 4, "cols": 4, "post_lanes": 1}, 6, 60, 24, 2, 12, 1),
+    "3x6_lanes2": ({"rows": 3, "cols": 6, "post_lanes": 2}, 6, 60, 16, 2, 12, 1),
 }
 
 
 @pytest.mark.parametrize("name", LANE_CASES)
 def test_network_fewer_requant_lanes(name, simulator, tmp_path):
     config = AcceleratorConfig(**SMALL, **LANE_CASES[name][0])
-    assert _run_networks(LANE_CASES[name], config, simulator, tmp_path, name=name) == 4
+    assert _run_networks(LANE_CASES[name], config, simulator, tmp_path, name=name) == 5
