@@ -47,8 +47,6 @@ def test_named_presets_fit_their_boards(name):
     boards.check_fit(board, config)
 
 
-@pytest.mark.xfail(not hasattr(boards.fit, "_adder_products"), strict=True,
-                   reason="the adder's multipliers in the fit estimate (issue 32's adder)")
 def test_resnet8_design_takes_the_multipliers_its_lanes_allow():
     """8x16 products, four requantization lanes of two 18x18 slices of a 32-bit accumulator
     each and the adder's product per activation lane (16): 152 of the 85F's 156 MULT18X18Ds;
