@@ -14,10 +14,12 @@ at a time). For every design (a board's preset, or a named one of
 - device cycles per inference: the cycle model's (``hwgen.cycles.program_cycles``) and, unless
   ``--no-board``, the simulated board's counters over ``--samples`` single inferences (each
   checked bit-exact against ``QuantizedNetwork.forward``, and the counters against the model);
-  the board's cycles (its requantization pipeline adds a few per layer) give the latency;
+  with ``--no-board`` the same single inferences run on the program interpreter in this
+  process (``sim.inprocess.InProcessDevice``), checked bit-exact the same way; the board's
+  cycles (its requantization pipeline adds a few per layer) give the latency;
 - utilization, useful MACs / (rows x cols x cycles), of the whole inference and by layer kind:
-  the first convolution, depthwise, pointwise, other convolutions, dense; and the cycles the
-  pools take;
+  the first convolution, depthwise, pointwise, other convolutions, dense; the cycles the
+  pools take, and the residual additions' cycles and share of the inference's (ResNet-8);
 - latency per inference at the design's clock and at the clock its preset's build reached
   (docs/performance.md), batch 1;
 - WEIGHT bytes (the tiles as stored) against the model's int8 weights, ACT bytes at batch 1,
@@ -25,7 +27,8 @@ at a time). For every design (a board's preset, or a named one of
   their time on the default UART.
 
 A model that does not import, or does not fit a design, gets its row with the reason (the
-importer's or the compiler's error) instead of figures.
+importer's or the compiler's error) instead of figures. Last, ResNet-8's latency beside the
+published FPGA results for the same model (:data:`PEERS`).
 """
 
 import argparse
@@ -43,13 +46,23 @@ from hwgen.compiler.kinds import lower_network
 from hwgen.cycles import layer_cycles, program_cycles
 from hwgen.memmap import Region, regions
 from hwgen.models import MODELS
-from hwgen.nn import Conv2D, Dense, from_torch, quantize
+from hwgen.nn import Add, Conv2D, Dense, from_torch, quantize
 from hwgen.passes import lookup
 from hwgen.protocol import DEFAULT_BAUD
 from hwgen.throughput import BITS_PER_BYTE, wire_bytes_per_run
 
 #: Designs measured by default: the 85F's preset, the zoo's 85F design, the iCEBreaker's.
 DEFAULT_DESIGNS = ("ulx3s-85f", *NAMED_PRESETS, "icebreaker")
+#: Published FPGA results for MLPerf Tiny's image classification (single-stream latency, ms):
+#: ``(who, model, board, latency_ms, source)``; docs/performance.md has the details.
+PEERS = (
+    ("hls4ml", "its own ResNet (RN08)", "Pynq-Z2 (XC7Z020), Vivado", 1e3 / 130.8,
+     "MLPerf Tiny v1.0, open division"),
+    ("fpgaConvNet", "ResNet-8 (reference int8)", "ZedBoard (XC7Z020), Vivado", 1e3 / 2431.6,
+     "MLPerf Tiny v1.1, closed division"),
+    ("fpgaConvNet", "ResNet-8 (reference int8)", "ZC706 (XC7Z045), Vivado", 1e3 / 6790.2,
+     "MLPerf Tiny v1.1, closed division"),
+)
 #: Fmax of each preset's latest build (docs/performance.md, "Boards"): the lower of the 85F's
 #: two seeds (94.1 and 100.3 MHz), the iCEBreaker's build at 40.5 MHz.
 REACHED_HZ = {"ulx3s-85f": 93_200_000, "ulx3s-85f-zoo": 55_560_000, "icebreaker": 42_800_000}
@@ -66,8 +79,11 @@ def design(name):
 
 
 def layer_kind(network, index):
-    """Return the kind of network layer ``index`` for the utilization columns, or ``"pool"``."""
+    """Return the kind of network layer ``index`` for the utilization columns, ``"add"`` or
+    ``"pool"``."""
     layer = network.layers[index]
+    if isinstance(layer, Add):
+        return "add"
     if isinstance(layer, Dense):
         return "dense"
     if not isinstance(layer, Conv2D):
@@ -105,7 +121,7 @@ def figures(name, board, config):
     """Return the figures of model ``name`` on ``config`` (a dict), without the board run."""
     net = import_model(name, config)
     program = hwgen.compile(net, config, batch=1)
-    per_kind = {kind: [0, 0] for kind in (*KINDS, "pool")}
+    per_kind = {kind: [0, 0] for kind in (*KINDS, "pool", "add")}
     for spec, d in zip(program.layers, program.descriptors, strict=True):
         useful, _ = lookup(spec.kind).macs(spec, config)
         cycles = layer_cycles(config, d, 1, implementation=board.implementation)
@@ -128,15 +144,31 @@ def figures(name, board, config):
     }
 
 
-def board_run(name, config, net, program, samples):
-    """Run ``samples`` single inferences on a simulated board; return its cycles per
-    inference (all equal to the model's, or an AssertionError says which differ)."""
+def board_run(name, config, net, program, samples, *, on_board=True):
+    """Run ``samples`` single inferences on a simulated board (or, with ``on_board=False``,
+    on the program interpreter in this process); return its cycles per inference (all equal
+    to the model's, or an AssertionError says which differ).
+
+    Raises
+    ------
+    AssertionError
+        If an output differs from ``net.forward`` or a cycle count from the model's.
+    """
+    import contextlib
+
     from host import Accelerator
-    from sim.board import SimulatedBoard
+    from sim.inprocess import InProcessDevice
 
     x = net.quantize_input(MODELS[name].calibration(samples, seed=99))
     cycles = []
-    with SimulatedBoard(config) as sim, Accelerator(sim.url, config=config) as acc:
+    with contextlib.ExitStack() as stack:
+        if on_board:
+            from sim.board import SimulatedBoard
+
+            device = stack.enter_context(SimulatedBoard(config)).url
+        else:
+            device = InProcessDevice(config)
+        acc = stack.enter_context(Accelerator(device, config=config))
         acc.load(program)
         for row in x:
             y = acc.infer(row[None])
@@ -145,7 +177,7 @@ def board_run(name, config, net, program, samples):
             cycles.append(acc.counters().cycles)
     model = program_cycles(program, 1)
     if any(c != model for c in cycles):
-        raise AssertionError(f"{name}: the board counted {cycles} cycles, the model {model}")
+        raise AssertionError(f"{name}: the device counted {cycles} cycles, the model {model}")
     return cycles[0]
 
 
@@ -153,9 +185,6 @@ def row(name, design_name, *, samples, on_board):
     """Return the printable row of ``name`` on design ``design_name``: its figures, or the
     reason it has none."""
     board, config = design(design_name)
-    if not MODELS[name].sequential:
-        return {"name": name, "design": design_name,
-                "reason": "needs graphs (residual additions): the next issue"}
     try:
         f = figures(name, board, config)
     except ValueError as error:  # the importer's UnsupportedModelError, a CompileError
@@ -164,8 +193,8 @@ def row(name, design_name, *, samples, on_board):
         return {"name": name, "design": design_name,
                 "reason": f"{type(error).__name__}: " + "\n".join(lines[:4]) + more}
     f.update(name=name, design=design_name, config=config, board=board)
-    f["sim_cycles"] = (board_run(name, config, f["net"], f["program"], samples)
-                       if on_board else None)
+    f["sim_cycles"] = board_run(name, config, f["net"], f["program"], samples,
+                                on_board=on_board)
     return f
 
 
@@ -173,12 +202,17 @@ def _util(macs, cycles, config):
     return f"{macs / (config.rows * config.cols * cycles):.1%}" if cycles else "-"
 
 
+def add_share(r):
+    """Return the residual additions' share of row ``r``'s cycles (0 without additions)."""
+    return r["per_kind"]["add"][1] / r["board_cycles"]
+
+
 def print_table(rows):
     """Print the figures, then the reasons of the rows without them."""
-    head = (f"{'model':<13} {'design':<15} {'MACs':>10} {'dev. MACs':>10} {'cycles':>10} "
+    head = (f"{'model':<13} {'design':<17} {'MACs':>10} {'dev. MACs':>10} {'cycles':>10} "
             f"{'sim':>10} {'util.':>6} " + " ".join(f"{k:>10}" for k in KINDS)
-            + f" {'pool cyc.':>9} {'us @clk':>9} {'us @Fmax':>9} {'W bytes':>9} "
-              f"{'int8 W':>8} {'ACT bytes':>9} {'wire B':>7} {'UART ms':>8}")
+            + f" {'pool cyc.':>9} {'add cyc.':>8} {'add %':>6} {'us @clk':>9} {'us @Fmax':>9} "
+              f"{'W bytes':>9} {'int8 W':>8} {'ACT bytes':>9} {'wire B':>7} {'UART ms':>8}")
     print(head)
     for r in rows:
         if "reason" in r:
@@ -189,10 +223,11 @@ def print_table(rows):
         kinds = " ".join(f"{_util(*r['per_kind'][k], config):>10}" for k in KINDS)
         sim = f"{r['sim_cycles']:,}" if r["sim_cycles"] is not None else "-"
         at_fmax = f"{r['board_cycles'] / reached * 1e6:>9.1f}" if reached else f"{'-':>9}"
-        print(f"{r['name']:<13} {r['design']:<15} {r['macs']:>10,} {r['device_macs']:>10,} "
+        print(f"{r['name']:<13} {r['design']:<17} {r['macs']:>10,} {r['device_macs']:>10,} "
               f"{r['board_cycles']:>10,} {sim:>10} "
               f"{_util(r['device_macs'], r['board_cycles'], config):>6} {kinds} "
-              f"{r['per_kind']['pool'][1]:>9,} {r['board_cycles'] / clock * 1e6:>9.1f} "
+              f"{r['per_kind']['pool'][1]:>9,} {r['per_kind']['add'][1]:>8,} "
+              f"{add_share(r):>6.1%} {r['board_cycles'] / clock * 1e6:>9.1f} "
               f"{at_fmax} {r['weight_bytes']:>9,} {r['model_weights']:>8,} "
               f"{r['act_bytes']:>9,} {r['wire_bytes']:>7,} "
               f"{r['wire_bytes'] * BITS_PER_BYTE / DEFAULT_BAUD * 1e3:>8.1f}")
@@ -201,13 +236,33 @@ def print_table(rows):
         if "reason" in r:
             print(f"{r['name']} on {r['design']}: {r['reason']}")
     print("\ncycles: per inference on the board's design (hwgen.cycles with the board's "
-          "implementation); sim: the simulated board's counter (the plain device: the model's "
-          "cycles without the requantization pipeline), '-' when not run.\nutil.: useful "
+          "implementation); sim: the simulated board's counter, or with --no-board the "
+          "program interpreter's (the plain device: the model's cycles without the "
+          "requantization pipeline).\nutil.: useful "
           "MACs / (rows x cols x cycles), per layer kind on that kind's layers' cycles. "
+          "add cyc., add %: the residual additions' cycles and share of the cycles. "
           "us @clk: latency at the design's clock; us @Fmax: at the Fmax its preset's build "
           "reached (docs/performance.md).\nW bytes: WEIGHT as stored (tiles padded); int8 W: "
           "the model's weights; ACT bytes: the activation areas at batch 1; wire B: both ways "
           f"per inference at batch 1; UART ms: their time on the {DEFAULT_BAUD:,} baud UART.")
+
+
+def print_peers(rows):
+    """Print ResNet-8's latency on each design that ran it beside :data:`PEERS`."""
+    ours = [r for r in rows if r["name"] == "resnet8" and "reason" not in r]
+    if not ours:
+        return
+    print("\nMLPerf Tiny image classification, batch 1 (single stream):")
+    print(f"{'who':<12} {'model':<26} {'board':<40} {'ms':>7} {'inf/s':>8}  source")
+    for r in ours:
+        clock = r["config"].clock_hz
+        ms = r["board_cycles"] / clock * 1e3
+        board = f"{r['board'].name} ({r['board'].device}), {clock / 1e6:g} MHz, YoWASP"
+        print(f"{'hwgen':<12} {'ResNet-8 (reference)':<26} {board:<40} {ms:>7.3f} "
+              f"{1e3 / ms:>8,.1f}  this run, --designs {r['design']} (adds "
+              f"{add_share(r):.1%} of the cycles)")
+    for who, model, board, ms, source in PEERS:
+        print(f"{who:<12} {model:<26} {board:<40} {ms:>7.3f} {1e3 / ms:>8,.1f}  {source}")
 
 
 def main(argv=None):
@@ -220,7 +275,8 @@ def main(argv=None):
     parser.add_argument("--samples", type=int, default=2, metavar="N",
                         help="single inferences per model on the simulated board (default 2)")
     parser.add_argument("--no-board", action="store_true",
-                        help="skip the simulated boards (the cycle model only)")
+                        help="run on the program interpreter in this process instead of the "
+                             "simulated boards")
     args = parser.parse_args(argv)
     models, designs = args.models.split(","), args.designs.split(",")
     known = (*BOARDS, *NAMED_PRESETS)
@@ -238,6 +294,7 @@ def main(argv=None):
                   + ("done" if "reason" not in rows[-1] else "no figures"), flush=True)
     print()
     print_table(rows)
+    print_peers(rows)
     return 0
 
 

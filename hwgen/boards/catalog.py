@@ -28,6 +28,7 @@ __all__ = [
     "ICEBREAKER_PRESET",
     "NAMED_PRESETS",
     "ULX3S_45F_PRESET",
+    "ULX3S_85F_RESNET8_PRESET",
     "ULX3S_85F_ZOO_PRESET",
     "ULX3S_PRESET",
     "ULX3S_SMALL_PRESET",
@@ -199,6 +200,24 @@ ULX3S_85F_ZOO_PRESET = {"rows": 5, "cols": 5, "dataflow": "ws", "in_bits": 8, "w
                         # Its block RAM is 203 of 208: routing, not logic, sets its Fmax.
                         "clock_hz": 50_000_000}
 
+#: The 85F design for ResNet-8 (MLPerf Tiny's image classification, :mod:`hwgen.models`): an
+#: 8x16 array, 128 of the 85F's 156 multipliers. ResNet-8's channel counts (16, 32, 64) are
+#: multiples of 8 and 16, so 8 rows and 16 columns tile every convolution but the first
+#: exactly (8x8 would need 88 MHz for 2.5 ms, 16x8 wastes 13 of 16 rows on the first
+#: convolution's 3 channels). The adder takes a multiplier per activation lane (16), so four
+#: requantization lanes of two MULT18X18D each keep it within the multipliers (152): eight
+#: would take 160 (9 % faster by the cycle model). Its buffers hold
+#: ResNet-8 at batch 1: 16 activation banks of 4,096 words (its three live 32x32x16 tensors,
+#: one word a pixel), WEIGHT 9,216 words (its convolutions' 8x16 tiles take 4,840, the 8x8
+#: average pool's 4,096: with ``cols > rows`` a pool stores a tile per window position) and
+#: PROGRAM 64 words (its 14 passes take 42). docs/performance.md ("MLPerf Tiny") has its
+#: cycles and build.
+ULX3S_85F_RESNET8_PRESET = {"rows": 8, "cols": 16, "dataflow": "ws", "in_bits": 8,
+                            "w_bits": 8, "post_lanes": 4, "weight_depth": 9216,
+                            "act_depth": 4096, "param_depth": 128, "prog_depth": 64,
+                            "acc_depth": 256, "out_depth": 512}
+
 #: Designs besides the boards' presets, by name: ``(board, fields over its preset)``
 #: (``hwgen.boards.board_config(BOARDS[board], **fields)``).
-NAMED_PRESETS = {"ulx3s-85f-zoo": ("ulx3s-85f", ULX3S_85F_ZOO_PRESET)}
+NAMED_PRESETS = {"ulx3s-85f-zoo": ("ulx3s-85f", ULX3S_85F_ZOO_PRESET),
+                 "ulx3s-85f-resnet8": ("ulx3s-85f", ULX3S_85F_RESNET8_PRESET)}

@@ -9,7 +9,7 @@ name             model                                                       inp
 ``ad``           anomaly detection: FC autoencoder 640-128x4-8-128x4-640      (640,)
 ``kws``          keyword spotting: DS-CNN                                    (49, 10, 1)
 ``vww``          visual wake words: MobileNetV1 0.25                         (96, 96, 3)
-``resnet8``      image classification: ResNet-8 (needs graphs)               (32, 32, 3)
+``resnet8``      image classification: ResNet-8 (a graph: residual blocks)   (32, 32, 3)
 ``lenet5``       LeNet-5 with average pooling                                (32, 32, 1)
 ``tutorial_cnn`` Conv-BN-ReLU-MaxPool x2, Dropout, Linear                    (28, 28, 1)
 ===============  ==========================================================  ==============
@@ -34,13 +34,11 @@ from .tutorial_cnn import TUTORIAL_CNN
 from .visual_wake_words import VWW_MOBILENET
 from .zoo import ZooModel, count_macs, count_params
 
-__all__ = ["MODELS", "SEQUENTIAL", "ZooModel", "count_macs", "count_params", "get"]
+__all__ = ["MODELS", "ZooModel", "count_macs", "count_params", "get"]
 
 #: Every model of the zoo by name, in the order of the table above.
 MODELS = {m.name: m for m in (AD_AUTOENCODER, KWS_DS_CNN, VWW_MOBILENET, RESNET8, LENET5,
                               TUTORIAL_CNN)}
-#: The names of the models that are chains (``from_torch`` imports them).
-SEQUENTIAL = tuple(name for name, m in MODELS.items() if m.sequential)
 
 
 def get(name):

@@ -32,4 +32,4 @@ def _build(torch):
 
 AD_AUTOENCODER = ZooModel(
     name="ad", title="MLPerf Tiny anomaly detection: FC autoencoder 640-128x4-8-128x4-640",
-    input_shape=(640,), params=267_928, macs=264_192, sequential=True, build_fn=_build)
+    input_shape=(640,), params=267_928, macs=264_192, build_fn=_build)

@@ -41,4 +41,4 @@ def _build(torch):
 
 KWS_DS_CNN = ZooModel(
     name="kws", title="MLPerf Tiny keyword spotting: DS-CNN, 49x10x1 MFCCs, 12 labels",
-    input_shape=(49, 10, 1), params=23_756, macs=2_656_768, sequential=True, build_fn=_build)
+    input_shape=(49, 10, 1), params=23_756, macs=2_656_768, build_fn=_build)

@@ -29,4 +29,4 @@ def _build(torch):
 
 LENET5 = ZooModel(
     name="lenet5", title="LeNet-5 (average pooling, ReLU), 32x32x1, 10 classes",
-    input_shape=(32, 32, 1), params=61_706, macs=416_520, sequential=True, build_fn=_build)
+    input_shape=(32, 32, 1), params=61_706, macs=416_520, build_fn=_build)

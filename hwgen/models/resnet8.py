@@ -1,6 +1,8 @@
-"""The MLPerf Tiny image-classification model: ResNet-8 (``resnet_v1_eembc``), which needs
-graphs: its residual additions are not a chain, so ``hwgen.nn.from_torch`` cannot import it yet
-(the issue after "everyday layers" adds residual blocks).
+"""The MLPerf Tiny image-classification model: ResNet-8 (``resnet_v1_eembc``), a graph: each
+stack's forward adds its shortcut to its second convolution's output, which
+``hwgen.nn.from_torch`` traces into :class:`hwgen.nn.Node`s with an ``Add`` each (the ReLU after
+it folded into the add). The 85F design that runs it is the named preset
+``ulx3s-85f-resnet8`` (:data:`hwgen.boards.catalog.NAMED_PRESETS`).
 
 As ``benchmark/training/image_classification/keras_model.py`` of mlcommons/tiny defines it,
 with the 16 first-stage filters of its pretrained model (the newest revision makes the count an
@@ -59,6 +61,5 @@ def _build(torch, filters=16):
 
 
 RESNET8 = ZooModel(
-    name="resnet8", title="MLPerf Tiny image classification: ResNet-8, 32x32x3, 10 classes "
-    "(needs graphs)", input_shape=(32, 32, 3), params=78_186, macs=12_501_632, sequential=False,
-    build_fn=_build)
+    name="resnet8", title="MLPerf Tiny image classification: ResNet-8, 32x32x3, 10 classes",
+    input_shape=(32, 32, 3), params=78_186, macs=12_501_632, build_fn=_build, graph=True)

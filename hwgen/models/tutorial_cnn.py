@@ -26,4 +26,4 @@ def _build(torch):
 
 TUTORIAL_CNN = ZooModel(
     name="tutorial_cnn", title="Tutorial CNN: Conv-BN-ReLU-MaxPool x2, Dropout, Linear; 28x28x1",
-    input_shape=(28, 28, 1), params=9_146, macs=290_080, sequential=True, build_fn=_build)
+    input_shape=(28, 28, 1), params=9_146, macs=290_080, build_fn=_build)

@@ -48,4 +48,4 @@ def _build(torch):
 
 VWW_MOBILENET = ZooModel(
     name="vww", title="MLPerf Tiny visual wake words: MobileNetV1 0.25, 96x96x3, 2 classes",
-    input_shape=(96, 96, 3), params=216_322, macs=7_489_664, sequential=True, build_fn=_build)
+    input_shape=(96, 96, 3), params=216_322, macs=7_489_664, build_fn=_build)

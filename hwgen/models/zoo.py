@@ -32,13 +32,13 @@ class ZooModel:
     macs : int
         Multiply-accumulates of one inference in its convolutions and linear layers (pooling
         and BatchNorm not counted), as the publications count them.
-    sequential : bool
-        ``True`` when the module is an ``nn.Sequential`` chain that ``hwgen.nn.from_torch``
-        walks; ``False`` for a model that needs graphs (residual blocks).
     build_fn : callable
         ``build_fn(torch)`` returns the module with PyTorch's default initialization.
     calib_scale : float
         Standard deviation of the calibration data (its mean is 0, clipped to +-4 sigma).
+    graph : bool
+        ``True`` when the module's ``forward`` is a graph with branches (residual blocks)
+        rather than an ``nn.Sequential`` chain; ``hwgen.nn.from_torch`` imports both.
     """
 
     name: str
@@ -46,9 +46,9 @@ class ZooModel:
     input_shape: tuple
     params: int
     macs: int
-    sequential: bool
     build_fn: object
     calib_scale: float = 1.0
+    graph: bool = False
 
     @property
     def torch_input_shape(self):

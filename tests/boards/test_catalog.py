@@ -36,3 +36,26 @@ def test_family_is_an_enum_and_checked():
     assert BOARDS["ulx3s-85f"].family == "ecp5"     # JSON and report values stay strings
     with pytest.raises(ValueError, match=r"family='xilinx'; allowed: 'ice40', 'ecp5'"):
         dataclasses.replace(BOARDS["icebreaker"], family="xilinx")
+
+
+@pytest.mark.parametrize("name", sorted(boards.catalog.NAMED_PRESETS))
+def test_named_presets_fit_their_boards(name):
+    board_name, fields = boards.catalog.NAMED_PRESETS[name]
+    board = BOARDS[board_name]
+    config = boards.board_config(board, preset=name)
+    assert {k: getattr(config, k) for k in fields} == {**fields}
+    boards.check_fit(board, config)
+
+
+def test_resnet8_design_takes_the_multipliers_its_lanes_allow():
+    """8x16 products, four requantization lanes of two 18x18 slices of a 32-bit accumulator
+    each and the adder's product per activation lane (16): 152 of the 85F's 156 MULT18X18Ds;
+    eight requantization lanes would take 160."""
+    board = BOARDS["ulx3s-85f"]
+    config = boards.board_config(board, preset="ulx3s-85f-resnet8")
+    assert (config.rows, config.cols, config.requant_lanes, config.acc_bits) == (8, 16, 4, 32)
+    assert config.residual
+    assert boards.check_fit(board, config)["dsp"] == 8 * 16 + 4 * 2 + 16
+    with pytest.raises(FitError, match=r"needs 160 MULT18X18D multipliers, the device has 156"):
+        boards.check_fit(board, boards.board_config(board, preset="ulx3s-85f-resnet8",
+                                                    post_lanes=8))
