@@ -23,9 +23,11 @@ from support import host_port
 from support.tcp_device import TcpDevice
 
 import hwgen
-from host import Accelerator, AcceleratorPool, AuthenticationError, LinkError
+from host import Accelerator, AcceleratorPool, AuthenticationError, DeviceError, LinkError
 from host.auth import KeyRequired, read_key
+from host.frames import ResponseDecoder
 from host.serve import BoardServer
+from hwgen.protocol import Opcode, Status, encode_request
 from sim.inprocess import InProcessDevice
 from sim.netgen import random_input, random_network
 
@@ -97,6 +99,15 @@ def test_the_right_key_runs_bit_exact(server):
     assert server.clients == 2 and server.rejected == 0
 
 
+def test_one_client_at_a_time_with_the_key_too(server, board):
+    with Accelerator(server.url, config=WS, key=KEY) as first:
+        with pytest.raises(DeviceError) as info:
+            Accelerator(server.url, config=WS, key=KEY)
+        assert info.value.status == Status.REFUSED
+        check_inference(first, 3)
+    assert (server.clients, server.refused, server.rejected) == (1, 1, 0)
+
+
 def test_the_key_from_a_file_on_both_sides(board, tmp_path):
     path = key_file(tmp_path)  # its bytes are the key
     with BoardServer(board.url, key=path) as server, \
@@ -117,10 +128,12 @@ def test_the_handshake_bytes_are_as_documented(server, board):
         verdict = receive(raw, 33)
         assert verdict == b"\x01" + mac(b"hwgen server", client_nonce, server_nonce)
         # Then the link is the board's: an INFO request is answered.
-        from hwgen.protocol import Opcode, encode_request
-
         raw.sendall(encode_request(Opcode.INFO, 3))
-        assert until(lambda: board.received > 0)
+        decoder, frames = ResponseDecoder(), []
+        while not frames:
+            frames = decoder.feed(raw.recv(4096))
+        assert (frames[0].opcode, frames[0].seq, frames[0].status) == (Opcode.INFO, 3, Status.OK)
+        assert board.received == len(encode_request(Opcode.INFO, 3))
     # A fresh challenge every time.
     with socket.create_connection(host_port(server.url), timeout=5) as raw:
         raw.sendall(b"hwgnKEY1")
