@@ -70,6 +70,11 @@ CASES = [
     (["build", "--board", "icebreaker", "--seed", "-1"], "--seed: -1 is out of range"),
     (["build", "--board", "icebreaker", "--baud", "20000000"], "--baud: 20000000 is out of range"),
     (["build", "--board", "icebreaker", "--config", MISSING], f"--config {MISSING}: no such"),
+    # a rate the board's clocks cannot make within the receivers' tolerance
+    (["build", "--board", "icebreaker", "--baud", "6000000"],
+     "cannot run the UART at 6,000,000 baud: 12 MHz gives a divisor of 2 (at least 4 needed)"),
+    (["build", "--board", "ulx3s-12f", "--baud", "6000000"],
+     "62.5 MHz gives a divisor of 10 (6,250,000 baud, +4.17%)"),
     (["build", "--board", "nope"], "argument --board: invalid choice: 'nope'"),
     (["build", "--board", "icebreaker", "--preset", "ulx3s-85f-zoo"],
      "preset 'ulx3s-85f-zoo' is not one of the board's named presets; allowed: none for this"),
