@@ -64,6 +64,11 @@ CASES = [
      "--retries: -1 is out of range; allowed: an integer in 0..100"),
     (["infer", "--url", "loop://", "--program", "p", "--input", "x", "--baud", "12"],
      "--baud: 12 is out of range"),
+    (["infer", "--url", "loop://", "--program", "p", "--input", "x", "--baud", "3000000",
+      "--board", "icebreaker"], "--baud and --board: give one of them (the serial rate)"),
+    (["infer", "--url", "loop://", "--program", "p", "--input", "x", "--build", MISSING],
+     f"--build {MISSING}: {MISSING}/report.json: no build report with a baud rate"),
+    (["serve", "--device", "loop://", "--board", "nope"], "argument --board: invalid choice"),
     # build
     (["build", "--board", "icebreaker", "--out", CANNOT_CREATE],
      f"--out {CANNOT_CREATE}: cannot create the folder"),
