@@ -314,7 +314,7 @@ def test_bridge_rate_with_a_skewed_bridge(clk_hz, baud, bridge_error):
     divisor = divisor_for(clk_hz, baud)
     period = clk_hz / baud * (1 + bridge_error)   # the bridge's bit, in UART clock cycles
     rng = random.Random(clk_hz + baud)
-    data = rng.choices(range(256), k=24) + [0x00, 0xFF, 0x55, 0xAA]
+    data = [*rng.choices(range(256), k=24), 0x00, 0xFF, 0x55, 0xAA]
     line = _waveform([bit for byte in data for bit in _frame(byte)], period,
                      idle=rng.randint(1, divisor))
     result = _simulate(UART(divisor), send=data, line=line)
