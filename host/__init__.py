@@ -5,6 +5,8 @@
 - :class:`AcceleratorPool` (:mod:`host.pool`): several devices sharing the rows of each inference;
 - :class:`~host.client.DeviceClient` (:mod:`host.client`): one method per protocol command;
 - :mod:`host.plan`: the load/run/read loop of a program as data, and its executors;
+- :mod:`host.serve`, :mod:`host.auth`: a board shared on a TCP port, and the shared key that
+  guards it beyond this machine;
 - :mod:`host.transport`: the :class:`~host.transport.Transport` protocol and the pyserial ports;
 - :mod:`host.frames`, :mod:`host.info`: the host's frame decoder and its reading of INFO.
 
@@ -14,13 +16,14 @@ fast.
 
 import importlib
 
-__all__ = ["Accelerator", "AcceleratorPool", "BusyTimeout", "DeviceClient", "DeviceError",
-           "IncompatibleDevice", "InferCounters", "LinkError", "LinkTimeout", "NoDeviceLeft",
-           "Transport"]
+__all__ = ["Accelerator", "AcceleratorPool", "AuthenticationError", "BusyTimeout",
+           "DeviceClient", "DeviceError", "IncompatibleDevice", "InferCounters", "LinkError",
+           "LinkTimeout", "NoDeviceLeft", "Transport"]
 
 _WHERE = {
     "Accelerator": "accelerator",
     "AcceleratorPool": "pool",
+    "AuthenticationError": "auth",
     "NoDeviceLeft": "pool",
     "IncompatibleDevice": "info",
     "InferCounters": "accelerator",

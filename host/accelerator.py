@@ -22,6 +22,10 @@ object with ``read``/``write`` (:class:`host.transport.Transport`), such as the 
 device of :mod:`sim.inprocess`: ``Accelerator(InProcessDevice(config))`` runs this driver,
 byte for byte, on the program interpreter.
 
+A board that ``hwgen serve`` shares on the network with a key is opened with the same key
+(``Accelerator("socket://lab1:4600", key="board.key")``): the connection proves it holds the key
+before the first frame (:mod:`host.auth`).
+
 It checks on opening that the device speaks this host's protocol version and, given a
 configuration, that it was built from it (the INFO config hash); it refuses a program compiled
 for another configuration. Every failure of the link or the device raises an exception that
@@ -42,6 +46,7 @@ import serial
 from hwgen.config import AcceleratorConfig
 from hwgen.protocol import DEFAULT_BAUD, PROTOCOL_VERSION
 
+from .auth import authenticate, check_unanswered_challenge, read_key
 from .client import BusyTimeout, DeviceClient, DeviceError, LinkError, LinkTimeout
 from .info import IncompatibleDevice, check_device, check_program
 from .pacing import RunPacer
@@ -130,6 +135,9 @@ class Accelerator:
     baudrate : int
         Serial rate of a real port (ignored by ``socket://``, ``loop://`` and transports); by
         default the rate hwgen builds boards for, :data:`hwgen.protocol.DEFAULT_BAUD`.
+    key : bytes, str or os.PathLike, optional
+        The key of a server that asks for one (``hwgen serve --key-file``): the key, or the
+        path of the key file (:func:`host.auth.read_key`). None: the device asks for none.
 
     Attributes
     ----------
@@ -140,6 +148,9 @@ class Accelerator:
     ------
     LinkError
         If the port cannot be opened or does not answer INFO (:class:`LinkTimeout`).
+    host.auth.AuthenticationError
+        A LinkError: the server rejected the key, asks for one and none was given, or asks
+        for none (within ``timeout``) and one was given.
     IncompatibleDevice
         If the device speaks another protocol version or was built from another configuration;
         the message names both values and the fields that differ.
@@ -148,8 +159,9 @@ class Accelerator:
     """
 
     def __init__(self, device, *, timeout=5.0, retries=3, config=None, progress=None,
-                 baudrate=DEFAULT_BAUD):
+                 baudrate=DEFAULT_BAUD, key=None):
         _check_positive("timeout", timeout)
+        key = None if key is None else read_key(key)
         if config is not None and not isinstance(config, AcceleratorConfig):
             raise TypeError(f"config must be an AcceleratorConfig or None, not {config!r}")
         if progress not in (None, True, False):
@@ -163,6 +175,8 @@ class Accelerator:
             raise LinkError(f"cannot open {device}: {exc}") from None
         self._port = CountingTransport(raw)
         try:
+            if key is not None:  # before any frame, on the raw link: not counted
+                authenticate(raw, key, timeout, self.url)
             self.client = DeviceClient(self._port, timeout=timeout, retries=retries)
             self._program = None
             self._last = InferCounters()
@@ -178,6 +192,9 @@ class Accelerator:
     def _handshake(self, config):
         try:
             info = self._call("INFO handshake", self.client.info)
+        except LinkError:
+            check_unanswered_challenge(self._port.head, self.url)
+            raise
         except ValueError as exc:  # an INFO layout this host cannot read: another protocol
             raise IncompatibleDevice(
                 f"the device at {self.url} answered INFO in a form this host (protocol version "

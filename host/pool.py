@@ -27,6 +27,7 @@ why it was dropped.
 """
 
 import collections
+import collections.abc
 import contextlib
 import dataclasses
 import logging
@@ -40,6 +41,7 @@ from hwgen.fanout import fan_out
 from hwgen.protocol import DEFAULT_BAUD
 
 from .accelerator import Accelerator, InferCounters, as_program
+from .auth import read_key
 from .client import DeviceError
 from .info import IncompatibleDevice
 from .plan import check_samples, readout_specs, sample_unit
@@ -221,6 +223,23 @@ def _check_devices(devices):
     return checked
 
 
+def _keys(key, devices):
+    """Return ``{url: key bytes or None}`` for the devices in ``[(device, url)]`` that the pool
+    opens, from ``key`` (one key for all of them, or ``{url: key}``), read before anything is
+    opened."""
+    opened = [url for device, url in devices if not _is_open_device(device)]
+    if key is None:
+        return {}
+    if not isinstance(key, collections.abc.Mapping):
+        key = read_key(key)
+        return dict.fromkeys(opened, key)
+    for url in key:
+        if url not in opened:
+            raise ValueError(f"key[{url!r}]: no such device for the pool to open; allowed: "
+                             f"the URLs it opens ({', '.join(map(repr, opened))})")
+    return {url: None if k is None else read_key(k, f"key[{url!r}]") for url, k in key.items()}
+
+
 def _open(device, url, **options):
     try:
         return Accelerator(device, progress=False, **options)
@@ -246,16 +265,21 @@ class AcceleratorPool:
         long a device may stay silent before it is dropped (times the attempts).
     config : AcceleratorConfig, optional
         When given, every device must have been built from it.
+    key : bytes, str, os.PathLike or dict, optional
+        For servers that ask for a key (``hwgen serve --key-file``): one key, or key file path,
+        for every device the pool opens, or ``{url: key}`` for some of them (the others are
+        opened without one); as for :class:`Accelerator`.
 
     Raises
     ------
     ValueError, TypeError
-        For an empty pool, a device given twice or something that is none of these, before
-        anything is opened.
+        For an empty pool, a device given twice or something that is none of these, or a bad
+        key (file), before anything is opened.
     LinkError, IncompatibleDevice, DeviceError
         If a URL cannot be opened, does not answer, is refused (a board that ``hwgen serve``
-        shares with another client) or was built from another ``config``; the message names the
-        URL. The devices opened so far are closed again.
+        shares with another client), rejects the key (:class:`~host.auth.AuthenticationError`)
+        or was built from another ``config``; the message names the URL. The devices opened so
+        far are closed again.
 
     Notes
     -----
@@ -263,8 +287,10 @@ class AcceleratorPool:
     during a call stay out of the pool; :attr:`dropped` says why.
     """
 
-    def __init__(self, devices, *, timeout=5.0, retries=3, config=None, baudrate=DEFAULT_BAUD):
+    def __init__(self, devices, *, timeout=5.0, retries=3, config=None, baudrate=DEFAULT_BAUD,
+                 key=None):
         devices = _check_devices(devices)
+        keys = _keys(key, devices)
         self._members = []
         self._dropped = {}
         self._program = None
@@ -282,7 +308,7 @@ class AcceleratorPool:
                     self._members.append(_Member(device, url, owned=False))
                 else:
                     acc = _open(device, url, timeout=timeout, retries=retries, config=config,
-                                baudrate=baudrate)
+                                baudrate=baudrate, key=keys.get(url))
                     self._members.append(_Member(acc, acc.url, owned=True))
         except BaseException:
             self.close()

@@ -24,8 +24,14 @@ client leaves, whatever the device still sends is discarded and the next client 
 device has been left alone for ``settle`` seconds, so that a request cut short by the departure
 has timed out on the device and the next client starts clean.
 
-The protocol has no authentication: listen on 127.0.0.1 (the default) unless the network is
-trusted.
+Beyond this machine, a shared key: a server that listens on anything but a loopback address
+must be given one (``key=``, ``hwgen serve --key-file PATH``), and then every connection is
+authenticated by challenge and response with HMAC-SHA256 (:mod:`host.auth` describes the
+handshake) before any of its bytes reaches the device; clients pass the same key
+(``Accelerator(url, key=...)``, ``AcceleratorPool(urls, key=...)``, ``hwgen infer --key-file``).
+A client with a wrong key, or none, is disconnected, and the server logs it with its address;
+the device never sees its bytes. On loopback (127.0.0.1, the default) a key is optional, and
+without one the server is the plain byte bridge it always was.
 """
 
 import contextlib
@@ -38,6 +44,7 @@ import serial
 
 from hwgen.protocol import DEFAULT_BAUD, Status, encode_response
 
+from .auth import AuthenticationError, check_listen, read_key, serve_handshake
 from .frames import RequestDecoder
 
 __all__ = ["POLL_S", "BoardServer"]
@@ -55,6 +62,11 @@ _GRACE_S = 0.5
 # Default quiet time between two clients: longer than a board's partial-frame timeout
 # (clock_hz // 10 cycles, 0.1 s).
 _SETTLE_S = 0.25
+# Default time a client has to answer the key challenge.
+_AUTH_TIMEOUT_S = 5.0
+# How long a rejected client's bytes are drained before its socket is closed: closing with
+# unread bytes would reset the connection and could lose the verdict on its way.
+_DRAIN_S = 1.0
 
 
 class BoardServer:
@@ -81,28 +93,29 @@ class BoardServer:
     settle : float
         Seconds the device is left alone between two clients (>= 0).
     log : callable, optional
-        Receives a line of text for each client that connects, leaves or is refused.
+        Receives a line of text for each client that connects, leaves, is refused or rejected
+        (``client ADDRESS:PORT rejected: wrong key ...``).
+    key : bytes, str or os.PathLike, optional
+        The shared key, or the path of a key file (:func:`host.auth.read_key`: at least 16
+        bytes, read as bytes; a file other users may read is refused). Required when ``host``
+        is not a loopback address; with it, every connection must prove it holds the key.
+    auth_timeout : float
+        Seconds a client has to answer the key challenge (> 0).
 
     Attributes
     ----------
-    clients, refused : int
-        Clients served and turned away so far.
+    clients, refused, rejected : int
+        Clients served, turned away (another was connected) and rejected (no key or a wrong
+        key) so far.
     error : str or None
         Why the server stopped by itself (the device vanished); None otherwise.
     """
 
     def __init__(self, device, *, host="127.0.0.1", port=0, baudrate=DEFAULT_BAUD,
-                 settle=_SETTLE_S, log=None):
-        if not isinstance(device, str) or not device:
-            raise TypeError(f"device must be a pyserial URL string, not {device!r}")
-        if not isinstance(host, str):
-            raise TypeError(f"host must be an address string, not {host!r}")
-        if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
-            raise ValueError(f"port must be an int in 0..65535 (0: any free port), not {port!r}")
-        if isinstance(baudrate, bool) or not isinstance(baudrate, int) or baudrate <= 0:
-            raise ValueError(f"baudrate must be an int > 0, not {baudrate!r}")
-        if isinstance(settle, bool) or not isinstance(settle, int | float) or not settle >= 0:
-            raise ValueError(f"settle must be a number of seconds >= 0, not {settle!r}")
+                 settle=_SETTLE_S, log=None, key=None, auth_timeout=_AUTH_TIMEOUT_S):
+        _check_arguments(device, host, port, baudrate, settle=settle, auth_timeout=auth_timeout)
+        self._key = None if key is None else read_key(key)
+        self.auth_timeout = auth_timeout
         self.device = device
         self.host = host
         self.baudrate = baudrate
@@ -112,6 +125,7 @@ class BoardServer:
         self.port = None
         self.clients = 0
         self.refused = 0
+        self.rejected = 0
         self.error = None
         self._serial = None
         self._listener = None
@@ -130,16 +144,18 @@ class BoardServer:
 
         Raises
         ------
+        host.auth.KeyRequired
+            If ``host`` is not a loopback address and the server has no key (a ValueError).
         OSError
             If the device cannot be opened (a :class:`serial.SerialException`) or the address
             cannot be listened on (in use, not an address of this machine); nothing stays open.
         """
         if self._serial is not None:
             raise RuntimeError("the server is already started")
+        family = check_listen(self.host, self._want_port, self._key)
         # Reads never block: the reader waits in select() on the port's file descriptor.
         self._serial = serial.serial_for_url(self.device, baudrate=self.baudrate, timeout=0)
         try:
-            family = socket.getaddrinfo(self.host, self._want_port, 0, socket.SOCK_STREAM)[0][0]
             self._listener = socket.create_server((self.host, self._want_port), family=family)
             self._listener.settimeout(POLL_S)
             self.port = self._listener.getsockname()[1]
@@ -152,6 +168,11 @@ class BoardServer:
             self._threads.append(thread)
             thread.start()
         return self
+
+    @property
+    def key_required(self):
+        """Whether every client must prove it holds the key."""
+        return self._key is not None
 
     @property
     def url(self):
@@ -249,7 +270,10 @@ class BoardServer:
         return False
 
     def _handle(self, sock, who):
-        """Serve a new connection, or refuse it if another client is connected."""
+        """Serve a new connection, or refuse it if another client is connected (or without the
+        key)."""
+        if self._key is not None and not self._authenticate(sock, who):
+            return
         with self._vacant:
             claimed = self._claim(sock)
         if claimed:
@@ -257,7 +281,7 @@ class BoardServer:
             return
         # Read its first request. A client that has just closed its connection may not be
         # noticed yet (its FIN is on its way): give it a moment to leave before refusing.
-        received, frame = self._first_request(sock)
+        received, frame = _first_request(sock, self._stopped)
         with self._vacant:
             self._vacant.wait_for(lambda: self._claim(sock) or self._stopped.is_set(),
                                   _GRACE_S)
@@ -273,25 +297,20 @@ class BoardServer:
         with contextlib.suppress(OSError):
             sock.close()
 
-    def _first_request(self, sock):
-        """Return ``(bytes received, first request frame or None)``, waiting a little."""
-        decoder = RequestDecoder()
-        received = b""
-        deadline = time.monotonic() + _REFUSE_WAIT_S
-        with contextlib.suppress(OSError):
-            while (left := deadline - time.monotonic()) > 0 and not self._stopped.is_set():
-                sock.settimeout(min(left, POLL_S))
-                try:
-                    data = sock.recv(_CHUNK)
-                except TimeoutError:
-                    continue
-                if not data:
-                    break
-                received += data
-                frames = decoder.feed(data)
-                if frames:
-                    return received, frames[0]
-        return received, None
+    def _authenticate(self, sock, who):
+        """Run the key handshake with a new connection; return whether it holds the key (if
+        not, log it and hang up)."""
+        try:
+            sock.settimeout(POLL_S)
+            serve_handshake(_reader(sock, self._stopped), sock.sendall, self._key,
+                            self.auth_timeout)
+            return True
+        except (AuthenticationError, OSError) as exc:
+            if not self._stopped.is_set():
+                self.rejected += 1
+                self.log(f"client {who} rejected: {exc}")
+        _hang_up(sock, 0 if self._stopped.is_set() else _DRAIN_S)
+        return False
 
     def _session(self, sock, who, received):
         """Carry one client's bytes (``received`` first) to the device until it disconnects."""
@@ -331,3 +350,73 @@ class BoardServer:
             with contextlib.suppress(OSError):
                 sock.close()
             self.log(f"client {who} disconnected")
+
+
+def _hang_up(sock, drain):
+    """Close ``sock`` after what was sent to it has left: stop sending, read until the peer
+    closes (for ``drain`` seconds at most), then close."""
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_WR)
+        deadline = time.monotonic() + drain
+        while (left := deadline - time.monotonic()) > 0:
+            sock.settimeout(left)
+            if not sock.recv(_CHUNK):
+                break
+    with contextlib.suppress(OSError):
+        sock.close()
+
+
+def _check_arguments(device, host, port, baudrate, *, settle, auth_timeout):
+    if not isinstance(device, str) or not device:
+        raise TypeError(f"device must be a pyserial URL string, not {device!r}")
+    if not isinstance(host, str):
+        raise TypeError(f"host must be an address string, not {host!r}")
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise ValueError(f"port must be an int in 0..65535 (0: any free port), not {port!r}")
+    if isinstance(baudrate, bool) or not isinstance(baudrate, int) or baudrate <= 0:
+        raise ValueError(f"baudrate must be an int > 0, not {baudrate!r}")
+    if isinstance(settle, bool) or not isinstance(settle, int | float) or not settle >= 0:
+        raise ValueError(f"settle must be a number of seconds >= 0, not {settle!r}")
+    if isinstance(auth_timeout, bool) or not isinstance(auth_timeout, int | float) \
+            or not auth_timeout > 0:
+        raise ValueError(f"auth_timeout must be a number of seconds > 0, not "
+                         f"{auth_timeout!r}")
+
+
+def _first_request(sock, stopped):
+    """Return ``(bytes received, first request frame or None)`` of ``sock``, waiting a little
+    (until ``stopped`` is set at most)."""
+    decoder = RequestDecoder()
+    received = b""
+    deadline = time.monotonic() + _REFUSE_WAIT_S
+    with contextlib.suppress(OSError):
+        while (left := deadline - time.monotonic()) > 0 and not stopped.is_set():
+            sock.settimeout(min(left, POLL_S))
+            try:
+                data = sock.recv(_CHUNK)
+            except TimeoutError:
+                continue
+            if not data:
+                break
+            received += data
+            frames = decoder.feed(data)
+            if frames:
+                return received, frames[0]
+    return received, None
+
+
+def _reader(sock, stopped):
+    """``read(size)`` of :func:`host.auth.serve_handshake` on ``sock`` (set to a short
+    timeout): EOFError once the client has gone or ``stopped`` is set."""
+    def read(size):
+        if stopped.is_set():
+            raise EOFError
+        try:
+            data = sock.recv(size)
+        except TimeoutError:
+            return b""
+        if not data:
+            raise EOFError
+        return data
+
+    return read

@@ -15,6 +15,9 @@ from hwgen.protocol import DEFAULT_BAUD, SYNC_REQUEST, Opcode
 
 __all__ = ["CountingTransport", "Transport", "open_port", "open_transport"]
 
+# Bytes of the start of a link that CountingTransport keeps (to recognise a key challenge).
+_HEAD_BYTES = 16
+
 
 @typing.runtime_checkable
 class Transport(typing.Protocol):
@@ -76,13 +79,15 @@ def open_transport(device, baudrate=DEFAULT_BAUD):
 
 class CountingTransport:
     """A :class:`Transport` that counts the bytes through it and remembers the last request
-    sent (by its opcode's name), for the driver's counters and error messages."""
+    sent (by its opcode's name) and the first bytes received (``head``, up to 16), for the
+    driver's counters and error messages."""
 
     def __init__(self, port):
         self.port = port
         self.sent = 0
         self.received = 0
         self.last_request = None
+        self.head = b""
 
     @property
     def timeout(self):
@@ -109,6 +114,8 @@ class CountingTransport:
     def read(self, size=1):
         data = self.port.read(size)
         self.received += len(data)
+        if len(self.head) < _HEAD_BYTES:
+            self.head += data[:_HEAD_BYTES - len(self.head)]
         return data
 
     def close(self):

@@ -8,13 +8,14 @@
 ``--input`` holds integers of the program's input shape: rows ``(M, K)``, or NHWC images ``(M,
 H, W, C)`` for a network whose first layer is spatial; ``--output`` gets the network's outputs,
 ``(M, N)`` or ``(M, H', W', C')``; with ``--probabilities``, the network's final Softmax,
-LogSoftmax or Sigmoid applied on the host (float64).
+LogSoftmax or Sigmoid applied on the host (float64). ``--key-file`` opens a board that ``hwgen
+serve --key-file`` shares on the network (the same key file).
 """
 
 import argparse
 import sys
 
-from .options import BAUD_RANGE, UsageError, input_file, number, output_file
+from .options import BAUD_RANGE, UsageError, input_file, number, output_file, read_key_file
 
 __all__ = ["register"]
 
@@ -64,6 +65,7 @@ def _run(args):
 
     if args.output is not None:
         output_file(args.output, "--output")
+    key = read_key_file(args.key_file)
     program, x = _load_inputs(args)
     if args.probabilities:
         try:
@@ -73,7 +75,7 @@ def _run(args):
     try:
         with Accelerator(args.url, timeout=args.timeout, retries=args.retries,
                          config=program.config, progress=args.progress,
-                         baudrate=args.baud) as acc:
+                         baudrate=args.baud, key=key) as acc:
             acc.load(program)
             y = acc.infer(x, probabilities=args.probabilities)
             counters = acc.counters()
@@ -129,6 +131,9 @@ def register(sub):
                         "(default 3)")
     p.add_argument("--baud", type=number(int, *BAUD_RANGE), default=DEFAULT_BAUD, metavar="B",
                    help=f"serial rate of a real port (default {DEFAULT_BAUD}, the boards' rate)")
+    p.add_argument("--key-file", metavar="PATH",
+                   help="key file of a board that hwgen serve shares with --key-file (the same "
+                        "file: its bytes are the key)")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="show a progress bar (default: for long runs on a terminal)")
     p.set_defaults(func=_run)

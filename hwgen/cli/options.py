@@ -17,7 +17,7 @@ from pathlib import Path
 from hwgen.config import DATAFLOWS, AcceleratorConfig
 
 __all__ = ["Parser", "UsageError", "add_config_options", "config_from_args", "input_dir",
-           "input_file", "number", "output_dir", "output_file"]
+           "input_file", "number", "output_dir", "output_file", "read_key_file"]
 
 SEED_MAX = 2**32 - 1
 # pyserial and the UART accept these rates; the boards' clocks allow far fewer (checked later).
@@ -178,6 +178,24 @@ def config_from_args(args):
     try:
         return AcceleratorConfig.from_dict(values)
     except (TypeError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+
+
+def read_key_file(path, option="--key-file"):
+    """Return the key bytes in the key file at ``path`` for ``option`` (None for None).
+
+    Raises
+    ------
+    UsageError
+        Naming the option, the path and what is wrong (:func:`host.auth.read_key`).
+    """
+    if path is None:
+        return None
+    from host.auth import read_key
+
+    try:
+        return read_key(path, option)
+    except ValueError as exc:
         raise UsageError(str(exc)) from None
 
 

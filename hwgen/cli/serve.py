@@ -3,7 +3,7 @@
 import signal
 import sys
 
-from .options import BAUD_RANGE, UsageError, number, say
+from .options import BAUD_RANGE, UsageError, number, read_key_file, say
 
 __all__ = ["register"]
 
@@ -11,12 +11,17 @@ __all__ = ["register"]
 def _run(args):
     import serial
 
+    from host.auth import KeyRequired
     from host.serve import POLL_S, BoardServer
 
+    key = read_key_file(args.key_file)
+    # With a key, the server is on the network: report every client (an access log).
     server = BoardServer(args.device, host=args.host, port=args.port, baudrate=args.baud,
-                         log=say if args.verbose else None)
+                         log=say if args.verbose or key else None, key=key)
     try:
         server.start()
+    except KeyRequired as exc:
+        raise UsageError(str(exc)) from None
     except serial.SerialException as exc:
         raise UsageError(f"--device {args.device}: cannot open it: {exc}") from None
     except (OSError, ValueError) as exc:
@@ -52,8 +57,9 @@ def register(sub):
         description="Bridge a TCP port to the device at --device, byte for byte, so that hosts "
                     "on other machines open the board as socket://HOST:PORT (host.Accelerator, "
                     "host.AcceleratorPool, hwgen infer --url). One client at a time; another is "
-                    "refused with a clear error. Stops on Ctrl-C or SIGTERM, releasing the "
-                    "port.")
+                    "refused with a clear error. Beyond loopback, clients must hold the key of "
+                    "--key-file (key=, hwgen infer --key-file). Stops on Ctrl-C or SIGTERM, "
+                    "releasing the port.")
     p.add_argument("--device", required=True, metavar="URL",
                    help="pyserial URL of the board: /dev/ttyUSB1, COM3, socket://... (a "
                         "simulated board)")
@@ -61,9 +67,15 @@ def register(sub):
                    help="TCP port to listen on, 0..65535 (default 0: any free port, printed)")
     p.add_argument("--host", default="127.0.0.1", metavar="H",
                    help="address to listen on (default 127.0.0.1: this machine only; 0.0.0.0: "
-                        "every interface; the protocol has no authentication)")
+                        "every interface, which needs --key-file)")
+    p.add_argument("--key-file", metavar="PATH",
+                   help="shared key (the file's bytes, at least 16, a file only its owner may "
+                        "read): every client must prove it holds the same key (HMAC-SHA256 "
+                        "challenge-response) before its bytes reach the board; required unless "
+                        "--host is a loopback address; every client is then reported on stderr")
     p.add_argument("--baud", type=number(int, *BAUD_RANGE), default=DEFAULT_BAUD, metavar="B",
                    help=f"serial rate of a real port (default {DEFAULT_BAUD}, the boards' rate)")
     p.add_argument("--verbose", action="store_true",
-                   help="report each client that connects, leaves or is refused (on stderr)")
+                   help="report each client that connects, leaves or is refused (on stderr; "
+                        "always with --key-file)")
     p.set_defaults(func=_run)

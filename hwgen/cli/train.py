@@ -23,6 +23,7 @@ from .options import (
     config_from_args,
     number,
     output_file,
+    read_key_file,
     say,
 )
 
@@ -87,6 +88,7 @@ def _open_devices(stack, args, config):
     from host import Accelerator, DeviceError, IncompatibleDevice, LinkError
     from sim.board import BoardError, SimulatedBoard
 
+    key = read_key_file(args.key_file)
     urls = args.url
     if not urls:
         say(f"starting {args.devices} simulated board(s) of {config.name} (a new design is "
@@ -97,7 +99,7 @@ def _open_devices(stack, args, config):
         except BoardError as exc:
             raise UsageError(f"cannot start a simulated board: {exc}") from None
     try:
-        return [stack.enter_context(Accelerator(url, config=config, progress=False))
+        return [stack.enter_context(Accelerator(url, config=config, progress=False, key=key))
                 for url in urls]
     except (IncompatibleDevice, LinkError, DeviceError) as exc:
         raise UsageError(str(exc)) from None
@@ -199,6 +201,9 @@ def register(sub):
     where.add_argument("--url", action="append", metavar="URL",
                        help="a board's pyserial URL (socket://HOST:PORT of hwgen serve, "
                             "/dev/ttyUSB1, ...); repeat for more boards")
+    p.add_argument("--key-file", metavar="PATH",
+                   help="key file of the boards that hwgen serve shares with --key-file (the "
+                        "same file: its bytes are the key)")
     p.add_argument("--model", choices=("mlp", "cnn"), default="mlp",
                    help="the digits MLP (64-H-10, the default) or the digits CNN")
     p.add_argument("--hidden", type=number(int, 1, 1024), default=None, metavar="H",

@@ -155,3 +155,22 @@ def test_cnn_trains_on_two_boards_and_saves(tmp_path, capsys):
     reference = np.argmax(trained.network.forward(trained.network.quantize_input(x_test)), 1)
     accuracy = float(trained.history[-1]["test_accuracy"])
     assert accuracy == np.mean(reference == y_test)  # the devices ran the saved network
+
+
+def test_trains_on_a_keyed_board_and_refuses_a_wrong_key(tmp_path, capsys):
+    from support.tcp_device import TcpDevice
+
+    from host.serve import BoardServer
+
+    key, other = tmp_path / "board.key", tmp_path / "other.key"
+    for path, data in ((key, bytes(range(32))), (other, bytes(32))):
+        path.write_bytes(data)
+        path.chmod(0o600)
+    args = ["train", "--epochs", "1", "--hidden", "12", "--batch", "96", "--no-progress"]
+    with TcpDevice(BOARD_WS) as board, BoardServer(board.url, key=key) as server:
+        assert main([*args, "--url", server.url, "--key-file", str(other)]) == 2
+        assert "rejected the key" in capsys.readouterr().err
+        assert board.received == 0  # a rejected client never reaches the board
+        assert main([*args, "--url", server.url, "--key-file", str(key), *BOARD_OPTIONS]) == 0
+    assert "trained 1 epoch(s) on 1 device(s)" in capsys.readouterr().out
+    assert board.received > 0

@@ -12,6 +12,7 @@ import pytest
 
 import hwgen
 from hwgen.boards import BOARDS, board_config, check_fit
+from hwgen.boards.catalog import NAMED_PRESETS
 from hwgen.boards.fit import FitError
 from hwgen.compiler import CompileError
 from hwgen.nn import MLP, digits_cnn, load_digits_images, quantize
@@ -67,8 +68,10 @@ def test_spatial_refusal_names_the_presets_with_the_walker():
     assert error.resource == "spatial"
     presets = re.search(r"the presets of (.*)$", str(error)).group(1).split(", ")
     # The 12F's and 25F's presets have the walker but too little WEIGHT (512 words); the
-    # zoo's 85F design takes networks of acc_bits <= 26.
-    assert presets == ["ulx3s-45f", "ulx3s-85f", "ulx3s-85f-zoo"]
+    # zoo's and ResNet-8's 85F designs take networks of acc_bits <= 26.
+    assert presets == ["ulx3s-45f", "ulx3s-85f", "ulx3s-85f-zoo", "ulx3s-85f-resnet8"]
+    for name, (board, _) in NAMED_PRESETS.items():
+        hwgen.compile(net, board_config(BOARDS[board], preset=name))
     for name in BOARDS:
         if name in presets:
             hwgen.compile(net, board_config(BOARDS[name]))

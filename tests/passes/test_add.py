@@ -14,8 +14,9 @@ from support import compile_refused as refused
 
 from hwgen import AcceleratorConfig
 from hwgen.compiler import compile_network
+from hwgen.compiler.fileformat import legacy_descriptor_layout
 from hwgen.cycles import layer_busy_rows, layer_cycles, program_cycles
-from hwgen.memmap import PassKind, Region
+from hwgen.memmap import PassKind, Region, descriptor_layout
 from hwgen.nn import INPUT, Add, Conv2D, Dense, Flatten, MaxPool2D, Node, QuantizedNetwork
 from sim.interpreter import ProgramInterpreter, run_on_interpreter
 from sim.netgen import GRAPH_BLOCKS, random_add, random_graph, random_image
@@ -234,6 +235,8 @@ def test_the_icebreaker_preset_has_no_adder():
 
     config = board_config(BOARDS["icebreaker"])
     assert config.residual is False and AcceleratorConfig().residual is True
+    # Its descriptor is the one of before the adder (format 5's), bit for bit.
+    assert descriptor_layout(config) == legacy_descriptor_layout(config, 5)
     assert "residual" in config.to_dict() and "residual" not in AcceleratorConfig().to_dict()
     rng = np.random.default_rng(8)
     net = QuantizedNetwork([Node("a", _dense(rng, 6, 4, mult_bits=8), INPUT),
