@@ -49,13 +49,15 @@ def param_words_per_channel_word(config):
 @dataclasses.dataclass(frozen=True)
 class AddParams:
     """An Add's parameters as its pass lays them out: per channel ``(C,)`` int64 arrays
-    ``mult_a``, ``mult_b``, ``shift`` and the resolved bounds ``act_min``, ``act_max``."""
+    ``mult_a``, ``mult_b``, ``shift``, the resolved bounds ``act_min``, ``act_max`` and the
+    layer's ``activation`` (what the program's summary shows)."""
 
     mult_a: np.ndarray
     mult_b: np.ndarray
     shift: np.ndarray
     act_min: int
     act_max: int
+    activation: str = "identity"
 
 
 def _check_params(index, params, config):
@@ -92,7 +94,8 @@ class AddPass(Pass):
         channels = in_shape[-1]
         mult_a, mult_b, shift = layer.per_channel(channels)
         act_min, act_max = layer.bounds(config.in_bits)
-        params = AddParams(mult_a, mult_b, shift, int(act_min), int(act_max))
+        params = AddParams(mult_a, mult_b, shift, int(act_min), int(act_max),
+                           layer.activation)
         _check_params(index, params, config)
         # Images are walked as a 1x1 pool; a flattened image stays one (its words are the
         # pixels' in (h, w, c) order), so the pass writes it as an image.
@@ -102,7 +105,8 @@ class AddPass(Pass):
     def place(self, p, config, w_base, p_base):
         words = math.ceil(p.out_shape[-1] / config.act_lanes)
         return {"k": 0, "n": p.out_shape[-1], "k_tiles": 0, "n_tiles": 0,
-                "activation": "identity", "output": "requant", "w_base": 0, "w_words": 0,
+                "activation": p.params.activation, "output": "requant", "w_base": 0,
+                "w_words": 0,
                 "p_base": p_base,
                 "p_words": 2 * param_words_per_channel_word(config) * words}
 
