@@ -35,37 +35,11 @@ def _device_runs_depthwise():
     return True
 
 
-def _device_runs_graphs():
-    """Whether a torch module with a skip connection imports, quantizes and compiles (the
-    importer, the Add layer and the device's ADD pass of issue 32), which ResNet-8 needs."""
-    try:
-        import torch
-
-        class Skip(torch.nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.conv = torch.nn.Conv2d(2, 2, 1)
-                self.out = torch.nn.Conv2d(2, 2, 1)
-
-            def forward(self, x):
-                return self.out(torch.relu(x + self.conv(x)))
-
-        zoo_input = np.random.default_rng(0).normal(size=(4, 3, 3, 2)).astype(np.float32)
-        net = quantize(from_torch(Skip(), input_shape=(3, 3, 2)), zoo_input)
-        hwgen.compile(net, AcceleratorConfig())
-    except (ImportError, ValueError, TypeError):  # not on main yet
-        return False
-    return True
-
-
 #: What each model still waits for on main (a strict xfail until then).
 PENDING = {} if _device_runs_depthwise() else {
     (name, route): "the compiler's lowering of depthwise convolutions, per-axis strides, "
                    "uneven padding and average pooling"
     for name in ("kws", "vww", "lenet5") for route in ROUTES}
-if not _device_runs_graphs():
-    PENDING.update({("resnet8", route): "graphs: the importer, the Add layer and the ADD pass"
-                    for route in ROUTES})
 #: The 85F design each model is compiled for: ResNet-8's own, the zoo's for the others.
 DESIGNS = {"resnet8": "ulx3s-85f-resnet8"}
 
@@ -157,8 +131,6 @@ def test_zoo_design_fits_the_85f():
     assert zoo_config().acc_depth <= 32      # the accumulators in LUT RAM
 
 
-@pytest.mark.xfail(("resnet8", "torch") in PENDING, strict=True,
-                   reason=PENDING.get(("resnet8", "torch"), ""))
 def test_resnet8_meets_the_issues_targets_on_its_design(torch):
     """ResNet-8 on ``ulx3s-85f-resnet8`` at batch 1: its three residual additions run on the
     device, within 2.5 ms at the design's clock and 5 % of the cycles (the cycle model with
