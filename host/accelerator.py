@@ -44,13 +44,14 @@ import numpy as np
 import serial
 
 from hwgen.config import AcceleratorConfig
-from hwgen.protocol import DEFAULT_BAUD, PROTOCOL_VERSION
+from hwgen.protocol import PROTOCOL_VERSION
 
 from .auth import authenticate, check_unanswered_challenge, read_key
 from .client import BusyTimeout, DeviceClient, DeviceError, LinkError, LinkTimeout
 from .info import IncompatibleDevice, check_device, check_program
 from .pacing import RunPacer
 from .plan import check_samples, execute_load, execute_run, readout_specs, run_plans, sample_unit
+from .rate import serial_rate
 from .transport import CountingTransport, open_transport
 
 __all__ = ["Accelerator", "BusyTimeout", "DeviceError", "IncompatibleDevice", "InferCounters",
@@ -132,9 +133,10 @@ class Accelerator:
     progress : bool or None
         Show a :mod:`tqdm` bar during :meth:`infer`: ``True`` always, ``False`` never, ``None``
         when a call takes more than 20 runs and stderr is a terminal.
-    baudrate : int
-        Serial rate of a real port (ignored by ``socket://``, ``loop://`` and transports); by
-        default the rate hwgen builds boards for, :data:`hwgen.protocol.DEFAULT_BAUD`.
+    baudrate : int or None
+        Serial rate of a real port (ignored by ``socket://``, ``loop://`` and transports); None:
+        the rate of every board's default build (:func:`host.rate.serial_rate`; a build's own:
+        ``baudrate=serial_rate(build=DIR)``). INFO reports the device's (``info.baud``).
     key : bytes, str or os.PathLike, optional
         The key of a server that asks for one (``hwgen serve --key-file``): the key, or the
         path of the key file (:func:`host.auth.read_key`). None: the device asks for none.
@@ -159,7 +161,7 @@ class Accelerator:
     """
 
     def __init__(self, device, *, timeout=5.0, retries=3, config=None, progress=None,
-                 baudrate=DEFAULT_BAUD, key=None):
+                 baudrate=None, key=None):
         _check_positive("timeout", timeout)
         key = None if key is None else read_key(key)
         if config is not None and not isinstance(config, AcceleratorConfig):
@@ -170,7 +172,7 @@ class Accelerator:
         self.timeout = timeout
         self.progress = progress
         try:
-            raw, self.url = open_transport(device, baudrate=baudrate)
+            raw, self.url = open_transport(device, baudrate=serial_rate(baudrate))
         except (serial.SerialException, OSError, ValueError) as exc:
             raise LinkError(f"cannot open {device}: {exc}") from None
         self._port = CountingTransport(raw)

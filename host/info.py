@@ -47,20 +47,23 @@ class DeviceInfo:
     max_payload: int
     acc_depth: int
     regions: dict
+    #: The UART's rate (0: byte streams, e.g. the simulated board over TCP).
+    baud: int = 0
 
     @classmethod
-    def from_config(cls, config, max_payload=MAX_PAYLOAD):
-        """Return what a device built from ``config`` reports."""
+    def from_config(cls, config, max_payload=MAX_PAYLOAD, baud=0):
+        """Return what a device built from ``config`` with a UART at ``baud`` reports."""
         return cls(
             version=PROTOCOL_VERSION, config_hash=config.hash_int, rows=config.rows,
             cols=config.cols, dataflow=config.dataflow, in_bits=config.in_bits,
             w_bits=config.w_bits, acc_bits=config.acc_bits, mult_bits=config.mult_bits,
-            max_payload=max_payload, acc_depth=config.acc_depth, regions=regions(config))
+            max_payload=max_payload, acc_depth=config.acc_depth, regions=regions(config),
+            baud=baud)
 
     def mismatches(self, config):
         """Return a list of ``"name: device X, config Y"`` for every disagreement with
         ``config`` (empty when the device was built from ``config`` with this protocol)."""
-        expect = DeviceInfo.from_config(config, self.max_payload)
+        expect = DeviceInfo.from_config(config, self.max_payload, self.baud)
         return [f"{f.name}: device {getattr(self, f.name)!r}, expected {getattr(expect, f.name)!r}"
                 for f in dataclasses.fields(self)
                 if getattr(self, f.name) != getattr(expect, f.name)]

@@ -38,7 +38,6 @@ import time
 import numpy as np
 
 from hwgen.fanout import fan_out
-from hwgen.protocol import DEFAULT_BAUD
 
 from .accelerator import Accelerator, InferCounters, as_program
 from .auth import read_key
@@ -287,7 +286,7 @@ class AcceleratorPool:
     during a call stay out of the pool; :attr:`dropped` says why.
     """
 
-    def __init__(self, devices, *, timeout=5.0, retries=3, config=None, baudrate=DEFAULT_BAUD,
+    def __init__(self, devices, *, timeout=5.0, retries=3, config=None, baudrate=None,
                  key=None):
         devices = _check_devices(devices)
         keys = _keys(key, devices)

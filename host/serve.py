@@ -42,10 +42,11 @@ import time
 
 import serial
 
-from hwgen.protocol import DEFAULT_BAUD, Status, encode_response
+from hwgen.protocol import Status, encode_response
 
 from .auth import AuthenticationError, check_listen, read_key, serve_handshake
 from .frames import RequestDecoder
+from .rate import serial_rate
 
 __all__ = ["POLL_S", "BoardServer"]
 
@@ -87,9 +88,9 @@ class BoardServer:
         every network interface.
     port : int
         TCP port, ``0 .. 65535``; 0 picks a free one (see :attr:`port`).
-    baudrate : int
-        Serial rate of a real port; by default the boards' rate,
-        :data:`hwgen.protocol.DEFAULT_BAUD`.
+    baudrate : int or None
+        Serial rate of a real port; None: the rate of every board's default build
+        (:func:`host.rate.serial_rate`).
     settle : float
         Seconds the device is left alone between two clients (>= 0).
     log : callable, optional
@@ -111,8 +112,9 @@ class BoardServer:
         Why the server stopped by itself (the device vanished); None otherwise.
     """
 
-    def __init__(self, device, *, host="127.0.0.1", port=0, baudrate=DEFAULT_BAUD,
+    def __init__(self, device, *, host="127.0.0.1", port=0, baudrate=None,
                  settle=_SETTLE_S, log=None, key=None, auth_timeout=_AUTH_TIMEOUT_S):
+        baudrate = serial_rate(baudrate)
         _check_arguments(device, host, port, baudrate, settle=settle, auth_timeout=auth_timeout)
         self._key = None if key is None else read_key(key)
         self.auth_timeout = auth_timeout

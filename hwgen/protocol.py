@@ -121,9 +121,9 @@ __all__ = [
 ]
 
 #: Version of this byte layout; reported by INFO. Bump on any incompatible change.
-# 4: activation bounds (descriptor act_min/act_max/leaky, PARAM mult_neg); 3: spatial layers
-# (descriptor flags, geometry words); 2: per-config layout
-PROTOCOL_VERSION = 4
+# 5: INFO reports the UART's baud rate; 4: activation bounds (descriptor act_min/act_max/leaky,
+# PARAM mult_neg); 3: spatial layers (descriptor flags, geometry words); 2: per-config layout
+PROTOCOL_VERSION = 5
 
 #: First byte of a request frame.
 SYNC_REQUEST = 0xA5
@@ -260,6 +260,9 @@ class InfoHeader(data.Struct):
         Payload buffer of the frame engine, in bytes.
     acc_depth : 32
         Batch capacity of one RUN.
+    baud : 32
+        The UART's rate, bits per second (0: a device behind plain byte streams, as the
+        simulated board over TCP).
     n_regions : 8
         Number of :class:`RegionInfo` records that follow, one per region in value order.
     """
@@ -275,6 +278,7 @@ class InfoHeader(data.Struct):
     mult_bits: 8
     max_payload: 16
     acc_depth: 32
+    baud: 32
     n_regions: 8
 
 
@@ -541,9 +545,10 @@ def unpack_counters(payload):
                             for k, v in fields.items()})
 
 
-def info_bytes(config, max_payload=MAX_PAYLOAD):
+def info_bytes(config, max_payload=MAX_PAYLOAD, baud=0):
     """Return the INFO payload of a device built from ``config`` with a payload buffer of
-    ``max_payload`` bytes (the gateware's ROM): an :class:`InfoHeader`, then a
+    ``max_payload`` bytes and a UART at ``baud`` (0: none) (the gateware's ROM): an
+    :class:`InfoHeader`, then a
     :class:`RegionInfo` per region in value order. (The host reads it with
     :func:`host.info.unpack_info`.)"""
     geometries = sorted(regions(config).values(), key=lambda g: g.region.value)
@@ -551,6 +556,7 @@ def info_bytes(config, max_payload=MAX_PAYLOAD):
         InfoHeader, version=PROTOCOL_VERSION, config_hash=config.hash_int, rows=config.rows,
         cols=config.cols, dataflow=DATAFLOWS.index(config.dataflow), in_bits=config.in_bits,
         w_bits=config.w_bits, acc_bits=config.acc_bits, mult_bits=config.mult_bits,
-        max_payload=max_payload, acc_depth=config.acc_depth, n_regions=len(geometries))
+        max_payload=max_payload, acc_depth=config.acc_depth, baud=baud,
+        n_regions=len(geometries))
     return head + b"".join(pack_layout(RegionInfo, word_bits=g.word_bits, depth=g.depth)
                            for g in geometries)

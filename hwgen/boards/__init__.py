@@ -9,6 +9,8 @@ packages through the board's ``amaranth-boards`` platform, and writes the bitstr
   their presets and the implementation each family builds;
 - :mod:`~hwgen.boards.pll`: exact PLL settings, the clock plan, the link's clock, the UART
   divisor;
+- :mod:`~hwgen.boards.baud`: the link's baud rate: the check against the receivers' tolerance
+  (:class:`BaudError`), the clock the UART runs from, the bridge's rates and the default;
 - :mod:`~hwgen.boards.tops`: the board tops (:class:`BoardTop`, :class:`ArrayTop`): pins, LEDs,
   the PLL instances;
 - :mod:`~hwgen.boards.fit`: the resource model and the fit checks (:class:`FitError`);
@@ -20,13 +22,14 @@ packages through the board's ``amaranth-boards`` platform, and writes the bitstr
 - :mod:`~hwgen.boards.report`: ``report.json`` and ``report.md``.
 """
 
+from .baud import BaudError, default_baud, link_plan, uart_divisor
 from .catalog import BOARDS, Board, Family
 from .config import board_config
 from .fit import FitError, check_fit, estimate
 from .flow import build
 from .fold import fold_output_registers
 from .nextpnr import nextpnr_arcs_left, nextpnr_phases, parse_nextpnr_log
-from .pll import PLLError, clock_plan, ecp5_pll, ice40_pll, link_clock_hz, uart_divisor
+from .pll import PLLError, clock_plan, ecp5_pll, ice40_pll, link_clock_hz
 from .report import make_report, render_markdown, resources, tool_versions, write_report
 from .tops import ArrayTop, BoardTop
 from .yosys import parse_yosys_log
@@ -34,6 +37,7 @@ from .yosys import parse_yosys_log
 __all__ = [
     "BOARDS",
     "ArrayTop",
+    "BaudError",
     "Board",
     "BoardTop",
     "Family",
@@ -43,11 +47,13 @@ __all__ = [
     "build",
     "check_fit",
     "clock_plan",
+    "default_baud",
     "ecp5_pll",
     "estimate",
     "fold_output_registers",
     "ice40_pll",
     "link_clock_hz",
+    "link_plan",
     "make_report",
     "nextpnr_arcs_left",
     "nextpnr_phases",

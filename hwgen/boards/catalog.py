@@ -103,6 +103,16 @@ class Board:
         Command that loads the bitstream into the board (``{bitstream}`` is replaced).
     serial : str
         Where the board's USB serial port usually appears on Linux.
+    bridge : str
+        The USB-serial bridge on the board (``FT231X``, ``FT2232H``).
+    bridge_hz : int
+        The bridge's baud-rate base: it makes ``bridge_hz * 8 / m`` baud for ``m`` = 8, 12 or
+        any integer from 16 on (FTDI's divisor, in eighths; 3 MHz on the FT231X, 12 MHz on the
+        H-series).
+    baud : int
+        The fastest rate the bridge runs reliably: the default of ``hwgen build`` (when the
+        board's clocks make it; :func:`hwgen.boards.baud.default_baud`), ``hwgen infer`` and
+        ``hwgen serve``.
 
     Raises
     ------
@@ -121,6 +131,9 @@ class Board:
     implementation: Implementation
     program: str = ""
     serial: str = ""
+    bridge: str = ""
+    bridge_hz: int = 3_000_000
+    baud: int = 1_000_000
 
     def __post_init__(self):
         try:
@@ -167,7 +180,8 @@ def _ulx3s(size, luts, ebr, mults, preset):
         capacity={"lut": luts, "ff": luts, "dsp": mults, "bram": ebr}, preset=preset,
         implementation=ECP5_IMPLEMENTATION,
         program="openFPGALoader --board ulx3s {bitstream}",
-        serial="/dev/ttyUSB0")
+        # The FT231X's top rate, 3 Mbaud.
+        serial="/dev/ttyUSB0", bridge="FT231X", bridge_hz=3_000_000, baud=3_000_000)
 
 
 #: Every board ``hwgen build`` knows, by name. Capacities from the Lattice data sheets.
@@ -179,7 +193,8 @@ BOARDS = {
         capacity={"lut": 5280, "ff": 5280, "dsp": 8, "bram": 30, "spram": 4},
         preset=ICEBREAKER_PRESET,
         implementation=ICE40_IMPLEMENTATION, program="iceprog {bitstream}",
-        serial="/dev/ttyUSB1"),
+        # The FT2232H makes 12 Mbaud, but FTDI's driver maintainers call <= 6 Mbaud reliable.
+        serial="/dev/ttyUSB1", bridge="FT2232H", bridge_hz=12_000_000, baud=6_000_000),
     "ulx3s-12f": _ulx3s(12, 12_096, 32, 28, ULX3S_SMALL_PRESET),
     "ulx3s-25f": _ulx3s(25, 24_288, 56, 28, ULX3S_SMALL_PRESET),
     "ulx3s-45f": _ulx3s(45, 43_848, 108, 72, ULX3S_45F_PRESET),

@@ -15,6 +15,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from .baud import link_plan
 from .catalog import Family
 from .fit import RESOURCE_NAMES, check_array_fit, check_fit, raise_if_overfull
 from .fold import fold_netlist_file
@@ -81,6 +82,10 @@ def _check(board, config, top, *, baud, clock, log):
     log(f"{board.name}: {config.name} at {config.clock_hz / 1e6:g} MHz "
         f"({'PLL' if clock['pll'] else 'board oscillator'}), {baud} baud")
     if top == "device":
+        link = link_plan(board, config, baud)
+        log(f"UART: {link['divisor']} cycles a bit of the {link['clock_hz'] / 1e6:g} MHz "
+            + ("oscillator in a domain of its own" if link["own_domain"] else "design clock")
+            + f", {link['error']:+.2%} off {baud:,} baud")
         log(f"estimate: {est['lut']} {RESOURCE_NAMES[board.family]['lut']}, {est['dsp']} "
             f"DSPs, {est['bram']} block RAMs (of {board.capacity['lut']}, "
             f"{board.capacity['dsp']}, {board.capacity['bram']})")
@@ -155,6 +160,8 @@ def build(board, config, out_dir, *, baud, seed=None, pe_instances=True, top="de
         Before synthesis, if the estimate exceeds the device.
     PLLError
         If the board cannot make ``config.clock_hz``.
+    BaudError
+        If the link's clocks cannot make ``baud`` (:func:`hwgen.boards.baud.link_plan`).
     RuntimeError
         If a tool fails; the message names the step and its log.
     """
@@ -181,6 +188,7 @@ def build(board, config, out_dir, *, baud, seed=None, pe_instances=True, top="de
     bitstream = out_dir / f"{config.name}{board.bitstream_suffix}"
     shutil.copyfile(build_dir / f"top{board.bitstream_suffix}", bitstream)
     report = make_report(board, config, clock, est, top=top, baud=baud, seed=seed, times=times,
+                         link=link_plan(board, config, baud) if top == "device" else None,
                          bitstream=bitstream,
                          nextpnr_log=(build_dir / "top.tim").read_text(),
                          yosys_log=(build_dir / "top.rpt").read_text())

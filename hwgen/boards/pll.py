@@ -1,5 +1,5 @@
-"""Clocks of a board: exact PLL settings, the clock plan of a target clock, the link's clock
-and the UART divisor.
+"""Clocks of a board: exact PLL settings, the clock plan of a target clock, the link's usual
+clock (the rate decides the UART's: :mod:`hwgen.boards.baud`).
 
 A target clock is either the board's oscillator or a clock the family's PLL makes exactly
 (:func:`ice40_pll`, :func:`ecp5_pll`); anything else is a :class:`PLLError` that lists the
@@ -8,7 +8,7 @@ nearest clocks the board can make.
 
 from .catalog import Family
 
-__all__ = ["PLLError", "clock_plan", "ecp5_pll", "ice40_pll", "link_clock_hz", "uart_divisor"]
+__all__ = ["PLLError", "clock_plan", "ecp5_pll", "ice40_pll", "link_clock_hz"]
 
 
 class PLLError(ValueError):
@@ -118,10 +118,3 @@ def link_clock_hz(board, config):
     the design's clock."""
     pll = clock_plan(board, config.clock_hz)["pll"]
     return board.osc_hz if board.implementation.link_on_oscillator and pll is not None else None
-
-
-def uart_divisor(board, config, baud):
-    """Return the clock cycles per bit of the board top's UART (of the link's clock)."""
-    from ..link.uart import divisor_for
-
-    return divisor_for(link_clock_hz(board, config) or config.clock_hz, baud)

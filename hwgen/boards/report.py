@@ -44,8 +44,9 @@ def resources(board, nextpnr, yosys_cells):
 
 
 def make_report(board, config, clock, est, *, top, baud, seed, times, bitstream, nextpnr_log,
-                yosys_log):
-    """Return the report ``dict`` of a build from its logs."""
+                yosys_log, link=None):
+    """Return the report ``dict`` of a build from its logs; ``link`` is the UART's
+    :func:`~hwgen.boards.baud.link_plan` (its ``error`` becomes ``error_percent``)."""
     pnr = parse_nextpnr_log(nextpnr_log)
     cells = parse_yosys_log(yosys_log)
     target_mhz = config.clock_hz / 1e6
@@ -62,6 +63,9 @@ def make_report(board, config, clock, est, *, top, baud, seed, times, bitstream,
         "board": board.name, "device": board.device, "family": board.family.value, "top": top,
         "config_name": config.name, "config_hash": config.hash, "config": config.to_dict(),
         "baud": baud, "seed": seed,
+        "link": None if link is None else {
+            "clock_hz": link["clock_hz"], "own_domain": link["own_domain"],
+            "divisor": link["divisor"], "error_percent": round(100 * link["error"], 3)},
         "clock": {"target_mhz": target_mhz, "source": clock["source"], "pll": clock["pll"]},
         "resources": res,
         "estimate": {k: v for k, v in est.items() if k != "memories"},
@@ -88,7 +92,9 @@ def render_markdown(report):
         f"# {report['config_name']} on {report['board']} ({report['device']})", "",
         f"- top: {report['top']}"
         + (" (the array alone, for measurements)" if report["top"] == "array" else ""),
-        f"- config hash `{report['config_hash']}`, UART {report['baud']} baud",
+        f"- config hash `{report['config_hash']}`, UART {report['baud']} baud"
+        + (f" ({lk['divisor']} cycles a bit of {lk['clock_hz'] / 1e6:g} MHz, "
+           f"{lk['error_percent']:+g} %)" if (lk := report.get("link")) else ""),
         f"- clock: {t['target_mhz']:g} MHz from the "
         + ("board oscillator" if report["clock"]["source"] == "oscillator" else "PLL"),
         f"- timing: **{'PASS' if t['pass'] else 'FAIL'}**"

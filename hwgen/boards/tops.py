@@ -20,8 +20,9 @@ from amaranth.hdl import (
 from amaranth.lib import io
 from amaranth.lib.cdc import ResetSynchronizer
 
+from .baud import own_link_clock_hz
 from .catalog import Family
-from .pll import clock_plan, link_clock_hz
+from .pll import clock_plan
 
 __all__ = ["ArrayTop", "BoardTop"]
 
@@ -52,8 +53,9 @@ class BoardTop(Elaboratable):
         self.board = board
         self.config = config
         self.clock = clock_plan(board, config.clock_hz)
-        #: The link's own clock (the oscillator), or None when it shares the design's.
-        self.link_clock_hz = link_clock_hz(board, config)
+        #: The link's own clock (the oscillator), or None when it shares the design's (also
+        #: when the oscillator cannot make ``baud``: :func:`hwgen.boards.baud.link_plan`).
+        self.link_clock_hz = own_link_clock_hz(board, config, baud)
         self.device = Device(config, link=Link.UART, baud=baud,
                              implementation=board.implementation, pe_instances=pe_instances,
                              link_clock_hz=self.link_clock_hz)

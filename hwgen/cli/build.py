@@ -23,6 +23,7 @@ _SEED_MAX = 2**31 - 1
 
 def _run(args):
     from hwgen.boards import BOARDS, board_config, build, check_fit, clock_plan
+    from hwgen.boards.baud import default_baud, link_plan
 
     board = BOARDS[args.board]
     if args.config is not None:
@@ -31,7 +32,12 @@ def _run(args):
         config = board_config(board, args)
         clock_plan(board, config.clock_hz)
         check_fit(board, config)
-    except (ValueError, OSError) as exc:  # FitError and PLLError are ValueErrors
+        if args.baud is None:
+            args.baud, note = default_baud(board, config)
+            if note is not None:
+                print(f"hwgen build: note: {note}", flush=True)
+        link_plan(board, config, args.baud)
+    except (ValueError, OSError) as exc:  # FitError, PLLError and BaudError are ValueErrors
         raise UsageError(str(exc)) from None
     out = output_dir(args.out if args.out is not None
                      else Path("build") / board.name / config.name, "--out")
@@ -66,7 +72,6 @@ def register(sub):
     """Add ``hwgen build``."""
     from hwgen.boards import BOARDS
     from hwgen.boards.catalog import NAMED_PRESETS
-    from hwgen.protocol import DEFAULT_BAUD
 
     p = sub.add_parser(
         "build", help="build a bitstream for a board with the YoWASP tools",
@@ -84,8 +89,10 @@ def register(sub):
     # A design option that is not given takes the board's preset, not AcceleratorConfig's
     # default, so tell the two apart.
     p.set_defaults(**{f.name: None for f in dataclasses.fields(AcceleratorConfig)})
-    p.add_argument("--baud", type=number(int, *BAUD_RANGE), default=DEFAULT_BAUD,
-                   help=f"UART rate (default {DEFAULT_BAUD})")
+    p.add_argument("--baud", type=number(int, *BAUD_RANGE), default=None,
+                   help="UART rate (default: the board's USB bridge's, 3000000 on the ULX3S, "
+                        "6000000 on the iCEBreaker where its clocks make it, else the fastest "
+                        "rate they make); checked against the receivers' tolerance")
     p.add_argument("--out", metavar="DIR",
                    help="output folder (default: build/<board>/<config name>/)")
     p.add_argument("--allow-timing-fail", action="store_true",

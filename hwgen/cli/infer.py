@@ -15,7 +15,8 @@ serve --key-file`` shares on the network (the same key file).
 import argparse
 import sys
 
-from .options import BAUD_RANGE, UsageError, input_file, number, output_file, read_key_file
+from .options import UsageError, input_file, number, output_file, read_key_file
+from .rate import add_rate_options, rate_from_args
 
 __all__ = ["register"]
 
@@ -66,6 +67,7 @@ def _run(args):
     if args.output is not None:
         output_file(args.output, "--output")
     key = read_key_file(args.key_file)
+    baudrate = rate_from_args(args)
     program, x = _load_inputs(args)
     if args.probabilities:
         try:
@@ -75,7 +77,7 @@ def _run(args):
     try:
         with Accelerator(args.url, timeout=args.timeout, retries=args.retries,
                          config=program.config, progress=args.progress,
-                         baudrate=args.baud, key=key) as acc:
+                         baudrate=baudrate, key=key) as acc:
             acc.load(program)
             y = acc.infer(x, probabilities=args.probabilities)
             counters = acc.counters()
@@ -102,7 +104,6 @@ def _run(args):
 
 def register(sub):
     """Add ``hwgen infer``."""
-    from hwgen.protocol import DEFAULT_BAUD
 
     p = sub.add_parser(
         "infer", help="run a compiled program on a device (a board or the simulated board)",
@@ -129,8 +130,7 @@ def register(sub):
     p.add_argument("--retries", type=number(int, 0, 100), default=3, metavar="N",
                    help="attempts after the first for a lost or damaged answer, 0..100 "
                         "(default 3)")
-    p.add_argument("--baud", type=number(int, *BAUD_RANGE), default=DEFAULT_BAUD, metavar="B",
-                   help=f"serial rate of a real port (default {DEFAULT_BAUD}, the boards' rate)")
+    add_rate_options(p)
     p.add_argument("--key-file", metavar="PATH",
                    help="key file of a board that hwgen serve shares with --key-file (the same "
                         "file: its bytes are the key)")

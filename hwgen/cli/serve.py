@@ -3,7 +3,8 @@
 import signal
 import sys
 
-from .options import BAUD_RANGE, UsageError, number, read_key_file, say
+from .options import UsageError, number, read_key_file, say
+from .rate import add_rate_options, rate_from_args
 
 __all__ = ["register"]
 
@@ -16,7 +17,8 @@ def _run(args):
 
     key = read_key_file(args.key_file)
     # With a key, the server is on the network: report every client (an access log).
-    server = BoardServer(args.device, host=args.host, port=args.port, baudrate=args.baud,
+    server = BoardServer(args.device, host=args.host, port=args.port,
+                         baudrate=rate_from_args(args),
                          log=say if args.verbose or key else None, key=key)
     try:
         server.start()
@@ -50,7 +52,6 @@ def _run(args):
 
 def register(sub):
     """Add ``hwgen serve``."""
-    from hwgen.protocol import DEFAULT_BAUD
 
     p = sub.add_parser(
         "serve", help="share a board's serial link on a TCP port (one client at a time)",
@@ -73,8 +74,7 @@ def register(sub):
                         "read): every client must prove it holds the same key (HMAC-SHA256 "
                         "challenge-response) before its bytes reach the board; required unless "
                         "--host is a loopback address; every client is then reported on stderr")
-    p.add_argument("--baud", type=number(int, *BAUD_RANGE), default=DEFAULT_BAUD, metavar="B",
-                   help=f"serial rate of a real port (default {DEFAULT_BAUD}, the boards' rate)")
+    add_rate_options(p)
     p.add_argument("--verbose", action="store_true",
                    help="report each client that connects, leaves or is refused (on stderr; "
                         "always with --key-file)")

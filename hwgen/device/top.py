@@ -107,7 +107,8 @@ class Device(wiring.Component):
         # Its timeout counts the link's cycles (100 ms by default).
         timeout = frame_timeout_cycles(self.link_clock_hz) if split else None
         frame = FrameEngine(self.config, spram=self.implementation.spram, handshake=split,
-                            timeout_cycles=timeout)
+                            timeout_cycles=timeout,
+                            baud=self.baud if self.link is Link.UART else 0)
         m.submodules.frame = in_link_domain(frame)
         if split:
             m.submodules.bridge = bridge = HostPortBridge(self.config)

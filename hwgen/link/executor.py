@@ -63,6 +63,9 @@ class CommandExecutor(wiring.Component):
     handshake : bool
         Hold every write, start, clear and counter snapshot (with its address and data) until
         ``host.rvalid`` pulses, as reads wait already. Without it they are one-cycle pulses.
+    baud : int
+        The UART's rate, reported by INFO so that a host can open the port at it (0: no
+        UART, byte streams).
 
     Members
     -------
@@ -82,7 +85,7 @@ class CommandExecutor(wiring.Component):
         If ``max_payload`` is out of range, naming the value and the range.
     """
 
-    def __init__(self, config, *, max_payload, spram=False, handshake=False):
+    def __init__(self, config, *, max_payload, spram=False, handshake=False, baud=0):
         if not isinstance(config, AcceleratorConfig):
             raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")
         geometry = regions(config)
@@ -95,6 +98,7 @@ class CommandExecutor(wiring.Component):
         self._config = config
         self._geometry = geometry
         self._max_payload = max_payload
+        self._baud = baud
         self._spram = spram
         self._handshake = handshake
         super().__init__({
@@ -188,7 +192,7 @@ class CommandExecutor(wiring.Component):
                 with m.Case(k):
                     m.d.sync += args.as_value()[8 * k:8 * k + 8].eq(rq.payload.payload)
 
-        info = info_bytes(self._config, max_payload)
+        info = info_bytes(self._config, max_payload, self._baud)
         dp.info_bytes = len(info)
         m.submodules.info_rom = info_rom = Memory(shape=8, depth=len(info), init=info)
         rom_r = info_rom.read_port()  # synchronous, so that synthesis may use a block RAM

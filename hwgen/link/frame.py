@@ -67,6 +67,8 @@ class FrameEngine(wiring.Component):
         Hold every write, start, clear and counter snapshot (with its address and data) until
         ``host.rvalid`` pulses, as reads wait already: for a port that crosses clock domains
         (:class:`hwgen.link.bridge.HostPortBridge`). Without it they are one-cycle pulses.
+    baud : int
+        The UART's rate, reported by INFO (0: no UART, byte streams).
 
     Members
     -------
@@ -87,7 +89,7 @@ class FrameEngine(wiring.Component):
     """
 
     def __init__(self, config, *, timeout_cycles=None, max_payload=MAX_PAYLOAD, spram=False,
-                 handshake=False):
+                 handshake=False, baud=0):
         if not isinstance(config, AcceleratorConfig):
             raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")
         if timeout_cycles is None:
@@ -95,7 +97,7 @@ class FrameEngine(wiring.Component):
         # The parts check their own parameters.
         self._codec = FrameCodec(timeout_cycles=timeout_cycles)
         self._executor = CommandExecutor(config, max_payload=max_payload, spram=spram,
-                                         handshake=handshake)
+                                         handshake=handshake, baud=baud)
         self._config = config
         super().__init__({
             "i_stream": In(stream.Signature(8)),

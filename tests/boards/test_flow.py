@@ -141,3 +141,23 @@ def _check_netlist_board(out_dir, config):
         # No block RAM saw a read of a byte written in the same cycle (the build tells Yosys
         # that none happens).
         assert not [m for m in board.messages() if "hwgen-sim:" in m], board.messages()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["icebreaker-device-oscillator", "ulx3s-12f-device"])
+def test_netlist_at_the_bridge_rate(tmp_path, name):
+    """A device built at the board's default rate (3 Mbaud on both: 4 cycles a bit of the
+    iCEBreaker's 12 MHz, 17 of the 12F smoke design's 50 MHz design clock) answers the host
+    driver from its synthesized netlist at that rate."""
+    reason = yowasp_missing()
+    if reason:
+        pytest.skip(reason)
+    board_name, _, options = SMOKE[name]
+    board = BOARDS[board_name]
+    config = boards.board_config(board, **options)
+    baud, _ = boards.default_baud(board, config)
+    assert baud == 3_000_000
+    report = boards.build(board, config, tmp_path, baud=baud, seed=1, log=lambda *a, **k: None)
+    assert report["timing"]["pass"], report["timing"]
+    assert report["link"]["divisor"] == round(report["link"]["clock_hz"] / baud)
+    _check_netlist_board(tmp_path, config)

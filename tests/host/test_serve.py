@@ -237,7 +237,8 @@ def test_serve_command_reports_a_vanished_device(board):
 def test_serve_command_help():
     result = hwgen_command("serve", "--help")
     assert result.returncode == 0
-    for option in ("--device", "--port", "--host", "--baud", "127.0.0.1", "1000000"):
+    for option in ("--device", "--port", "--host", "--baud", "--board", "--build", "127.0.0.1",
+                   "3000000"):
         assert option in result.stdout
 
 

@@ -178,22 +178,23 @@ class Bench:
 
 @pytest.mark.parametrize("config", [TINY, NARROW], ids=["tiny", "narrow"])
 def test_info(config):
-    bench = Bench(config, max_payload=200)
+    bench = Bench(config, max_payload=200, baud=3_000_000)
 
     async def script(bench, ctx):
         payload = await bench.request(ctx, Opcode.INFO)
         # The documented layout, decoded independently of hwgen.protocol.
-        fixed = struct.unpack_from("<BQBBBBBBBHIB", payload)
+        fixed = struct.unpack_from("<BQBBBBBBBHIIB", payload)
         assert fixed == (PROTOCOL_VERSION, config.hash_int, config.rows, config.cols,
                          ("ws", "os").index(config.dataflow), config.in_bits, config.w_bits,
-                         config.acc_bits, config.mult_bits, 200, config.acc_depth, len(Region))
-        records = [struct.unpack_from("<HI", payload, 23 + 6 * k) for k in range(len(Region))]
+                         config.acc_bits, config.mult_bits, 200, config.acc_depth, 3_000_000,
+                         len(Region))
+        records = [struct.unpack_from("<HI", payload, 27 + 6 * k) for k in range(len(Region))]
         assert records == [(regions(config)[r].word_bits, regions(config)[r].depth)
                            for r in Region]
-        assert len(payload) == 23 + 6 * len(Region)
+        assert len(payload) == 27 + 6 * len(Region)
         info = unpack_info(payload)
         assert info.mismatches(config) == []
-        assert info.max_payload == 200
+        assert info.max_payload == 200 and info.baud == 3_000_000
 
     bench.run(script)
 

@@ -293,3 +293,32 @@ def test_divisor_for():
         divisor_for(12_000_000, 0)
     with pytest.raises(ValueError, match=r"clk_hz must be a positive number, not '12e6'"):
         divisor_for("12e6", 9600)
+
+
+# --- the boards' bridge rates -----------------------------------------------------------------
+
+# (clock of the UART, baud) as `hwgen build` makes the boards' bridge rates: the ULX3S's 3 Mbaud
+# on its 62.5 MHz design clock (21 cycles a bit, 0.8 % slow), the iCEBreaker's 3 Mbaud on
+# 12 MHz (4 cycles) and its FT2232H's 6 Mbaud on a 36 MHz PLL clock (6 cycles), and 12 Mbaud on
+# a 60 MHz one (5 cycles, as no preset builds it).
+_BRIDGE_LINKS = [(62_500_000, 3_000_000), (12_000_000, 3_000_000), (36_000_000, 6_000_000),
+                 (60_000_000, 12_000_000)]
+
+
+@pytest.mark.parametrize(("clk_hz", "baud"), _BRIDGE_LINKS)
+@pytest.mark.parametrize("bridge_error", [-0.02, 0.02])
+def test_bridge_rate_with_a_skewed_bridge(clk_hz, baud, bridge_error):
+    """A bridge whose bit time is off by 2 % from the nominal rate (not from the divisor's
+    rate: the divisor's own error adds to it), sending back to back, and the UART's own frames
+    read at that bridge's bit time: bit-exact both ways."""
+    divisor = divisor_for(clk_hz, baud)
+    period = clk_hz / baud * (1 + bridge_error)   # the bridge's bit, in UART clock cycles
+    rng = random.Random(clk_hz + baud)
+    data = [*rng.choices(range(256), k=24), 0x00, 0xFF, 0x55, 0xAA]
+    line = _waveform([bit for byte in data for bit in _frame(byte)], period,
+                     idle=rng.randint(1, divisor))
+    result = _simulate(UART(divisor), send=data, line=line)
+    assert result.received == data, f"{baud} baud at {clk_hz} Hz, bridge {bridge_error:+.0%}"
+    assert (result.err_frame, result.err_overrun, result.frame_errors) == ([], [], 0)
+    # The bridge samples the UART's line mid-bit at its own, skewed, bit time.
+    assert [byte for _, byte, stop in _decode(result.tx, period) if stop] == data

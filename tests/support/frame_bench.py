@@ -175,7 +175,7 @@ def rows_per_run(busy_cycles):
 
 
 def build_frame_bench(config=TINY, *, timeout_cycles=300, max_payload=MAX_PAYLOAD,
-          busy_cycles=BUSY_CYCLES, seed=1, bridged=False, device=None):
+          busy_cycles=BUSY_CYCLES, seed=1, bridged=False, device=None, baud=0):
     """Return ``(top, engine, target, link)``: the engine between the link and the target.
 
     ``bridged``: the link and the engine run in domain ``link``, the target in ``sync``, joined
@@ -194,7 +194,7 @@ def build_frame_bench(config=TINY, *, timeout_cycles=300, max_payload=MAX_PAYLOA
         wiring.connect(m, device.o_stream, link.i_stream)
         return m, None, device, link
     engine = FrameEngine(config, timeout_cycles=timeout_cycles, max_payload=max_payload,
-                         handshake=bridged)
+                         handshake=bridged, baud=baud)
     target = FakeAccelerator(config, busy_cycles)
     m.submodules.target = target
     if bridged:
