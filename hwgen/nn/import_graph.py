@@ -221,9 +221,6 @@ class Tensors:
 
 def _add_reason(first, second):
     """Why two tensors cannot be added, or ``None``."""
-    if first.node == second.node:
-        return (f"adds {first.origin} to itself; supported: two different tensors (x + x is "
-                "a multiplication by 2)")
     if first.shape != second.shape:
         return (f"adds {first.shape} ({first.origin}) and {second.shape} ({second.origin}); "
                 "supported: two tensors of one shape")

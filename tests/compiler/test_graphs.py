@@ -182,3 +182,26 @@ def test_a_quantized_float_resnet_runs_bit_exact_through_the_host_driver(config)
     if config.in_bits == config.w_bits == 8:   # (os5x7's 6-bit activations, 3-bit weights)
         agreement = np.mean(got.argmax(axis=1) == model.forward(x_test[:40]).argmax(axis=1))
         assert agreement >= 0.9, agreement
+
+
+def test_a_tensor_added_to_itself_runs_bit_exact():
+    """Both inputs of an Add may be one tensor (x + x): the pass reads it at src_base and
+    src2_base alike."""
+    from hwgen.nn import Add, Conv2D, Dense, QuantizedNetwork
+
+    rng = np.random.default_rng(5)
+    conv = Conv2D(rng.integers(-60, 60, (3, 3, 2, 4)), rng.integers(-500, 500, 4),
+                  np.full(4, 300), np.full(4, 14), padding=1, activation="relu")
+    add = Add(mult_a=np.array([3, 5, 7, 9]), mult_b=np.array([1, 2, 3, 4]), shift=3)
+    dense = Dense(rng.integers(-60, 60, (4 * 4 * 4, 3)), np.zeros(3, int), np.ones(3, int),
+                  np.zeros(3, int), output="raw")
+    net = QuantizedNetwork([Node("conv", conv, INPUT), Node("double", add, ("conv", "conv")),
+                            Node("flat", Flatten(), "double"), Node("fc", dense, "flat")],
+                           input_shape=(4, 4, 2))
+    program = compile_network(net, CONFIG, batch=2)
+    src = [d for d in program.descriptors if PassKind(d["kind"]) is PassKind.ADD]
+    assert len(src) == 1 and src[0]["src_base"] == src[0]["src2_base"]
+    x = random_image(rng, CONFIG, 5, net.input_shape)
+    with Accelerator(InProcessDevice(CONFIG), config=CONFIG) as acc:
+        acc.load(program)
+        np.testing.assert_array_equal(acc.infer(x), net.forward(x))
