@@ -10,7 +10,7 @@ from .flatten import Flatten
 from .float_add import FloatAdd
 from .float_layers import FloatConv2D, FloatDense, forward_cached
 from .float_pool import FloatAvgPool2D, FloatGlobalAvgPool2D
-from .graph import INPUT, where
+from .graph import INPUT, check_layer_type, where
 from .maxpool import MaxPool2D
 
 __all__ = ["FLOAT_LAYER_TYPES", "evaluate", "float_arity", "float_tensor_shapes"]
@@ -42,10 +42,7 @@ def float_tensor_shapes(nodes, input_shape):
     position = {node.name: index for index, node in enumerate(nodes)}
     for index, node in enumerate(nodes):
         layer, at = node.layer, where(index, node.name)
-        if not isinstance(layer, FLOAT_LAYER_TYPES):
-            *others, last = (kind.__name__ for kind in FLOAT_LAYER_TYPES)
-            raise TypeError(f"{at}: {type(layer).__name__} is not a {', '.join(others)} or "
-                            f"{last} layer")
+        check_layer_type(layer, FLOAT_LAYER_TYPES, at)
         if isinstance(layer, MaxPool2D | Flatten):
             layer.check(at)
         for name in node.inputs:

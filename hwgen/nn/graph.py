@@ -15,8 +15,8 @@ checked by the network that holds them (:class:`~hwgen.nn.QuantizedNetwork`, or 
 
 import dataclasses
 
-__all__ = ["INPUT", "Node", "Tensor", "as_nodes", "chain_name", "check_structure", "relink",
-           "where"]
+__all__ = ["INPUT", "Node", "Tensor", "as_nodes", "chain_name", "check_layer_type",
+           "check_structure", "relink", "where"]
 
 #: The name of the network's input tensor.
 INPUT = "input"
@@ -31,6 +31,14 @@ def where(index, name):
     """Return how errors name node ``index`` called ``name``: ``"layer 2"`` for a chain's
     default name, ``"layer 2 ('fc1')"`` otherwise."""
     return f"layer {index}" if name == chain_name(index) else f"layer {index} ({name!r})"
+
+
+def check_layer_type(layer, types, at):
+    """Raise the TypeError of a node ``at`` whose ``layer`` is none of ``types``, naming them."""
+    if not isinstance(layer, types):
+        *others, last = (kind.__name__ for kind in types)
+        raise TypeError(f"{at}: {type(layer).__name__} is not a {', '.join(others)} or {last} "
+                        "layer")
 
 
 @dataclasses.dataclass(frozen=True)

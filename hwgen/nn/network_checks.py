@@ -17,7 +17,7 @@ from .avgpool import AvgPool2D, GlobalAvgPool2D
 from .conv import Conv2D
 from .dense import Dense
 from .flatten import Flatten
-from .graph import INPUT, where
+from .graph import INPUT, check_layer_type, where
 from .maxpool import MaxPool2D
 
 __all__ = ["LAYER_TYPES", "REQUANTIZING", "arity", "check_input", "check_widths",
@@ -134,10 +134,7 @@ def tensor_shapes(nodes, input_shape, widths):
     position = {node.name: index for index, node in enumerate(nodes)}
     for index, node in enumerate(nodes):
         layer, at = node.layer, where(index, node.name)
-        if not isinstance(layer, LAYER_TYPES):
-            *others, last = (kind.__name__ for kind in LAYER_TYPES)
-            raise TypeError(f"{at}: {type(layer).__name__} is not a {', '.join(others)} or "
-                            f"{last} layer")
+        check_layer_type(layer, LAYER_TYPES, at)
         layer.check(at)
         if isinstance(layer, REQUANTIZING):
             check_params(at, layer, widths)
