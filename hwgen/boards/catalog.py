@@ -22,6 +22,7 @@ import importlib
 from ..implementation import DspPacking, Implementation
 
 __all__ = [
+    "ADDER_DSP_SHARE",
     "BOARDS",
     "ECP5_IMPLEMENTATION",
     "ICE40_IMPLEMENTATION",
@@ -35,6 +36,12 @@ __all__ = [
     "Board",
     "Family",
 ]
+
+
+#: The share of an ECP5's DSP blocks above which the adder's multipliers are built from logic
+#: cells (:meth:`Board.implementation_for`): the 8x16 ResNet-8 design with them took 152 of
+#: the 85F's 156 and did not route; the 8x8 preset's 88 route.
+ADDER_DSP_SHARE = 0.8
 
 
 class Family(enum.StrEnum):
@@ -145,6 +152,31 @@ class Board:
     def packing_for(self, config):
         """Return the array's DSP packing for ``config``: only weight-stationary arrays pack."""
         return self.implementation.packing_for(config)
+
+    def implementation_for(self, config):
+        """Return the implementation that builds ``config`` on this board: the board's, with
+        the adder's multipliers in logic cells (``adder_dsp=False``) on an ECP5 whose DSP
+        blocks would otherwise be more than :data:`ADDER_DSP_SHARE` used (a design whose
+        array takes most of them: nextpnr's router congests around full DSP rows)."""
+        from .fit import dsp_blocks_with_adder
+
+        impl = self.implementation
+        if (self.family is Family.ECP5 and config.residual and impl.adder_dsp
+                and dsp_blocks_with_adder(self, config) > ADDER_DSP_SHARE * self.capacity["dsp"]):
+            impl = dataclasses.replace(impl, adder_dsp=False)
+        return impl
+
+    def nextpnr_options(self, config):
+        """Return the options ``hwgen build`` gives nextpnr for ``config`` beyond its
+        defaults: on an ECP5 whose DSP blocks the design takes more than
+        :data:`ADDER_DSP_SHARE` of (with the adder's), router2, which resolves the congestion
+        around full DSP rows where router1 (the default) stalled (docs/performance.md)."""
+        from .fit import dsp_blocks_with_adder
+
+        if self.family is Family.ECP5 and \
+                dsp_blocks_with_adder(self, config) > ADDER_DSP_SHARE * self.capacity["dsp"]:
+            return ["--router", "router2"]
+        return []
 
     @property
     def bitstream_suffix(self):

@@ -16,8 +16,8 @@ from .catalog import Family
 from .nextpnr import NEXTPNR_CELLS, parse_nextpnr_log
 from .pll import clock_plan
 
-__all__ = ["RESOURCE_NAMES", "FitError", "check_array_fit", "check_fit", "estimate",
-           "raise_if_overfull", "sb_mac16_pairs"]
+__all__ = ["RESOURCE_NAMES", "FitError", "check_array_fit", "check_fit",
+           "dsp_blocks_with_adder", "estimate", "raise_if_overfull", "sb_mac16_pairs"]
 
 
 class FitError(ValueError):
@@ -70,6 +70,11 @@ _LUT_MODEL = {
 # unpacked, output-stationary array).
 _ICE40_CELLS_PER_PRODUCT_BIT = 3.2
 
+# LUT4s per product bit of an adder multiplier built from logic cells on the ECP5
+# (hwgen.device.adder.logic_product: in_bits shifted copies of the multiplier, added as a
+# tree; an estimate, with the adder's carry chains as two LUT4s a bit).
+_ECP5_LUTS_PER_ADDER_BIT = 2.0
+
 # Memories a board with ``spram`` puts into SB_SPRAM256KA (names as in _memories).
 _SPRAM_MEMORIES = ("weight", "frame_buffer")
 
@@ -119,11 +124,24 @@ def _dsp_blocks(board, config):
     # (acc_bits + 1) x (mult_bits + 1) signed bits takes 18x18 tiles (with split_operand,
     # one per slice of the accumulator); the adder's, one per lane. Nothing else multiplies
     # (the MAC counter's product by rows * cols is shifts and adds).
+    # An adder built from logic cells (Board.implementation_for) takes its products' cells
+    # instead.
+    total = dsp_blocks_with_adder(board, config)
+    if board.implementation_for(config).adder_dsp:
+        return total, 0
+    adder = _adder_products(config)
+    return total - adder, _ECP5_LUTS_PER_ADDER_BIT * adder * config.in_bits * config.mult_bits
+
+
+def dsp_blocks_with_adder(board, config):
+    """Return the MULT18X18Ds of a device on the ECP5 ``board`` with the adder's multipliers
+    in DSP blocks: the array's, the requantization's and the adder's."""
+    macs = config.rows * config.cols
     operand = board.implementation.split_operand
     slices = (math.ceil(config.acc_bits / operand) if operand
               else math.ceil((config.acc_bits + 1) / 18))
     requant = config.requant_lanes * slices * math.ceil((config.mult_bits + 1) / 18)
-    return macs + requant + _adder_products(config), 0
+    return macs + requant + _adder_products(config)
 
 
 def _adder_products(config):

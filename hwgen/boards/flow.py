@@ -106,7 +106,10 @@ def _elaborate(board, config, top, build_dir, *, baud, seed, pe_instances):
         packed = board.packing_for(config) is not None
         name, text = _pe_verilog(config, packed)
         platform.add_file(f"{name}.v", text)
-    nextpnr_opts = ["--timing-allow-fail"]  # timing is judged from the report, not by exit code
+    # Timing is judged from the report, not by exit code.
+    nextpnr_opts = ["--timing-allow-fail", *board.nextpnr_options(config)]
+    # For experiments: more options (e.g. a placer) without a change of the code.
+    nextpnr_opts += shlex.split(os.environ.get("HWGEN_NEXTPNR_OPTS", ""))
     if seed is not None:
         nextpnr_opts += ["--seed", str(seed)]
     plan = platform.build(design, name="top", build_dir=str(build_dir), do_build=False,

@@ -57,7 +57,8 @@ class BoardTop(Elaboratable):
         #: when the oscillator cannot make ``baud``: :func:`hwgen.boards.baud.link_plan`).
         self.link_clock_hz = own_link_clock_hz(board, config, baud)
         self.device = Device(config, link=Link.UART, baud=baud,
-                             implementation=board.implementation, pe_instances=pe_instances,
+                             implementation=board.implementation_for(config),
+                             pe_instances=pe_instances,
                              link_clock_hz=self.link_clock_hz)
 
     def elaborate(self, platform):
