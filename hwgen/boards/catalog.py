@@ -22,8 +22,8 @@ import importlib
 from ..implementation import DspPacking, Implementation
 
 __all__ = [
-    "ADDER_DSP_SHARE",
-    "BOARDS",
+        "BOARDS",
+    "DSP_CONGESTION_ABOVE",
     "ECP5_IMPLEMENTATION",
     "ICE40_IMPLEMENTATION",
     "ICEBREAKER_PRESET",
@@ -38,10 +38,12 @@ __all__ = [
 ]
 
 
-#: The share of an ECP5's DSP blocks above which the adder's multipliers are built from logic
-#: cells (:meth:`Board.implementation_for`): the 8x16 ResNet-8 design with them took 152 of
-#: the 85F's 156 and did not route; the 8x8 preset's 88 route.
-ADDER_DSP_SHARE = 0.8
+#: The DSP blocks of an ECP5 design above which the adder's multipliers are built from logic
+#: cells and nextpnr routes with router2 (:meth:`Board.implementation_for`,
+#: :meth:`Board.nextpnr_options`): the 8x16 ResNet-8 design with them took 152 MULT18X18Ds and
+#: its router1 stalled, congested; the 85F preset's 88 route, as do the smaller chips' full
+#: ones (28 of the 12F's 28, 68 of the 45F's 72), a fraction of the 85F design's nets.
+DSP_CONGESTION_ABOVE = 128
 
 
 class Family(enum.StrEnum):
@@ -155,28 +157,26 @@ class Board:
 
     def implementation_for(self, config):
         """Return the implementation that builds ``config`` on this board: the board's, with
-        the adder's multipliers in logic cells (``adder_dsp=False``) on an ECP5 whose DSP
-        blocks would otherwise be more than :data:`ADDER_DSP_SHARE` used (a design whose
-        array takes most of them: nextpnr's router congests around full DSP rows)."""
-        from .fit import dsp_blocks_with_adder
-
+        the adder's multipliers in logic cells (``adder_dsp=False``) on an ECP5 design that
+        would otherwise take more than :data:`DSP_CONGESTION_ABOVE` DSP blocks (an array
+        that takes most of the 85F's)."""
         impl = self.implementation
-        if (self.family is Family.ECP5 and config.residual and impl.adder_dsp
-                and dsp_blocks_with_adder(self, config) > ADDER_DSP_SHARE * self.capacity["dsp"]):
+        if config.residual and impl.adder_dsp and self._dsp_congested(config):
             impl = dataclasses.replace(impl, adder_dsp=False)
         return impl
 
-    def nextpnr_options(self, config):
-        """Return the options ``hwgen build`` gives nextpnr for ``config`` beyond its
-        defaults: on an ECP5 whose DSP blocks the design takes more than
-        :data:`ADDER_DSP_SHARE` of (with the adder's), router2, which resolves the congestion
-        around full DSP rows where router1 (the default) stalled (docs/performance.md)."""
+    def _dsp_congested(self, config):
         from .fit import dsp_blocks_with_adder
 
-        if self.family is Family.ECP5 and \
-                dsp_blocks_with_adder(self, config) > ADDER_DSP_SHARE * self.capacity["dsp"]:
-            return ["--router", "router2"]
-        return []
+        return (self.family is Family.ECP5
+                and dsp_blocks_with_adder(self, config) > DSP_CONGESTION_ABOVE)
+
+    def nextpnr_options(self, config):
+        """Return the options ``hwgen build`` gives nextpnr for ``config`` beyond its
+        defaults: on an ECP5 design of more than :data:`DSP_CONGESTION_ABOVE` DSP blocks
+        (with the adder's), router2, which resolves congestion where router1 (the default)
+        stalled on such a design (docs/performance.md)."""
+        return ["--router", "router2"] if self._dsp_congested(config) else []
 
     @property
     def bitstream_suffix(self):
