@@ -206,7 +206,7 @@ def run_tool(argv, cwd, output, watch, log):
     status; an interrupted build leaves no tool running."""
     started = time.perf_counter()
     reported = started   # when the last progress line was logged
-    last_arcs = None
+    last_arcs = last_overuse = None
     with open(output, "w") as sink:
         proc = subprocess.Popen(argv, cwd=cwd, stdout=sink, stderr=subprocess.STDOUT)
         try:
@@ -228,6 +228,12 @@ def run_tool(argv, cwd, output, watch, log):
                     log(f"      routing: {left:,} of {total:,} arcs left ({now - started:.0f} s)",
                         flush=True)
                     reported, last_arcs = now, watch.arcs
+                # router2 reports per iteration the resources still overused.
+                if watch and watch.overuse not in (None, last_overuse):
+                    iteration, overuse = watch.overuse
+                    log(f"      routing: iteration {iteration}, overuse {overuse:,} "
+                        f"({now - started:.0f} s)", flush=True)
+                    reported, last_overuse = now, watch.overuse
         except BaseException:
             proc.kill()   # an interrupted build leaves no tool running
             proc.wait()

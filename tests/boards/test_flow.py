@@ -46,6 +46,25 @@ def test_run_tool_reports_the_routers_progress(tmp_path, monkeypatch):
     assert left == sorted(left, reverse=True) and len(set(left)) == len(left)
 
 
+def test_run_tool_reports_router2s_overuse(tmp_path):
+    """router2 (on the ECP5 designs with the most DSP blocks) reports its overuse per
+    iteration: the build's output names the routing phase and each iteration's overuse."""
+    lines = ["Info: Running router2...", "Info: Running main router loop..."]
+    lines += [f"Info:     iter={i} wires=9 overused=9 overuse={over} archfail=NA"
+              for i, over in ((1, 98076), (2, 60925), (3, 0))]
+    script = tmp_path / "fake-nextpnr"
+    script.write_text("#!/bin/sh\n" + "".join(f"echo '{line}' >> top.tim; sleep 1.2\n"
+                                              for line in lines))
+    script.chmod(0o755)
+    out = []
+    code = run_tool([str(script)], tmp_path, tmp_path / "out", LogWatch(tmp_path / "top.tim"),
+                    lambda line, **k: out.append(line.strip()))
+    assert code == 0
+    assert [line.split(" (")[0] for line in out] == [
+        "routing", "routing: iteration 1, overuse 98,076", "routing: iteration 2, overuse 60,925",
+        "routing: iteration 3, overuse 0"]
+
+
 def test_failing_tool_is_reported_with_its_step_and_output(tmp_path, monkeypatch):
     fake = tmp_path / "fake-yosys"
     fake.write_text("#!/bin/sh\necho 'ERROR: fake synthesis failure' >&2\nexit 3\n")
