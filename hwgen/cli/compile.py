@@ -80,12 +80,19 @@ def design(args):
     return config_from_args(args), None
 
 
+def _input_shape(model):
+    from hwgen.nn import CNN
+
+    return model.shapes[0][0] if isinstance(model, CNN) else (model.in_features,)
+
+
 def _network(source, config, calibration, output):
     """Return ``(network, program)`` of ``source`` for ``config``."""
     import hwgen
     from hwgen.compiler import CompileError, Program
     from hwgen.dse.model import network_from_program
     from hwgen.memmap import PassKind
+    from hwgen.nn import QuantizedNetwork
 
     model = source.model
     if isinstance(model, Program):
@@ -94,15 +101,16 @@ def _network(source, config, calibration, output):
                              "quantized; calibration applies to a float model")
         if model.config_hash == config.hash:
             return None, model
-        if any(layer.kind != PassKind.DENSE for layer in model.layers):
+        if any(d["kind"] != PassKind.MATRIX.value or d["spatial"] for d in model.descriptors):
             raise UsageError(f"MODEL {source.what}: compiled for {model.config.name}; a "
                              "program of other than dense layers cannot be recompiled for "
                              "another design: compile the model itself (its .onnx file)")
         model = network_from_program(model)
-    elif not hasattr(model, "forward_trace") and calibration is None:
+    elif not isinstance(model, QuantizedNetwork) and calibration is None:
+        shape = ", ".join(map(str, _input_shape(model)))
         raise UsageError(f"MODEL {source.what} is a float model: quantizing it needs "
-                         "calibration inputs; allowed: --calibration X.npy, float samples of "
-                         "its input shape (M, features) or NHWC images (M, H, W, C)")
+                         f"calibration inputs; allowed: --calibration X.npy, float samples of "
+                         f"shape (M, {shape}) (NHWC for images)")
     try:
         return hwgen.compile_for(model, config, calibration, output=output)
     except CompileError as exc:
