@@ -15,6 +15,8 @@ from hwgen.memmap import Region, RegionGeometry, regions
 from hwgen.protocol import (
     MAX_PAYLOAD,
     PROTOCOL_VERSION,
+    RX_FIFO,
+    Features,
     InfoHeader,
     RegionInfo,
     layout_bytes,
@@ -50,16 +52,23 @@ class DeviceInfo:
     regions: dict
     #: The UART's rate (0: byte streams, e.g. the simulated board over TCP).
     baud: int = 0
+    #: Bytes the device's receive FIFO holds while it answers: never send more than this
+    #: ahead of a response not yet read.
+    rx_fifo: int = RX_FIFO
+    #: The optional commands the device has (:class:`hwgen.protocol.Features`).
+    features: Features = Features.ALL
 
     @classmethod
-    def from_config(cls, config, max_payload=MAX_PAYLOAD, baud=0):
-        """Return what a device built from ``config`` with a UART at ``baud`` reports."""
+    def from_config(cls, config, max_payload=MAX_PAYLOAD, baud=0, rx_fifo=RX_FIFO,
+                    features=Features.ALL):
+        """Return what a device built from ``config`` with a UART at ``baud``, a receive FIFO
+        of ``rx_fifo`` bytes and the optional commands ``features`` reports."""
         return cls(
             version=PROTOCOL_VERSION, config_hash=config.hash_int, rows=config.rows,
             cols=config.cols, dataflow=config.dataflow, in_bits=config.in_bits,
             w_bits=config.w_bits, acc_bits=config.acc_bits, mult_bits=config.mult_bits,
             max_payload=max_payload, acc_depth=config.acc_depth, regions=regions(config),
-            baud=baud)
+            baud=baud, rx_fifo=rx_fifo, features=Features(features))
 
     def mismatches(self, config, theirs="expected"):
         """Return a list of ``"name: device X vs <theirs> Y"`` for every disagreement with
@@ -68,7 +77,8 @@ class DeviceInfo:
         Values read as a person writes them: the hash in hex, a memory as ``N words of B
         bits`` on a line of its own (``WEIGHT memory: ...``), never a Python repr.
         """
-        expect = DeviceInfo.from_config(config, self.max_payload, self.baud)
+        expect = DeviceInfo.from_config(config, self.max_payload, self.baud, self.rx_fifo,
+                                        self.features)
         found = []
         for f in dataclasses.fields(self):
             mine, other = getattr(self, f.name), getattr(expect, f.name)
@@ -79,6 +89,8 @@ class DeviceInfo:
             elif mine != other:
                 if f.name == "config_hash":
                     mine, other = f"{mine:016x}", f"{other:016x}"
+                elif isinstance(mine, Features):
+                    mine, other = _features(mine), _features(other)
                 found.append(f"{f.name}: device {mine} vs {theirs} {other}")
         return found
 
@@ -89,6 +101,11 @@ class DeviceInfo:
     def read_chunk_words(self, region):
         """Most words of ``region`` one READ can return."""
         return read_chunk_words(self.regions[region], self.max_payload)
+
+
+def _features(flags):
+    return "+".join(f.name for f in Features if f.value and f in flags and f is not Features.ALL
+                    ) or "none"
 
 
 def _memory(geometry):
@@ -121,6 +138,7 @@ def unpack_info(payload):
         rec = unpack_layout(RegionInfo, payload[n + i * rsize:n + (i + 1) * rsize])
         geometries[Region(i)] = RegionGeometry(Region(i), rec["word_bits"], rec["depth"])
     head["dataflow"] = DATAFLOWS[head["dataflow"]]
+    head["features"] = Features(head["features"] & Features.ALL)
     return DeviceInfo(**head, regions=geometries)
 
 
