@@ -168,18 +168,18 @@ REMEDY = ("a program for the device's design: hwgen compile MODEL --build DIR --
 
 
 def _explained(headline, differences, unreported):
-    """Return ``headline``, one ``name: device X vs Y`` line per difference (or why there is
-    none to show) and :data:`REMEDY`, as one message of indented lines."""
-    lines = [f"  {d}" for d in differences] or [f"  ({unreported})"]
-    return "\n".join([headline + ":", *lines, REMEDY])
+    """Return ``headline``, the ``name: device X vs Y`` of every difference (or why there is
+    none to show) and :data:`REMEDY`, as one line (a command's error is one line)."""
+    detail = f"; differing fields: {'; '.join(differences)}" if differences else f" ({unreported})"
+    return f"{headline}{detail}; {REMEDY}"
 
 
 def check_device(info, config, where):
     """Raise :class:`IncompatibleDevice` unless the device at ``where`` (its :class:`DeviceInfo`
     ``info``) speaks this host's protocol version and, given a ``config``, was built from it.
 
-    The message names both hashes, then the INFO fields that differ, one ``name: device X vs
-    config Y`` line each, then how to make a program of the device's design (:data:`REMEDY`).
+    The message (one line) names both hashes, then the INFO fields that differ, ``name: device
+    X vs config Y`` each, then how to make a program of the device's design (:data:`REMEDY`).
     """
     if info.version != PROTOCOL_VERSION:
         raise IncompatibleDevice(
@@ -201,9 +201,8 @@ def check_program(info, program, where):
     """Raise :class:`IncompatibleDevice` if ``program`` was compiled for another configuration
     than the device at ``where`` (its :class:`DeviceInfo` ``info``) was built from.
 
-    The message names both hashes, then the INFO fields that differ, one ``name: device X vs
-    program Y`` line each, then how to make a program of the device's design
-    (:data:`REMEDY`).
+    The message (one line) names both hashes, then the INFO fields that differ, ``name: device
+    X vs program Y`` each, then how to make a program of the device's design (:data:`REMEDY`).
     """
     device_hash = f"{info.config_hash:016x}"
     if program.config_hash != device_hash:
