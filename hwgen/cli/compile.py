@@ -89,8 +89,8 @@ def _input_shape(model):
 def _network(source, config, calibration, output):
     """Return ``(network, program)`` of ``source`` for ``config``."""
     import hwgen
-    from hwgen.compiler import CompileError, Program
-    from hwgen.dse.model import network_from_program
+    from hwgen.compiler import CompileError, Program, design_widths
+    from hwgen.dse.model import IntegerModel, ModelError, network_from_program
     from hwgen.memmap import PassKind
     from hwgen.nn import QuantizedNetwork
 
@@ -105,7 +105,16 @@ def _network(source, config, calibration, output):
             raise UsageError(f"MODEL {source.what}: compiled for {model.config.name}; a "
                              "program of other than dense layers cannot be recompiled for "
                              "another design: compile the model itself (its .onnx file)")
-        model = network_from_program(model)
+        # Its integer network, declared with the design's accumulator and multiplier widths
+        # (the values are what they are: the compiler proves that they fit).
+        widths = design_widths(config)
+        try:
+            model = IntegerModel(network_from_program(model), label=source.what,
+                                 digest="").network(**widths)
+        except ModelError as exc:
+            raise UsageError(f"MODEL {exc}; a program's integers keep the widths they were "
+                             "quantized to: compile the float model (its .onnx file) for "
+                             "this design") from None
     elif not isinstance(model, QuantizedNetwork) and calibration is None:
         shape = ", ".join(map(str, _input_shape(model)))
         raise UsageError(f"MODEL {source.what} is a float model: quantizing it needs "
@@ -154,9 +163,9 @@ def _summary(network, program, board, what):
             f"wire bytes per inference {wire:,.1f} (runs of {full})")
 
 
-def _save_input(args, source, network):
-    import numpy as np
-
+def _samples(args, source, network):
+    """Return the samples ``--save-input`` writes: ``--input``'s (or a named model's own)
+    quantized to the program's integers."""
     from .models import load_array
 
     if args.input is not None:
@@ -173,11 +182,12 @@ def _save_input(args, source, network):
         xq = network.quantize_input(x)
     except ValueError as exc:
         raise UsageError(f"--input: {exc}") from None
-    np.save(args.save_input, xq)
-    return f"wrote {args.save_input}: {' x '.join(map(str, xq.shape))} {xq.dtype}"
+    return xq
 
 
 def _run(args):
+    import numpy as np
+
     from .models import load_array, load_source
 
     output_file(args.out, "--out")
@@ -191,11 +201,15 @@ def _run(args):
                    if args.calibration is not None else source.calibration)
     say(f"hwgen compile: {source.what} for {config.name} ...")
     network, program = _network(source, config, calibration, args.last)
+    # Every refusal before anything is written.
+    samples = _samples(args, source, network) if args.save_input is not None else None
     program.save(args.out)
     print(_summary(network, program, board, source.what))
     print(f"wrote {args.out}")
-    if args.save_input is not None:
-        print(_save_input(args, source, network))
+    if samples is not None:
+        np.save(args.save_input, samples)
+        print(f"wrote {args.save_input}: {' x '.join(map(str, samples.shape))} "
+              f"{samples.dtype}")
     sys.stdout.flush()
     return 0
 

@@ -101,6 +101,15 @@ def test_a_saved_program_is_recompiled_for_another_design(tmp_path, capsys, demo
     err = _refused(capsys, ["compile", str(first), "--calibration", str(first),
                             "--out", str(second)])
     assert "--calibration" in err
+    # Its 16-bit multipliers do not fit the iCEBreaker's 8: the float model would.
+    err = _refused(capsys, ["compile", str(first), *SMALL_ICE, "--out", str(second)])
+    assert "allowed: unsigned mult_bits=8, 0..255; a program's integers keep the widths " \
+           "they were quantized to: compile the float model" in err
+    # Nothing is written when the samples cannot be: a program has no input scale.
+    third = tmp_path / "third.npz"
+    err = _refused(capsys, ["compile", str(first), "--rows", "2", "--out", str(third),
+                            "--save-input", str(tmp_path / "xq.npy")])
+    assert "give --input X.npy" in err and not third.exists()
 
 
 @pytest.mark.parametrize(("argv", "message"), [
