@@ -73,7 +73,7 @@ class Implementation:
         Leave the adder's per-lane multipliers (``residual``) to synthesis, which maps them
         onto DSP blocks; ``False`` builds them from logic cells
         (:func:`hwgen.device.adder.logic_product`), for designs whose array takes most of the
-        chip's DSP blocks (:meth:`hwgen.boards.Board.implementation_for`).
+        chip's DSP blocks (:func:`hwgen.boards.fit.implementation_for`).
 
     Raises
     ------

@@ -23,7 +23,6 @@ from ..implementation import DspPacking, Implementation
 
 __all__ = [
         "BOARDS",
-    "DSP_CONGESTION_ABOVE",
     "ECP5_IMPLEMENTATION",
     "ICE40_IMPLEMENTATION",
     "ICEBREAKER_PRESET",
@@ -36,14 +35,6 @@ __all__ = [
     "Board",
     "Family",
 ]
-
-
-#: The DSP blocks of an ECP5 design above which the adder's multipliers are built from logic
-#: cells and nextpnr routes with router2 (:meth:`Board.implementation_for`,
-#: :meth:`Board.nextpnr_options`): the 8x16 ResNet-8 design with them took 152 MULT18X18Ds and
-#: its router1 stalled, congested; the 85F preset's 88 route, as do the smaller chips' full
-#: ones (28 of the 12F's 28, 68 of the 45F's 72), a fraction of the 85F design's nets.
-DSP_CONGESTION_ABOVE = 128
 
 
 class Family(enum.StrEnum):
@@ -154,29 +145,6 @@ class Board:
     def packing_for(self, config):
         """Return the array's DSP packing for ``config``: only weight-stationary arrays pack."""
         return self.implementation.packing_for(config)
-
-    def implementation_for(self, config):
-        """Return the implementation that builds ``config`` on this board: the board's, with
-        the adder's multipliers in logic cells (``adder_dsp=False``) on an ECP5 design that
-        would otherwise take more than :data:`DSP_CONGESTION_ABOVE` DSP blocks (an array
-        that takes most of the 85F's)."""
-        impl = self.implementation
-        if config.residual and impl.adder_dsp and self._dsp_congested(config):
-            impl = dataclasses.replace(impl, adder_dsp=False)
-        return impl
-
-    def _dsp_congested(self, config):
-        from .fit import dsp_blocks_with_adder
-
-        return (self.family is Family.ECP5
-                and dsp_blocks_with_adder(self, config) > DSP_CONGESTION_ABOVE)
-
-    def nextpnr_options(self, config):
-        """Return the options ``hwgen build`` gives nextpnr for ``config`` beyond its
-        defaults: on an ECP5 design of more than :data:`DSP_CONGESTION_ABOVE` DSP blocks
-        (with the adder's), router2, which resolves congestion where router1 (the default)
-        stalled on such a design (docs/performance.md)."""
-        return ["--router", "router2"] if self._dsp_congested(config) else []
 
     @property
     def bitstream_suffix(self):

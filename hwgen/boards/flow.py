@@ -17,7 +17,13 @@ from pathlib import Path
 
 from .baud import link_plan
 from .catalog import Family
-from .fit import RESOURCE_NAMES, check_array_fit, check_fit, raise_if_overfull
+from .fit import (
+    RESOURCE_NAMES,
+    check_array_fit,
+    check_fit,
+    nextpnr_options,
+    raise_if_overfull,
+)
 from .fold import fold_netlist_file
 from .nextpnr import LogWatch
 from .pll import clock_plan
@@ -107,7 +113,7 @@ def _elaborate(board, config, top, build_dir, *, baud, seed, pe_instances):
         name, text = _pe_verilog(config, packed)
         platform.add_file(f"{name}.v", text)
     # Timing is judged from the report, not by exit code.
-    nextpnr_opts = ["--timing-allow-fail", *board.nextpnr_options(config)]
+    nextpnr_opts = ["--timing-allow-fail", *nextpnr_options(board, config)]
     # For experiments: more options (e.g. a placer) without a change of the code.
     nextpnr_opts += shlex.split(os.environ.get("HWGEN_NEXTPNR_OPTS", ""))
     if seed is not None:

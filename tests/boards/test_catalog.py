@@ -58,14 +58,14 @@ def test_resnet8_design_takes_the_multipliers_its_lanes_allow():
     assert (config.rows, config.cols, config.requant_lanes, config.acc_bits) == (8, 16, 4, 32)
     assert config.residual
     assert boards.fit.dsp_blocks_with_adder(board, config) == 8 * 16 + 4 * 2 + 16
-    assert not board.implementation_for(config).adder_dsp
-    assert board.nextpnr_options(config) == ["--router", "router2"]
+    assert not boards.fit.implementation_for(board, config).adder_dsp
+    assert boards.fit.nextpnr_options(board, config) == ["--router", "router2"]
     assert boards.check_fit(board, config)["dsp"] == 8 * 16 + 4 * 2
     eight = boards.board_config(board, preset="ulx3s-85f-resnet8", post_lanes=8)
     assert boards.check_fit(board, eight)["dsp"] == 8 * 16 + 8 * 2
     plain = boards.board_config(board)
-    assert board.implementation_for(plain) is board.implementation
-    assert board.nextpnr_options(plain) == []
+    assert boards.fit.implementation_for(board, plain) is board.implementation
+    assert boards.fit.nextpnr_options(board, plain) == []
     assert boards.check_fit(board, plain)["dsp"] == 8 * 8 + 8 * 2 + 8
     with pytest.raises(FitError, match=r"needs 168 MULT18X18D multipliers, the device has 156"):
         boards.check_fit(board, boards.board_config(board, preset="ulx3s-85f-resnet8",
