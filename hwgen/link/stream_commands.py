@@ -47,8 +47,8 @@ class StreamCommands:
 
     def datapath(self, m, ex, dp):
         """Add the repacker (and the scanner) and wire them to the executor's datapath ``dp``
-        (its namespace gains ``rp``, ``sc``, ``rp_start``, ``is_classes``, ``feed_ptr`` and
-        ``feed_full``); a FETCH's or CLASSES' response sends their bytes."""
+        (its namespace gains ``rp``, ``sc``, ``rp_start``, ``is_classes`` and the ``feed_*``
+        registers); a FETCH's or CLASSES' response sends their bytes."""
         config, opcode = self.config, ex.request.header.opcode
         m.submodules.repacker = dp.rp = rp = Repacker(config)
         dp.rp_start = Signal()
@@ -57,7 +57,7 @@ class StreamCommands:
         dp.is_classes = is_classes = (opcode == Opcode.CLASSES) \
             if Features.CLASSES in self.features else Const(0, 1)
         dp.feed_ptr = Signal(range(ex.max_payload + 1))
-        dp.feed_full = Signal()
+        dp.feed_full, dp.feed_wait, dp.feed_byte = Signal(), Signal(), Signal(8)
         m.d.comb += [
             dp.checks.stream.eq(sa),
             rp.load.eq(opcode == Opcode.LOAD),
@@ -95,7 +95,8 @@ class StreamCommands:
             with m.Case(Opcode.LOAD):
                 # (DISPATCH took `addr` as the first word: StreamArgs starts as AccessArgs.)
                 m.d.comb += dp.rp_start.eq(1)
-                m.d.sync += [dp.feed_ptr.eq(_STREAM_BYTES), dp.feed_full.eq(0)]
+                m.d.sync += [dp.feed_ptr.eq(_STREAM_BYTES), dp.feed_full.eq(0),
+                             dp.feed_wait.eq(0)]
                 m.next = "LOAD"
             with m.Case(Opcode.FETCH):
                 m.d.comb += dp.rp_start.eq(1)
@@ -117,12 +118,16 @@ class StreamCommands:
         host, rp = ex.host, dp.rp
         sr, byte_pos, sr_bytes = dp.sr, dp.byte_pos, dp.sr_bytes
         with m.State("LOAD"):
-            # The payload buffer feeds the repacker a byte at a time: read when empty, the byte
-            # held (no read) until the repacker takes it.
-            m.d.comb += [dp.buf_r.addr.eq(dp.feed_ptr), dp.buf_r.en.eq(~dp.feed_full),
-                         rp.i.valid.eq(dp.feed_full), rp.i.payload.eq(dp.buf_r.data)]
-            with m.If(~dp.feed_full):
-                m.d.sync += [dp.feed_full.eq(1), dp.feed_ptr.eq(dp.feed_ptr + 1)]
+            # The payload buffer feeds the repacker a byte at a time: each read's byte is kept
+            # in a register until the repacker takes it (the buffer's read enable stays the
+            # inverse of its write enable, which its mapping onto an iCE40 SPRAM needs).
+            m.d.comb += [dp.buf_r.addr.eq(dp.feed_ptr), rp.i.valid.eq(dp.feed_full),
+                         rp.i.payload.eq(dp.feed_byte)]
+            with m.If(dp.feed_wait):
+                m.d.sync += [dp.feed_byte.eq(dp.buf_r.data), dp.feed_full.eq(1),
+                             dp.feed_wait.eq(0)]
+            with m.Elif(~dp.feed_full):
+                m.d.sync += [dp.feed_wait.eq(1), dp.feed_ptr.eq(dp.feed_ptr + 1)]
             with m.Elif(rp.i.ready):
                 m.d.sync += dp.feed_full.eq(0)
             # The words as a WRITE's (see COMMIT): word_bytes bytes from the repacker enter the
