@@ -17,6 +17,8 @@ from support import build_frame_bench as build
 
 from host.frames import ResponseDecoder
 from hwgen.config import AcceleratorConfig
+from hwgen.device.top import Device
+from hwgen.implementation import Implementation
 from hwgen.memmap import Region, regions
 from hwgen.protocol import (
     Features,
@@ -43,20 +45,29 @@ ODD = AcceleratorConfig(rows=3, cols=3, in_bits=5, w_bits=4, acc_bits=13, mult_b
 class WireBench:
     """The frame engine and an InProcessDevice given the same requests; see :meth:`run`."""
 
-    def __init__(self, config, *, seed=0, **kwargs):
+    def __init__(self, config, *, seed=0, core_period=None, features=Features.ALL, **kwargs):
         self.config = config
         self.geometry = regions(config)
-        self.top, self.engine, self.target, self.link = build(config, seed=seed + 1, **kwargs)
+        # With `core_period` (the link's clock period is 1): the accelerator in its own
+        # domain behind the bridge, the engine in handshake mode.
+        self.core_period = core_period
+        self.top, self.engine, self.target, self.link = build(
+            config, seed=seed + 1, bridged=core_period is not None and "device" not in kwargs,
+            **kwargs)
         self.driver = LinkDriver(self.link, 0.2, 0.2)
         self.decoder = ResponseDecoder()
-        self.model = InProcessDevice(config)
+        self.model = InProcessDevice(config, features=features)
         self.model_decoder = ResponseDecoder()
         self.rng = random.Random(seed)
         self.seq = 0
 
     def run(self, script):
         sim = Simulator(self.top)
-        sim.add_clock(1e-6)
+        if self.core_period is None:
+            sim.add_clock(1e-6)
+        else:
+            sim.add_clock(1e-6, domain="link")
+            sim.add_clock(self.core_period * 1e-6, domain="sync")
         sim.add_testbench(self.driver.receiver, background=True)
 
         async def main(ctx):
@@ -116,9 +127,11 @@ def _shape(rng, lanes, lane_bits, depth):
             "bits": rng.randint(1, lane_bits)}
 
 
-@pytest.mark.parametrize("config", [TINY, ODD], ids=["tiny", "odd"])
-def test_load_and_fetch_as_the_model(config):
-    bench = WireBench(config, seed=3)
+@pytest.mark.parametrize(("config", "core_period"), [(TINY, None), (ODD, None), (TINY, 0.7),
+                                                     (ODD, 2.3)],
+                         ids=["tiny", "odd", "tiny-bridged-faster", "odd-bridged-slower"])
+def test_load_and_fetch_as_the_model(config, core_period):
+    bench = WireBench(config, seed=3, core_period=core_period)
 
     async def script(bench, ctx):
         rng = bench.rng
@@ -144,9 +157,10 @@ def test_load_and_fetch_as_the_model(config):
     bench.run(script)
 
 
-@pytest.mark.parametrize("config", [TINY, ODD], ids=["tiny", "odd"])
-def test_classes_as_numpy(config):
-    bench = WireBench(config, seed=4)
+@pytest.mark.parametrize(("config", "core_period"), [(TINY, None), (ODD, None), (ODD, 1.7)],
+                         ids=["tiny", "odd", "odd-bridged"])
+def test_classes_as_numpy(config, core_period):
+    bench = WireBench(config, seed=4, core_period=core_period)
     cols, acc_bits = config.cols, config.acc_bits
     out = regions(config)[Region.OUTPUT]
 
@@ -192,5 +206,31 @@ def test_info_reports_fifo_and_features():
     async def script(bench, ctx):
         frame = await bench.request(ctx, Opcode.INFO)
         assert frame.payload == info_bytes(TINY, features=Features.ALL)
+
+    bench.run(script)
+
+
+@pytest.mark.parametrize(("packed_wire", "class_output"), [(False, True), (True, False)])
+def test_a_device_without_a_feature(packed_wire, class_output):
+    """A Device built without LOAD and FETCH (or CLASSES) says so in INFO and answers their
+    opcodes BAD_OPCODE, as the model with the same features."""
+    implementation = Implementation(packed_wire=packed_wire, class_output=class_output)
+    features = implementation.features
+    assert features == ((Features.PACKED if packed_wire else Features.NONE)
+                        | (Features.CLASSES if class_output else Features.NONE))
+    device = Device(TINY, link="stream", implementation=implementation,
+                    link_clock_hz=TINY.clock_hz)
+    bench = WireBench(TINY, core_period=1.3, features=features, device=device)
+
+    async def script(bench, ctx):
+        frame = await bench.request(ctx, Opcode.INFO)
+        assert frame.payload == info_bytes(TINY, features=features)
+        await bench.fill(ctx, Region.OUTPUT)
+        fetch = await bench.request(ctx, Opcode.FETCH, pack_fetch(Region.OUTPUT, 0, runs=2,
+                                                                   run=3, bits=9))
+        classes = await bench.request(ctx, Opcode.CLASSES, pack_classes(0, 4, 3, 3, 2))
+        assert (fetch.status == Status.OK) == packed_wire
+        assert (classes.status == Status.OK) == class_output
+        assert Status.BAD_OPCODE in (fetch.status, classes.status)
 
     bench.run(script)
