@@ -19,7 +19,7 @@ from amaranth.lib import enum, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..config import AcceleratorConfig
-from ..memmap import Region, regions
+from ..memmap import Region, addr_bits, regions
 from ..protocol import ClassArgs, StreamArgs, layout_bytes
 
 __all__ = ["StreamChecks"]
@@ -103,7 +103,10 @@ class StreamChecks(wiring.Component):
                                                           sa.bits)
         runs, pitch = Mux(self.classes, ca.samples, sa.runs), Mux(self.classes, ca.pitch,
                                                                   sa.pitch)
-        addr = Mux(self.classes, ca.addr, sa.addr)
+        # An address past every region's addresses fails at once; the others are narrow.
+        wide_addr = Mux(self.classes, ca.addr, sa.addr)
+        width = addr_bits(config)
+        addr, addr_fits = wide_addr[:width], wide_addr[width:] == 0
         lanes = Mux(is_out, config.cols, config.act_lanes)
         limit = Mux(is_out, out_limit, act_limit)
 
@@ -113,7 +116,7 @@ class StreamChecks(wiring.Component):
         total = Signal(range(bit_limit + most_per_run + 1))   # bits; stops past bit_limit
         most_lanes = max(config.cols, config.act_lanes)
         # elements; no more pitches once past `limit`
-        origin = Signal(range((1 << 32) * most_lanes + max(act_limit, out_limit) + 0x10000))
+        origin = Signal(range((1 << width) * most_lanes + max(act_limit, out_limit) + 0x10000))
         count = Signal(16)
         phase = Signal(_Step)
         m.d.comb += self.more.eq(region_ok & shape_ok & (phase != _Step.DONE))
@@ -149,6 +152,6 @@ class StreamChecks(wiring.Component):
         m.d.sync += fits.eq(Mux(self.load, nbytes == self.length - _STREAM_BYTES,
                                 nbytes <= max_payload))
         addr_ok = Signal(name="stream_addr_ok")
-        m.d.sync += addr_ok.eq(origin <= limit)
+        m.d.sync += addr_ok.eq(addr_fits & (origin <= limit))
         m.d.comb += [self.bytes_ok.eq(fits), self.addr_ok.eq(addr_ok)]
         return m
