@@ -12,6 +12,8 @@ simulations use the plain one unless told.
 import dataclasses
 import enum
 
+from .protocol import RX_FIFO, Features
+
 __all__ = ["DSP_OPERAND_BITS", "SB_MAC16_OPERAND_BITS", "DspPacking", "Implementation"]
 
 #: Signed operand width of an ECP5 MULT18X18D.
@@ -75,6 +77,10 @@ class Implementation:
     class_output : bool
         The frame engine serves CLASSES (the top-k indices found on the device); without, a
         host reads the scores and finds them itself (the same results).
+    rx_fifo : int
+        Bytes of the UART's receive FIFO (INFO's ``rx_fifo``: what a host may send ahead of
+        an answer it has not read, so the deeper, the more the next request overlaps the last
+        answer on the full-duplex UART), at least 2.
 
     Raises
     ------
@@ -91,6 +97,7 @@ class Implementation:
     link_on_oscillator: bool = False
     packed_wire: bool = True
     class_output: bool = True
+    rx_fifo: int = RX_FIFO
 
     def __post_init__(self):
         if self.dsp_packing is not None:
@@ -103,6 +110,10 @@ class Implementation:
         for name in ("post_pipeline", "registered_reads", "spram", "link_on_oscillator",
                      "packed_wire", "class_output"):
             _bool(name, getattr(self, name))
+        if isinstance(self.rx_fifo, bool) or not isinstance(self.rx_fifo, int) \
+                or self.rx_fifo < 2:
+            raise ValueError(f"Implementation: rx_fifo={self.rx_fifo!r}; allowed: an int >= 2 "
+                             "(bytes)")
         pieces = self.split_multiplier
         if isinstance(pieces, bool) or not isinstance(pieces, int) or pieces < 1:
             raise ValueError(f"Implementation: split_multiplier={pieces!r}; allowed: an int "
@@ -149,8 +160,6 @@ class Implementation:
     def features(self):
         """The optional commands of :mod:`hwgen.protocol` the frame engine serves (INFO's
         ``features``)."""
-        from .protocol import Features
-
         return ((Features.PACKED if self.packed_wire else Features.NONE)
                 | (Features.CLASSES if self.class_output else Features.NONE))
 

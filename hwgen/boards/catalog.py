@@ -167,10 +167,11 @@ ICE40_IMPLEMENTATION = Implementation(dsp_packing=DspPacking.SB_MAC16, post_pipe
                                       packed_wire=False, class_output=False)
 #: How the ULX3S builds it: a MULT18X18D per processing element, the requantization pipelined
 #: with one MULT18X18D per 17-bit slice, every read registered, the link on the 25 MHz
-#: oscillator.
+#: oscillator, a receive FIFO of one DP16KD (2048 bytes: a whole request arrives while an
+#: answer goes out).
 ECP5_IMPLEMENTATION = Implementation(dsp_packing=DspPacking.MULT18X18D, post_pipeline=True,
                                      split_operand=17, registered_reads=True,
-                                     link_on_oscillator=True)
+                                     link_on_oscillator=True, rx_fifo=2048)
 
 
 def _ulx3s(size, luts, ebr, mults, preset):

@@ -58,10 +58,11 @@ class Device(wiring.Component):
         Run the link (UART or streams) and the frame engine in a clock domain of their own,
         ``link``, at this frequency, and the accelerator in ``sync`` at ``config.clock_hz``;
         a :class:`hwgen.link.bridge.HostPortBridge` joins them. ``None``: everything in ``sync``.
-    rx_fifo : int
+    rx_fifo : int or None
         Bytes of the UART's receive FIFO, at least 2 (reported by INFO; a host never sends
-        more ahead of an answer it has not read). A device with ``link="stream"`` reports it
-        too, so that its host paces itself as a board's.
+        more ahead of an answer it has not read); None: the implementation's ``rx_fifo``. A
+        device with ``link="stream"`` reports it too, so that its host paces itself as a
+        board's.
 
     Members
     -------
@@ -78,7 +79,7 @@ class Device(wiring.Component):
     """
 
     def __init__(self, config, *, link=Link.UART, baud=DEFAULT_BAUD, implementation=None,
-                 pe_instances=False, link_clock_hz=None, rx_fifo=RX_FIFO_DEPTH):
+                 pe_instances=False, link_clock_hz=None, rx_fifo=None):
         if link not in LINKS:
             raise ValueError(f"link={link!r} is not supported; allowed: {', '.join(LINKS)}")
         link = Link(link)
@@ -88,6 +89,8 @@ class Device(wiring.Component):
                                           or link_clock_hz < 1):
             raise ValueError(f"link_clock_hz must be a positive int or None, not "
                              f"{link_clock_hz!r}")
+        implementation = Implementation() if implementation is None else implementation
+        rx_fifo = implementation.rx_fifo if rx_fifo is None else rx_fifo
         if isinstance(rx_fifo, bool) or not isinstance(rx_fifo, int) or rx_fifo < 2:
             raise ValueError(f"rx_fifo must be an int >= 2 (bytes), not {rx_fifo!r}")
         self.rx_fifo = rx_fifo
