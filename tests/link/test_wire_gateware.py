@@ -185,6 +185,33 @@ def test_classes_as_numpy(config, core_period):
     bench.run(script)
 
 
+def test_classes_of_unaligned_samples_and_two_byte_indices():
+    """Samples packed tight (``pitch == n``, so a sample starts at any lane) and ``n > 256``
+    (two bytes an index)."""
+    config = AcceleratorConfig(rows=2, cols=3, act_depth=32, weight_depth=32, param_depth=4,
+                               acc_depth=8, out_depth=128, prog_depth=4)
+    bench = WireBench(config, seed=6)
+    acc_bits = config.acc_bits
+
+    async def script(bench, ctx):
+        rng = np.random.default_rng(6)
+        for n, samples, ks in ((5, 7, (1, 3)), (300, 1, (1, 2))):
+            scores = rng.integers(-3, 3, samples * n)
+            scores = np.concatenate([scores, np.zeros(-len(scores) % 3, dtype=scores.dtype)])
+            words = [sum((int(v) & ((1 << acc_bits) - 1)) << (i * acc_bits)
+                         for i, v in enumerate(scores[w * 3:(w + 1) * 3]))
+                     for w in range(len(scores) // 3)]
+            await bench.fill(ctx, Region.OUTPUT, words + [0] * (128 - len(words)))
+            for k in ks:
+                frame = await bench.request(ctx, Opcode.CLASSES,
+                                            pack_classes(0, samples, n, n, k))
+                expect = np.argsort(-scores[:samples * n].reshape(samples, n), axis=1,
+                                    kind="stable")[:, :k]
+                assert (unpack_indices(frame.payload, samples, k, n) == expect).all()
+
+    bench.run(script)
+
+
 def test_stream_errors_as_the_model():
     """Each malformed LOAD, FETCH and CLASSES gets its status and changes nothing."""
     bench = WireBench(TINY, seed=5)
