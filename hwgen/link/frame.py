@@ -44,6 +44,11 @@ class FrameEngine(wiring.Component):
     goes back to hunting for a sync byte. A frame that stops arriving for ``timeout_cycles``
     cycles is dropped the same way.
 
+    LOAD, FETCH and CLASSES (the element streams of :mod:`hwgen.protocol`, on an engine with
+    those ``features``) are checked and carried out the same way: a LOAD's words are written
+    after every check passed, a FETCH's or CLASSES' bytes are computed as the response goes out
+    (:mod:`hwgen.link.stream_commands`).
+
     The engine keeps a *program loaded* flag (set by a WRITE to PROGRAM, cleared by RESET; RUN
     needs it) and a count of RUNs started (reported by COUNTERS, cleared by RESET). RESET also
     pulses ``host.clear``; it cannot stop a running program (the host port has no abort).
