@@ -12,6 +12,8 @@ simulations use the plain one unless told.
 import dataclasses
 import enum
 
+from .protocol import RX_FIFO, Features
+
 __all__ = ["DSP_OPERAND_BITS", "SB_MAC16_OPERAND_BITS", "DspPacking", "Implementation"]
 
 #: Signed operand width of an ECP5 MULT18X18D.
@@ -74,6 +76,16 @@ class Implementation:
         onto DSP blocks; ``False`` builds them from logic cells
         (:func:`hwgen.device.adder.logic_product`), for designs whose array takes most of the
         chip's DSP blocks (:func:`hwgen.boards.fit.implementation_for`).
+    packed_wire : bool
+        The frame engine serves LOAD and FETCH (inputs and outputs packed at their widths on
+        the wire); without, a host falls back to WRITE and READ of whole words.
+    class_output : bool
+        The frame engine serves CLASSES (the top-k indices found on the device); without, a
+        host reads the scores and finds them itself (the same results).
+    rx_fifo : int
+        Bytes of the UART's receive FIFO (INFO's ``rx_fifo``: what a host may send ahead of
+        an answer it has not read, so the deeper, the more the next request overlaps the last
+        answer on the full-duplex UART), at least 2.
 
     Raises
     ------
@@ -89,6 +101,9 @@ class Implementation:
     spram: bool = False
     link_on_oscillator: bool = False
     adder_dsp: bool = True
+    packed_wire: bool = True
+    class_output: bool = True
+    rx_fifo: int = RX_FIFO
 
     def __post_init__(self):
         if self.dsp_packing is not None:
@@ -99,8 +114,12 @@ class Implementation:
                     f"Implementation: dsp_packing={self.dsp_packing!r}; allowed: None, "
                     + ", ".join(repr(p.value) for p in DspPacking)) from None
         for name in ("post_pipeline", "registered_reads", "spram", "link_on_oscillator",
-                     "adder_dsp"):
+                     "adder_dsp", "packed_wire", "class_output"):
             _bool(name, getattr(self, name))
+        if isinstance(self.rx_fifo, bool) or not isinstance(self.rx_fifo, int) \
+                or self.rx_fifo < 2:
+            raise ValueError(f"Implementation: rx_fifo={self.rx_fifo!r}; allowed: an int >= 2 "
+                             "(bytes)")
         pieces = self.split_multiplier
         if isinstance(pieces, bool) or not isinstance(pieces, int) or pieces < 1:
             raise ValueError(f"Implementation: split_multiplier={pieces!r}; allowed: an int "
@@ -142,6 +161,13 @@ class Implementation:
         from .config import Dataflow
 
         return self.dsp_packing if config.dataflow is Dataflow.WS else None
+
+    @property
+    def features(self):
+        """The optional commands of :mod:`hwgen.protocol` the frame engine serves (INFO's
+        ``features``)."""
+        return ((Features.PACKED if self.packed_wire else Features.NONE)
+                | (Features.CLASSES if self.class_output else Features.NONE))
 
     @property
     def requant_latency(self):

@@ -156,3 +156,16 @@ def test_requantization_products_go_into_mult18x18ds_when_they_fit(change, mult_
     cfg = AcceleratorConfig(rows=2, cols=2, mult_bits=mult_bits)
     impl = Implementation(**{**ECP5_REQUANT, **change})
     assert impl.requant_in_dsp(cfg) is in_dsp
+
+
+def test_the_frame_engines_options():
+    from hwgen.protocol import RX_FIFO, Features
+
+    assert Implementation().features == Features.ALL
+    assert Implementation().rx_fifo == RX_FIFO
+    assert Implementation(packed_wire=False).features == Features.CLASSES
+    assert Implementation(class_output=False).features == Features.PACKED
+    assert Implementation(packed_wire=False, class_output=False).features == Features.NONE
+    for bad in (1, 0, True, 64.0):
+        with pytest.raises(ValueError, match=r"rx_fifo=.*allowed: an int >= 2"):
+            Implementation(rx_fifo=bad)

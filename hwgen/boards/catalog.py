@@ -159,12 +159,17 @@ class Board:
 
 #: How the iCEBreaker builds the device: two products per SB_MAC16, the requantization
 #: pipelined with its multipliers (logic cells) split in four, weights and the frame buffer in
-#: SPRAM, the link on the 12 MHz oscillator when the PLL makes the design's clock.
+#: SPRAM, the link on the 12 MHz oscillator when the PLL makes the design's clock; without
+#: LOAD, FETCH and CLASSES (the preset has no logic cells left for them, see
+#: docs/performance.md: the host falls back to WRITE, READ and its own argsort).
 ICE40_IMPLEMENTATION = Implementation(dsp_packing=DspPacking.SB_MAC16, post_pipeline=True,
-                                      split_multiplier=4, spram=True, link_on_oscillator=True)
+                                      split_multiplier=4, spram=True, link_on_oscillator=True,
+                                      packed_wire=False, class_output=False)
 #: How the ULX3S builds it: a MULT18X18D per processing element, the requantization pipelined
 #: with one MULT18X18D per 17-bit slice, every read registered, the link on the 25 MHz
-#: oscillator.
+#: oscillator. The receive FIFO keeps its default depth: a 2048-byte FIFO in a DP16KD made the
+#: netlist's block RAM model report a read of a byte written in the same cycle (not yet
+#: explained), so the ULX3S does not build it until that is understood.
 ECP5_IMPLEMENTATION = Implementation(dsp_packing=DspPacking.MULT18X18D, post_pipeline=True,
                                      split_operand=17, registered_reads=True,
                                      link_on_oscillator=True)
