@@ -41,7 +41,9 @@ from ..memmap import (
     descriptor_layout,
     geometry_layout,
     rotates_lanes,
+    walks_taps,
 )
+from .taps_walk import advance, lane_banks, lane_init, lane_layout, lane_step
 
 __all__ = ["PatchWalker", "position_layout", "row_layout"]
 
@@ -76,6 +78,9 @@ def position_layout(config):
         return data.StructLayout(fields)
     side = unsigned(max(1, config.act_depth.bit_length()))
     coord = signed(config.act_depth.bit_length() + 2)
+    if walks_taps(config):
+        # A taps layer's tile: its first element's bank beside t_pix, and the lanes' taps.
+        fields.update(t_rem=range(config.act_lanes), **lane_layout(config))
     return data.StructLayout({
         **fields,
         "ox": side, "oy": side,
@@ -146,6 +151,8 @@ class PatchWalker(wiring.Component):
         self.spatial = config.spatial
         # Without the feeder's rotation a channel window starts at its word's bank 0.
         self.rotates = rotates_lanes(config)
+        # A first convolution's taps layout (hwgen.passes.taps): lanes of their own.
+        self.taps = walks_taps(config)
         lanes = config.act_lanes
         super().__init__({
             "start_layer": In(1), "start_chunk": In(1), "prime": In(1), "take": In(1),
@@ -241,10 +248,16 @@ class PatchWalker(wiring.Component):
             inside = (pos.iy >= 0) & (pos.iy < g.h) & (pos.ix >= 0) & (pos.ix < g.w)
         word = Signal.like(pos.pix, name="row_word")
         m.d.comb += word.eq(pos.pix + pos.kword)
+        offs, reads = lane_banks(m, cfg, g, pos) if self.taps else (None, None)
         for b in range(cfg.act_lanes):
             before = Const(b) < pos.krem
-            m.d.comb += [row.addr[b].eq(word + before),
-                         row.inrow[b].eq(inside & (pos.kword + before < d.src_stride))]
+            inrow = inside & (pos.kword + before < d.src_stride)
+            if self.taps:
+                # A taps layer's banks: each its lane's word (its kernel row's words on).
+                m.d.comb += [row.addr[b].eq(word + offs[b] + before),
+                             row.inrow[b].eq(Mux(g.taps, reads[b], inrow))]
+            else:
+                m.d.comb += [row.addr[b].eq(word + before), row.inrow[b].eq(inrow)]
         m.d.comb += [row.krem.eq(pos.krem), row.last.eq(self._last(pos)),
                      row.final.eq(pos.kt_last), row.valid.eq(pos.valid)]
         return row
@@ -272,6 +285,12 @@ class PatchWalker(wiring.Component):
             bounds[name] = (minus2, value == 1)
         bounds["count"] = (Const(cfg.acc_depth - 2, len(Signal(range(cfg.acc_depth + 1)))),
                            Const(cfg.acc_depth == 1, 1))
+        if self.taps:
+            # A lane's column from kwc - tr on passes its kernel row's end at the next tile.
+            wrap_at = Signal.like(g.kwc, name="wrap_at")
+            with m.If(self.start_layer):
+                m.d.sync += wrap_at.eq(g.kwc - g.tr)
+            bounds["wrap_at"] = wrap_at
         return bounds
 
     def _layer_start(self, first, bounds):
@@ -284,6 +303,8 @@ class PatchWalker(wiring.Component):
             stmts += [first.ox.eq(0), first.oy.eq(0), first.iy.eq(-g.pad_top),
                       first.ix.eq(-g.pad_left),
                       first.ox_last.eq(bounds["ow"][1]), first.oy_last.eq(bounds["oh"][1])]
+        if self.taps:
+            stmts.append(first.krem.eq(g.rem0))
         return stmts
 
     def _loaded(self, m, first, bounds):
@@ -299,6 +320,10 @@ class PatchWalker(wiring.Component):
                          row.iy0.eq(-g.pad_top), row.ix0.eq(-g.pad_left), row.bword.eq(0),
                          row.brem.eq(0), row.count_last.eq(bounds["count"][1]),
                          row.kx_last.eq(bounds["kw"][1]), row.cg_last.eq(bounds["cgs"][1])]
+        if self.taps:
+            # A taps layer's first element lies in any bank (0 for other layers).
+            m.d.comb += [row.krem.eq(first.krem), row.t_rem.eq(first.krem)]
+            lane_init(m, self.config, g, row)
         return row
 
     def _successor(self, m, pos, chunk, bounds):
@@ -332,19 +357,33 @@ class PatchWalker(wiring.Component):
                      pixel.count_last.eq(pos.count == bounds["count"][0])]
         with m.If(~pos.ox_last):
             m.d.comb += [pixel.ox.eq(pos.ox + 1), pixel.ox_last.eq(pos.ox == bounds["ow"][0]),
-                         pixel.ix.eq(pos.ix + g.sx), pixel.pix.eq(pos.pix + g.col_step)]
+                         pixel.ix.eq(pos.ix + g.sx)]
+            self._step(m, pixel, pos, "col")
         with m.Else():
             m.d.comb += [pixel.ox.eq(0), pixel.ox_last.eq(bounds["ow"][1]),
                          pixel.ix.eq(pos.ix0)]
             with m.If(~pos.oy_last):
                 m.d.comb += [pixel.oy.eq(pos.oy + 1),
                              pixel.oy_last.eq(pos.oy == bounds["oh"][0]),
-                             pixel.iy.eq(pos.iy + g.sy), pixel.pix.eq(pos.pix + g.row_step)]
+                             pixel.iy.eq(pos.iy + g.sy)]
+                self._step(m, pixel, pos, "row")
             with m.Else():
                 m.d.comb += [pixel.oy.eq(0), pixel.oy_last.eq(bounds["oh"][1]),
                              pixel.m.eq(pos.m + 1), pixel.m_last.eq(pos.m == bounds["m"][0]),
-                             pixel.iy.eq(pos.iy0), pixel.pix.eq(pos.pix + g.img_step)]
+                             pixel.iy.eq(pos.iy0)]
+                self._step(m, pixel, pos, "img")
         return pixel
+
+    def _step(self, m, pixel, pos, name):
+        """Move ``pixel``'s first word on from ``pos``'s by the geometry's ``<name>_step``
+        (and, on a device that walks taps, its first bank by ``<name>_rem``: 0 but in a taps
+        layer)."""
+        g = self.geom
+        if self.taps:
+            advance(m, self.config, pixel, pos, word=getattr(g, f"{name}_step"),
+                    rem=getattr(g, f"{name}_rem"))
+        else:
+            m.d.comb += pixel.pix.eq(pos.pix + getattr(g, f"{name}_step"))
 
     def _next_tile(self, m, pos, chunk, bounds):
         """Return the first row of the pass after ``pos``'s: the chunk's first pixel at the
@@ -374,9 +413,17 @@ class PatchWalker(wiring.Component):
                          tile.t_ix.eq(chunk.ix), tile.iy0.eq(-g.pad_top),
                          tile.ix0.eq(-g.pad_left)]
             _next_window(m, self.config, g, tile, pos)
+            if self.taps:
+                self._first_taps(m, tile, chunk)
         with m.Elif(~pos.cg_last):       # the kernel position's next channel group
             m.d.comb += [tile.cg.eq(pos.cg + 1), tile.cg_last.eq(pos.cg == bounds["cgs"][0])]
-            _next_group(m, self.config, tile, pos)
+            if self.taps:
+                with m.If(g.taps):
+                    self._next_taps(m, tile, pos, bounds)
+                with m.Else():
+                    _next_group(m, self.config, tile, pos)
+            else:
+                _next_group(m, self.config, tile, pos)
         with m.Elif(~pos.kx_last):       # the next kernel position in the row
             m.d.comb += [tile.kx.eq(pos.kx + 1), tile.kx_last.eq(pos.kx == bounds["kw"][0]),
                          tile.t_pix.eq(pos.t_pix + d.src_stride),
@@ -394,6 +441,25 @@ class PatchWalker(wiring.Component):
                      row.count_last.eq(bounds["count"][1]), row.pix.eq(tile.t_pix),
                      row.iy.eq(tile.t_iy), row.ix.eq(tile.t_ix)]
         return row
+
+
+    def _first_taps(self, m, tile, chunk):
+        """Make ``tile`` a taps layer's first tile at the chunk's first pixel (another
+        layer's first element is bank 0 of its word)."""
+        m.d.comb += [tile.t_rem.eq(chunk.krem)]
+        with m.If(self.geom.taps):
+            m.d.comb += [tile.kword.eq(0), tile.krem.eq(chunk.krem)]
+        lane_init(m, self.config, self.geom, tile)
+
+    def _next_taps(self, m, tile, pos, bounds):
+        """Move ``tile`` on to a taps layer's next tile: its first element ``rows`` on from
+        ``pos``'s tile's (``t_pix``, ``t_rem``), and its lanes' taps."""
+        first = Signal(tile.shape(), name="taps_first")
+        m.d.comb += [first.pix.eq(pos.t_pix), first.krem.eq(pos.t_rem)]
+        word, rem = divmod(self.config.rows, self.config.act_lanes)
+        advance(m, self.config, tile, first, word=word, rem=rem)
+        m.d.comb += [tile.t_pix.eq(tile.pix), tile.t_rem.eq(tile.krem), tile.kword.eq(0)]
+        lane_step(m, self.config, self.geom, tile, pos, wrap_at=bounds["wrap_at"])
 
 
 def _next_window(m, config, geom, tile, pos):

@@ -415,3 +415,38 @@ def test_load_refuses_a_layer_kind_that_is_no_pass_kind(tmp_path):
         layers = json.loads(npz["meta"].tobytes())["layers"]
     rewrite(path, layers=[{**layers[0], "kind": "CONV3D"}, *layers[1:]])
     load_fails(path, "layer kind 'CONV3D' is not a pass kind; allowed: MATRIX, MAXPOOL")
+
+
+def _v6_network():
+    """The network of ``program_v6_cnn.npz`` (saved at format version 6 by the compiler of
+    before the taps layout): a 3x2 convolution of a one-channel 6x6 image, strides (1, 2),
+    padding (1, 2, 0, 1), a 2x2 max pooling, a Flatten and a raw Dense."""
+    rng = np.random.default_rng(606)
+    n = 4
+    conv = Conv2D(rng.integers(-128, 128, (3, 2, 1, n)), rng.integers(-500, 500, n),
+                  rng.integers(1, 1 << 12, n), rng.integers(10, 16, n), stride=(1, 2),
+                  padding=(1, 2, 0, 1))
+    dense = Dense(rng.integers(-128, 128, (3 * n, 5)), rng.integers(-500, 500, 5),
+                  np.ones(5, int), np.zeros(5, int), output="raw")
+    return QuantizedNetwork([conv, MaxPool2D(2), Flatten(), dense], input_shape=(6, 6, 1))
+
+
+def test_file_of_format_version_6_loads_and_runs_pixel_by_pixel():
+    # Saved at format version 6: geometries without the taps fields, the input pixel by
+    # pixel. It loads with the taps fields 0 and runs as it did; today's compiler packs the
+    # same convolution's taps (ceil(6 / 4) = 2 tiles instead of 6).
+    network = _v6_network()
+    config = AcceleratorConfig(rows=4, cols=4, act_depth=1024, weight_depth=1024,
+                               param_depth=64, out_depth=256, prog_depth=16)
+    with np.load(DATA / "program_v6_cnn.npz") as npz:
+        meta = json.loads(npz["meta"].tobytes())
+    assert meta["version"] == 6 and "taps" not in meta["descriptors"][0]["geometry"]
+    assert "pitch" not in meta["input"]
+    loaded = Program.load(DATA / "program_v6_cnn.npz")
+    assert loaded == compile_network(network, config, batch=3, taps=False)
+    assert loaded.descriptors[0]["geometry"]["taps"] == 0 and loaded.input.per_pixel
+    assert compile_network(network, config, batch=3).layers[0].k_tiles == 2
+    x = np.random.default_rng(6).integers(-128, 128, (3, 6, 6, 1))
+    interpreted, unpacked = run_on_device(loaded, x, out_shape=network.output_shape)
+    np.testing.assert_array_equal(interpreted, network.forward(x))
+    np.testing.assert_array_equal(unpacked, network.forward(x))

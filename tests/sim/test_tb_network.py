@@ -47,14 +47,14 @@ def _run_networks(case, config, simulator, tmp_path, *, name):
                            "HWGEN_NETWORKS": str(networks), "HWGEN_MAX_WIDTH": str(width),
                            "HWGEN_MAX_BATCH": str(batch), "HWGEN_CNNS": str(cnns),
                            "HWGEN_MAX_CHANNELS": str(channels), "HWGEN_GENERAL": "1",
-                           "HWGEN_GRAPHS": str(graphs)})
+                           "HWGEN_GRAPHS": str(graphs), "HWGEN_TAPS": str(min(cnns, 1))})
 
 
 @pytest.mark.parametrize("dataflow", ["ws", "os"])
 @pytest.mark.parametrize("name", CASES)
 def test_network(name, dataflow, simulator, tmp_path):
     config = AcceleratorConfig(dataflow=dataflow, **SMALL, **CASES[name][0])
-    assert _run_networks(CASES[name], config, simulator, tmp_path, name=name) == 5
+    assert _run_networks(CASES[name], config, simulator, tmp_path, name=name) == 6
 
 
 # Fewer requantization lanes than columns (weight-stationary only): the rows of a requantized
@@ -68,4 +68,4 @@ LANE_CASES = {
 @pytest.mark.parametrize("name", LANE_CASES)
 def test_network_fewer_requant_lanes(name, simulator, tmp_path):
     config = AcceleratorConfig(**SMALL, **LANE_CASES[name][0])
-    assert _run_networks(LANE_CASES[name], config, simulator, tmp_path, name=name) == 5
+    assert _run_networks(LANE_CASES[name], config, simulator, tmp_path, name=name) == 6
