@@ -43,7 +43,7 @@ from ..memmap import (
     rotates_lanes,
     walks_taps,
 )
-from .taps_walk import advance, lane_banks, lane_init, lane_layout, lane_step
+from .taps_walk import advance, first_taps, lane_banks, lane_init, lane_layout, next_taps
 
 __all__ = ["PatchWalker", "position_layout", "row_layout"]
 
@@ -331,7 +331,7 @@ class PatchWalker(wiring.Component):
         ``pos``'s at its kernel position (the next chunk's start, when ``pos`` ends a chunk in
         the pass over kernel position (0, 0))."""
         succ = Signal(pos.shape(), name="succ")
-        pixel = self._next_pixel(m, pos, bounds)
+        pixel = _next_pixel(self, m, pos, bounds)
         restart = self._next_tile(m, pos, chunk, bounds)
         with m.If(~pos.valid):
             m.d.comb += succ.eq(pos)
@@ -342,48 +342,6 @@ class PatchWalker(wiring.Component):
         with m.Else():
             m.d.comb += [succ.eq(pos), succ.valid.eq(0)]
         return succ, pixel
-
-    def _next_pixel(self, m, pos, bounds):
-        """Return the next output pixel at ``pos``'s kernel position."""
-        g = self.geom
-        pixel = Signal(pos.shape(), name="pixel")
-        m.d.comb += pixel.eq(pos)
-        if not self.spatial:
-            # The next row, src_stride words on (a plain layer's img_step).
-            m.d.comb += [pixel.m.eq(pos.m + 1), pixel.m_last.eq(pos.m == bounds["m"][0]),
-                         pixel.pix.eq(pos.pix + self.desc.src_stride)]
-            return pixel
-        m.d.comb += [pixel.count.eq(pos.count + 1),
-                     pixel.count_last.eq(pos.count == bounds["count"][0])]
-        with m.If(~pos.ox_last):
-            m.d.comb += [pixel.ox.eq(pos.ox + 1), pixel.ox_last.eq(pos.ox == bounds["ow"][0]),
-                         pixel.ix.eq(pos.ix + g.sx)]
-            self._step(m, pixel, pos, "col")
-        with m.Else():
-            m.d.comb += [pixel.ox.eq(0), pixel.ox_last.eq(bounds["ow"][1]),
-                         pixel.ix.eq(pos.ix0)]
-            with m.If(~pos.oy_last):
-                m.d.comb += [pixel.oy.eq(pos.oy + 1),
-                             pixel.oy_last.eq(pos.oy == bounds["oh"][0]),
-                             pixel.iy.eq(pos.iy + g.sy)]
-                self._step(m, pixel, pos, "row")
-            with m.Else():
-                m.d.comb += [pixel.oy.eq(0), pixel.oy_last.eq(bounds["oh"][1]),
-                             pixel.m.eq(pos.m + 1), pixel.m_last.eq(pos.m == bounds["m"][0]),
-                             pixel.iy.eq(pos.iy0)]
-                self._step(m, pixel, pos, "img")
-        return pixel
-
-    def _step(self, m, pixel, pos, name):
-        """Move ``pixel``'s first word on from ``pos``'s by the geometry's ``<name>_step``
-        (and, on a device that walks taps, its first bank by ``<name>_rem``: 0 but in a taps
-        layer)."""
-        g = self.geom
-        if self.taps:
-            advance(m, self.config, pixel, pos, word=getattr(g, f"{name}_step"),
-                    rem=getattr(g, f"{name}_rem"))
-        else:
-            m.d.comb += pixel.pix.eq(pos.pix + getattr(g, f"{name}_step"))
 
     def _next_tile(self, m, pos, chunk, bounds):
         """Return the first row of the pass after ``pos``'s: the chunk's first pixel at the
@@ -414,12 +372,12 @@ class PatchWalker(wiring.Component):
                          tile.ix0.eq(-g.pad_left)]
             _next_window(m, self.config, g, tile, pos)
             if self.taps:
-                self._first_taps(m, tile, chunk)
+                first_taps(m, self.config, g, tile, chunk)
         with m.Elif(~pos.cg_last):       # the kernel position's next channel group
             m.d.comb += [tile.cg.eq(pos.cg + 1), tile.cg_last.eq(pos.cg == bounds["cgs"][0])]
             if self.taps:
                 with m.If(g.taps):
-                    self._next_taps(m, tile, pos, bounds)
+                    next_taps(m, self.config, g, tile, pos, wrap_at=bounds["wrap_at"])
                 with m.Else():
                     _next_group(m, self.config, tile, pos)
             else:
@@ -443,23 +401,47 @@ class PatchWalker(wiring.Component):
         return row
 
 
-    def _first_taps(self, m, tile, chunk):
-        """Make ``tile`` a taps layer's first tile at the chunk's first pixel (another
-        layer's first element is bank 0 of its word)."""
-        m.d.comb += [tile.t_rem.eq(chunk.krem)]
-        with m.If(self.geom.taps):
-            m.d.comb += [tile.kword.eq(0), tile.krem.eq(chunk.krem)]
-        lane_init(m, self.config, self.geom, tile)
+def _next_pixel(walker, m, pos, bounds):
+    """Return the next output pixel at ``pos``'s kernel position in ``walker``'s walk."""
+    g = walker.geom
+    pixel = Signal(pos.shape(), name="pixel")
+    m.d.comb += pixel.eq(pos)
+    if not walker.spatial:
+        # The next row, src_stride words on (a plain layer's img_step).
+        m.d.comb += [pixel.m.eq(pos.m + 1), pixel.m_last.eq(pos.m == bounds["m"][0]),
+                     pixel.pix.eq(pos.pix + walker.desc.src_stride)]
+        return pixel
+    m.d.comb += [pixel.count.eq(pos.count + 1),
+                 pixel.count_last.eq(pos.count == bounds["count"][0])]
+    with m.If(~pos.ox_last):
+        m.d.comb += [pixel.ox.eq(pos.ox + 1), pixel.ox_last.eq(pos.ox == bounds["ow"][0]),
+                     pixel.ix.eq(pos.ix + g.sx)]
+        _step(walker, m, pixel, pos, "col")
+    with m.Else():
+        m.d.comb += [pixel.ox.eq(0), pixel.ox_last.eq(bounds["ow"][1]),
+                     pixel.ix.eq(pos.ix0)]
+        with m.If(~pos.oy_last):
+            m.d.comb += [pixel.oy.eq(pos.oy + 1),
+                         pixel.oy_last.eq(pos.oy == bounds["oh"][0]),
+                         pixel.iy.eq(pos.iy + g.sy)]
+            _step(walker, m, pixel, pos, "row")
+        with m.Else():
+            m.d.comb += [pixel.oy.eq(0), pixel.oy_last.eq(bounds["oh"][1]),
+                         pixel.m.eq(pos.m + 1), pixel.m_last.eq(pos.m == bounds["m"][0]),
+                         pixel.iy.eq(pos.iy0)]
+            _step(walker, m, pixel, pos, "img")
+    return pixel
 
-    def _next_taps(self, m, tile, pos, bounds):
-        """Move ``tile`` on to a taps layer's next tile: its first element ``rows`` on from
-        ``pos``'s tile's (``t_pix``, ``t_rem``), and its lanes' taps."""
-        first = Signal(tile.shape(), name="taps_first")
-        m.d.comb += [first.pix.eq(pos.t_pix), first.krem.eq(pos.t_rem)]
-        word, rem = divmod(self.config.rows, self.config.act_lanes)
-        advance(m, self.config, tile, first, word=word, rem=rem)
-        m.d.comb += [tile.t_pix.eq(tile.pix), tile.t_rem.eq(tile.krem), tile.kword.eq(0)]
-        lane_step(m, self.config, self.geom, tile, pos, wrap_at=bounds["wrap_at"])
+
+def _step(walker, m, pixel, pos, name):
+    """Move ``pixel``'s first word on by the geometry's ``<name>_step`` (and bank by
+    ``<name>_rem``, on a device that walks taps)."""
+    g = walker.geom
+    if walker.taps:
+        advance(m, walker.config, pixel, pos, word=getattr(g, f"{name}_step"),
+                rem=getattr(g, f"{name}_rem"))
+    else:
+        m.d.comb += pixel.pix.eq(pos.pix + getattr(g, f"{name}_step"))
 
 
 def _next_window(m, config, geom, tile, pos):

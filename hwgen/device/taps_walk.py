@@ -22,7 +22,8 @@ from amaranth.lib import data
 
 from ..memmap import act_addr_bits
 
-__all__ = ["advance", "lane_banks", "lane_init", "lane_layout", "lane_step", "row_bits"]
+__all__ = ["advance", "first_taps", "lane_banks", "lane_init", "lane_layout", "lane_step",
+           "next_taps", "row_bits"]
 
 
 def row_bits(config):
@@ -108,3 +109,23 @@ def advance(m, config, nxt, pos, *, word, rem):
         m.d.comb += [nxt.krem.eq(total - lanes), nxt.pix.eq(pos.pix + word + 1)]
     with m.Else():
         m.d.comb += [nxt.krem.eq(total), nxt.pix.eq(pos.pix + word)]
+
+
+def first_taps(m, config, geom, tile, chunk):
+    """Add the statements that make ``tile`` a taps layer's first tile at the chunk's first
+    pixel (``chunk``; another layer's first element is bank 0 of its word)."""
+    m.d.comb += tile.t_rem.eq(chunk.krem)
+    with m.If(geom.taps):
+        m.d.comb += [tile.kword.eq(0), tile.krem.eq(chunk.krem)]
+    lane_init(m, config, geom, tile)
+
+
+def next_taps(m, config, geom, tile, pos, *, wrap_at):
+    """Add the statements that move ``tile`` on to a taps layer's next tile: its first element
+    ``rows`` on from ``pos``'s tile's (``t_pix``, ``t_rem``), and its lanes' taps."""
+    first = Signal(tile.shape(), name="taps_first")
+    m.d.comb += [first.pix.eq(pos.t_pix), first.krem.eq(pos.t_rem)]
+    word, rem = divmod(config.rows, config.act_lanes)
+    advance(m, config, tile, first, word=word, rem=rem)
+    m.d.comb += [tile.t_pix.eq(tile.pix), tile.t_rem.eq(tile.krem), tile.kword.eq(0)]
+    lane_step(m, config, geom, tile, pos, wrap_at=wrap_at)
