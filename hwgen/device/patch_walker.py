@@ -43,7 +43,15 @@ from ..memmap import (
     rotates_lanes,
     walks_taps,
 )
-from .taps_walk import advance, first_taps, lane_banks, lane_init, lane_layout, next_taps
+from .taps_walk import (
+    advance,
+    first_taps,
+    lane_banks,
+    lane_init,
+    lane_layout,
+    next_taps,
+    set_lanes,
+)
 
 __all__ = ["PatchWalker", "position_layout", "row_layout"]
 
@@ -291,6 +299,8 @@ class PatchWalker(wiring.Component):
             with m.If(self.start_layer):
                 m.d.sync += wrap_at.eq(g.kwc - g.tr)
             bounds["wrap_at"] = wrap_at
+            # The lanes' counters at a first tile, from the geometry (once for both uses).
+            bounds["lanes0"] = lane_init(m, cfg, g)
         return bounds
 
     def _layer_start(self, first, bounds):
@@ -323,7 +333,7 @@ class PatchWalker(wiring.Component):
         if self.taps:
             # A taps layer's first element lies in any bank (0 for other layers).
             m.d.comb += [row.krem.eq(first.krem), row.t_rem.eq(first.krem)]
-            lane_init(m, self.config, g, row)
+            set_lanes(m, row, bounds["lanes0"])
         return row
 
     def _successor(self, m, pos, chunk, bounds):
@@ -372,7 +382,7 @@ class PatchWalker(wiring.Component):
                          tile.ix0.eq(-g.pad_left)]
             _next_window(m, self.config, g, tile, pos)
             if self.taps:
-                first_taps(m, self.config, g, tile, chunk)
+                first_taps(m, g, tile, chunk, bounds["lanes0"])
         with m.Elif(~pos.cg_last):       # the kernel position's next channel group
             m.d.comb += [tile.cg.eq(pos.cg + 1), tile.cg_last.eq(pos.cg == bounds["cgs"][0])]
             if self.taps:

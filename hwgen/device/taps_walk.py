@@ -23,7 +23,7 @@ from amaranth.lib import data
 from ..memmap import act_addr_bits
 
 __all__ = ["advance", "first_taps", "lane_banks", "lane_init", "lane_layout", "lane_step",
-           "next_taps", "row_bits"]
+           "next_taps", "row_bits", "set_lanes"]
 
 
 def row_bits(config):
@@ -43,21 +43,28 @@ def lane_layout(config):
     }
 
 
-def lane_init(m, config, geom, pos):
-    """Add the statements that set ``pos``'s lanes to the first tile's: lane ``r`` tap
-    ``r``."""
+def lane_init(m, config, geom):
+    """Return the lanes' counters at the first tile (lane ``r`` tap ``r``), a signal of
+    :func:`lane_layout` computed once from the geometry."""
+    lanes = Signal(data.StructLayout(lane_layout(config)), name="lanes0")
     for r in range(config.rows):
         q = Signal(range(config.rows), name=f"init_q{r}")
         with m.Switch(geom.kwc):
             for k in range(1, r + 1):
                 with m.Case(k):
-                    m.d.comb += [q.eq(r // k), pos.col[r].eq(r % k)]
+                    m.d.comb += [q.eq(r // k), lanes.col[r].eq(r % k)]
             with m.Default():
-                m.d.comb += [q.eq(0), pos.col[r].eq(r)]
+                m.d.comb += [q.eq(0), lanes.col[r].eq(r)]
         off = 0
         for bit in range(len(q)):
             off = off + Mux(q[bit], geom.d_word << bit, 0)
-        m.d.comb += [pos.q[r].eq(q), pos.off[r].eq(off)]
+        m.d.comb += [lanes.q[r].eq(q), lanes.off[r].eq(off)]
+    return lanes
+
+
+def set_lanes(m, pos, lanes):
+    """Add the statements that give ``pos`` the lanes' counters ``lanes``."""
+    m.d.comb += [pos.q.eq(lanes.q), pos.col.eq(lanes.col), pos.off.eq(lanes.off)]
 
 
 def lane_step(m, config, geom, tile, pos, *, wrap_at):
@@ -111,13 +118,14 @@ def advance(m, config, nxt, pos, *, word, rem):
         m.d.comb += [nxt.krem.eq(total), nxt.pix.eq(pos.pix + word)]
 
 
-def first_taps(m, config, geom, tile, chunk):
+def first_taps(m, geom, tile, chunk, lanes0):
     """Add the statements that make ``tile`` a taps layer's first tile at the chunk's first
-    pixel (``chunk``; another layer's first element is bank 0 of its word)."""
+    pixel (``chunk``; another layer's first element is bank 0 of its word), its lanes'
+    counters ``lanes0`` (:func:`lane_init`)."""
     m.d.comb += tile.t_rem.eq(chunk.krem)
     with m.If(geom.taps):
         m.d.comb += [tile.kword.eq(0), tile.krem.eq(chunk.krem)]
-    lane_init(m, config, geom, tile)
+    set_lanes(m, tile, lanes0)
 
 
 def next_taps(m, config, geom, tile, pos, *, wrap_at):
