@@ -448,8 +448,8 @@ def _step(walker, m, pixel, pos, name):
     ``<name>_rem``, on a device that walks taps)."""
     g = walker.geom
     if walker.taps:
-        advance(m, walker.config, pixel, pos, word=getattr(g, f"{name}_step"),
-                rem=getattr(g, f"{name}_rem"))
+        advance(m, walker.config, pixel, pix=pos.pix, krem=pos.krem,
+                word=getattr(g, f"{name}_step"), rem=getattr(g, f"{name}_rem"))
     else:
         m.d.comb += pixel.pix.eq(pos.pix + getattr(g, f"{name}_step"))
 

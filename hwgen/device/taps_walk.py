@@ -17,7 +17,7 @@ lane reads where its image row ``iy + q`` lies in ``0 .. h - 1`` and ``q < kh`` 
 the kernel's last is zero).
 """
 
-from amaranth.hdl import Mux, Signal, unsigned
+from amaranth.hdl import Const, Mux, Signal, unsigned
 from amaranth.lib import data
 
 from ..memmap import act_addr_bits
@@ -44,27 +44,35 @@ def lane_layout(config):
 
 
 def lane_init(m, config, geom):
-    """Return the lanes' counters at the first tile (lane ``r`` tap ``r``), a signal of
-    :func:`lane_layout` computed once from the geometry."""
-    lanes = Signal(data.StructLayout(lane_layout(config)), name="lanes0")
-    for r in range(config.rows):
+    """Return the lanes' counters at the first tile (lane ``r`` tap ``r``), computed once from
+    the geometry: ``{"q": [...], "col": [...], "off": [...]}``, a value per lane (lane 0's
+    constant 0: it has no signal, whose process would hold only a constant)."""
+    lanes = {"q": [Const(0)], "col": [Const(0)], "off": [Const(0)]}
+    for r in range(1, config.rows):
         q = Signal(range(config.rows), name=f"init_q{r}")
+        col = Signal(range(config.rows), name=f"init_col{r}")
         with m.Switch(geom.kwc):
             for k in range(1, r + 1):
                 with m.Case(k):
-                    m.d.comb += [q.eq(r // k), lanes.col[r].eq(r % k)]
+                    m.d.comb += [q.eq(r // k), col.eq(r % k)]
             with m.Default():
-                m.d.comb += [q.eq(0), lanes.col[r].eq(r)]
-        off = 0
+                m.d.comb += [q.eq(0), col.eq(r)]
+        off = Signal(unsigned(act_addr_bits(config)), name=f"init_off{r}")
+        total = 0
         for bit in range(len(q)):
-            off = off + Mux(q[bit], geom.d_word << bit, 0)
-        m.d.comb += [lanes.q[r].eq(q), lanes.off[r].eq(off)]
+            total = total + Mux(q[bit], geom.d_word << bit, 0)
+        m.d.comb += off.eq(total)
+        lanes["q"].append(q)
+        lanes["col"].append(col)
+        lanes["off"].append(off)
     return lanes
 
 
 def set_lanes(m, pos, lanes):
-    """Add the statements that give ``pos`` the lanes' counters ``lanes``."""
-    m.d.comb += [pos.q.eq(lanes.q), pos.col.eq(lanes.col), pos.off.eq(lanes.off)]
+    """Add the statements that give ``pos`` the lanes' counters ``lanes`` (:func:`lane_init`)."""
+    for name, values in lanes.items():
+        for r, value in enumerate(values):
+            m.d.comb += pos[name][r].eq(value)
 
 
 def lane_step(m, config, geom, tile, pos, *, wrap_at):
@@ -106,16 +114,17 @@ def lane_banks(m, config, geom, pos):
     return offs, reads
 
 
-def advance(m, config, nxt, pos, *, word, rem):
-    """Add the statements that move ``nxt``'s first element on from ``pos``'s by ``word``
-    words and ``rem`` banks (a carry into the word past the last bank)."""
+def advance(m, config, nxt, *, pix, krem, word, rem):
+    """Add the statements that make ``nxt``'s first element the one ``word`` words and
+    ``rem`` banks on from word ``pix``, bank ``krem`` (a carry into the word past the last
+    bank)."""
     lanes = config.act_lanes
     total = Signal(range(2 * lanes), name="step_rem")
-    m.d.comb += total.eq(pos.krem + rem)
+    m.d.comb += total.eq(krem + rem)
     with m.If(total >= lanes):
-        m.d.comb += [nxt.krem.eq(total - lanes), nxt.pix.eq(pos.pix + word + 1)]
+        m.d.comb += [nxt.krem.eq(total - lanes), nxt.pix.eq(pix + word + 1)]
     with m.Else():
-        m.d.comb += [nxt.krem.eq(total), nxt.pix.eq(pos.pix + word)]
+        m.d.comb += [nxt.krem.eq(total), nxt.pix.eq(pix + word)]
 
 
 def first_taps(m, geom, tile, chunk, lanes0):
@@ -131,9 +140,7 @@ def first_taps(m, geom, tile, chunk, lanes0):
 def next_taps(m, config, geom, tile, pos, *, wrap_at):
     """Add the statements that move ``tile`` on to a taps layer's next tile: its first element
     ``rows`` on from ``pos``'s tile's (``t_pix``, ``t_rem``), and its lanes' taps."""
-    first = Signal(tile.shape(), name="taps_first")
-    m.d.comb += [first.pix.eq(pos.t_pix), first.krem.eq(pos.t_rem)]
     word, rem = divmod(config.rows, config.act_lanes)
-    advance(m, config, tile, first, word=word, rem=rem)
+    advance(m, config, tile, pix=pos.t_pix, krem=pos.t_rem, word=word, rem=rem)
     m.d.comb += [tile.t_pix.eq(tile.pix), tile.t_rem.eq(tile.krem), tile.kword.eq(0)]
     lane_step(m, config, geom, tile, pos, wrap_at=wrap_at)

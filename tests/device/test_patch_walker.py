@@ -11,6 +11,8 @@ them out, random image layers and plain layers over rows (the controller's 1x1 g
 device without spatial layers (``spatial=False``) walks plain layers only, batches up to
 ``acc_depth`` in one chunk."""
 
+import re
+
 import numpy as np
 import pytest
 from amaranth.sim import Simulator
@@ -329,3 +331,17 @@ def test_the_most_channel_groups_a_descriptor_holds(config, lookahead):
         layers = [({**plain, "spatial": 1}, geom), (plain, None)]
         stats = run_walker(cfg, lookahead, [(2, layers)], seed=5)
         assert stats["rows"] == 4 * groups
+
+
+@pytest.mark.parametrize("config", ["2x3-acc5", "3x2-acc4", "4x4-acc5"])
+def test_no_process_holds_only_a_constant(config):
+    """The walker's Verilog has no ``always @*`` block that assigns a constant and reads
+    nothing: Verilator never runs such a block (its signal keeps its initial value), so a
+    row's ``valid`` once stayed 0 there while the Amaranth simulator ran it."""
+    from hwgen.generate import emit_verilog
+
+    cfg = {**CONFIGS, **TAPS_CONFIGS}[config]
+    for lookahead in (False, True):
+        text = emit_verilog(PatchWalker(cfg, lookahead=lookahead), "walker")
+        found = re.findall(r"always @\*\n\s+(\S+) = [0-9]+'[hbd][0-9a-fA-F_]+;", text)
+        assert not found, found
