@@ -7,8 +7,9 @@ dense or spatial ends) and random residual graphs (identity and projection short
 of different depths, an add feeding an add, a tensor with three consumers, over images and
 rows) and random CNNs whose first convolution reads fewer channels than rows (its input in
 the taps layout), checks the device output against hwgen.nn bit for bit and the device
-counters against the cycle model. Across the configurations below, each CI run checks well over 30 random
-networks, 20 random CNNs and 15 random graphs on Verilator, and fewer of each on Icarus.
+counters against the cycle model. Across the configurations below, each CI run checks well
+over 30 random networks, 20 random CNNs and 15 random graphs on Verilator, and fewer of each
+on Icarus.
 """
 
 import pytest
