@@ -69,6 +69,11 @@ class Implementation:
     link_on_oscillator : bool
         When a PLL makes the design's clock, run the link (UART, frame engine) from the
         board's oscillator in a clock domain of its own.
+    adder_dsp : bool
+        Leave the adder's per-lane multipliers (``residual``) to synthesis, which maps them
+        onto DSP blocks; ``False`` builds them from logic cells
+        (:func:`hwgen.device.adder.logic_product`), for designs whose array takes most of the
+        chip's DSP blocks (:func:`hwgen.boards.fit.implementation_for`).
 
     Raises
     ------
@@ -83,6 +88,7 @@ class Implementation:
     registered_reads: bool = False
     spram: bool = False
     link_on_oscillator: bool = False
+    adder_dsp: bool = True
 
     def __post_init__(self):
         if self.dsp_packing is not None:
@@ -92,7 +98,8 @@ class Implementation:
                 raise ValueError(
                     f"Implementation: dsp_packing={self.dsp_packing!r}; allowed: None, "
                     + ", ".join(repr(p.value) for p in DspPacking)) from None
-        for name in ("post_pipeline", "registered_reads", "spram", "link_on_oscillator"):
+        for name in ("post_pipeline", "registered_reads", "spram", "link_on_oscillator",
+                     "adder_dsp"):
             _bool(name, getattr(self, name))
         pieces = self.split_multiplier
         if isinstance(pieces, bool) or not isinstance(pieces, int) or pieces < 1:

@@ -6,7 +6,7 @@
 // `feed_*` handshake (one byte per cycle) and collected from `out_*`; 1 = the 8N1 pins `rx` and
 // `tx` at `--divisor` clock cycles per bit.
 //
-// Usage: board --port P --quiesce N [--divisor D]
+// Usage: board --port P --quiesce N [--divisor D] [--host_bit Q]
 //   --port 0 picks a free port. The chosen port is printed on stdout as "port P" once the socket
 //   listens. --quiesce is the number of cycles the model keeps running after the last byte in or
 //   out (at least the device's partial-frame timeout, so that a truncated request is dropped on
@@ -15,6 +15,12 @@
 //   can be partial, and it sleeps after SETTLE cycles instead. The process ends on SIGTERM or
 //   SIGINT, on EOF on stdin (the parent has gone) or when it is re-parented; it then writes its
 //   statistics.
+//
+// --host_bit is the host's (the USB bridge's) bit time in 1/65536 clock cycles (default: the
+// divisor's, D * 65536): the rx frames are driven and the tx frames sampled at that bit time, so
+// a bridge whose rate is off the device's (its own error, and a real bridge's 2 %) is modelled;
+// bit edges fall on the first clock cycle at or after their time, and back-to-back frames keep
+// the fraction.
 //
 // Statistics: on SIGUSR1 and at exit one line on stderr,
 //   "stats cycles=C busy_cycles=B run_s=R wall_s=W cpu_s=P quiet=Q"
@@ -84,6 +90,8 @@ constexpr uint64_t OUT_PAUSE = 16;
 // Cycles the device may still need after the end of an answer (to finish a WRITE, say).
 constexpr uint64_t SETTLE = 1024;
 #endif
+// One clock cycle in the fixed point of --host_bit.
+constexpr uint64_t ONE_CYCLE = 1 << 16;
 
 struct Stats {
     uint64_t cycles = 0;
@@ -106,13 +114,18 @@ struct Board {
 
 #if BOARD_UART
     uint32_t divisor = 0;
-    // rx driver: the 10-bit frame being sent (start, 8 data, stop), bit index, cycles left.
+    uint64_t host_bit = 0;  // the host's bit time, in 1/65536 cycles
+    // rx driver: the 10-bit frame being sent (start, 8 data, stop), bit index, time since the
+    // frame's start and of the next bit edge (1/65536 cycles).
     uint32_t rx_frame = 0;
     int rx_bit = -1;
-    uint32_t rx_left = 0;
-    // tx decoder: -1 idle, 0 start bit, 1..8 data, 9 stop; cycles to the next sample.
+    uint64_t rx_t = 0;
+    uint64_t rx_next = 0;
+    // tx decoder: -1 idle, 0 start bit, 1..8 data, 9 stop; time since the start edge and of
+    // the next sample (1/65536 cycles).
     int tx_bit = -1;
-    uint32_t tx_wait = 0;
+    uint64_t tx_t = 0;
+    uint64_t tx_next = 0;
     uint32_t tx_shift = 0;
     int tx_prev = 1;
 #endif
@@ -198,26 +211,33 @@ struct Board {
         if (rx_bit < 0 && pending_in()) {
             rx_frame = (1u << 9) | (uint32_t(in[in_pos++]) << 1);  // stop 1, data, start 0
             rx_bit = 0;
-            rx_left = divisor;
+            rx_next = host_bit;
             last_in = st.cycles;
         }
         top.rx = rx_bit < 0 ? 1 : (rx_frame >> rx_bit) & 1;
         cycle();
         st.busy_cycles += top.busy;
         st.cycles++;
-        if (rx_bit >= 0 && --rx_left == 0) {
-            rx_left = divisor;
-            if (++rx_bit == 10) rx_bit = -1;
+        if (rx_bit >= 0 && (rx_t += ONE_CYCLE) >= rx_next) {
+            rx_next += host_bit;
+            if (++rx_bit == 10) {
+                rx_bit = -1;
+                // The next frame starts where this one ended, between two cycles; an idle line
+                // starts afresh.
+                rx_t = pending_in() ? rx_t - 10 * host_bit : 0;
+            }
         }
-        // Sample tx in the middle of each bit, timed from the falling edge of the start bit.
+        // Sample tx in the middle of each bit, timed from the falling edge of the start bit
+        // (the edge's cycle, then half a bit time, whole cycles).
         int tx = top.tx;
         if (tx_bit < 0) {
             if (tx_prev && !tx) {
                 tx_bit = 0;
-                tx_wait = divisor / 2;
+                tx_t = 0;
+                tx_next = host_bit / 2 / ONE_CYCLE * ONE_CYCLE;
             }
-        } else if (--tx_wait == 0) {
-            tx_wait = divisor;
+        } else if ((tx_t += ONE_CYCLE) >= tx_next) {
+            tx_next += host_bit;
             if (tx_bit == 0 && tx) {
                 tx_bit = -1;  // a glitch, not a start bit
             } else if (tx_bit >= 1 && tx_bit <= 8) {
@@ -283,6 +303,11 @@ int main(int argc, char **argv) {
     b.divisor = uint32_t(arg_u64(argc, argv, "--divisor", 0));
     if (b.divisor < 2) {
         std::fprintf(stderr, "board: --divisor must be at least 2\n");
+        return 2;
+    }
+    b.host_bit = arg_u64(argc, argv, "--host_bit", uint64_t(b.divisor) * ONE_CYCLE);
+    if (b.host_bit < 2 * ONE_CYCLE) {
+        std::fprintf(stderr, "board: --host_bit must be at least 2 cycles (131072)\n");
         return 2;
     }
 #endif

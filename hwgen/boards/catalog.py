@@ -22,7 +22,7 @@ import importlib
 from ..implementation import DspPacking, Implementation
 
 __all__ = [
-    "BOARDS",
+        "BOARDS",
     "ECP5_IMPLEMENTATION",
     "ICE40_IMPLEMENTATION",
     "ICEBREAKER_PRESET",
@@ -219,9 +219,10 @@ ULX3S_85F_ZOO_PRESET = {"rows": 5, "cols": 5, "dataflow": "ws", "in_bits": 8, "w
 #: 8x16 array, 128 of the 85F's 156 multipliers. ResNet-8's channel counts (16, 32, 64) are
 #: multiples of 8 and 16, so 8 rows and 16 columns tile every convolution but the first
 #: exactly (8x8 would need 88 MHz for 2.5 ms, 16x8 wastes 13 of 16 rows on the first
-#: convolution's 3 channels). The adder takes a multiplier per activation lane (16), so four
-#: requantization lanes of two MULT18X18D each keep it within the multipliers (152): eight
-#: would take 160 (9 % faster by the cycle model). Its buffers hold
+#: convolution's 3 channels). Four requantization lanes of two MULT18X18D each: 136
+#: multipliers, the adder's sixteen being logic cells on a design this full
+#: (:func:`hwgen.boards.fit.implementation_for`; in DSP blocks they made 152, and eight lanes
+#: 160). Its buffers hold
 #: ResNet-8 at batch 1: 16 activation banks of 4,096 words (its three live 32x32x16 tensors,
 #: one word a pixel), WEIGHT 9,216 words (its convolutions' 8x16 tiles take 4,840, the 8x8
 #: average pool's 4,096: with ``cols > rows`` a pool stores a tile per window position) and

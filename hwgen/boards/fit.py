@@ -10,14 +10,16 @@ which has the last word: a placement that runs out of sites is reported as a :cl
 with nextpnr's numbers (:func:`raise_if_overfull`).
 """
 
+import dataclasses
 import math
 
 from .catalog import Family
 from .nextpnr import NEXTPNR_CELLS, parse_nextpnr_log
 from .pll import clock_plan
 
-__all__ = ["RESOURCE_NAMES", "FitError", "check_array_fit", "check_fit", "estimate",
-           "raise_if_overfull", "sb_mac16_pairs"]
+__all__ = ["DSP_CONGESTION_ABOVE", "RESOURCE_NAMES", "FitError", "check_array_fit",
+           "check_fit", "dsp_blocks_with_adder", "estimate", "implementation_for",
+           "nextpnr_options", "raise_if_overfull", "sb_mac16_pairs"]
 
 
 class FitError(ValueError):
@@ -70,6 +72,18 @@ _LUT_MODEL = {
 # unpacked, output-stationary array).
 _ICE40_CELLS_PER_PRODUCT_BIT = 3.2
 
+#: The DSP blocks of an ECP5 design above which the adder's multipliers are built from logic
+#: cells and nextpnr routes with router2 (:func:`implementation_for`, :func:`nextpnr_options`):
+#: the 8x16 ResNet-8 design with them took 152 MULT18X18Ds and its router1 stalled, congested;
+#: the 85F preset's 88 route, as do the smaller chips' full ones (28 of the 12F's 28, 68 of the
+#: 45F's 72), a fraction of the 85F design's nets.
+DSP_CONGESTION_ABOVE = 128
+
+# LUT4s per product bit of an adder multiplier built from logic cells on the ECP5
+# (hwgen.device.adder.logic_product: in_bits shifted copies of the multiplier, added as a
+# tree; an estimate, with the adder's carry chains as two LUT4s a bit).
+_ECP5_LUTS_PER_ADDER_BIT = 2.0
+
 # Memories a board with ``spram`` puts into SB_SPRAM256KA (names as in _memories).
 _SPRAM_MEMORIES = ("weight", "frame_buffer")
 
@@ -119,11 +133,47 @@ def _dsp_blocks(board, config):
     # (acc_bits + 1) x (mult_bits + 1) signed bits takes 18x18 tiles (with split_operand,
     # one per slice of the accumulator); the adder's, one per lane. Nothing else multiplies
     # (the MAC counter's product by rows * cols is shifts and adds).
+    # An adder built from logic cells (implementation_for) takes its products' cells instead.
+    total = dsp_blocks_with_adder(board, config)
+    if implementation_for(board, config).adder_dsp:
+        return total, 0
+    adder = _adder_products(config)
+    return total - adder, _ECP5_LUTS_PER_ADDER_BIT * adder * config.in_bits * config.mult_bits
+
+
+def implementation_for(board, config):
+    """Return the implementation that builds ``config`` on ``board``: the board's, with the
+    adder's multipliers in logic cells (``adder_dsp=False``) on an ECP5 design that would
+    otherwise take more than :data:`DSP_CONGESTION_ABOVE` DSP blocks (an array that takes
+    most of the 85F's)."""
+    impl = board.implementation
+    if config.residual and impl.adder_dsp and _dsp_congested(board, config):
+        impl = dataclasses.replace(impl, adder_dsp=False)
+    return impl
+
+
+def nextpnr_options(board, config):
+    """Return the options ``hwgen build`` gives nextpnr for ``config`` on ``board`` beyond its
+    defaults: on an ECP5 design of more than :data:`DSP_CONGESTION_ABOVE` DSP blocks (with the
+    adder's), router2, which makes headway where router1 (the default) stalled on such a
+    design (docs/performance.md)."""
+    return ["--router", "router2"] if _dsp_congested(board, config) else []
+
+
+def _dsp_congested(board, config):
+    return board.family is Family.ECP5 and dsp_blocks_with_adder(board, config) \
+        > DSP_CONGESTION_ABOVE
+
+
+def dsp_blocks_with_adder(board, config):
+    """Return the MULT18X18Ds of a device on the ECP5 ``board`` with the adder's multipliers
+    in DSP blocks: the array's, the requantization's and the adder's."""
+    macs = config.rows * config.cols
     operand = board.implementation.split_operand
     slices = (math.ceil(config.acc_bits / operand) if operand
               else math.ceil((config.acc_bits + 1) / 18))
     requant = config.requant_lanes * slices * math.ceil((config.mult_bits + 1) / 18)
-    return macs + requant + _adder_products(config), 0
+    return macs + requant + _adder_products(config)
 
 
 def _adder_products(config):

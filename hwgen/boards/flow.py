@@ -17,7 +17,13 @@ from pathlib import Path
 
 from .baud import link_plan
 from .catalog import Family
-from .fit import RESOURCE_NAMES, check_array_fit, check_fit, raise_if_overfull
+from .fit import (
+    RESOURCE_NAMES,
+    check_array_fit,
+    check_fit,
+    nextpnr_options,
+    raise_if_overfull,
+)
 from .fold import fold_netlist_file
 from .nextpnr import LogWatch
 from .pll import clock_plan
@@ -106,7 +112,10 @@ def _elaborate(board, config, top, build_dir, *, baud, seed, pe_instances):
         packed = board.packing_for(config) is not None
         name, text = _pe_verilog(config, packed)
         platform.add_file(f"{name}.v", text)
-    nextpnr_opts = ["--timing-allow-fail"]  # timing is judged from the report, not by exit code
+    # Timing is judged from the report, not by exit code.
+    nextpnr_opts = ["--timing-allow-fail", *nextpnr_options(board, config)]
+    # For experiments: more options (e.g. a placer) without a change of the code.
+    nextpnr_opts += shlex.split(os.environ.get("HWGEN_NEXTPNR_OPTS", ""))
     if seed is not None:
         nextpnr_opts += ["--seed", str(seed)]
     plan = platform.build(design, name="top", build_dir=str(build_dir), do_build=False,
@@ -203,7 +212,7 @@ def run_tool(argv, cwd, output, watch, log):
     status; an interrupted build leaves no tool running."""
     started = time.perf_counter()
     reported = started   # when the last progress line was logged
-    last_arcs = None
+    last_arcs = last_overuse = None
     with open(output, "w") as sink:
         proc = subprocess.Popen(argv, cwd=cwd, stdout=sink, stderr=subprocess.STDOUT)
         try:
@@ -225,6 +234,12 @@ def run_tool(argv, cwd, output, watch, log):
                     log(f"      routing: {left:,} of {total:,} arcs left ({now - started:.0f} s)",
                         flush=True)
                     reported, last_arcs = now, watch.arcs
+                # router2 reports per iteration the resources still overused.
+                if watch and watch.overuse not in (None, last_overuse):
+                    iteration, overuse = watch.overuse
+                    log(f"      routing: iteration {iteration}, overuse {overuse:,} "
+                        f"({now - started:.0f} s)", flush=True)
+                    reported, last_overuse = now, watch.overuse
         except BaseException:
             proc.kill()   # an interrupted build leaves no tool running
             proc.wait()

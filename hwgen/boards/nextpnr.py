@@ -9,8 +9,8 @@ import re
 
 from .catalog import Family
 
-__all__ = ["NEXTPNR_CELLS", "LogWatch", "nextpnr_arcs_left", "nextpnr_phases",
-           "parse_nextpnr_log"]
+__all__ = ["NEXTPNR_CELLS", "LogWatch", "nextpnr_arcs_left", "nextpnr_overuse",
+           "nextpnr_phases", "parse_nextpnr_log"]
 
 _UTIL_RE = re.compile(r"^Info:\s+(\w+):\s+(\d+)/\s*(\d+)\s+\d+%", re.M)
 _FMAX_RE = re.compile(
@@ -67,6 +67,7 @@ _NEXTPNR_PHASES = (
     ("Info: Running Static placer", "placing"),
     ("Info: Running simulated annealing placer for refinement", "refining the placement"),
     ("Info: Routing..", "routing"),
+    ("Info: Running router2...", "routing"),
 )
 
 
@@ -98,6 +99,17 @@ def nextpnr_arcs_left(text):
     return int(rows[-1]), int(total[-1])
 
 
+_ROUTER2_ITER = re.compile(r"^Info:\s+iter=(\d+) wires=\d+ overused=\d+ overuse=(\d+)", re.M)
+
+
+def nextpnr_overuse(text):
+    """Return ``(iteration, overuse)``: router2's last iteration in a nextpnr log and the
+    routing resources still used more than once after it (0 once routed), or ``None`` for a
+    log without them (before routing, or router1's)."""
+    rows = _ROUTER2_ITER.findall(text)
+    return (int(rows[-1][0]), int(rows[-1][1])) if rows else None
+
+
 class LogWatch:
     """Follow a nextpnr log that a running nextpnr writes; report each phase once, as it
     appears, and keep the router's progress (:attr:`arcs`).
@@ -116,6 +128,8 @@ class LogWatch:
         self._seen = []
         #: ``(left, total)`` arcs of the router as last read, or None before it reports.
         self.arcs = None
+        #: ``(iteration, overuse)`` of router2 as last read, or None before it reports.
+        self.overuse = None
 
     def new_phases(self):
         """Read what the log gained; return the phases it reached since the last call."""
@@ -133,4 +147,5 @@ class LogWatch:
         phases = nextpnr_phases(self._text)
         fresh, self._seen = phases[len(self._seen):], phases
         self.arcs = nextpnr_arcs_left(self._text)
+        self.overuse = nextpnr_overuse(self._text)
         return fresh

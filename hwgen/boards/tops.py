@@ -22,6 +22,7 @@ from amaranth.lib.cdc import ResetSynchronizer
 
 from .baud import own_link_clock_hz
 from .catalog import Family
+from .fit import implementation_for
 from .pll import clock_plan
 
 __all__ = ["ArrayTop", "BoardTop"]
@@ -57,7 +58,8 @@ class BoardTop(Elaboratable):
         #: when the oscillator cannot make ``baud``: :func:`hwgen.boards.baud.link_plan`).
         self.link_clock_hz = own_link_clock_hz(board, config, baud)
         self.device = Device(config, link=Link.UART, baud=baud,
-                             implementation=board.implementation, pe_instances=pe_instances,
+                             implementation=implementation_for(board, config),
+                             pe_instances=pe_instances,
                              link_clock_hz=self.link_clock_hz)
 
     def elaborate(self, platform):

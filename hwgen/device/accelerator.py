@@ -103,7 +103,9 @@ class AcceleratorCore(wiring.Component):
         # Pooling layers need the spatial walk too; without it there is no pooler.
         self.pooler = Pooler(config, read_latency=1 + reg) if config.spatial else None
         # Residual adds (images or rows) run on the adder; a design without them has none.
-        self.adder = Adder(config, read_latency=1 + reg) if config.residual else None
+        self.adder = (Adder(config, read_latency=1 + reg,
+                            logic_products=not implementation.adder_dsp)
+                      if config.residual else None)
         self.counters = CounterBlock(config)
         # The pass units that use the activation banks, by the kinds they run: the one place
         # a unit is registered (the first, the matrix datapath, runs every other kind).
@@ -112,7 +114,9 @@ class AcceleratorCore(wiring.Component):
             units["pool"] = (PassKind.MAXPOOL,)
         if self.adder is not None:
             units["add"] = (PassKind.ADD,)
-        self.banks = BankArbiter(config, units)
+        # The grant in a register: the descriptor's kind is loaded a cycle before `start_layer`
+        # and three before `prime`, so only the starts need this cycle's decode (`grant_now`).
+        self.banks = BankArbiter(config, units, registered=True)
         super().__init__({"host": Out(HostPortSignature(config))})
 
     @property
@@ -225,27 +229,31 @@ class AcceleratorCore(wiring.Component):
         post-processing), the pooler or the adder."""
         ctrl, desc = self.controller, self.controller.desc
         wf, af, acc = self.weight_feeder, self.activation_feeder, self.accumulators
-        grant = self.banks.grant
+        # `start_layer` comes in the first cycle of the pass's descriptor, before the
+        # registered grant follows it; `prime` and everything later take the register.
+        grant, now = self.banks.grant, self.banks.grant_now
         matrix = grant.matrix
         m.d.comb += [
             self.banks.kind.eq(desc.kind),
             wf.start.eq(ctrl.prime & matrix), wf.desc.eq(desc),
             wf.k_end.eq(ctrl.k_end), wf.n_end.eq(ctrl.n_end), wf.wrep.eq(ctrl.geom.wrep),
-            af.start_layer.eq(ctrl.start_layer & matrix), af.start_chunk.eq(ctrl.start_chunk),
+            af.start_layer.eq(ctrl.start_layer & now.matrix),
+            af.start_chunk.eq(ctrl.start_chunk),
             af.prime.eq(ctrl.prime & matrix), af.desc.eq(desc), af.geom.eq(ctrl.geom),
             af.last_row.eq(ctrl.last_row), ctrl.more_chunks.eq(af.more_chunks & matrix),
-            acc.start_layer.eq(ctrl.start_layer & matrix), acc.start_chunk.eq(ctrl.start_chunk),
+            acc.start_layer.eq(ctrl.start_layer & now.matrix),
+            acc.start_chunk.eq(ctrl.start_chunk),
             acc.desc.eq(desc), acc.k_end.eq(ctrl.k_end), acc.n_end.eq(ctrl.n_end),
             self.postprocess.desc.eq(desc),
         ]
         pooler = self.pooler
         if pooler is not None:
-            m.d.comb += [pooler.start.eq(ctrl.start_layer & grant.pool),
+            m.d.comb += [pooler.start.eq(ctrl.start_layer & now.pool),
                          pooler.go.eq(ctrl.prime & grant.pool), pooler.desc.eq(desc),
                          pooler.geom.eq(ctrl.geom), pooler.last_row.eq(ctrl.last_row)]
         adder = self.adder
         if adder is not None:
-            m.d.comb += [adder.start.eq(ctrl.start_layer & grant.add),
+            m.d.comb += [adder.start.eq(ctrl.start_layer & now.add),
                          adder.go.eq(ctrl.prime & grant.add), adder.desc.eq(desc),
                          adder.src2_base.eq(desc.src2_base), adder.geom.eq(ctrl.geom),
                          adder.last_row.eq(ctrl.last_row)]

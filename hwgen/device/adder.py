@@ -9,7 +9,7 @@ requantizer's own functions (:mod:`hwgen.device.requantizer`).
 
 import math
 
-from amaranth.hdl import Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -23,7 +23,7 @@ from ..memmap import (
 from .requantizer import round_clamp, round_saturate, rounded, shift_end, shift_stages, shift_start
 from .systolic import delay
 
-__all__ = ["Adder", "param_words", "sum_bits"]
+__all__ = ["Adder", "logic_product", "param_words", "sum_bits"]
 
 #: Registers from a word's arrival (the cycle ``rd_data`` holds it) to its write: operand and
 #: multiplier (x), product (m), sum (s), the shifter's larger stages (u), its smaller ones and
@@ -36,6 +36,28 @@ def sum_bits(config):
     magnitude is below ``2**(in_bits + mult_bits - 1)``. A shift by this many bits or more
     rounds every such sum to 0, so the adder keeps shifts up to it (a narrower shifter)."""
     return config.in_bits + config.mult_bits + 1
+
+
+def logic_product(value, mult):
+    """Return ``value * mult`` (``value`` signed, ``mult`` unsigned) in ``len(value) +
+    len(mult)`` signed bits, as a sum of shifted copies of ``mult``, one per bit of ``value``
+    (the sign bit's subtracted), added as a balanced tree: no ``$mul`` cell, so Yosys builds
+    it from logic cells instead of a DSP block."""
+    width = len(value) + len(mult)
+    top = len(value) - 1
+
+    def term(i):
+        # mult << i when bit i is set, as a non-negative signed value.
+        return Cat(Mux(value[i], mult, 0), Const(0, 1)).as_signed() << i
+
+    # The sign bit's term is subtracted from the first term: no negation of its own.
+    terms = ([term(0) - term(top), *(term(i) for i in range(1, top))] if top
+             else [-term(0)])
+    while len(terms) > 1:
+        pairs = zip(terms[::2], terms[1::2], strict=False)   # an odd one out waits
+        merged = [a + b for a, b in pairs]
+        terms = merged + terms[len(merged) * 2:]
+    return terms[0][:width].as_signed()
 
 
 def param_words(config):
@@ -71,6 +93,10 @@ class Adder(wiring.Component):
     read_latency : int
         Cycles from a read's address to its word, of the banks and of PARAM alike (1, or 2 with
         registered reads).
+    logic_products : bool
+        Build each lane's multiplier from logic cells (:func:`logic_product`) instead of
+        leaving it to synthesis, which maps it onto a DSP block: for designs whose array
+        takes most of the chip's DSP blocks. Same results, same cycles.
 
     Members
     -------
@@ -101,9 +127,10 @@ class Adder(wiring.Component):
         the last read's word arrives.
     """
 
-    def __init__(self, config, *, read_latency=1):
+    def __init__(self, config, *, read_latency=1, logic_products=False):
         self.config = config
         self.read_latency = read_latency
+        self.logic_products = logic_products
         lanes, value = config.act_lanes, signed(config.in_bits)
         addr = unsigned(act_addr_bits(config))
         super().__init__({
@@ -229,7 +256,9 @@ class Adder(wiring.Component):
         m_prod = Signal(data.ArrayLayout(signed(n_sum - 1), lanes), name="m_prod")
         m_shift = Signal.like(x_shift, name="m_shift")
         for lane in range(lanes):
-            m.d.sync += [m_prod[lane].eq(x_val[lane] * x_mult[lane]),
+            prod = (logic_product(x_val[lane], x_mult[lane]) if self.logic_products
+                    else x_val[lane] * x_mult[lane])
+            m.d.sync += [m_prod[lane].eq(prod),
                          m_shift[lane].eq(x_shift[lane])]
         m_word, m_b, m_next, m_end = (delay(m, f, 1, name=f"m_{k}") for f, k in
                                       zip(x_flags, ("word", "b", "next", "end"), strict=True))

@@ -62,6 +62,11 @@ class BankArbiter(wiring.Component):
         belongs to one unit at most. The first unit is the default: it also runs every kind
         no unit claims (a device runs only the kinds its program was compiled for), so a
         single unit is always granted and its port goes straight to the banks.
+    registered : bool
+        Hold the grant in a register: ``grant`` (and whose requests reach the banks) follows
+        ``kind`` a cycle later, so that the kind's decode is not on the paths from the grant
+        (the units' starts, the banks' addresses); ``grant_now`` follows at once. For a
+        kind that is set a cycle or more before any unit reads or writes.
 
     Members
     -------
@@ -70,12 +75,15 @@ class BankArbiter(wiring.Component):
     units : In(Signature({name: Out(BankPortSignature(config))}))
         Each unit's port; a unit's requests reach the banks only while it is granted.
     grant : Out(StructLayout({name: 1}))
-        The unit whose kind runs (exactly one bit high).
+        The unit whose kind runs (exactly one bit high); with ``registered``, of the kind
+        of the cycle before.
+    grant_now : Out(StructLayout({name: 1}))
+        The unit whose kind runs, decoded from this cycle's ``kind``.
     banks : Out(BankPortSignature(config))
         The granted unit's requests, to the banks; every unit sees the words read.
     """
 
-    def __init__(self, config, units):
+    def __init__(self, config, units, *, registered=False):
         units = dict(units)
         if not units:
             raise ValueError("units must name at least one pass unit, not none")
@@ -95,11 +103,15 @@ class BankArbiter(wiring.Component):
             units[name] = kinds
         self.config = config
         self.kinds = units
+        self.registered = registered
         port = BankPortSignature(config)
+        grants = data.StructLayout(dict.fromkeys(units, 1))
         super().__init__({
             "kind": In(PassKind),
             "units": In(wiring.Signature({name: Out(port) for name in units})),
-            "grant": Out(data.StructLayout(dict.fromkeys(units, 1))),
+            # The default unit is granted out of reset (kind 0 is the matrix pass's).
+            "grant": Out(grants, init={next(iter(units)): 1}),
+            "grant_now": Out(grants),
             "banks": Out(port),
         })
 
@@ -120,8 +132,10 @@ class BankArbiter(wiring.Component):
         for grant in grants.values():
             claimed = claimed | grant
         grants = {default: ~claimed, **grants}
+        domain = m.d.sync if self.registered else m.d.comb
         for name, grant in grants.items():
-            m.d.comb += self.grant[name].eq(grant)
+            m.d.comb += self.grant_now[name].eq(grant)
+            domain += self.grant[name].eq(grant)
         for field in _REQUESTS:
             value = getattr(self.port(default), field)
             for name in others:

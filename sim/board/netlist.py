@@ -40,7 +40,7 @@ from .build import HARNESS, _harness_command, _run_logged, _run_params, board_mi
 from .errors import BoardError
 from .wrapper import _WRAPPER_MODULE
 
-__all__ = ["NetlistError", "netlist_board_binary", "netlist_run_params"]
+__all__ = ["MAX_SKEW", "NetlistError", "netlist_board_binary", "netlist_run_params"]
 
 DP16KD_BODY = data_path("dp16kd_body.v")
 MULT18X18D_MODEL = data_path("mult18x18d_model.v")
@@ -211,12 +211,37 @@ def _report(out_dir):
     return report, config, board, baud
 
 
-def netlist_run_params(out_dir):
-    """Return ``(config, harness arguments)`` of the gate-level board of build ``out_dir``."""
+#: The largest bridge skew :func:`netlist_run_params` takes: far past what any UART follows.
+MAX_SKEW = 0.1
+
+
+def netlist_run_params(out_dir, *, skew=None):
+    """Return ``(config, harness arguments)`` of the gate-level board of build ``out_dir``.
+
+    ``skew`` (None, or a float in ``-MAX_SKEW .. MAX_SKEW``) models the USB bridge: None, the
+    host's bit time is the UART's own (its divisor); a number, the host's bit time is the
+    build's baud rate's, at the link's clock, times ``1 + skew`` (``0.02``: a bridge 2 % slow,
+    ``-0.02``: 2 % fast; the divisor's own error comes on top), to 1/65536 of a cycle.
+
+    Raises
+    ------
+    NetlistError
+        If ``out_dir`` holds no finished build of a whole device.
+    ValueError
+        If ``skew`` is not None or a number within ``MAX_SKEW``.
+    """
     from hwgen.boards import uart_divisor
 
-    _, config, board, baud = _report(out_dir)
-    return config, _run_params(config, uart_divisor(board, config, baud))
+    if skew is not None and (isinstance(skew, bool) or not isinstance(skew, int | float)
+                             or not -MAX_SKEW <= skew <= MAX_SKEW):
+        raise ValueError(f"skew={skew!r}; allowed: None or a number in -{MAX_SKEW}..{MAX_SKEW} "
+                         "(the bridge's bit time off the nominal rate's, 0.02 for 2 % long)")
+    report, config, board, baud = _report(out_dir)
+    params = _run_params(config, uart_divisor(board, config, baud))
+    if skew is not None:
+        link_hz = report.get("link", {}).get("clock_hz", config.clock_hz)
+        params["host_bit"] = round(link_hz / baud * (1 + skew) * 65536)
+    return config, params
 
 
 def netlist_board_binary(out_dir, *, log=None, jobs=None):

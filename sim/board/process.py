@@ -145,19 +145,21 @@ class SimulatedBoard:
         self._netlist = None
 
     @classmethod
-    def from_build(cls, out_dir, *, port=0, timeout=30.0, log=None):
+    def from_build(cls, out_dir, *, port=0, timeout=30.0, log=None, skew=None):
         """Return a board that simulates the synthesized netlist of ``hwgen build --out
         out_dir`` (see :mod:`sim.board.netlist`): the cells that became the bitstream, over the
         UART pins at the build's baud rate. Its :attr:`config` comes from the build's report; the
         simulation is built into (and cached in) ``out_dir/sim/``. ``port``, ``timeout`` and
-        ``log`` are as for the constructor.
+        ``log`` are as for the constructor. ``skew``: the simulated USB bridge's bit time off
+        the build's rate, e.g. ``0.02`` for 2 % long (None: the UART's own bit time;
+        :func:`sim.board.netlist.netlist_run_params`).
 
         Raises
         ------
         sim.board.NetlistError
             (a :class:`BoardError`) If ``out_dir`` is not a finished build of a whole device.
         """
-        config, params = netlist_run_params(out_dir)
+        config, params = netlist_run_params(out_dir, skew=skew)
         board = cls(config, port=port, uart=True, timeout=timeout, log=log)
         board._netlist = (Path(out_dir), params)
         return board

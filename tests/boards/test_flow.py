@@ -46,6 +46,25 @@ def test_run_tool_reports_the_routers_progress(tmp_path, monkeypatch):
     assert left == sorted(left, reverse=True) and len(set(left)) == len(left)
 
 
+def test_run_tool_reports_router2s_overuse(tmp_path):
+    """router2 (on the ECP5 designs with the most DSP blocks) reports its overuse per
+    iteration: the build's output names the routing phase and each iteration's overuse."""
+    lines = ["Info: Running router2...", "Info: Running main router loop..."]
+    lines += [f"Info:     iter={i} wires=9 overused=9 overuse={over} archfail=NA"
+              for i, over in ((1, 98076), (2, 60925), (3, 0))]
+    script = tmp_path / "fake-nextpnr"
+    script.write_text("#!/bin/sh\n" + "".join(f"echo '{line}' >> top.tim; sleep 1.2\n"
+                                              for line in lines))
+    script.chmod(0o755)
+    out = []
+    code = run_tool([str(script)], tmp_path, tmp_path / "out", LogWatch(tmp_path / "top.tim"),
+                    lambda line, **k: out.append(line.strip()))
+    assert code == 0
+    assert [line.split(" (")[0] for line in out] == [
+        "routing", "routing: iteration 1, overuse 98,076", "routing: iteration 2, overuse 60,925",
+        "routing: iteration 3, overuse 0"]
+
+
 def test_failing_tool_is_reported_with_its_step_and_output(tmp_path, monkeypatch):
     fake = tmp_path / "fake-yosys"
     fake.write_text("#!/bin/sh\necho 'ERROR: fake synthesis failure' >&2\nexit 3\n")
@@ -121,14 +140,15 @@ def test_build_smoke(tmp_path, name):
         _check_netlist_board(tmp_path, config)
 
 
-def _check_netlist_board(out_dir, config):
+def _check_netlist_board(out_dir, config, *, skew=None):
     """The synthesized netlist of a build, simulated with the cells' models, answers the host
     driver over its UART as the reference does, run after run (what the bitstream is made of
-    computes what the Amaranth design does)."""
+    computes what the Amaranth design does); ``skew``: the simulated bridge's bit time off the
+    build's rate (:meth:`SimulatedBoard.from_build`)."""
     from host import Accelerator
     from sim.board import SimulatedBoard
 
-    with SimulatedBoard.from_build(out_dir, timeout=120) as board:
+    with SimulatedBoard.from_build(out_dir, timeout=120, skew=skew) as board:
         assert board.config == config
         rng = np.random.default_rng(config.rows * 7 + config.clock_hz % 97)
         net = random_network(rng, config, layers=2, max_width=9, raw=True)
@@ -143,21 +163,44 @@ def _check_netlist_board(out_dir, config):
         assert not [m for m in board.messages() if "hwgen-sim:" in m], board.messages()
 
 
+# Builds at each board's bridge rate: the iCEBreaker's FT2232H at 6 Mbaud (4 cycles a bit of a
+# 24 MHz design clock), the ULX3S's FT231X at 3 Mbaud (17 cycles a bit of the 12F smoke
+# design's 50 MHz, 1.96 % slow).
+BRIDGE = {
+    "icebreaker-6mbaud": ("icebreaker", {"rows": 2, "cols": 2, "clock_hz": 24_000_000},
+                          6_000_000),
+    "ulx3s-12f-device": ("ulx3s-12f", SMOKE["ulx3s-12f-device"][2], 3_000_000),
+}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["icebreaker-device-oscillator", "ulx3s-12f-device"])
+@pytest.mark.parametrize("name", sorted(BRIDGE))
 def test_netlist_at_the_bridge_rate(tmp_path, name):
-    """A device built at the board's default rate (3 Mbaud on both: 4 cycles a bit of the
-    iCEBreaker's 12 MHz, 17 of the 12F smoke design's 50 MHz design clock) answers the host
-    driver from its synthesized netlist at that rate."""
+    """A device built at its board's bridge rate answers the host driver from its synthesized
+    netlist at that rate, from a bridge at the UART's own bit time and from one whose bit time
+    is 2 % long and 2 % short of the rate (a real bridge's error, on top of the divisor's);
+    a bridge 8 % off, beyond what the UART follows, is not answered (the skew reaches the
+    pins)."""
+    from host import Accelerator
+    from host.client import DeviceError, LinkError
+    from sim.board import SimulatedBoard
+
     reason = yowasp_missing()
     if reason:
         pytest.skip(reason)
-    board_name, _, options = SMOKE[name]
+    board_name, options, rate = BRIDGE[name]
     board = BOARDS[board_name]
     config = boards.board_config(board, **options)
     baud, _ = boards.default_baud(board, config)
-    assert baud == 3_000_000
+    assert baud == rate
     report = boards.build(board, config, tmp_path, baud=baud, seed=1, log=lambda *a, **k: None)
     assert report["timing"]["pass"], report["timing"]
     assert report["link"]["divisor"] == round(report["link"]["clock_hz"] / baud)
-    _check_netlist_board(tmp_path, config)
+    for skew in (None, 0.02, -0.02):
+        _check_netlist_board(tmp_path, config, skew=skew)
+    # A timeout, or a frame the device or the host finds corrupt.
+    net = random_network(np.random.default_rng(1), config, layers=1, max_width=4, raw=True)
+    with (SimulatedBoard.from_build(tmp_path, timeout=120, skew=0.08) as sim,
+          pytest.raises((LinkError, DeviceError)),
+          Accelerator(sim.url, config=config, timeout=5) as acc):
+        acc.load(hwgen.compile(net, config, batch=1))

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from hwgen import boards
-from hwgen.boards.nextpnr import LogWatch
+from hwgen.boards.nextpnr import LogWatch, nextpnr_overuse
 
 DATA = Path(__file__).parents[1] / "data"
 
@@ -59,3 +59,26 @@ def test_nextpnr_arcs_left_of_recorded_logs(family, total):
 
 def test_parse_empty_log():
     assert boards.parse_nextpnr_log("") == {"utilisation": {}, "clocks": {}, "phases_s": {}}
+
+
+# The head of router2's part of a nextpnr-ecp5 log (the 8x16 ResNet-8 design, 2026-11-26).
+_ROUTER2_LOG = """\
+Info: Routing globals...
+Info:     routing clock net $glbnet$clk using global 0
+Info: Running router2...
+Info: Setting up routing resources...
+Info: Running main router loop...
+Info:     iter=1 wires=770696 overused=69768 overuse=98076 archfail=NA
+Info:     iter=2 wires=809437 overused=53516 overuse=60925 archfail=NA
+Info:     iter=3 wires=827075 overused=45004 overuse=48798 archfail=NA
+"""
+
+
+def test_router2_is_routing_and_its_overuse_is_read():
+    """router2 (the ECP5 designs with the most DSP blocks) names no "Routing.." phase and no
+    arcs table: its start is the routing phase, and its iterations' overuse the progress."""
+    head = _ROUTER2_LOG[:_ROUTER2_LOG.index("Info:     iter=1")]
+    assert boards.nextpnr_phases(head) == ["routing"]
+    assert nextpnr_overuse(head) is None
+    assert nextpnr_overuse(_ROUTER2_LOG) == (3, 48798)
+    assert boards.nextpnr_arcs_left(_ROUTER2_LOG) is None

@@ -25,16 +25,20 @@ def random_requests(rng, port):
             for f in REQUESTS}
 
 
-def run_arbiter(units, *, kinds, cycles=40, seed=0):
+def run_arbiter(units, *, kinds, cycles=40, seed=0, registered=False):
     """Drive every unit's port with random requests and ``kind`` through ``kinds`` (raw
-    values, including ones no kind names); check the banks, the grants and ``rd_data``.
-    Return how many cycles each unit was granted."""
+    values, including ones no kind names); check the banks, the grants and ``rd_data``
+    (``registered``: the grant and the banks follow the kind of the cycle before, from the
+    first unit out of reset; ``grant_now`` this cycle's). Return how many cycles each unit
+    was granted."""
     cfg = AcceleratorConfig(rows=2, cols=3, **SMALL)
-    dut = BankArbiter(cfg, units)
+    dut = BankArbiter(cfg, units, registered=registered)
     rng = np.random.default_rng(seed)
     counts = dict.fromkeys(units, 0)
+    before = next(iter(units))   # the unit of the last cycle's kind
 
     async def bench(ctx):
+        nonlocal before
         for cycle in range(cycles):
             kind = kinds[cycle % len(kinds)]
             kind = kind.value if isinstance(kind, PassKind) else kind
@@ -46,19 +50,27 @@ def run_arbiter(units, *, kinds, cycles=40, seed=0):
             words = int(rng.integers(0, 1 << len(Value.cast(dut.banks.rd_data))))
             ctx.set(Value.cast(dut.banks.rd_data), words)
             try:
-                want = granted(units, PassKind(kind))
+                now = granted(units, PassKind(kind))
             except ValueError:          # a value no kind names: the first unit's
-                want = next(iter(units))
+                now = next(iter(units))
+            want = before if registered else now
             counts[want] += 1
             for name in units:
                 assert ctx.get(getattr(dut.grant, name)) == (name == want), (cycle, kind, name)
+                assert ctx.get(getattr(dut.grant_now, name)) == (name == now), (cycle, name)
                 assert ctx.get(Value.cast(dut.port(name).rd_data)) == words, (cycle, name)
             for field in REQUESTS:
                 got = ctx.get(Value.cast(getattr(dut.banks, field)))
                 assert got == reqs[want][field], (cycle, kind, field)
-            await ctx.delay(1e-6)
+            if registered:
+                await ctx.tick()
+            else:
+                await ctx.delay(1e-6)
+            before = now
 
     sim = Simulator(dut)
+    if registered:
+        sim.add_clock(1e-6)
     sim.add_testbench(bench)
     sim.run()
     return counts
@@ -109,3 +121,15 @@ def test_bad_units(units, error, match):
     cfg = AcceleratorConfig(rows=2, cols=2, **SMALL)
     with pytest.raises(error, match=match):
         BankArbiter(cfg, units)
+
+
+def test_registered_grant_follows_the_kind_a_cycle_later():
+    """The grant in a register (the accelerator's): the banks take the requests of the unit
+    of the cycle before's kind, whatever this cycle's is; ``grant_now`` is this cycle's."""
+    units = {"matrix": (PassKind.MATRIX,), "pool": (PassKind.MAXPOOL,),
+             "add": (PassKind.ADD,)}
+    counts = run_arbiter(units, kinds=[PassKind.MAXPOOL, PassKind.ADD, PassKind.ADD, 6,
+                                       PassKind.MATRIX], seed=5, registered=True)
+    # The first cycle is the first unit's (out of reset), then each kind's a cycle late: the
+    # last cycle's kind (MATRIX) is never granted.
+    assert counts == {"matrix": 1 + 8 + 8 - 1, "pool": 8, "add": 16}
