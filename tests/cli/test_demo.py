@@ -51,9 +51,12 @@ def test_demo_cnn_device_equals_int8_reference():
     assert figures["int8_accuracy"] >= figures["float_accuracy"] - 0.02
     assert figures["device_accuracy"] == figures["int8_accuracy"]   # else DemoMismatch
     assert figures["rows"] == 360
-    # Only the images cross the link: 64 one-byte pixels, each its own word of 3 lanes, and
-    # ten 32-bit logits in words of 3 lanes (4 words) per inference.
-    assert figures["payload_bytes_per_inference"] == 64 * 3 + 4 * 3 * 4
+    # Only the images cross the link: 8 rows of 64 one-byte pixels in the first
+    # convolution's taps layout, each row 8 pixels and a zero column either side in a pitch
+    # of 12 elements (a multiple of the 3 lanes, as the 3x3 kernel's row of 3 taps), 32 words
+    # of 3 lanes; and ten 32-bit logits in words of 3 lanes (4 words) per inference.
+    assert figures["program"].input.pitch == 12
+    assert figures["payload_bytes_per_inference"] == 8 * 12 + 4 * 3 * 4
     assert figures["wire_bytes_per_inference"] > figures["payload_bytes_per_inference"]
     # The cycles per inference are the model's at full batches, the utilization follows.
     program = figures["program"]
