@@ -46,9 +46,11 @@ from ..memmap import (
     regions,
 )
 from ..nn.output_function import check_output_function
+from .classes import output_mode, output_mode_to_json
 from .descriptors import field_values, pack_layer, unpack_program
 from .images import IMAGE_REGIONS
 from .specs import LayerSpec, MatrixSpec
+from .wire import stored_raw_wire_bits
 from .words import check_words, word_bytes, words_to_bytes
 
 __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "READ_VERSIONS", "legacy_descriptor_layout",
@@ -56,13 +58,17 @@ __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "READ_VERSIONS", "legacy_descriptor_
 
 #: Version of the file written by :func:`save`; older versions that a program of this
 #: version can stand for are converted on load, others refused.
-# 6: the second input's src2_base (a design with residual); 5: activation bounds, leaky
+# 7: the output's wire_bits and the program's output_mode (class output); 6: the second
+# input's src2_base (a design with residual); 5: activation bounds, leaky
 # ReLU, the general convolution's geometry; 4: the pass kind; 3: spatial layers; 2: per-config
 # layout
-FORMAT_VERSION = 6
-#: Versions :func:`read` takes: versions 2 to 5 are converted on load (version 2 holds
-#: matrix layers over rows only, whose layers gain their source).
-READ_VERSIONS = (2, 3, 4, 5, 6)
+FORMAT_VERSION = 7
+#: Versions :func:`read` takes: versions 2 to 6 are converted on load (version 2 holds
+#: matrix layers over rows only, whose layers gain their source; before version 7 a raw
+#: output's wire width comes from the images, and the output mode is "scores").
+READ_VERSIONS = (2, 3, 4, 5, 6, 7)
+#: The first version whose descriptors are today's (older PROGRAM words are converted).
+_DESCRIPTORS_OF_TODAY = 6
 #: The ``format`` entry of the metadata.
 FORMAT_NAME = "hwgen-program"
 #: One-bit descriptor flags of the older versions, where today's descriptor has its flags (and,
@@ -152,6 +158,7 @@ def _metadata(program, arrays):
         "output_function": program.output_function,
         "output_scale": (None if program.output_scale is None
                          else [float(v) for v in program.output_scale]),
+        "output_mode": output_mode_to_json(program.output_mode),
     }
 
 
@@ -215,7 +222,7 @@ def _metadata_of(arrays):
 def _word_bits(meta, config):
     """Return ``{Region: word width}`` of the images of a file of ``meta``'s version."""
     bits = {region: geometry.word_bits for region, geometry in regions(config).items()}
-    if meta["version"] < FORMAT_VERSION:
+    if meta["version"] < _DESCRIPTORS_OF_TODAY:
         bits[Region.PROGRAM] = legacy_descriptor_layout(config, meta["version"]).size
     if meta["version"] in _LEGACY_FLAGS:
         bits[Region.PARAM] = config.cols * legacy_param_lane_layout(config).size
@@ -329,7 +336,7 @@ def _from_arrays(arrays):
                          f"configuration ({config.hash}); the file is damaged")
     images = _images(meta, arrays, config)
     descriptors = tuple(meta["descriptors"])
-    if meta["version"] < FORMAT_VERSION:
+    if meta["version"] < _DESCRIPTORS_OF_TODAY:
         base, words = images[Region.PROGRAM]
         descriptors, words = _from_legacy(config, meta["version"], words, descriptors)
         images[Region.PROGRAM] = (base, words)
@@ -345,6 +352,11 @@ def _from_arrays(arrays):
         layers = tuple(dataclasses.replace(layer, source=i) for i, layer in enumerate(layers))
     output = MatrixSpec.from_dict(meta["output"])
     kept = tuple(MatrixSpec.from_dict(d) for d in meta.get("layer_outputs", []))
+    if meta["version"] < 7 and output.kind == "raw":
+        # Before version 7 the file kept no wire width: the same proof, from the images.
+        output = dataclasses.replace(output, wire_bits=stored_raw_wire_bits(
+            config, layers[-1], images[Region.WEIGHT][1], images[Region.PARAM][1]))
+        kept = (*kept[:-1], output) if kept else kept
     if kept:
         if kept[-1] != output:
             raise ValueError(f"the last layer output {kept[-1]} is not the output {output}; "
@@ -359,6 +371,8 @@ def _from_arrays(arrays):
             "layers": layers, "images": images, "input": MatrixSpec.from_dict(meta["input"]),
             "output": output, "macs_per_row": int(meta["macs_per_row"]),
             "padded_macs_per_row": int(meta["padded_macs_per_row"]), "layer_outputs": kept,
+            "output_mode": output_mode(meta.get("output_mode", "scores"), "the file's "
+                                       "output_mode", spec=output),
             **_output_function(meta)}
 
 

@@ -26,6 +26,10 @@ class MatrixSpec:
         ``"input"``, ``"requant"`` (saturated activations) or ``"raw"`` (accumulators).
     pixels : int
     sample_shape : tuple of int
+    wire_bits : int
+        Bits of each value on the wire (LOAD, FETCH), two's complement: ``lane_bits`` but for
+        a raw output, which the last layer's worst-case accumulator proof bounds
+        (:mod:`hwgen.compiler.wire`); None: ``lane_bits``.
     """
 
     region: Region
@@ -37,8 +41,14 @@ class MatrixSpec:
     kind: str
     pixels: int = 1
     sample_shape: tuple = None
+    wire_bits: int = None
 
     def __post_init__(self):
+        if self.wire_bits is None:
+            object.__setattr__(self, "wire_bits", self.lane_bits)
+        if not 1 <= self.wire_bits <= self.lane_bits:
+            raise ValueError(f"MatrixSpec: wire_bits={self.wire_bits}; allowed: "
+                             f"1..lane_bits={self.lane_bits}")
         if self.sample_shape is None:
             object.__setattr__(self, "sample_shape", (self.features,))
         object.__setattr__(self, "sample_shape", tuple(int(v) for v in self.sample_shape))
@@ -53,6 +63,8 @@ class MatrixSpec:
         d = dataclasses.asdict(self)
         d["region"] = self.region.name
         d["sample_shape"] = list(self.sample_shape)
+        if self.wire_bits == self.lane_bits:
+            del d["wire_bits"]
         return d
 
     @classmethod
