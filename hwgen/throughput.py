@@ -1,14 +1,20 @@
 """How fast the host link lets a program run: bytes on the wire and the UART's bound.
 
 :class:`host.Accelerator` runs a batch in chunks of at most ``program.batch`` rows; each chunk
-is one exchange of :mod:`hwgen.protocol` frames: the input words in WRITE requests (as many as
-the device's payload buffer requires), one RUN, COUNTERS polls until the run is over (usually
-one) and the output words in READ requests, each request answered by one response frame.
-:func:`wire_bytes_per_run` counts the bytes of those frames in both directions, building each
-frame with :func:`hwgen.protocol.encode_request` / :func:`~hwgen.protocol.encode_response`;
-:func:`link_bound_rate` turns them into inferences per second on a UART, whose 8N1 characters
-take 10 bit periods per byte. Requests and responses alternate (the host waits for each
-answer), so the two directions add up rather than overlap.
+is one exchange of :mod:`hwgen.protocol` frames, each request answered by one response frame.
+On a device of protocol version 6 (``packed=True``): the input in LOADs at its own width
+(:mod:`hwgen.streams`), one RUN, COUNTERS polls until the run is over (usually one), and the
+output in FETCHes at its ``wire_bits``, or, for the output modes ``"argmax"`` and ``("top_k",
+k)`` of a raw output, CLASSES answering ``k`` indices per sample. On an older device
+(``packed=False``): the input words in WRITEs, the RUN, the polls and the output words in READs.
+:func:`wire_bytes_by_direction` counts the bytes of those frames host to device and device to
+host, building each frame's size from :mod:`hwgen.protocol`; :func:`wire_bytes_per_run` is
+their sum; :func:`link_bound_rate` turns them into inferences per second on a UART, whose 8N1
+characters take 10 bit periods per byte.
+
+The UART is full duplex. A version 6 host sends the next chunk's LOADs while the last chunk's
+answer streams back, so the bound is the busier direction; a version 5 host waits for each
+answer, so there the two directions add up.
 
 Retries after damaged frames, and the INFO and program loading done once per session, are not
 counted: this is the steady-state cost of inference.
@@ -17,34 +23,28 @@ counted: this is the steady-state cost of inference.
 import functools
 import math
 
+from .compiler.classes import class_count, output_mode
 from .memmap import regions
 from .protocol import (
     DEFAULT_BAUD,
+    FRAME_OVERHEAD,
     MAX_PAYLOAD,
     AccessArgs,
+    ClassArgs,
     CountersPayload,
-    Opcode,
     RunArgs,
-    Status,
-    encode_request,
-    encode_response,
+    StreamArgs,
     layout_bytes,
     read_chunk_words,
     write_chunk_words,
 )
+from .streams import class_chunks, classes_on_device, fetch_chunks, load_chunks
 
-__all__ = ["BITS_PER_BYTE", "DEFAULT_BAUD", "link_bound_rate", "wire_bytes_per_run"]
+__all__ = ["BITS_PER_BYTE", "DEFAULT_BAUD", "link_bound_rate", "wire_bytes_by_direction",
+           "wire_bytes_per_run"]
 
 #: Bit periods one byte takes on an 8N1 UART: a start bit, 8 data bits, a stop bit.
 BITS_PER_BYTE = 10
-
-
-@functools.cache
-def _exchange_bytes(opcode, request_payload, response_payload):
-    """Return the bytes of one request with ``request_payload`` bytes and its OK answer."""
-    # Cached: a sweep asks for the same few frame sizes thousands of times.
-    return (len(encode_request(opcode, 0, bytes(request_payload)))
-            + len(encode_response(opcode, 0, Status.OK, bytes(response_payload))))
 
 
 @functools.cache
@@ -60,8 +60,10 @@ def _check_count(name, value, low, high=None):
         raise ValueError(f"{name}={value!r}; allowed: {allowed}")
 
 
-def wire_bytes_per_run(program, m, *, polls=1, max_payload=MAX_PAYLOAD):
-    """Return the bytes both ways of one :meth:`host.Accelerator.infer` chunk of ``m`` rows.
+def wire_bytes_by_direction(program, m, *, polls=1, max_payload=MAX_PAYLOAD, output=None,
+                            packed=True):
+    """Return ``(host_to_device, device_to_host)``: the bytes of one
+    :meth:`host.Accelerator.infer` chunk of ``m`` rows in each direction.
 
     Parameters
     ----------
@@ -73,26 +75,72 @@ def wire_bytes_per_run(program, m, *, polls=1, max_payload=MAX_PAYLOAD):
         estimate of the run time is right).
     max_payload : int
         The device's payload buffer (INFO reports it; :data:`~hwgen.protocol.MAX_PAYLOAD` by
-        default), which splits the input into WRITEs and the output into READs.
+        default), which splits the input and the output into frames.
+    output : {None, "scores", "argmax"} or ("top_k", k)
+        The output mode (:mod:`hwgen.compiler.classes`); None: ``program.output_mode``.
+    packed : bool
+        A device of protocol version 6 (LOAD, FETCH, CLASSES), or an older one (WRITE, READ;
+        the host picks the classes, so ``output`` changes nothing).
 
     Returns
     -------
-    int
-        Request and response bytes of the WRITEs of the input, the RUN, the polls and the
-        READs of the output.
+    tuple of int
+        Request bytes (LOADs or WRITEs, the RUN, the polls, the FETCHes, CLASSES or READs) and
+        response bytes.
 
     Raises
     ------
     ValueError
-        If ``m`` is outside ``1 .. program.batch``, ``polls`` < 1, or ``max_payload`` cannot
-        carry one word of the input or output region.
+        If ``m`` is outside ``1 .. program.batch``, ``polls`` < 1, ``output`` is not allowed
+        for the program, or ``max_payload`` cannot carry the smallest frame of the input or
+        output.
     """
     _check_count("m", m, 1, program.batch)
     _check_count("polls", polls, 1)
     _check_count("max_payload", max_payload, 1)
+    mode = program.output_mode if output is None else \
+        output_mode(output, "wire_bytes_by_direction", spec=program.output)
+    if not packed:
+        return _word_bytes(program, m, polls, max_payload)
+    stream = layout_bytes(StreamArgs)
+    sent = received = 0
+    for chunk in load_chunks(program.input, m, max_payload):
+        sent += FRAME_OVERHEAD + stream + chunk.data_bytes
+        received += FRAME_OVERHEAD
+    control = _control_bytes(polls)
+    sent, received = sent + control[0], received + control[1]
+    if classes_on_device(program.output, mode):
+        chunks = class_chunks(program.output, m, class_count(mode), max_payload)
+        args = layout_bytes(ClassArgs)
+    else:
+        chunks = fetch_chunks(program.output, m, max_payload)
+        args = stream
+    for chunk in chunks:
+        sent += FRAME_OVERHEAD + args
+        received += FRAME_OVERHEAD + chunk.data_bytes
+    return sent, received
+
+
+def _control_bytes(polls):
+    """Return ``(sent, received)`` of the RUN and ``polls`` COUNTERS exchanges."""
+    _, run, counters = _payload_bytes()
+    return (2 * FRAME_OVERHEAD + run + (polls - 1) * FRAME_OVERHEAD,
+            2 * FRAME_OVERHEAD + counters + (polls - 1) * (FRAME_OVERHEAD + counters))
+
+
+def wire_bytes_per_run(program, m, *, polls=1, max_payload=MAX_PAYLOAD, output=None,
+                       packed=True):
+    """Return the bytes both ways of one :meth:`host.Accelerator.infer` chunk of ``m`` rows:
+    the sum of :func:`wire_bytes_by_direction` (same parameters and errors)."""
+    return sum(wire_bytes_by_direction(program, m, polls=polls, max_payload=max_payload,
+                                       output=output, packed=packed))
+
+
+def _word_bytes(program, m, polls, max_payload):
+    """Return ``(sent, received)`` of a chunk on a device of protocol version 5."""
     geometry = regions(program.config)
-    total = 0
-    access, run, counters = _payload_bytes()
+    access = _payload_bytes()[0]
+    sent = received = 0
 
     in_geo = geometry[program.input.region]
     in_words = m * program.input.words_per_sample
@@ -102,10 +150,10 @@ def wire_bytes_per_run(program, m, *, polls=1, max_payload=MAX_PAYLOAD):
                          f"{in_geo.region.name} word after the {access}-byte access header")
     for start in range(0, in_words, chunk):
         n = min(chunk, in_words - start)
-        total += _exchange_bytes(Opcode.WRITE, access + n * in_geo.word_bytes, 0)
-
-    total += _exchange_bytes(Opcode.RUN, run, 0)
-    total += polls * _exchange_bytes(Opcode.COUNTERS, 0, counters)
+        sent += FRAME_OVERHEAD + access + n * in_geo.word_bytes
+        received += FRAME_OVERHEAD
+    control = _control_bytes(polls)
+    sent, received = sent + control[0], received + control[1]
 
     _, _, out_words = program.output_words(m)
     out_geo = geometry[program.output.region]
@@ -115,16 +163,20 @@ def wire_bytes_per_run(program, m, *, polls=1, max_payload=MAX_PAYLOAD):
                          f"{out_geo.region.name} word")
     for start in range(0, out_words, chunk):
         n = min(chunk, out_words - start)
-        total += _exchange_bytes(Opcode.READ, access, n * out_geo.word_bytes)
-    return total
+        sent += FRAME_OVERHEAD + access
+        received += FRAME_OVERHEAD + n * out_geo.word_bytes
+    return sent, received
 
 
-def link_bound_rate(program, baud=DEFAULT_BAUD, *, max_payload=MAX_PAYLOAD):
+def link_bound_rate(program, baud=DEFAULT_BAUD, *, max_payload=MAX_PAYLOAD, output=None,
+                    packed=True):
     """Return the inferences per second a UART at ``baud`` allows, at full batches.
 
     The rate when the link is the bottleneck: ``program.batch`` rows per chunk, each chunk
-    :func:`wire_bytes_per_run` bytes (one COUNTERS poll) of :data:`BITS_PER_BYTE` bit periods,
-    the device taking no time.
+    :func:`wire_bytes_by_direction` bytes (one COUNTERS poll) of :data:`BITS_PER_BYTE` bit
+    periods, the device taking no time: the busier direction's bytes on a device of protocol
+    version 6 (full duplex: the next chunk's input goes while the last one's output comes),
+    both directions' on an older one (``packed=False``).
 
     Raises
     ------
@@ -136,5 +188,7 @@ def link_bound_rate(program, baud=DEFAULT_BAUD, *, max_payload=MAX_PAYLOAD):
             or not math.isfinite(baud):
         raise ValueError(f"baud={baud!r}; allowed: a positive number of bits per second")
     m = program.batch
-    seconds = wire_bytes_per_run(program, m, max_payload=max_payload) * BITS_PER_BYTE / baud
+    both = wire_bytes_by_direction(program, m, max_payload=max_payload, output=output,
+                                   packed=packed)
+    seconds = (max(both) if packed else sum(both)) * BITS_PER_BYTE / baud
     return m / seconds
