@@ -15,6 +15,8 @@ from hwgen.memmap import Region, RegionGeometry, regions
 from hwgen.protocol import (
     MAX_PAYLOAD,
     PROTOCOL_VERSION,
+    RX_FIFO,
+    Features,
     InfoHeader,
     RegionInfo,
     layout_bytes,
@@ -49,21 +51,29 @@ class DeviceInfo:
     regions: dict
     #: The UART's rate (0: byte streams, e.g. the simulated board over TCP).
     baud: int = 0
+    #: Bytes the device's receive FIFO holds while it answers: never send more than this
+    #: ahead of a response not yet read.
+    rx_fifo: int = RX_FIFO
+    #: The optional commands the device has (:class:`hwgen.protocol.Features`).
+    features: Features = Features.ALL
 
     @classmethod
-    def from_config(cls, config, max_payload=MAX_PAYLOAD, baud=0):
-        """Return what a device built from ``config`` with a UART at ``baud`` reports."""
+    def from_config(cls, config, max_payload=MAX_PAYLOAD, baud=0, rx_fifo=RX_FIFO,
+                    features=Features.ALL):
+        """Return what a device built from ``config`` with a UART at ``baud``, a receive FIFO
+        of ``rx_fifo`` bytes and the optional commands ``features`` reports."""
         return cls(
             version=PROTOCOL_VERSION, config_hash=config.hash_int, rows=config.rows,
             cols=config.cols, dataflow=config.dataflow, in_bits=config.in_bits,
             w_bits=config.w_bits, acc_bits=config.acc_bits, mult_bits=config.mult_bits,
             max_payload=max_payload, acc_depth=config.acc_depth, regions=regions(config),
-            baud=baud)
+            baud=baud, rx_fifo=rx_fifo, features=Features(features))
 
     def mismatches(self, config):
         """Return a list of ``"name: device X, config Y"`` for every disagreement with
         ``config`` (empty when the device was built from ``config`` with this protocol)."""
-        expect = DeviceInfo.from_config(config, self.max_payload, self.baud)
+        expect = DeviceInfo.from_config(config, self.max_payload, self.baud, self.rx_fifo,
+                                        self.features)
         return [f"{f.name}: device {getattr(self, f.name)!r}, expected {getattr(expect, f.name)!r}"
                 for f in dataclasses.fields(self)
                 if getattr(self, f.name) != getattr(expect, f.name)]
@@ -101,6 +111,7 @@ def unpack_info(payload):
         rec = unpack_layout(RegionInfo, payload[n + i * rsize:n + (i + 1) * rsize])
         geometries[Region(i)] = RegionGeometry(Region(i), rec["word_bits"], rec["depth"])
     head["dataflow"] = DATAFLOWS[head["dataflow"]]
+    head["features"] = Features(head["features"] & Features.ALL)
     return DeviceInfo(**head, regions=geometries)
 
 

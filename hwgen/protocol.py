@@ -51,6 +51,11 @@ READ      :class:`AccessArgs`                         ``count`` words
 RUN       :class:`RunArgs`                            (none)
 COUNTERS  (none)                                      :class:`CountersPayload`
 RESET     (none)                                      (none)
+LOAD      :class:`StreamArgs`, then the elements,     (none)
+          packed (:func:`pack_elements`)
+FETCH     :class:`StreamArgs`                         the elements, packed
+CLASSES   :class:`ClassArgs`                          ``k`` indices per sample, each
+                                                      :func:`index_bytes` bytes
 ========  ==========================================  ======================================
 
 A word of region ``r`` is ``regions(config)[r].word_bytes`` bytes, little-endian, the bits above
@@ -63,14 +68,43 @@ more than ``max_payload`` bytes to read), ``addr + count`` (BAD_ADDRESS), batch 
 (BUSY; WRITE, READ and RUN only), program loaded (NO_PROGRAM). A request that fails changes
 nothing. A frame whose header CRC fails gets no answer at all: its opcode and sequence number
 cannot be trusted.
+
+Element streams (LOAD, FETCH, CLASSES)
+--------------------------------------
+A region's word holds ``lanes`` signed lanes of ``lane_bits`` (:func:`stream_lanes`: ACT
+``act_lanes`` lanes of ``in_bits``, OUTPUT ``cols`` lanes of ``acc_bits``), lane ``i`` at bits
+``i*lane_bits ..``. A :class:`StreamArgs` stream starts at lane 0 of word ``addr`` and covers
+``runs * pitch`` elements, element ``E`` in lane ``E % lanes`` of word ``addr + E // lanes``:
+run ``j`` is elements ``j*pitch + lead .. j*pitch + lead + run - 1``; the others (each run's
+``lead`` and the gap up to ``pitch``, and the lanes of the last word past the stream) are zero.
+LOAD writes the :func:`stream_words` words of the stream, each run's elements taken from its
+payload in order and sign-extended from ``bits`` to the lane; FETCH reads the same words and
+answers the runs' elements, each its low ``bits`` bits. On the wire elements are packed LSB first
+(:func:`pack_elements`). CLASSES reads, per sample ``s``, the ``n`` scores (OUTPUT lanes) at
+elements ``s*pitch .. s*pitch + n - 1`` of the stream from ``addr`` and answers the indices of
+the ``k`` largest in descending order, ties to the lowest index (NumPy's
+``np.argsort(-scores, kind="stable")[:k]``), each :func:`index_bytes` bytes little-endian.
+
+A device checks these requests in the order above, in these terms: payload CRC, opcode
+(BAD_OPCODE also where the device lacks the command: :class:`Features`), the length for the
+opcode (LOAD: from its arguments to ``max_payload``; FETCH, CLASSES: exactly the arguments),
+region (LOAD: ACT only; FETCH: ACT or OUTPUT; CLASSES reads OUTPUT), the stream's shape
+(BAD_LENGTH: ``runs``, ``run`` or ``bits`` zero, ``bits`` wider than the lane, ``lead + run >
+pitch``; CLASSES: ``samples`` or ``n`` zero, ``k`` not in ``1 .. n``, ``n > pitch``), its bytes
+(BAD_LENGTH: a LOAD payload not exactly the arguments plus :func:`packed_bytes` of
+``runs * run`` elements; a response longer than ``max_payload``), the words (BAD_ADDRESS:
+``addr + stream_words(...)`` past the region, CLASSES with ``runs = samples``), busy (BUSY).
+None needs a program.
 """
 
 import binascii
 import dataclasses
 import enum as py_enum
 import functools
+import math
 import operator
 
+import numpy as np
 from amaranth.lib import crc, data, enum
 
 from .config import DATAFLOWS
@@ -85,45 +119,62 @@ __all__ = [
     "HEADER_BYTES",
     "MAX_PAYLOAD",
     "PROTOCOL_VERSION",
+    "RX_FIFO",
     "STATUS_TEXT",
     "SYNC_REQUEST",
     "SYNC_RESPONSE",
     "AccessArgs",
+    "ClassArgs",
     "CounterValues",
     "CountersPayload",
+    "Features",
     "FrameHeader",
     "InfoHeader",
     "Opcode",
     "RegionInfo",
     "RunArgs",
     "Status",
+    "StreamArgs",
     "crc16",
     "encode_frame",
     "encode_request",
     "encode_response",
     "frame_timeout_cycles",
+    "index_bytes",
     "info_bytes",
     "layout_bytes",
     "pack_access",
+    "pack_classes",
     "pack_counters",
+    "pack_elements",
+    "pack_fetch",
     "pack_layout",
+    "pack_load",
     "pack_read",
     "pack_run",
     "pack_words",
     "pack_write",
+    "packed_bytes",
     "read_chunk_words",
+    "stream_lanes",
+    "stream_words",
     "unpack_access",
+    "unpack_classes",
     "unpack_counters",
+    "unpack_elements",
+    "unpack_indices",
     "unpack_layout",
     "unpack_run",
+    "unpack_stream",
     "unpack_words",
     "write_chunk_words",
 ]
 
 #: Version of this byte layout; reported by INFO. Bump on any incompatible change.
+# 6: LOAD, FETCH, CLASSES (the packed wire, class output), INFO's rx_fifo and features;
 # 5: INFO reports the UART's baud rate; 4: activation bounds (descriptor act_min/act_max/leaky,
 # PARAM mult_neg); 3: spatial layers (descriptor flags, geometry words); 2: per-config layout
-PROTOCOL_VERSION = 5
+PROTOCOL_VERSION = 6
 
 #: First byte of a request frame.
 SYNC_REQUEST = 0xA5
@@ -133,6 +184,10 @@ SYNC_RESPONSE = 0x5A
 #: Default (and largest useful) payload buffer of the frame engine, in bytes. The device reports
 #: its own value in INFO; hosts chunk WRITE and READ to what the device reports.
 MAX_PAYLOAD = 1024
+#: Default receive FIFO of a device's UART, in bytes (reported by INFO as ``rx_fifo``): what
+#: arrives while the frame engine answers waits there. A host never has more bytes than the
+#: device reports in flight beyond the request being answered.
+RX_FIFO = 64
 #: The boards' UART rate unless told otherwise (8N1); ignored by ``socket://`` links.
 DEFAULT_BAUD = 1_000_000
 #: A request that stops arriving for this long is dropped by the device: longer than any gap of
@@ -159,6 +214,19 @@ class Opcode(enum.Enum, shape=8):
     RUN = 0x04       #: start the program on a batch; answers at once
     COUNTERS = 0x05  #: busy flag and performance counters (:class:`CountersPayload`)
     RESET = 0x06     #: clear counters, run count and program-loaded flag
+    LOAD = 0x07      #: write an element stream, packed, to ACT (:class:`StreamArgs`)
+    FETCH = 0x08     #: read an element stream, packed (:class:`StreamArgs`)
+    CLASSES = 0x09   #: the top-k indices of each sample's scores (:class:`ClassArgs`)
+
+
+class Features(py_enum.IntFlag):
+    """The optional commands a device has (INFO's ``features``); a device without one answers
+    its opcode BAD_OPCODE, and a host falls back to WRITE / READ and computes the classes."""
+
+    NONE = 0
+    PACKED = 1   #: LOAD and FETCH
+    CLASSES = 2  #: CLASSES
+    ALL = 3
 
 
 class Status(enum.Enum, shape=8):
@@ -182,9 +250,12 @@ STATUS_TEXT = {
     Status.BAD_CRC: "the request's payload CRC did not match; nothing was done",
     Status.BAD_OPCODE: "the opcode is unknown to this device",
     Status.BAD_LENGTH: "the payload length does not fit the opcode or the word count (count 0, "
-                       "or more than the device's payload buffer)",
-    Status.BAD_REGION: "the region number names no memory",
-    Status.BAD_ADDRESS: "addr + count runs past the end of the region",
+                       "or more than the device's payload buffer), or a stream's shape is "
+                       "impossible (runs, run or bits 0, bits wider than the lane, lead + run > "
+                       "pitch, k not in 1..n)",
+    Status.BAD_REGION: "the region number names no memory (or one the command does not take: "
+                       "LOAD writes ACT, FETCH reads ACT or OUTPUT)",
+    Status.BAD_ADDRESS: "addr + count (a stream's words) runs past the end of the region",
     Status.BUSY: "the device is running a program; only INFO, COUNTERS and RESET are served",
     Status.NO_PROGRAM: "RUN before any WRITE to the PROGRAM region since reset",
     Status.BAD_BATCH: "the batch is 0 or larger than the accumulator depth (acc_depth)",
@@ -245,6 +316,60 @@ class RunArgs(data.Struct):
     batch: 16
 
 
+class StreamArgs(data.Struct):
+    """Leading payload of LOAD and FETCH; LOAD's packed elements follow it.
+
+    Members
+    -------
+    region : 8
+        A :class:`~hwgen.memmap.Region` value: ACT (LOAD, FETCH) or OUTPUT (FETCH).
+    addr : 32
+        The stream's first word (its element 0 is lane 0 of it).
+    runs : 16
+        Runs, at least 1.
+    run : 16
+        Elements per run sent on the wire, at least 1.
+    lead : 16
+        Zero elements before each run's.
+    pitch : 16
+        Elements from one run's start to the next, at least ``lead + run``.
+    bits : 8
+        Bits of an element on the wire, ``1 ..`` the region's lane width.
+    """
+
+    region: 8
+    addr: 32
+    runs: 16
+    run: 16
+    lead: 16
+    pitch: 16
+    bits: 8
+
+
+class ClassArgs(data.Struct):
+    """Payload of CLASSES: ``samples`` score vectors in OUTPUT.
+
+    Members
+    -------
+    addr : 32
+        OUTPUT word whose lane 0 is sample 0's score 0.
+    samples : 16
+        At least 1.
+    pitch : 16
+        Elements (OUTPUT lanes) from one sample's scores to the next, at least ``n``.
+    n : 16
+        Scores per sample, at least 1.
+    k : 16
+        Indices per sample, ``1 .. n``.
+    """
+
+    addr: 32
+    samples: 16
+    pitch: 16
+    n: 16
+    k: 16
+
+
 class InfoHeader(data.Struct):
     """Fixed part of the INFO response; ``n_regions`` :class:`RegionInfo` follow it.
 
@@ -263,6 +388,10 @@ class InfoHeader(data.Struct):
     baud : 32
         The UART's rate, bits per second (0: a device behind plain byte streams, as the
         simulated board over TCP).
+    rx_fifo : 32
+        Bytes the receive FIFO holds while the frame engine answers (:data:`RX_FIFO`).
+    features : 8
+        The optional commands the device has, a :class:`Features`.
     n_regions : 8
         Number of :class:`RegionInfo` records that follow, one per region in value order.
     """
@@ -279,6 +408,8 @@ class InfoHeader(data.Struct):
     max_payload: 16
     acc_depth: 32
     baud: 32
+    rx_fifo: 32
+    features: 8
     n_regions: 8
 
 
@@ -545,9 +676,10 @@ def unpack_counters(payload):
                             for k, v in fields.items()})
 
 
-def info_bytes(config, max_payload=MAX_PAYLOAD, baud=0):
+def info_bytes(config, max_payload=MAX_PAYLOAD, baud=0, rx_fifo=RX_FIFO, features=Features.ALL):
     """Return the INFO payload of a device built from ``config`` with a payload buffer of
-    ``max_payload`` bytes and a UART at ``baud`` (0: none) (the gateware's ROM): an
+    ``max_payload`` bytes, a UART at ``baud`` (0: none), a receive FIFO of ``rx_fifo`` bytes
+    and the optional commands ``features`` (the gateware's ROM): an
     :class:`InfoHeader`, then a
     :class:`RegionInfo` per region in value order. (The host reads it with
     :func:`host.info.unpack_info`.)"""
@@ -556,7 +688,171 @@ def info_bytes(config, max_payload=MAX_PAYLOAD, baud=0):
         InfoHeader, version=PROTOCOL_VERSION, config_hash=config.hash_int, rows=config.rows,
         cols=config.cols, dataflow=DATAFLOWS.index(config.dataflow), in_bits=config.in_bits,
         w_bits=config.w_bits, acc_bits=config.acc_bits, mult_bits=config.mult_bits,
-        max_payload=max_payload, acc_depth=config.acc_depth, baud=baud,
-        n_regions=len(geometries))
+        max_payload=max_payload, acc_depth=config.acc_depth, baud=baud, rx_fifo=rx_fifo,
+        features=int(features), n_regions=len(geometries))
     return head + b"".join(pack_layout(RegionInfo, word_bits=g.word_bits, depth=g.depth)
                            for g in geometries)
+
+
+# -- element streams (LOAD, FETCH, CLASSES) ----------------------------------------------------
+
+#: The widest element :func:`pack_elements` takes (a lane is at most this wide).
+MAX_ELEMENT_BITS = 64
+
+
+def _check_bits(bits):
+    if isinstance(bits, bool) or not isinstance(bits, int) \
+            or not 1 <= bits <= MAX_ELEMENT_BITS:
+        raise ValueError(f"bits={bits!r}; allowed: an int in 1..{MAX_ELEMENT_BITS}")
+
+
+def packed_bytes(count, bits):
+    """Return the bytes ``count`` elements of ``bits`` bits take packed: ``ceil(count*bits/8)``."""
+    return (count * bits + 7) // 8
+
+
+def pack_elements(values, bits):
+    """Return ``values`` packed at ``bits`` bits each, LSB first.
+
+    Element ``i`` takes bits ``i*bits .. i*bits + bits - 1`` of the little-endian bit string, in
+    two's complement; the last byte's unused high bits are 0.
+
+    Parameters
+    ----------
+    values : array_like of int
+        Signed integers, each in ``-2**(bits-1) .. 2**(bits-1) - 1``.
+    bits : int
+        ``1 .. 64``.
+
+    Raises
+    ------
+    ValueError
+        If ``bits`` is out of range, a value is not an integer, or one does not fit ``bits``
+        signed bits (naming the first and the range).
+    """
+    _check_bits(bits)
+    array = np.asarray(values)
+    if array.size and not np.issubdtype(array.dtype, np.integer):
+        raise ValueError(f"elements must be integers, not {array.dtype}")
+    array = array.astype(np.int64).ravel()
+    lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    bad = np.flatnonzero((array < lo) | (array > hi))
+    if bad.size:
+        raise ValueError(f"element {bad[0]} = {array[bad[0]]} does not fit {bits} signed bits "
+                         f"({lo} .. {hi})")
+    return _pack_low_bits(array, bits)
+
+
+def _pack_low_bits(array, bits):
+    """Pack the low ``bits`` bits of each of the int64 ``array`` (no range check)."""
+    unsigned = array.view(np.uint64)
+    shifts = np.arange(bits, dtype=np.uint64)
+    bitmap = ((unsigned[:, None] >> shifts) & np.uint64(1)).astype(np.uint8)
+    return np.packbits(bitmap.ravel(), bitorder="little").tobytes()
+
+
+def unpack_elements(data_bytes, bits, count):
+    """Return ``count`` signed elements of ``bits`` bits from packed bytes (the inverse of
+    :func:`pack_elements`), as a NumPy ``int64`` array.
+
+    Raises
+    ------
+    ValueError
+        If ``bits`` is out of range, or ``data_bytes`` is not exactly
+        :func:`packed_bytes` ``(count, bits)`` bytes long.
+    """
+    _check_bits(bits)
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise ValueError(f"count={count!r}; allowed: an int >= 0")
+    need = packed_bytes(count, bits)
+    if len(data_bytes) != need:
+        raise ValueError(f"{count} elements of {bits} bits take {need} bytes, not "
+                         f"{len(data_bytes)}")
+    raw = np.frombuffer(bytes(data_bytes), dtype=np.uint8)
+    bitmap = np.unpackbits(raw, bitorder="little")[:count * bits].reshape(count, bits)
+    weights = np.uint64(1) << np.arange(bits, dtype=np.uint64)
+    unsigned = (bitmap.astype(np.uint64) * weights).sum(axis=1, dtype=np.uint64)
+    signed = unsigned.view(np.int64)
+    if bits < 64:
+        sign = np.int64(1) << np.int64(bits - 1)
+        signed = (signed ^ sign) - sign
+    return signed.astype(np.int64)
+
+
+def index_bytes(n):
+    """Return the bytes a class index among ``n`` scores takes in CLASSES' answer: 1 for
+    ``n <= 256``, else 2."""
+    return 1 if n <= 256 else 2
+
+
+def stream_lanes(config, region):
+    """Return ``(lanes, lane_bits)`` of ``region``'s words as an element stream sees them (ACT:
+    ``act_lanes`` of ``in_bits``; OUTPUT: ``cols`` of ``acc_bits``), or None for a region
+    without lanes."""
+    if region == Region.ACT:
+        return config.act_lanes, config.in_bits
+    if region == Region.OUTPUT:
+        return config.cols, config.acc_bits
+    return None
+
+
+def stream_words(runs, pitch, lanes):
+    """Return the words a stream of ``runs`` runs ``pitch`` elements apart takes:
+    ``ceil(runs * pitch / lanes)``."""
+    return math.ceil(runs * pitch / lanes)
+
+
+def pack_load(region, addr, values, *, runs, run, bits, lead=0, pitch=None):
+    """Return the payload of a LOAD: the :class:`StreamArgs` (``pitch`` ``None``: ``lead +
+    run``), then ``values`` (``runs * run`` elements, run by run) packed at ``bits``
+    (:func:`pack_elements`). No check beyond field widths and element range (tests send bad
+    shapes)."""
+    pitch = lead + run if pitch is None else pitch
+    return (pack_layout(StreamArgs, region=region, addr=addr, runs=runs, run=run, lead=lead,
+                        pitch=pitch, bits=bits) + pack_elements(values, bits))
+
+
+def pack_fetch(region, addr, *, runs, run, bits, lead=0, pitch=None):
+    """Return the payload of a FETCH (a :class:`StreamArgs`; ``pitch`` ``None``: ``lead +
+    run``); its answer is :func:`packed_bytes` ``(runs * run, bits)`` bytes, read with
+    :func:`unpack_elements`."""
+    pitch = lead + run if pitch is None else pitch
+    return pack_layout(StreamArgs, region=region, addr=addr, runs=runs, run=run, lead=lead,
+                       pitch=pitch, bits=bits)
+
+
+def unpack_stream(payload):
+    """Return ``(args, rest)`` of a LOAD or FETCH payload: ``args`` a dict of the
+    :class:`StreamArgs` fields (``region`` a :class:`~hwgen.memmap.Region` where it names one),
+    ``rest`` the bytes after them."""
+    n = layout_bytes(StreamArgs)
+    args = unpack_layout(StreamArgs, payload[:n])
+    args["region"] = _enum_or_int(Region, args["region"])
+    return args, payload[n:]
+
+
+def pack_classes(addr, samples, pitch, n, k):
+    """Return the payload of CLASSES (a :class:`ClassArgs`); its answer is read with
+    :func:`unpack_indices`."""
+    return pack_layout(ClassArgs, addr=addr, samples=samples, pitch=pitch, n=n, k=k)
+
+
+def unpack_classes(payload):
+    """Return the dict of :class:`ClassArgs` fields of a CLASSES payload."""
+    return unpack_layout(ClassArgs, payload)
+
+
+def unpack_indices(data_bytes, samples, k, n):
+    """Return CLASSES' answer as a ``(samples, k)`` NumPy ``int64`` array of indices.
+
+    Raises
+    ------
+    ValueError
+        If ``data_bytes`` is not ``samples * k * index_bytes(n)`` bytes long.
+    """
+    width = index_bytes(n)
+    if len(data_bytes) != samples * k * width:
+        raise ValueError(f"{samples} samples of {k} indices of {width} byte(s) take "
+                         f"{samples * k * width} bytes, not {len(data_bytes)}")
+    dtype = np.uint8 if width == 1 else np.dtype("<u2")
+    return np.frombuffer(bytes(data_bytes), dtype=dtype).astype(np.int64).reshape(samples, k)

@@ -57,7 +57,8 @@ def pack_info(info):
         InfoHeader, version=info.version, config_hash=info.config_hash, rows=info.rows,
         cols=info.cols, dataflow=DATAFLOWS.index(info.dataflow), in_bits=info.in_bits,
         w_bits=info.w_bits, acc_bits=info.acc_bits, mult_bits=info.mult_bits,
-        max_payload=info.max_payload, acc_depth=info.acc_depth, n_regions=len(info.regions))
+        max_payload=info.max_payload, acc_depth=info.acc_depth, baud=info.baud,
+        rx_fifo=info.rx_fifo, features=int(info.features), n_regions=len(info.regions))
     return head + b"".join(
         pack_layout(RegionInfo, word_bits=g.word_bits, depth=g.depth)
         for _, g in sorted(info.regions.items(), key=lambda item: item[0].value))

@@ -27,17 +27,29 @@ from hwgen.protocol import (
     crc16,
     encode_request,
     encode_response,
+    index_bytes,
     pack_access,
+    pack_classes,
     pack_counters,
+    pack_elements,
+    pack_fetch,
     pack_layout,
+    pack_load,
     pack_read,
     pack_run,
     pack_words,
     pack_write,
+    packed_bytes,
     read_chunk_words,
+    stream_lanes,
+    stream_words,
     unpack_access,
+    unpack_classes,
     unpack_counters,
+    unpack_elements,
+    unpack_indices,
     unpack_run,
+    unpack_stream,
     unpack_words,
     write_chunk_words,
 )
@@ -195,3 +207,98 @@ def test_words_from_numpy():
     with pytest.raises(ValueError, match="word 0 = -2"):
         pack_words(geo, np.array([-2], dtype=np.int8))
     assert pack_words(geo, []) == b""
+
+
+# -- element streams (LOAD, FETCH, CLASSES) -------------------------------------------------------
+
+def reference_pack(values, bits):
+    """Bit by bit, from the definition: element i's bit b is bit i*bits + b of the string."""
+    out = bytearray((len(values) * bits + 7) // 8)
+    for i, value in enumerate(values):
+        for b in range(bits):
+            if (value >> b) & 1:       # Python's >> of a negative int is two's complement
+                pos = i * bits + b
+                out[pos // 8] |= 1 << (pos % 8)
+    return bytes(out)
+
+
+@st.composite
+def elements(draw):
+    bits = draw(st.integers(1, 64))
+    values = draw(st.lists(st.integers(-(1 << (bits - 1)), (1 << (bits - 1)) - 1),
+                           max_size=40))
+    return bits, values
+
+
+@given(elements())
+def test_pack_elements_matches_bitwise_reference(case):
+    bits, values = case
+    packed = pack_elements(values, bits)
+    assert packed == reference_pack(values, bits)
+    assert len(packed) == packed_bytes(len(values), bits)
+    assert unpack_elements(packed, bits, len(values)).tolist() == values
+
+
+@given(st.integers(1, 64), st.binary(max_size=40))
+def test_unpack_elements_sign_extends_each_field(bits, data):
+    count = len(data) * 8 // bits
+    data = data[:packed_bytes(count, bits)]
+    string = int.from_bytes(data, "little")
+    expect = []
+    for i in range(count):
+        field = (string >> (i * bits)) & ((1 << bits) - 1)
+        expect.append(field - (1 << bits) if field >> (bits - 1) else field)
+    got = unpack_elements(data, bits, count)
+    assert got.dtype == np.int64 and got.tolist() == expect
+
+
+def test_pack_elements_examples():
+    assert pack_elements([1, -1, 3], 4) == bytes([0xF1, 0x03])
+    assert pack_elements([-1] * 3, 3) == bytes([0xFF, 0x01])   # the last byte's top bits 0
+    assert pack_elements(np.array([[1, 2], [3, 4]], dtype=np.int8), 8) == bytes([1, 2, 3, 4])
+    assert pack_elements([], 7) == b""
+
+
+def test_pack_elements_refuses_bad_input():
+    with pytest.raises(ValueError, match="element 1 = 8 does not fit 4 signed bits"):
+        pack_elements([0, 8], 4)
+    with pytest.raises(ValueError, match="bits=0"):
+        pack_elements([0], 0)
+    with pytest.raises(ValueError, match="bits=65"):
+        pack_elements([0], 65)
+    with pytest.raises(ValueError, match="integers"):
+        pack_elements([0.5], 8)
+    with pytest.raises(ValueError, match="take 2 bytes, not 3"):
+        unpack_elements(b"abc", 4, 3)
+
+
+def test_index_bytes():
+    assert [index_bytes(n) for n in (1, 10, 256, 257, 65535)] == [1, 1, 1, 2, 2]
+    data = bytes([3, 1, 0, 2, 5, 4])
+    assert unpack_indices(data, 2, 3, 10).tolist() == [[3, 1, 0], [2, 5, 4]]
+    assert unpack_indices(bytes([1, 1, 0, 2]), 1, 2, 300).tolist() == [[257, 512]]
+    with pytest.raises(ValueError, match="take 4 bytes, not 3"):
+        unpack_indices(bytes(3), 1, 2, 300)
+
+
+def test_stream_layouts():
+    # The documented byte offsets, decoded independently of hwgen.protocol.
+    values = list(range(-8, 8)) + [1] * 14
+    raw = pack_load(Region.ACT, 0x01020304, values, runs=5, run=6, lead=7, pitch=20, bits=4)
+    assert struct.unpack_from("<BIHHHHB", raw) == (3, 0x01020304, 5, 6, 7, 20, 4)
+    assert len(raw) == 14 + packed_bytes(30, 4)
+    args, rest = unpack_stream(raw)
+    assert args == {"region": Region.ACT, "addr": 0x01020304, "runs": 5, "run": 6, "lead": 7,
+                    "pitch": 20, "bits": 4}
+    assert unpack_elements(rest, 4, 30).tolist() == values
+    assert pack_fetch(Region.OUTPUT, 1, runs=2, run=3, bits=9) == struct.pack(
+        "<BIHHHHB", 4, 1, 2, 3, 0, 3, 9)
+    raw = pack_classes(0x10, 3, 16, 10, 2)
+    assert raw == struct.pack("<IHHHH", 0x10, 3, 16, 10, 2)
+    assert unpack_classes(raw) == {"addr": 0x10, "samples": 3, "pitch": 16,
+                                   "n": 10, "k": 2}
+    assert stream_words(3, 10, 8) == 4 and stream_words(2, 8, 8) == 2
+    assert stream_lanes(TINY, Region.ACT) == (TINY.act_lanes, TINY.in_bits)
+    assert stream_lanes(TINY, Region.OUTPUT) == (TINY.cols, TINY.acc_bits)
+    assert stream_lanes(TINY, Region.PROGRAM) is None
+    assert [op.value for op in (Opcode.LOAD, Opcode.FETCH, Opcode.CLASSES)] == [7, 8, 9]

@@ -29,7 +29,9 @@ from hwgen.protocol import (
     FRAME_OVERHEAD,
     MAX_PAYLOAD,
     PROTOCOL_VERSION,
+    RX_FIFO,
     SYNC_REQUEST,
+    Features,
     Opcode,
     Status,
     encode_request,
@@ -183,15 +185,15 @@ def test_info(config):
     async def script(bench, ctx):
         payload = await bench.request(ctx, Opcode.INFO)
         # The documented layout, decoded independently of hwgen.protocol.
-        fixed = struct.unpack_from("<BQBBBBBBBHIIB", payload)
+        fixed = struct.unpack_from("<BQBBBBBBBHIIIBB", payload)
         assert fixed == (PROTOCOL_VERSION, config.hash_int, config.rows, config.cols,
                          ("ws", "os").index(config.dataflow), config.in_bits, config.w_bits,
                          config.acc_bits, config.mult_bits, 200, config.acc_depth, 3_000_000,
-                         len(Region))
-        records = [struct.unpack_from("<HI", payload, 27 + 6 * k) for k in range(len(Region))]
+                         RX_FIFO, int(Features.ALL), len(Region))
+        records = [struct.unpack_from("<HI", payload, 32 + 6 * k) for k in range(len(Region))]
         assert records == [(regions(config)[r].word_bits, regions(config)[r].depth)
                            for r in Region]
-        assert len(payload) == 27 + 6 * len(Region)
+        assert len(payload) == 32 + 6 * len(Region)
         info = unpack_info(payload)
         assert info.mismatches(config) == []
         assert info.max_payload == 200 and info.baud == 3_000_000
