@@ -95,12 +95,9 @@ class ClassChunk:
 
 
 def stream_of(spec):
-    """Return ``(runs, run, lead, pitch)`` of the matrix ``spec``'s element stream per sample
-    (a spec of before the stream's fields: the per-pixel layout's)."""
-    runs = getattr(spec, "runs", None) or spec.pixels
-    run = getattr(spec, "run", None) or spec.features
-    pitch = getattr(spec, "pitch", None) or spec.stride * spec.lanes
-    return runs, run, getattr(spec, "lead", 0) or 0, pitch
+    """Return ``(runs, run, lead, pitch)`` of the matrix ``spec``'s element stream per
+    sample."""
+    return spec.runs, spec.run, spec.lead, spec.pitch
 
 
 def _chunks(spec, m, max_payload, overhead, what):

@@ -11,7 +11,7 @@ import numpy as np
 from .words import check_words, pack_words, unpack_words
 
 __all__ = ["check_input_rows", "check_input_samples", "check_rows", "output_words",
-           "pack_input", "unpack_output"]
+           "pack_input", "stream_index", "unpack_output"]
 
 
 def check_input_rows(x, features, bits, what, *, rows="M"):
@@ -80,37 +80,46 @@ def check_rows(m, batch, what):
     return int(m)
 
 
+def stream_index(spec, m):
+    """Return the stream elements of ``m`` samples' values of the matrix ``spec``: an int64
+    array ``[m, *sample_shape]``, each value's element ``E`` (lane ``E % lanes`` of word
+    ``base + E // lanes``)."""
+    starts = np.arange(m * spec.runs, dtype=np.int64) * spec.pitch + spec.lead
+    index = starts[:, None] + np.arange(spec.run, dtype=np.int64)
+    return index.reshape(m, *spec.sample_shape)
+
+
 def pack_input(spec, batch, x):
-    """Return the words of the input rows ``x`` for the matrix ``spec``
-    (see :meth:`Program.pack_input <hwgen.compiler.Program.pack_input>`)."""
+    """Return the words of the input rows ``x`` for the matrix ``spec``, by its element
+    stream (see :meth:`Program.pack_input <hwgen.compiler.Program.pack_input>`)."""
     arr = check_input_samples(x, spec.sample_shape, spec.lane_bits, "pack_input", rows="M")
     m = arr.shape[0]
     if m > batch:
         raise ValueError(f"pack_input: x has {m} samples; allowed: at most batch={batch} "
                          "per run (split larger inputs)")
-    rows = m * spec.pixels
-    padded = np.zeros((rows, spec.stride * spec.lanes), dtype=np.int64)
-    padded[:, :spec.features] = arr.reshape(rows, spec.features)
-    lanes = padded.reshape(rows * spec.stride, spec.lanes)
-    return pack_words([(lanes, 0, spec.lane_bits)], len(lanes), spec.lanes, spec.lane_bits)
+    count = spec.words(m)
+    stream = np.zeros(count * spec.lanes, dtype=np.int64)
+    stream[stream_index(spec, m)] = arr
+    lanes = stream.reshape(count, spec.lanes)
+    return pack_words([(lanes, 0, spec.lane_bits)], count, spec.lanes, spec.lane_bits)
 
 
 def output_words(spec, batch, m):
     """Return ``(region, base, count)`` of the matrix ``spec`` after a run on ``m`` rows."""
     m = check_rows(m, batch, "output_words")
-    return spec.region, spec.base, m * spec.words_per_sample
+    return spec.region, spec.base, spec.words(m)
 
 
 def unpack_output(spec, batch, words, m):
-    """Decode ``words`` of the matrix ``spec`` into ``m`` rows
+    """Decode ``words`` of the matrix ``spec`` into ``m`` rows, by its element stream
     (see :meth:`Program.unpack_output <hwgen.compiler.Program.unpack_output>`)."""
     m = check_rows(m, batch, "unpack_output")
     words = list(words)
-    need = m * spec.words_per_sample
+    need = spec.words(m)
     if len(words) != need:
+        what = "m * words per sample" if spec.per_pixel else "the words of m samples"
         raise ValueError(f"unpack_output: got {len(words)} words for m={m} samples; "
-                         f"allowed: exactly m * words per sample = {need}")
+                         f"allowed: exactly {what} = {need}")
     words = check_words(words, spec.lanes * spec.lane_bits, "unpack_output")
-    lanes = unpack_words(words, spec.lanes, spec.lane_bits)
-    rows = lanes.reshape(m * spec.pixels, spec.stride * spec.lanes)[:, :spec.features]
-    return rows.reshape(m, *spec.sample_shape).copy()
+    stream = unpack_words(words, spec.lanes, spec.lane_bits).reshape(-1)
+    return stream[stream_index(spec, m)].copy()

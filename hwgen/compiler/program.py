@@ -79,7 +79,8 @@ class Program:
         Returns
         -------
         list of int
-            ``M * input.words_per_sample`` words; lanes beyond ``K`` are zero.
+            ``input.words(M)`` words, the samples' element stream (see
+            :class:`~hwgen.compiler.specs.MatrixSpec`); every other lane is zero.
 
         Raises
         ------

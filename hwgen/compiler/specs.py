@@ -1,6 +1,7 @@
 """What a program says about its layers and matrices: plain records, for people and tools."""
 
 import dataclasses
+import math
 
 from ..memmap import PassKind, Region
 
@@ -12,11 +13,18 @@ class MatrixSpec:
     """Where a matrix of a program's input or output lives in device memory.
 
     A sample takes ``pixels`` rows (its pixels, in ``(y, x)`` order; 1 for a row of features)
-    of ``features`` values each (a pixel's channels): row ``r``, feature ``f`` is lane
-    ``f % lanes`` of word ``base + r * stride + f // lanes`` of ``region``, rows of one sample
-    after another; lanes are signed ``lane_bits`` wide. ``sample_shape`` is how a sample is
-    given and returned: ``(H, W, C)`` of an image, ``(F,)`` of a row, or the flat
-    ``(H * W * C,)`` of a flattened image (the rows' order).
+    of ``features`` values each (a pixel's channels); lanes are signed ``lane_bits`` wide.
+    ``sample_shape`` is how a sample is given and returned: ``(H, W, C)`` of an image,
+    ``(F,)`` of a row, or the flat ``(H * W * C,)`` of a flattened image (the rows' order).
+
+    In memory the samples are an *element stream*: sample ``s``, run ``j``, element ``i``
+    (``i < run``) is stream element ``E = (s * runs + j) * pitch + lead + i``, lane
+    ``E % lanes`` of word ``base + E // lanes`` of ``region``; every other element (the lead,
+    the gap up to ``pitch``) is 0. A sample's values, flattened in ``sample_shape`` order, are
+    taken ``run`` at a time. The defaults give the per-pixel layout (``runs = pixels``,
+    ``run = features``, ``lead = 0``, ``pitch = stride * lanes``: row ``r``, feature ``f`` is
+    lane ``f % lanes`` of word ``base + r * stride + f // lanes``); a first convolution's taps
+    layout stores an image row per run (``runs = H``, ``run = W * C``, ``lead = pad_left * C``).
 
     Attributes
     ----------
@@ -26,6 +34,8 @@ class MatrixSpec:
         ``"input"``, ``"requant"`` (saturated activations) or ``"raw"`` (accumulators).
     pixels : int
     sample_shape : tuple of int
+    runs, run, lead, pitch : int
+        The element stream (``None``: the per-pixel layout's value).
     wire_bits : int
         Bits of each value on the wire (LOAD, FETCH), two's complement: ``lane_bits`` but for
         a raw output, which the last layer's worst-case accumulator proof bounds
@@ -41,6 +51,10 @@ class MatrixSpec:
     kind: str
     pixels: int = 1
     sample_shape: tuple = None
+    runs: int = None
+    run: int = None
+    lead: int = 0
+    pitch: int = None
     wire_bits: int = None
 
     def __post_init__(self):
@@ -52,17 +66,47 @@ class MatrixSpec:
         if self.sample_shape is None:
             object.__setattr__(self, "sample_shape", (self.features,))
         object.__setattr__(self, "sample_shape", tuple(int(v) for v in self.sample_shape))
+        for name, value in self._stream_defaults().items():
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, value)
+            object.__setattr__(self, name, int(getattr(self, name)))
+        if self.runs * self.run != self.pixels * self.features:
+            raise ValueError(f"MatrixSpec: runs={self.runs} of run={self.run} elements hold "
+                             f"{self.runs * self.run} values; allowed: pixels * features = "
+                             f"{self.pixels * self.features}")
+        if self.lead < 0 or self.run < 0 or self.pitch < self.lead + self.run:
+            raise ValueError(f"MatrixSpec: lead={self.lead}, run={self.run}, "
+                             f"pitch={self.pitch}; allowed: 0 <= lead, 0 <= run, "
+                             "lead + run <= pitch")
+
+    def _stream_defaults(self):
+        return {"runs": self.pixels, "run": self.features, "lead": 0,
+                "pitch": self.stride * self.lanes}
+
+    @property
+    def per_pixel(self):
+        """Whether the stream is the per-pixel layout (every stream field at its default)."""
+        return all(getattr(self, name) == value
+                   for name, value in self._stream_defaults().items())
 
     @property
     def words_per_sample(self):
-        """Words one sample takes."""
+        """Words one sample takes in the per-pixel layout (see :meth:`words`)."""
         return self.pixels * self.stride
 
+    def words(self, m):
+        """Return the words ``m`` samples take: ``ceil(m * runs * pitch / lanes)``."""
+        return math.ceil(m * self.runs * self.pitch / self.lanes)
+
     def to_dict(self):
-        """Return the fields as plain JSON-friendly values."""
+        """Return the fields as plain JSON-friendly values (the stream's only where they are
+        not the per-pixel layout's)."""
         d = dataclasses.asdict(self)
         d["region"] = self.region.name
         d["sample_shape"] = list(self.sample_shape)
+        if self.per_pixel:
+            for name in self._stream_defaults():
+                del d[name]
         if self.wire_bits == self.lane_bits:
             del d["wire_bits"]
         return d
