@@ -10,11 +10,13 @@ model (:mod:`hwgen.cycles`).
 
 It answers as the gateware's frame engine does (:mod:`hwgen.link.checks`,
 :mod:`hwgen.link.executor`): requests are checked in the protocol's order (payload CRC, opcode,
-length for the opcode, region, count, ``addr + count``, batch, program loaded) and the first
+length for the opcode, region, count (a stream's shape and bytes), ``addr + count`` (a
+stream's words), batch, program loaded) and the first
 failure is answered with its status, changing nothing; a frame whose header CRC fails gets no
 answer; garbage between frames is skipped; a partial frame is dropped once no byte has come for
 :data:`~hwgen.protocol.FRAME_TIMEOUT_MS`. WRITE to PROGRAM sets the *program loaded* flag,
-RESET clears it, the run count and the counters (not the memories).
+RESET clears it, the run count and the counters (not the memories). LOAD, FETCH and CLASSES
+(the packed wire and the class output) are :mod:`sim.wire_streams`'.
 
 One difference is by design: RUN runs the program to its end before it is answered, so the
 device is never busy and never answers BUSY (:attr:`InProcessDevice.synchronous` tells the host
@@ -35,11 +37,15 @@ from hwgen.memmap import Region, regions
 from hwgen.protocol import (
     FRAME_TIMEOUT_MS,
     MAX_PAYLOAD,
+    RX_FIFO,
     AccessArgs,
+    ClassArgs,
     CounterValues,
+    Features,
     Opcode,
     RunArgs,
     Status,
+    StreamArgs,
     encode_response,
     info_bytes,
     layout_bytes,
@@ -49,13 +55,24 @@ from hwgen.protocol import (
     unpack_run,
 )
 
+from . import wire_streams
 from .interpreter import ProgramInterpreter
 
 __all__ = ["InProcessDevice"]
 
 _ACCESS_BYTES = layout_bytes(AccessArgs)
 _RUN_BYTES = layout_bytes(RunArgs)
-_NO_PAYLOAD = (Opcode.INFO, Opcode.COUNTERS, Opcode.RESET)
+_STREAM_BYTES = layout_bytes(StreamArgs)
+_CLASS_BYTES = layout_bytes(ClassArgs)
+#: Payload bytes of each opcode with a fixed length; the others (WRITE, LOAD) take from their
+#: arguments' to ``max_payload``.
+_FIXED_LENGTH = {Opcode.INFO: 0, Opcode.COUNTERS: 0, Opcode.RESET: 0, Opcode.RUN: _RUN_BYTES,
+                 Opcode.READ: _ACCESS_BYTES, Opcode.FETCH: _STREAM_BYTES,
+                 Opcode.CLASSES: _CLASS_BYTES}
+_LEAST_LENGTH = {Opcode.WRITE: _ACCESS_BYTES, Opcode.LOAD: _STREAM_BYTES}
+#: The commands each optional feature brings.
+_FEATURE_OPCODES = {Opcode.LOAD: Features.PACKED, Opcode.FETCH: Features.PACKED,
+                    Opcode.CLASSES: Features.CLASSES}
 _NUMBERS = itertools.count()
 
 
@@ -72,6 +89,11 @@ class InProcessDevice:
     seed : int
         Of the garbage that words never written read as (see
         :class:`~sim.interpreter.ProgramInterpreter`).
+    rx_fifo : int
+        The receive FIFO INFO reports (this device buffers without limit).
+    features : Features
+        The optional commands it has (LOAD and FETCH, CLASSES); the others answer BAD_OPCODE,
+        as on a device built without them.
 
     Attributes
     ----------
@@ -97,7 +119,8 @@ class InProcessDevice:
 
     synchronous = True
 
-    def __init__(self, config, *, max_payload=MAX_PAYLOAD, seed=0):
+    def __init__(self, config, *, max_payload=MAX_PAYLOAD, seed=0, rx_fifo=RX_FIFO,
+                 features=Features.ALL):
         if not isinstance(config, AcceleratorConfig):
             raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")
         self.geometry = regions(config)
@@ -113,7 +136,9 @@ class InProcessDevice:
         self.timeout = None
         self.interpreter = ProgramInterpreter(config, seed=seed)
         self.counters = CounterValues(False, False, 0, 0, 0, 0)
-        self._info_payload = info_bytes(config, max_payload)
+        self.features = Features(features)
+        self._info_payload = info_bytes(config, max_payload, rx_fifo=rx_fifo,
+                                        features=self.features)
         self._decoder = RequestDecoder()
         self._out = bytearray()
         self._last_byte = time.monotonic()
@@ -170,24 +195,22 @@ class InProcessDevice:
         opcode, length = frame.opcode, len(frame.payload)
         if not frame.crc_ok:
             return Status.BAD_CRC
-        if not isinstance(opcode, Opcode):
+        if not isinstance(opcode, Opcode) or _FEATURE_OPCODES.get(opcode, self.features) \
+                not in self.features:
             return Status.BAD_OPCODE
         if not self._length_ok(opcode, length):
             return Status.BAD_LENGTH
-        if opcode in (Opcode.WRITE, Opcode.READ):
-            return self._check_access(opcode, frame.payload)
-        if opcode == Opcode.RUN:
-            return self._check_run(frame.payload)
+        checks = {Opcode.WRITE: self._check_access, Opcode.READ: self._check_access,
+                  Opcode.RUN: self._check_run, Opcode.LOAD: self._check_stream,
+                  Opcode.FETCH: self._check_stream, Opcode.CLASSES: self._check_classes}
+        if opcode in checks:
+            return checks[opcode](opcode, frame.payload)
         return Status.OK
 
     def _length_ok(self, opcode, length):
-        if opcode in _NO_PAYLOAD:
-            return length == 0
-        if opcode == Opcode.RUN:
-            return length == _RUN_BYTES
-        if opcode == Opcode.READ:
-            return length == _ACCESS_BYTES
-        return _ACCESS_BYTES <= length <= self.max_payload  # WRITE
+        if opcode in _FIXED_LENGTH:
+            return length == _FIXED_LENGTH[opcode]
+        return _LEAST_LENGTH[opcode] <= length <= self.max_payload  # WRITE, LOAD
 
     def _check_access(self, opcode, payload):
         region, addr, count, rest = unpack_access(payload)
@@ -201,7 +224,15 @@ class InProcessDevice:
             return Status.BAD_ADDRESS
         return Status.OK
 
-    def _check_run(self, payload):
+    def _check_stream(self, opcode, payload):
+        return wire_streams.check_stream(opcode.name.lower(), payload, self.geometry,
+                                         self.config, self.max_payload)
+
+    def _check_classes(self, opcode, payload):
+        return wire_streams.check_classes(payload, self.geometry, self.config,
+                                          self.max_payload)
+
+    def _check_run(self, opcode, payload):
         if not 1 <= unpack_run(payload) <= self.config.acc_depth:
             return Status.BAD_BATCH
         if not self.counters.program_loaded:
@@ -241,6 +272,16 @@ class InProcessDevice:
                   busy_cycles=self.counters.busy_cycles + rows,
                   macs=self.counters.macs + rows * c.rows * c.cols)
         return b""
+
+    def _load(self, payload):
+        wire_streams.load(self.interpreter, self.config, payload)
+        return b""
+
+    def _fetch(self, payload):
+        return wire_streams.fetch(self.interpreter, self.config, payload)
+
+    def _classes(self, payload):
+        return wire_streams.classes(self.interpreter, self.config, payload)
 
     def _counters(self, payload):
         return pack_counters(self.counters)

@@ -16,13 +16,16 @@ from hwgen.protocol import (
     Opcode,
     RegionInfo,
     Status,
+    StreamArgs,
     encode_request,
     pack_access,
+    pack_classes,
     pack_layout,
     pack_read,
     pack_run,
     pack_words,
     pack_write,
+    packed_bytes,
     read_chunk_words,
     unpack_counters,
     unpack_words,
@@ -30,7 +33,7 @@ from hwgen.protocol import (
 )
 
 __all__ = ["RequestLink", "check_memories", "decode_request", "decode_response", "error_cases",
-           "fill_regions", "pack_info", "random_words"]
+           "fill_regions", "pack_info", "random_words", "stream_error_cases"]
 
 
 def _decode_one(decoder, raw):
@@ -99,6 +102,78 @@ def error_cases(config):
         ("run-oversize-batch", encode_request(Opcode.RUN, 112, pack_run(config.acc_depth + 1)),
          Status.BAD_BATCH),
         ("run-before-program", encode_request(Opcode.RUN, 113, pack_run(1)), Status.NO_PROGRAM),
+        *stream_error_cases(config),
+    ]
+
+
+def _stream(region, *, addr=0, runs=1, run=1, lead=0, pitch=None, bits=1, data=None):
+    """A LOAD or FETCH payload of any fields; LOAD's data bytes default to the right count."""
+    pitch = lead + run if pitch is None else pitch
+    args = pack_layout(StreamArgs, region=region, addr=addr, runs=runs, run=run, lead=lead,
+                       pitch=pitch, bits=bits)
+    return args + (bytes(packed_bytes(runs * run, bits)) if data is None else data)
+
+
+def stream_error_cases(config):
+    """Return the malformed LOAD, FETCH and CLASSES requests of :func:`error_cases`."""
+    geo = regions(config)
+    act, out = geo[Region.ACT], geo[Region.OUTPUT]
+    lanes, in_bits, acc_bits = config.act_lanes, config.in_bits, config.acc_bits
+    big = MAX_PAYLOAD * 8 // (lanes * in_bits) + 1  # runs of a FETCH longer than the buffer
+
+    def load(seq, **fields):
+        return encode_request(Opcode.LOAD, seq, _stream(**fields))
+
+    def fetch(seq, **fields):
+        return encode_request(Opcode.FETCH, seq, _stream(**fields, data=b""))
+
+    def classes(seq, *, addr=0, samples=1, pitch=4, n=4, k=1):
+        return encode_request(Opcode.CLASSES, seq, pack_classes(addr, samples, pitch, n, k))
+
+    bad_length, bad_region, bad_address = Status.BAD_LENGTH, Status.BAD_REGION, Status.BAD_ADDRESS
+    return [
+        ("load-args-short", encode_request(Opcode.LOAD, 120, bytes(13)), bad_length),
+        ("load-output", load(121, region=Region.OUTPUT, bits=4), bad_region),
+        ("load-program", load(122, region=Region.PROGRAM, bits=4), bad_region),
+        ("load-region-7", load(123, region=7, bits=4), bad_region),
+        ("load-bits-zero", load(124, region=Region.ACT, run=3, bits=0, data=b"\x01"),
+         bad_length),
+        ("load-bits-wider", load(125, region=Region.ACT, run=3, bits=in_bits + 1), bad_length),
+        ("load-runs-zero", load(126, region=Region.ACT, runs=0, run=3, bits=4, data=b"\x01"),
+         bad_length),
+        ("load-run-zero", load(127, region=Region.ACT, run=0, pitch=3, bits=4, data=b"\x01"),
+         bad_length),
+        ("load-lead-past-pitch", load(128, region=Region.ACT, run=3, lead=2, pitch=4, bits=4),
+         bad_length),
+        ("load-data-short", load(129, region=Region.ACT, runs=2, run=3, bits=4, data=bytes(2)),
+         bad_length),
+        ("load-data-long", load(130, region=Region.ACT, runs=2, run=3, bits=4, data=bytes(4)),
+         bad_length),
+        ("load-past-end", load(131, region=Region.ACT, addr=act.depth - 1, run=lanes + 1,
+                               bits=in_bits), bad_address),
+        ("load-addr-huge", load(132, region=Region.ACT, addr=0xFFFF_FFFF, bits=2), bad_address),
+        ("fetch-with-data", encode_request(Opcode.FETCH, 133, _stream(Region.ACT, bits=2)
+                                           + b"\x00"), bad_length),
+        ("fetch-weight", fetch(134, region=Region.WEIGHT, bits=2), bad_region),
+        ("fetch-output-bits-wider", fetch(135, region=Region.OUTPUT, bits=acc_bits + 1),
+         bad_length),
+        ("fetch-more-than-payload", fetch(136, region=Region.ACT, runs=big, run=lanes,
+                                          bits=in_bits), bad_length),
+        ("fetch-output-past-end", fetch(137, region=Region.OUTPUT, addr=out.depth - 1, runs=2,
+                                        run=1, pitch=config.cols, bits=acc_bits), bad_address),
+        ("fetch-pitch-past-end", fetch(138, region=Region.ACT, addr=act.depth - 2, run=1,
+                                       pitch=2 * lanes + 1, bits=in_bits), bad_address),
+        ("classes-short", encode_request(Opcode.CLASSES, 139, bytes(11)), bad_length),
+        ("classes-samples-zero", classes(140, samples=0), bad_length),
+        ("classes-n-zero", classes(141, n=0), bad_length),
+        ("classes-k-zero", classes(142, k=0), bad_length),
+        ("classes-k-past-n", classes(143, k=5), bad_length),
+        ("classes-n-past-pitch", classes(144, n=5, pitch=4), bad_length),
+        ("classes-more-than-payload", classes(145, samples=MAX_PAYLOAD // 2 + 1, k=2),
+         bad_length),
+        ("classes-past-end", classes(146, addr=out.depth - 1, samples=2, pitch=config.cols,
+                                     n=1), bad_address),
+        ("classes-addr-huge", classes(147, addr=0xFFFF_FFF0), bad_address),
     ]
 
 
