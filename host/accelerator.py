@@ -74,7 +74,9 @@ class InferCounters:
     bytes_sent, bytes_received : int
         Bytes written to and read from the link, retries and polls included.
     payload_bytes : int
-        Bytes of input words written and output words read: the data the call had to move.
+        Bytes of the data the call had to move: the input values LOADed and the output values
+        FETCHed or class indices answered (packed), or, on a protocol version 5 device, the
+        input words written and the output words read.
     """
 
     rows: int = 0
