@@ -14,7 +14,10 @@ characters take 10 bit periods per byte.
 
 The UART is full duplex. A version 6 host sends the next chunk's LOADs while the last chunk's
 answer streams back, so the bound is the busier direction; a version 5 host waits for each
-answer, so there the two directions add up.
+answer, so there the two directions add up. (The host sends ahead only as many bytes as the
+device's receive FIFO holds, INFO's ``rx_fifo``: the overlap needs one that holds a LOAD
+frame, ``max_payload`` and 24 bytes; with less, the directions take turns and the sum of
+both is the bound.)
 
 Retries after damaged frames, and the INFO and program loading done once per session, are not
 counted: this is the steady-state cost of inference.
