@@ -6,8 +6,10 @@ on a device that has LOAD and FETCH (:func:`packed_device`): the chunk's samples
 :class:`hwgen.streams.StreamChunk` LOADs at the input's width, and its outputs as FETCHes at
 each one's ``wire_bits``, or, for a class output of a raw output on a device with CLASSES
 (:func:`device_classes`), as CLASSES. The byte model (:mod:`hwgen.throughput`) counts the same
-chunks. On an older device the host writes and reads words (:mod:`host.plan`) and picks the
-classes itself; :func:`host_classes` is the one place that does it, both ways.
+chunks. A stream that no frame holds (a row of more values than ``max_payload`` bytes) goes as
+WRITEs or READs of its words among them. On an older device the host writes and reads words
+(:mod:`host.plan`) and picks the classes itself; :func:`host_classes` is the one place that does
+it, both ways.
 """
 
 import dataclasses
@@ -16,16 +18,29 @@ import typing
 import numpy as np
 
 from hwgen.compiler.classes import class_count, classes_of
+from hwgen.compiler.codec import output_words, unpack_output
 from hwgen.protocol import (
     Features,
     Opcode,
+    pack_access,
     pack_classes,
     pack_fetch,
     pack_load,
+    pack_read,
+    pack_words,
     unpack_elements,
     unpack_indices,
+    unpack_words,
 )
-from hwgen.streams import class_chunks, classes_on_device, fetch_chunks, load_chunks, stream_of
+from hwgen.streams import (
+    class_chunks,
+    classes_on_device,
+    fetch_chunks,
+    fits_fetch,
+    fits_load,
+    load_chunks,
+    stream_of,
+)
 
 __all__ = ["Exchange", "RunWire", "device_classes", "host_classes", "packed_device",
            "run_wire"]
@@ -100,6 +115,41 @@ def _loads(spec, samples, max_payload):
     return out
 
 
+def _writes(info, write):
+    """The WRITEs of a :class:`~host.plan.WordWrite`, each within the device's payload."""
+    geometry = info.regions[write.region]
+    words = [int(w) for w in write.words]
+    raw, nbytes = pack_words(geometry, words), geometry.word_bytes
+    chunk = info.write_chunk_words(write.region)
+    out = []
+    for start in range(0, len(words), chunk):
+        n = min(chunk, len(words) - start)
+        at = write.base + start
+        out.append(Exchange(Opcode.WRITE, pack_access(write.region, at, n)
+                            + raw[start * nbytes:(start + n) * nbytes],
+                            f"WRITE {write.region.name}[{at}:{at + n}]", n * nbytes))
+    return out
+
+
+def _reads(info, spec, program_batch, m):
+    """The READs of ``m`` samples of ``spec``'s words, and their decoder."""
+    region, base, count = output_words(spec, program_batch, m)
+    geometry = info.regions[region]
+    chunk = info.read_chunk_words(region)
+    exchanges = []
+    for start in range(0, count, chunk):
+        n = min(chunk, count - start)
+        exchanges.append(Exchange(Opcode.READ, pack_read(geometry, base + start, n),
+                                  f"READ {region.name}[{base + start}:{base + start + n}]",
+                                  n * geometry.word_bytes))
+
+    def decode(answers):
+        words = [w for answer in answers for w in unpack_words(geometry, answer)]
+        return unpack_output(spec, program_batch, words, m)
+
+    return exchanges, decode
+
+
 def _name(verb, chunk):
     return (f"{verb} {chunk.region.name}[{chunk.addr}:] runs={chunk.runs} run={chunk.run} "
             f"bits={chunk.bits}")
@@ -147,10 +197,14 @@ def run_wire(program, plan, mode, info):
         if wanted != "scores" and classes_on_device(spec, wanted) and device_classes(info):
             exchanges, decode = _classes(spec, plan.batch, wanted, max_payload)
         else:
-            exchanges, fetched = _fetches(spec, plan.batch, max_payload)
+            exchanges, fetched = _fetches(spec, plan.batch, max_payload) \
+                if fits_fetch(spec, max_payload) else \
+                _reads(info, spec, plan.program_batch, plan.batch)
             decode = fetched if wanted == "scores" else \
                 (lambda answers, f=fetched, w=wanted: classes_of(f(answers), w))
         outputs += exchanges
         decoders.append(decode)
         counts.append(len(exchanges))
-    return RunWire(_loads(program.input, plan.samples, max_payload), outputs, decoders, counts)
+    loads = _loads(program.input, plan.samples, max_payload) \
+        if fits_load(program.input, max_payload) else _writes(info, plan.write)
+    return RunWire(loads, outputs, decoders, counts)

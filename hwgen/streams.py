@@ -13,6 +13,10 @@ these plans, so that the model is the host's traffic.
   at the output's ``wire_bits`` (a raw output at the width its accumulator proof bounds).
 - **CLASSES**: per sample the ``k`` best indices of the scores in OUTPUT
   (:mod:`hwgen.compiler.classes`), samples split so that each answer fits ``max_payload``.
+
+A stream whose smallest LOAD (or FETCH) does not fit ``max_payload`` (a row of more features
+than a frame holds) goes in words instead, as on a version 5 device (WRITE, READ):
+:func:`fits_load`, :func:`fits_fetch` tell.
 """
 
 import dataclasses
@@ -22,7 +26,7 @@ from .memmap import Region
 from .protocol import StreamArgs, index_bytes, layout_bytes, packed_bytes
 
 __all__ = ["ClassChunk", "StreamChunk", "class_chunks", "classes_on_device", "fetch_chunks",
-           "load_chunks", "stream_of"]
+           "fits_fetch", "fits_load", "load_chunks", "stream_of"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,22 +104,36 @@ def stream_of(spec):
     return spec.runs, spec.run, spec.lead, spec.pitch
 
 
+def _most_runs(spec, max_payload, overhead):
+    """Return the most runs one frame carries after ``overhead`` bytes, a multiple of the runs
+    whose elements fill whole words (0: not even those fit)."""
+    _, run, _, pitch = stream_of(spec)
+    step = spec.lanes // math.gcd(pitch, spec.lanes)   # runs that end on a word boundary
+    fit = max(0, max_payload - overhead) * 8 // (run * spec.wire_bits)
+    return min(fit, (1 << 16) - 1) // step * step
+
+
+def fits_load(spec, max_payload):
+    """Whether the input ``spec``'s stream goes in LOADs of at most ``max_payload`` bytes."""
+    return _most_runs(spec, max_payload, layout_bytes(StreamArgs)) > 0
+
+
+def fits_fetch(spec, max_payload):
+    """Whether the output ``spec``'s stream comes in FETCH answers of at most ``max_payload``
+    bytes."""
+    return _most_runs(spec, max_payload, 0) > 0
+
+
 def _chunks(spec, m, max_payload, overhead, what):
     """Yield ``(first, runs)`` of the chunks of ``m`` samples' runs: ``runs`` a multiple of the
     runs whose elements fill whole words (but the last chunk's), each within ``max_payload``
     after ``overhead`` bytes."""
-    runs, run, _, pitch = stream_of(spec)
-    total = m * runs
-    step = spec.lanes // math.gcd(pitch, spec.lanes)   # runs that end on a word boundary
-    room = max_payload - overhead
-    fit = room * 8 // (run * spec.wire_bits) if run else total
-    most = min(fit, (1 << 16) - 1) // step * step
+    total = m * stream_of(spec)[0]
+    most = _most_runs(spec, max_payload, overhead)
     if most < 1:
-        raise ValueError(
-            f"{what}: {step} run(s) of {run} values at {spec.wire_bits} bits "
-            f"({packed_bytes(step * run, spec.wire_bits)} bytes) do not fit the device's "
-            f"max_payload={max_payload} after {overhead} bytes of arguments; allowed: a device "
-            "with a larger payload buffer (or WRITE/READ: a protocol version 5 host)")
+        raise ValueError(f"{what}: a whole number of words of the stream's runs does not fit "
+                         f"the device's max_payload={max_payload} after {overhead} bytes of "
+                         "arguments; allowed: a larger payload buffer, or words (WRITE, READ)")
     first = 0
     while first < total:
         count = min(most, total - first)

@@ -41,7 +41,14 @@ from .protocol import (
     read_chunk_words,
     write_chunk_words,
 )
-from .streams import class_chunks, classes_on_device, fetch_chunks, load_chunks
+from .streams import (
+    class_chunks,
+    classes_on_device,
+    fetch_chunks,
+    fits_fetch,
+    fits_load,
+    load_chunks,
+)
 
 __all__ = ["BITS_PER_BYTE", "DEFAULT_BAUD", "link_bound_rate", "wire_bytes_by_direction",
            "wire_bytes_per_run"]
@@ -103,25 +110,36 @@ def wire_bytes_by_direction(program, m, *, polls=1, max_payload=MAX_PAYLOAD, out
     _check_count("max_payload", max_payload, 1)
     mode = program.output_mode if output is None else \
         output_mode(output, "wire_bytes_by_direction", spec=program.output)
-    if not packed:
-        return _word_bytes(program, m, polls, max_payload)
-    stream = layout_bytes(StreamArgs)
-    sent = received = 0
-    for chunk in load_chunks(program.input, m, max_payload):
-        sent += FRAME_OVERHEAD + stream + chunk.data_bytes
-        received += FRAME_OVERHEAD
-    control = _control_bytes(polls)
-    sent, received = sent + control[0], received + control[1]
-    if classes_on_device(program.output, mode):
-        chunks = class_chunks(program.output, m, class_count(mode), max_payload)
+    # A stream that no frame holds goes in words, as the host sends it.
+    parts = [_load_bytes(program, m, max_payload)
+             if packed and fits_load(program.input, max_payload)
+             else _write_bytes(program, m, max_payload), _control_bytes(polls),
+             _answer_bytes(program, m, max_payload, mode) if packed
+             else _read_bytes(program, m, max_payload)]
+    return tuple(sum(part[i] for part in parts) for i in (0, 1))
+
+
+def _load_bytes(program, m, max_payload):
+    """Return ``(sent, received)`` of the LOADs of ``m`` samples."""
+    chunks = load_chunks(program.input, m, max_payload)
+    return (sum(FRAME_OVERHEAD + layout_bytes(StreamArgs) + c.data_bytes for c in chunks),
+            len(chunks) * FRAME_OVERHEAD)
+
+
+def _answer_bytes(program, m, max_payload, mode):
+    """Return ``(sent, received)`` of the CLASSES or FETCHes of ``m`` samples' output (READs
+    of its words, for a stream that no FETCH answer holds)."""
+    spec = program.output
+    if classes_on_device(spec, mode):
+        chunks = class_chunks(spec, m, class_count(mode), max_payload)
         args = layout_bytes(ClassArgs)
+    elif fits_fetch(spec, max_payload):
+        chunks = fetch_chunks(spec, m, max_payload)
+        args = layout_bytes(StreamArgs)
     else:
-        chunks = fetch_chunks(program.output, m, max_payload)
-        args = stream
-    for chunk in chunks:
-        sent += FRAME_OVERHEAD + args
-        received += FRAME_OVERHEAD + chunk.data_bytes
-    return sent, received
+        return _read_bytes(program, m, max_payload)
+    return (len(chunks) * (FRAME_OVERHEAD + args),
+            sum(FRAME_OVERHEAD + c.data_bytes for c in chunks))
 
 
 def _control_bytes(polls):
@@ -139,36 +157,30 @@ def wire_bytes_per_run(program, m, *, polls=1, max_payload=MAX_PAYLOAD, output=N
                                        output=output, packed=packed))
 
 
-def _word_bytes(program, m, polls, max_payload):
-    """Return ``(sent, received)`` of a chunk on a device of protocol version 5."""
-    geometry = regions(program.config)
+def _write_bytes(program, m, max_payload):
+    """Return ``(sent, received)`` of the WRITEs of ``m`` samples' input words."""
+    geo = regions(program.config)[program.input.region]
     access = _payload_bytes()[0]
-    sent = received = 0
-
-    in_geo = geometry[program.input.region]
-    in_words = m * program.input.words_per_sample
-    chunk = write_chunk_words(in_geo, max_payload)
+    words = program.input.words(m)
+    chunk = write_chunk_words(geo, max_payload)
     if chunk < 1:
-        raise ValueError(f"max_payload={max_payload} cannot carry one {in_geo.word_bytes}-byte "
-                         f"{in_geo.region.name} word after the {access}-byte access header")
-    for start in range(0, in_words, chunk):
-        n = min(chunk, in_words - start)
-        sent += FRAME_OVERHEAD + access + n * in_geo.word_bytes
-        received += FRAME_OVERHEAD
-    control = _control_bytes(polls)
-    sent, received = sent + control[0], received + control[1]
+        raise ValueError(f"max_payload={max_payload} cannot carry one {geo.word_bytes}-byte "
+                         f"{geo.region.name} word after the {access}-byte access header")
+    frames = math.ceil(words / chunk)
+    return frames * (FRAME_OVERHEAD + access) + words * geo.word_bytes, frames * FRAME_OVERHEAD
 
-    _, _, out_words = program.output_words(m)
-    out_geo = geometry[program.output.region]
-    chunk = read_chunk_words(out_geo, max_payload)
+
+def _read_bytes(program, m, max_payload):
+    """Return ``(sent, received)`` of the READs of ``m`` samples' output words."""
+    geo = regions(program.config)[program.output.region]
+    words = program.output_words(m)[2]
+    chunk = read_chunk_words(geo, max_payload)
     if chunk < 1:
-        raise ValueError(f"max_payload={max_payload} cannot carry one {out_geo.word_bytes}-byte "
-                         f"{out_geo.region.name} word")
-    for start in range(0, out_words, chunk):
-        n = min(chunk, out_words - start)
-        sent += FRAME_OVERHEAD + access
-        received += FRAME_OVERHEAD + n * out_geo.word_bytes
-    return sent, received
+        raise ValueError(f"max_payload={max_payload} cannot carry one {geo.word_bytes}-byte "
+                         f"{geo.region.name} word")
+    frames = math.ceil(words / chunk)
+    return (frames * (FRAME_OVERHEAD + _payload_bytes()[0]),
+            frames * FRAME_OVERHEAD + words * geo.word_bytes)
 
 
 def link_bound_rate(program, baud=DEFAULT_BAUD, *, max_payload=MAX_PAYLOAD, output=None,

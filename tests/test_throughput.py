@@ -125,8 +125,11 @@ def test_an_image_chunk_matches_the_bytes_the_host_counts(board):
         np.testing.assert_array_equal(acc.infer(x), net.forward(x))
         counters = acc.counters()
     assert counters.wire_bytes == wire_bytes_per_run(program, 3, polls=polls.count)
-    out_bytes = program.output_words(3)[2] * regions(CONFIG)[program.output.region].word_bytes
-    assert counters.payload_bytes == 3 * 7 * 6 * 2 * 3 + out_bytes
+    # The packed wire: the images' 7 * 6 * 5 int8 values, the output at its wire width.
+    out = program.output
+    out_bytes = math.ceil(3 * out.pixels * out.features * out.wire_bits / 8)
+    assert out_bytes <= MAX_PAYLOAD   # one FETCH
+    assert counters.payload_bytes == 3 * 7 * 6 * 5 + out_bytes
 
 
 def test_smaller_payload_buffers_cost_more_frames():

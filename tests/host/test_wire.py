@@ -238,3 +238,28 @@ def test_classes_of_an_image_output_are_refused():
         acc.load(program)
         with pytest.raises(ValueError, match=r"rows \(pixels\) per sample"):
             acc.infer(random_image(rng, CONFIG, 1, (9, 9, 2)), output="argmax")
+
+
+def test_a_row_wider_than_a_frame_goes_in_words():
+    # 70 int8 inputs do not fit a 64-byte LOAD, nor 40 raw scores a 64-byte FETCH answer:
+    # both go as WRITEs and READs of words, the rest as on the packed wire.
+    from hwgen.streams import fits_fetch, fits_load
+
+    rng = np.random.default_rng(13)
+    net = random_network(rng, CONFIG, widths=[70, 5, 40], raw=True)
+    program = hwgen.compile(net, CONFIG, batch=4)
+    assert not fits_load(program.input, 64) and not fits_fetch(program.output, 64)
+    x = random_input(rng, CONFIG, 10, 70)
+    counter = ByteCounter(InProcessDevice(CONFIG, max_payload=64))
+    with Accelerator(counter) as acc:
+        acc.load(program)
+        for mode in ("scores", ("top_k", 5)):
+            counter.reset()
+            np.testing.assert_array_equal(acc.infer(x, output=mode),
+                                          _expected(net.forward(x), mode))
+            model = [wire_bytes_by_direction(program, m, output=mode, max_payload=64)
+                     for m in (4, 4, 2)]
+            assert sum(counter.sent.values()) == sum(s for s, _ in model)
+            assert sum(counter.received.values()) == sum(r for _, r in model)
+            assert "WRITE" in counter.sent and "LOAD" not in counter.sent
+            assert ("READ" in counter.sent) == (mode == "scores")
