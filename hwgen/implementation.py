@@ -69,6 +69,12 @@ class Implementation:
     link_on_oscillator : bool
         When a PLL makes the design's clock, run the link (UART, frame engine) from the
         board's oscillator in a clock domain of its own.
+    packed_wire : bool
+        The frame engine serves LOAD and FETCH (inputs and outputs packed at their widths on
+        the wire); without, a host falls back to WRITE and READ of whole words.
+    class_output : bool
+        The frame engine serves CLASSES (the top-k indices found on the device); without, a
+        host reads the scores and finds them itself (the same results).
 
     Raises
     ------
@@ -83,6 +89,8 @@ class Implementation:
     registered_reads: bool = False
     spram: bool = False
     link_on_oscillator: bool = False
+    packed_wire: bool = True
+    class_output: bool = True
 
     def __post_init__(self):
         if self.dsp_packing is not None:
@@ -92,7 +100,8 @@ class Implementation:
                 raise ValueError(
                     f"Implementation: dsp_packing={self.dsp_packing!r}; allowed: None, "
                     + ", ".join(repr(p.value) for p in DspPacking)) from None
-        for name in ("post_pipeline", "registered_reads", "spram", "link_on_oscillator"):
+        for name in ("post_pipeline", "registered_reads", "spram", "link_on_oscillator",
+                     "packed_wire", "class_output"):
             _bool(name, getattr(self, name))
         pieces = self.split_multiplier
         if isinstance(pieces, bool) or not isinstance(pieces, int) or pieces < 1:
@@ -135,6 +144,15 @@ class Implementation:
         from .config import Dataflow
 
         return self.dsp_packing if config.dataflow is Dataflow.WS else None
+
+    @property
+    def features(self):
+        """The optional commands of :mod:`hwgen.protocol` the frame engine serves (INFO's
+        ``features``)."""
+        from .protocol import Features
+
+        return ((Features.PACKED if self.packed_wire else Features.NONE)
+                | (Features.CLASSES if self.class_output else Features.NONE))
 
     @property
     def requant_latency(self):

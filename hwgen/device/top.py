@@ -16,7 +16,7 @@ from ..implementation import Implementation
 from ..link.bridge import HostPortBridge
 from ..link.frame import FrameEngine
 from ..link.uart import UART, divisor_for
-from ..protocol import DEFAULT_BAUD, frame_timeout_cycles
+from ..protocol import DEFAULT_BAUD, RX_FIFO, frame_timeout_cycles
 from .accelerator import AcceleratorCore
 
 __all__ = ["LINKS", "Device", "Link"]
@@ -32,8 +32,9 @@ class Link(enum.StrEnum):
 
 
 LINKS = tuple(link.value for link in Link)
-# Bytes the UART may deliver while the frame engine is busy answering.
-RX_FIFO_DEPTH = 64
+#: Bytes the UART may deliver while the frame engine is busy answering (the default; INFO
+#: reports a device's own as ``rx_fifo``).
+RX_FIFO_DEPTH = RX_FIFO
 
 
 class Device(wiring.Component):
@@ -51,11 +52,16 @@ class Device(wiring.Component):
         Instantiate the processing elements by Verilog module name (for emission).
     implementation : Implementation
         How the accelerator is built (:class:`hwgen.implementation.Implementation`); its
-        ``spram`` puts the frame engine's payload buffer into an SB_SPRAM256KA too.
+        ``spram`` puts the frame engine's payload buffer into an SB_SPRAM256KA too, its
+        ``packed_wire`` and ``class_output`` choose the frame engine's optional commands.
     link_clock_hz : int or None
         Run the link (UART or streams) and the frame engine in a clock domain of their own,
         ``link``, at this frequency, and the accelerator in ``sync`` at ``config.clock_hz``;
         a :class:`hwgen.link.bridge.HostPortBridge` joins them. ``None``: everything in ``sync``.
+    rx_fifo : int
+        Bytes of the UART's receive FIFO, at least 2 (reported by INFO; a host never sends
+        more ahead of an answer it has not read). A device with ``link="stream"`` reports it
+        too, so that its host paces itself as a board's.
 
     Members
     -------
@@ -72,7 +78,7 @@ class Device(wiring.Component):
     """
 
     def __init__(self, config, *, link=Link.UART, baud=DEFAULT_BAUD, implementation=None,
-                 pe_instances=False, link_clock_hz=None):
+                 pe_instances=False, link_clock_hz=None, rx_fifo=RX_FIFO_DEPTH):
         if link not in LINKS:
             raise ValueError(f"link={link!r} is not supported; allowed: {', '.join(LINKS)}")
         link = Link(link)
@@ -82,6 +88,9 @@ class Device(wiring.Component):
                                           or link_clock_hz < 1):
             raise ValueError(f"link_clock_hz must be a positive int or None, not "
                              f"{link_clock_hz!r}")
+        if isinstance(rx_fifo, bool) or not isinstance(rx_fifo, int) or rx_fifo < 2:
+            raise ValueError(f"rx_fifo must be an int >= 2 (bytes), not {rx_fifo!r}")
+        self.rx_fifo = rx_fifo
         self.config = config
         self.link = link
         self.baud = baud
@@ -108,7 +117,8 @@ class Device(wiring.Component):
         timeout = frame_timeout_cycles(self.link_clock_hz) if split else None
         frame = FrameEngine(self.config, spram=self.implementation.spram, handshake=split,
                             timeout_cycles=timeout,
-                            baud=self.baud if self.link is Link.UART else 0)
+                            baud=self.baud if self.link is Link.UART else 0,
+                            rx_fifo=self.rx_fifo, features=self.implementation.features)
         m.submodules.frame = in_link_domain(frame)
         if split:
             m.submodules.bridge = bridge = HostPortBridge(self.config)
@@ -122,7 +132,7 @@ class Device(wiring.Component):
             wiring.connect(m, frame.o_stream, wiring.flipped(self.o_stream))
             return m
         uart = UART(self.divisor)
-        fifo = SyncFIFOBuffered(width=8, depth=RX_FIFO_DEPTH)
+        fifo = SyncFIFOBuffered(width=8, depth=self.rx_fifo)
         m.submodules.uart = in_link_domain(uart)
         m.submodules.rx_fifo = in_link_domain(fifo)
         m.d.comb += [uart.rx.eq(self.rx), self.tx.eq(uart.tx)]

@@ -3,7 +3,8 @@
 :class:`CommandExecutor` takes the requests that :class:`hwgen.link.framing.FrameCodec` receives,
 checks them (:class:`hwgen.link.checks.RequestChecks`), carries out INFO, WRITE, READ, RUN,
 COUNTERS and RESET on a :class:`~hwgen.memmap.HostPortSignature` port and supplies each
-response's status and payload.
+response's status and payload; LOAD, FETCH and CLASSES (the element streams, on a device with
+them) are :class:`hwgen.link.stream_commands.StreamCommands`'.
 """
 
 from types import SimpleNamespace
@@ -17,16 +18,20 @@ from ..config import AcceleratorConfig
 from ..memattrs import SPRAM_ATTRS, SPRAM_SUFFIX
 from ..memmap import HostPortSignature, Region, regions
 from ..protocol import (
+    RX_FIFO,
     AccessArgs,
     CountersPayload,
+    Features,
     Opcode,
     RunArgs,
     Status,
+    StreamArgs,
     info_bytes,
     layout_bytes,
 )
 from .checks import RequestChecks
 from .framing import RequestSignature, ResponseSignature
+from .stream_commands import StreamCommands
 
 __all__ = ["CommandExecutor"]
 
@@ -66,6 +71,11 @@ class CommandExecutor(wiring.Component):
     baud : int
         The UART's rate, reported by INFO so that a host can open the port at it (0: no
         UART, byte streams).
+    rx_fifo : int
+        The receive FIFO in front of the engine, in bytes, reported by INFO.
+    features : Features
+        The optional commands built in (LOAD and FETCH, CLASSES), reported by INFO; the
+        others' opcodes are unknown.
 
     Members
     -------
@@ -85,7 +95,8 @@ class CommandExecutor(wiring.Component):
         If ``max_payload`` is out of range, naming the value and the range.
     """
 
-    def __init__(self, config, *, max_payload, spram=False, handshake=False, baud=0):
+    def __init__(self, config, *, max_payload, spram=False, handshake=False, baud=0,
+                 rx_fifo=RX_FIFO, features=Features.ALL):
         if not isinstance(config, AcceleratorConfig):
             raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")
         geometry = regions(config)
@@ -99,6 +110,10 @@ class CommandExecutor(wiring.Component):
         self._geometry = geometry
         self._max_payload = max_payload
         self._baud = baud
+        self._rx_fifo = rx_fifo
+        self._features = Features(features)
+        self._streams = (StreamCommands(config, self._features, handshake=handshake)
+                         if self._features else None)
         self._spram = spram
         self._handshake = handshake
         super().__init__({
@@ -114,7 +129,8 @@ class CommandExecutor(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         rq, rs, host = self.request, self.response, self.host
-        m.submodules.checks = checks = RequestChecks(self._config, max_payload=self._max_payload)
+        m.submodules.checks = checks = RequestChecks(self._config, max_payload=self._max_payload,
+                                                     features=self._features)
         dp = self._datapath(m, checks)
         is_read = rq.header.opcode == Opcode.READ
 
@@ -155,6 +171,8 @@ class CommandExecutor(wiring.Component):
 
             self._dispatch(m, dp)
             self._commit(m, dp)
+            if self._streams is not None:
+                self._streams.states(m, self, dp)
 
             with m.State("FETCH"):
                 m.d.comb += host.re.eq(1)
@@ -186,13 +204,18 @@ class CommandExecutor(wiring.Component):
         m.d.comb += [buf_w.addr.eq(buf_r.addr), buf_r.en.eq(~buf_w.en),
                      buf_w.data.eq(rq.payload.payload),
                      buf_w.en.eq(rq.payload.valid & (rq.index < max_payload))]
-        dp.args = args = Signal(AccessArgs)
+        # The arguments: an AccessArgs, or the longer StreamArgs (whose first fields are an
+        # AccessArgs' region and addr) on a device with LOAD, FETCH or CLASSES.
+        arg_bytes = layout_bytes(StreamArgs) if self._features else _ACCESS_BYTES
+        raw_args = Signal(8 * arg_bytes, name="raw_args")
+        dp.args = args = AccessArgs(raw_args[:AccessArgs.as_shape().size])
+        dp.stream = StreamArgs(raw_args) if self._features else None
         with m.If(rq.payload.valid), m.Switch(rq.index):
-            for k in range(_ACCESS_BYTES):
+            for k in range(arg_bytes):
                 with m.Case(k):
-                    m.d.sync += args.as_value()[8 * k:8 * k + 8].eq(rq.payload.payload)
+                    m.d.sync += raw_args[8 * k:8 * k + 8].eq(rq.payload.payload)
 
-        info = info_bytes(self._config, max_payload, self._baud)
+        info = info_bytes(self._config, max_payload, self._baud, self._rx_fifo, self._features)
         dp.info_bytes = len(info)
         m.submodules.info_rom = info_rom = Memory(shape=8, depth=len(info), init=info)
         rom_r = info_rom.read_port()  # synchronous, so that synthesis may use a block RAM
@@ -204,6 +227,7 @@ class CommandExecutor(wiring.Component):
         dp.sr = sr = Signal(8 * sr_bytes)
         dp.sr_fill = Signal(8)                 # the byte entering at the top when `sr` shifts
         dp.sr_next = sr_next = Cat(sr[8:], dp.sr_fill)
+        dp.tx_byte = Signal(8)  # a response's byte, but INFO's
         dp.byte_pos = Signal(range(sr_bytes + 1))  # byte within a word (WRITE, READ)
         dp.words_left = Signal(16)
         dp.ptr = Signal(range(max_payload + 1))
@@ -229,8 +253,11 @@ class CommandExecutor(wiring.Component):
             host.wdata.eq(sr_next),
             # The ROM answers a cycle late: it is asked for the byte the next cycle will show.
             rom_r.addr.eq(rs.next_index),
-            rs.payload.payload.eq(Mux(rq.header.opcode == Opcode.INFO, rom_r.data, sr[:8])),
+            dp.tx_byte.eq(sr[:8]),
+            rs.payload.payload.eq(Mux(rq.header.opcode == Opcode.INFO, rom_r.data, dp.tx_byte)),
         ]
+        if self._streams is not None:
+            self._streams.datapath(m, self, dp)
         return dp
 
     def _dispatch(self, m, dp):
@@ -272,6 +299,8 @@ class CommandExecutor(wiring.Component):
                         m.next = "DISPATCH"
                 with m.Case(Opcode.READ):
                     m.d.sync += rs.length.eq(dp.checks.xfer)
+                if self._streams is not None:
+                    self._streams.dispatch(m, self, dp)
                 with m.Case(Opcode.WRITE):
                     # Prime the buffer's read port: COMMIT sees byte `ptr` each cycle.
                     m.d.comb += dp.buf_r.addr.eq(_ACCESS_BYTES)

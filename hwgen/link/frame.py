@@ -21,7 +21,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..config import AcceleratorConfig
 from ..memmap import HostPortSignature
-from ..protocol import MAX_PAYLOAD, frame_timeout_cycles
+from ..protocol import MAX_PAYLOAD, RX_FIFO, Features, frame_timeout_cycles
 from .executor import CommandExecutor
 from .framing import FrameCodec
 
@@ -69,6 +69,10 @@ class FrameEngine(wiring.Component):
         (:class:`hwgen.link.bridge.HostPortBridge`). Without it they are one-cycle pulses.
     baud : int
         The UART's rate, reported by INFO (0: no UART, byte streams).
+    rx_fifo : int
+        The receive FIFO in front of the engine, in bytes, reported by INFO.
+    features : Features
+        The optional commands built in (LOAD and FETCH, CLASSES), reported by INFO.
 
     Members
     -------
@@ -89,7 +93,7 @@ class FrameEngine(wiring.Component):
     """
 
     def __init__(self, config, *, timeout_cycles=None, max_payload=MAX_PAYLOAD, spram=False,
-                 handshake=False, baud=0):
+                 handshake=False, baud=0, rx_fifo=RX_FIFO, features=Features.ALL):
         if not isinstance(config, AcceleratorConfig):
             raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")
         if timeout_cycles is None:
@@ -97,7 +101,8 @@ class FrameEngine(wiring.Component):
         # The parts check their own parameters.
         self._codec = FrameCodec(timeout_cycles=timeout_cycles)
         self._executor = CommandExecutor(config, max_payload=max_payload, spram=spram,
-                                         handshake=handshake, baud=baud)
+                                         handshake=handshake, baud=baud, rx_fifo=rx_fifo,
+                                         features=features)
         self._config = config
         super().__init__({
             "i_stream": In(stream.Signature(8)),
