@@ -14,9 +14,10 @@ import sys
 import numpy as np
 
 from hwgen.compiler.classes import class_count
+from hwgen.streams import loads_may_pass
 
 from .pipeline import pipeline
-from .plan import execute_run, run_plans, sample_unit
+from .plan import execute_run, readout_specs, run_plans, sample_unit
 from .wire import host_classes, packed_device, run_wire
 
 __all__ = ["StagedPort", "empty_output", "infer_chunks", "progress_bar", "run_all"]
@@ -80,13 +81,18 @@ def infer_chunks(port, program, x, outputs, mode):
             arrays = execute_run(port, plan)
             yield plan, arrays if mode == "scores" else host_classes(arrays, mode)
         return
+    overlap = loads_may_pass(program, readout_specs(program, outputs, "infer"))
     pending = None   # the chunk that has run and whose outputs are still on the device
     for plan in plans:
         wire = run_wire(program, plan, mode, info)
         ahead = [] if pending is None else pending[1].outputs
         first = plan if pending is None else pending[0]
         port.stage = f"infer {unit} {first.start}..{plan.stop - 1} of {rows}"
-        answers = port.pipeline(ahead + wire.loads)
+        if overlap:
+            answers = port.pipeline(ahead + wire.loads)
+        else:   # the outputs first: the LOADs would overwrite them
+            answers = port.pipeline(ahead) if ahead else []
+            port.pipeline(wire.loads)
         if pending is not None:
             yield pending[0], pending[1].unpack(answers[:len(ahead)])
         port.stage = f"infer {unit} {plan.start}..{plan.stop - 1} of {rows}"

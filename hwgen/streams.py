@@ -26,7 +26,7 @@ from .memmap import Region
 from .protocol import StreamArgs, index_bytes, layout_bytes, packed_bytes
 
 __all__ = ["ClassChunk", "StreamChunk", "class_chunks", "classes_on_device", "fetch_chunks",
-           "fits_fetch", "fits_load", "load_chunks", "stream_of"]
+           "fits_fetch", "fits_load", "load_chunks", "loads_may_pass", "stream_of"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -199,3 +199,15 @@ def classes_on_device(spec, mode):
     ``spec`` (CLASSES): an output mode other than ``"scores"`` of a raw output (scores in
     OUTPUT); a requantized output's classes are picked by the host from its FETCH."""
     return mode != "scores" and spec.region == Region.OUTPUT
+
+
+def loads_may_pass(program, specs):
+    """Whether the next chunk's input may go out before this chunk's outputs ``specs``
+    (:class:`~hwgen.compiler.MatrixSpec` s of ``program``) are read: none of them lies in the
+    input's words (a chain of layers can end in the input's own area). Only then does a
+    request sent again after a lost answer find what it asked for: a FETCH sent again after
+    the LOAD behind it was carried out would read the new input."""
+    inp = program.input
+    low, high = inp.base, inp.base + inp.words(program.batch)
+    return all(spec.region != inp.region or spec.base + spec.words(program.batch) <= low
+               or spec.base >= high for spec in specs)

@@ -48,6 +48,7 @@ from .streams import (
     fits_fetch,
     fits_load,
     load_chunks,
+    loads_may_pass,
 )
 
 __all__ = ["BITS_PER_BYTE", "DEFAULT_BAUD", "link_bound_rate", "wire_bytes_by_direction",
@@ -191,7 +192,9 @@ def link_bound_rate(program, baud=DEFAULT_BAUD, *, max_payload=MAX_PAYLOAD, outp
     :func:`wire_bytes_by_direction` bytes (one COUNTERS poll) of :data:`BITS_PER_BYTE` bit
     periods, the device taking no time: the busier direction's bytes on a device of protocol
     version 6 (full duplex: the next chunk's input goes while the last one's output comes),
-    both directions' on an older one (``packed=False``).
+    both directions' on an older one (``packed=False``) and for an output that lies in the
+    input's words (the host reads it before the next input goes:
+    :func:`hwgen.streams.loads_may_pass`).
 
     Raises
     ------
@@ -205,5 +208,6 @@ def link_bound_rate(program, baud=DEFAULT_BAUD, *, max_payload=MAX_PAYLOAD, outp
     m = program.batch
     both = wire_bytes_by_direction(program, m, max_payload=max_payload, output=output,
                                    packed=packed)
-    seconds = (max(both) if packed else sum(both)) * BITS_PER_BYTE / baud
+    overlap = packed and loads_may_pass(program, [program.output])
+    seconds = (max(both) if overlap else sum(both)) * BITS_PER_BYTE / baud
     return m / seconds

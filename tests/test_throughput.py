@@ -105,10 +105,12 @@ def test_several_chunks_add_up(board):
 def test_link_bound_rate_at_full_batches(board):
     _, program = _program("raw")
     counters, polls = _infer(board, program, program.batch, seed=4)
-    poll = wire_bytes_per_run(program, 1, polls=2) - wire_bytes_per_run(program, 1, polls=1)
-    one_poll = counters.wire_bytes - (polls - 1) * poll   # the chunk as if polled once
+    # The chunk as if polled once: a COUNTERS poll is 10 bytes out, 10 + 29 back.
+    sent = counters.bytes_sent - (polls - 1) * 10
+    received = counters.bytes_received - (polls - 1) * 39
+    assert sent > received   # the input is the busier direction, the raw output in OUTPUT
     for baud in (115_200, 1_000_000):
-        expect = program.batch * baud / (BITS_PER_BYTE * one_poll)
+        expect = program.batch * baud / (BITS_PER_BYTE * sent)   # full duplex
         assert math.isclose(link_bound_rate(program, baud), expect, rel_tol=1e-12)
 
 

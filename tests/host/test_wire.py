@@ -263,3 +263,22 @@ def test_a_row_wider_than_a_frame_goes_in_words():
             assert sum(counter.received.values()) == sum(r for _, r in model)
             assert "WRITE" in counter.sent and "LOAD" not in counter.sent
             assert ("READ" in counter.sent) == (mode == "scores")
+
+
+def test_an_output_in_the_input_s_words_is_read_before_the_next_input_goes():
+    # Two layers: the second writes into the first's input area (the ping-pong areas), so
+    # the next chunk's LOADs wait for the FETCH's answer, and the bound adds the directions.
+    from hwgen.streams import loads_may_pass
+    from hwgen.throughput import link_bound_rate
+
+    net, program, rng = _mlp(14, raw=False, batch=4)
+    assert program.output.region == program.input.region
+    assert not loads_may_pass(program, [program.output])
+    flight = _Flight(InProcessDevice(CONFIG, rx_fifo=5000))
+    x = random_input(rng, CONFIG, 11, 23)
+    with Accelerator(flight) as acc:
+        acc.load(program)
+        np.testing.assert_array_equal(acc.infer(x), net.forward(x))
+    assert flight.overlapped == 0
+    sent, received = wire_bytes_by_direction(program, 4)
+    assert link_bound_rate(program, 1_000_000) == pytest.approx(4 * 100_000 / (sent + received))
