@@ -58,6 +58,8 @@ def pipeline(client, exchanges, window):
         frame = _answer(client, decoder, ready, exchanges[index].opcode, seq)
         if frame is None or not frame.crc_ok or frame.status == Status.BAD_CRC:
             # Lost or damaged: what is in flight goes again, one request at a time.
+            client.stats["retries"] += 1
+            client.stats["corrupt"] += frame is not None and not frame.crc_ok
             for index, _, _ in flight:
                 answers[index] = client.request(exchanges[index].opcode,
                                                 exchanges[index].payload, exchanges[index].what)
