@@ -113,14 +113,13 @@ def unpack_info(payload):
         If the payload is not a whole INFO record, or it names a dataflow or region this host does
         not know.
     """
-    header = _INFO_HEADER_5 if payload[:1] == b"\x05" else InfoHeader
-    n = header.size // 8 if header is _INFO_HEADER_5 else layout_bytes(InfoHeader)
+    header = data.Layout.cast(_INFO_HEADER_5 if payload[:1] == b"\x05" else InfoHeader)
+    n = header.size // 8
     if len(payload) < n:
         raise ValueError(f"INFO payload of {len(payload)} bytes is shorter than its "
                          f"{n}-byte header")
     word = int.from_bytes(payload[:n], "little")
-    head = {name: (word >> f.offset) & ((1 << f.width) - 1)
-            for name, f in data.Layout.cast(header)}
+    head = {name: (word >> f.offset) & ((1 << f.width) - 1) for name, f in header}
     head.setdefault("rx_fifo", 0)
     head.setdefault("features", Features.NONE)
     rsize = layout_bytes(RegionInfo)
