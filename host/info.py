@@ -31,7 +31,7 @@ from hwgen.protocol import (
     write_chunk_words,
 )
 
-__all__ = ["SUPPORTED_VERSIONS", "DeviceInfo", "IncompatibleDevice", "check_device",
+__all__ = ["REMEDY", "SUPPORTED_VERSIONS", "DeviceInfo", "IncompatibleDevice", "check_device",
            "check_program", "unpack_info"]
 
 #: The protocol versions this host speaks: today's, and 5 (words only, classes on the host).
@@ -84,16 +84,31 @@ class DeviceInfo:
             max_payload=max_payload, acc_depth=config.acc_depth, regions=regions(config),
             baud=baud, rx_fifo=rx_fifo, features=Features(features))
 
-    def mismatches(self, config):
-        """Return a list of ``"name: device X, config Y"`` for every disagreement with
-        ``config`` (empty when the device was built from ``config`` with this protocol)."""
+    def mismatches(self, config, theirs="expected"):
+        """Return a list of ``"name: device X vs <theirs> Y"`` for every disagreement with
+        ``config`` (empty when the device was built from ``config`` with this protocol).
+
+        Values read as a person writes them: the hash in hex, a memory as ``N words of B
+        bits`` on a line of its own (``WEIGHT memory: ...``), never a Python repr.
+        """
         expect = DeviceInfo.from_config(config, self.max_payload, self.baud, self.rx_fifo,
                                         self.features)
         if self.version in SUPPORTED_VERSIONS:  # an older protocol this host still speaks
             expect = dataclasses.replace(expect, version=self.version)
-        return [f"{f.name}: device {getattr(self, f.name)!r}, expected {getattr(expect, f.name)!r}"
-                for f in dataclasses.fields(self)
-                if getattr(self, f.name) != getattr(expect, f.name)]
+        found = []
+        for f in dataclasses.fields(self):
+            mine, other = getattr(self, f.name), getattr(expect, f.name)
+            if f.name == "regions":
+                found += [f"{region.name} memory: device {_memory(mine.get(region))} vs "
+                          f"{theirs} {_memory(other.get(region))}"
+                          for region in Region if mine.get(region) != other.get(region)]
+            elif mine != other:
+                if f.name == "config_hash":
+                    mine, other = f"{mine:016x}", f"{other:016x}"
+                elif isinstance(mine, Features):
+                    mine, other = _features(mine), _features(other)
+                found.append(f"{f.name}: device {mine} vs {theirs} {other}")
+        return found
 
     def write_chunk_words(self, region):
         """Most words of ``region`` one WRITE can carry."""
@@ -102,6 +117,17 @@ class DeviceInfo:
     def read_chunk_words(self, region):
         """Most words of ``region`` one READ can return."""
         return read_chunk_words(self.regions[region], self.max_payload)
+
+
+def _features(flags):
+    return "+".join(f.name for f in Features if f.value and f in flags and f is not Features.ALL
+                    ) or "none"
+
+
+def _memory(geometry):
+    if geometry is None:
+        return "none"
+    return f"{geometry.depth} words of {geometry.word_bits} bits"
 
 
 def unpack_info(payload):
@@ -147,7 +173,8 @@ class IncompatibleDevice(RuntimeError):
     device, expected : str
         What the device reports and what the host needs (versions or config hashes).
     differences : list of str
-        ``"field: device X, expected Y"`` for every INFO field that differs (may be empty).
+        ``"field: device X vs config Y"`` (or ``vs program Y``) for every INFO field that
+        differs (may be empty).
     """
 
     def __init__(self, message, *, device=None, expected=None, differences=()):
@@ -157,36 +184,57 @@ class IncompatibleDevice(RuntimeError):
         super().__init__(message)
 
 
+#: How to make a program that a device of another design runs: the user's next step.
+REMEDY = ("a program for the device's design: hwgen compile MODEL --build DIR --out FILE (DIR: "
+          "the folder `hwgen build` wrote the device's bitstream to), or --config "
+          "DIR/report.json")
+
+
+def _explained(headline, differences, unreported):
+    """Return ``headline``, the ``name: device X vs Y`` of every difference (or why there is
+    none to show) and :data:`REMEDY`, as one line (a command's error is one line)."""
+    detail = f"; differing fields: {'; '.join(differences)}" if differences else f" ({unreported})"
+    return f"{headline}{detail}; {REMEDY}"
+
+
 def check_device(info, config, where):
     """Raise :class:`IncompatibleDevice` unless the device at ``where`` (its :class:`DeviceInfo`
-    ``info``) speaks this host's protocol version and, given a ``config``, was built from it;
-    the message names both values and the INFO fields that differ."""
+    ``info``) speaks this host's protocol version and, given a ``config``, was built from it.
+
+    The message (one line) names both hashes, then the INFO fields that differ, ``name: device
+    X vs config Y`` each, then how to make a program of the device's design (:data:`REMEDY`).
+    """
     if info.version not in SUPPORTED_VERSIONS:
         raise IncompatibleDevice(
             f"the device at {where} speaks protocol version {info.version}; this host "
             f"speaks version {PROTOCOL_VERSION} (and 5)", device=str(info.version),
             expected=str(PROTOCOL_VERSION))
     if config is not None and info.config_hash != config.hash_int:
-        differences = [d for d in info.mismatches(config) if not d.startswith("config_hash:")]
-        detail = ("; differing fields: " + "; ".join(differences)) if differences else \
-            " (INFO's fields agree, so a field INFO does not report differs, e.g. a " \
-            "buffer depth or clock_hz)"
-        raise IncompatibleDevice(
-            f"the device at {where} was built from config hash "
-            f"{info.config_hash:016x}, not from {config.name} (config hash {config.hash})"
-            + detail, device=f"{info.config_hash:016x}", expected=config.hash,
-            differences=differences)
+        differences = [d for d in info.mismatches(config, "config")
+                       if not d.startswith("config_hash:")]
+        raise IncompatibleDevice(_explained(
+            f"the device at {where} was built from config hash {info.config_hash:016x}, not "
+            f"from {config.name} (config hash {config.hash})", differences,
+            "INFO's fields agree, so a field INFO does not report differs, e.g. a buffer "
+            "depth or clock_hz"),
+            device=f"{info.config_hash:016x}", expected=config.hash, differences=differences)
 
 
 def check_program(info, program, where):
     """Raise :class:`IncompatibleDevice` if ``program`` was compiled for another configuration
-    than the device at ``where`` (its :class:`DeviceInfo` ``info``) was built from, naming
-    both hashes and the INFO fields that differ."""
+    than the device at ``where`` (its :class:`DeviceInfo` ``info``) was built from.
+
+    The message (one line) names both hashes, then the INFO fields that differ, ``name: device
+    X vs program Y`` each, then how to make a program of the device's design (:data:`REMEDY`).
+    """
     device_hash = f"{info.config_hash:016x}"
     if program.config_hash != device_hash:
-        raise IncompatibleDevice(
+        differences = [d for d in info.mismatches(program.config, "program")
+                       if not d.startswith("config_hash:")]
+        raise IncompatibleDevice(_explained(
             f"the program was compiled for {program.config.name} (config hash "
             f"{program.config_hash}); the device at {where} was built from config hash "
-            f"{device_hash}", device=device_hash, expected=program.config_hash,
-            differences=[d for d in info.mismatches(program.config)
-                         if not d.startswith("config_hash:")])
+            f"{device_hash}", differences,
+            "INFO's fields agree, so a field INFO does not report differs, e.g. a buffer "
+            "depth or clock_hz"),
+            device=device_hash, expected=program.config_hash, differences=differences)

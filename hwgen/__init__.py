@@ -3,7 +3,7 @@
 from .config import AcceleratorConfig
 from .toolchain import package_version
 
-__all__ = ["AcceleratorConfig", "__version__", "compile"]
+__all__ = ["AcceleratorConfig", "__version__", "compile", "compile_for"]
 
 #: The installed distribution's version.
 __version__ = package_version("hwgen")
@@ -14,3 +14,14 @@ def compile(network, config, **kwargs):
     from .compiler import compile_network
 
     return compile_network(network, config, **kwargs)
+
+
+def compile_for(model, config, calibration=None, **kwargs):
+    """Quantize a float model with ``config``'s widths and compile it: ``(network, program)``.
+
+    ``net, program = hwgen.compile_for(from_onnx("model.onnx"), config, x_calib)``; see
+    :func:`hwgen.compiler.compile_for`.
+    """
+    from .compiler import compile_for as _compile_for
+
+    return _compile_for(model, config, calibration, **kwargs)

@@ -91,10 +91,10 @@ def _open_devices(stack, args, config):
     key = read_key_file(args.key_file)
     urls = args.url
     if not urls:
-        say(f"starting {args.devices} simulated board(s) of {config.name} (a new design is "
-            "built first: about a minute) ...")
+        say(f"starting {args.devices} simulated board(s) of {config.name} ...")
         try:
-            urls = [stack.enter_context(SimulatedBoard(config)).url
+            # The board says when it builds a design (not when it is cached).
+            urls = [stack.enter_context(SimulatedBoard(config, log=say)).url
                     for _ in range(args.devices)]
         except BoardError as exc:
             raise UsageError(f"cannot start a simulated board: {exc}") from None

@@ -27,6 +27,8 @@ Every word is a Python ``int``: the unsigned value of its bits, lane ``j`` at bi
 
 The modules, in the order the data flow through them:
 
+- :mod:`~hwgen.compiler.for_design`: :func:`compile_for`, a float model quantized with a
+  design's widths and compiled (what ``hwgen compile`` does);
 - :mod:`~hwgen.compiler.compile`: :func:`compile_network`, the steps below in order;
 - :mod:`~hwgen.compiler.proofs`: widths, reductions, worst-case accumulators, channel ranges;
 - :mod:`~hwgen.compiler.kinds`: each layer lowered to a pass by its pass kind
@@ -44,8 +46,9 @@ from .codec import check_input_rows
 from .compile import compile_network
 from .errors import CompileError
 from .fileformat import FORMAT_VERSION
+from .for_design import Compiled, compile_for, design_widths
 from .program import Program
 from .specs import LayerSpec, MatrixSpec
 
-__all__ = ["FORMAT_VERSION", "CompileError", "LayerSpec", "MatrixSpec", "Program",
-           "check_input_rows", "compile_network"]
+__all__ = ["FORMAT_VERSION", "CompileError", "Compiled", "LayerSpec", "MatrixSpec", "Program",
+           "check_input_rows", "compile_for", "compile_network", "design_widths"]

@@ -11,7 +11,8 @@ from ..memmap import (
     geometry_layout,
     geometry_words,
 )
-from ..nn import QuantizedNetwork
+from ..nn import CNN, MLP, QuantizedNetwork
+from ..nn.graph import where as node_label
 from ..passes import layer_types, lookup
 from .activations import matrix_shape, plan_activations
 from .classes import output_mode
@@ -29,8 +30,10 @@ __all__ = ["compile_network"]
 
 def _check_arguments(network, config, batch, readout):
     if not isinstance(network, QuantizedNetwork):
+        hint = (" (a float model: hwgen.compile_for(model, config, calibration) quantizes it "
+                "with the design's widths)" if isinstance(network, MLP | CNN) else "")
         raise TypeError(f"compile: network is {type(network).__name__}; "
-                        "allowed: hwgen.nn.QuantizedNetwork")
+                        f"allowed: hwgen.nn.QuantizedNetwork{hint}")
     if not isinstance(config, AcceleratorConfig):
         raise TypeError(f"compile: config is {type(config).__name__}; "
                         "allowed: hwgen.AcceleratorConfig")
@@ -40,25 +43,39 @@ def _check_arguments(network, config, batch, readout):
         raise TypeError(f"compile: readout={readout!r}; allowed: True or False")
 
 
-def _place_layers(passes, config):
+def _place_layers(passes, config, network):
     """Place each pass's images in WEIGHT and PARAM one after the other, as its kind lays
     them out; return the :class:`LayerSpec` of every pass. Neither depends on the batch."""
     specs = []
     w_base = p_base = 0
     for p in passes:
         fields = lookup(p.kind).place(p, config, w_base, p_base)
-        for what, need, depth in (("weight", w_base + fields["w_words"], "weight_depth"),
-                                  ("parameter", p_base + fields["p_words"], "param_depth")):
-            limit = getattr(config, depth)
-            if need > limit:
-                raise CompileError(f"{what} words do not fit: layers 0..{p.source} need {need} "
-                                   f"words; limit {depth}={limit}", layer=p.source,
-                                   resource=depth, need=need, limit=limit)
         pixels = matrix_shape(p.out_shape)[0] if p.spatial else 1
         specs.append(LayerSpec(**fields, kind=p.kind, pixels=pixels, source=p.source))
         w_base += fields["w_words"]
         p_base += fields["p_words"]
+    for what, words, depth in (("weight", "w_words", "weight_depth"),
+                               ("parameter", "p_words", "param_depth")):
+        limit = getattr(config, depth)
+        need = 0
+        for spec in specs:
+            need += getattr(spec, words)
+            if need > limit:
+                raise CompileError(f"{what} words do not fit: layers 0..{spec.source} need "
+                                   f"{need} words; limit {depth}={limit}", layer=spec.source,
+                                   resource=depth, need=need, limit=limit,
+                                   parts=_words_by_layer(specs, words, network, what))
     return specs
+
+
+def _words_by_layer(specs, words, network, what):
+    """Return ``"each layer's weight words: layer 0 ('fc1') 512, ... (608 in all)"``."""
+    by_layer = {}
+    for spec in specs:
+        by_layer[spec.source] = by_layer.get(spec.source, 0) + getattr(spec, words)
+    names = [node.name for node in network.nodes]
+    listed = ", ".join(f"{node_label(i, names[i])} {n}" for i, n in by_layer.items() if n)
+    return f"each layer's {what} words: {listed} ({sum(by_layer.values())} in all)"
 
 
 def _geometry(index, p, plan, config):
@@ -269,7 +286,7 @@ def _compile(network, config, batch, readout):
         raise CompileError("the network has no layer the device computes (only Flatten); "
                            f"allowed: at least one {', '.join(others)} or {last}",
                            resource="layer")
-    specs = _place_layers(passes, config)
+    specs = _place_layers(passes, config, network)
     in_shape = network.shapes[0][0]
     plan = plan_activations(in_shape, passes, config, batch, readout=readout)
 

@@ -38,10 +38,15 @@ def test_trains_on_two_boards_and_saves(tmp_path, capsys):
     out = tmp_path / "digits.npz"
     status = main(["train", "--devices", "2", "--epochs", "2", "--hidden", "12", "--batch", "96",
                    "--lr", "0.1", "--no-progress", "--out", str(out), *BOARD_OPTIONS])
-    printed = capsys.readouterr().out
+    captured = capsys.readouterr()
+    printed = captured.out
     assert status == 0, printed
     lines = printed.splitlines()
     assert lines[0].startswith("hwgen train: mlp on 2 device(s) of ")
+    # A build is announced by the board that makes it, never when the design is cached.
+    assert "about a minute" not in captured.err
+    assert ("building the simulated board" in captured.err) == ("built the simulated board"
+                                                                in captured.err)
     epochs = [line for line in lines if line.startswith("epoch")]
     assert len(epochs) == 2 and all("on devices" in line for line in epochs)
     losses = [float(line.split("loss ")[1].split()[0]) for line in epochs]

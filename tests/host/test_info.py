@@ -1,12 +1,13 @@
 """host.info: the INFO payload the gateware's ROM holds (hwgen.protocol.info_bytes), read back
 as a DeviceInfo and compared with the configuration."""
 
+import numpy as np
 import pytest
 from support import TINY
 
 from host.info import DeviceInfo, unpack_info
 from hwgen.config import AcceleratorConfig
-from hwgen.memmap import regions
+from hwgen.memmap import Region, regions
 from hwgen.protocol import PROTOCOL_VERSION, info_bytes
 
 
@@ -35,3 +36,42 @@ def test_info_rejects_garbage():
     bad[11] = 7  # dataflow
     with pytest.raises(ValueError, match="dataflow"):
         unpack_info(bytes(bad))
+
+
+def test_mismatch_is_explained_in_the_users_terms():
+    """What hwgen infer printed as a dump of Python objects: `name: device X vs program Y` per
+    field, memories as words of bits, and the command that makes a matching program."""
+    import hwgen
+    from host.info import IncompatibleDevice, check_device, check_program
+    from hwgen.nn import Dense, QuantizedNetwork
+
+    device = AcceleratorConfig(rows=2, cols=2, weight_depth=256)
+    other = AcceleratorConfig()
+    info = DeviceInfo.from_config(device)
+    net = QuantizedNetwork([Dense(np.ones((4, 3), np.int64), np.zeros(3, np.int64),
+                                  np.ones(3, np.int64), np.zeros(3, np.int64), output="raw")])
+    program = hwgen.compile(net, other)
+    with pytest.raises(IncompatibleDevice) as caught:
+        check_program(info, program, "socket://127.0.0.1:4000")
+    text = str(caught.value)
+    assert "\n" not in text     # a command's error is one line
+    assert text.startswith(f"the program was compiled for {other.name} (config hash "
+                           f"{other.hash}); the device at socket://127.0.0.1:4000 was built "
+                           f"from config hash {device.hash}; differing fields: rows: device 2 "
+                           "vs program 8; cols: device 2 vs program 8; ")
+    weight = regions(device)[Region.WEIGHT]
+    assert (f"; WEIGHT memory: device 256 words of {weight.word_bits} bits vs program "
+            f"{other.weight_depth} words of {regions(other)[Region.WEIGHT].word_bits} bits;"
+            in text)
+    assert text.endswith("; a program for the device's design: hwgen compile MODEL --build DIR "
+                         "--out FILE (DIR: the folder `hwgen build` wrote the device's "
+                         "bitstream to), or --config DIR/report.json")
+    assert caught.value.differences[:2] == ["rows: device 2 vs program 8",
+                                            "cols: device 2 vs program 8"]
+    with pytest.raises(IncompatibleDevice) as caught:
+        check_device(info, other, "socket://127.0.0.1:4000")
+    text = str(caught.value)
+    assert "; differing fields: rows: device 2 vs config 8; " in text
+    for reprs in ("<Region", "RegionGeometry(", "{", "[", "Region."):
+        assert reprs not in text
+    assert caught.value.differences[0] == "rows: device 2 vs config 8"
