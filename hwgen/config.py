@@ -26,7 +26,7 @@ class Dataflow(enum.StrEnum):
 DATAFLOWS = tuple(d.value for d in Dataflow)
 
 #: The boolean fields: parts of the device that a design may leave out.
-_FLAGS = ("spatial", "bounds", "residual")
+_FLAGS = ("spatial", "bounds", "residual", "taps")
 
 # field -> (low, high) inclusive; checked in the order of the dataclass fields.
 _RANGES = {
@@ -95,6 +95,13 @@ class AcceleratorConfig:
         the descriptor is ``2 * in_bits`` bits and the parameter word ``cols * mult_bits``
         bits narrower, so a device fits where they would not (the iCEBreaker's block RAMs),
         and the compiler refuses other bounds and leaky layers. ``0``/``1`` are taken too.
+    taps : bool
+        With ``spatial``: the patch walker can walk a first convolution's *taps layout*
+        (:mod:`hwgen.passes.taps`): a convolution of the network's input with fewer input
+        channels than ``rows`` packs ``rows`` consecutive taps of its kernel into each
+        reduction tile instead of one kernel position's channels. Without it (``False``) the
+        walker, the geometry and the feeder stay as before (no per-lane row counters, no lane
+        rotation on a square array). Ignored without ``spatial``. ``0``/``1`` are taken too.
     post_lanes : int or None
         Requantization lanes: how many of a result row's ``cols`` channels are requantized per
         cycle (a divisor of ``cols``; ``None``, the default, means all ``cols``). Fewer lanes
@@ -127,6 +134,7 @@ class AcceleratorConfig:
     spatial: bool = True
     bounds: bool = True
     residual: bool = True
+    taps: bool = True
 
     def __post_init__(self):
         for field in dataclasses.fields(self):
@@ -219,9 +227,9 @@ class AcceleratorConfig:
     def to_dict(self):
         """Return the parameters as a plain ``dict``.
 
-        ``post_lanes`` is left out while it is ``None`` and ``spatial``, ``bounds`` and
-        ``residual`` while they are ``True``, so that configurations from before they existed
-        keep their :attr:`hash` and load as before.
+        ``post_lanes`` is left out while it is ``None`` and ``spatial``, ``bounds``,
+        ``residual`` and ``taps`` while they are ``True``, so that configurations from before
+        they existed keep their :attr:`hash` and load as before.
         """
         d = dataclasses.asdict(self)
         if d["post_lanes"] is None:

@@ -14,6 +14,7 @@ from amaranth.lib.wiring import In, Out
 __all__ = [
     "DESCRIPTOR_BOUNDS",
     "GEOMETRY_LIMITS",
+    "TAPS_FIELDS",
     "HostPortSignature",
     "PassKind",
     "Region",
@@ -23,6 +24,7 @@ __all__ = [
     "batch_bits",
     "descriptor_layout",
     "descriptor_limits",
+    "feeder_rotates",
     "geometry_layout",
     "geometry_words",
     "macs_from_busy_cycles",
@@ -30,6 +32,7 @@ __all__ = [
     "param_lane_layout",
     "regions",
     "rotates_lanes",
+    "walks_taps",
 ]
 
 
@@ -208,10 +211,47 @@ def geometry_layout(config):
         words from ``w_base`` for each ``(nt, kt)`` (an average pool: a depthwise convolution
         of ones whose tile, the identity of the window's channels, is the same for every
         kernel position and output tile).
+
+    A design with taps (:func:`walks_taps`) has :data:`TAPS_FIELDS` after these (0 in every
+    other layer): a first convolution whose input is stored in the *taps layout*
+    (:mod:`hwgen.passes.taps`: an element stream of one image row per run, ``pitch`` ``P``
+    elements apart, ``P % act_lanes == kwc % act_lanes``). Its reduction tile ``kt``, lane
+    ``r`` is tap ``t = kt * rows + r`` of the kernel flattened in ``(ky, kx, c)`` order; for
+    output pixel ``(m, oy, ox)`` it is stream element ``e0 + t + q * d_word * act_lanes``
+    with ``q = t // kwc`` (the kernel row) and ``e0 = m * h * P + (oy * sy - pad_top) * P +
+    ox * sx * C``, and it reads as zero where ``q >= kh`` or the image row ``oy * sy -
+    pad_top + q`` is outside ``0 .. h - 1`` (the left and right padding are stored zeros).
+    The walk's element ``e0`` is a word and a bank: ``src_base`` and ``rem0`` at output pixel
+    ``(0, 0, 0)``, then the ``*_step`` words and ``*_rem`` banks on (a carry into the word
+    past the last bank). Such a layer has ``kw = 1``, ``pad_left = 0``, ``cgs = k_tiles``
+    (every tile one "channel group" of one kernel position) and ``w`` at least
+    ``ow * sx``.
+
+    taps
+        The layer walks the taps layout.
+    kwc
+        Taps per kernel row, ``KW * C``.
+    tq, tr
+        ``divmod(rows, kwc)``: a lane's kernel row and column move on by them per tile (and
+        the row by one more where the column passes ``kwc``).
+    d_word
+        Words from a kernel row's taps to the next's beyond ``kwc`` elements,
+        ``(P - kwc) / act_lanes``.
+    tq_word
+        ``tq * d_word`` (modulo the banks' address width).
+    rem0, col_rem, row_rem, img_rem
+        The banks of the walk's start and of its steps (``*_step`` the words).
     """
     side = unsigned(max(1, config.act_depth.bit_length()))
     addr = unsigned(act_addr_bits(config))
     desc = descriptor_layout(config)
+    bank = unsigned(max(1, (config.act_lanes - 1).bit_length()))
+    taps = {} if not walks_taps(config) else {
+        "taps": unsigned(1), "kwc": unsigned(config.max_k.bit_length()),
+        "tq": unsigned(config.rows.bit_length()), "tr": unsigned(config.rows.bit_length()),
+        "d_word": addr, "tq_word": addr,
+        "rem0": bank, "col_rem": bank, "row_rem": bank, "img_rem": bank,
+    }
     return data.StructLayout({
         "h": side, "w": side, "oh": side, "ow": side, "kh": side, "kw": side,
         "sy": unsigned(GEOMETRY_LIMITS["stride"].bit_length()),
@@ -221,9 +261,29 @@ def geometry_layout(config):
         "cgs": desc.members["k_tiles"],
         "col_step": addr, "row_step": addr, "img_step": addr, "ky_step": addr,
         "cb_word": desc.members["src_stride"],
-        "cb_rem": unsigned(max(1, (config.act_lanes - 1).bit_length())),
+        "cb_rem": bank,
         "wrep": unsigned(1),
+        **taps,
     })
+
+
+#: The geometry fields of a first convolution's taps layout (:func:`geometry_layout`), last
+#: in the layout of a design that :func:`walks_taps`.
+TAPS_FIELDS = ("taps", "kwc", "tq", "tr", "d_word", "tq_word", "rem0", "col_rem", "row_rem",
+               "img_rem")
+
+
+def walks_taps(config):
+    """Return whether the device walks a first convolution's taps layout: a design with
+    ``spatial`` and ``taps`` (:class:`~hwgen.config.AcceleratorConfig`)."""
+    return config.spatial and config.taps
+
+
+def feeder_rotates(config):
+    """Return whether the activation feeder rotates a row's lanes: where a channel window
+    starts in any bank (:func:`rotates_lanes`), and on a device that walks taps (a tile's
+    first tap lies in any bank)."""
+    return rotates_lanes(config) or walks_taps(config)
 
 
 def geometry_words(config):

@@ -26,7 +26,7 @@ from hwgen.nn import (
 )
 
 __all__ = ["GRAPH_BLOCKS", "general_cnn", "random_add", "random_cnn", "random_graph",
-           "random_image", "random_input", "random_network"]
+           "random_image", "random_input", "random_network", "taps_cnn"]
 
 
 def random_network(rng, config, *, layers=None, max_width=200, raw=None, widths=None):
@@ -165,6 +165,19 @@ def random_cnn(rng, config, *, input_shape=None, blocks=None, max_channels=20, r
     return QuantizedNetwork(layers, in_bits=config.in_bits, w_bits=config.w_bits,
                             acc_bits=config.acc_bits, mult_bits=config.mult_bits,
                             input_shape=input_shape)
+
+
+def taps_cnn(rng, config, *, max_channels=20, raw=None):
+    """Return a :func:`random_cnn` whose first convolution takes the taps layout where the
+    device walks it (:mod:`hwgen.passes.taps`): 1..``rows - 1`` input channels (1 on a
+    one-row array), a dense (not grouped) first convolution."""
+    while True:
+        side = int(rng.integers(3, 9))
+        shape = (side, int(rng.integers(side - 1, side + 2)),
+                 int(rng.integers(1, max(2, config.rows))))
+        net = random_cnn(rng, config, input_shape=shape, max_channels=max_channels, raw=raw)
+        if net.layers[0].groups == 1:
+            return net
 
 
 def general_cnn(rng, config, *, raw=None):

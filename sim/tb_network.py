@@ -7,7 +7,9 @@ and the device counters must equal the cycle model.
 
 Environment: ``HWGEN_CONFIG``, ``HWGEN_SEED``, ``HWGEN_NETWORKS`` (how many), ``HWGEN_MAX_WIDTH``,
 ``HWGEN_MAX_BATCH``, ``HWGEN_CNNS`` (how many random convolutional networks, 0 by default),
-``HWGEN_MAX_CHANNELS``, ``HWGEN_GENERAL`` (how many of :func:`sim.netgen.general_cnn`'s
+``HWGEN_MAX_CHANNELS``, ``HWGEN_TAPS`` (how many of :func:`sim.netgen.taps_cnn`'s CNNs,
+whose first convolution takes the taps layout, 0 by default), ``HWGEN_GENERAL`` (how many of
+:func:`sim.netgen.general_cnn`'s
 networks, every spatial layer kind in one, 0 by default), ``HWGEN_GRAPHS`` (how many of
 :func:`sim.netgen.random_graph`'s residual graphs, over images and rows by turns, 0 by
 default).
@@ -30,6 +32,7 @@ from sim.netgen import (
     random_image,
     random_input,
     random_network,
+    taps_cnn,
 )
 from sim.runner import read_config_env
 from sim.streams import Clocked
@@ -186,6 +189,40 @@ async def test_random_cnns(dut):
         if done == count:
             return
     raise AssertionError(f"only {done} of {count} random CNNs fit {cfg}")
+
+
+@cocotb.test()
+async def test_taps_cnns(dut):
+    """Random CNNs whose first convolution reads fewer channels than ``rows``
+    (sim.netgen.taps_cnn): its input in the taps layout where the device walks it,
+    bit-exact against hwgen.nn, counters equal to the cycle model."""
+    cfg = read_config_env()
+    count = int(os.environ.get("HWGEN_TAPS", "0"))
+    if not count:
+        return
+    rng = np.random.default_rng(int(os.environ.get("HWGEN_SEED", "0")) + 3)
+    max_channels = int(os.environ.get("HWGEN_MAX_CHANNELS", "20"))
+    max_batch = int(os.environ.get("HWGEN_MAX_BATCH", "16"))
+    clocked = Clocked(dut)
+    await clocked.start()
+    host = HostPort(clocked)
+    done = 0
+    for _ in range(50 * count):
+        net = taps_cnn(rng, cfg, max_channels=max_channels, raw=[None, True, False][done % 3])
+        try:
+            prog = hwgen.compile(net, cfg)
+        except CompileError:
+            continue
+        m = int(rng.integers(1, min(max_batch, prog.batch, 3) + 1))
+        x = random_image(rng, cfg, m, net.input_shape)
+        layers = " ".join(type(layer).__name__ for layer in net.layers)
+        stream = "taps" if not prog.input.per_pixel else "pixels"
+        await _check_run(host, net, prog, x, f"taps cnn {done} {net.input_shape} {stream} "
+                                             f"[{layers}]")
+        done += 1
+        if done == count:
+            return
+    raise AssertionError(f"only {done} of {count} taps CNNs fit {cfg}")
 
 
 @cocotb.test()

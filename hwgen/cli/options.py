@@ -144,6 +144,12 @@ def add_config_options(parser):
                                metavar="0|1",
                                help="1: residual adds on the device (the adder; default); "
                                     "0: no adder, the descriptors of before")
+        elif field.name == "taps":
+            group.add_argument(flag, type=number(int, 0, 1), default=int(field.default),
+                               metavar="0|1",
+                               help="1: a first convolution of fewer channels than rows packs "
+                                    "its kernel's taps into tiles (default); 0: the walker of "
+                                    "before")
         elif field.name == "post_lanes":
             group.add_argument(flag, type=number(int), default=None, metavar="N",
                                help="channels requantized per cycle, a divisor of --cols "

@@ -6,15 +6,16 @@ import numbers
 from ..config import AcceleratorConfig
 from ..memmap import (
     GEOMETRY_LIMITS,
+    TAPS_FIELDS,
     Region,
     act_addr_bits,
     geometry_layout,
     geometry_words,
 )
-from ..nn import CNN, MLP, QuantizedNetwork
+from ..nn import CNN, INPUT, MLP, QuantizedNetwork
 from ..nn.graph import where as node_label
-from ..passes import layer_types, lookup
-from .activations import matrix_shape, plan_activations
+from ..passes import layer_types, lookup, taps
+from .activations import matrix_shape, pass_inputs, plan_activations
 from .classes import output_mode
 from .descriptors import activation_fields, check_field, descriptor_fields, pack_layer
 from .errors import CompileError
@@ -99,6 +100,10 @@ def _geometry(index, p, plan, config):
             raise CompileError(f"{name}={value} ({where}) is larger than the device walks; "
                                f"allowed: {name} <= {GEOMETRY_LIMITS[name]}", layer=p.source,
                                resource=name, need=value, limit=GEOMETRY_LIMITS[name])
+    if p.taps:
+        origin, fields = taps.geometry(p, config, plan.base(src))
+        return origin, _checked_geometry(p, config, {"cgs": lookup(p.kind).cgs(p, config, ps),
+                                                     **fields})
     cb_word, cb_rem = divmod(window, config.act_lanes)
     fields = {
         "h": h, "w": w, "oh": oh, "ow": ow, "kh": kh, "kw": kw, "sy": sy, "sx": sx,
@@ -111,15 +116,39 @@ def _geometry(index, p, plan, config):
         "cb_word": cb_word, "cb_rem": cb_rem, "wrep": 0,
         **lookup(p.kind).walk_fields(p, config),
     }
+    origin = (plan.base(src) - top * w * ps - left * ps) % wrap
+    return origin, _checked_geometry(p, config, fields)
+
+
+def _checked_geometry(p, config, fields):
+    """Return ``fields`` of pass ``p``'s geometry, the taps fields of a design that has them
+    0 where not given, each checked against its width."""
     layout = geometry_layout(config)
+    fields = {**{name: 0 for name in TAPS_FIELDS if name in layout.members}, **fields}
     for name, value in fields.items():
         if value >= 1 << layout.members[name].width:
             raise CompileError(f"geometry field {name}={value} exceeds its width; limit "
                                f"{(1 << layout.members[name].width) - 1}", layer=p.source,
                                resource=name, need=value,
                                limit=(1 << layout.members[name].width) - 1)
-    origin = (plan.base(src) - top * w * ps - left * ps) % wrap
-    return origin, fields
+    return fields
+
+
+def _with_taps(passes, config):
+    """Return ``passes`` with the first in the taps layout (:mod:`hwgen.passes.taps`) where
+    it is the only reader of the network's input and can take it so."""
+    readers = [i for i, names in enumerate(pass_inputs(passes)) if INPUT in names]
+    if readers != [0] or not taps.eligible(passes[0], config):
+        return passes
+    return [taps.lowered(passes[0], config), *passes[1:]]
+
+
+def _input_matrix(passes, plan, config, in_shape):
+    """Return the :class:`MatrixSpec` of the program's input: pixel by pixel, or the taps
+    layout's element stream."""
+    stream = taps.stream(passes[0], config) if passes[0].taps else {}
+    return _matrix(Region.ACT, plan.base(0), plan.strides[0], in_shape,
+                   lanes=config.act_lanes, bits=config.in_bits, kind="input", **stream)
 
 
 def _second_input(index, plan, config):
@@ -171,11 +200,10 @@ def _descriptor(index, p, spec, plan, config, *, last):
     return ordered
 
 
-def _matrix(region, base, stride, shape, *, lanes, bits, kind, sample_shape=None,
-            wire_bits=None):
+def _matrix(region, base, stride, shape, *, lanes, bits, kind, sample_shape=None, **fields):
     pixels, channels = matrix_shape(shape)
     return MatrixSpec(region, base, stride, channels, lanes, bits, kind, pixels=pixels,
-                      sample_shape=sample_shape or shape, wire_bits=wire_bits)
+                      sample_shape=sample_shape or shape, **fields)
 
 
 def _output_matrix(passes, plan, config, sample_shape):
@@ -212,7 +240,8 @@ def _layer_matrices(network, passes, plan, config):
     return tuple(found)
 
 
-def compile_network(network, config, *, batch=None, readout=False, output="scores", k=None):
+def compile_network(network, config, *, batch=None, readout=False, taps=True, output="scores",
+                    k=None):
     """Compile ``network`` for the accelerator described by ``config``.
 
     Parameters
@@ -229,6 +258,10 @@ def compile_network(network, config, *, batch=None, readout=False, output="score
         a tensor leaves once its last reader has run: two that a chain takes turns in), so
         that the host can read them all after the run (:attr:`Program.layer_outputs`); the
         largest batch is then smaller.
+    taps : bool
+        Store the input of a first convolution with fewer input channels than ``rows`` in the
+        taps layout (:mod:`hwgen.passes.taps`), where the device walks it
+        (``config.taps``); False keeps every input pixel by pixel (the programs of before).
     output : {"scores", "argmax", "top_k"} or ("top_k", k)
         What :meth:`host.Accelerator.infer` returns by default (:attr:`Program.output_mode`,
         :mod:`hwgen.compiler.classes`): the network's output, the index of each sample's
@@ -264,13 +297,15 @@ def compile_network(network, config, *, batch=None, readout=False, output="score
         per sample, or classes of an output with several rows per sample.
     """
     _check_arguments(network, config, batch, readout)
+    if not isinstance(taps, bool):
+        raise TypeError(f"compile: taps={taps!r}; allowed: True or False")
     mode = output_mode(output, "compile", k=k)
     network.validate()  # layers are mutable: check them as they are now
     try:
-        program = _compile(network, config, batch, readout)
+        program = _compile(network, config, batch, readout, taps)
     except CompileError as error:
-        hint = holding_designs(lambda n, c: _compile(n, c, batch, readout), network, config,
-                               error)
+        hint = holding_designs(lambda n, c: _compile(n, c, batch, readout, taps), network,
+                               config, error)
         if not hint:
             raise
         raise error.with_hint(hint) from None
@@ -278,7 +313,7 @@ def compile_network(network, config, *, batch=None, readout=False, output="score
     return dataclasses.replace(program, output_mode=mode)
 
 
-def _compile(network, config, batch, readout):
+def _compile(network, config, batch, readout, taps_layout):
     check_widths(network, config)
     passes = lower_network(network, config)
     if not passes:
@@ -286,9 +321,16 @@ def _compile(network, config, batch, readout):
         raise CompileError("the network has no layer the device computes (only Flatten); "
                            f"allowed: at least one {', '.join(others)} or {last}",
                            resource="layer")
+    if taps_layout:
+        passes = _with_taps(passes, config)
     specs = _place_layers(passes, config, network)
     in_shape = network.shapes[0][0]
-    plan = plan_activations(in_shape, passes, config, batch, readout=readout)
+    input_words = None
+    if passes[0].taps:
+        # The stream of a sample's image rows (samples follow each other element by element).
+        input_words = -(-in_shape[0] * passes[0].taps // config.act_lanes)
+    plan = plan_activations(in_shape, passes, config, batch, readout=readout,
+                            input_words=input_words)
 
     descriptors, words, w_images, p_images = [], [], [], []
     for index, (p, spec) in enumerate(zip(passes, specs, strict=True)):
@@ -316,8 +358,7 @@ def _compile(network, config, batch, readout):
         images={Region.PROGRAM: (0, words),
                 Region.WEIGHT: (0, [w for image in w_images for w in image]),
                 Region.PARAM: (0, [w for image in p_images for w in image])},
-        input=_matrix(Region.ACT, 0, plan.strides[0], in_shape, lanes=config.act_lanes,
-                      bits=config.in_bits, kind="input"),
+        input=_input_matrix(passes, plan, config, in_shape),
         output=_output_matrix(passes, plan, config, network.output_shape),
         macs_per_row=sum(useful for useful, _ in macs),
         padded_macs_per_row=sum(issued for _, issued in macs),

@@ -22,7 +22,13 @@ today's (``relu`` becomes ``act_min = 0``, no ``relu`` the saturation range; ``m
 zero; ``sy = sx = stride``, ``pad_top = pad_left = pad``, the geometry's new fields 0).
 Files of version 5 hold today's descriptors without ``src2_base`` (which a design with
 ``residual`` has since version 6): their PROGRAM words are converted with ``src2_base`` 0
-(a design without ``residual`` has version 5's descriptors today).
+(a design without ``residual`` has version 5's descriptors today). Files of versions 5 and 6
+hold geometries without the taps fields (:data:`~hwgen.memmap.TAPS_FIELDS`, which a design
+with ``taps`` has since version 7, last in the layout): converted with them 0, and their
+matrices without the element stream's fields (the per-pixel layout, their default). Before
+version 7 a file holds no output mode (``"scores"``) nor the output's ``wire_bits``: a raw
+output's comes from the images (:func:`hwgen.compiler.wire.stored_raw_wire_bits`, the same
+proof), a requantized one's is its lane width.
 """
 
 import dataclasses
@@ -38,6 +44,7 @@ from amaranth.lib import data
 from ..config import AcceleratorConfig
 from ..memmap import (
     DESCRIPTOR_BOUNDS,
+    TAPS_FIELDS,
     PassKind,
     Region,
     descriptor_layout,
@@ -58,8 +65,9 @@ __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "READ_VERSIONS", "legacy_descriptor_
 
 #: Version of the file written by :func:`save`; older versions that a program of this
 #: version can stand for are converted on load, others refused.
-# 7: the output's wire_bits and the program's output_mode (class output); 6: the second
-# input's src2_base (a design with residual); 5: activation bounds, leaky
+# 7: the matrices' element streams and the geometry's taps fields (a design with taps), the
+# output's wire_bits and the program's output_mode (class output);
+# 6: the second input's src2_base (a design with residual); 5: activation bounds, leaky
 # ReLU, the general convolution's geometry; 4: the pass kind; 3: spatial layers; 2: per-config
 # layout
 FORMAT_VERSION = 7
@@ -67,8 +75,6 @@ FORMAT_VERSION = 7
 #: matrix layers over rows only, whose layers gain their source; before version 7 a raw
 #: output's wire width comes from the images, and the output mode is "scores").
 READ_VERSIONS = (2, 3, 4, 5, 6, 7)
-#: The first version whose descriptors are today's (older PROGRAM words are converted).
-_DESCRIPTORS_OF_TODAY = 6
 #: The ``format`` entry of the metadata.
 FORMAT_NAME = "hwgen-program"
 #: One-bit descriptor flags of the older versions, where today's descriptor has its flags (and,
@@ -86,11 +92,14 @@ _LEGACY_KIND_BY_POOL_FLAG = (PassKind.MATRIX, PassKind.MAXPOOL)
 
 
 def legacy_descriptor_layout(config, version):
-    """Return the descriptor layout of format ``version`` (2 to 5) for ``config``: version
-    5's is today's (:func:`~hwgen.memmap.descriptor_layout`) without ``src2_base``; the
-    others have the one-bit flags of that version, version 4's ``kind``, then today's numeric
-    fields but ``src2_base`` and the bounds, as wide and in the same order."""
+    """Return the descriptor layout of format ``version`` (2 to 6) for ``config``: version
+    6's is today's (:func:`~hwgen.memmap.descriptor_layout`); version 5's today's without
+    ``src2_base``; the others have the one-bit flags of that version, version 4's ``kind``,
+    then today's numeric fields but ``src2_base`` and the bounds, as wide and in the same
+    order."""
     today = descriptor_layout(config)
+    if version == 6:
+        return today
     if version == 5:
         return data.StructLayout({name: field.shape for name, field in today
                                   if name not in _NEW_FIELDS})
@@ -106,7 +115,7 @@ def legacy_descriptor_layout(config, version):
 def legacy_geometry_layout(config):
     """Return the geometry layout of format versions 3 and 4 for ``config``: today's fields
     up to the steps, with one ``stride`` and one ``pad`` (four bits each) for both axes."""
-    today = geometry_layout(config).members
+    today = _geometry_before_taps(config).members
     fields = {}
     for name, shape in today.items():
         if name in ("sy", "pad_top"):
@@ -116,12 +125,22 @@ def legacy_geometry_layout(config):
     return data.StructLayout(fields)
 
 
-def _geometry_of_today(geometry):
-    """Return a legacy ``geometry`` (:func:`legacy_geometry_layout`'s fields) as today's."""
+def _geometry_before_taps(config):
+    """Return the geometry layout of format versions 5 and 6: today's without
+    :data:`~hwgen.memmap.TAPS_FIELDS` (the last fields, so the others keep their bits)."""
+    return data.StructLayout({name: field.shape for name, field in geometry_layout(config)
+                              if name not in TAPS_FIELDS})
+
+
+def _geometry_of_today(config, geometry, version):
+    """Return a ``geometry`` of format ``version`` (:func:`legacy_geometry_layout`'s fields
+    before version 5) as today's: the taps fields 0."""
     g = dict(geometry)
-    stride, pad = g.pop("stride"), g.pop("pad")
-    return {**g, "sy": stride, "sx": stride, "pad_top": pad, "pad_left": pad, "cb_word": 0,
-            "cb_rem": 0, "wrep": 0}
+    if version < 5:
+        stride, pad = g.pop("stride"), g.pop("pad")
+        g.update(sy=stride, sx=stride, pad_top=pad, pad_left=pad, cb_word=0, cb_rem=0, wrep=0)
+    taps = {name: 0 for name in TAPS_FIELDS if name in geometry_layout(config).members}
+    return {**g, **taps}
 
 
 def legacy_param_lane_layout(config):
@@ -222,7 +241,7 @@ def _metadata_of(arrays):
 def _word_bits(meta, config):
     """Return ``{Region: word width}`` of the images of a file of ``meta``'s version."""
     bits = {region: geometry.word_bits for region, geometry in regions(config).items()}
-    if meta["version"] < _DESCRIPTORS_OF_TODAY:
+    if meta["version"] < FORMAT_VERSION:
         bits[Region.PROGRAM] = legacy_descriptor_layout(config, meta["version"]).size
     if meta["version"] in _LEGACY_FLAGS:
         bits[Region.PARAM] = config.cols * legacy_param_lane_layout(config).size
@@ -258,7 +277,7 @@ def _from_legacy(config, version, words, stored):
     """Return ``(descriptors, PROGRAM words)`` of today's layout for the PROGRAM ``words`` of
     format ``version``, which must decode to the ``stored`` descriptors."""
     layout = legacy_descriptor_layout(config, version)
-    geometry = legacy_geometry_layout(config) if version < 5 else geometry_layout(config)
+    geometry = legacy_geometry_layout(config) if version < 5 else _geometry_before_taps(config)
     count = -(-geometry.size // layout.size)   # geometry words of that version's width
     decoded, i = [], 0
     while i < len(words):
@@ -283,8 +302,7 @@ def _from_legacy(config, version, words, stored):
             # ReLU is the bound act_min = 0; without it the bounds are the saturation range.
             fields.update(leaky=0, act_min=0 if d["relu"] else low, act_max=high)
         if "geometry" in d:
-            fields["geometry"] = (_geometry_of_today(d["geometry"]) if version < 5
-                                  else d["geometry"])
+            fields["geometry"] = _geometry_of_today(config, d["geometry"], version)
         converted.append(fields)
     words = [w for d in converted for w in pack_layer(config, d)]
     return unpack_program(config, words), words
@@ -336,7 +354,7 @@ def _from_arrays(arrays):
                          f"configuration ({config.hash}); the file is damaged")
     images = _images(meta, arrays, config)
     descriptors = tuple(meta["descriptors"])
-    if meta["version"] < _DESCRIPTORS_OF_TODAY:
+    if meta["version"] < FORMAT_VERSION:
         base, words = images[Region.PROGRAM]
         descriptors, words = _from_legacy(config, meta["version"], words, descriptors)
         images[Region.PROGRAM] = (base, words)

@@ -49,6 +49,10 @@ class DeviceLayer:
     params : object
         What else its kind lays out (:class:`hwgen.passes.base.Lowered`): an ADD pass's
         per-channel multipliers, shift and bounds; None for none.
+    taps : int
+        The row pitch ``P`` of a first convolution that takes its input in the taps layout
+        (:mod:`hwgen.passes.taps`: its matrix the kernel flattened, ``[KH * KW * C, N]``);
+        0 for a pass that reads its input pixel by pixel.
     """
 
     source: int
@@ -62,6 +66,7 @@ class DeviceLayer:
     inputs: tuple = ()
     repeat: bool = False
     params: object = None
+    taps: int = 0
 
     @property
     def spatial(self):

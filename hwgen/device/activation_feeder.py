@@ -9,8 +9,8 @@ from ..memmap import (
     act_addr_bits,
     batch_bits,
     descriptor_layout,
+    feeder_rotates,
     geometry_layout,
-    rotates_lanes,
 )
 from .engine import act_row_layout
 from .patch_walker import PatchWalker
@@ -123,9 +123,9 @@ class ActivationFeeder(wiring.Component):
             m.d.sync += [valid.eq(cur.valid), last.eq(cur.last), rem_q.eq(cur.krem),
                          inrow_q.eq(cur.inrow)]
         lane_data = [Mux(inrow_q[b], self.rd_data[b], 0) for b in range(lanes)]
-        if rotates_lanes(cfg):
+        if feeder_rotates(cfg):
             # Rotate so that engine lane i is element k0 + i (a row starts in any bank; see
-            # hwgen.memmap.rotates_lanes).
+            # hwgen.memmap.feeder_rotates).
             for i in range(rows):
                 with m.Switch(rem_q):
                     for r in range(lanes):

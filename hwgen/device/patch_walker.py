@@ -41,6 +41,16 @@ from ..memmap import (
     descriptor_layout,
     geometry_layout,
     rotates_lanes,
+    walks_taps,
+)
+from .taps_walk import (
+    advance,
+    first_taps,
+    lane_banks,
+    lane_init,
+    lane_layout,
+    next_taps,
+    set_lanes,
 )
 
 __all__ = ["PatchWalker", "position_layout", "row_layout"]
@@ -76,6 +86,9 @@ def position_layout(config):
         return data.StructLayout(fields)
     side = unsigned(max(1, config.act_depth.bit_length()))
     coord = signed(config.act_depth.bit_length() + 2)
+    if walks_taps(config):
+        # A taps layer's tile: its first element's bank beside t_pix, and the lanes' taps.
+        fields.update(t_rem=range(config.act_lanes), **lane_layout(config))
     return data.StructLayout({
         **fields,
         "ox": side, "oy": side,
@@ -146,6 +159,8 @@ class PatchWalker(wiring.Component):
         self.spatial = config.spatial
         # Without the feeder's rotation a channel window starts at its word's bank 0.
         self.rotates = rotates_lanes(config)
+        # A first convolution's taps layout (hwgen.passes.taps): lanes of their own.
+        self.taps = walks_taps(config)
         lanes = config.act_lanes
         super().__init__({
             "start_layer": In(1), "start_chunk": In(1), "prime": In(1), "take": In(1),
@@ -241,10 +256,16 @@ class PatchWalker(wiring.Component):
             inside = (pos.iy >= 0) & (pos.iy < g.h) & (pos.ix >= 0) & (pos.ix < g.w)
         word = Signal.like(pos.pix, name="row_word")
         m.d.comb += word.eq(pos.pix + pos.kword)
+        offs, reads = lane_banks(m, cfg, g, pos) if self.taps else (None, None)
         for b in range(cfg.act_lanes):
             before = Const(b) < pos.krem
-            m.d.comb += [row.addr[b].eq(word + before),
-                         row.inrow[b].eq(inside & (pos.kword + before < d.src_stride))]
+            inrow = inside & (pos.kword + before < d.src_stride)
+            if self.taps:
+                # A taps layer's banks: each its lane's word (its kernel row's words on).
+                m.d.comb += [row.addr[b].eq(word + offs[b] + before),
+                             row.inrow[b].eq(Mux(g.taps, reads[b], inrow))]
+            else:
+                m.d.comb += [row.addr[b].eq(word + before), row.inrow[b].eq(inrow)]
         m.d.comb += [row.krem.eq(pos.krem), row.last.eq(self._last(pos)),
                      row.final.eq(pos.kt_last), row.valid.eq(pos.valid)]
         return row
@@ -272,6 +293,14 @@ class PatchWalker(wiring.Component):
             bounds[name] = (minus2, value == 1)
         bounds["count"] = (Const(cfg.acc_depth - 2, len(Signal(range(cfg.acc_depth + 1)))),
                            Const(cfg.acc_depth == 1, 1))
+        if self.taps:
+            # A lane's column from kwc - tr on passes its kernel row's end at the next tile.
+            wrap_at = Signal.like(g.kwc, name="wrap_at")
+            with m.If(self.start_layer):
+                m.d.sync += wrap_at.eq(g.kwc - g.tr)
+            bounds["wrap_at"] = wrap_at
+            # The lanes' counters at a first tile, from the geometry (once for both uses).
+            bounds["lanes0"] = lane_init(m, cfg, g)
         return bounds
 
     def _layer_start(self, first, bounds):
@@ -284,6 +313,8 @@ class PatchWalker(wiring.Component):
             stmts += [first.ox.eq(0), first.oy.eq(0), first.iy.eq(-g.pad_top),
                       first.ix.eq(-g.pad_left),
                       first.ox_last.eq(bounds["ow"][1]), first.oy_last.eq(bounds["oh"][1])]
+        if self.taps:
+            stmts.append(first.krem.eq(g.rem0))
         return stmts
 
     def _loaded(self, m, first, bounds):
@@ -299,6 +330,10 @@ class PatchWalker(wiring.Component):
                          row.iy0.eq(-g.pad_top), row.ix0.eq(-g.pad_left), row.bword.eq(0),
                          row.brem.eq(0), row.count_last.eq(bounds["count"][1]),
                          row.kx_last.eq(bounds["kw"][1]), row.cg_last.eq(bounds["cgs"][1])]
+        if self.taps:
+            # A taps layer's first element lies in any bank (0 for other layers).
+            m.d.comb += [row.krem.eq(first.krem), row.t_rem.eq(first.krem)]
+            set_lanes(m, row, bounds["lanes0"])
         return row
 
     def _successor(self, m, pos, chunk, bounds):
@@ -306,7 +341,7 @@ class PatchWalker(wiring.Component):
         ``pos``'s at its kernel position (the next chunk's start, when ``pos`` ends a chunk in
         the pass over kernel position (0, 0))."""
         succ = Signal(pos.shape(), name="succ")
-        pixel = self._next_pixel(m, pos, bounds)
+        pixel = _next_pixel(self, m, pos, bounds)
         restart = self._next_tile(m, pos, chunk, bounds)
         with m.If(~pos.valid):
             m.d.comb += succ.eq(pos)
@@ -317,34 +352,6 @@ class PatchWalker(wiring.Component):
         with m.Else():
             m.d.comb += [succ.eq(pos), succ.valid.eq(0)]
         return succ, pixel
-
-    def _next_pixel(self, m, pos, bounds):
-        """Return the next output pixel at ``pos``'s kernel position."""
-        g = self.geom
-        pixel = Signal(pos.shape(), name="pixel")
-        m.d.comb += pixel.eq(pos)
-        if not self.spatial:
-            # The next row, src_stride words on (a plain layer's img_step).
-            m.d.comb += [pixel.m.eq(pos.m + 1), pixel.m_last.eq(pos.m == bounds["m"][0]),
-                         pixel.pix.eq(pos.pix + self.desc.src_stride)]
-            return pixel
-        m.d.comb += [pixel.count.eq(pos.count + 1),
-                     pixel.count_last.eq(pos.count == bounds["count"][0])]
-        with m.If(~pos.ox_last):
-            m.d.comb += [pixel.ox.eq(pos.ox + 1), pixel.ox_last.eq(pos.ox == bounds["ow"][0]),
-                         pixel.ix.eq(pos.ix + g.sx), pixel.pix.eq(pos.pix + g.col_step)]
-        with m.Else():
-            m.d.comb += [pixel.ox.eq(0), pixel.ox_last.eq(bounds["ow"][1]),
-                         pixel.ix.eq(pos.ix0)]
-            with m.If(~pos.oy_last):
-                m.d.comb += [pixel.oy.eq(pos.oy + 1),
-                             pixel.oy_last.eq(pos.oy == bounds["oh"][0]),
-                             pixel.iy.eq(pos.iy + g.sy), pixel.pix.eq(pos.pix + g.row_step)]
-            with m.Else():
-                m.d.comb += [pixel.oy.eq(0), pixel.oy_last.eq(bounds["oh"][1]),
-                             pixel.m.eq(pos.m + 1), pixel.m_last.eq(pos.m == bounds["m"][0]),
-                             pixel.iy.eq(pos.iy0), pixel.pix.eq(pos.pix + g.img_step)]
-        return pixel
 
     def _next_tile(self, m, pos, chunk, bounds):
         """Return the first row of the pass after ``pos``'s: the chunk's first pixel at the
@@ -374,9 +381,17 @@ class PatchWalker(wiring.Component):
                          tile.t_ix.eq(chunk.ix), tile.iy0.eq(-g.pad_top),
                          tile.ix0.eq(-g.pad_left)]
             _next_window(m, self.config, g, tile, pos)
+            if self.taps:
+                first_taps(m, g, tile, chunk, bounds["lanes0"])
         with m.Elif(~pos.cg_last):       # the kernel position's next channel group
             m.d.comb += [tile.cg.eq(pos.cg + 1), tile.cg_last.eq(pos.cg == bounds["cgs"][0])]
-            _next_group(m, self.config, tile, pos)
+            if self.taps:
+                with m.If(g.taps):
+                    next_taps(m, self.config, g, tile, pos, wrap_at=bounds["wrap_at"])
+                with m.Else():
+                    _next_group(m, self.config, tile, pos)
+            else:
+                _next_group(m, self.config, tile, pos)
         with m.Elif(~pos.kx_last):       # the next kernel position in the row
             m.d.comb += [tile.kx.eq(pos.kx + 1), tile.kx_last.eq(pos.kx == bounds["kw"][0]),
                          tile.t_pix.eq(pos.t_pix + d.src_stride),
@@ -394,6 +409,49 @@ class PatchWalker(wiring.Component):
                      row.count_last.eq(bounds["count"][1]), row.pix.eq(tile.t_pix),
                      row.iy.eq(tile.t_iy), row.ix.eq(tile.t_ix)]
         return row
+
+
+def _next_pixel(walker, m, pos, bounds):
+    """Return the next output pixel at ``pos``'s kernel position in ``walker``'s walk."""
+    g = walker.geom
+    pixel = Signal(pos.shape(), name="pixel")
+    m.d.comb += pixel.eq(pos)
+    if not walker.spatial:
+        # The next row, src_stride words on (a plain layer's img_step).
+        m.d.comb += [pixel.m.eq(pos.m + 1), pixel.m_last.eq(pos.m == bounds["m"][0]),
+                     pixel.pix.eq(pos.pix + walker.desc.src_stride)]
+        return pixel
+    m.d.comb += [pixel.count.eq(pos.count + 1),
+                 pixel.count_last.eq(pos.count == bounds["count"][0])]
+    with m.If(~pos.ox_last):
+        m.d.comb += [pixel.ox.eq(pos.ox + 1), pixel.ox_last.eq(pos.ox == bounds["ow"][0]),
+                     pixel.ix.eq(pos.ix + g.sx)]
+        _step(walker, m, pixel, pos, "col")
+    with m.Else():
+        m.d.comb += [pixel.ox.eq(0), pixel.ox_last.eq(bounds["ow"][1]),
+                     pixel.ix.eq(pos.ix0)]
+        with m.If(~pos.oy_last):
+            m.d.comb += [pixel.oy.eq(pos.oy + 1),
+                         pixel.oy_last.eq(pos.oy == bounds["oh"][0]),
+                         pixel.iy.eq(pos.iy + g.sy)]
+            _step(walker, m, pixel, pos, "row")
+        with m.Else():
+            m.d.comb += [pixel.oy.eq(0), pixel.oy_last.eq(bounds["oh"][1]),
+                         pixel.m.eq(pos.m + 1), pixel.m_last.eq(pos.m == bounds["m"][0]),
+                         pixel.iy.eq(pos.iy0)]
+            _step(walker, m, pixel, pos, "img")
+    return pixel
+
+
+def _step(walker, m, pixel, pos, name):
+    """Move ``pixel``'s first word on by the geometry's ``<name>_step`` (and bank by
+    ``<name>_rem``, on a device that walks taps)."""
+    g = walker.geom
+    if walker.taps:
+        advance(m, walker.config, pixel, pix=pos.pix, krem=pos.krem,
+                word=getattr(g, f"{name}_step"), rem=getattr(g, f"{name}_rem"))
+    else:
+        m.d.comb += pixel.pix.eq(pos.pix + getattr(g, f"{name}_step"))
 
 
 def _next_window(m, config, geom, tile, pos):

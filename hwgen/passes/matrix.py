@@ -44,6 +44,7 @@ from ..compiler.proofs import (
 )
 from ..memmap import PassKind, Region, rotates_lanes
 from ..nn import AvgPool2D, Conv2D, Dense, GlobalAvgPool2D
+from . import taps
 from .base import Lowered, Pass, signed_range
 
 __all__ = ["MatrixPass", "grouped_matrix", "padded_matrix", "window_start"]
@@ -181,6 +182,9 @@ class MatrixPass(Pass):
         return {"n": spec.n, **_activation_fields(p.matrix)}
 
     def cgs(self, p, config, src_stride):
+        if p.taps:
+            # The taps layout: every tile is a "channel group" of its one kernel position.
+            return math.ceil(p.matrix.weight.shape[0] / config.rows)
         # A kernel position's reduction tiles: the channels of its window in groups of rows.
         kh, kw = p.kernel[:2]
         return p.matrix.weight.shape[0] // (kh * kw * config.rows)
@@ -230,7 +234,10 @@ class MatrixPass(Pass):
         window = g["cb_word"] * device.b + g["cb_rem"]
         assert g["cb_rem"] < device.b, "cb_rem is a bank"
         xs, reads = {}, set()
-        for nt in range(d["n_tiles"]) if window else (0,):
+        if g.get("taps"):
+            xs[0], reads = taps.patch_rows(device, d, g, m)
+            xs[0] = xs[0].astype(dtype)
+        for nt in () if g.get("taps") else range(d["n_tiles"]) if window else (0,):
             x, read = _patch_rows(device, d, g, m, int(window_start(nt, window, c)))
             xs[nt] = x.astype(dtype)
             reads |= read

@@ -56,9 +56,12 @@ def test_demo_cnn_device_equals_int8_reference():
     assert figures["int8_accuracy"] >= figures["float_accuracy"] - 0.02
     assert figures["device_accuracy"] == figures["int8_accuracy"]   # else DemoMismatch
     assert figures["rows"] == 360
-    # Only the images cross the link: 64 one-byte pixels, and ten logits at the width their
-    # accumulator proof gives (rounded up to whole bytes per FETCH) per inference.
+    # Only the images cross the link: 64 one-byte pixels (the LOADs carry each image row's 8
+    # values of the first convolution's taps layout, whose rows have a pitch of 12 elements
+    # in memory), and ten logits at the width their accumulator proof gives (rounded up to
+    # whole bytes per FETCH) per inference.
     program = figures["program"]
+    assert program.input.pitch == 12
     bits = program.output.wire_bits
     assert bits < 32
     assert figures["payload_bytes_per_inference"] == pytest.approx(64 + 10 * bits / 8, abs=0.1)

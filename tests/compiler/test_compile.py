@@ -200,10 +200,14 @@ def _flatten_dense(shape, n=3):
 
 
 def test_dense_after_flatten_is_refused_past_max_k_in_whole_tiles():
-    # max_k = 50 is 13 tiles of 4 rows: a padded reduction of 52 fits what the device walks.
-    config = AcceleratorConfig(rows=4, cols=2, max_k=50, act_depth=1 << 10)
+    # max_k = 50 is 13 tiles of 4 rows: a padded reduction of 52 fits what the device walks
+    # pixel by pixel (without the taps layout, which packs the 39 taps into 10 tiles).
+    config = AcceleratorConfig(rows=4, cols=2, max_k=50, act_depth=1 << 10, taps=False)
     program = check_against_reference(_flatten_dense((1, 13, 3)), config, 3)
     assert program.layers[0].k_tiles == 13
+    taps = check_against_reference(_flatten_dense((1, 13, 3)),
+                                   dataclasses.replace(config, taps=True), 3)
+    assert taps.layers[0].k_tiles == 10
     # (2, 7, 3): K = 42 <= 50, but 2 * 7 positions of ceil(3 / 4) = 1 tile: 56 > 52.
     padded = 2 * 7 * math.ceil(3 / 4) * 4
     error = refused(_flatten_dense((2, 7, 3)), config, "layer 1", f"= {padded} exceeds max_k=50",

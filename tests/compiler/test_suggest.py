@@ -67,9 +67,11 @@ def test_spatial_refusal_names_the_presets_with_the_walker():
     error = _refusal(net, board_config(BOARDS["icebreaker"]))
     assert error.resource == "spatial"
     presets = re.search(r"the presets of (.*)$", str(error)).group(1).split(", ")
-    # The 12F's and 25F's presets have the walker but too little WEIGHT (512 words); the
-    # zoo's and ResNet-8's 85F designs take networks of acc_bits <= 26.
-    assert presets == ["ulx3s-45f", "ulx3s-85f", "ulx3s-85f-zoo", "ulx3s-85f-resnet8"]
+    # The 12F's and 25F's presets have the walker and too little WEIGHT (512 words) for the
+    # first convolution's taps kernel position by position, enough for them packed (the
+    # taps layout); the zoo's and ResNet-8's 85F designs take networks of acc_bits <= 26.
+    assert presets == ["ulx3s-12f", "ulx3s-25f", "ulx3s-45f", "ulx3s-85f", "ulx3s-85f-zoo",
+                       "ulx3s-85f-resnet8"]
     for name, (board, _) in NAMED_PRESETS.items():
         hwgen.compile(net, board_config(BOARDS[board], preset=name))
     for name in BOARDS:
@@ -79,7 +81,9 @@ def test_spatial_refusal_names_the_presets_with_the_walker():
             with pytest.raises(CompileError):
                 hwgen.compile(net, board_config(BOARDS[name]))
     fields = _suggested(str(error))
-    assert fields["spatial"] == "True" and fields["weight_depth"] == 552
+    # 552 words pixel by pixel; the first convolution's 3x3 taps of one channel in
+    # ceil(9 / 4) = 3 tiles instead of 9, for its 2 output tiles of 4 rows: 48 fewer.
+    assert fields["spatial"] == "True" and fields["weight_depth"] == 552 - 2 * (9 - 3) * 4
     grown = dataclasses.replace(board_config(BOARDS["icebreaker"]), spatial=True,
                                 **{k: v for k, v in fields.items() if k != "spatial"})
     hwgen.compile(net, grown)

@@ -19,7 +19,7 @@ from hwgen.config import AcceleratorConfig
 from hwgen.cycles import program_cycles
 from hwgen.device.accelerator import AcceleratorCore
 from hwgen.implementation import Implementation
-from hwgen.nn import Conv2D, Dense, MaxPool2D, QuantizedNetwork
+from hwgen.nn import Conv2D, Dense, Flatten, MaxPool2D, QuantizedNetwork
 from sim.netgen import GRAPH_BLOCKS, random_graph, random_image, random_input, random_network
 
 PLAIN = Implementation()
@@ -190,6 +190,31 @@ def test_activation_reads_skip_words_past_the_row(shape, widths, batch, impl):
     assert widths[0] % cfg.act_lanes
     xs = [random_input(rng, cfg, batch, widths[0]) for _ in range(2)]
     _check_runs(cfg, prog, net, xs, impl, cycles=False)
+
+
+@pytest.mark.parametrize(("shape", "name"), [((4, 4), "plain"), ((4, 4), "registered-reads"),
+                                             ((3, 5), "ecp5"), ((5, 3), "pipelined")])
+def test_first_convolution_in_the_taps_layout(shape, name):
+    """A first convolution of fewer channels than rows takes its input in the taps layout
+    (its taps packed into tiles, rows above and below the image read as zeros): outputs and
+    cycles exact on a square array, whose feeder rotates lanes only for it, and on others;
+    the next layers read pixel by pixel."""
+    impl = VARIANTS[name]
+    cfg = _config(shape, prog_depth=12)
+    rng = np.random.default_rng(sum(shape))
+    c, n = shape[0] - 1, 3
+    conv = Conv2D(rng.integers(-128, 128, (3, 2, c, n)), rng.integers(-300, 300, n),
+                  rng.integers(1, 1 << 10, n), rng.integers(8, 14, n), stride=(2, 1),
+                  padding=(1, 2, 1, 0))
+    pool = MaxPool2D(2)
+    dense = Dense(rng.integers(-128, 128, (2 * n, 4)), rng.integers(-300, 300, 4),
+                  np.ones(4, int), np.zeros(4, int), output="raw")
+    net = QuantizedNetwork([conv, pool, Flatten(), dense], input_shape=(5, 4, c))
+    prog = hwgen.compile(net, cfg, batch=2)
+    assert prog.descriptors[0]["geometry"]["taps"] == 1
+    assert prog.layers[0].k_tiles == -(-6 * c // shape[0])
+    xs = [random_image(rng, cfg, m, net.input_shape) for m in (2, 1)]
+    _check_runs(cfg, prog, net, xs, impl)
 
 
 @pytest.mark.parametrize("options", [

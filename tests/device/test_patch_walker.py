@@ -11,6 +11,8 @@ them out, random image layers and plain layers over rows (the controller's 1x1 g
 device without spatial layers (``spatial=False``) walks plain layers only, batches up to
 ``acc_depth`` in one chunk."""
 
+import re
+
 import numpy as np
 import pytest
 from amaranth.sim import Simulator
@@ -29,6 +31,7 @@ from hwgen.compiler import CompileError
 from hwgen.config import AcceleratorConfig
 from hwgen.device.patch_walker import PatchWalker
 from hwgen.memmap import PassKind, descriptor_layout
+from hwgen.nn import Conv2D, QuantizedNetwork
 from sim.netgen import random_cnn
 
 _BUFFERS = {"act_depth": 256, "weight_depth": 2048, "param_depth": 64, "out_depth": 128,
@@ -234,6 +237,51 @@ def test_compiled_cnn_layers(config, lookahead):
         assert stats["chunks"] > 0
 
 
+#: Devices for the taps layout: rows == banks (the walk rotates lanes anyway), rows < banks,
+#: a kernel row's words as many as a bank holds; chunks of a few pixels.
+TAPS_CONFIGS = {
+    "4x4-acc5": AcceleratorConfig(rows=4, cols=4, acc_depth=5, **_BUFFERS),
+    "3x5-acc4": AcceleratorConfig(rows=3, cols=5, acc_depth=4, **_BUFFERS),
+    "5x3-acc7": AcceleratorConfig(rows=5, cols=3, acc_depth=7,
+                                  **{**_BUFFERS, "act_depth": 100}),
+}
+
+
+def taps_runs(rng, config, count):
+    """Runs of one random first convolution in the taps layout (kernels 1x1 to 5x4, strides 1
+    to 3, padding on each side, 1..rows-1 input channels) as the compiler lays it out."""
+    runs = []
+    while len(runs) < count:
+        h, w = (int(v) for v in rng.integers(1, 6, 2))
+        c = int(rng.integers(1, config.rows))
+        pads = tuple(int(v) for v in rng.integers(0, 3, 4))
+        kh = int(rng.integers(1, min(5, h + pads[0] + pads[1]) + 1))
+        kw = int(rng.integers(1, min(4, w + pads[2] + pads[3]) + 1))
+        n = int(rng.integers(1, 7))
+        conv = Conv2D(rng.integers(-8, 8, (kh, kw, c, n)), np.zeros(n, int), np.ones(n, int),
+                      np.zeros(n, int), stride=tuple(int(v) for v in rng.integers(1, 4, 2)),
+                      padding=pads)
+        net = QuantizedNetwork([conv], input_shape=(h, w, c))
+        program = hwgen.compile(net, config)
+        d = dict(program.descriptors[0])
+        g = d.pop("geometry")
+        assert g["taps"] == 1
+        runs.append((int(rng.integers(1, min(3, program.batch) + 1)), [(d, g)]))
+    return runs
+
+
+@pytest.mark.parametrize("lookahead", [False, True], ids=["plain", "lookahead"])
+@pytest.mark.parametrize("config", list(TAPS_CONFIGS))
+def test_first_convolutions_in_the_taps_layout(config, lookahead):
+    """A first convolution whose input is the taps layout: each lane's tap in its bank and
+    kernel row, rows above and below the image and taps past the kernel not read."""
+    cfg = TAPS_CONFIGS[config]
+    rng = np.random.default_rng(sum(map(ord, config)) + 5)
+    stats = run_walker(cfg, lookahead, taps_runs(rng, cfg, 6), seed=4)
+    assert stats["rows"] > 100
+    assert stats["chunks"] > 0
+
+
 @pytest.mark.parametrize("lookahead", [False, True], ids=["plain", "lookahead"])
 @pytest.mark.parametrize("config", list(PLAIN_CONFIGS))
 def test_plain_rows_without_spatial_layers(config, lookahead):
@@ -283,3 +331,17 @@ def test_the_most_channel_groups_a_descriptor_holds(config, lookahead):
         layers = [({**plain, "spatial": 1}, geom), (plain, None)]
         stats = run_walker(cfg, lookahead, [(2, layers)], seed=5)
         assert stats["rows"] == 4 * groups
+
+
+@pytest.mark.parametrize("config", ["2x3-acc5", "3x2-acc4", "4x4-acc5"])
+def test_no_process_holds_only_a_constant(config):
+    """The walker's Verilog has no ``always @*`` block that assigns a constant and reads
+    nothing: Verilator never runs such a block (its signal keeps its initial value), so a
+    row's ``valid`` once stayed 0 there while the Amaranth simulator ran it."""
+    from hwgen.generate import emit_verilog
+
+    cfg = {**CONFIGS, **TAPS_CONFIGS}[config]
+    for lookahead in (False, True):
+        text = emit_verilog(PatchWalker(cfg, lookahead=lookahead), "walker")
+        found = re.findall(r"always @\*\n\s+(\S+) = [0-9]+'[hbd][0-9a-fA-F_]+;", text)
+        assert not found, found

@@ -44,7 +44,21 @@ def documented_geometry_fields(config):
             ("sy", 4), ("sx", 4), ("pad_top", 4), ("pad_left", 4), ("cgs", fields["k_tiles"]),
             *((name, addr) for name in ("col_step", "row_step", "img_step", "ky_step")),
             ("cb_word", fields["src_stride"]),
-            ("cb_rem", max(1, (config.act_lanes - 1).bit_length())), ("wrep", 1)]
+            ("cb_rem", max(1, (config.act_lanes - 1).bit_length())), ("wrep", 1),
+            *documented_taps_fields(config)]
+
+
+def documented_taps_fields(config):
+    """The geometry's taps fields of a design with ``spatial`` and ``taps``, as documented in
+    hwgen.memmap.geometry_layout: a flag, taps per kernel row as wide as ``max_k``, the tile's
+    steps as wide as ``rows``, two steps as wide as an ACT address and four banks."""
+    if not (config.spatial and config.taps):
+        return []
+    addr = max(1, (config.act_depth - 1).bit_length())
+    bank = max(1, (config.act_lanes - 1).bit_length())
+    return [("taps", 1), ("kwc", config.max_k.bit_length()), ("tq", config.rows.bit_length()),
+            ("tr", config.rows.bit_length()), ("d_word", addr), ("tq_word", addr),
+            *((name, bank) for name in ("rem0", "col_rem", "row_rem", "img_rem"))]
 
 
 COMPILER_CONFIGS = {

@@ -50,6 +50,8 @@ def walk_rows(config, desc, geom, batch):
     g, ps = geom, desc["src_stride"]
     lanes, rows = config.act_lanes, config.rows
     wrap = 1 << act_addr_bits(config)
+    if g.get("taps"):
+        return _taps_rows(config, desc, geom, batch)
     window = g.get("cb_word", 0) * lanes + g.get("cb_rem", 0)
     pixels = list(itertools.product(range(batch), range(g["oh"]), range(g["ow"])))
     tiles = list(itertools.product(range(g["kh"]), range(g["kw"]), range(g["cgs"])))
@@ -78,4 +80,42 @@ def walk_rows(config, desc, geom, batch):
                                       for word, bank in channels)
                     out.append(WalkRow(chunk, nt, kt, m, oy, ox, count, count == len(part) - 1,
                                        kt == len(tiles) - 1, krem, reads, row_lanes))
+    return out
+
+
+def _taps_rows(config, desc, g, batch):
+    """The rows of a first convolution in the taps layout (``hwgen.memmap.geometry_layout``),
+    from products: the walk's first element ``e_start = src_base * lanes + rem0``, the pitch
+    ``P = kwc + d_word * lanes``, a column ``sx * C = col_step * lanes + col_rem`` elements;
+    output pixel ``(m, oy, ox)``'s ``e0 = e_start + (m * h + oy * sy) * P + ox * sx * C``;
+    tile ``kt``, lane ``r`` is tap ``t = kt * rows + r``, element ``e0 + t + (t // kwc) *
+    d_word * lanes``, read where its kernel row ``q = t // kwc`` is below ``kh`` and its image
+    row ``oy * sy - pad_top + q`` in the image; the row's first bank is that of ``e0 + kt *
+    rows``."""
+    lanes, rows = config.act_lanes, config.rows
+    wrap = 1 << act_addr_bits(config)
+    modulus = wrap * lanes
+    start = desc["src_base"] * lanes + g["rem0"]
+    pitch = g["kwc"] + g["d_word"] * lanes
+    column = g["col_step"] * lanes + g["col_rem"]
+    pixels = list(itertools.product(range(batch), range(g["oh"]), range(g["ow"])))
+    out = []
+    for chunk, first in enumerate(range(0, len(pixels), config.acc_depth)):
+        part = pixels[first:first + config.acc_depth]
+        for nt in range(desc["n_tiles"]):
+            for kt in range(desc["k_tiles"]):
+                for count, (m, oy, ox) in enumerate(part):
+                    e0 = start + (m * g["h"] + oy * g["sy"]) * pitch + ox * column
+                    row_lanes = []
+                    for r in range(rows):
+                        t = kt * rows + r
+                        q = t // g["kwc"]
+                        y = oy * g["sy"] - g["pad_top"] + q
+                        element = (e0 + t + q * g["d_word"] * lanes) % modulus
+                        inside = q < g["kh"] and 0 <= y < g["h"]
+                        row_lanes.append(divmod(element, lanes)[::-1] if inside else None)
+                    reads = dict(filter(None, row_lanes))
+                    out.append(WalkRow(chunk, nt, kt, m, oy, ox, count, count == len(part) - 1,
+                                       kt == desc["k_tiles"] - 1, (e0 + kt * rows) % lanes,
+                                       reads, tuple(row_lanes)))
     return out
