@@ -29,8 +29,9 @@ import hwgen
 from host import Accelerator
 from hwgen import AcceleratorConfig
 from hwgen.cycles import program_cycles
-from hwgen.memmap import regions
 from hwgen.nn import Conv2D, QuantizedNetwork, load_digits_images, quantize, train_digits_cnn
+from hwgen.protocol import MAX_PAYLOAD
+from hwgen.streams import fetch_chunks, load_chunks
 from hwgen.throughput import wire_bytes_per_run
 from sim.board import SimulatedBoard
 
@@ -69,11 +70,10 @@ def sample_bytes(net):
 
 
 def data_bytes(program, m):
-    """Return the bytes of the input and of the output words of ``m`` samples."""
-    geo = regions(program.config)
-    _, _, out_words = program.output_words(m)
-    return (m * program.input.words_per_sample * geo[program.input.region].word_bytes,
-            out_words * geo[program.output.region].word_bytes)
+    """Return the bytes of the input and of the output values of ``m`` samples on the packed
+    wire (the LOADs' and the FETCHes' data, :mod:`hwgen.streams`)."""
+    return (sum(c.data_bytes for c in load_chunks(program.input, m, MAX_PAYLOAD)),
+            sum(c.data_bytes for c in fetch_chunks(program.output, m, MAX_PAYLOAD)))
 
 
 def measure(name, net, config, batches, program):

@@ -7,9 +7,9 @@ weight-stationary accelerator (or the design the options describe) and run throu
 ``host.Accelerator`` on the simulated board (``sim.board.SimulatedBoard``: the device's Verilog
 under Verilator, over TCP). For each batch size (rows per ``infer`` call) it prints:
 
-- link efficiency: bytes of input and output words over all bytes on the wire (requests,
-  responses, framing, COUNTERS polls, retries), as counted by the driver; next to it the ideal
-  for one poll per run, from :mod:`hwgen.protocol`'s frame sizes;
+- link efficiency: bytes of input and output data (packed values) over all bytes on the wire
+  (requests, responses, framing, COUNTERS polls, retries), as counted by the driver; next to
+  it the ideal for one poll per run, from :mod:`hwgen.throughput`'s model;
 - inferences per second through the simulated board (the time of ``infer`` alone), and the
   simulated cycles per CPU second of the harness (which also clocks the model while the device
   waits for the host); at the end the simulated cycles per second inside runs, while the
@@ -22,7 +22,6 @@ Every output is checked bit-exact against ``QuantizedNetwork.forward``.
 """
 
 import argparse
-import math
 import os
 import shlex
 import sys
@@ -34,17 +33,7 @@ import hwgen
 from host import Accelerator
 from hwgen.cli import UsageError, add_config_options, config_from_args
 from hwgen.cycles import program_cycles
-from hwgen.memmap import regions
-from hwgen.protocol import (
-    FRAME_OVERHEAD,
-    MAX_PAYLOAD,
-    AccessArgs,
-    CountersPayload,
-    RunArgs,
-    layout_bytes,
-    read_chunk_words,
-    write_chunk_words,
-)
+from hwgen.throughput import wire_bytes_per_run
 from sim.board import SimulatedBoard
 from sim.netgen import random_input, random_network
 
@@ -55,25 +44,10 @@ BITS_PER_BYTE = 10  # 8N1: start, 8 data, stop
 
 
 def ideal_wire_bytes(program, rows):
-    """Bytes on the wire for ``rows`` rows with one COUNTERS poll per run (frame sizes only)."""
-    geo = regions(program.config)
-    access = layout_bytes(AccessArgs)
-    total = 0
-    for start in range(0, rows, program.batch):
-        m = min(program.batch, rows - start)
-        in_words = m * program.input.words_per_sample
-        region, _, out_words = program.output_words(m)
-        w_chunk = write_chunk_words(geo[program.input.region], MAX_PAYLOAD)
-        r_chunk = read_chunk_words(geo[region], MAX_PAYLOAD)
-        writes = math.ceil(in_words / w_chunk)
-        reads = math.ceil(out_words / r_chunk)
-        total += (writes * (2 * FRAME_OVERHEAD + access)
-                  + in_words * geo[program.input.region].word_bytes
-                  + reads * (2 * FRAME_OVERHEAD + access)
-                  + out_words * geo[region].word_bytes
-                  + 2 * FRAME_OVERHEAD + layout_bytes(RunArgs)                # RUN
-                  + 2 * FRAME_OVERHEAD + layout_bytes(CountersPayload))       # one poll
-    return total
+    """Bytes on the wire for ``rows`` rows with one COUNTERS poll per run
+    (:func:`hwgen.throughput.wire_bytes_per_run`: the packed wire's frames)."""
+    return sum(wire_bytes_per_run(program, min(program.batch, rows - start))
+               for start in range(0, rows, program.batch))
 
 
 def compute_rate(board, acc, program, samples=15):
@@ -170,8 +144,8 @@ def main(argv=None):
     print(f"\nsimulated cycles per second while the device computes (batch {program.batch}, "
           f"median of {len(computing)} windows): {cpu:,.0f} per CPU second, {wall:,.0f} per "
           f"wall second (load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
-    print("\nlink eff.: input and output word bytes / all bytes sent and received (measured); "
-          "ideal: the same with one COUNTERS poll per run, from the protocol's frame sizes.\n"
+    print("\nlink eff.: input and output data bytes / all bytes sent and received (measured); "
+          "ideal: the same with one COUNTERS poll per run, from hwgen.throughput's model.\n"
           "sim cycles/s: simulated clock cycles per CPU second of the harness; "
           "busy: share of those cycles in which the device computed.\n"
           f"UART projection: wire bytes x {BITS_PER_BYTE} bits / {UART_BAUD:,} baud + device "

@@ -37,10 +37,8 @@ import dataclasses
 import math
 import numbers
 import os
-import sys
 import time
 
-import numpy as np
 import serial
 
 from hwgen.config import AcceleratorConfig
@@ -50,16 +48,13 @@ from .auth import authenticate, check_unanswered_challenge, read_key
 from .client import BusyTimeout, DeviceClient, DeviceError, LinkError, LinkTimeout
 from .info import IncompatibleDevice, check_device, check_program
 from .pacing import RunPacer
-from .plan import check_samples, execute_load, execute_run, readout_specs, run_plans, sample_unit
+from .plan import check_samples, execute_load, infer_mode, readout_specs
 from .rate import serial_rate
+from .runner import StagedPort, progress_bar, run_all
 from .transport import CountingTransport, open_transport
 
 __all__ = ["Accelerator", "BusyTimeout", "DeviceError", "IncompatibleDevice", "InferCounters",
            "LinkError", "LinkTimeout", "as_program"]
-
-# A progress bar appears on its own for runs of more chunks than this (and a terminal).
-_PROGRESS_CHUNKS = 20
-
 
 @dataclasses.dataclass(frozen=True)
 class InferCounters:
@@ -79,7 +74,9 @@ class InferCounters:
     bytes_sent, bytes_received : int
         Bytes written to and read from the link, retries and polls included.
     payload_bytes : int
-        Bytes of input words written and output words read: the data the call had to move.
+        Bytes of the data the call had to move: the input values LOADed and the output values
+        FETCHed or class indices answered (packed), or, on a protocol version 5 device, the
+        input words written and the output words read.
     """
 
     rows: int = 0
@@ -273,16 +270,19 @@ class Accelerator:
         # An interrupted infer may have left a program running; memory is locked until it ends.
         self._snapshot = self._call("load: wait for the device", self.client.wait_idle,
                                     self.timeout)
-        execute_load(_StagedPort(self, "load"), program)
+        execute_load(StagedPort(self, "load"), program)
         self._pacer.program_loaded(program)
         self._program = program
 
-    def infer(self, x, outputs="last", *, probabilities=False):
+    def infer(self, x, outputs="last", *, probabilities=False, output=None):
         """Run the loaded program on every sample of ``x``; return one output per sample.
 
         Samples are sent in chunks of at most ``program.batch`` (one RUN each, planned by
-        :func:`host.plan.run_plans`), in order; the result has exactly ``len(x)`` samples,
-        ``[i]`` the network's output for ``x[i]``.
+        :func:`host.plan.run_plans`, carried out by :mod:`host.runner`), in order; the result
+        has exactly ``len(x)`` samples, ``[i]`` the network's output for ``x[i]``. A device of
+        protocol version 6 gets the input packed at its width and answers the output at its
+        ``wire_bits`` (or the classes), the next chunk's input streaming in while the last
+        one's output streams out; an older one is written and read in words (same results).
 
         Parameters
         ----------
@@ -291,9 +291,15 @@ class Accelerator:
             or NHWC images ``(M, H, W, C)`` when the network's first layer is spatial; ``M``
             may be 0.
         outputs : {"last", "all"}
-            ``"all"``: after each run, also read every layer's output of that run (READ
-            requests at :attr:`Program.layer_outputs <hwgen.compiler.Program>`); the program
-            must have been compiled with ``readout=True``.
+            ``"all"``: after each run, also read every layer's output of that run (at
+            :attr:`Program.layer_outputs <hwgen.compiler.Program>`); the program must have
+            been compiled with ``readout=True``.
+        output : {None, "scores", "argmax"} or ("top_k", k)
+            None: the program's :attr:`~hwgen.compiler.Program.output_mode`. ``"argmax"``: the
+            index of each sample's largest score; ``("top_k", k)``: the indices of its ``k``
+            largest, in descending order; ties to the lowest index (NumPy's ``argmax`` and
+            ``argsort(-s, kind="stable")[:, :k]`` of the scores). Only for an output of one row
+            per sample.
 
         Returns
         -------
@@ -304,7 +310,8 @@ class Accelerator:
             With ``probabilities=True``, the last output as the network's final Softmax,
             LogSoftmax or Sigmoid gives it, in float64, applied here on the host
             (:meth:`Program.probabilities <hwgen.compiler.Program.probabilities>`; the device
-            returns the raw scores, and the argmax is the same).
+            returns the raw scores, and the argmax is the same). For a class output, int64
+            indices: shape ``(M,)`` of argmax, ``(M, k)`` of top-k.
 
         Raises
         ------
@@ -313,7 +320,8 @@ class Accelerator:
         ValueError
             Before anything is sent, if ``x`` is not integer, not of the program's sample shape
             (naming it, and how to convert NCHW images) or outside signed ``in_bits`` (naming
-            the first bad element), or ``outputs`` is not allowed (saying why).
+            the first bad element), or ``outputs``, ``output`` or ``probabilities`` are not
+            allowed together or for the program (saying why).
         BusyTimeout
             If a run is still going ``timeout`` seconds after it should have ended.
         DeviceError, LinkError, LinkTimeout
@@ -323,30 +331,20 @@ class Accelerator:
         program = self._program
         if program is None:
             raise RuntimeError("infer: no program is loaded; call load(program) first")
-        if probabilities:   # before anything is sent
-            if outputs != "last":
-                raise ValueError(f"infer: probabilities=True needs outputs='last', not "
-                                 f"{outputs!r}")
-            program.check_probabilities("infer")
+        mode = infer_mode(program, outputs, output, probabilities)
         kept = readout_specs(program, outputs, "infer")
         x = check_samples(program, x, "infer")
         if self._snapshot is None:  # the last call failed: a run may still be going
             self._snapshot = self._call("infer: wait for the device", self.client.wait_idle,
                                         self.timeout)
-        rows, unit = len(x), sample_unit(program)
-        outs = [np.empty((rows, *spec.sample_shape), dtype=np.int64) for spec in kept]
+        rows = len(x)
         start_time = time.perf_counter()
         sent, received, first = self._port.sent, self._port.received, self._snapshot
         chunks = math.ceil(rows / program.batch)
-        bar = self._progress_bar(rows, chunks)
-        port = _StagedPort(self, "infer")
+        bar = progress_bar(self.progress, rows, chunks)
+        port = StagedPort(self, "infer")
         try:
-            for plan in run_plans(program, x, outputs):
-                port.stage = f"infer {unit} {plan.start}..{plan.stop - 1} of {rows}"
-                for out, array in zip(outs, execute_run(port, plan), strict=True):
-                    out[plan.start:plan.stop] = array
-                if bar is not None:
-                    bar.update(plan.batch)
+            outs = run_all(port, program, x, outputs, mode, kept=kept, bar=bar)
         except BaseException:
             self._snapshot = None
             raise
@@ -363,16 +361,6 @@ class Accelerator:
         if probabilities:
             return program.probabilities(outs[0])
         return outs if outputs == "all" else outs[0]
-
-    def _progress_bar(self, rows, chunks):
-        show = self.progress
-        if show is None:
-            show = chunks > _PROGRESS_CHUNKS and sys.stderr.isatty()
-        if not show:
-            return None
-        from tqdm import tqdm
-
-        return tqdm(total=rows, unit="sample", desc="infer", leave=False)
 
     # -- counters and closing --------------------------------------------------------------------
 
@@ -407,39 +395,6 @@ class Accelerator:
         loaded = "no program" if self._program is None else \
             f"program batch {self._program.batch}"
         return f"<Accelerator {self.url} config {self.config_hash}, {loaded}>"
-
-
-class _StagedPort:
-    """The port :mod:`host.plan` 's executors drive: the accelerator's client, each call named
-    by the current ``stage`` in its errors, RUN waiting for the program's end, the payload
-    bytes counted."""
-
-    def __init__(self, acc, stage):
-        self.acc = acc
-        self.stage = stage
-        self.payload_bytes = 0
-
-    def _count(self, region, words):
-        self.payload_bytes += words * self.acc.info.regions[region].word_bytes
-
-    def write(self, region, base, words):
-        if self.stage == "load":
-            stage = f"load: write {region.name}"
-        else:
-            stage = self.stage
-            self._count(region, len(words))
-        self.acc._call(stage, self.acc.client.write, region, base, words)
-
-    def run(self, batch):
-        acc = self.acc
-        acc._call(self.stage, acc.client.run, batch)
-        acc._snapshot = acc._pacer.wait(
-            self.stage, batch, acc._snapshot.cycles,
-            lambda: acc._call(self.stage, acc.client.counters))
-
-    def read(self, region, base, count):
-        self._count(region, count)
-        return self.acc._call(self.stage, self.acc.client.read, region, base, count)
 
 
 def as_program(program, what):

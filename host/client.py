@@ -121,10 +121,15 @@ class DeviceClient:
 
     # -- transport -------------------------------------------------------------------------------
 
-    def _exchange(self, opcode, payload):
-        """Send one attempt; return the matching :class:`Frame`, or None on silence."""
+    def next_seq(self):
+        """Return the sequence number of the next request sent (each request takes its own)."""
         seq = self._seq
         self._seq = (self._seq + 1) & 0xFF
+        return seq
+
+    def _exchange(self, opcode, payload):
+        """Send one attempt; return the matching :class:`Frame`, or None on silence."""
+        seq = self.next_seq()
         # Anything still buffered belongs to earlier attempts.
         self._decoder.reset()
         self.port.write(encode_request(opcode, seq, payload))
@@ -135,6 +140,19 @@ class DeviceClient:
                     return frame
                 self.stats["discarded"] += 1
         return None
+
+    def request(self, opcode, payload, what):
+        """Send an idempotent request until an intact answer with a status other than BAD_CRC
+        arrives (at most ``retries`` times more); return the answer's payload.
+
+        Raises
+        ------
+        DeviceError
+            For an error status, naming ``what``.
+        LinkError, LinkTimeout
+            When every attempt's answer was damaged, or none came.
+        """
+        return self._request(opcode, payload, what)
 
     def _request(self, opcode, payload, what):
         """Send a request until an intact answer with a status other than BAD_CRC arrives.

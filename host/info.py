@@ -6,9 +6,15 @@ the configuration it was built from, the geometry of its memories) and what it n
 to it (its payload buffer, its batch capacity). :func:`check_device` and
 :func:`check_program` raise :class:`IncompatibleDevice` when the device cannot run what the
 host has.
+
+A device of protocol version 5 (before LOAD, FETCH and CLASSES) is still served: its INFO has
+no ``rx_fifo`` nor ``features`` (read as 0 and none), and the host writes and reads it in words
+(:mod:`host.runner`).
 """
 
 import dataclasses
+
+from amaranth.lib import data
 
 from hwgen.config import DATAFLOWS
 from hwgen.memmap import Region, RegionGeometry, regions
@@ -25,8 +31,16 @@ from hwgen.protocol import (
     write_chunk_words,
 )
 
-__all__ = ["REMEDY", "DeviceInfo", "IncompatibleDevice", "check_device", "check_program",
-           "unpack_info"]
+__all__ = ["REMEDY", "SUPPORTED_VERSIONS", "DeviceInfo", "IncompatibleDevice", "check_device",
+           "check_program", "unpack_info"]
+
+#: The protocol versions this host speaks: today's, and 5 (words only, classes on the host).
+SUPPORTED_VERSIONS = (5, PROTOCOL_VERSION)
+#: INFO's header fields that version 5 did not have.
+_NEW_IN_6 = ("rx_fifo", "features")
+#: The INFO header of protocol version 5.
+_INFO_HEADER_5 = data.StructLayout({name: field.shape for name, field
+                                    in data.Layout.cast(InfoHeader) if name not in _NEW_IN_6})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,6 +93,8 @@ class DeviceInfo:
         """
         expect = DeviceInfo.from_config(config, self.max_payload, self.baud, self.rx_fifo,
                                         self.features)
+        if self.version in SUPPORTED_VERSIONS:  # an older protocol this host still speaks
+            expect = dataclasses.replace(expect, version=self.version)
         found = []
         for f in dataclasses.fields(self):
             mine, other = getattr(self, f.name), getattr(expect, f.name)
@@ -123,8 +139,15 @@ def unpack_info(payload):
         If the payload is not a whole INFO record, or it names a dataflow or region this host does
         not know.
     """
-    n = layout_bytes(InfoHeader)
-    head = unpack_layout(InfoHeader, payload[:n])
+    header = data.Layout.cast(_INFO_HEADER_5 if payload[:1] == b"\x05" else InfoHeader)
+    n = header.size // 8
+    if len(payload) < n:
+        raise ValueError(f"INFO payload of {len(payload)} bytes is shorter than its "
+                         f"{n}-byte header")
+    word = int.from_bytes(payload[:n], "little")
+    head = {name: (word >> f.offset) & ((1 << f.width) - 1) for name, f in header}
+    head.setdefault("rx_fifo", 0)
+    head.setdefault("features", Features.NONE)
     rsize = layout_bytes(RegionInfo)
     if len(payload) != n + head["n_regions"] * rsize:
         raise ValueError(f"INFO payload of {len(payload)} bytes does not hold "
@@ -181,10 +204,10 @@ def check_device(info, config, where):
     The message (one line) names both hashes, then the INFO fields that differ, ``name: device
     X vs config Y`` each, then how to make a program of the device's design (:data:`REMEDY`).
     """
-    if info.version != PROTOCOL_VERSION:
+    if info.version not in SUPPORTED_VERSIONS:
         raise IncompatibleDevice(
             f"the device at {where} speaks protocol version {info.version}; this host "
-            f"speaks version {PROTOCOL_VERSION}", device=str(info.version),
+            f"speaks version {PROTOCOL_VERSION} (and 5)", device=str(info.version),
             expected=str(PROTOCOL_VERSION))
     if config is not None and info.config_hash != config.hash_int:
         differences = [d for d in info.mismatches(config, "config")

@@ -21,11 +21,12 @@ Also here, because every executor's caller needs them: the checks of the samples
 import dataclasses
 import typing
 
+from hwgen.compiler.classes import output_mode
 from hwgen.compiler.codec import check_input_samples, output_words, unpack_output
 from hwgen.memmap import Region
 
 __all__ = ["RunPlan", "WordRead", "WordWrite", "check_samples", "execute_load",
-           "execute_load_async", "execute_run", "execute_run_async", "load_plan",
+           "execute_load_async", "execute_run", "execute_run_async", "infer_mode", "load_plan",
            "readout_specs", "run_plans", "sample_unit"]
 
 
@@ -63,6 +64,8 @@ class RunPlan:
         The outputs kept: the network's, or every layer's.
     program_batch : int
         The compiled batch (fixes the output layout).
+    samples : numpy.ndarray or None
+        The chunk's checked samples (what the packed wire's LOADs carry, :mod:`host.wire`).
     """
 
     start: int
@@ -71,6 +74,7 @@ class RunPlan:
     reads: tuple
     specs: tuple
     program_batch: int
+    samples: typing.Any = dataclasses.field(default=None, compare=False, repr=False)
 
     @property
     def stop(self):
@@ -127,6 +131,35 @@ def readout_specs(program, outputs, what):
     return list(program.layer_outputs)
 
 
+def infer_mode(program, outputs, output, probabilities, what="infer"):
+    """Return the output mode of an infer call: ``output``, or the program's
+    (:attr:`~hwgen.compiler.Program.output_mode`) for None.
+
+    Raises
+    ------
+    ValueError
+        Naming ``what``: ``output`` is not a mode the program's output allows
+        (:func:`hwgen.compiler.classes.output_mode`), classes with ``outputs="all"``, or
+        ``probabilities`` with ``outputs="all"``, with classes or of a program without an
+        output scale.
+    """
+    mode = program.output_mode if output is None else \
+        output_mode(output, what, spec=program.output)
+    if probabilities:
+        if outputs != "last":
+            raise ValueError(f"{what}: probabilities=True needs outputs='last', not "
+                             f"{outputs!r}")
+        if mode != "scores":
+            raise ValueError(f"{what}: probabilities=True needs the scores, not the classes "
+                             f"of output={mode!r}; allowed: output='scores'")
+        program.check_probabilities(what)
+    if mode != "scores" and outputs != "last":
+        raise ValueError(f"{what}: outputs={outputs!r} reads every layer's output as it is; "
+                         f"allowed with output='scores' (the classes of output={mode!r} are "
+                         "of the last output only)")
+    return mode
+
+
 def load_plan(program):
     """Return the :class:`WordWrite` s that load ``program``: each non-empty image at its
     base (PROGRAM, WEIGHT, PARAM)."""
@@ -151,7 +184,8 @@ def run_plans(program, x, outputs="last"):
         words = program.pack_input(x[start:start + m])
         reads = tuple(WordRead(*output_words(spec, program.batch, m)) for spec in specs)
         yield RunPlan(start=start, batch=m, write=WordWrite(Region.ACT, program.input.base, words),
-                      reads=reads, specs=specs, program_batch=program.batch)
+                      reads=reads, specs=specs, program_batch=program.batch,
+                      samples=x[start:start + m])
 
 
 def execute_load(port, program):

@@ -35,15 +35,14 @@ import math
 import threading
 import time
 
-import numpy as np
-
 from hwgen.fanout import fan_out
 
 from .accelerator import Accelerator, InferCounters, as_program
 from .auth import read_key
 from .client import DeviceError
 from .info import IncompatibleDevice
-from .plan import check_samples, readout_specs, sample_unit
+from .plan import check_samples, infer_mode, readout_specs, sample_unit
+from .runner import empty_output
 
 __all__ = ["AcceleratorPool", "NoDeviceLeft", "PoolCounters", "chunk_runs"]
 
@@ -413,7 +412,7 @@ class AcceleratorPool:
 
     # -- inference -------------------------------------------------------------------------------
 
-    def infer(self, x, outputs="last"):
+    def infer(self, x, outputs="last", *, output=None):
         """Run the loaded program on every sample of ``x`` across the devices, in order.
 
         Parameters
@@ -424,12 +423,16 @@ class AcceleratorPool:
         outputs : {"last", "all"}
             As for :meth:`Accelerator.infer`: ``"all"`` also reads every layer's output of
             each run (a program compiled with ``readout=True``).
+        output : {None, "scores", "argmax"} or ("top_k", k)
+            As for :meth:`Accelerator.infer`: the classes instead of the scores (None: the
+            program's output mode).
 
         Returns
         -------
         numpy.ndarray of int64, shape (M, *program.output.sample_shape), or list of them
             ``[i]`` is the network's output for ``x[i]``, whichever device ran it; with
-            ``outputs="all"``, one such array per layer (its own sample shape).
+            ``outputs="all"``, one such array per layer (its own sample shape); for a class
+            output, ``(M,)`` indices of argmax or ``(M, k)`` of top-k.
 
         Raises
         ------
@@ -437,7 +440,8 @@ class AcceleratorPool:
             If no program is loaded or the pool is closed.
         ValueError
             Before anything is sent, if ``x`` does not fit the program (shape, dtype, range),
-            or ``outputs`` is not allowed for it (as for :meth:`Accelerator.infer`).
+            or ``outputs`` or ``output`` is not allowed for it (as for
+            :meth:`Accelerator.infer`).
         NoDeviceLeft
             If every device was dropped before all rows were done; it names each device and
             why it was dropped.
@@ -446,16 +450,19 @@ class AcceleratorPool:
         program = self._program
         if program is None:
             raise RuntimeError("infer: no program is loaded; call load(program) first")
+        mode = infer_mode(program, outputs, output, False)
         kept = readout_specs(program, outputs, "infer")
         x = check_samples(program, x, "infer")
         rows = len(x)
-        outs = [np.empty((rows, *s.sample_shape), dtype=np.int64) for s in kept]
+        outs = [empty_output(s, mode if i == len(kept) - 1 else "scores", rows)
+                for i, s in enumerate(kept)]
         start = time.perf_counter()
         for member in self._members:
             member.chunks = []
         members = list(self._members)
         queue = _Queue(math.ceil(rows / program.batch))
-        options = {"outputs": outputs, "batch": program.batch, "unit": sample_unit(program)}
+        options = {"outputs": outputs, "batch": program.batch, "unit": sample_unit(program),
+                   "output": output}
         try:  # Ctrl-C stops the queue handing out chunks, and the threads end
             fan_out(lambda _, m: self._drive(m, queue, x, outs, **options), members,
                     stop=queue.stop, prefix="pool")
@@ -471,16 +478,17 @@ class AcceleratorPool:
             raise NoDeviceLeft(f"infer of {rows} {sample_unit(program)}", self._dropped)
         return outs if outputs == "all" else outs[0]
 
-    def _drive(self, member, queue, x, outs, *, outputs, batch, unit):
+    def _drive(self, member, queue, x, outs, *, outputs, batch, unit, output):
         """One device's thread: take chunks until none is left; drop the device if it fails."""
         rows = len(x)
+        asked = {} if output is None else {"output": output}  # None: the program's mode
         while True:
             chunk = queue.take(lambda free, m=member: chunk_runs(free, self._share(m)))
             if chunk is None:
                 return
             lo, hi = chunk[0] * batch, min(chunk[1] * batch, rows)
             try:
-                ys = member.acc.infer(x[lo:hi], outputs=outputs)
+                ys = member.acc.infer(x[lo:hi], outputs=outputs, **asked)
             except _DROP_ERRORS as exc:
                 with queue.cond:
                     self._drop(member, f"infer ({unit} {lo}..{hi - 1} of {rows})", exc)

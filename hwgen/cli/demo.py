@@ -3,10 +3,12 @@
 Train a 64-32-10 MLP (or, with ``--model cnn``, a small CNN: conv, pool, conv, pool, dense) on
 scikit-learn's bundled 8x8 digits (nothing is downloaded), quantize it to int8, generate the
 device for the configuration, start the simulated board, offload the whole test split through
-:class:`host.Accelerator` and compare the device with the references. It
-ends with what a board would do: the compute-bound rate at the configuration's clock, the rate
-its UART allows (from the wire bytes the simulated board's byte stream carried) and which of
-the two bounds applies.
+:class:`host.Accelerator` and compare the device with the references: each digit's class
+(``--output-mode argmax``, the default: the device picks it, one byte back per image) or the
+raw scores, bit for bit (``--output-mode scores``). It ends with what a board would do: the
+compute-bound rate at the configuration's clock, the rate its UART allows at the board's bridge
+speed (``--board``, or ``--baud``; from the wire bytes the simulated board's byte stream carried,
+in the busier direction: the UART is full duplex) and which of the two bounds applies.
 """
 
 import time
@@ -61,28 +63,35 @@ def _train(model, epochs, seed, config):
 
 
 def run_demo(config, *, model="mlp", epochs=None, seed=0, progress=True, uart=False,
-             baud=None):
+             baud=None, output="argmax", board=None):
     """Run the demo on ``config`` and return its figures as a ``dict``.
 
     ``model`` is ``"mlp"`` or ``"cnn"``; ``epochs`` defaults to the model's
-    (:data:`MODELS`). ``baud`` is the UART rate of the link-bound projection (default: the
-    boards' rate).
+    (:data:`MODELS`). ``output`` is ``"argmax"`` (the device answers each image's class) or
+    ``"scores"`` (its raw scores). ``baud`` is the UART rate of the link-bound projection;
+    by default the rate of ``board``'s build (:func:`host.rate.serial_rate`), or
+    :data:`~hwgen.protocol.DEFAULT_BAUD` without one.
 
     Raises
     ------
     DemoMismatch
-        If the device output differs from the int8 reference in any row.
+        If the device output (scores, or classes) differs from the int8 reference's in any
+        row.
     """
     import hwgen
     from host import Accelerator
+    from host.rate import serial_rate
     from hwgen.cycles import program_cycles
     from hwgen.protocol import DEFAULT_BAUD
     from sim.board import SimulatedBoard
 
     if model not in MODELS:
         raise ValueError(f"model={model!r}; allowed: {', '.join(MODELS)}")
+    if output not in ("argmax", "scores"):
+        raise ValueError(f"output={output!r}; allowed: 'argmax' or 'scores'")
     epochs = MODELS[model] if epochs is None else epochs
-    baud = DEFAULT_BAUD if baud is None else baud
+    if baud is None:
+        baud = DEFAULT_BAUD if board is None else serial_rate(board=board)
     start = time.perf_counter()
     print(f"hwgen demo: {model} on {config.name} (config hash {config.hash})")
     what, float_acc, net, x_test, y_test = _train(model, epochs, seed, config)
@@ -90,24 +99,28 @@ def run_demo(config, *, model="mlp", epochs=None, seed=0, progress=True, uart=Fa
     x_q = net.quantize_input(x_test)
     reference = net.forward(x_q)
     int8_acc = float(np.mean(np.argmax(reference, axis=1) == y_test))
-    program = hwgen.compile(net, config)
+    program = hwgen.compile(net, config, output=output)
     _step(f"compiled: {len(net.layers)} layers in {len(program.descriptors)} device passes, "
           f"{program.batch} images per run")
     _step("building and starting the simulated board (first time: about a minute) ...")
-    with SimulatedBoard(config, uart=uart) as board:
-        _step(f"offloading {len(x_q)} test images to {board.url} ...")
-        with Accelerator(board.url, config=config, progress=progress) as acc:
+    with SimulatedBoard(config, uart=uart) as sim_board:
+        _step(f"offloading {len(x_q)} test images to {sim_board.url} ...")
+        with Accelerator(sim_board.url, config=config, progress=progress) as acc:
             acc.load(program)
             t0 = time.perf_counter()
             device_out = acc.infer(x_q)
             infer_wall = time.perf_counter() - t0
             counters = acc.counters()
-    mismatched = int(np.sum(np.any(device_out != reference, axis=1)))
+            packed = acc.info.version >= 6
+    expected = reference if output == "scores" else np.argmax(reference, axis=1)
+    mismatched = int(np.sum(np.any((device_out != expected).reshape(len(x_q), -1), axis=1)))
     if mismatched:
         raise DemoMismatch(
-            f"the device output differs from the int8 reference in {mismatched} of "
-            f"{len(x_q)} rows: the generated hardware does not follow the arithmetic contract")
-    device_acc = float(np.mean(np.argmax(device_out, axis=1) == y_test))
+            f"the device output ({output}) differs from the int8 reference's in {mismatched} "
+            f"of {len(x_q)} rows: the generated hardware does not follow the arithmetic "
+            "contract")
+    classes = device_out if output == "argmax" else np.argmax(device_out, axis=1)
+    device_acc = float(np.mean(classes == y_test))
 
     # Cycles the device spends per image at full batches (the cycle model equals the RTL).
     full = program.batch
@@ -115,8 +128,10 @@ def run_demo(config, *, model="mlp", epochs=None, seed=0, progress=True, uart=Fa
     utilization = program.macs_per_row / (config.rows * config.cols * cycles_per_row)
     rows = len(x_q)
     wire_per_row = counters.wire_bytes / rows
+    sent, received = counters.bytes_sent / rows, counters.bytes_received / rows
     compute_rate = config.clock_hz / cycles_per_row
-    link_rate = baud / UART_BITS_PER_BYTE / wire_per_row
+    # Full duplex: a version 6 host overlaps the directions; before, they took turns.
+    link_rate = baud / UART_BITS_PER_BYTE / (max(sent, received) if packed else wire_per_row)
     return {
         "float_accuracy": float_acc,
         "int8_accuracy": int8_acc,
@@ -125,6 +140,10 @@ def run_demo(config, *, model="mlp", epochs=None, seed=0, progress=True, uart=Fa
         "utilization": utilization,
         "inferences_per_second": compute_rate,
         "wire_bytes_per_inference": wire_per_row,
+        "sent_bytes_per_inference": sent,
+        "received_bytes_per_inference": received,
+        "output": output,
+        "board": board,
         "payload_bytes_per_inference": counters.payload_bytes / rows,
         "baud": baud,
         "link_inferences_per_second": link_rate,
@@ -143,16 +162,22 @@ def _print_table(config, f):
     rows = [
         ("float accuracy", f"{f['float_accuracy']:.2%}"),
         ("int8 reference accuracy", f"{f['int8_accuracy']:.2%}"),
-        ("device accuracy", f"{f['device_accuracy']:.2%} (bit-exact with the int8 reference)"),
+        ("device accuracy", f"{f['device_accuracy']:.2%} ("
+                            + ("bit-exact with the int8 reference)" if f["output"] == "scores"
+                               else "the device's argmax equals the int8 reference's)")),
         ("cycles per inference", f"{f['cycles_per_inference']:.1f}"),
         ("array utilization", f"{f['utilization']:.1%}"),
         ("compute-bound inferences/s",
          f"{f['inferences_per_second']:,.0f} at {config.clock_hz / 1e6:g} MHz"),
         ("wire bytes per inference",
-         f"{f['wire_bytes_per_inference']:.1f} ({f['payload_bytes_per_inference']:.1f} of "
-         f"them input and output words; measured on the simulated board's byte stream)"),
+         f"{f['sent_bytes_per_inference']:.1f} to the device, "
+         f"{f['received_bytes_per_inference']:.1f} back ({f['payload_bytes_per_inference']:.1f}"
+         f" of them input and output data, {f['output']}; measured on the simulated board's "
+         "byte stream)"),
         ("link-bound inferences/s",
-         f"{f['link_inferences_per_second']:,.0f} over a {f['baud']:,} baud UART (8N1)"),
+         f"{f['link_inferences_per_second']:,.0f} over a {f['baud']:,} baud UART (8N1, "
+         f"full duplex: the busier direction)"
+         + (f", the {f['board']}'s build" if f["board"] else "")),
         ("end to end on a board", f"{f['end_to_end_inferences_per_second']:,.0f} inferences/s: "
                                   f"{bound}"),
         ("offload of the test split", f"{f['rows']} images in {f['offload_s']:.2f} s "
@@ -171,7 +196,8 @@ def _run(args):
     config = config_from_args(args)
     try:
         figures = run_demo(config, model=args.model, epochs=args.epochs, seed=args.seed,
-                           progress=not args.no_progress, uart=args.uart, baud=args.baud)
+                           progress=not args.no_progress, uart=args.uart, baud=args.baud,
+                           output=args.output_mode, board=args.board)
     except DemoMismatch as exc:
         print(f"hwgen demo: FAILED: {exc}", file=sys.stderr)
         return 1
@@ -181,6 +207,7 @@ def _run(args):
 
 def register(sub):
     """Add ``hwgen demo``."""
+    from hwgen.boards import BOARDS
     from hwgen.protocol import DEFAULT_BAUD
 
     p = sub.add_parser("demo", help="train, quantize, generate and run the digits demo",
@@ -198,8 +225,15 @@ def register(sub):
                    help="random seed of the training (default 0)")
     p.add_argument("--uart", action="store_true",
                    help="simulate the UART too (slower; the bytes are the same)")
-    p.add_argument("--baud", type=number(int, *BAUD_RANGE), default=DEFAULT_BAUD,
-                   help=f"UART rate of the link-bound projection (default {DEFAULT_BAUD})")
+    p.add_argument("--baud", type=number(int, *BAUD_RANGE), default=None,
+                   help="UART rate of the link-bound projection (default: the rate of "
+                        f"--board's build, else {DEFAULT_BAUD})")
+    p.add_argument("--board", choices=sorted(BOARDS), default=None,
+                   help="the board whose USB bridge's rate the link-bound projection takes "
+                        "(its build's, as hwgen build --board makes it)")
+    p.add_argument("--output-mode", choices=("argmax", "scores"), default="argmax",
+                   help="argmax: the device answers each image's class (default); scores: "
+                        "the raw scores, checked bit for bit")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_run)
     return p

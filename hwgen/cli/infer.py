@@ -8,8 +8,11 @@
 ``--input`` holds integers of the program's input shape: rows ``(M, K)``, or NHWC images ``(M,
 H, W, C)`` for a network whose first layer is spatial; ``--output`` gets the network's outputs,
 ``(M, N)`` or ``(M, H', W', C')``; with ``--probabilities``, the network's final Softmax,
-LogSoftmax or Sigmoid applied on the host (float64). ``--key-file`` opens a board that ``hwgen
-serve --key-file`` shares on the network (the same key file).
+LogSoftmax or Sigmoid applied on the host (float64); with ``--output-mode argmax``, each
+sample's class index ``(M,)``, with ``--output-mode top_k --k K`` its ``K`` best in descending
+order ``(M, K)`` (picked on the device where it can: one or two bytes per index on the wire).
+``--key-file`` opens a board that ``hwgen serve --key-file`` shares on the network (the same
+key file).
 """
 
 import argparse
@@ -49,8 +52,35 @@ def _summary(counters, program):
             f"{c.runs} run(s) of at most {program.batch} {unit}\n"
             f"device: {c.cycles:,} cycles ({device_s * 1e3:.3f} ms at "
             f"{program.config.clock_hz / 1e6:g} MHz), {c.macs:,} MACs\n"
-            f"link: {c.bytes_sent:,} bytes sent, {c.bytes_received:,} received, "
-            f"{c.link_efficiency:.1%} of them input and output words")
+            f"link: {c.bytes_sent:,} bytes sent, {c.bytes_received:,} received "
+            f"({c.bytes_sent / max(c.rows, 1):.1f} and {c.bytes_received / max(c.rows, 1):.1f} "
+            f"per {unit[:-1]}), {c.link_efficiency:.1%} of them input and output data")
+
+
+def _output_mode(args, program):
+    """Return the ``output`` of ``Accelerator.infer`` the options ask for (None: the
+    program's own mode)."""
+    if args.output_mode is None:
+        if args.k is not None:
+            raise UsageError("--k is for --output-mode top_k; allowed: --output-mode top_k "
+                             "--k K")
+        return None
+    if args.output_mode != "top_k" and args.k is not None:
+        raise UsageError(f"--k is for --output-mode top_k, not --output-mode "
+                         f"{args.output_mode}")
+    if args.output_mode == "top_k" and args.k is None:
+        raise UsageError("--output-mode top_k needs --k K (the indices per sample)")
+    output = ("top_k", args.k) if args.output_mode == "top_k" else args.output_mode
+    from hwgen.compiler.classes import output_mode
+
+    try:
+        output_mode(output, f"--output-mode with {args.program}", spec=program.output)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if args.probabilities and output != "scores":
+        raise UsageError("--probabilities needs the scores; allowed: --output-mode scores "
+                         "(or none) with it")
+    return output
 
 
 def _run(args):
@@ -69,6 +99,7 @@ def _run(args):
     key = read_key_file(args.key_file)
     baudrate = rate_from_args(args)
     program, x = _load_inputs(args)
+    output = _output_mode(args, program)
     if args.probabilities:
         try:
             program.check_probabilities(f"--probabilities with {args.program}")
@@ -79,7 +110,7 @@ def _run(args):
                          config=program.config, progress=args.progress,
                          baudrate=baudrate, key=key) as acc:
             acc.load(program)
-            y = acc.infer(x, probabilities=args.probabilities)
+            y = acc.infer(x, probabilities=args.probabilities, output=output)
             counters = acc.counters()
     except ValueError as exc:  # the input does not fit the program (the message says why)
         raise UsageError(f"--input {args.input}: {exc}") from None
@@ -125,6 +156,12 @@ def register(sub):
     p.add_argument("--probabilities", action="store_true",
                    help="apply the model's final Softmax/LogSoftmax/Sigmoid on the host and "
                         "return float probabilities (the device returns raw scores)")
+    p.add_argument("--output-mode", choices=("scores", "argmax", "top_k"), default=None,
+                   help="scores: the network's output; argmax: each sample's class index; "
+                        "top_k: its --k best indices, best first (ties to the lowest index); "
+                        "default: the program's (hwgen.compile(..., output=...))")
+    p.add_argument("--k", type=number(int, 1, 65535), default=None, metavar="K",
+                   help="indices per sample of --output-mode top_k, 1..the scores per sample")
     p.add_argument("--timeout", type=number(float, above=0), default=5.0, metavar="S",
                    help="seconds to wait for one answer, > 0 (default 5)")
     p.add_argument("--retries", type=number(int, 0, 100), default=3, metavar="N",

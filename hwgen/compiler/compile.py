@@ -1,5 +1,6 @@
 """Compile a quantized network: prove that it fits, lay it out, and build the program."""
 
+import dataclasses
 import numbers
 
 from ..config import AcceleratorConfig
@@ -15,6 +16,7 @@ from ..nn import CNN, INPUT, MLP, QuantizedNetwork
 from ..nn.graph import where as node_label
 from ..passes import layer_types, lookup, taps
 from .activations import matrix_shape, pass_inputs, plan_activations
+from .classes import output_mode
 from .descriptors import activation_fields, check_field, descriptor_fields, pack_layer
 from .errors import CompileError
 from .kinds import lower_network
@@ -22,6 +24,7 @@ from .program import Program
 from .proofs import check_widths
 from .specs import LayerSpec, MatrixSpec
 from .suggest import holding_designs
+from .wire import raw_wire_bits
 
 __all__ = ["compile_network"]
 
@@ -197,17 +200,18 @@ def _descriptor(index, p, spec, plan, config, *, last):
     return ordered
 
 
-def _matrix(region, base, stride, shape, *, lanes, bits, kind, sample_shape=None, **stream):
+def _matrix(region, base, stride, shape, *, lanes, bits, kind, sample_shape=None, **fields):
     pixels, channels = matrix_shape(shape)
     return MatrixSpec(region, base, stride, channels, lanes, bits, kind, pixels=pixels,
-                      sample_shape=sample_shape or shape, **stream)
+                      sample_shape=sample_shape or shape, **fields)
 
 
 def _output_matrix(passes, plan, config, sample_shape):
     last = passes[-1]
     if last.raw:
         return _matrix(Region.OUTPUT, 0, plan.out_stride, last.out_shape, lanes=config.cols,
-                       bits=config.acc_bits, kind="raw", sample_shape=sample_shape)
+                       bits=config.acc_bits, kind="raw", sample_shape=sample_shape,
+                       wire_bits=raw_wire_bits(last.matrix, config))
     index = len(passes)
     return _matrix(Region.ACT, plan.base(index), plan.strides[index], last.out_shape,
                    lanes=config.act_lanes, bits=config.in_bits, kind="requant",
@@ -236,7 +240,8 @@ def _layer_matrices(network, passes, plan, config):
     return tuple(found)
 
 
-def compile_network(network, config, *, batch=None, readout=False, taps=True):
+def compile_network(network, config, *, batch=None, readout=False, taps=True, output="scores",
+                    k=None):
     """Compile ``network`` for the accelerator described by ``config``.
 
     Parameters
@@ -257,6 +262,13 @@ def compile_network(network, config, *, batch=None, readout=False, taps=True):
         Store the input of a first convolution with fewer input channels than ``rows`` in the
         taps layout (:mod:`hwgen.passes.taps`), where the device walks it
         (``config.taps``); False keeps every input pixel by pixel (the programs of before).
+    output : {"scores", "argmax", "top_k"} or ("top_k", k)
+        What :meth:`host.Accelerator.infer` returns by default (:attr:`Program.output_mode`,
+        :mod:`hwgen.compiler.classes`): the network's output, the index of each sample's
+        largest score, or the indices of its ``k`` largest in descending order (ties to the
+        lowest index); the device's memories are the same for all three.
+    k : int, optional
+        The ``k`` of ``output="top_k"``, ``1 ..`` the scores per sample.
 
     Returns
     -------
@@ -280,20 +292,25 @@ def compile_network(network, config, *, batch=None, readout=False, taps=True):
         short fields raised (and the board the fit estimate puts it on), or the board presets
         that compile it (:mod:`hwgen.compiler.suggest`).
     ValueError
-        If the network itself is inconsistent (see :meth:`QuantizedNetwork.validate`).
+        If the network itself is inconsistent (see :meth:`QuantizedNetwork.validate`), or
+        ``output``/``k`` are not allowed: an unknown mode, ``k`` outside ``1 ..`` the scores
+        per sample, or classes of an output with several rows per sample.
     """
     _check_arguments(network, config, batch, readout)
     if not isinstance(taps, bool):
         raise TypeError(f"compile: taps={taps!r}; allowed: True or False")
+    mode = output_mode(output, "compile", k=k)
     network.validate()  # layers are mutable: check them as they are now
     try:
-        return _compile(network, config, batch, readout, taps)
+        program = _compile(network, config, batch, readout, taps)
     except CompileError as error:
         hint = holding_designs(lambda n, c: _compile(n, c, batch, readout, taps), network,
                                config, error)
         if not hint:
             raise
         raise error.with_hint(hint) from None
+    output_mode(mode, "compile", spec=program.output)
+    return dataclasses.replace(program, output_mode=mode)
 
 
 def _compile(network, config, batch, readout, taps_layout):

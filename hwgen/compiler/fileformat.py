@@ -25,7 +25,10 @@ Files of version 5 hold today's descriptors without ``src2_base`` (which a desig
 (a design without ``residual`` has version 5's descriptors today). Files of versions 5 and 6
 hold geometries without the taps fields (:data:`~hwgen.memmap.TAPS_FIELDS`, which a design
 with ``taps`` has since version 7, last in the layout): converted with them 0, and their
-matrices without the element stream's fields (the per-pixel layout, their default).
+matrices without the element stream's fields (the per-pixel layout, their default). Before
+version 7 a file holds no output mode (``"scores"``) nor the output's ``wire_bits``: a raw
+output's comes from the images (:func:`hwgen.compiler.wire.stored_raw_wire_bits`, the same
+proof), a requantized one's is its lane width.
 """
 
 import dataclasses
@@ -50,9 +53,11 @@ from ..memmap import (
     regions,
 )
 from ..nn.output_function import check_output_function
+from .classes import output_mode, output_mode_to_json
 from .descriptors import field_values, pack_layer, unpack_program
 from .images import IMAGE_REGIONS
 from .specs import LayerSpec, MatrixSpec
+from .wire import stored_raw_wire_bits
 from .words import check_words, word_bytes, words_to_bytes
 
 __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "READ_VERSIONS", "legacy_descriptor_layout",
@@ -60,13 +65,15 @@ __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "READ_VERSIONS", "legacy_descriptor_
 
 #: Version of the file written by :func:`save`; older versions that a program of this
 #: version can stand for are converted on load, others refused.
-# 7: the matrices' element streams and the geometry's taps fields (a design with taps);
+# 7: the matrices' element streams and the geometry's taps fields (a design with taps), the
+# output's wire_bits and the program's output_mode (class output);
 # 6: the second input's src2_base (a design with residual); 5: activation bounds, leaky
 # ReLU, the general convolution's geometry; 4: the pass kind; 3: spatial layers; 2: per-config
 # layout
 FORMAT_VERSION = 7
 #: Versions :func:`read` takes: versions 2 to 6 are converted on load (version 2 holds
-#: matrix layers over rows only, whose layers gain their source).
+#: matrix layers over rows only, whose layers gain their source; before version 7 a raw
+#: output's wire width comes from the images, and the output mode is "scores").
 READ_VERSIONS = (2, 3, 4, 5, 6, 7)
 #: The ``format`` entry of the metadata.
 FORMAT_NAME = "hwgen-program"
@@ -170,6 +177,7 @@ def _metadata(program, arrays):
         "output_function": program.output_function,
         "output_scale": (None if program.output_scale is None
                          else [float(v) for v in program.output_scale]),
+        "output_mode": output_mode_to_json(program.output_mode),
     }
 
 
@@ -362,6 +370,11 @@ def _from_arrays(arrays):
         layers = tuple(dataclasses.replace(layer, source=i) for i, layer in enumerate(layers))
     output = MatrixSpec.from_dict(meta["output"])
     kept = tuple(MatrixSpec.from_dict(d) for d in meta.get("layer_outputs", []))
+    if meta["version"] < 7 and output.kind == "raw":
+        # Before version 7 the file kept no wire width: the same proof, from the images.
+        output = dataclasses.replace(output, wire_bits=stored_raw_wire_bits(
+            config, layers[-1], images[Region.WEIGHT][1], images[Region.PARAM][1]))
+        kept = (*kept[:-1], output) if kept else kept
     if kept:
         if kept[-1] != output:
             raise ValueError(f"the last layer output {kept[-1]} is not the output {output}; "
@@ -376,6 +389,8 @@ def _from_arrays(arrays):
             "layers": layers, "images": images, "input": MatrixSpec.from_dict(meta["input"]),
             "output": output, "macs_per_row": int(meta["macs_per_row"]),
             "padded_macs_per_row": int(meta["padded_macs_per_row"]), "layer_outputs": kept,
+            "output_mode": output_mode(meta.get("output_mode", "scores"), "the file's "
+                                       "output_mode", spec=output),
             **_output_function(meta)}
 
 

@@ -44,6 +44,10 @@ class Program:
     layer_outputs : tuple of MatrixSpec
         Where each layer's output is after a run (the last one is :attr:`output`), for a
         program compiled with ``readout=True``; empty otherwise (the layers' areas are reused).
+    output_mode : str or tuple
+        What :meth:`host.Accelerator.infer` returns unless told otherwise: ``"scores"`` (the
+        network's output), ``"argmax"`` or ``("top_k", k)`` (class indices,
+        :mod:`hwgen.compiler.classes`); from ``hwgen.compile(..., output=...)``.
     """
 
     config: AcceleratorConfig
@@ -59,6 +63,7 @@ class Program:
     layer_outputs: tuple = ()
     output_function: str | None = None
     output_scale: tuple | None = None
+    output_mode: object = "scores"
 
     # -- running (hwgen.compiler.codec) -----------------------------------------------------------
 

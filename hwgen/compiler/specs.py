@@ -36,6 +36,10 @@ class MatrixSpec:
     sample_shape : tuple of int
     runs, run, lead, pitch : int
         The element stream (``None``: the per-pixel layout's value).
+    wire_bits : int
+        Bits of each value on the wire (LOAD, FETCH), two's complement: ``lane_bits`` but for
+        a raw output, which the last layer's worst-case accumulator proof bounds
+        (:mod:`hwgen.compiler.wire`); None: ``lane_bits``.
     """
 
     region: Region
@@ -51,8 +55,14 @@ class MatrixSpec:
     run: int = None
     lead: int = 0
     pitch: int = None
+    wire_bits: int = None
 
     def __post_init__(self):
+        if self.wire_bits is None:
+            object.__setattr__(self, "wire_bits", self.lane_bits)
+        if not 1 <= self.wire_bits <= self.lane_bits:
+            raise ValueError(f"MatrixSpec: wire_bits={self.wire_bits}; allowed: "
+                             f"1..lane_bits={self.lane_bits}")
         if self.sample_shape is None:
             object.__setattr__(self, "sample_shape", (self.features,))
         object.__setattr__(self, "sample_shape", tuple(int(v) for v in self.sample_shape))
@@ -97,6 +107,8 @@ class MatrixSpec:
         if self.per_pixel:
             for name in self._stream_defaults():
                 del d[name]
+        if self.wire_bits == self.lane_bits:
+            del d["wire_bits"]
         return d
 
     @classmethod

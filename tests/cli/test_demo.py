@@ -29,12 +29,17 @@ def test_demo_device_equals_int8_reference():
     assert figures["device_accuracy"] == figures["int8_accuracy"]
     assert figures["rows"] == 360
     assert 0 < figures["utilization"] <= 1
-    # The link: at least the input bytes and the raw outputs' bytes cross per inference, and
-    # the UART's rate follows from them.
-    assert figures["wire_bytes_per_inference"] > figures["payload_bytes_per_inference"] >= \
-        64 + 10 * 4
+    # The link: the 64 int8 pixels go in, the device's argmax (one byte) comes back, and the
+    # UART's rate follows from the busier direction (full duplex).
+    assert figures["output"] == "argmax"
+    assert figures["payload_bytes_per_inference"] == 64 + 1
+    assert figures["sent_bytes_per_inference"] > 64
+    assert figures["received_bytes_per_inference"] > 1
+    assert figures["wire_bytes_per_inference"] == pytest.approx(
+        figures["sent_bytes_per_inference"] + figures["received_bytes_per_inference"])
     assert figures["link_inferences_per_second"] == pytest.approx(
-        figures["baud"] / 10 / figures["wire_bytes_per_inference"])
+        figures["baud"] / 10 / max(figures["sent_bytes_per_inference"],
+                                   figures["received_bytes_per_inference"]))
     assert figures["end_to_end_inferences_per_second"] == min(
         figures["link_inferences_per_second"], figures["inferences_per_second"])
     assert figures["bound"] == "link"   # 1 Mbaud against a 50 MHz array
@@ -46,20 +51,22 @@ def test_demo_cnn_device_equals_int8_reference():
     from hwgen.cli.demo import run_demo
     from hwgen.cycles import program_cycles
 
-    figures = run_demo(BOARD_CNN, model="cnn", progress=False)
+    figures = run_demo(BOARD_CNN, model="cnn", progress=False, output="scores")
     assert figures["float_accuracy"] >= 0.93
     assert figures["int8_accuracy"] >= figures["float_accuracy"] - 0.02
     assert figures["device_accuracy"] == figures["int8_accuracy"]   # else DemoMismatch
     assert figures["rows"] == 360
-    # Only the images cross the link: 8 rows of 64 one-byte pixels in the first
-    # convolution's taps layout, each row 8 pixels and a zero column either side in a pitch
-    # of 12 elements (a multiple of the 3 lanes, as the 3x3 kernel's row of 3 taps), 32 words
-    # of 3 lanes; and ten 32-bit logits in words of 3 lanes (4 words) per inference.
-    assert figures["program"].input.pitch == 12
-    assert figures["payload_bytes_per_inference"] == 8 * 12 + 4 * 3 * 4
+    # Only the images cross the link: 64 one-byte pixels (the LOADs carry each image row's 8
+    # values of the first convolution's taps layout, whose rows have a pitch of 12 elements
+    # in memory), and ten logits at the width their accumulator proof gives (rounded up to
+    # whole bytes per FETCH) per inference.
+    program = figures["program"]
+    assert program.input.pitch == 12
+    bits = program.output.wire_bits
+    assert bits < 32
+    assert figures["payload_bytes_per_inference"] == pytest.approx(64 + 10 * bits / 8, abs=0.1)
     assert figures["wire_bytes_per_inference"] > figures["payload_bytes_per_inference"]
     # The cycles per inference are the model's at full batches, the utilization follows.
-    program = figures["program"]
     cycles = program_cycles(program, program.batch) / program.batch
     assert figures["cycles_per_inference"] == pytest.approx(cycles)
     assert figures["utilization"] == pytest.approx(
@@ -79,3 +86,5 @@ def test_demo_command_prints_table():
                   "end to end on a board", "elapsed"):
         assert label in proc.stdout
     assert "inferences/s: the link is the bound" in proc.stdout
+    assert "the device's argmax equals the int8 reference's" in proc.stdout
+    assert "full duplex: the busier direction" in proc.stdout

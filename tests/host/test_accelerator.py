@@ -257,7 +257,8 @@ def test_board_dying_mid_run_gives_a_link_error_naming_the_request(how):
     # whether it started.
     assert isinstance(error, LinkError if how == "killed" else LinkTimeout), repr(error)
     assert "infer rows " in text and " of 40000" in text, text
-    assert any(op in text for op in ("WRITE", "READ", "RUN", "COUNTERS")), text
+    assert any(op in text for op in ("WRITE", "READ", "RUN", "COUNTERS", "LOAD", "FETCH",
+                                     "CLASSES")), text
 
 
 class CorruptingProxy:

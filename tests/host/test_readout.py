@@ -54,8 +54,9 @@ def test_payload_counts_every_layer_read(acc):
     last = acc.counters().payload_bytes
     acc.infer(x, outputs="all")
     hidden = program.layer_outputs[0]
-    word_bytes = acc.info.regions[hidden.region].word_bytes
-    assert acc.counters().payload_bytes == last + 4 * hidden.stride * word_bytes
+    # The packed wire: 4 samples of its 7 values at their width.
+    assert hidden.features == 7
+    assert acc.counters().payload_bytes == last + (4 * 7 * hidden.wire_bits + 7) // 8
 
 
 def test_zero_rows(acc):

@@ -1,0 +1,215 @@
+"""Benchmark of the packed wire: bytes per inference in each direction, the link-bound rate at
+each board's bridge speed, and the array's utilization (issue 33's targets).
+
+Run: python benchmarks/wire.py [--check] [--cnn-epochs N]
+
+For the demo's MLP (64-32-10 on the digits, with the device's argmax), the demo's CNN (with
+argmax and with its scores) and the zoo's KWS DS-CNN, each compiled at its largest batch for
+the designs that hold it, it prints:
+
+- the batch, and the bytes per inference host to device and device to host at full batches
+  (``hwgen.throughput.wire_bytes_by_direction``: LOADs, RUN, one COUNTERS poll, FETCHes or
+  CLASSES, every frame's header and CRCs), with the old wire's (WRITE/READ in words, both
+  directions in turn) for comparison;
+- the link-bound inferences per second at 1 Mbaud, the ULX3S's FT231X at 3 Mbaud and the
+  iCEBreaker's FT2232H at 6 and 12 Mbaud (the busier direction: the UART is full duplex);
+- the array's utilization at full batches (useful MACs over the array's MAC slots in the
+  cycle model's cycles).
+
+With ``--check`` each row is also run on ``sim.inprocess.InProcessDevice`` through
+``host.Accelerator`` (a full batch), its answers compared with hwgen.nn and the bytes counted
+on the link compared with the model's. The targets of issue 33 are checked at the end.
+"""
+
+import argparse
+import math
+import shlex
+import sys
+
+import numpy as np
+
+import hwgen
+from hwgen.boards import BOARDS, board_config
+from hwgen.boards.catalog import NAMED_PRESETS
+from hwgen.compiler import CompileError
+from hwgen.cycles import program_cycles
+from hwgen.throughput import BITS_PER_BYTE, link_bound_rate, wire_bytes_by_direction
+
+#: The link rates of the table: (label, baud).
+RATES = (("1 Mbaud", 1_000_000), ("ULX3S 3M", 3_000_000), ("iCEBr. 6M", 6_000_000),
+         ("iCEBr. 12M", 12_000_000))
+#: The designs of each workload: a board's preset, a named preset, "default" (the 8x8
+#: AcceleratorConfig()) or "icebreaker-w608" (the iCEBreaker's preset with the weight memory
+#: the compiler asks for the demo MLP, which the fit estimate still puts on the UP5K).
+DESIGNS = {"mlp": ("icebreaker", "icebreaker-w608", "default", "ulx3s-85f"),
+           "cnn": ("default", "ulx3s-85f"), "kws": ("ulx3s-85f-zoo", "ulx3s-85f")}
+
+
+def design(name):
+    """Return the :class:`hwgen.AcceleratorConfig` of ``name``."""
+    if name == "default":
+        return hwgen.AcceleratorConfig()
+    if name == "icebreaker-w608":
+        return board_config(BOARDS["icebreaker"], weight_depth=608)
+    if name in BOARDS:
+        return board_config(BOARDS[name])
+    board, fields = NAMED_PRESETS[name]
+    return board_config(BOARDS[board], **fields)
+
+
+def demo_mlp(config):
+    """The demo's MLP, trained (40 epochs, seed 0) and quantized at ``config``'s widths."""
+    from hwgen.nn import MLP, load_digits_split, quantize
+
+    x_train, y_train, _, _ = load_digits_split()
+    trained = MLP([64, 32, 10], seed=0).fit(x_train, y_train, epochs=40, seed=0)
+    return quantize(trained, x_train, in_bits=config.in_bits, w_bits=config.w_bits,
+                    acc_bits=config.acc_bits, mult_bits=config.mult_bits)
+
+
+def demo_cnn(config, epochs):
+    """The demo's CNN, trained (``epochs``, seed 0) and quantized at ``config``'s widths."""
+    from hwgen.nn import load_digits_images, quantize, train_digits_cnn
+
+    x_train = load_digits_images()[0]
+    trained = train_digits_cnn(epochs=epochs, seed=0)
+    return quantize(trained, x_train, in_bits=config.in_bits, w_bits=config.w_bits,
+                    acc_bits=config.acc_bits, mult_bits=config.mult_bits)
+
+
+def kws(config):
+    """The zoo's KWS DS-CNN, imported and quantized at ``config``'s widths."""
+    from hwgen.models import get
+    from hwgen.nn import from_torch, quantize
+
+    zoo = get("kws")
+    float_model = from_torch(zoo.model(), input_shape=zoo.input_shape)
+    return quantize(float_model, zoo.calibration(64), in_bits=config.in_bits,
+                    w_bits=config.w_bits, acc_bits=config.acc_bits, mult_bits=config.mult_bits)
+
+
+def row(label, where, net, config, output):
+    """Return the figures of ``net`` on ``config`` with ``output`` (a dict), or the
+    compiler's refusal (a str)."""
+    try:
+        program = hwgen.compile(net, config, output=output)
+    except CompileError as exc:
+        return str(exc)
+    m = program.batch
+    sent, received = wire_bytes_by_direction(program, m)
+    old = sum(wire_bytes_by_direction(program, m, packed=False))
+    cycles = program_cycles(program, m) / m
+    return {"label": label, "where": where, "output": output, "batch": m,
+            "sent": sent / m, "received": received / m, "old": old / m,
+            "rates": [link_bound_rate(program, baud) for _, baud in RATES],
+            "old_1M": link_bound_rate(program, 1_000_000, packed=False),
+            "utilization": program.macs_per_row / (config.rows * config.cols * cycles),
+            "pixels": math.prod(net.shapes[0][0]), "program": program, "net": net}
+
+
+def check(r):
+    """Run a full batch of ``r`` on the in-process device: answers against hwgen.nn, bytes
+    against the model (raises AssertionError)."""
+    from host import Accelerator
+    from sim.inprocess import InProcessDevice
+    from sim.netgen import random_image, random_input
+
+    program, net = r["program"], r["net"]
+    config, m = program.config, program.batch
+    rng = np.random.default_rng(0)
+    shape = program.input.sample_shape
+    x = random_input(rng, config, m, shape[0]) if len(shape) == 1 else \
+        random_image(rng, config, m, shape)
+    with Accelerator(InProcessDevice(config), config=config) as acc:
+        acc.load(program)
+        got = acc.infer(x)
+        c = acc.counters()
+    scores = net.forward(x)
+    expect = scores if r["output"] == "scores" else np.argmax(scores, axis=1)
+    assert np.array_equal(got, expect), f"{r['label']}: the device differs from hwgen.nn"
+    model = (r["sent"] * m, r["received"] * m)
+    assert (c.bytes_sent, c.bytes_received) == model, \
+        f"{r['label']}: {c.bytes_sent}, {c.bytes_received} bytes on the link; model {model}"
+
+
+def print_table(rows):
+    heads = " ".join(f"{label:>10}" for label, _ in RATES)
+    print(f"{'workload':<22} {'design':<14} {'batch':>5} {'B/inf in':>8} {'B/inf out':>9} "
+          f"{'was':>6} {heads} {'was 1M':>7} {'util.':>6}")
+    for r in rows:
+        rates = " ".join(f"{v:>10,.0f}" for v in r["rates"])
+        print(f"{r['label']:<22} {r['where']:<14} {r['batch']:>5} {r['sent']:>8.1f} "
+              f"{r['received']:>9.1f} {r['old']:>6.1f} {rates} {r['old_1M']:>7,.0f} "
+              f"{r['utilization']:>6.1%}")
+
+
+def targets(rows):
+    """Print issue 33's wire targets, each with its figures and PASS or MISS."""
+    print("\ntargets (issue 33):")
+    for r in rows:
+        busier = max(r["sent"], r["received"])
+        if r["label"] == "demo MLP, argmax" and r["where"].startswith("icebreaker"):
+            print(f"  demo MLP argmax on {r['where']}: batch {r['batch']} (target: >= 64; "
+                  f"the ACT and OUTPUT memories limit it), {busier:.1f} B/inf busier direction "
+                  f"(<= 68), {r['rates'][2]:,.0f} inf/s at 6 Mbaud (>= 8,800): "
+                  f"{'PASS' if busier <= 68 and r['rates'][2] >= 8_800 else 'MISS'}")
+        if r["label"] == "demo MLP, argmax" and r["batch"] >= 64:
+            ok = busier <= 68 and r["rates"][2] >= 8_800
+            print(f"  demo MLP argmax on {r['where']} (batch {r['batch']}): {busier:.1f} B/inf "
+                  f"busier direction (<= 68), {r['rates'][2]:,.0f} inf/s at 6 Mbaud (>= 8,800),"
+                  f" {r['rates'][3]:,.0f} at 12 Mbaud (>= 17,600): "
+                  f"{'PASS' if ok and r['rates'][3] >= 17_600 else 'MISS'}")
+        if r["label"].startswith("demo CNN") and r["batch"] >= 32:
+            limit = 1.1 * (r["pixels"] + 1)
+            print(f"  {r['label']} on {r['where']} (batch {r['batch']}): {busier:.1f} B/inf "
+                  f"busier direction (<= 1.1 x (pixels + 1) = {limit:.1f}): "
+                  f"{'PASS' if busier <= limit else 'MISS'}; utilization "
+                  f"{r['utilization']:.1%} (target >= 80 %: "
+                  f"{'PASS' if r['utilization'] >= 0.8 else 'MISS'})")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true",
+                        help="also run each row on the in-process device and check its answers "
+                             "and bytes")
+    parser.add_argument("--cnn-epochs", type=int, default=30,
+                        help="training epochs of the demo CNN (default 30, the demo's)")
+    args = parser.parse_args(argv)
+    print("command: python " + " ".join(shlex.quote(a) for a in sys.argv))
+    workloads = (("mlp", "demo MLP, argmax", demo_mlp, "argmax"),
+                 ("cnn", "demo CNN, argmax", lambda c: demo_cnn(c, args.cnn_epochs), "argmax"),
+                 ("cnn", "demo CNN, scores", lambda c: demo_cnn(c, args.cnn_epochs), "scores"),
+                 ("kws", "KWS DS-CNN, argmax", kws, "argmax"))
+    rows, refused, nets = [], [], {}
+    for key, label, make, output in workloads:
+        for where in DESIGNS[key]:
+            config = design(where)
+            widths = (key, config.in_bits, config.w_bits, config.acc_bits, config.mult_bits)
+            if widths not in nets:
+                nets[widths] = make(config)
+            r = row(label, where, nets[widths], config, output)
+            if isinstance(r, str):
+                refused.append(f"{label} on {where}: {r}")
+                continue
+            if args.check:
+                check(r)
+            rows.append(r)
+    print()
+    print_table(rows)
+    print("\nB/inf in, out: bytes per inference host to device and device to host at full "
+          "batches (one COUNTERS poll per run);\nwas: both directions in words (WRITE/READ, "
+          "protocol version 5); rates: link-bound inferences/s at "
+          f"{BITS_PER_BYTE} bits per byte, the busier direction; was 1M: the old wire at "
+          "1 Mbaud.")
+    if args.check:
+        print("checked: every row's answers equal hwgen.nn's and its bytes the model's on "
+              "sim.inprocess.InProcessDevice")
+    for line in refused:
+        print(f"\nrefused: {line}")
+    targets(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
