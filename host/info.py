@@ -185,24 +185,28 @@ class IncompatibleDevice(RuntimeError):
 
 
 #: How to make a program that a device of another design runs: the user's next step.
-REMEDY = ("a program for the device's design: hwgen compile MODEL --build DIR --out FILE (DIR: "
-          "the folder `hwgen build` wrote the device's bitstream to), or --config "
+REMEDY = ("make a program for the device's design: hwgen compile MODEL --build DIR --out FILE "
+          "(DIR: the folder `hwgen build` wrote the device's bitstream to), or --config "
           "DIR/report.json")
 
 
 def _explained(headline, differences, unreported):
-    """Return ``headline``, the ``name: device X vs Y`` of every difference (or why there is
-    none to show) and :data:`REMEDY`, as one line (a command's error is one line)."""
-    detail = f"; differing fields: {'; '.join(differences)}" if differences else f" ({unreported})"
-    return f"{headline}{detail}; {REMEDY}"
+    """Return ``headline`` (ending in ``differing fields:``), then the ``name: device X vs Y``
+    of every difference on a line of its own (or why there is none to show), then
+    :data:`REMEDY` on the last line: a list the user reads field by field."""
+    if not differences:
+        return f"{headline} ({unreported})\n{REMEDY}"
+    lines = "".join(f"\n  {d}" for d in differences)
+    return f"{headline}; differing fields:{lines}\n{REMEDY}"
 
 
 def check_device(info, config, where):
     """Raise :class:`IncompatibleDevice` unless the device at ``where`` (its :class:`DeviceInfo`
     ``info``) speaks this host's protocol version and, given a ``config``, was built from it.
 
-    The message (one line) names both hashes, then the INFO fields that differ, ``name: device
-    X vs config Y`` each, then how to make a program of the device's design (:data:`REMEDY`).
+    The message names both hashes, then the INFO fields that differ, ``name: device X vs
+    config Y`` each on a line of its own, then how to make a program of the device's
+    design (:data:`REMEDY`).
     """
     if info.version not in SUPPORTED_VERSIONS:
         raise IncompatibleDevice(
@@ -224,8 +228,9 @@ def check_program(info, program, where):
     """Raise :class:`IncompatibleDevice` if ``program`` was compiled for another configuration
     than the device at ``where`` (its :class:`DeviceInfo` ``info``) was built from.
 
-    The message (one line) names both hashes, then the INFO fields that differ, ``name: device
-    X vs program Y`` each, then how to make a program of the device's design (:data:`REMEDY`).
+    The message names both hashes, then the INFO fields that differ, ``name: device X vs
+    program Y`` each on a line of its own, then how to make a program of the device's
+    design (:data:`REMEDY`).
     """
     device_hash = f"{info.config_hash:016x}"
     if program.config_hash != device_hash:

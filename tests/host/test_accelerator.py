@@ -418,6 +418,8 @@ def test_infer_command_writes_the_outputs(board, tmp_path, capsys):
 @pytest.mark.parametrize("case", ["missing-program", "bad-input-shape", "other-config",
                                   "no-device"])
 def test_infer_command_errors_are_one_line(board, tmp_path, case, capsys):
+    """A command's error is one line, but for a device of another design: a headline, then a
+    line per differing field, then the command that makes a matching program."""
     other = WS if board.config is OS else OS
     _, program = network(other if case == "other-config" else board.config, 2, widths=[4, 3])
     program.save(tmp_path / "p.npz")
@@ -429,7 +431,13 @@ def test_infer_command_errors_are_one_line(board, tmp_path, case, capsys):
     err = capsys.readouterr().err
     assert code == 2, err
     lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("hwgen infer: error: "), err
+    assert lines[0].startswith("hwgen infer: error: "), err
+    if case == "other-config":
+        assert lines[0].endswith("differing fields:"), err
+        assert all(line.startswith("  ") and " vs config " in line for line in lines[1:-1])
+        assert len(lines) > 2 and lines[-1].startswith("make a program for the device's design")
+    else:
+        assert len(lines) == 1, err
     expected = {"missing-program": "nothing.npz", "bad-input-shape": "shape (3, 5)",
                 "other-config": other.hash, "no-device": "cannot open"}[case]
     assert expected in lines[0]
