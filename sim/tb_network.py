@@ -157,6 +157,41 @@ async def test_random_networks(dut):
         await _check_run(host, net, prog, x, f"network {index} {shapes}")
 
 
+async def _fitting_runs(dut, count_env, seed_offset, draw, what, *, batch_cap=None):
+    """Check ``$count_env`` networks that fit the design, each drawn by ``draw(rng, cfg,
+    done, max_channels)`` as ``(net, make_input, label)`` (``make_input(rng, m)`` the
+    batch; ``label(program)`` what a failure names), on a batch of 1..``HWGEN_MAX_BATCH``
+    (and ``batch_cap``) samples; a network that does not fit is drawn again, 50 times per
+    network at most."""
+    cfg = read_config_env()
+    count = int(os.environ.get(count_env, "0"))
+    if not count:
+        return
+    rng = np.random.default_rng(int(os.environ.get("HWGEN_SEED", "0")) + seed_offset)
+    max_channels = int(os.environ.get("HWGEN_MAX_CHANNELS", "20"))
+    max_batch = int(os.environ.get("HWGEN_MAX_BATCH", "16"))
+    clocked = Clocked(dut)
+    await clocked.start()
+    host = HostPort(clocked)
+    done = 0
+    for _ in range(50 * count):
+        net, make_input, label = draw(rng, cfg, done, max_channels)
+        try:
+            prog = hwgen.compile(net, cfg)
+        except CompileError:
+            continue
+        m = int(rng.integers(1, min(max_batch, prog.batch, batch_cap or prog.batch) + 1))
+        await _check_run(host, net, prog, make_input(rng, m), f"{what} {done} {label(prog)}")
+        done += 1
+        if done == count:
+            return
+    raise AssertionError(f"only {done} of {count} {what}s fit {cfg}")
+
+
+def _layer_names(net):
+    return " ".join(type(layer).__name__ for layer in net.layers)
+
+
 @cocotb.test()
 async def test_random_cnns(dut):
     """Random convolutional networks (sim.netgen.random_cnn: rectangular kernels 1..5,
@@ -164,31 +199,12 @@ async def test_random_cnns(dut):
     channels 1..max, max and average pooling windows 2..3, global average pooling, flatten +
     dense or spatial ends, raw and requantized), bit-exact against hwgen.nn, counters equal
     to the cycle model."""
-    cfg = read_config_env()
-    count = int(os.environ.get("HWGEN_CNNS", "0"))
-    if not count:
-        return
-    rng = np.random.default_rng(int(os.environ.get("HWGEN_SEED", "0")) + 1)
-    max_channels = int(os.environ.get("HWGEN_MAX_CHANNELS", "20"))
-    max_batch = int(os.environ.get("HWGEN_MAX_BATCH", "16"))
-    clocked = Clocked(dut)
-    await clocked.start()
-    host = HostPort(clocked)
-    done = 0
-    for _ in range(50 * count):
+    def draw(rng, cfg, done, max_channels):
         net = random_cnn(rng, cfg, max_channels=max_channels, raw=[None, True, False][done % 3])
-        try:
-            prog = hwgen.compile(net, cfg)
-        except CompileError:
-            continue
-        m = int(rng.integers(1, min(max_batch, prog.batch) + 1))
-        x = random_image(rng, cfg, m, net.input_shape)
-        layers = " ".join(type(layer).__name__ for layer in net.layers)
-        await _check_run(host, net, prog, x, f"cnn {done} {net.input_shape} [{layers}]")
-        done += 1
-        if done == count:
-            return
-    raise AssertionError(f"only {done} of {count} random CNNs fit {cfg}")
+        return (net, lambda rng, m: random_image(rng, cfg, m, net.input_shape),
+                lambda prog: f"{net.input_shape} [{_layer_names(net)}]")
+
+    await _fitting_runs(dut, "HWGEN_CNNS", 1, draw, "random CNN")
 
 
 @cocotb.test()
@@ -196,33 +212,14 @@ async def test_taps_cnns(dut):
     """Random CNNs whose first convolution reads fewer channels than ``rows``
     (sim.netgen.taps_cnn): its input in the taps layout where the device walks it,
     bit-exact against hwgen.nn, counters equal to the cycle model."""
-    cfg = read_config_env()
-    count = int(os.environ.get("HWGEN_TAPS", "0"))
-    if not count:
-        return
-    rng = np.random.default_rng(int(os.environ.get("HWGEN_SEED", "0")) + 3)
-    max_channels = int(os.environ.get("HWGEN_MAX_CHANNELS", "20"))
-    max_batch = int(os.environ.get("HWGEN_MAX_BATCH", "16"))
-    clocked = Clocked(dut)
-    await clocked.start()
-    host = HostPort(clocked)
-    done = 0
-    for _ in range(50 * count):
+    def draw(rng, cfg, done, max_channels):
         net = taps_cnn(rng, cfg, max_channels=max_channels, raw=[None, True, False][done % 3])
-        try:
-            prog = hwgen.compile(net, cfg)
-        except CompileError:
-            continue
-        m = int(rng.integers(1, min(max_batch, prog.batch, 3) + 1))
-        x = random_image(rng, cfg, m, net.input_shape)
-        layers = " ".join(type(layer).__name__ for layer in net.layers)
-        stream = "taps" if not prog.input.per_pixel else "pixels"
-        await _check_run(host, net, prog, x, f"taps cnn {done} {net.input_shape} {stream} "
-                                             f"[{layers}]")
-        done += 1
-        if done == count:
-            return
-    raise AssertionError(f"only {done} of {count} taps CNNs fit {cfg}")
+        return (net, lambda rng, m: random_image(rng, cfg, m, net.input_shape),
+                lambda prog: f"{net.input_shape} "
+                             f"{'pixels' if prog.input.per_pixel else 'taps'} "
+                             f"[{_layer_names(net)}]")
+
+    await _fitting_runs(dut, "HWGEN_TAPS", 3, draw, "taps CNN", batch_cap=3)
 
 
 @cocotb.test()
@@ -230,21 +227,12 @@ async def test_general_convolutions(dut):
     """Networks with a grouped and a depthwise convolution (rectangular kernels, strides per
     axis, padding on each side), an average and a global average pooling, bit-exact against
     hwgen.nn, counters equal to the cycle model."""
-    cfg = read_config_env()
-    count = int(os.environ.get("HWGEN_GENERAL", "0"))
-    if not count:
-        return
-    rng = np.random.default_rng(int(os.environ.get("HWGEN_SEED", "0")) + 2)
-    max_batch = int(os.environ.get("HWGEN_MAX_BATCH", "16"))
-    clocked = Clocked(dut)
-    await clocked.start()
-    host = HostPort(clocked)
-    for index in range(count):
-        net = general_cnn(rng, cfg, raw=bool(index % 2))
-        prog = hwgen.compile(net, cfg)
-        m = int(rng.integers(1, min(max_batch, prog.batch, 3) + 1))
-        x = random_image(rng, cfg, m, net.input_shape)
-        await _check_run(host, net, prog, x, f"general cnn {index}")
+    def draw(rng, cfg, done, max_channels):
+        net = general_cnn(rng, cfg, raw=bool(done % 2))
+        return (net, lambda rng, m: random_image(rng, cfg, m, net.input_shape),
+                lambda prog: "")
+
+    await _fitting_runs(dut, "HWGEN_GENERAL", 2, draw, "general CNN", batch_cap=3)
 
 
 @cocotb.test()
@@ -253,34 +241,17 @@ async def test_random_graphs(dut):
     branches of different depths, an add feeding an add, a tensor with three consumers), over
     images and rows by turns (rows only on a device without spatial layers), with and without
     a head, bit-exact against hwgen.nn, counters equal to the cycle model."""
-    cfg = read_config_env()
-    count = int(os.environ.get("HWGEN_GRAPHS", "0"))
-    if not count:
-        return
-    rng = np.random.default_rng(int(os.environ.get("HWGEN_SEED", "0")) + 3)
-    max_channels = int(os.environ.get("HWGEN_MAX_CHANNELS", "20"))
-    max_batch = int(os.environ.get("HWGEN_MAX_BATCH", "16"))
-    clocked = Clocked(dut)
-    await clocked.start()
-    host = HostPort(clocked)
-    done = 0
-    for _ in range(50 * count):
+    def draw(rng, cfg, done, max_channels):
         images = cfg.spatial and done % 2 == 0
         net = random_graph(rng, cfg, images=images, max_channels=max_channels)
-        try:
-            prog = hwgen.compile(net, cfg)
-        except CompileError:
-            continue
-        m = int(rng.integers(1, min(max_batch, prog.batch, 3) + 1))
         shape = net.input_shape
-        x = (random_image(rng, cfg, m, shape) if images
-             else random_input(rng, cfg, m, shape[0]))
-        layers = " ".join(type(layer).__name__ for layer in net.layers)
-        await _check_run(host, net, prog, x, f"graph {done} {shape} [{layers}]")
-        done += 1
-        if done == count:
-            return
-    raise AssertionError(f"only {done} of {count} random graphs fit {cfg}")
+
+        def make_input(rng, m):
+            return (random_image(rng, cfg, m, shape) if images
+                    else random_input(rng, cfg, m, shape[0]))
+        return net, make_input, lambda prog: f"{shape} [{_layer_names(net)}]"
+
+    await _fitting_runs(dut, "HWGEN_GRAPHS", 3, draw, "random graph", batch_cap=3)
 
 
 @cocotb.test()
