@@ -249,7 +249,7 @@ def test_logic_products_against_numpy(config):
     """The multipliers built from logic cells (for designs whose DSP blocks the array takes)
     give the same words at the same cycles."""
     cfg = CONFIGS[config]
-    words = run_adder(cfg, 2, 8, seed=sum(map(ord, config)) + 7, logic_products=True)
+    words = run_adder(cfg, 2, 12, seed=sum(map(ord, config)) + 7, logic_products=True)
     assert words > 50
 
 
