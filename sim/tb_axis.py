@@ -58,6 +58,9 @@ class AxisTransport:
 
     def __init__(self, dut):
         self.dut = dut
+        # Defined inputs from time 0 (Icarus starts them at X, which the engine's ready sees).
+        for name in ("s_axis__tdata", "s_axis__tvalid", "s_axis__tlast", "m_axis__tready"):
+            getattr(dut, name).value = 0
         self.source = AxiStreamSource(AxiStreamBus.from_prefix(dut, "s_axis_"), dut.clk,
                                       dut.rst)
         self.sink = AxiStreamSink(AxiStreamBus.from_prefix(dut, "m_axis_"), dut.clk, dut.rst)
@@ -103,6 +106,19 @@ class AxisTransport:
         self.frames += 1
 
 
+async def _start(dut):
+    """Make the AXI4-Stream ports, then reset the design; return the transport."""
+    link = AxisTransport(dut)
+    if "icarus" in cocotb.SIM_NAME.lower():
+        # Icarus never evaluates a combinational block whose inputs do not change after time 0
+        # (Yosys's initial trigger is set before the block waits): the frame engine's `ready`,
+        # a function of its state alone, stays X. A change of the state during reset (the
+        # reset puts it back) makes the block evaluate once.
+        dut.device.frame.codec.fsm_state.value = 1
+    await Clocked(dut).start()
+    return link
+
+
 def _fitting_network(rng, cfg):
     for width in (40, 24, 12, 6):
         net = random_network(rng, cfg, max_width=width)
@@ -119,8 +135,7 @@ async def test_infer_through_the_host_driver(dut):
     random gaps and stalls."""
     cfg = read_config_env()
     rng = np.random.default_rng(int(os.environ.get("HWGEN_SEED", "0")))
-    await Clocked(dut).start()
-    link = AxisTransport(dut)
+    link = await _start(dut)
     link.pauses(int(os.environ.get("HWGEN_SEED", "0")))
     cases = []
     for _ in range(int(os.environ.get("HWGEN_NETWORKS", "2"))):
@@ -174,8 +189,7 @@ async def test_byte_rate(dut):
     """Without gaps or stalls, a long WRITE goes in and a long READ comes out at (close to)
     one byte a cycle; the rates are logged and written to $HWGEN_RATES."""
     cfg = read_config_env()
-    await Clocked(dut).start()
-    link = AxisTransport(dut)
+    link = await _start(dut)
     s_in, s_out = _Transfers(dut, "s_axis"), _Transfers(dut, "m_axis")
     geo = regions(cfg)[Region.ACT]
     count = min(write_chunk_words(geo, MAX_PAYLOAD), geo.depth)

@@ -49,3 +49,16 @@ def test_unknown_top_is_a_usage_error(capsys):
     assert "invalid choice: 'axi'" in err and "axis" in err and "wishbone" in err
     with pytest.raises(ValueError, match=r"top='axi' is not a design; allowed: .*axis, wishbone"):
         build_top(None, "axi")
+
+
+def test_a_map_too_large_for_the_bus_is_a_usage_error(monkeypatch, capsys, tmp_path):
+    """Every configuration in range fits 30 address bits (tests/bus/test_regmap.py's
+    largest); a narrower bus, as a smaller limit here, refuses with the region named."""
+    from hwgen.bus import regmap
+
+    monkeypatch.setattr(regmap, "_MAX_SHIFT", 6)
+    assert main(["generate", "--top", "wishbone", *SMALL, "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "hwgen generate: error: --top wishbone: the Wishbone top cannot map" in err
+    assert "allowed: a window of at most 2**6 words" in err
+    assert not list(tmp_path.iterdir())

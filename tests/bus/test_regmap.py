@@ -1,6 +1,7 @@
 """The Wishbone top's register map and its files: layout rules, the C header (compiled), the
 JSON description, the table in docs/integration.md, and deterministic generation."""
 
+import itertools
 import json
 import re
 import shutil
@@ -42,7 +43,7 @@ def test_windows_hold_every_word_and_never_overlap(name):
         assert w.offset == (region.value + 1) * w.size
         spans.append((w.offset, w.offset + w.size))
     spans.sort()
-    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:], strict=False))
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans))
     assert spans[-1][1] <= rmap.size
 
 
