@@ -227,10 +227,11 @@ ULX3S_85F_ZOO_PRESET = {"rows": 5, "cols": 5, "dataflow": "ws", "in_bits": 8, "w
 #: 16,384 words (it takes 9,736), PROGRAM 64 words (its 14 passes take 42). Both depths are
 #: powers of two so that every block RAM holds the memory's full depth in a slice of its width:
 #: no multiplexer after the blocks, and each read's register goes into the block (OUTREG;
-#: 6,144 and 10,240 words left 66 of 102 unregistered). 208,955 cycles: 2.46 ms at 85 MHz.
-#: The 8x16 array (123,280 cycles, 2.5 ms at 49.3 MHz) did not route at 53 MHz: its 16
-#: activation banks and the adder's sixteen lanes (logic products) congested nextpnr's routers
-#: (docs/performance.md, "MLPerf Tiny").
+#: 6,144 and 10,240 words folded 36 of 102). 208,955 cycles: 2.46 ms at 85 MHz, which its
+#: builds route but do not reach yet (68.6-70.4 MHz: signals into all 64 WEIGHT blocks,
+#: across the die). The 8x16 array (123,280 cycles, 2.5 ms at 49.3 MHz) did not route at
+#: 53 MHz: its 16 activation banks and the adder's sixteen lanes congested nextpnr
+#: (docs/performance.md, "ResNet-8 on a design that routes").
 ULX3S_85F_RESNET8_PRESET = {"rows": 8, "cols": 8, "dataflow": "ws", "in_bits": 8,
                             "w_bits": 8, "weight_depth": 16384, "act_depth": 8192,
                             "param_depth": 128, "prog_depth": 64, "acc_depth": 256,
