@@ -76,9 +76,10 @@ def test_design_of_a_build_folder(tmp_path, capsys):
 
 
 def test_a_model_that_does_not_fit_names_layers_need_capacity_and_cure(tmp_path, capsys):
-    err = _refused(capsys, ["compile", "mlp", "--board", "icebreaker",
+    err = _refused(capsys, ["compile", "mlp", "--board", "icebreaker", "--weight-depth", "256",
                             "--out", str(tmp_path / "p.npz")])
-    # 64x32 and 32x10 on the 4x4 preset: 16*8*4 = 512 and 8*3*4 = 96 weight words of 256.
+    # 64x32 and 32x10 on the 4x4 preset with its weight memory cut to 256 words (the preset's
+    # before it held the demo MLP): 16*8*4 = 512 and 8*3*4 = 96 weight words of 256.
     assert "layer 0: weight words do not fit: layers 0..0 need 512 words; limit " \
            "weight_depth=256" in err
     assert "(options: --weight-depth 608)" in err
