@@ -49,7 +49,11 @@ class Family(enum.StrEnum):
 #: The iCEBreaker preset: a 4x4 int8 array whose 16 MACs share the UP5K's 8 SB_MAC16s, one
 #: requantization lane (its multiplier is built from logic cells; rows of a layer's last
 #: reduction tile enter the array 4 cycles apart) and small buffers; the weights and the frame
-#: buffer sit in 3 of the 4 SB_SPRAM256KA. It fills the chip's logic cells and block RAMs
+#: buffer sit in 3 of the 4 SB_SPRAM256KA. Its 1,024 weight words hold the demo's MLP (608
+#: words): the two SPRAMs of 32-bit words hold 16K, so the depth costs only the descriptor's
+#: weight address (10 bits; 2,048 words would make the descriptor 65 bits, a fifth PROGRAM
+#: block RAM). Its batch (10 for the demo MLP) is ACT's: four banks of 256 bytes, one block
+#: RAM each, and no block RAM left. It fills the chip's logic cells and block RAMs
 #: (measured figures: docs/performance.md). With four requantization lanes
 #: (``--post-lanes 4``) the device needs more logic cells than the chip has, and ``hwgen build``
 #: refuses it, naming the numbers. The wide, shallow memories take the block RAMs: PARAM (9),
@@ -59,7 +63,7 @@ class Family(enum.StrEnum):
 #: were, and residual networks are refused.
 ICEBREAKER_PRESET = {
     "rows": 4, "cols": 4, "dataflow": "ws", "in_bits": 8, "w_bits": 8, "acc_bits": 22,
-    "mult_bits": 8, "max_k": 64, "act_depth": 256, "weight_depth": 256, "param_depth": 16,
+    "mult_bits": 8, "max_k": 64, "act_depth": 256, "weight_depth": 1024, "param_depth": 16,
     "acc_depth": 64, "out_depth": 64, "prog_depth": 8, "post_lanes": 1, "spatial": False,
     "bounds": False, "residual": False}
 
