@@ -145,6 +145,7 @@ def _as_options(message):
 
 def _summary(network, program, board, what):
     from hwgen.cycles import program_cycles
+    from hwgen.protocol import Features
     from hwgen.throughput import wire_bytes_per_run
 
     config = program.config
@@ -152,7 +153,9 @@ def _summary(network, program, board, what):
     implementation = board.implementation if board is not None else None
     cycles = program_cycles(program, full, implementation) / full
     utilization = program.macs_per_row / (config.rows * config.cols * cycles)
-    wire = wire_bytes_per_run(program, full) / full
+    # A board without LOAD/FETCH (the iCEBreaker) moves whole words: count its wire as built.
+    packed = implementation is None or bool(implementation.features & Features.PACKED)
+    wire = wire_bytes_per_run(program, full, packed=packed) / full
     layers = len(network.nodes) if network is not None else len(program.layers)
     return (f"compiled {what} for {config.name} (config hash {config.hash})\n"
             f"{program.summary()}\n"
@@ -160,7 +163,8 @@ def _summary(network, program, board, what):
             f"cycles per inference {cycles:,.1f} at full batches "
             f"({cycles / config.clock_hz * 1e6:,.2f} us at {config.clock_hz / 1e6:g} MHz)\n"
             f"array utilization {utilization:.1%}\n"
-            f"wire bytes per inference {wire:,.1f} (runs of {full})")
+            f"wire bytes per inference {wire:,.1f} (runs of {full}, "
+            f"{'packed' if packed else 'whole words: the board has no LOAD/FETCH'})")
 
 
 def _samples(args, source, network):
