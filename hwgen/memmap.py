@@ -244,23 +244,18 @@ def geometry_layout(config):
     rem0, col_rem, row_rem, img_rem
         The banks of the walk's start and of its steps (``*_step`` the words).
 
-    A design that fuses pools (:func:`fuses_pool`) has :data:`POOL_FIELDS` last (0 in a layer
-    without a fused pool): a convolution followed by a ``p x p``, stride ``p`` max pool walks
-    its output pixels window by window (:mod:`hwgen.passes.fused_pool`), ``oh``, ``ow`` are
-    then the pooled sides (the windows) and the output pixel ``(m, oy, ox)`` is the pooled
-    pixel of the ``p * p`` conv pixels ``(oy * p + wy, ox * p + wx)``, walked ``wx`` fastest.
-    ``col_step`` is then the step to the next pixel of a window's row, ``row_step`` and
-    ``img_step`` the steps from the last pixel of the last window of a row of windows (of an
-    image) to the first of the next, as for a convolution of ``oh * p`` by ``ow * p`` pixels;
-    the walker finds the first pixel of a window's next row (``down_step`` on from the row's
-    first) and of the next window in the row (``col_step`` on from the last of the window's
-    first row) from registers.
+    A design that fuses pools (:func:`fuses_pool`) has :data:`POOL_FIELDS` last (0 without a
+    fused pool): with a ``p x p``, stride ``p`` max pool fused, ``oh``, ``ow`` are the pooled
+    sides and output pixel ``(m, oy, ox)`` is the maximum of conv pixels ``(oy * p + wy, ox *
+    p + wx)``, walked window by window, ``wx`` fastest (:mod:`hwgen.passes.fused_pool`).
+    ``col_step`` steps along a window's row; ``row_step``, ``img_step`` are a convolution's
+    of ``oh * p`` by ``ow * p`` pixels; a window's next row starts ``down_step`` on from its
+    row's first, the next window ``col_step`` on from its first row's last (registers).
 
     pool
         ``p - 1``: the window's last ``wx`` and ``wy`` (0: no pool).
     down_step, down_rem
-        One conv output row down: ``sy`` input rows, as a word step (and, with taps, a bank
-        step; ``down_rem`` only on a design that walks taps).
+        One conv output row down (``sy`` input rows): words, and banks with taps.
     """
     side = unsigned(max(1, config.act_depth.bit_length()))
     addr = unsigned(act_addr_bits(config))

@@ -108,7 +108,8 @@ def _geometry(index, p, plan, config):
                                                      **fields})
     cb_word, cb_rem = divmod(window, config.act_lanes)
     # With a fused pool oh, ow are the windows (the pooled sides) and the steps a window's.
-    steps = fused_pool.conv_steps(oh, ow, p.pool, sy * w * ps, sx * ps, h * w * ps)
+    steps = fused_pool.conv_steps(oh, ow, p.pool, unit_row=sy * w * ps, unit_col=sx * ps,
+                                  h_units=h * w * ps)
     fields = {
         "h": h, "w": w, "oh": oh, "ow": ow, "kh": kh, "kw": kw, "sy": sy, "sx": sx,
         "pad_top": top, "pad_left": left,
@@ -312,9 +313,10 @@ def compile_network(network, config, *, batch=None, readout=False, taps=True, ou
     mode = output_mode(output, "compile", k=k)
     network.validate()  # layers are mutable: check them as they are now
     try:
-        program = _compile(network, config, batch, readout, taps, fuse_pool)
+        program = _compile(network, config, batch, readout, taps, fuse_pool=fuse_pool)
     except CompileError as error:
-        hint = holding_designs(lambda n, c: _compile(n, c, batch, readout, taps, fuse_pool),
+        hint = holding_designs(lambda n, c: _compile(n, c, batch, readout, taps,
+                                                             fuse_pool=fuse_pool),
                                network, config, error)
         if not hint:
             raise
@@ -323,7 +325,7 @@ def compile_network(network, config, *, batch=None, readout=False, taps=True, ou
     return dataclasses.replace(program, output_mode=mode)
 
 
-def _compile(network, config, batch, readout, taps_layout, fuse_pool=True):
+def _compile(network, config, batch, readout, taps_layout, *, fuse_pool=True):
     check_widths(network, config)
     passes = lower_network(network, config)
     if not passes:

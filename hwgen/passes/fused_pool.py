@@ -68,7 +68,7 @@ def fused(passes, config, *, readout=False):
     return out
 
 
-def conv_steps(oh, ow, pool, unit_row, unit_col, h_units):
+def conv_steps(oh, ow, pool, *, unit_row, unit_col, h_units):
     """Return ``{name: step}`` of a walk of output ``oh x ow`` (windows, when ``pool`` > 1)
     in units whose output row is ``unit_row`` on and output column ``unit_col`` on, an image
     ``h_units`` on: ``col``, ``row``, ``img`` (and ``down`` with a pool): what the geometry's

@@ -255,7 +255,7 @@ class MatrixPass(Pass):
                                  dtype=dtype)
                     acc = acc + x[chunk.start:chunk.stop, kt * rows:(kt + 1) * rows] @ w
                     assert acc_low <= acc.min() and acc.max() <= acc_high
-                writes |= _finish_tile(device, d, nt, chunk, acc, _window(g))
+                writes |= _finish_tile(device, d, nt, chunk, acc, window=_window(g))
         assert not reads & writes, "a layer overwrote its own input"
 
     def output_rows(self, d, channels):
@@ -310,7 +310,7 @@ def _activation_fields(matrix):
             "act_max": matrix.act_max}
 
 
-def _finish_tile(device, d, nt, chunk, acc, window=1):
+def _finish_tile(device, d, nt, chunk, acc, *, window=1):
     """Add the bias to output tile ``nt``'s sums of the output pixels ``chunk``, requantize
     and write them (or write the raw sums); return the ACT words written.
 

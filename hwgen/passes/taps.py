@@ -86,10 +86,12 @@ def geometry(p, config, base):
     wrap = 1 << act_addr_bits(config)
     kwc = kw * c
     start = base * lanes - top * big_p
-    steps = conv_steps(oh, ow, p.pool, sy * big_p, sx * c, h * big_p)
+    steps = conv_steps(oh, ow, p.pool, unit_row=sy * big_p, unit_col=sx * c,
+                       h_units=h * big_p)
     d_word = (big_p - kwc) // lanes
     tq, tr = divmod(rows, kwc)
-    fields = {"h": h, "w": ow * max(1, p.pool) * sx, "oh": oh, "ow": ow, "kh": kh, "kw": 1, "sy": sy, "sx": sx,
+    fields = {"h": h, "w": ow * max(1, p.pool) * sx, "oh": oh, "ow": ow, "kh": kh, "kw": 1,
+              "sy": sy, "sx": sx,
               "pad_top": top, "pad_left": 0, "ky_step": 0, "cb_word": 0, "cb_rem": 0,
               "wrep": 0, "taps": 1, "kwc": kwc, "tq": tq, "tr": tr, "d_word": d_word,
               "tq_word": tq * d_word % wrap, "rem0": start % lanes}
