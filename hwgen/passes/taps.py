@@ -56,7 +56,8 @@ def stream(p, config):
     ``pitch``."""
     h, w, c = p.in_shape
     left = p.kernel[3][2]
-    return {"runs": h, "run": w * c, "lead": left * c, "pitch": pitch(p, config)}
+    # The pitch its lowering chose (before a fused pool made the pass's output the pool's).
+    return {"runs": h, "run": w * c, "lead": left * c, "pitch": p.taps or pitch(p, config)}
 
 
 def lowered(p, config):
