@@ -315,9 +315,10 @@ def compile_network(network, config, *, batch=None, readout=False, taps=True, ou
     try:
         program = _compile(network, config, batch, readout, taps, fuse_pool=fuse_pool)
     except CompileError as error:
-        hint = holding_designs(lambda n, c: _compile(n, c, batch, readout, taps,
-                                                             fuse_pool=fuse_pool),
-                               network, config, error)
+        def again(n, c):
+            return _compile(n, c, batch, readout, taps, fuse_pool=fuse_pool)
+
+        hint = holding_designs(again, network, config, error)
         if not hint:
             raise
         raise error.with_hint(hint) from None
