@@ -10,7 +10,7 @@ from amaranth.lib import wiring
 from .config import AcceleratorConfig
 
 __all__ = ["TOPS", "build_top", "default_out", "design_name", "emit_design", "emit_verilog",
-           "manifest", "write_design"]
+           "manifest", "side_files", "write_design"]
 
 DEFAULT_OUT = Path("rtl_out")
 DEFAULT_TOP = "device"
@@ -40,9 +40,21 @@ def _device_stream(config, pe_instances):
     return Device(config, link=Link.STREAM, pe_instances=pe_instances)
 
 
+def _axis(config, pe_instances):
+    from .bus.axis import AxisTop
+
+    return AxisTop(config, pe_instances=pe_instances)
+
+
+def _wishbone(config, pe_instances):
+    from .bus.wishbone_top import WishboneTop
+
+    return WishboneTop(config, pe_instances=pe_instances)
+
+
 # Every top-level design `hwgen generate` can emit, by name.
 TOPS = {"device": _device, "device-stream": _device_stream, "accelerator": _accelerator,
-        "engine": _engine}
+        "engine": _engine, "axis": _axis, "wishbone": _wishbone}
 
 
 def build_top(config, top="engine", *, pe_instances=False):
@@ -145,10 +157,22 @@ def default_out(config, top=DEFAULT_TOP):
     return DEFAULT_OUT / design_name(config, top)
 
 
+def side_files(component, name):
+    """Return ``{file name: text}`` written next to a design's Verilog: a top with a register
+    map (the Wishbone top) has its C header and JSON description."""
+    regmap = getattr(component, "regmap", None)
+    if regmap is None:
+        return {}
+    from .bus.describe import map_files
+
+    return map_files(regmap, name)
+
+
 def write_design(config: AcceleratorConfig, out_dir=None, top=DEFAULT_TOP):
     """Write ``<name>.v`` and ``<name>.json`` for ``config`` and return their paths.
 
-    ``out_dir`` defaults to :func:`default_out`.
+    A top with a register map also gets :func:`side_files` (``hwgen_regs.h``,
+    ``hwgen_regs.json``) in the same folder. ``out_dir`` defaults to :func:`default_out`.
     """
     name = design_name(config, top)
     out = Path(out_dir) if out_dir is not None else default_out(config, top)
@@ -159,4 +183,6 @@ def write_design(config: AcceleratorConfig, out_dir=None, top=DEFAULT_TOP):
     v_path.write_text(text)
     j_path.write_text(json.dumps(manifest(config, component, top, name), indent=2,
                                  sort_keys=True) + "\n")
+    for file_name, file_text in side_files(component, name).items():
+        (out / file_name).write_text(file_text)
     return v_path, j_path
