@@ -230,16 +230,20 @@ async def test_fused_pool_cnns(dut):
     (sim.netgen.pooled_cnn), which the compiler fuses into the convolution's pass (the walk
     window by window, the running maximum before the write-back): bit-exact against hwgen.nn,
     counters equal to the cycle model."""
+    fused = []
+
     def draw(rng, cfg, done, max_channels):
         net = pooled_cnn(rng, cfg, max_channels=max_channels, raw=[None, True, False][done % 3])
 
         def label(prog):
             pools = [d["geometry"].get("pool", 0) + 1 for d in prog.descriptors
                      if d["spatial"] and d["kind"] == 0]
+            fused.append(max(pools, default=1) > 1)
             return f"{net.input_shape} [{_layer_names(net)}] fused windows {pools}"
         return net, lambda rng, m: random_image(rng, cfg, m, net.input_shape), label
 
     await _fitting_runs(dut, "HWGEN_FUSED", 5, draw, "fused-pool CNN", batch_cap=4)
+    assert not fused or any(fused), "no drawn CNN had a pool fused into its convolution"
 
 
 @cocotb.test()
