@@ -149,11 +149,11 @@ def random_input_rows(rng, config, m, k):
     return x
 
 
-def check_against_reference(network, config, m, *, batch=None, seed=0):
-    """Compile ``network``, run it on ``m`` random samples (rows or NHWC images) in the
-    interpreter and check both the interpreter's and ``unpack_output``'s result against the
-    reference; return the program."""
-    program = compile_network(network, config, batch=batch)
+def check_against_reference(network, config, m, *, batch=None, seed=0, **options):
+    """Compile ``network`` (with the compiler's keyword ``options``), run it on ``m`` random
+    samples (rows or NHWC images) in the interpreter and check both the interpreter's and
+    ``unpack_output``'s result against the reference; return the program."""
+    program = compile_network(network, config, batch=batch, **options)
     m = min(m, program.batch)
     shapes = network.shapes
     x = random_input_rows(np.random.default_rng(seed), config, m, network.in_features)
