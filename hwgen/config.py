@@ -26,7 +26,7 @@ class Dataflow(enum.StrEnum):
 DATAFLOWS = tuple(d.value for d in Dataflow)
 
 #: The boolean fields: parts of the device that a design may leave out.
-_FLAGS = ("spatial", "bounds", "residual", "taps")
+_FLAGS = ("spatial", "bounds", "residual", "taps", "fuse_pool")
 
 # field -> (low, high) inclusive; checked in the order of the dataclass fields.
 _RANGES = {
@@ -102,6 +102,13 @@ class AcceleratorConfig:
         reduction tile instead of one kernel position's channels. Without it (``False``) the
         walker, the geometry and the feeder stay as before (no per-lane row counters, no lane
         rotation on a square array). Ignored without ``spatial``. ``0``/``1`` are taken too.
+    fuse_pool : bool
+        With ``spatial``: the patch walker can walk a convolution's output pixels window by
+        window of a max pool that follows it, and the post-processing keeps a running maximum
+        per channel over each window, so that the pool costs no pass of its own
+        (:mod:`hwgen.passes.fused_pool`). Without it (``False``) the walker, the geometry and
+        the post-processing stay as before, and the compiler keeps every max pool a pass.
+        Ignored without ``spatial``. ``0``/``1`` are taken too.
     post_lanes : int or None
         Requantization lanes: how many of a result row's ``cols`` channels are requantized per
         cycle (a divisor of ``cols``; ``None``, the default, means all ``cols``). Fewer lanes
@@ -135,6 +142,7 @@ class AcceleratorConfig:
     bounds: bool = True
     residual: bool = True
     taps: bool = True
+    fuse_pool: bool = True
 
     def __post_init__(self):
         for field in dataclasses.fields(self):
@@ -228,8 +236,8 @@ class AcceleratorConfig:
         """Return the parameters as a plain ``dict``.
 
         ``post_lanes`` is left out while it is ``None`` and ``spatial``, ``bounds``,
-        ``residual`` and ``taps`` while they are ``True``, so that configurations from before
-        they existed keep their :attr:`hash` and load as before.
+        ``residual``, ``taps`` and ``fuse_pool`` while they are ``True``, so that
+        configurations from before they existed keep their :attr:`hash` and load as before.
         """
         d = dataclasses.asdict(self)
         if d["post_lanes"] is None:

@@ -14,6 +14,7 @@ from amaranth.lib.wiring import In, Out
 __all__ = [
     "DESCRIPTOR_BOUNDS",
     "GEOMETRY_LIMITS",
+    "POOL_FIELDS",
     "TAPS_FIELDS",
     "HostPortSignature",
     "PassKind",
@@ -25,6 +26,7 @@ __all__ = [
     "descriptor_layout",
     "descriptor_limits",
     "feeder_rotates",
+    "fuses_pool",
     "geometry_layout",
     "geometry_words",
     "macs_from_busy_cycles",
@@ -66,8 +68,8 @@ _DESCRIPTOR_FLAGS = ("leaky", "raw", "last", "spatial")
 #: The descriptor's signed ``in_bits`` fields, after the numeric ones.
 DESCRIPTOR_BOUNDS = ("act_min", "act_max")
 #: The largest stride (per axis) and top or left padding of a spatial layer (four bits each in
-#: its geometry).
-GEOMETRY_LIMITS = {"stride": 15, "pad": 15}
+#: its geometry), and the largest window side of a fused max pool (``p - 1`` in three bits).
+GEOMETRY_LIMITS = {"stride": 15, "pad": 15, "pool": 8}
 
 
 def descriptor_limits(config):
@@ -241,6 +243,19 @@ def geometry_layout(config):
         ``tq * d_word`` (modulo the banks' address width).
     rem0, col_rem, row_rem, img_rem
         The banks of the walk's start and of its steps (``*_step`` the words).
+
+    A design that fuses pools (:func:`fuses_pool`) has :data:`POOL_FIELDS` last (0 without a
+    fused pool): with a ``p x p``, stride ``p`` max pool fused, ``oh``, ``ow`` are the pooled
+    sides and output pixel ``(m, oy, ox)`` is the maximum of conv pixels ``(oy * p + wy, ox *
+    p + wx)``, walked window by window, ``wx`` fastest (:mod:`hwgen.passes.fused_pool`).
+    ``col_step`` steps along a window's row; ``row_step``, ``img_step`` are a convolution's
+    of ``oh * p`` by ``ow * p`` pixels; a window's next row starts ``down_step`` on from its
+    row's first, the next window ``col_step`` on from its first row's last (registers).
+
+    pool
+        ``p - 1``: the window's last ``wx`` and ``wy`` (0: no pool).
+    down_step, down_rem
+        One conv output row down (``sy`` input rows): words, and banks with taps.
     """
     side = unsigned(max(1, config.act_depth.bit_length()))
     addr = unsigned(act_addr_bits(config))
@@ -251,6 +266,10 @@ def geometry_layout(config):
         "tq": unsigned(config.rows.bit_length()), "tr": unsigned(config.rows.bit_length()),
         "d_word": addr, "tq_word": addr,
         "rem0": bank, "col_rem": bank, "row_rem": bank, "img_rem": bank,
+    }
+    pool = {} if not fuses_pool(config) else {
+        "pool": unsigned(GEOMETRY_LIMITS["pool"].bit_length() - 1), "down_step": addr,
+        **({"down_rem": bank} if walks_taps(config) else {}),
     }
     return data.StructLayout({
         "h": side, "w": side, "oh": side, "ow": side, "kh": side, "kw": side,
@@ -264,6 +283,7 @@ def geometry_layout(config):
         "cb_rem": bank,
         "wrep": unsigned(1),
         **taps,
+        **pool,
     })
 
 
@@ -271,6 +291,17 @@ def geometry_layout(config):
 #: in the layout of a design that :func:`walks_taps`.
 TAPS_FIELDS = ("taps", "kwc", "tq", "tr", "d_word", "tq_word", "rem0", "col_rem", "row_rem",
                "img_rem")
+
+
+#: The geometry fields of a fused max pool (:func:`geometry_layout`), last in the layout of a
+#: design that :func:`fuses_pool`.
+POOL_FIELDS = ("pool", "down_step", "down_rem")
+
+
+def fuses_pool(config):
+    """Return whether the device walks a convolution's output window by window of a max pool
+    that it fuses: a design with ``spatial`` and ``fuse_pool``."""
+    return config.spatial and config.fuse_pool
 
 
 def walks_taps(config):

@@ -27,6 +27,7 @@ from hwgen.memmap import (
 )
 from hwgen.passes import lookup
 from hwgen.passes.base import signed_range
+from hwgen.passes.fused_pool import walk
 
 __all__ = ["ProgramInterpreter", "run_on_interpreter", "signed", "signed_range"]
 
@@ -172,20 +173,11 @@ class ProgramInterpreter:
 
     def pixel_words(self, d, g, m):
         """Return ``(oy, ox, word)`` arrays of a layer's output pixels in order (sample, row,
-        column): ``word`` is the ACT word of the pixel's kernel position (0, 0), walked from
+        column; with a fused pool, window by window: :func:`hwgen.passes.fused_pool.walk`):
+        ``word`` is the ACT word of the pixel's kernel position (0, 0), walked from
         ``src_base`` with the geometry's steps, as the device walks it."""
-        oy, ox, words = [], [], []
-        pix = d["src_base"]
-        for _ in range(m):
-            for y in range(g["oh"]):
-                for x in range(g["ow"]):
-                    oy.append(y)
-                    ox.append(x)
-                    words.append(pix)
-                    step = ("col_step" if x != g["ow"] - 1 else
-                            "row_step" if y != g["oh"] - 1 else "img_step")
-                    pix = (pix + g[step]) % self.wrap
-        return np.array(oy, dtype=np.int64), np.array(ox, dtype=np.int64), np.array(words)
+        oy, ox, words, _ = walk(g, m, d["src_base"], wrap=self.wrap)
+        return oy, ox, words
 
     def kernel_offsets(self, d, g):
         """Return ``[(ky, kx, offset)]`` of the kernel (or window) positions in walk order: the

@@ -25,8 +25,8 @@ from hwgen.nn import (
     QuantizedNetwork,
 )
 
-__all__ = ["GRAPH_BLOCKS", "general_cnn", "random_add", "random_cnn", "random_graph",
-           "random_image", "random_input", "random_network", "taps_cnn"]
+__all__ = ["GRAPH_BLOCKS", "general_cnn", "pooled_cnn", "random_add", "random_cnn",
+           "random_graph", "random_image", "random_input", "random_network", "taps_cnn"]
 
 
 def random_network(rng, config, *, layers=None, max_width=200, raw=None, widths=None):
@@ -178,6 +178,43 @@ def taps_cnn(rng, config, *, max_channels=20, raw=None):
         net = random_cnn(rng, config, input_shape=shape, max_channels=max_channels, raw=raw)
         if net.layers[0].groups == 1:
             return net
+
+
+def pooled_cnn(rng, config, *, max_channels=20, raw=None):
+    """Return a random CNN whose convolutions are each followed by a ``p x p``, stride ``p``
+    max pool that the compiler fuses into the convolution's pass where the design can
+    (:mod:`hwgen.passes.fused_pool`): one or two blocks (:func:`random_cnn`'s convolutions,
+    the first now and then of fewer channels than ``rows``: the taps layout), ``p`` from 2 to
+    4 whose ``p * p`` divides ``acc_depth`` (2 where none does: then the pool is a pass), then
+    a Flatten and a Dense or the pooled images as the output."""
+    sides = [p for p in (2, 3, 4) if config.acc_depth % (p * p) == 0] or [2]
+    while True:
+        side = int(rng.integers(4, 11))
+        channels = int(rng.integers(1, max(2, config.rows))) if rng.random() < 0.5 else \
+            int(rng.integers(1, max_channels + 1))
+        h, w, c = input_shape = (side, int(rng.integers(side - 1, side + 2)), channels)
+        layers = []
+        for _ in range(int(rng.integers(1, 3))):
+            conv = _random_conv(rng, config, (h, w, c), max_channels)
+            conv_shape = conv.output_shape((h, w, c))
+            fits = [p for p in sides if p <= min(conv_shape[:2])]
+            if not fits:
+                break
+            pool = MaxPool2D(int(rng.choice(fits)))
+            layers += [conv, pool]
+            h, w, c = pool.output_shape(conv_shape)
+        if layers:
+            break
+    if rng.random() < 0.6 and h * w * c <= config.max_k:
+        n = int(rng.integers(1, 11))
+        weight, b, mult, shift = _matrix_params(rng, config, h * w * c, n)
+        dense = Dense(weight, b, mult, shift, **_activation(rng, config, mult))
+        if bool(rng.random() < 0.5) if raw is None else raw:
+            dense.output = "raw"
+        layers += [Flatten(), dense]
+    return QuantizedNetwork(layers, in_bits=config.in_bits, w_bits=config.w_bits,
+                            acc_bits=config.acc_bits, mult_bits=config.mult_bits,
+                            input_shape=input_shape)
 
 
 def general_cnn(rng, config, *, raw=None):

@@ -12,7 +12,8 @@ whose first convolution takes the taps layout, 0 by default), ``HWGEN_GENERAL`` 
 :func:`sim.netgen.general_cnn`'s
 networks, every spatial layer kind in one, 0 by default), ``HWGEN_GRAPHS`` (how many of
 :func:`sim.netgen.random_graph`'s residual graphs, over images and rows by turns, 0 by
-default).
+default), ``HWGEN_FUSED`` (how many of :func:`sim.netgen.pooled_cnn`'s CNNs, whose max
+pools the compiler fuses into their convolutions' passes, 0 by default).
 """
 
 import os
@@ -27,6 +28,7 @@ from hwgen.compiler import CompileError
 from hwgen.cycles import layer_busy_rows, program_cycles
 from sim.netgen import (
     general_cnn,
+    pooled_cnn,
     random_cnn,
     random_graph,
     random_image,
@@ -220,6 +222,28 @@ async def test_taps_cnns(dut):
                              f"[{_layer_names(net)}]")
 
     await _fitting_runs(dut, "HWGEN_TAPS", 3, draw, "taps CNN", batch_cap=3)
+
+
+@cocotb.test()
+async def test_fused_pool_cnns(dut):
+    """Random CNNs of convolutions each followed by a ``p x p``, stride ``p`` max pool
+    (sim.netgen.pooled_cnn), which the compiler fuses into the convolution's pass (the walk
+    window by window, the running maximum before the write-back): bit-exact against hwgen.nn,
+    counters equal to the cycle model."""
+    fused = []
+
+    def draw(rng, cfg, done, max_channels):
+        net = pooled_cnn(rng, cfg, max_channels=max_channels, raw=[None, True, False][done % 3])
+
+        def label(prog):
+            pools = [d["geometry"].get("pool", 0) + 1 for d in prog.descriptors
+                     if d["spatial"] and d["kind"] == 0]
+            fused.append(max(pools, default=1) > 1)
+            return f"{net.input_shape} [{_layer_names(net)}] fused windows {pools}"
+        return net, lambda rng, m: random_image(rng, cfg, m, net.input_shape), label
+
+    await _fitting_runs(dut, "HWGEN_FUSED", 5, draw, "fused-pool CNN", batch_cap=4)
+    assert not fused or any(fused), "no drawn CNN had a pool fused into its convolution"
 
 
 @cocotb.test()

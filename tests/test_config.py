@@ -97,12 +97,13 @@ def test_bad_post_lanes(kwargs, message):
 
 def _old_json(cfg):
     """The canonical JSON of a configuration as written before ``spatial`` (and ``bounds``,
-    ``residual``, ``taps``) existed: every other field, ``post_lanes`` only when set."""
+    ``residual``, ``taps``, ``fuse_pool``) existed: every other field, ``post_lanes`` only
+    when set."""
     import dataclasses
     import json
 
     fields = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)
-              if f.name not in ("spatial", "bounds", "residual", "taps")
+              if f.name not in ("spatial", "bounds", "residual", "taps", "fuse_pool")
               and not (f.name == "post_lanes" and cfg.post_lanes is None)}
     return json.dumps({k: str(v) if k == "dataflow" else v for k, v in fields.items()},
                       sort_keys=True, separators=(",", ":"))

@@ -150,6 +150,11 @@ def add_config_options(parser):
                                help="1: a first convolution of fewer channels than rows packs "
                                     "its kernel's taps into tiles (default); 0: the walker of "
                                     "before")
+        elif field.name == "fuse_pool":
+            group.add_argument(flag, type=number(int, 0, 1), default=int(field.default),
+                               metavar="0|1",
+                               help="1: a max pool after a convolution runs in the "
+                                    "convolution's pass (default); 0: a pass of its own")
         elif field.name == "post_lanes":
             group.add_argument(flag, type=number(int), default=None, metavar="N",
                                help="channels requantized per cycle, a divisor of --cols "

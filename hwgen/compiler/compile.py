@@ -6,6 +6,7 @@ import numbers
 from ..config import AcceleratorConfig
 from ..memmap import (
     GEOMETRY_LIMITS,
+    POOL_FIELDS,
     TAPS_FIELDS,
     Region,
     act_addr_bits,
@@ -14,7 +15,7 @@ from ..memmap import (
 )
 from ..nn import CNN, INPUT, MLP, QuantizedNetwork
 from ..nn.graph import where as node_label
-from ..passes import layer_types, lookup, taps
+from ..passes import fused_pool, layer_types, lookup, taps
 from .activations import matrix_shape, pass_inputs, plan_activations
 from .classes import output_mode
 from .descriptors import activation_fields, check_field, descriptor_fields, pack_layer
@@ -51,7 +52,8 @@ def _place_layers(passes, config, network):
     w_base = p_base = 0
     for p in passes:
         fields = lookup(p.kind).place(p, config, w_base, p_base)
-        pixels = matrix_shape(p.out_shape)[0] if p.spatial else 1
+        # A fused pool's pass computes p * p conv pixels per pixel it writes.
+        pixels = matrix_shape(p.out_shape)[0] * max(1, p.pool) ** 2 if p.spatial else 1
         specs.append(LayerSpec(**fields, kind=p.kind, pixels=pixels, source=p.source))
         w_base += fields["w_words"]
         p_base += fields["p_words"]
@@ -105,15 +107,17 @@ def _geometry(index, p, plan, config):
         return origin, _checked_geometry(p, config, {"cgs": lookup(p.kind).cgs(p, config, ps),
                                                      **fields})
     cb_word, cb_rem = divmod(window, config.act_lanes)
+    # With a fused pool oh, ow are the windows (the pooled sides) and the steps a window's.
+    steps = fused_pool.conv_steps(oh, ow, p.pool, unit_row=sy * w * ps, unit_col=sx * ps,
+                                  h_units=h * w * ps)
     fields = {
         "h": h, "w": w, "oh": oh, "ow": ow, "kh": kh, "kw": kw, "sy": sy, "sx": sx,
         "pad_top": top, "pad_left": left,
         "cgs": lookup(p.kind).cgs(p, config, ps),
-        "col_step": sx * ps % wrap,
-        "row_step": (sy * w * ps - (ow - 1) * sx * ps) % wrap,
-        "img_step": (h * w * ps - (oh - 1) * sy * w * ps - (ow - 1) * sx * ps) % wrap,
+        **{f"{name}_step": value % wrap for name, value in steps.items()},
         "ky_step": (w * ps - (kw - 1) * ps) % wrap,
         "cb_word": cb_word, "cb_rem": cb_rem, "wrep": 0,
+        **({"pool": p.pool - 1} if p.pool else {}),
         **lookup(p.kind).walk_fields(p, config),
     }
     origin = (plan.base(src) - top * w * ps - left * ps) % wrap
@@ -121,10 +125,11 @@ def _geometry(index, p, plan, config):
 
 
 def _checked_geometry(p, config, fields):
-    """Return ``fields`` of pass ``p``'s geometry, the taps fields of a design that has them
-    0 where not given, each checked against its width."""
+    """Return ``fields`` of pass ``p``'s geometry, the taps and pool fields of a design that
+    has them 0 where not given, each checked against its width."""
     layout = geometry_layout(config)
-    fields = {**{name: 0 for name in TAPS_FIELDS if name in layout.members}, **fields}
+    fields = {**{name: 0 for name in TAPS_FIELDS + POOL_FIELDS if name in layout.members},
+              **fields}
     for name, value in fields.items():
         if value >= 1 << layout.members[name].width:
             raise CompileError(f"geometry field {name}={value} exceeds its width; limit "
@@ -241,7 +246,7 @@ def _layer_matrices(network, passes, plan, config):
 
 
 def compile_network(network, config, *, batch=None, readout=False, taps=True, output="scores",
-                    k=None):
+                    k=None, fuse_pool=True):
     """Compile ``network`` for the accelerator described by ``config``.
 
     Parameters
@@ -262,6 +267,11 @@ def compile_network(network, config, *, batch=None, readout=False, taps=True, ou
         Store the input of a first convolution with fewer input channels than ``rows`` in the
         taps layout (:mod:`hwgen.passes.taps`), where the device walks it
         (``config.taps``); False keeps every input pixel by pixel (the programs of before).
+    fuse_pool : bool
+        Run a ``p x p``, stride ``p`` max pool that follows a convolution (its only reader)
+        in the convolution's pass (:mod:`hwgen.passes.fused_pool`), where the device can
+        (``config.fuse_pool``) and no read-out needs the convolution's output; False keeps
+        every pool a pass of its own (the programs of before).
     output : {"scores", "argmax", "top_k"} or ("top_k", k)
         What :meth:`host.Accelerator.infer` returns by default (:attr:`Program.output_mode`,
         :mod:`hwgen.compiler.classes`): the network's output, the index of each sample's
@@ -297,15 +307,18 @@ def compile_network(network, config, *, batch=None, readout=False, taps=True, ou
         per sample, or classes of an output with several rows per sample.
     """
     _check_arguments(network, config, batch, readout)
-    if not isinstance(taps, bool):
-        raise TypeError(f"compile: taps={taps!r}; allowed: True or False")
+    for name, value in (("taps", taps), ("fuse_pool", fuse_pool)):
+        if not isinstance(value, bool):
+            raise TypeError(f"compile: {name}={value!r}; allowed: True or False")
     mode = output_mode(output, "compile", k=k)
     network.validate()  # layers are mutable: check them as they are now
     try:
-        program = _compile(network, config, batch, readout, taps)
+        program = _compile(network, config, batch, readout, taps, fuse_pool=fuse_pool)
     except CompileError as error:
-        hint = holding_designs(lambda n, c: _compile(n, c, batch, readout, taps), network,
-                               config, error)
+        def again(n, c):
+            return _compile(n, c, batch, readout, taps, fuse_pool=fuse_pool)
+
+        hint = holding_designs(again, network, config, error)
         if not hint:
             raise
         raise error.with_hint(hint) from None
@@ -313,7 +326,7 @@ def compile_network(network, config, *, batch=None, readout=False, taps=True, ou
     return dataclasses.replace(program, output_mode=mode)
 
 
-def _compile(network, config, batch, readout, taps_layout):
+def _compile(network, config, batch, readout, taps_layout, *, fuse_pool=True):
     check_widths(network, config)
     passes = lower_network(network, config)
     if not passes:
@@ -323,6 +336,8 @@ def _compile(network, config, batch, readout, taps_layout):
                            resource="layer")
     if taps_layout:
         passes = _with_taps(passes, config)
+    if fuse_pool:
+        passes = fused_pool.fused(passes, config, readout=readout)
     specs = _place_layers(passes, config, network)
     in_shape = network.shapes[0][0]
     input_words = None

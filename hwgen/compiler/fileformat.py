@@ -28,7 +28,10 @@ with ``taps`` has since version 7, last in the layout): converted with them 0, a
 matrices without the element stream's fields (the per-pixel layout, their default). Before
 version 7 a file holds no output mode (``"scores"``) nor the output's ``wire_bits``: a raw
 output's comes from the images (:func:`hwgen.compiler.wire.stored_raw_wire_bits`, the same
-proof), a requantized one's is its lane width.
+proof), a requantized one's is its lane width. Files of versions 5 to 7 hold geometries
+without the fused pool's fields (:data:`~hwgen.memmap.POOL_FIELDS`, which a design with
+``fuse_pool`` has since version 8, last in the layout): converted with them 0 (no pass of
+theirs fuses a pool).
 """
 
 import dataclasses
@@ -44,6 +47,7 @@ from amaranth.lib import data
 from ..config import AcceleratorConfig
 from ..memmap import (
     DESCRIPTOR_BOUNDS,
+    POOL_FIELDS,
     TAPS_FIELDS,
     PassKind,
     Region,
@@ -65,16 +69,17 @@ __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "READ_VERSIONS", "legacy_descriptor_
 
 #: Version of the file written by :func:`save`; older versions that a program of this
 #: version can stand for are converted on load, others refused.
+# 8: the geometry's fused pool fields (a design with fuse_pool);
 # 7: the matrices' element streams and the geometry's taps fields (a design with taps), the
 # output's wire_bits and the program's output_mode (class output);
 # 6: the second input's src2_base (a design with residual); 5: activation bounds, leaky
 # ReLU, the general convolution's geometry; 4: the pass kind; 3: spatial layers; 2: per-config
 # layout
-FORMAT_VERSION = 7
-#: Versions :func:`read` takes: versions 2 to 6 are converted on load (version 2 holds
+FORMAT_VERSION = 8
+#: Versions :func:`read` takes: versions 2 to 7 are converted on load (version 2 holds
 #: matrix layers over rows only, whose layers gain their source; before version 7 a raw
 #: output's wire width comes from the images, and the output mode is "scores").
-READ_VERSIONS = (2, 3, 4, 5, 6, 7)
+READ_VERSIONS = (2, 3, 4, 5, 6, 7, 8)
 #: The ``format`` entry of the metadata.
 FORMAT_NAME = "hwgen-program"
 #: One-bit descriptor flags of the older versions, where today's descriptor has its flags (and,
@@ -92,13 +97,13 @@ _LEGACY_KIND_BY_POOL_FLAG = (PassKind.MATRIX, PassKind.MAXPOOL)
 
 
 def legacy_descriptor_layout(config, version):
-    """Return the descriptor layout of format ``version`` (2 to 6) for ``config``: version
-    6's is today's (:func:`~hwgen.memmap.descriptor_layout`); version 5's today's without
+    """Return the descriptor layout of format ``version`` (2 to 7) for ``config``: versions
+    6's and 7's are today's (:func:`~hwgen.memmap.descriptor_layout`); version 5's today's without
     ``src2_base``; the others have the one-bit flags of that version, version 4's ``kind``,
     then today's numeric fields but ``src2_base`` and the bounds, as wide and in the same
     order."""
     today = descriptor_layout(config)
-    if version == 6:
+    if version >= 6:
         return today
     if version == 5:
         return data.StructLayout({name: field.shape for name, field in today
@@ -127,20 +132,29 @@ def legacy_geometry_layout(config):
 
 def _geometry_before_taps(config):
     """Return the geometry layout of format versions 5 and 6: today's without
-    :data:`~hwgen.memmap.TAPS_FIELDS` (the last fields, so the others keep their bits)."""
+    :data:`~hwgen.memmap.TAPS_FIELDS` and :data:`~hwgen.memmap.POOL_FIELDS` (the last
+    fields, so the others keep their bits)."""
     return data.StructLayout({name: field.shape for name, field in geometry_layout(config)
-                              if name not in TAPS_FIELDS})
+                              if name not in TAPS_FIELDS + POOL_FIELDS})
+
+
+def _geometry_before_pool(config):
+    """Return the geometry layout of format version 7: today's without
+    :data:`~hwgen.memmap.POOL_FIELDS` (the last fields)."""
+    return data.StructLayout({name: field.shape for name, field in geometry_layout(config)
+                              if name not in POOL_FIELDS})
 
 
 def _geometry_of_today(config, geometry, version):
     """Return a ``geometry`` of format ``version`` (:func:`legacy_geometry_layout`'s fields
-    before version 5) as today's: the taps fields 0."""
+    before version 5) as today's: the taps fields (before version 7) and the pool fields 0."""
     g = dict(geometry)
     if version < 5:
         stride, pad = g.pop("stride"), g.pop("pad")
         g.update(sy=stride, sx=stride, pad_top=pad, pad_left=pad, cb_word=0, cb_rem=0, wrep=0)
-    taps = {name: 0 for name in TAPS_FIELDS if name in geometry_layout(config).members}
-    return {**g, **taps}
+    layout = geometry_layout(config).members
+    new = {name: 0 for name in TAPS_FIELDS + POOL_FIELDS if name in layout and name not in g}
+    return {**g, **new}
 
 
 def legacy_param_lane_layout(config):
@@ -277,7 +291,8 @@ def _from_legacy(config, version, words, stored):
     """Return ``(descriptors, PROGRAM words)`` of today's layout for the PROGRAM ``words`` of
     format ``version``, which must decode to the ``stored`` descriptors."""
     layout = legacy_descriptor_layout(config, version)
-    geometry = legacy_geometry_layout(config) if version < 5 else _geometry_before_taps(config)
+    geometry = (legacy_geometry_layout(config) if version < 5 else
+                _geometry_before_taps(config) if version < 7 else _geometry_before_pool(config))
     count = -(-geometry.size // layout.size)   # geometry words of that version's width
     decoded, i = [], 0
     while i < len(words):

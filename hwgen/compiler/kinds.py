@@ -53,6 +53,10 @@ class DeviceLayer:
         The row pitch ``P`` of a first convolution that takes its input in the taps layout
         (:mod:`hwgen.passes.taps`: its matrix the kernel flattened, ``[KH * KW * C, N]``);
         0 for a pass that reads its input pixel by pixel.
+    pool : int
+        The window side ``p`` of a max pool fused into this pass
+        (:mod:`hwgen.passes.fused_pool`: ``out_shape`` and ``name`` are the pool's, the pass
+        walks its ``p * p`` windows); 0 for none.
     """
 
     source: int
@@ -67,6 +71,7 @@ class DeviceLayer:
     repeat: bool = False
     params: object = None
     taps: int = 0
+    pool: int = 0
 
     @property
     def spatial(self):

@@ -33,7 +33,7 @@ from amaranth.lib.wiring import Out
 
 from ..cycles import FIFO_LATENCY
 from ..implementation import Implementation
-from ..memmap import HostPortSignature, PassKind, Region
+from ..memmap import HostPortSignature, PassKind, Region, fuses_pool
 from .accumulators import AccumulatorBank
 from .activation_feeder import ActivationFeeder
 from .adder import Adder
@@ -47,6 +47,7 @@ from .pooler import Pooler
 from .postprocess import PostProcessor
 from .systolic import delay
 from .weight_feeder import WeightFeeder
+from .window_max import WindowMax
 from .writeback import WriteBack
 
 __all__ = ["AcceleratorCore"]
@@ -100,6 +101,8 @@ class AcceleratorCore(wiring.Component):
         self.accumulators = AccumulatorBank(config, registered_reads=reg)
         self.postprocess = PostProcessor(config, implementation)
         self.writeback = WriteBack(config, self.postprocess.addr_width)
+        self.window_max = (WindowMax(config, self.postprocess.addr_width)
+                           if fuses_pool(config) else None)
         # Pooling layers need the spatial walk too; without it there is no pooler.
         self.pooler = Pooler(config, read_latency=1 + reg) if config.spatial else None
         # Residual adds (images or rows) run on the adder; a design without them has none.
@@ -186,7 +189,13 @@ class AcceleratorCore(wiring.Component):
         share_write(m, out_wr, access, Region.OUTPUT, addr=pp.raw_addr, data=pp.raw_data,
                     en=pp.raw_we)
         self._host_reads_output(m, out_rd, access)
-        wiring.connect(m, pp.o_step, wb.i_step)
+        if self.window_max is not None:
+            # A fused pool's windows: only each window's maximum reaches the banks.
+            m.submodules.window_max = self.window_max
+            wiring.connect(m, pp.o_step, self.window_max.i_step)
+            wiring.connect(m, self.window_max.o_step, wb.i_step)
+        else:
+            wiring.connect(m, pp.o_step, wb.i_step)
         # The engine's results come FIFO_LATENCY cycles before hwgen.cycles counts them (it has
         # no output FIFO here); the layer ends as counted, so the counters match the model.
         # (Registered reads pass the rows through a register first: a cycle of it.)
@@ -246,6 +255,8 @@ class AcceleratorCore(wiring.Component):
             acc.desc.eq(desc), acc.k_end.eq(ctrl.k_end), acc.n_end.eq(ctrl.n_end),
             self.postprocess.desc.eq(desc),
         ]
+        if self.window_max is not None:
+            m.d.comb += acc.pool.eq(ctrl.geom.pool)
         pooler = self.pooler
         if pooler is not None:
             m.d.comb += [pooler.start.eq(ctrl.start_layer & now.pool),

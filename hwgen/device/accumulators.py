@@ -5,7 +5,7 @@ from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..memattrs import NO_COLLISION_ATTRS
-from ..memmap import descriptor_layout
+from ..memmap import descriptor_layout, fuses_pool, geometry_layout
 from .engine import result_row_layout
 from .layouts import acc_row_layout, position_layout, summed_row_layout
 from .positions import advance
@@ -45,6 +45,12 @@ class AccumulatorBank(wiring.Component):
     desc : In(descriptor_layout(config))
     k_end, n_end : In
         The controller's loop bounds.
+    pool : In
+        Only on a design that fuses pools (:func:`~hwgen.memmap.fuses_pool`): the geometry's
+        ``pool`` (a fused max pool's window side less one, 0 for none). The rows of a chunk
+        then come window by window of ``(pool + 1) ** 2`` rows; each row carries whether it
+        is its window's first and last, and the output pixel (``dst``) moves on after a
+        window's last row.
     i_result : In(stream.Signature(result_row_layout(config)))
         The engine's result rows, taken as they come (``ready`` is high).
     o_row : Out(stream.Signature(summed_row_layout(config), always_ready=True))
@@ -67,7 +73,10 @@ class AccumulatorBank(wiring.Component):
         self.registered_reads = registered_reads
         self.memory = None
         layout = descriptor_layout(config)
+        pool = ({"pool": In(geometry_layout(config).members["pool"])} if fuses_pool(config)
+                else {})
         super().__init__({
+            **pool,
             "en": In(1),
             "start_layer": In(1),
             "start_chunk": In(1),
@@ -126,6 +135,8 @@ class AccumulatorBank(wiring.Component):
         # The first row of the running chunk's output pixels: the layer's without spatial
         # layers, whose layers are one chunk each.
         chunk_dst = Signal.like(pos.dst, name="chunk_dst") if cfg.spatial else desc.dst_base
+        w_last = self._window(m, pos, start=start, step=a_valid & ~r_last,
+                              wrap=a_valid & r_last)
         with m.If(start):
             m.d.sync += [r_kt.eq(0), r_nt.eq(0), pos.n0.eq(0), pos.oword.eq(0), pos.orem.eq(0)]
             m.d.comb += r_wrap.eq(1)
@@ -135,7 +146,8 @@ class AccumulatorBank(wiring.Component):
                     m.d.sync += chunk_dst.eq(desc.dst_base)
         with m.Elif(a_valid):
             with m.If(~r_last):
-                m.d.sync += pos.dst.eq(pos.dst + desc.dst_stride)
+                with m.If(w_last):
+                    m.d.sync += pos.dst.eq(pos.dst + desc.dst_stride)
                 m.d.comb += r_step.eq(1)
             with m.Else():
                 m.d.comb += r_wrap.eq(1)
@@ -183,6 +195,26 @@ class AccumulatorBank(wiring.Component):
         for j in range(cols):
             m.d.comb += b_sum[j].eq(Mux(b_first, 0, old[j]) + b_row[j])
         return m
+
+    def _window(self, m, pos, *, start, step, wrap):
+        """Count stage A's row in its fused pool's window (a design that fuses pools): set
+        ``pos.wfirst``, ``pos.wlast``; return whether the row is its window's last (1 without
+        fused pools). ``step`` moves on by a row, ``wrap`` or ``start`` back to a window's
+        first (a chunk holds whole windows)."""
+        if not fuses_pool(self.config):
+            return 1
+        wx = Signal.like(self.pool, name="win_x")
+        wy = Signal.like(self.pool, name="win_y")
+        x_last, y_last = wx == self.pool, wy == self.pool
+        with m.If(start | wrap):
+            m.d.sync += [wx.eq(0), wy.eq(0)]
+        with m.Elif(step):
+            with m.If(~x_last):
+                m.d.sync += wx.eq(wx + 1)
+            with m.Else():
+                m.d.sync += [wx.eq(0), wy.eq(Mux(y_last, 0, wy + 1))]
+        m.d.comb += [pos.wfirst.eq((wx == 0) & (wy == 0)), pos.wlast.eq(x_last & y_last)]
+        return pos.wlast
 
     def _row_ahead(self, m, r_m, start):
         """Registered reads: count the engine's rows a cycle ahead of stage A (``e_m``; ``r_m``

@@ -3,7 +3,7 @@
 from amaranth.hdl import signed
 from amaranth.lib import data
 
-from ..memmap import descriptor_layout, param_lane_layout
+from ..memmap import descriptor_layout, fuses_pool, param_lane_layout
 
 __all__ = ["acc_row_layout", "lane_position_layout", "param_row_layout", "position_layout",
            "step_layout", "summed_row_layout"]
@@ -27,7 +27,11 @@ def position_layout(config):
     oword, orem
         The activation word and bank of channel ``n0`` (``n0 // lanes``, ``n0 % lanes``).
     dst
-        The output row's first word (``dst_base + m * dst_stride``).
+        The output row's first word (``dst_base + m * dst_stride``; with a fused pool, the
+        pooled pixel's).
+    wfirst, wlast
+        Only on a design that fuses pools (:func:`~hwgen.memmap.fuses_pool`): the row is its
+        pool window's first, last (both for a row without a fused pool).
     """
     nt = descriptor_layout(config).members["n_tiles"]
     return data.StructLayout({
@@ -36,7 +40,13 @@ def position_layout(config):
         "oword": range(config.act_depth * 2),
         "orem": range(config.act_lanes),
         "dst": range(config.act_depth + config.out_depth + 1),
+        **_window_flags(config),
     })
+
+
+def _window_flags(config):
+    """The ``wfirst``, ``wlast`` fields of a design that fuses pools (none otherwise)."""
+    return {"wfirst": 1, "wlast": 1} if fuses_pool(config) else {}
 
 
 def lane_position_layout(config, addr_width):
@@ -48,11 +58,14 @@ def lane_position_layout(config, addr_width):
         That channel's bank.
     ok
         Which of the ``requant_lanes`` channels exist (``< n``).
+    wfirst, wlast
+        As in :func:`position_layout`: the step's row is its pool window's first, last.
     """
     return data.StructLayout({
         "base": addr_width,
         "rem": range(config.act_lanes),
         "ok": config.requant_lanes,
+        **_window_flags(config),
     })
 
 

@@ -36,9 +36,11 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..memmap import (
+    GEOMETRY_LIMITS,
     act_addr_bits,
     batch_bits,
     descriptor_layout,
+    fuses_pool,
     geometry_layout,
     rotates_lanes,
     walks_taps,
@@ -89,6 +91,14 @@ def position_layout(config):
     if walks_taps(config):
         # A taps layer's tile: its first element's bank beside t_pix, and the lanes' taps.
         fields.update(t_rem=range(config.act_lanes), **lane_layout(config))
+    if fuses_pool(config):
+        # A fused pool's window: the pixel in it, the first word (and bank) of its current
+        # row and of the next window, and its first pixel's input coordinates.
+        window = range(GEOMETRY_LIMITS["pool"])
+        fields.update(wx=window, wy=window, wx_last=1, wy_last=1, wrow=addr, wnext=addr,
+                      wix=coord, wiy=coord)
+        if walks_taps(config):
+            fields.update(wrow_rem=range(config.act_lanes), wnext_rem=range(config.act_lanes))
     return data.StructLayout({
         **fields,
         "ox": side, "oy": side,
@@ -161,6 +171,8 @@ class PatchWalker(wiring.Component):
         self.rotates = rotates_lanes(config)
         # A first convolution's taps layout (hwgen.passes.taps): lanes of their own.
         self.taps = walks_taps(config)
+        # A max pool fused into a convolution: its output walked window by window.
+        self.fuse = fuses_pool(config)
         lanes = config.act_lanes
         super().__init__({
             "start_layer": In(1), "start_chunk": In(1), "prime": In(1), "take": In(1),
@@ -200,7 +212,7 @@ class PatchWalker(wiring.Component):
             # its last starts the next chunk.
             with m.If(step & gen.valid & self._last(gen) & (gen.kt == 0) & (gen.nt == 0)):
                 m.d.sync += [after.eq(pixel),
-                             self.more_chunks.eq(~(gen.m_last & gen.oy_last & gen.ox_last))]
+                             self.more_chunks.eq(~_layer_last(self, gen))]
             with m.If(self.start_layer):
                 m.d.sync += self.more_chunks.eq(0)
         with m.If(start):
@@ -243,7 +255,7 @@ class PatchWalker(wiring.Component):
         layers, the batch's last row)."""
         if not self.spatial:
             return pos.m_last
-        return pos.count_last | (pos.m_last & pos.oy_last & pos.ox_last)
+        return pos.count_last | _layer_last(self, pos)
 
     def _row(self, m, pos):
         """Return the row at position ``pos``: each bank's word (the pixel's first word plus
@@ -285,6 +297,8 @@ class PatchWalker(wiring.Component):
                     "m": (self.last_row - 1, self.last_row == 0)}
         names = {"kt": d.k_tiles, "nt": d.n_tiles, "m": self.last_row + 1,
                  "ow": g.ow, "oh": g.oh, "kw": g.kw, "cgs": g.cgs}
+        if self.fuse:
+            names["pool"] = g.pool + 1
         bounds = {}
         for name, value in names.items():
             minus2 = Signal(len(value) + 1, name=f"{name}_m2")
@@ -313,6 +327,8 @@ class PatchWalker(wiring.Component):
             stmts += [first.ox.eq(0), first.oy.eq(0), first.iy.eq(-g.pad_top),
                       first.ix.eq(-g.pad_left),
                       first.ox_last.eq(bounds["ow"][1]), first.oy_last.eq(bounds["oh"][1])]
+        if self.fuse:
+            stmts += _window_start(first, bounds)
         if self.taps:
             stmts.append(first.krem.eq(g.rem0))
         return stmts
@@ -408,7 +424,15 @@ class PatchWalker(wiring.Component):
                      row.m_last.eq(chunk.m_last), row.count.eq(0),
                      row.count_last.eq(bounds["count"][1]), row.pix.eq(tile.t_pix),
                      row.iy.eq(tile.t_iy), row.ix.eq(tile.t_ix)]
+        if self.fuse:
+            m.d.comb += _window_start(row, bounds)
         return row
+
+
+def _layer_last(walker, pos):
+    """Whether ``pos`` is the layer's last output pixel (of a fused pool's last window)."""
+    last = pos.m_last & pos.oy_last & pos.ox_last
+    return last & pos.wx_last & pos.wy_last if walker.fuse else last
 
 
 def _next_pixel(walker, m, pos, bounds):
@@ -423,10 +447,81 @@ def _next_pixel(walker, m, pos, bounds):
         return pixel
     m.d.comb += [pixel.count.eq(pos.count + 1),
                  pixel.count_last.eq(pos.count == bounds["count"][0])]
+    if not walker.fuse:
+        _next_output(walker, m, pixel, pos, bounds)
+        return pixel
+    with m.If(~pos.wx_last):             # the next pixel in the window's row
+        m.d.comb += [pixel.wx.eq(pos.wx + 1), pixel.wx_last.eq(pos.wx == bounds["pool"][0]),
+                     pixel.ix.eq(pos.ix + g.sx)]
+        _step(walker, m, pixel, pos, "col")
+        with m.If((pos.wx == 0) & (pos.wy == 0)):
+            # The window's first pixel: where its rows and the next window start from.
+            m.d.comb += [pixel.wrow.eq(pos.pix), pixel.wix.eq(pos.ix), pixel.wiy.eq(pos.iy)]
+            if walker.taps:
+                m.d.comb += pixel.wrow_rem.eq(pos.krem)
+    with m.Elif(~pos.wy_last):           # the first pixel of the window's next row
+        m.d.comb += [pixel.wx.eq(0), pixel.wx_last.eq(bounds["pool"][1]),
+                     pixel.wy.eq(pos.wy + 1), pixel.wy_last.eq(pos.wy == bounds["pool"][0]),
+                     pixel.ix.eq(pos.wix), pixel.iy.eq(pos.iy + g.sy)]
+        _window_down(walker, m, pixel, pos)
+        with m.If(pos.wy == 0):
+            # The pixel after the first row's last: the next window's first.
+            nxt = _stepped(walker, m, pos.pix, pos.krem, "col")
+            m.d.comb += pixel.wnext.eq(nxt.pix)
+            if walker.taps:
+                m.d.comb += pixel.wnext_rem.eq(nxt.krem)
+    with m.Else():                       # the next window
+        m.d.comb += _window_start(pixel, bounds)
+        _next_output(walker, m, pixel, pos, bounds)
+    return pixel
+
+
+def _window_start(pos, bounds):
+    """Return the statements that put ``pos`` at its window's first pixel (every pixel its
+    own window without a fused pool)."""
+    return [pos.wx.eq(0), pos.wy.eq(0), pos.wx_last.eq(bounds["pool"][1]),
+            pos.wy_last.eq(bounds["pool"][1])]
+
+
+def _stepped(walker, m, pix, krem, name):
+    """Return a ``(pix, krem)`` struct: word ``pix`` (bank ``krem``) moved on by the
+    geometry's ``<name>_step`` (and ``<name>_rem`` on a device that walks taps)."""
+    g = walker.geom
+    cfg = walker.config
+    out = Signal(data.StructLayout({"pix": unsigned(act_addr_bits(cfg)),
+                                    "krem": range(cfg.act_lanes)}), name=f"{name}_stepped")
+    if walker.taps:
+        advance(m, cfg, out, pix=pix, krem=krem, word=getattr(g, f"{name}_step"),
+                rem=getattr(g, f"{name}_rem"))
+    else:
+        m.d.comb += [out.pix.eq(pix + getattr(g, f"{name}_step")), out.krem.eq(krem)]
+    return out
+
+
+def _window_down(walker, m, pixel, pos):
+    """Move ``pixel`` to the first pixel of the row below ``pos``'s window row: ``down_step``
+    on from that row's first (``wrow``), which it becomes."""
+    rem = pos.wrow_rem if walker.taps else pos.krem
+    down = _stepped(walker, m, pos.wrow, rem, "down")
+    m.d.comb += [pixel.pix.eq(down.pix), pixel.wrow.eq(down.pix)]
+    if walker.taps:
+        m.d.comb += [pixel.krem.eq(down.krem), pixel.wrow_rem.eq(down.krem)]
+
+
+def _next_output(walker, m, pixel, pos, bounds):
+    """Move ``pixel`` to the output pixel after ``pos``'s (with a fused pool: the first pixel
+    of the next window, ``pos`` the last of its window)."""
+    g = walker.geom
     with m.If(~pos.ox_last):
         m.d.comb += [pixel.ox.eq(pos.ox + 1), pixel.ox_last.eq(pos.ox == bounds["ow"][0]),
                      pixel.ix.eq(pos.ix + g.sx)]
         _step(walker, m, pixel, pos, "col")
+        if walker.fuse:
+            with m.If(~bounds["pool"][1]):
+                # The next window in the row: from where its first row's end said.
+                m.d.comb += [pixel.pix.eq(pos.wnext), pixel.iy.eq(pos.wiy)]
+                if walker.taps:
+                    m.d.comb += pixel.krem.eq(pos.wnext_rem)
     with m.Else():
         m.d.comb += [pixel.ox.eq(0), pixel.ox_last.eq(bounds["ow"][1]),
                      pixel.ix.eq(pos.ix0)]
@@ -440,7 +535,6 @@ def _next_pixel(walker, m, pos, bounds):
                          pixel.m.eq(pos.m + 1), pixel.m_last.eq(pos.m == bounds["m"][0]),
                          pixel.iy.eq(pos.iy0)]
             _step(walker, m, pixel, pos, "img")
-    return pixel
 
 
 def _step(walker, m, pixel, pos, name):

@@ -4,7 +4,7 @@ from amaranth.hdl import Cat, EnableInserter, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..memmap import descriptor_layout
+from ..memmap import descriptor_layout, fuses_pool
 from .layouts import (
     acc_row_layout,
     lane_position_layout,
@@ -135,6 +135,8 @@ class PostProcessor(wiring.Component):
         m.d.comb += [rq.en.eq(self.en), rq.valid.eq(valid), rq.end.eq(end),
                      rq.pos.base.eq(pos.dst + pos.oword), rq.pos.rem.eq(pos.orem),
                      rq.pos.ok.eq(Cat(pos.n0 + j < desc.n for j in range(n_req)))]
+        if fuses_pool(cfg):
+            m.d.comb += [rq.pos.wfirst.eq(pos.wfirst), rq.pos.wlast.eq(pos.wlast)]
         for j in range(n_req):
             m.d.comb += [rq.values[j].eq(values[j]), rq.params[j].eq(params[j])]
         o = self.o_step

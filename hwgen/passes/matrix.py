@@ -210,7 +210,7 @@ class MatrixPass(Pass):
     def cycles(self, config, d, g, m, chunk, *, implementation=None):
         # The output pixels run in chunks of at most acc_depth, each a pass per reduction and
         # output tile.
-        pixels = m * g["oh"] * g["ow"]
+        pixels = m * g["oh"] * g["ow"] * _window(g)
         total = _LAYER_LEAD - _CHUNK_LEAD
         for start in range(0, pixels, config.acc_depth):
             rows = min(config.acc_depth, pixels - start)
@@ -218,7 +218,7 @@ class MatrixPass(Pass):
         return total
 
     def busy_rows(self, d, g, m):
-        return m * g["oh"] * g["ow"] * d["k_tiles"] * d["n_tiles"]
+        return m * g["oh"] * g["ow"] * _window(g) * d["k_tiles"] * d["n_tiles"]
 
     def interpret(self, device, d, g, m):
         """Per chunk of ``acc_depth`` output pixels, per output tile, the reduction tiles over
@@ -255,11 +255,18 @@ class MatrixPass(Pass):
                                  dtype=dtype)
                     acc = acc + x[chunk.start:chunk.stop, kt * rows:(kt + 1) * rows] @ w
                     assert acc_low <= acc.min() and acc.max() <= acc_high
-                writes |= _finish_tile(device, d, nt, chunk, acc)
+                writes |= _finish_tile(device, d, nt, chunk, acc, window=_window(g))
         assert not reads & writes, "a layer overwrote its own input"
 
     def output_rows(self, d, channels):
         return d["dst_stride"], d["n"]
+
+
+def _window(g):
+    """Return the conv pixels each output pixel of geometry ``g`` takes: ``p * p`` with a
+    fused max pool (:mod:`hwgen.passes.fused_pool`), else 1."""
+    side = g.get("pool", 0) + 1
+    return side * side
 
 
 def _patch_rows(device, d, g, m, first):
@@ -303,9 +310,13 @@ def _activation_fields(matrix):
             "act_max": matrix.act_max}
 
 
-def _finish_tile(device, d, nt, chunk, acc):
+def _finish_tile(device, d, nt, chunk, acc, *, window=1):
     """Add the bias to output tile ``nt``'s sums of the output pixels ``chunk``, requantize
     and write them (or write the raw sums); return the ACT words written.
+
+    With a fused max pool (``window`` conv pixels per output pixel, walked window by window)
+    each window's ``window`` consecutive rows are reduced to their maximum per channel after
+    the requantization and the bounds, written at the pooled pixel ``p // window``.
 
     Requantization (section 3.2): ``p = a * mult`` (``a * mult_neg`` for ``a < 0`` in a
     ``leaky`` layer), the rounding shift, saturation to ``in_bits``, then the clamp to
@@ -331,6 +342,11 @@ def _finish_tile(device, d, nt, chunk, acc):
             a = np.minimum(np.maximum(a, low), high)      # saturation, then the bounds
             a = np.minimum(np.maximum(a, d["act_min"]), d["act_max"])
         values[:, i] = a
+    if window > 1:
+        assert not d["raw"] and len(chunk) % window == 0 and chunk.start % window == 0, \
+            "a fused pool's chunk holds whole windows of a requantized layer"
+        values = values.reshape(-1, window, len(channels)).max(axis=1)
+        chunk = range(chunk.start // window, chunk.stop // window)
     region, lanes = (Region.OUTPUT, cols) if d["raw"] else (Region.ACT, b)
     writes = set()
     for r, p in enumerate(chunk):

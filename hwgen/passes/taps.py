@@ -21,6 +21,7 @@ import numpy as np
 
 from ..memmap import act_addr_bits, walks_taps
 from ..nn import Dense
+from .fused_pool import conv_steps, walk
 
 __all__ = ["eligible", "geometry", "lowered", "patch_rows", "pitch", "stream"]
 
@@ -55,7 +56,8 @@ def stream(p, config):
     ``pitch``."""
     h, w, c = p.in_shape
     left = p.kernel[3][2]
-    return {"runs": h, "run": w * c, "lead": left * c, "pitch": pitch(p, config)}
+    # The pitch its lowering chose (before a fused pool made the pass's output the pool's).
+    return {"runs": h, "run": w * c, "lead": left * c, "pitch": p.taps or pitch(p, config)}
 
 
 def lowered(p, config):
@@ -85,14 +87,17 @@ def geometry(p, config, base):
     wrap = 1 << act_addr_bits(config)
     kwc = kw * c
     start = base * lanes - top * big_p
-    steps = {"col": sx * c, "row": sy * big_p - (ow - 1) * sx * c,
-             "img": h * big_p - (oh - 1) * sy * big_p - (ow - 1) * sx * c}
+    steps = conv_steps(oh, ow, p.pool, unit_row=sy * big_p, unit_col=sx * c,
+                       h_units=h * big_p)
     d_word = (big_p - kwc) // lanes
     tq, tr = divmod(rows, kwc)
-    fields = {"h": h, "w": ow * sx, "oh": oh, "ow": ow, "kh": kh, "kw": 1, "sy": sy, "sx": sx,
+    fields = {"h": h, "w": ow * max(1, p.pool) * sx, "oh": oh, "ow": ow, "kh": kh, "kw": 1,
+              "sy": sy, "sx": sx,
               "pad_top": top, "pad_left": 0, "ky_step": 0, "cb_word": 0, "cb_rem": 0,
               "wrep": 0, "taps": 1, "kwc": kwc, "tq": tq, "tr": tr, "d_word": d_word,
               "tq_word": tq * d_word % wrap, "rem0": start % lanes}
+    if p.pool:
+        fields["pool"] = p.pool - 1
     for name, elements in steps.items():
         word, rem = divmod(elements, lanes)
         fields[f"{name}_step"] = word % wrap
@@ -106,18 +111,7 @@ def patch_rows(device, d, g, m):
     read. Elements are walked from ``src_base``, ``rem0`` with the geometry's steps (words and
     banks), as the device walks them; the taps' places are the memory map's arithmetic."""
     b, rows, wrap = device.b, device.config.rows, device.wrap
-    oy, word, rem = [], [], []
-    w0, r0 = d["src_base"], g["rem0"]
-    for _ in range(m):
-        for y in range(g["oh"]):
-            for x in range(g["ow"]):
-                oy.append(y)
-                word.append(w0)
-                rem.append(r0)
-                step = ("col" if x != g["ow"] - 1 else "row" if y != g["oh"] - 1 else "img")
-                carry, r0 = divmod(r0 + g[f"{step}_rem"], b)
-                w0 = (w0 + g[f"{step}_step"] + carry) % wrap
-    oy, word, rem = (np.array(v, dtype=np.int64) for v in (oy, word, rem))
+    oy, _, word, rem = walk(g, m, d["src_base"], lanes=b, rem0=g["rem0"], wrap=wrap)
     t = np.arange(d["k_tiles"] * rows, dtype=np.int64)
     q = t // g["kwc"]                                                  # the kernel row
     iy = oy[:, None] * g["sy"] - g["pad_top"] + q[None, :]             # [P, T]

@@ -118,9 +118,13 @@ def test_cnn_that_ends_in_pooling_then_flatten():
     conv = Conv2D(rng.integers(-20, 21, (3, 3, 4, 5)), rng.integers(-99, 99, 5),
                   np.full(5, 300), np.full(5, 12), stride=1, padding=1)
     network = QuantizedNetwork([conv, MaxPool2D(2), Flatten()], input_shape=(6, 5, 4))
-    program = check_against_reference(network, config, 5, seed=3)
+    program = check_against_reference(network, config, 5, seed=3, fuse_pool=False)
     assert program.output.sample_shape == (3 * 2 * 5,)
     assert [layer.kind for layer in program.layers] == [PassKind.MATRIX, PassKind.MAXPOOL]
+    # The pool fused into the convolution's pass: its output read alike.
+    program = check_against_reference(network, config, 5, seed=3)
+    assert program.output.sample_shape == (3 * 2 * 5,)
+    assert [layer.kind for layer in program.layers] == [PassKind.MATRIX]
 
 
 @pytest.mark.parametrize(("layer", "field", "shape"), [

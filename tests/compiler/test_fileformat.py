@@ -111,9 +111,9 @@ def load_fails(path, fragment):
     assert str(path) in str(info.value) and fragment in str(info.value), str(info.value)
 
 
-@pytest.mark.parametrize("version", [1, 8])
+@pytest.mark.parametrize("version", [1, 9])
 def test_load_refuses_other_version(saved, version):
-    # Version 1 files hold descriptors of the fixed 171-bit layout; 8 is a future one.
+    # Version 1 files hold descriptors of the fixed 171-bit layout; 9 is a future one.
     rewrite(saved, version=version)
     load_fails(saved, f"version {version}")
 
@@ -176,7 +176,8 @@ def test_file_of_format_version_2_loads_and_runs(name):
     # Saved by hwgen/compiler.py (the module before the package) at format version 2.
     network, config, batch, x, y = saved_network(DATA / f"program_v2_{name}_network.npz")
     loaded = Program.load(DATA / f"program_v2_{name}.npz")
-    assert loaded == compile_network(network, config, batch=batch, taps=False)
+    assert loaded == compile_network(network, config, batch=batch, taps=False,
+                                     fuse_pool=False)
     np.testing.assert_array_equal(network.forward(x), y)
     interpreted, unpacked = run_on_device(loaded, x)
     np.testing.assert_array_equal(interpreted, y)
@@ -220,13 +221,13 @@ def test_file_of_format_version_2_with_a_damaged_descriptor_is_refused(saved_v2,
                          "version 2); damaged")
 
 
-def test_file_of_format_version_7_with_narrower_words_is_refused(saved, program):
+def test_file_of_format_version_8_with_narrower_words_is_refused(saved, program):
     with np.load(saved) as npz:
         image = npz["PROGRAM"]
     narrower = image[:, :-1].copy()
     rewrite_image(saved, "PROGRAM", narrower)
     load_fails(saved, f"image PROGRAM has uint8 {narrower.shape}; expected uint8 {image.shape}")
-    load_fails(saved, "format version 7); damaged")
+    load_fails(saved, "format version 8); damaged")
 
 
 def saved_cnn(path):
@@ -256,7 +257,8 @@ def test_file_of_format_version_3_loads_and_runs():
     # descriptors had a pool flag where they now hold the pass kind.
     network, config, batch, x, y = saved_cnn(DATA / "program_v3_cnn_network.npz")
     loaded = Program.load(DATA / "program_v3_cnn.npz")
-    assert loaded == compile_network(network, config, batch=batch, taps=False)
+    assert loaded == compile_network(network, config, batch=batch, taps=False,
+                                     fuse_pool=False)
     assert [d["kind"] for d in loaded.descriptors] == [
         PassKind.MATRIX.value, PassKind.MAXPOOL.value, PassKind.MATRIX.value,
         PassKind.MAXPOOL.value, PassKind.MATRIX.value]
@@ -274,7 +276,8 @@ def test_file_of_format_version_4_geometry_loads_and_runs():
         meta = json.loads(npz["meta"].tobytes())
     assert meta["version"] == 4 and "stride" in meta["descriptors"][0]["geometry"]
     loaded = Program.load(DATA / "program_v4_cnn.npz")
-    assert loaded == compile_network(network, config, batch=batch, taps=False)
+    assert loaded == compile_network(network, config, batch=batch, taps=False,
+                                     fuse_pool=False)
     stored = meta["descriptors"][0]["geometry"]
     geometry = loaded.descriptors[0]["geometry"]
     assert (geometry["sy"], geometry["sx"], geometry["pad_top"], geometry["pad_left"]) == \
@@ -311,7 +314,8 @@ def test_file_of_format_version_4_loads_and_runs():
     # leaky flag, PARAM lanes without mult_neg.
     network, config, batch, x, y = saved_cnn(DATA / "program_v4_relu_cnn_network.npz")
     loaded = Program.load(DATA / "program_v4_relu_cnn.npz")
-    assert loaded == compile_network(network, config, batch=batch, taps=False)
+    assert loaded == compile_network(network, config, batch=batch, taps=False,
+                                     fuse_pool=False)
     matrices = [d for d in loaded.descriptors if d["kind"] == PassKind.MATRIX.value]
     activations = [layer.activation for layer in network.layers
                    if isinstance(layer, Dense | Conv2D)]
@@ -340,7 +344,8 @@ def test_file_of_format_version_5_loads_and_runs():
         meta = json.loads(npz["meta"].tobytes())
     assert meta["version"] == 5 and "src2_base" not in meta["descriptors"][0]
     loaded = Program.load(DATA / "program_v5_relu_cnn.npz")
-    assert loaded == compile_network(network, config, batch=batch, taps=False)
+    assert loaded == compile_network(network, config, batch=batch, taps=False,
+                                     fuse_pool=False)
     assert [d["src2_base"] for d in loaded.descriptors] == [0] * len(loaded.descriptors)
     assert [(d["act_min"], d["act_max"]) for d in loaded.descriptors
             if d["kind"] == PassKind.MATRIX.value] == [(-128, 127), (0, 127), (-128, 127)]
@@ -391,7 +396,7 @@ def test_file_of_format_version_4_with_today_s_param_lanes_is_refused(saved_v4):
 def _saved_pooling_program(tmp_path):
     config = dataclasses.replace(CONFIGS["3x2"], prog_depth=32)
     network = random_cnn(np.random.default_rng(2), config, input_shape=(6, 6, 2), blocks=2)
-    program = compile_network(network, config)
+    program = compile_network(network, config, fuse_pool=False)
     assert PassKind.MAXPOOL in {layer.kind for layer in program.layers}
     path = tmp_path / "cnn.hwprog"
     program.save(path)
@@ -417,11 +422,12 @@ def test_load_refuses_a_layer_kind_that_is_no_pass_kind(tmp_path):
     load_fails(path, "layer kind 'CONV3D' is not a pass kind; allowed: MATRIX, MAXPOOL")
 
 
-def _v6_network():
+def _v6_network(seed=606):
     """The network of ``program_v6_cnn.npz`` (saved at format version 6 by the compiler of
-    before the taps layout): a 3x2 convolution of a one-channel 6x6 image, strides (1, 2),
+    before the taps layout; ``seed`` 707: of ``program_v7_cnn.npz``, saved at version 7
+    before fused pools): a 3x2 convolution of a one-channel 6x6 image, strides (1, 2),
     padding (1, 2, 0, 1), a 2x2 max pooling, a Flatten and a raw Dense."""
-    rng = np.random.default_rng(606)
+    rng = np.random.default_rng(seed)
     n = 4
     conv = Conv2D(rng.integers(-128, 128, (3, 2, 1, n)), rng.integers(-500, 500, n),
                   rng.integers(1, 1 << 12, n), rng.integers(10, 16, n), stride=(1, 2),
@@ -443,10 +449,32 @@ def test_file_of_format_version_6_loads_and_runs_pixel_by_pixel():
     assert meta["version"] == 6 and "taps" not in meta["descriptors"][0]["geometry"]
     assert "pitch" not in meta["input"]
     loaded = Program.load(DATA / "program_v6_cnn.npz")
-    assert loaded == compile_network(network, config, batch=3, taps=False)
+    assert loaded == compile_network(network, config, batch=3, taps=False,
+                                     fuse_pool=False)
     assert loaded.descriptors[0]["geometry"]["taps"] == 0 and loaded.input.per_pixel
     assert compile_network(network, config, batch=3).layers[0].k_tiles == 2
     x = np.random.default_rng(6).integers(-128, 128, (3, 6, 6, 1))
+    interpreted, unpacked = run_on_device(loaded, x, out_shape=network.output_shape)
+    np.testing.assert_array_equal(interpreted, network.forward(x))
+    np.testing.assert_array_equal(unpacked, network.forward(x))
+
+
+def test_file_of_format_version_7_loads_and_runs_its_pool_as_a_pass():
+    # Saved at format version 7 (before fused pools): geometries without the pool fields, a
+    # taps convolution, its 2x2 max pool a pass of its own. It loads with the pool fields 0
+    # and runs as it did; today's compiler fuses the pool into the convolution's pass.
+    network = _v6_network(seed=707)
+    config = AcceleratorConfig(rows=4, cols=4, act_depth=1024, weight_depth=1024,
+                               param_depth=64, out_depth=256, prog_depth=16)
+    with np.load(DATA / "program_v7_cnn.npz") as npz:
+        meta = json.loads(npz["meta"].tobytes())
+    assert meta["version"] == 7 and "pool" not in meta["descriptors"][0]["geometry"]
+    loaded = Program.load(DATA / "program_v7_cnn.npz")
+    assert loaded == compile_network(network, config, batch=3, fuse_pool=False)
+    assert [d["kind"] for d in loaded.descriptors] == [0, 1, 0]
+    assert all(d["geometry"]["pool"] == 0 for d in loaded.descriptors)
+    assert len(compile_network(network, config, batch=3).descriptors) == 2
+    x = np.random.default_rng(7).integers(-128, 128, (3, 6, 6, 1))
     interpreted, unpacked = run_on_device(loaded, x, out_shape=network.output_shape)
     np.testing.assert_array_equal(interpreted, network.forward(x))
     np.testing.assert_array_equal(unpacked, network.forward(x))

@@ -217,6 +217,38 @@ def test_first_convolution_in_the_taps_layout(shape, name):
     _check_runs(cfg, prog, net, xs, impl)
 
 
+@pytest.mark.parametrize(("shape", "name", "dataflow", "post_lanes"), [
+    ((4, 4), "plain", "ws", None), ((4, 4), "registered-reads", "ws", None),
+    ((3, 5), "ecp5", "ws", None), ((5, 3), "pipelined", "os", None),
+    ((4, 4), "ice40", "ws", 2)])
+def test_max_pools_fused_into_convolutions(shape, name, dataflow, post_lanes):
+    """A taps convolution (right padding, strides) and a convolution over pixels, each with a
+    max pool fused into its pass (2x2, then 3x3 over an odd side, windows across chunks of
+    acc_depth rows): outputs and cycles exact, no pooling pass, and runs of other batches
+    after them."""
+    impl = VARIANTS[name]
+    cfg = _config(shape, prog_depth=12, dataflow=dataflow, post_lanes=post_lanes,
+                  acc_depth=36, act_depth=512)
+    rng = np.random.default_rng(sum(shape) + 7)
+    c, n = shape[0] - 1, 3
+    conv = Conv2D(rng.integers(-128, 128, (3, 2, c, n)), rng.integers(-300, 300, n),
+                  rng.integers(1, 1 << 10, n), rng.integers(8, 14, n), stride=(1, 2),
+                  padding=(1, 1, 1, 2))
+    conv2 = Conv2D(rng.integers(-128, 128, (2, 2, n, 4)), rng.integers(-300, 300, 4),
+                   rng.integers(1, 1 << 10, 4), rng.integers(8, 14, 4), padding=1,
+                   activation="identity")
+    dense = Dense(rng.integers(-128, 128, (4, 3)), rng.integers(-300, 300, 3),
+                  np.ones(3, int), np.zeros(3, int), output="raw")
+    net = QuantizedNetwork([conv, MaxPool2D(2), conv2, MaxPool2D(3), Flatten(), dense],
+                           input_shape=(9, 8, c))
+    prog = hwgen.compile(net, cfg, batch=3)
+    assert [d["kind"] for d in prog.descriptors] == [0, 0, 0]
+    assert [d["geometry"]["pool"] for d in prog.descriptors] == [1, 2, 0]
+    assert prog.descriptors[0]["geometry"]["taps"] == 1
+    xs = [random_image(rng, cfg, m, net.input_shape) for m in (3, 1, 2)]
+    _check_runs(cfg, prog, net, xs, impl)
+
+
 @pytest.mark.parametrize("options", [
     {"split_multiplier": 1}, {"split_multiplier": 4},
     {"split_operand": 17, "registered_reads": True},     # the ECP5 boards'

@@ -85,9 +85,11 @@ def test_taps_layout_only_for_the_inputs_convolution(design):
                             Flatten(), Dense(rng.integers(-128, 128, (27, 4)), np.zeros(4, int),
                                              np.ones(4, int), np.zeros(4, int),
                                              output="raw")], input_shape=(8, 8, c))
-    program = _exact(net, config, rng)
-    taps = [d.get("geometry", {}).get("taps", 0) for d in program.descriptors]
-    assert taps == [int(c < rows), 0, 0, 0]
+    # With the pool a pass of its own, and fused into the first convolution's pass.
+    for fuse_pool, passes in ((False, 4), (True, 3)):
+        program = _exact(net, config, rng, fuse_pool=fuse_pool)
+        taps = [d.get("geometry", {}).get("taps", 0) for d in program.descriptors]
+        assert taps == [int(c < rows)] + [0] * (passes - 1)
 
 
 @pytest.mark.parametrize("design", ["8x8", "16x8", "4x4"])

@@ -6,7 +6,8 @@ each padding side 0..2, grouped and depthwise convolutions, max and average pool
 dense or spatial ends) and random residual graphs (identity and projection shortcuts, branches
 of different depths, an add feeding an add, a tensor with three consumers, over images and
 rows) and random CNNs whose first convolution reads fewer channels than rows (its input in
-the taps layout), checks the device output against hwgen.nn bit for bit and the device
+the taps layout) and random CNNs whose max pools run fused into their convolutions' passes,
+checks the device output against hwgen.nn bit for bit and the device
 counters against the cycle model. Across the configurations below, each CI run checks well
 over 30 random networks, 20 random CNNs and 15 random graphs on Verilator, and fewer of each
 on Icarus.
@@ -49,14 +50,15 @@ def _run_networks(case, config, simulator, tmp_path, *, name):
                            "HWGEN_NETWORKS": str(networks), "HWGEN_MAX_WIDTH": str(width),
                            "HWGEN_MAX_BATCH": str(batch), "HWGEN_CNNS": str(cnns),
                            "HWGEN_MAX_CHANNELS": str(channels), "HWGEN_GENERAL": "1",
-                           "HWGEN_GRAPHS": str(graphs), "HWGEN_TAPS": str(min(cnns, 1))})
+                           "HWGEN_GRAPHS": str(graphs), "HWGEN_TAPS": str(min(cnns, 1)),
+                           "HWGEN_FUSED": str(min(cnns, 1))})
 
 
 @pytest.mark.parametrize("dataflow", ["ws", "os"])
 @pytest.mark.parametrize("name", CASES)
 def test_network(name, dataflow, simulator, tmp_path):
     config = AcceleratorConfig(dataflow=dataflow, **SMALL, **CASES[name][0])
-    assert _run_networks(CASES[name], config, simulator, tmp_path, name=name) == 6
+    assert _run_networks(CASES[name], config, simulator, tmp_path, name=name) == 7
 
 
 # Fewer requantization lanes than columns (weight-stationary only): the rows of a requantized
@@ -70,4 +72,4 @@ LANE_CASES = {
 @pytest.mark.parametrize("name", LANE_CASES)
 def test_network_fewer_requant_lanes(name, simulator, tmp_path):
     config = AcceleratorConfig(**SMALL, **LANE_CASES[name][0])
-    assert _run_networks(LANE_CASES[name], config, simulator, tmp_path, name=name) == 6
+    assert _run_networks(LANE_CASES[name], config, simulator, tmp_path, name=name) == 7

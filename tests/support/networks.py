@@ -45,7 +45,18 @@ def documented_geometry_fields(config):
             *((name, addr) for name in ("col_step", "row_step", "img_step", "ky_step")),
             ("cb_word", fields["src_stride"]),
             ("cb_rem", max(1, (config.act_lanes - 1).bit_length())), ("wrep", 1),
-            *documented_taps_fields(config)]
+            *documented_taps_fields(config), *documented_pool_fields(config)]
+
+
+def documented_pool_fields(config):
+    """The geometry's fused pool fields of a design with ``spatial`` and ``fuse_pool``, as
+    documented in hwgen.memmap.geometry_layout (last): the window side less one in three bits
+    (up to 7), one conv row down as wide as an ACT address and, with taps, a bank."""
+    if not (config.spatial and config.fuse_pool):
+        return []
+    addr = max(1, (config.act_depth - 1).bit_length())
+    bank = max(1, (config.act_lanes - 1).bit_length())
+    return [("pool", 3), ("down_step", addr), *([("down_rem", bank)] if config.taps else [])]
 
 
 def documented_taps_fields(config):
@@ -138,11 +149,11 @@ def random_input_rows(rng, config, m, k):
     return x
 
 
-def check_against_reference(network, config, m, *, batch=None, seed=0):
-    """Compile ``network``, run it on ``m`` random samples (rows or NHWC images) in the
-    interpreter and check both the interpreter's and ``unpack_output``'s result against the
-    reference; return the program."""
-    program = compile_network(network, config, batch=batch)
+def check_against_reference(network, config, m, *, batch=None, seed=0, **options):
+    """Compile ``network`` (with the compiler's keyword ``options``), run it on ``m`` random
+    samples (rows or NHWC images) in the interpreter and check both the interpreter's and
+    ``unpack_output``'s result against the reference; return the program."""
+    program = compile_network(network, config, batch=batch, **options)
     m = min(m, program.batch)
     shapes = network.shapes
     x = random_input_rows(np.random.default_rng(seed), config, m, network.in_features)

@@ -33,7 +33,8 @@ def walk_rows(config, desc, geom, batch):
     """Return the rows a matrix layer's walk takes, in order, as :class:`WalkRow`.
 
     Written from :class:`hwgen.device.patch_walker.PatchWalker`'s contract with products, not
-    steps: the layer's ``batch * oh * ow`` output pixels ``(m, oy, ox)`` in chunks of at most
+    steps: the layer's ``batch * oh * ow`` output pixels ``(m, oy, ox)`` (with a fused pool,
+    each window's ``p * p`` conv pixels, window by window: :func:`_pixels`) in chunks of at most
     ``acc_depth``; per chunk, each output tile ``nt`` and reduction tile ``kt``, walking the
     kernel positions ``(ky, kx)`` and at each the channel groups ``cg``; per tile the chunk's
     pixels, the last one ``last``, a last reduction tile's ``final``. Input pixel ``(m, y, x)``,
@@ -53,7 +54,7 @@ def walk_rows(config, desc, geom, batch):
     if g.get("taps"):
         return _taps_rows(config, desc, geom, batch)
     window = g.get("cb_word", 0) * lanes + g.get("cb_rem", 0)
-    pixels = list(itertools.product(range(batch), range(g["oh"]), range(g["ow"])))
+    pixels = _pixels(g, batch)
     tiles = list(itertools.product(range(g["kh"]), range(g["kw"]), range(g["cgs"])))
     assert len(tiles) == desc["k_tiles"], (len(tiles), desc["k_tiles"])
     top, left = g["pad_top"], g["pad_left"]
@@ -83,6 +84,15 @@ def walk_rows(config, desc, geom, batch):
     return out
 
 
+def _pixels(g, batch):
+    """The output pixels ``(m, oy, ox)`` in walk order: row by row, or with a fused pool of
+    side ``p = pool + 1`` (``oh``, ``ow`` its windows) window by window, each window's conv
+    pixels ``(oy * p + wy, ox * p + wx)`` row by row."""
+    p = g.get("pool", 0) + 1
+    return [(m, y * p + wy, x * p + wx) for m, y, x, wy, wx in itertools.product(
+        range(batch), range(g["oh"]), range(g["ow"]), range(p), range(p))]
+
+
 def _taps_rows(config, desc, g, batch):
     """The rows of a first convolution in the taps layout (``hwgen.memmap.geometry_layout``),
     from products: the walk's first element ``e_start = src_base * lanes + rem0``, the pitch
@@ -98,7 +108,7 @@ def _taps_rows(config, desc, g, batch):
     start = desc["src_base"] * lanes + g["rem0"]
     pitch = g["kwc"] + g["d_word"] * lanes
     column = g["col_step"] * lanes + g["col_rem"]
-    pixels = list(itertools.product(range(batch), range(g["oh"]), range(g["ow"])))
+    pixels = _pixels(g, batch)
     out = []
     for chunk, first in enumerate(range(0, len(pixels), config.acc_depth)):
         part = pixels[first:first + config.acc_depth]
