@@ -30,6 +30,7 @@ from ..protocol import (
     layout_bytes,
 )
 from .checks import RequestChecks
+from .commit import add_commit
 from .framing import RequestSignature, ResponseSignature
 from .stream_commands import StreamCommands
 
@@ -170,7 +171,7 @@ class CommandExecutor(wiring.Component):
                 m.next = "DISPATCH"
 
             self._dispatch(m, dp)
-            self._commit(m, dp)
+            add_commit(m, host, dp, handshake=self._handshake)
             if self._streams is not None:
                 self._streams.states(m, self, dp)
 
@@ -307,35 +308,3 @@ class CommandExecutor(wiring.Component):
                     m.d.sync += [dp.ptr.eq(_ACCESS_BYTES), dp.ptr_p1.eq(_ACCESS_BYTES + 1),
                                  dp.data_phase.eq(1)]     # byte_pos is 0, word_bytes >= 1
                     m.next = "COMMIT"
-
-    def _commit(self, m, dp):
-        """Add COMMIT: write a WRITE's words from the buffer to memory, then answer."""
-        host = self.host
-        sr, byte_pos, sr_bytes = dp.sr, dp.byte_pos, dp.sr_bytes
-        wait_write = Signal()
-        if self._handshake:
-            m.d.comb += wait_write.eq((byte_pos == sr_bytes - 1) & ~host.rvalid)
-        with m.State("COMMIT"):
-            # Each word takes sr_bytes cycles: its word_bytes bytes enter at the top of `sr`,
-            # then zero bytes push them down to bit 0. That costs cycles (plentiful: the link
-            # is far slower) instead of a word-wide alignment multiplexer (scarce LUTs).
-            ptr_next = Mux(dp.data_phase, dp.ptr_p1, dp.ptr)
-            m.d.comb += [dp.sr_fill.eq(Mux(dp.data_phase, dp.buf_r.data, 0)),
-                         dp.buf_r.addr.eq(ptr_next)]
-            with m.If(wait_write):
-                # Everything holds, the buffer's output too: `wdata` stays what it was.
-                m.d.comb += [host.we.eq(1), dp.buf_r.en.eq(0)]
-            with m.Else():
-                m.d.sync += [sr.eq(dp.sr_next), dp.ptr.eq(ptr_next), dp.ptr_p1.eq(ptr_next + 1),
-                             byte_pos.eq(byte_pos + 1),
-                             dp.data_phase.eq(byte_pos + 1 < dp.checks.word_bytes)]
-                with m.If(byte_pos == sr_bytes - 1):
-                    m.d.comb += host.we.eq(1)
-                    m.d.sync += [byte_pos.eq(0), dp.data_phase.eq(1),
-                                 dp.mem_addr.eq(dp.mem_addr + 1),
-                                 dp.words_left.eq(dp.words_left - 1)]
-                    with m.If(dp.words_left == 1):
-                        with m.If(dp.args.region == Region.PROGRAM.value):
-                            m.d.sync += dp.program_loaded.eq(1)
-                        m.next = "IDLE"
-
