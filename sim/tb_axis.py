@@ -206,7 +206,7 @@ async def test_byte_rate(dut):
     assert frame[HEADER_BYTES + CRC_BYTES:-CRC_BYTES] == pack_words(geo, words)
     out_first = len(s_out.cycles) - len(frame)
     out_rate = s_out.rate(out_first, len(frame))
-    # The READ's words alone (header and CRC come from the engine without a fetch).
+    # The whole response frame: header, the READ's words, CRC.
     dut._log.info("AXI4-Stream: %d-byte request in at %.3f B/cycle, %d-byte response out at "
                   "%.3f B/cycle (%d-byte words)", len(write), in_rate, len(frame), out_rate,
                   geo.word_bytes)

@@ -121,7 +121,9 @@ class Device(wiring.Component):
         frame = FrameEngine(self.config, spram=self.implementation.spram, handshake=split,
                             timeout_cycles=timeout,
                             baud=self.baud if self.link is Link.UART else 0,
-                            rx_fifo=self.rx_fifo, features=self.implementation.features)
+                            rx_fifo=self.rx_fifo, features=self.implementation.features,
+                            # byte streams may take a byte a cycle; a UART is far slower
+                            prefetch=self.link is Link.STREAM)
         m.submodules.frame = in_link_domain(frame)
         if split:
             m.submodules.bridge = bridge = HostPortBridge(self.config)

@@ -30,7 +30,9 @@ from ..protocol import (
     layout_bytes,
 )
 from .checks import RequestChecks
+from .commit import add_commit
 from .framing import RequestSignature, ResponseSignature
+from .prefetch import WordPrefetch, send_prefetched
 from .stream_commands import StreamCommands
 
 __all__ = ["CommandExecutor"]
@@ -50,7 +52,7 @@ class CommandExecutor(wiring.Component):
     buffer to memory, a READ's words stream from memory into the response, RUN starts the
     program, COUNTERS takes a snapshot and RESET pulses ``host.clear``; then the response goes
     out (``response.valid``), a READ's words fetched one at a time as the frame layer asks for
-    its payload.
+    its payload (with ``prefetch``: from the header on, each while the last one goes out).
 
     The executor keeps a *program loaded* flag (set by a WRITE to PROGRAM, cleared by RESET; RUN
     needs it) and a count of RUNs started (reported by COUNTERS, cleared by RESET).
@@ -76,6 +78,11 @@ class CommandExecutor(wiring.Component):
     features : Features
         The optional commands built in (LOAD and FETCH, CLASSES), reported by INFO; the
         others' opcodes are unknown.
+    prefetch : bool
+        Fetch each next word of a READ while the bytes of one go out (a register as wide as
+        the widest word): the payload goes out at one byte a cycle if the port answers within
+        ``word_bytes - 1`` cycles. Without it the response pauses for each word's read, which
+        a link slower than a byte a cycle (a UART) hides.
 
     Members
     -------
@@ -96,7 +103,7 @@ class CommandExecutor(wiring.Component):
     """
 
     def __init__(self, config, *, max_payload, spram=False, handshake=False, baud=0,
-                 rx_fifo=RX_FIFO, features=Features.ALL):
+                 rx_fifo=RX_FIFO, features=Features.ALL, prefetch=False):
         if not isinstance(config, AcceleratorConfig):
             raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")
         geometry = regions(config)
@@ -116,6 +123,7 @@ class CommandExecutor(wiring.Component):
                          if self._features else None)
         self._spram = spram
         self._handshake = handshake
+        self._prefetch = prefetch
         super().__init__({
             "request": In(RequestSignature()),
             "response": Out(ResponseSignature()),
@@ -150,12 +158,15 @@ class CommandExecutor(wiring.Component):
                              # the states that do not set it: one state's decoding and a
                              # register before the address, the ECP5 device's critical path.
                              dp.buf_r.addr.eq(rq.index)]
-                with m.If(rs.payload.ready):
-                    m.d.sync += [dp.sr.eq(dp.sr_next), dp.byte_pos.eq(dp.byte_pos - 1)]
-                    with m.If(~rs.last & is_read & (dp.byte_pos == 1)):
+                if self._prefetch:
+                    send_prefetched(m, rs, host, dp, is_read)
+                else:
+                    with m.If(rs.payload.ready):
+                        m.d.sync += [dp.sr.eq(dp.sr_next), dp.byte_pos.eq(dp.byte_pos - 1)]
+                        with m.If(~rs.last & is_read & (dp.byte_pos == 1)):
+                            m.next = "FETCH"
+                    with m.If(rs.begin & is_read):
                         m.next = "FETCH"
-                with m.If(rs.begin & is_read):
-                    m.next = "FETCH"
                 with m.If(rq.done):
                     m.next = "MEASURE"
 
@@ -170,19 +181,20 @@ class CommandExecutor(wiring.Component):
                 m.next = "DISPATCH"
 
             self._dispatch(m, dp)
-            self._commit(m, dp)
+            add_commit(m, host, dp, handshake=self._handshake)
             if self._streams is not None:
                 self._streams.states(m, self, dp)
 
-            with m.State("FETCH"):
-                m.d.comb += host.re.eq(1)
-                m.next = "FETCH_WAIT"
-                # Accept a zero-latency port too: the port only promises a fixed latency.
-                with m.If(host.rvalid):
-                    load_word()
+            if not self._prefetch:
+                with m.State("FETCH"):
+                    m.d.comb += host.re.eq(1)
+                    m.next = "FETCH_WAIT"
+                    # Accept a zero-latency port too: the port only promises a fixed latency.
+                    with m.If(host.rvalid):
+                        load_word()
 
-            with m.State("FETCH_WAIT"), m.If(host.rvalid):
-                load_word()
+                with m.State("FETCH_WAIT"), m.If(host.rvalid):
+                    load_word()
 
         return m
 
@@ -256,6 +268,13 @@ class CommandExecutor(wiring.Component):
             dp.tx_byte.eq(sr[:8]),
             rs.payload.payload.eq(Mux(rq.header.opcode == Opcode.INFO, rom_r.data, dp.tx_byte)),
         ]
+        if self._prefetch:
+            # Reads only while a READ's response goes out (IDLE), as `dp.mem_addr` moves on.
+            m.submodules.prefetch = dp.prefetch = pf = WordPrefetch(len(host.rdata))
+            m.d.comb += [pf.rvalid.eq(host.rvalid), pf.rdata.eq(host.rdata),
+                         pf.count.eq(args.count)]
+            with m.If(pf.fetched):
+                m.d.sync += dp.mem_addr.eq(dp.mem_addr + 1)
         if self._streams is not None:
             self._streams.datapath(m, self, dp)
         return dp
@@ -298,6 +317,8 @@ class CommandExecutor(wiring.Component):
                     with m.Else():
                         m.next = "DISPATCH"
                 with m.Case(Opcode.READ):
+                    if self._prefetch:
+                        m.d.comb += dp.prefetch.start.eq(1)
                     m.d.sync += rs.length.eq(dp.checks.xfer)
                 if self._streams is not None:
                     self._streams.dispatch(m, self, dp)
@@ -307,35 +328,3 @@ class CommandExecutor(wiring.Component):
                     m.d.sync += [dp.ptr.eq(_ACCESS_BYTES), dp.ptr_p1.eq(_ACCESS_BYTES + 1),
                                  dp.data_phase.eq(1)]     # byte_pos is 0, word_bytes >= 1
                     m.next = "COMMIT"
-
-    def _commit(self, m, dp):
-        """Add COMMIT: write a WRITE's words from the buffer to memory, then answer."""
-        host = self.host
-        sr, byte_pos, sr_bytes = dp.sr, dp.byte_pos, dp.sr_bytes
-        wait_write = Signal()
-        if self._handshake:
-            m.d.comb += wait_write.eq((byte_pos == sr_bytes - 1) & ~host.rvalid)
-        with m.State("COMMIT"):
-            # Each word takes sr_bytes cycles: its word_bytes bytes enter at the top of `sr`,
-            # then zero bytes push them down to bit 0. That costs cycles (plentiful: the link
-            # is far slower) instead of a word-wide alignment multiplexer (scarce LUTs).
-            ptr_next = Mux(dp.data_phase, dp.ptr_p1, dp.ptr)
-            m.d.comb += [dp.sr_fill.eq(Mux(dp.data_phase, dp.buf_r.data, 0)),
-                         dp.buf_r.addr.eq(ptr_next)]
-            with m.If(wait_write):
-                # Everything holds, the buffer's output too: `wdata` stays what it was.
-                m.d.comb += [host.we.eq(1), dp.buf_r.en.eq(0)]
-            with m.Else():
-                m.d.sync += [sr.eq(dp.sr_next), dp.ptr.eq(ptr_next), dp.ptr_p1.eq(ptr_next + 1),
-                             byte_pos.eq(byte_pos + 1),
-                             dp.data_phase.eq(byte_pos + 1 < dp.checks.word_bytes)]
-                with m.If(byte_pos == sr_bytes - 1):
-                    m.d.comb += host.we.eq(1)
-                    m.d.sync += [byte_pos.eq(0), dp.data_phase.eq(1),
-                                 dp.mem_addr.eq(dp.mem_addr + 1),
-                                 dp.words_left.eq(dp.words_left - 1)]
-                    with m.If(dp.words_left == 1):
-                        with m.If(dp.args.region == Region.PROGRAM.value):
-                            m.d.sync += dp.program_loaded.eq(1)
-                        m.next = "IDLE"
-

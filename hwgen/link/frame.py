@@ -78,6 +78,10 @@ class FrameEngine(wiring.Component):
         The receive FIFO in front of the engine, in bytes, reported by INFO.
     features : Features
         The optional commands built in (LOAD and FETCH, CLASSES), reported by INFO.
+    prefetch : bool
+        Send a READ's payload at one byte a cycle (see
+        :class:`~hwgen.link.executor.CommandExecutor`):
+        for links that take a byte a cycle.
 
     Members
     -------
@@ -98,7 +102,8 @@ class FrameEngine(wiring.Component):
     """
 
     def __init__(self, config, *, timeout_cycles=None, max_payload=MAX_PAYLOAD, spram=False,
-                 handshake=False, baud=0, rx_fifo=RX_FIFO, features=Features.ALL):
+                 handshake=False, baud=0, rx_fifo=RX_FIFO, features=Features.ALL,
+                 prefetch=False):
         if not isinstance(config, AcceleratorConfig):
             raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")
         if timeout_cycles is None:
@@ -107,7 +112,7 @@ class FrameEngine(wiring.Component):
         self._codec = FrameCodec(timeout_cycles=timeout_cycles)
         self._executor = CommandExecutor(config, max_payload=max_payload, spram=spram,
                                          handshake=handshake, baud=baud, rx_fifo=rx_fifo,
-                                         features=features)
+                                         features=features, prefetch=prefetch)
         self._config = config
         super().__init__({
             "i_stream": In(stream.Signature(8)),

@@ -130,10 +130,12 @@ def _script(rng, config, max_payload, n):
     return requests, words
 
 
-def _run(config, requests, *, max_payload, handshake, latency, seed, gap=0.3, stall=0.3):
+def _run(config, requests, *, max_payload, handshake, latency, seed, gap=0.3, stall=0.3,
+         prefetch=False):
     """Simulate; return ``(answers, port)``: ``(status, payload)`` per request, and the port."""
     rng = random.Random(seed)
-    dut = CommandExecutor(config, max_payload=max_payload, handshake=handshake)
+    dut = CommandExecutor(config, max_payload=max_payload, handshake=handshake,
+                          prefetch=prefetch)
     rq, rs, host = dut.request, dut.response, dut.host
     geo = regions(config)
     port = _Port({r: [0] * g.depth for r, g in geo.items()})
@@ -277,19 +279,22 @@ def _effect(ctx, port, host, strobe, geo):
     return 0
 
 
-@pytest.mark.parametrize(("handshake", "latency", "least"), [
-    (False, 1, False), (False, 0, False), (False, 2, True), (True, None, False),
-    (True, None, True)],
+@pytest.mark.parametrize(("handshake", "latency", "least", "prefetch"), [
+    (False, 1, False, False), (False, 0, False, False), (False, 2, True, False),
+    (True, None, False, False), (True, None, True, False),
+    (False, 1, False, True), (False, 0, True, True), (False, 2, False, True),
+    (True, None, False, True)],
     ids=["latency-1", "latency-0", "latency-2-least-payload", "handshake",
-         "handshake-least-payload"])
-def test_random_requests(handshake, latency, least):
+         "handshake-least-payload", "prefetch-latency-1", "prefetch-latency-0-least-payload",
+         "prefetch-latency-2", "prefetch-handshake"])
+def test_random_requests(handshake, latency, least, prefetch):
     config = TINY
     geo = regions(config)
     max_payload = _ARGS + max(g.word_bytes for g in geo.values()) if least else 64
-    rng = random.Random(hash((handshake, latency, least)) & 0xFFFF)
+    rng = random.Random((hash((handshake, latency, least)) & 0xFFFF) + 0x10000 * prefetch)
     requests, words = _script(rng, config, max_payload, 80)
     answers, port = _run(config, requests, max_payload=max_payload, handshake=handshake,
-                         latency=latency, seed=rng.getrandbits(16))
+                         latency=latency, seed=rng.getrandbits(16), prefetch=prefetch)
     snapshots = iter(port.snapshots)
     for req, (status, payload) in zip(requests, answers, strict=True):
         assert status == req.status, req
