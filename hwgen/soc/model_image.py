@@ -133,10 +133,13 @@ def model_header(program, x, reference, labels=None):
 
 def parse_model_header(text):
     """Return ``({name: value}, {array: [int, ...]})``: the ``HWGEN_MODEL_*`` constants and
-    the arrays of a :func:`model_header` text."""
+    the arrays of a :func:`model_header` text; ``arrays["images"]`` is the image table, as
+    ``(region, base, count, pieces, array name)`` tuples."""
     defines = {m[1]: int(m[2].rstrip("u"), 0)
                for m in re.finditer(r"#define HWGEN_MODEL_(\w+)\s+(0x[0-9a-f]+u?|\d+)", text)}
     arrays = {}
     for m in re.finditer(r"static const \w+ (\w+)\[\d+\] = \{(.*?)\};", text, re.S):
         arrays[m[1]] = [int(v.strip().rstrip("u"), 0) for v in m[2].split(",") if v.strip()]
+    arrays["images"] = [(int(r), int(b), int(c), int(p), name) for r, b, c, p, name in
+                        re.findall(r"\{(\d+)u, (\d+)u, (\d+)u, (\d+)u, (\w+)\}", text)]
     return defines, arrays
