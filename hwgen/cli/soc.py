@@ -63,8 +63,8 @@ def _run(args):
 
     from .models import load_source
 
-    _check_tools(args.sim)
     out = output_dir(args.out, "--out")
+    _check_tools(args.sim)
     board = BOARDS[args.board]
     try:
         config = board_config(board, args, clock_hz=args.clock_hz or SOC_CLOCK_HZ)
