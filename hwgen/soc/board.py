@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from .firmware import compile_firmware
+from .logs import to_log
 
 __all__ = ["SOC_BOARDS", "BoardReport", "build_board", "yowasp_shims"]
 
@@ -112,19 +113,24 @@ def build_board(out, board, accelerator, firmware_src, clock_hz, *, say=print):
     from litex.soc.integration.common import get_mem_data
 
     out = Path(out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    log = out / "build.log"
     start = time.perf_counter()
     os.environ["PATH"] = f"{yowasp_shims(out / 'shims')}{os.pathsep}{os.environ['PATH']}"
-    say("soc: LiteX software (BIOS, libraries) ...")
-    Builder(_soc(board, accelerator, clock_hz), output_dir=str(out),
-            compile_gateware=False).build(run=False)
+    say(f"soc: LiteX software (BIOS, libraries; log {log}) ...")
+    with to_log(log):
+        Builder(_soc(board, accelerator, clock_hz), output_dir=str(out),
+                compile_gateware=False).build(run=False)
     say("soc: firmware ...")
     words = get_mem_data(str(compile_firmware(firmware_src, out)), data_width=32,
                          endianness="little")
     say(f"soc: bitstream for {board.name} at {clock_hz / 1e6:g} MHz (tens of minutes) ...")
-    builder = Builder(_soc(board, accelerator, clock_hz, words), output_dir=str(out))
-    builder.build()
-    logs = sorted((out / "gateware").glob("*.log")) + sorted((out / "gateware").glob("*tim*"))
-    text = "\n".join(p.read_text(errors="replace") for p in logs)
-    util, fmax = _parse_nextpnr(text)
+    mark = log.stat().st_size
+    with to_log(log):
+        builder = Builder(_soc(board, accelerator, clock_hz, words), output_dir=str(out))
+        builder.build()
+    with open(log, errors="replace") as f:
+        f.seek(mark)
+        util, fmax = _parse_nextpnr(f.read())
     return BoardReport(Path(builder.get_bitstream_filename()), util, fmax, clock_hz / 1e6,
                        time.perf_counter() - start)

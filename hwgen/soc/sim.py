@@ -76,9 +76,9 @@ def run_sim(out, accelerator, firmware_src, *, clock_hz=SIM_CLOCK_HZ, timeout=18
     say("soc: firmware ...")
     binary = compile_firmware(firmware_src, out)
     words = get_mem_data(str(binary), data_width=32, endianness="little")
-    soc = SimSoC(clock_hz, main_ram_init=words, accelerator=accelerator)
     say(f"soc: simulator ({len(words) * 4} bytes of firmware) ...")
     with to_log(log):
+        soc = SimSoC(clock_hz, main_ram_init=words, accelerator=accelerator)
         _builder(soc, out).build(sim_config=_sim_config(clock_hz), run=False, interactive=False)
     gateware = out / "gateware"
     built = subprocess.run(["bash", "build_sim.sh"], cwd=gateware, env=env, capture_output=True,
