@@ -107,8 +107,7 @@ def _run(args):
             raise UsageError(str(exc)) from None
     try:
         with Accelerator(args.url, timeout=args.timeout, retries=args.retries,
-                         config=program.config, progress=args.progress,
-                         baudrate=baudrate, key=key) as acc:
+                         progress=args.progress, baudrate=baudrate, key=key) as acc:
             acc.load(program)
             y = acc.infer(x, probabilities=args.probabilities, output=output)
             counters = acc.counters()

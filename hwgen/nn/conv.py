@@ -18,6 +18,7 @@ from .dense import (
     check_channel_fields,
     layer_bounds,
     layer_output,
+    set_requant_fields,
 )
 from .patches import conv_output_size, im2col
 
@@ -79,19 +80,12 @@ class Conv2D:
     def __init__(self, weight, bias, mult, shift, *, stride=1, padding=0, groups=1,
                  activation="relu", output="requant", act_min=None, act_max=None,
                  mult_neg=None):
-        self.weight = int_array(weight, "Conv2D", "weight", copy=True)
-        self.bias = int_array(bias, "Conv2D", "bias", copy=True)
-        self.mult = int_array(mult, "Conv2D", "mult", copy=True)
-        self.shift = int_array(shift, "Conv2D", "shift", copy=True)
-        self.mult_neg = None if mult_neg is None else int_array(mult_neg, "Conv2D", "mult_neg",
-                                                                 copy=True)
+        set_requant_fields(self, "Conv2D", weight=weight, bias=bias, mult=mult, shift=shift,
+                           mult_neg=mult_neg, activation=activation, output=output,
+                           act_min=act_min, act_max=act_max)
         self.stride = stride
         self.padding = padding
         self.groups = groups
-        self.activation = activation
-        self.output = output
-        self.act_min = act_min
-        self.act_max = act_max
         self.check("Conv2D")
 
     @property

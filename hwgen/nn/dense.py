@@ -78,16 +78,9 @@ class Dense:
 
     def __init__(self, weight, bias, mult, shift, *, activation="relu", output="requant",
                  act_min=None, act_max=None, mult_neg=None):
-        self.weight = int_array(weight, "Dense", "weight", copy=True)
-        self.bias = int_array(bias, "Dense", "bias", copy=True)
-        self.mult = int_array(mult, "Dense", "mult", copy=True)
-        self.shift = int_array(shift, "Dense", "shift", copy=True)
-        self.mult_neg = None if mult_neg is None else int_array(mult_neg, "Dense", "mult_neg",
-                                                                 copy=True)
-        self.activation = activation
-        self.output = output
-        self.act_min = act_min
-        self.act_max = act_max
+        set_requant_fields(self, "Dense", weight=weight, bias=bias, mult=mult, shift=shift,
+                           mult_neg=mult_neg, activation=activation, output=output,
+                           act_min=act_min, act_max=act_max)
         self.check("Dense")
 
     @property
@@ -182,6 +175,21 @@ def dense_output_shape(shape, weight_shape, where, source, kind="Dense"):
         raise ValueError(f"{where}: field 'weight' has {k} inputs but {source} {gives}; "
                          f"allowed: weight of shape ({shape[0]}, N)")
     return (n,)
+
+
+def set_requant_fields(layer, where, *, weight, bias, mult, shift, mult_neg, activation, output,
+                       act_min, act_max):
+    """Set a requantizing layer's fields (:class:`Dense`, :class:`~hwgen.nn.Conv2D`): its
+    integer arrays as copies (``mult_neg`` may be ``None``), the rest as given, for its
+    ``check`` to validate."""
+    for name, value in (("weight", weight), ("bias", bias), ("mult", mult), ("shift", shift)):
+        setattr(layer, name, int_array(value, where, name, copy=True))
+    layer.mult_neg = None if mult_neg is None else int_array(mult_neg, where, "mult_neg",
+                                                              copy=True)
+    layer.activation = activation
+    layer.output = output
+    layer.act_min = act_min
+    layer.act_max = act_max
 
 
 def check_channel_fields(layer, where):

@@ -59,7 +59,7 @@ def test_build_netlist_compile_infer(tmp_path, capsys):
         assert main(["infer", "--url", url, "--program", str(other), "--input",
                      str(xq)]) == 2
     err = capsys.readouterr().err
-    assert "\n  rows: device 2 vs config 8\n" in err and "hwgen compile MODEL --build DIR" in err
+    assert "\n  rows: device 2 vs program 8\n" in err and "hwgen compile MODEL --build DIR" in err
     assert "RegionGeometry" not in err and "<Region" not in err
     # The reference: the demo's MLP trained, quantized with the design's widths, in NumPy.
     x_train, y_train, x_test, _ = load_digits_split()

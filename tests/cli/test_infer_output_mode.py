@@ -1,6 +1,8 @@
 """``hwgen infer --output-mode argmax|top_k --k K`` on an in-process device over TCP: the
 classes NumPy gives of hwgen.nn's scores, and one-line errors for bad combinations."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 from support import BOARD_WS
@@ -56,3 +58,15 @@ def test_bad_combinations_are_one_line_errors(device, files, capsys, options, fr
     assert _infer(device, tmp_path, *options) == 2
     err = capsys.readouterr().err
     assert fragment in err and "Traceback" not in err, err
+
+
+def test_a_program_of_another_design_is_refused_field_by_field(device, files, capsys):
+    tmp_path, _ = files
+    other = dataclasses.replace(BOARD_WS, rows=BOARD_WS.rows + 1)
+    rng = np.random.default_rng(4)
+    hwgen.compile(random_network(rng, other, widths=[10, 6, 5], raw=True), other,
+                  batch=6).save(tmp_path / "p.npz")
+    assert _infer(device, tmp_path) == 2
+    err = capsys.readouterr().err
+    assert f"\n  rows: device {BOARD_WS.rows} vs program {other.rows}\n" in err, err
+    assert "the program was compiled for" in err and "hwgen compile MODEL" in err, err

@@ -16,8 +16,7 @@ import warnings
 
 import pytest
 from amaranth.hdl import UnusedElaboratable
-from amaranth.sim import Simulator
-from support import BUSY_CYCLES, TINY, LinkDriver, rows_per_run
+from support import BUSY_CYCLES, TINY, LinkDriver, rows_per_run, run_bench
 from support import build_frame_bench as build
 
 from host.frames import ResponseDecoder
@@ -88,20 +87,7 @@ class Bench:
 
     def run(self, script):
         """Run ``async def script(bench, ctx)`` to its end; its assertions fail the test."""
-        sim = Simulator(self.top)
-        if self.core_period is None:
-            sim.add_clock(1e-6)
-        else:
-            sim.add_clock(1e-6, domain="link")
-            sim.add_clock(self.core_period * 1e-6, domain="sync")
-        sim.add_testbench(self.driver.receiver, background=True)
-
-        async def main(ctx):
-            self.driver.setup(ctx)
-            await script(self, ctx)
-
-        sim.add_testbench(main)
-        sim.run()
+        run_bench(self, script)
 
     async def cycles(self, ctx, n):
         await ctx.delay(n * 1e-6)

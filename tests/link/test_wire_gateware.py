@@ -10,9 +10,8 @@ import random
 
 import numpy as np
 import pytest
-from amaranth.sim import Simulator
 from protocol_helpers import stream_error_cases
-from support import TINY, LinkDriver
+from support import TINY, LinkDriver, run_bench
 from support import build_frame_bench as build
 
 from host.frames import ResponseDecoder
@@ -62,20 +61,7 @@ class WireBench:
         self.seq = 0
 
     def run(self, script):
-        sim = Simulator(self.top)
-        if self.core_period is None:
-            sim.add_clock(1e-6)
-        else:
-            sim.add_clock(1e-6, domain="link")
-            sim.add_clock(self.core_period * 1e-6, domain="sync")
-        sim.add_testbench(self.driver.receiver, background=True)
-
-        async def main(ctx):
-            self.driver.setup(ctx)
-            await script(self, ctx)
-
-        sim.add_testbench(main)
-        sim.run()
+        run_bench(self, script)
 
     async def exchange(self, ctx, request, budget=400_000):
         """Send ``request`` (bytes of one frame) to both; check that the answers are the same

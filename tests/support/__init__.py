@@ -33,7 +33,7 @@ from .boards import (
     yowasp_missing,
 )
 from .controller_model import ControllerOutputs
-from .frame_bench import BUSY_CYCLES, TINY, LinkDriver, build_frame_bench, rows_per_run
+from .frame_bench import BUSY_CYCLES, TINY, LinkDriver, build_frame_bench, rows_per_run, run_bench
 from .networks import (
     COMPILER_CONFIGS,
     check_against_reference,
@@ -78,6 +78,7 @@ __all__ = [
     "random_image_layer",
     "random_input_rows",
     "rows_per_run",
+    "run_bench",
     "run_icarus",
     "run_on_interpreter",
     "run_program",

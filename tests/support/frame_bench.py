@@ -5,6 +5,7 @@ from amaranth.hdl import Cat, ClockDomain, DomainRenamer, Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
+from amaranth.sim import Simulator
 
 from hwgen import AcceleratorConfig
 from hwgen.link.bridge import HostPortBridge
@@ -249,3 +250,26 @@ class LinkDriver:
 
     def sent(self, ctx):
         return ctx.get(self.link.rd) == self.wr
+
+
+def run_bench(bench, script):
+    """Simulate ``bench.top`` with ``bench.driver`` on its link and run ``async def
+    script(bench, ctx)`` to its end; its assertions fail the test.
+
+    ``bench.core_period`` ``None`` clocks everything in ``sync``; a number clocks the link at
+    period 1 and the accelerator's ``sync`` at that many link periods.
+    """
+    sim = Simulator(bench.top)
+    if bench.core_period is None:
+        sim.add_clock(1e-6)
+    else:
+        sim.add_clock(1e-6, domain="link")
+        sim.add_clock(bench.core_period * 1e-6, domain="sync")
+    sim.add_testbench(bench.driver.receiver, background=True)
+
+    async def main(ctx):
+        bench.driver.setup(ctx)
+        await script(bench, ctx)
+
+    sim.add_testbench(main)
+    sim.run()
