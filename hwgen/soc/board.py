@@ -14,6 +14,7 @@ import shutil
 import time
 from pathlib import Path
 
+from ..boards.yosys import YOSYS_HIDE_BRACKETED_NAMES
 from .firmware import compile_firmware
 from .logs import to_log
 
@@ -89,6 +90,9 @@ def _soc(board, accelerator, clock_hz, main_ram_init=()):
     if main_ram_init:
         soc.add_constant("ROM_BOOT_ADDRESS", soc.mem_map["main_ram"])
     add_accelerator(soc, *accelerator)
+    # Yosys 0.70's ABC9 trips on Amaranth's bracketed names (hwgen.boards.yosys); LiteX's
+    # script runs these commands after reading the sources.
+    soc.platform.toolchain._yosys_cmds.append(YOSYS_HIDE_BRACKETED_NAMES)
     return soc
 
 
