@@ -47,8 +47,11 @@ def _axis(config, pe_instances):
 
 
 def _wishbone(config, pe_instances):
+    from .bus.regmap import RegisterMap
     from .bus.wishbone_top import WishboneTop
 
+    # The map's check first: a refused component would warn that it was never elaborated.
+    RegisterMap(config)
     return WishboneTop(config, pe_instances=pe_instances)
 
 

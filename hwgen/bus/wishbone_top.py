@@ -26,8 +26,8 @@ class WishboneTop(wiring.Component):
     the map (an unused slot or register offset, a word past a region's depth, a piece past its
     word) and for a window access while a run is in progress (the accelerator owns its
     memories then); such an access changes nothing and sets ``ERROR_CAUSE.BUS``.
-    Latency (cycles from ``stb`` to ``ack``): 2 for a register, 4 for a window read, 5 for a
-    window write, one more each with the implementation's registered reads.
+    Latency: ``ack`` or ``err`` comes in the 2nd cycle of ``stb`` for a register, in the 4th
+    for a window access (the 5th with the implementation's registered reads).
 
     Parameters
     ----------

@@ -2,7 +2,7 @@
 
 import time
 
-from .options import add_config_options, config_from_args, output_dir
+from .options import UsageError, add_config_options, config_from_args, output_dir
 
 __all__ = ["register"]
 
@@ -14,7 +14,10 @@ def _run(args):
     out = output_dir(args.out if args.out is not None else default_out(config, args.top),
                      "--out")
     start = time.perf_counter()
-    v_path, j_path = write_design(config, out, top=args.top)
+    try:
+        v_path, j_path = write_design(config, out, top=args.top)
+    except ValueError as exc:   # a top this configuration cannot make (a bus's address space)
+        raise UsageError(f"--top {args.top}: {exc}") from None
     print(f"wrote {v_path} and {j_path} ({time.perf_counter() - start:.1f} s, "
           f"config hash {config.hash})")
     return 0

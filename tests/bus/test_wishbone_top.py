@@ -9,6 +9,7 @@ from support import TINY
 from hwgen.bus.regmap import ID_VALUE, MAP_VERSION
 from hwgen.bus.wishbone_top import WishboneTop
 from hwgen.memmap import Region
+from sim.tb_wishbone import rmap_holes
 
 
 async def _access(ctx, bus, byte_addr, data=None, sel=0xF):
@@ -53,8 +54,9 @@ def test_registers_read_their_values():
                            ("ACT_DEPTH", TINY.act_depth), ("STATUS", 0)):
             ack, err, data, _ = await _access(ctx, bus, rmap[name].offset)
             assert (ack, err, data) == (1, 0, want), name
-        ack, err, _, _ = await _access(ctx, bus, rmap["BATCH"].offset, 3)
+        ack, err, _, cycles = await _access(ctx, bus, rmap["BATCH"].offset, 3)
         assert ack and not err
+        assert cycles == 1          # ack in the second cycle of stb, as documented
         assert (await _access(ctx, bus, rmap["BATCH"].offset))[2] == 3
 
     _run(bench)
@@ -73,12 +75,15 @@ def test_windows_hold_words_piece_by_piece():
                 for k in reversed(range(w.pieces)):      # any order of pieces
                     piece = (word >> (32 * k)) & 0xFFFFFFFF
                     byte = w.offset + 4 * (addr * w.stride + k)
-                    ack, err, _, _ = await _access(ctx, bus, byte, piece)
+                    ack, err, _, cycles = await _access(ctx, bus, byte, piece)
                     assert ack and not err
+                    assert cycles == 3      # ack in the fourth cycle
             for addr, word in words.items():
                 got = 0
                 for k in range(w.pieces):
-                    _, _, data, _ = await _access(ctx, bus, w.offset + 4 * (addr * w.stride + k))
+                    _, _, data, cycles = await _access(
+                        ctx, bus, w.offset + 4 * (addr * w.stride + k))
+                    assert cycles == 3
                     got |= data << (32 * k)
                 assert got == word, (region, addr)
             # One byte lane of a piece: only that byte changes.
@@ -93,12 +98,8 @@ def test_windows_hold_words_piece_by_piece():
 def test_bad_accesses_answer_err_and_set_the_cause():
     async def bench(ctx, dut):
         rmap, bus = dut.regmap, dut.bus
-        w = rmap.window(Region.ACT)
-        bad = [w.offset + 4 * w.depth * w.stride,             # past the depth
-               7 << (rmap.window_shift + 2),                  # an unused slot
-               0xFC]                                          # an unused register
-        if w.pieces < w.stride:
-            bad.append(w.offset + 4 * w.pieces)
+        bad = rmap_holes(rmap)
+        assert len(bad) >= 4
         for byte in bad:
             ack, err, _, _ = await _access(ctx, bus, byte)
             assert (ack, err) == (0, 1), hex(byte)
