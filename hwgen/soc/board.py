@@ -90,11 +90,11 @@ def _soc(board, accelerator, clock_hz, main_ram_init=()):
     if main_ram_init:
         soc.add_constant("ROM_BOOT_ADDRESS", soc.mem_map["main_ram"])
     add_accelerator(soc, *accelerator)
-    # Yosys 0.70's ABC9 trips on Amaranth's bracketed names (hwgen.boards.yosys); LiteX's
-    # script runs these commands after reading the sources. Hiding them before the SoC is
-    # flattened was not enough (the same assertion in ABC9's reintegration): map with ABC.
-    soc.platform.toolchain._yosys_cmds.append(YOSYS_HIDE_BRACKETED_NAMES)
-    soc.platform.toolchain._synth_opts += " -noabc9"
+    # Yosys 0.70's ABC9 trips on Amaranth's bracketed names (hwgen.boards.yosys). LiteX reads
+    # the sources deferred, so the modules are elaborated first for the rename to see them.
+    # ({build_name} is filled in by LiteX's script template.)
+    soc.platform.toolchain._yosys_cmds += ["hierarchy -top {build_name}",
+                                           YOSYS_HIDE_BRACKETED_NAMES]
     return soc
 
 
