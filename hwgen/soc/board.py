@@ -18,7 +18,7 @@ from ..boards.yosys import YOSYS_HIDE_BRACKETED_NAMES
 from .firmware import compile_firmware
 from .logs import to_log
 
-__all__ = ["SOC_BOARDS", "BoardReport", "build_board", "yowasp_shims"]
+__all__ = ["SOC_BOARDS", "BoardReport", "build_board", "parse_nextpnr", "yowasp_shims"]
 
 #: The boards ``hwgen soc`` builds for: hwgen's board name -> LiteX's ULX3S device.
 SOC_BOARDS = {"ulx3s-85f": "LFE5U-85F", "ulx3s-45f": "LFE5U-45F"}
@@ -68,12 +68,18 @@ class BoardReport:
         return "\n".join(lines)
 
 
-def _parse_nextpnr(log):
-    """Return ``({cell: (used, total)}, fmax of the sys clock or None)`` of nextpnr's log."""
-    util = {m[1]: (int(m[2]), int(m[3]))
-            for m in re.finditer(r"Info:\s+(\w+):\s+(\d+)/\s*(\d+)\s+\d+%", log)}
-    fmax = [float(m[1]) for m in
-            re.finditer(r"Max frequency for clock\s+'[^']*sys[^']*':\s+([\d.]+) MHz", log)]
+def parse_nextpnr(log, target_mhz):
+    """Return ``({cell: (used, total)}, Fmax in MHz or None)`` of nextpnr's log: the cells it
+    placed (the last utilisation table) and the last Fmax of the clock constrained to
+    ``target_mhz`` (the SoC's clock; LiteX names its net after the PLL's output)."""
+    tables = log.split("Device utilisation:")
+    util = {} if len(tables) < 2 else {
+        m[1]: (int(m[2]), int(m[3]))
+        for m in re.finditer(r"Info:\s+(\w+):\s+(\d+)/\s*(\d+)\s+\d+%", tables[-1])
+        if int(m[2])}
+    fmax = [float(m[1]) for m in re.finditer(
+        r"Max frequency for clock\s+'[^']*':\s+([\d.]+) MHz \((?:PASS|FAIL) at ([\d.]+) MHz",
+        log) if abs(float(m[2]) - target_mhz) < 0.01]
     return util, (fmax[-1] if fmax else None)
 
 
@@ -137,6 +143,6 @@ def build_board(out, board, accelerator, firmware_src, clock_hz, *, say=print):
         builder.build()
     with open(log, errors="replace") as f:
         f.seek(mark)
-        util, fmax = _parse_nextpnr(f.read())
+        util, fmax = parse_nextpnr(f.read(), clock_hz / 1e6)
     return BoardReport(Path(builder.get_bitstream_filename()), util, fmax, clock_hz / 1e6,
                        time.perf_counter() - start)
