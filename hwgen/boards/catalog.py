@@ -49,7 +49,11 @@ class Family(enum.StrEnum):
 #: The iCEBreaker preset: a 4x4 int8 array whose 16 MACs share the UP5K's 8 SB_MAC16s, one
 #: requantization lane (its multiplier is built from logic cells; rows of a layer's last
 #: reduction tile enter the array 4 cycles apart) and small buffers; the weights and the frame
-#: buffer sit in 3 of the 4 SB_SPRAM256KA. It fills the chip's logic cells and block RAMs
+#: buffer sit in 3 of the 4 SB_SPRAM256KA. Its 1,024 weight words hold the demo's MLP (608
+#: words): the two SPRAMs of 32-bit words hold 16K, so the depth costs only the descriptor's
+#: weight address (10 bits; 2,048 words would make the descriptor 65 bits, a fifth PROGRAM
+#: block RAM). Its batch (10 for the demo MLP) is ACT's: four banks of 256 bytes, one block
+#: RAM each, and no block RAM left. It fills the chip's logic cells and block RAMs
 #: (measured figures: docs/performance.md). With four requantization lanes
 #: (``--post-lanes 4``) the device needs more logic cells than the chip has, and ``hwgen build``
 #: refuses it, naming the numbers. The wide, shallow memories take the block RAMs: PARAM (9),
@@ -59,7 +63,7 @@ class Family(enum.StrEnum):
 #: were, and residual networks are refused.
 ICEBREAKER_PRESET = {
     "rows": 4, "cols": 4, "dataflow": "ws", "in_bits": 8, "w_bits": 8, "acc_bits": 22,
-    "mult_bits": 8, "max_k": 64, "act_depth": 256, "weight_depth": 256, "param_depth": 16,
+    "mult_bits": 8, "max_k": 64, "act_depth": 256, "weight_depth": 1024, "param_depth": 16,
     "acc_depth": 64, "out_depth": 64, "prog_depth": 8, "post_lanes": 1, "spatial": False,
     "bounds": False, "residual": False}
 
@@ -221,22 +225,21 @@ ULX3S_85F_ZOO_PRESET = {"rows": 5, "cols": 5, "dataflow": "ws", "in_bits": 8, "w
                         "clock_hz": 50_000_000}
 
 #: The 85F design for ResNet-8 (MLPerf Tiny's image classification, :mod:`hwgen.models`): an
-#: 8x16 array, 128 of the 85F's 156 multipliers. ResNet-8's channel counts (16, 32, 64) are
-#: multiples of 8 and 16, so 8 rows and 16 columns tile every convolution but the first
-#: exactly (8x8 would need 88 MHz for 2.5 ms, 16x8 wastes 13 of 16 rows on the first
-#: convolution's 3 channels). Four requantization lanes of two MULT18X18D each: 136
-#: multipliers, the adder's sixteen being logic cells on a design this full
-#: (:func:`hwgen.boards.fit.implementation_for`; in DSP blocks they made 152, and eight lanes
-#: 160). Its buffers hold
-#: ResNet-8 at batch 1: 16 activation banks of 4,096 words (its three live 32x32x16 tensors,
-#: one word a pixel), WEIGHT 9,216 words (its convolutions' 8x16 tiles take 4,840, the 8x8
-#: average pool's 4,096: with ``cols > rows`` a pool stores a tile per window position) and
-#: PROGRAM 64 words (its 14 passes take 42). docs/performance.md ("MLPerf Tiny") has its
-#: cycles and build.
-ULX3S_85F_RESNET8_PRESET = {"rows": 8, "cols": 16, "dataflow": "ws", "in_bits": 8,
-                            "w_bits": 8, "post_lanes": 4, "weight_depth": 9216,
-                            "act_depth": 4096, "param_depth": 128, "prog_depth": 64,
-                            "acc_depth": 256, "out_depth": 512}
+#: 8x8 array with eight requantization lanes (the 85F preset's logic: 88 of its 156
+#: MULT18X18D) with buffers that hold ResNet-8 at batch 1: ACT 8,192 words on 8 banks (its
+#: input and three live 32x32x16 tensors take 6,144, two words a pixel), WEIGHT 16,384 words
+#: (it takes 9,736), PROGRAM 64 words (its 14 passes take 42). Both depths are powers of two so
+#: that every block RAM holds the memory's full depth in a slice of its width: no multiplexer
+#: after the blocks, and each read's register goes into the block (OUTREG; 6,144 and 10,240
+#: words folded 36 of 102). 208,955 cycles. Its builds reached 68.6-70.4 MHz (signals into all
+#: 64 WEIGHT blocks cross the die), so it keeps the board's 62.5 MHz: 3.3 ms, 3.0 ms at the
+#: Fmax reached; 2.5 ms needs 83.6 MHz. The 8x16 array (123,280 cycles, 2.5 ms at 49.3 MHz)
+#: did not route at 53 MHz: its 16 activation banks and the adder's sixteen lanes congested
+#: nextpnr (docs/performance.md, "ResNet-8 on a design that routes").
+ULX3S_85F_RESNET8_PRESET = {"rows": 8, "cols": 8, "dataflow": "ws", "in_bits": 8,
+                            "w_bits": 8, "weight_depth": 16384, "act_depth": 8192,
+                            "param_depth": 128, "prog_depth": 64, "acc_depth": 256,
+                            "out_depth": 512}
 
 #: Designs besides the boards' presets, by name: ``(board, fields over its preset)``
 #: (``hwgen.boards.board_config(BOARDS[board], **fields)``).

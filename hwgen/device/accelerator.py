@@ -167,7 +167,7 @@ class AcceleratorCore(wiring.Component):
         w_mem = mems[next(n for n in mems if n.startswith("weight"))]
         w_rd, w_wr = w_mem.read_port(), w_mem.write_port()
         word = share_read(m, w_rd, access, Region.WEIGHT, addr=wf.rd_addr, en=wf.rd_en,
-                          exclusive=True, name="weight")
+                          port_en=wf.rd_port, exclusive=True, name="weight")
         m.d.comb += [wf.rd_data.eq(word), w_wr.addr.eq(w_rd.addr), w_wr.data.eq(host.wdata),
                      w_wr.en.eq(access.we[Region.WEIGHT])]
         wiring.connect(m, wf.o_weight, engine.i_weight)

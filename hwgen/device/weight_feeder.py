@@ -44,6 +44,10 @@ class WeightFeeder(wiring.Component):
     rd_en : Out(1)
         The weight memory's read request: the word at ``rd_addr`` is read (plain reads) or
         taken into the register (registered reads) when ``rd_en``.
+    rd_port : Out(1)
+        Registered reads: the memory's port reads ``rd_addr`` (the cycles the address moves,
+        a chunk's ``start`` and each word taken); otherwise it holds its word, the one the
+        register takes next. Plain reads: ``rd_en``.
     rd_data : In(weight_row_layout(config))
         The word read.
     o_weight : Out(stream.Signature(weight_row_layout(config)))
@@ -63,6 +67,7 @@ class WeightFeeder(wiring.Component):
             "wrep": In(1),
             "rd_addr": Out(range(config.weight_depth + 1)),
             "rd_en": Out(1),
+            "rd_port": Out(1),
             "rd_data": In(row),
             "o_weight": Out(stream.Signature(row)),
         })
@@ -81,31 +86,42 @@ class WeightFeeder(wiring.Component):
         take = Signal()
         # Without spatial layers there is no wrep; with them, `again` (a register: the next
         # word taken ends a tile of a wrep layer) sends the address back to w_base.
-        again = Signal()
+        again, again_n = Signal(), Signal(name="again_n")     # again_n: its next value
+        m.d.comb += again_n.eq(again)
+        m.d.sync += again.eq(again_n)
         if cfg.spatial:
             with m.If(self.start):
-                m.d.sync += again.eq(self.wrep & (cfg.rows == 1))
+                m.d.comb += again_n.eq(self.wrep & (cfg.rows == 1))
             with m.Elif(take & more):
-                m.d.sync += again.eq(self.wrep & ((row == cfg.rows - 2) | (cfg.rows == 1)))
+                m.d.comb += again_n.eq(self.wrep & ((row == cfg.rows - 2) | (cfg.rows == 1)))
         m.d.comb += addr_n.eq(addr)
         m.d.sync += addr.eq(addr_n)
         if self.registered_reads:
             m.submodules.skid = skid = Skid(weight_row_layout(cfg))
             m.d.comb += [skid.valid.eq(valid), skid.payload.eq(self.rd_data),
-                         take.eq(skid.take), self.rd_addr.eq(addr_n), self.rd_en.eq(take)]
+                         take.eq(skid.take), self.rd_en.eq(take)]
             wiring.connect(m, skid.o, wiring.flipped(self.o_weight))
-            # addr + 1 in a register: the memory's address is a multiplexer of registers.
+            # addr + 1 in a register, and the address of the next word taken (`ahead`) in
+            # another: the memory's address is a multiplexer of registers, and the port reads
+            # only when the address moves (a word taken), so the skid's decision reaches the
+            # port's enable, not the address (a bus to dozens of block RAMs on a large ECP5).
             addr_p1 = Signal(range(cfg.weight_depth + 2), name="addr_p1")
+            addr_p1_n = Signal.like(addr_p1, name="addr_p1_n")
+            ahead = Signal.like(addr, name="ahead")
+            m.d.comb += addr_p1_n.eq(addr_p1)
             with m.If(self.start):
-                m.d.sync += addr_p1.eq(nd.w_base + 1)
+                m.d.comb += addr_p1_n.eq(nd.w_base + 1)
             with m.Elif(take & more & again):
-                m.d.sync += addr_p1.eq(nd.w_base + 1)
+                m.d.comb += addr_p1_n.eq(nd.w_base + 1)
             with m.Elif(take & more):
-                m.d.sync += addr_p1.eq(addr_p1 + 1)
+                m.d.comb += addr_p1_n.eq(addr_p1 + 1)
+            m.d.sync += [addr_p1.eq(addr_p1_n), ahead.eq(Mux(again_n, nd.w_base, addr_p1_n))]
+            m.d.comb += [self.rd_addr.eq(Mux(self.start, nd.w_base, ahead)),
+                         self.rd_port.eq(self.start | (take & more))]
         else:
             m.d.comb += [take.eq(~valid | self.o_weight.ready),
                          self.o_weight.valid.eq(valid), self.o_weight.payload.eq(self.rd_data),
-                         self.rd_addr.eq(addr), self.rd_en.eq(take)]
+                         self.rd_addr.eq(addr), self.rd_en.eq(take), self.rd_port.eq(take)]
             addr_p1 = addr + 1
         with m.If(self.start):
             m.d.sync += [row.eq(0), kt.eq(0), nt.eq(0),

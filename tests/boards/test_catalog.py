@@ -48,20 +48,27 @@ def test_named_presets_fit_their_boards(name):
 
 
 def test_resnet8_design_takes_the_multipliers_its_lanes_allow():
-    """8x16 products, four requantization lanes of two 18x18 slices of a 32-bit accumulator
-    each and the adder's product per activation lane (16) would take 152 of the 85F's 156
-    MULT18X18Ds, over the 128 above which the adder's products are logic cells: 136, and
-    eight requantization lanes 144; the 8x8 preset (88) keeps them in DSP blocks; an array
-    wider than the chip's multipliers is still refused."""
+    """The ResNet-8 design is the 85F preset's 8x8 array and eight requantization lanes (88
+    MULT18X18D, the adder's in DSP blocks, router1). 8x16 products, four requantization lanes
+    of two 18x18 slices of a 32-bit accumulator each and the adder's product per activation
+    lane (16) would take 152 of the 85F's 156 MULT18X18Ds, over the 128 above which the
+    adder's products are logic cells: 136, and eight requantization lanes 144; an array wider
+    than the chip's multipliers is still refused."""
     board = BOARDS["ulx3s-85f"]
     config = boards.board_config(board, preset="ulx3s-85f-resnet8")
-    assert (config.rows, config.cols, config.requant_lanes, config.acc_bits) == (8, 16, 4, 32)
-    assert config.residual
-    assert boards.fit.dsp_blocks_with_adder(board, config) == 8 * 16 + 4 * 2 + 16
-    assert not boards.fit.implementation_for(board, config).adder_dsp
-    assert boards.fit.nextpnr_options(board, config) == ["--router", "router2"]
-    assert boards.check_fit(board, config)["dsp"] == 8 * 16 + 4 * 2
-    eight = boards.board_config(board, preset="ulx3s-85f-resnet8", post_lanes=8)
+    assert (config.rows, config.cols, config.requant_lanes, config.acc_bits) == (8, 8, 8, 32)
+    assert config.residual and config.act_lanes == 8
+    assert boards.fit.implementation_for(board, config) is board.implementation
+    assert boards.fit.nextpnr_options(board, config) == []
+    assert boards.check_fit(board, config)["dsp"] == 8 * 8 + 8 * 2 + 8
+    # The 8x16 design of before (docs/performance.md, "MLPerf Tiny"): its buffers.
+    former = {"cols": 16, "weight_depth": 9216, "act_depth": 4096}
+    wide = boards.board_config(board, preset="ulx3s-85f-resnet8", post_lanes=4, **former)
+    assert boards.fit.dsp_blocks_with_adder(board, wide) == 8 * 16 + 4 * 2 + 16
+    assert not boards.fit.implementation_for(board, wide).adder_dsp
+    assert boards.fit.nextpnr_options(board, wide) == ["--router", "router2"]
+    assert boards.check_fit(board, wide)["dsp"] == 8 * 16 + 4 * 2
+    eight = boards.board_config(board, preset="ulx3s-85f-resnet8", post_lanes=8, **former)
     assert boards.check_fit(board, eight)["dsp"] == 8 * 16 + 8 * 2
     plain = boards.board_config(board)
     assert boards.fit.implementation_for(board, plain) is board.implementation
@@ -69,4 +76,4 @@ def test_resnet8_design_takes_the_multipliers_its_lanes_allow():
     assert boards.check_fit(board, plain)["dsp"] == 8 * 8 + 8 * 2 + 8
     with pytest.raises(FitError, match=r"needs 168 MULT18X18D multipliers, the device has 156"):
         boards.check_fit(board, boards.board_config(board, preset="ulx3s-85f-resnet8",
-                                                    rows=10))
+                                                    rows=10, post_lanes=4, **former))

@@ -76,9 +76,10 @@ def test_design_of_a_build_folder(tmp_path, capsys):
 
 
 def test_a_model_that_does_not_fit_names_layers_need_capacity_and_cure(tmp_path, capsys):
-    err = _refused(capsys, ["compile", "mlp", "--board", "icebreaker",
+    err = _refused(capsys, ["compile", "mlp", "--board", "icebreaker", "--weight-depth", "256",
                             "--out", str(tmp_path / "p.npz")])
-    # 64x32 and 32x10 on the 4x4 preset: 16*8*4 = 512 and 8*3*4 = 96 weight words of 256.
+    # 64x32 and 32x10 on the 4x4 preset with its weight memory cut to 256 words (the preset's
+    # before it held the demo MLP): 16*8*4 = 512 and 8*3*4 = 96 weight words of 256.
     assert "layer 0: weight words do not fit: layers 0..0 need 512 words; limit " \
            "weight_depth=256" in err
     assert "(options: --weight-depth 608)" in err
@@ -154,3 +155,36 @@ def test_onnx_model_needs_calibration_and_follows_the_design(tmp_path, capsys):
     assert net.acc_bits == config.acc_bits and net.mult_bits == config.mult_bits
     assert Program.load(out).images == expected.images
     np.testing.assert_array_equal(np.load(tmp_path / "xq.npy"), net.quantize_input(x))
+
+
+def test_the_icebreaker_preset_holds_the_demo_mlp(tmp_path, capsys, demo_mlp):
+    """The preset's 1,024 weight words hold the MLP's 608 (512 + 96): it compiles for the
+    preset, and on a device built as the iCEBreaker builds it (no LOAD, FETCH nor CLASSES)
+    the host's words and its own argmax give NumPy's classes, the bytes those of the words'
+    model."""
+    from host import Accelerator
+    from hwgen.protocol import Features
+    from hwgen.throughput import wire_bytes_by_direction
+    from sim.inprocess import InProcessDevice
+
+    mlp, x_train, x_test = demo_mlp
+    out = tmp_path / "mlp.npz"
+    assert main(["compile", "mlp", "--board", "icebreaker", "--out", str(out)]) == 0
+    capsys.readouterr()
+    board = BOARDS["icebreaker"]
+    config = board_config(board)
+    assert config.weight_depth == 1024
+    net = quantize(mlp, x_train, in_bits=8, w_bits=8, acc_bits=22, mult_bits=8)
+    program = Program.load(out)
+    assert program.config == config
+    assert program.images == hwgen.compile(net, config).images
+    x = net.quantize_input(x_test[:program.batch])
+    with Accelerator(InProcessDevice(config, features=board.implementation.features),
+                     config=config) as acc:
+        assert acc.info.features == Features.NONE
+        acc.load(program)
+        got = acc.infer(x, output="argmax")
+        counters = acc.counters()
+    np.testing.assert_array_equal(got, np.argmax(net.forward(x), axis=1))
+    assert (counters.bytes_sent, counters.bytes_received) == wire_bytes_by_direction(
+        program, program.batch, output="argmax", packed=False)

@@ -64,7 +64,10 @@ def test_weights_refusal_names_the_design_and_board_that_hold_them(autoencoder):
 def test_spatial_refusal_names_the_presets_with_the_walker():
     x_train = load_digits_images()[0]
     net = quantize(digits_cnn(), x_train[:64], acc_bits=22, mult_bits=8)
-    error = _refusal(net, board_config(BOARDS["icebreaker"]))
+    # The iCEBreaker's preset with the 256 weight words it had before it held the demo MLP, so
+    # that the suggestion grows WEIGHT too.
+    small = board_config(BOARDS["icebreaker"], weight_depth=256)
+    error = _refusal(net, small)
     assert error.resource == "spatial"
     presets = re.search(r"the presets of (.*)$", str(error)).group(1).split(", ")
     # The 12F's and 25F's presets have the walker and too little WEIGHT (512 words) for the
@@ -84,7 +87,7 @@ def test_spatial_refusal_names_the_presets_with_the_walker():
     # 552 words pixel by pixel; the first convolution's 3x3 taps of one channel in
     # ceil(9 / 4) = 3 tiles instead of 9, for its 2 output tiles of 4 rows: 48 fewer.
     assert fields["spatial"] == "True" and fields["weight_depth"] == 552 - 2 * (9 - 3) * 4
-    grown = dataclasses.replace(board_config(BOARDS["icebreaker"]), spatial=True,
+    grown = dataclasses.replace(small, spatial=True,
                                 **{k: v for k, v in fields.items() if k != "spatial"})
     hwgen.compile(net, grown)
     assert "puts on the ulx3s-12f" in str(error)

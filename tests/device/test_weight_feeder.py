@@ -96,7 +96,7 @@ def run_feeder(config, registered, layers, ready, *, seed):
                 left -= 1
             elif not left and idle and pulse is None:
                 idle -= 1
-            data = port.clock(ctx.get(dut.rd_addr), ctx.get(dut.rd_en) or registered,
+            data = port.clock(ctx.get(dut.rd_addr), ctx.get(dut.rd_port),
                               take=ctx.get(dut.rd_en))
             await ctx.tick()
             ctx.set(dut.rd_data, data)
@@ -183,7 +183,7 @@ def test_nothing_after_the_last_word(registered):
             ctx.set(dut.o_weight.ready, ready)
             valid = ctx.get(dut.o_weight.valid)
             seen.append((valid, ready, ctx.get(dut.o_weight.payload.as_value())))
-            data = port.clock(ctx.get(dut.rd_addr), ctx.get(dut.rd_en) or registered,
+            data = port.clock(ctx.get(dut.rd_addr), ctx.get(dut.rd_port),
                               take=ctx.get(dut.rd_en))
             await ctx.tick()
             ctx.set(dut.rd_data, data)

@@ -123,7 +123,10 @@ def test_an_unexpected_exception_is_the_points_error_not_the_sweeps(model):
 
 
 def test_evaluate_points_keeps_the_order_and_the_keys(model):
-    pts = [("a", {"rows": 1}), ("b", {"rows": 0}), ("c", {"rows": 2, "cols": 2})]
+    # One row makes the descriptor's k_tiles wider: with the preset's 1,024 weight words a
+    # fifth PROGRAM block RAM (31 of 30), with 256 it fits.
+    pts = [("a", {"rows": 1, "weight_depth": 256}), ("b", {"rows": 0}),
+           ("c", {"rows": 2, "cols": 2})]
     rows = evaluate_points("icebreaker", model, "estimate", pts, baud=BAUD)
     assert [(r["point"], r["rows"]) for r in rows] == [("a", 1), ("b", 0), ("c", 2)]
     assert [r["status"] for r in rows] == ["ok", "invalid", "ok"]

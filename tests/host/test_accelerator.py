@@ -434,7 +434,7 @@ def test_infer_command_errors_are_one_line(board, tmp_path, case, capsys):
     assert lines[0].startswith("hwgen infer: error: "), err
     if case == "other-config":
         assert lines[0].endswith("differing fields:"), err
-        assert all(line.startswith("  ") and " vs config " in line for line in lines[1:-1])
+        assert all(line.startswith("  ") and " vs program " in line for line in lines[1:-1])
         assert len(lines) > 2 and lines[-1].startswith("make a program for the device's design")
     else:
         assert len(lines) == 1, err
