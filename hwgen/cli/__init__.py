@@ -13,8 +13,8 @@ from .options import Parser, UsageError, add_config_options, config_from_args
 __all__ = ["UsageError", "add_config_options", "config_from_args", "main"]
 
 #: The subcommands, in the order ``hwgen --help`` lists them: modules of this package.
-COMMANDS = ["demo", "generate", "verify", "sim_board", "compile", "infer", "build", "dse", "serve",
-            "train"]
+COMMANDS = ["demo", "generate", "verify", "sim_board", "compile", "infer", "build", "soc", "dse",
+            "serve", "train"]
 
 
 def _parser():

@@ -1,0 +1,132 @@
+"""``hwgen soc``: the accelerator in a LiteX SoC whose VexRiscv CPU runs inference alone.
+
+.. code-block:: sh
+
+    hwgen soc --board ulx3s-85f --sim          # LiteX's Verilator simulation, console printed
+    hwgen soc --board ulx3s-85f                # the ULX3S-85F bitstream, resources and Fmax
+
+Compiles MODEL (default the demo's MLP) for the board's design at the SoC's clock, writes the
+accelerator's Wishbone top (``hwgen generate --top wishbone``), the firmware (``hwgen.h``,
+``hwgen_model.h``, ``main.c``) and builds the SoC around them. Needs the extra ``soc``
+(``pip install 'hwgen[soc]'``) and Debian's ``gcc-riscv64-unknown-elf``; see
+docs/integration.md.
+"""
+
+import dataclasses
+import shutil
+
+from hwgen.config import AcceleratorConfig
+
+from .options import UsageError, add_config_options, number, output_dir, say
+
+__all__ = ["register"]
+
+_DESIGN_FIELDS = [f.name for f in dataclasses.fields(AcceleratorConfig)]
+#: The SoC's clock unless --clock-hz says otherwise: what the ULX3S-85F SoC targets.
+SOC_CLOCK_HZ = 50_000_000
+
+
+def _check_tools(sim):
+    import importlib.util
+
+    missing = []
+    if importlib.util.find_spec("litex") is None:
+        missing.append("litex (pip install 'hwgen[soc]')")
+    if shutil.which("riscv64-unknown-elf-gcc") is None:
+        missing.append("riscv64-unknown-elf-gcc (apt-get install gcc-riscv64-unknown-elf)")
+    if missing:
+        raise UsageError(f"{'--sim' if sim else 'the board build'} needs " + ", ".join(missing))
+
+
+def _labels(name):
+    """The true labels of a demo model's samples (the test split's first, as
+    :func:`hwgen.cli.models.load_source` takes them)."""
+    from hwgen.nn import load_digits_images, load_digits_split
+
+    return (load_digits_split() if name == "mlp" else load_digits_images())[3]
+
+
+def _test_set(name, source, network, samples):
+    """The test inputs: the model's own samples quantized, their hwgen.nn classes and labels."""
+    from hwgen.soc.design import TestSet, reference_classes
+
+    x = network.quantize_input(source.samples[:samples])
+    return TestSet(x, reference_classes(network, x), _labels(name)[:len(x)])
+
+
+def _run(args):
+    import hwgen
+    from hwgen.boards import BOARDS, board_config
+    from hwgen.compiler import CompileError
+    from hwgen.soc.design import write_accelerator
+    from hwgen.soc.firmware import write_firmware
+
+    from .models import load_source
+
+    out = output_dir(args.out, "--out")
+    _check_tools(args.sim)
+    board = BOARDS[args.board]
+    try:
+        config = board_config(board, args, clock_hz=args.clock_hz or SOC_CLOCK_HZ)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    source = load_source(args.model)
+    say(f"hwgen soc: {source.what} for {config.name} ...")
+    try:
+        network, program = hwgen.compile_for(source.model, config, source.calibration,
+                                             batch=args.batch)
+    except (CompileError, ValueError) as exc:
+        raise UsageError(f"MODEL {source.what}: {exc}") from None
+    tests = _test_set(args.model, source, network, args.samples)
+    say("hwgen soc: the accelerator's Wishbone top ...")
+    accel = write_accelerator(config, out / "rtl")
+    try:
+        fw = write_firmware(out / "firmware", accel.regs_header, program, tests)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    print(f"wrote {accel.verilog}, {fw}/hwgen.h, hwgen_model.h, main.c")
+    if args.sim:
+        from hwgen.soc.sim import run_sim
+
+        console = run_sim(out / "litex-sim", accel.instance(), fw, clock_hz=config.clock_hz,
+                          say=say)
+        print(console[console.find("hwgen on "):].rstrip() if "hwgen on " in console
+              else console)
+        return 0
+    from hwgen.soc.board import build_board
+
+    report = build_board(out / "litex-ulx3s", board, accel.instance(), fw, config.clock_hz,
+                         say=say)
+    print(report.summary())
+    return 0
+
+
+def register(sub):
+    """Add ``hwgen soc``."""
+    from hwgen.soc.board import SOC_BOARDS
+
+    from .models import SAMPLES
+
+    p = sub.add_parser(
+        "soc", help="the accelerator in a LiteX SoC: a RISC-V CPU runs inference, no host",
+        description="Compile MODEL for the board's design, write the accelerator's Wishbone "
+                    "top and a firmware (hwgen.h, hwgen_model.h, main.c) and build a LiteX "
+                    "SoC with a VexRiscv CPU around them: in LiteX's Verilator simulation "
+                    "(--sim; prints the console) or as the board's bitstream. Needs "
+                    "pip install 'hwgen[soc]' and Debian's gcc-riscv64-unknown-elf.")
+    p.add_argument("--board", choices=sorted(SOC_BOARDS), default="ulx3s-85f",
+                   help="the board and its preset design (default ulx3s-85f)")
+    p.add_argument("--sim", action="store_true",
+                   help="run the SoC in LiteX's Verilator simulation instead of building")
+    p.add_argument("--model", choices=("mlp", "cnn"), default="mlp",
+                   help="the demo's model, trained on the digits: mlp (default) or cnn")
+    p.add_argument("--samples", type=number(int, 1, SAMPLES), default=SAMPLES, metavar="N",
+                   help=f"test inputs in the firmware, checked against hwgen.nn (default "
+                        f"{SAMPLES})")
+    p.add_argument("--batch", type=number(int, 1), default=None, metavar="N",
+                   help="rows per run (default: the program's largest)")
+    p.add_argument("--out", default="rtl_out/soc", metavar="DIR",
+                   help="output folder (default rtl_out/soc)")
+    add_config_options(p)
+    p.set_defaults(**dict.fromkeys(_DESIGN_FIELDS))
+    p.set_defaults(func=_run)

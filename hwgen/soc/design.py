@@ -1,0 +1,53 @@
+"""What ``hwgen soc`` builds around: the accelerator's Wishbone top and its register map, and
+the model compiled for it with a few test inputs and their reference classes."""
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["Accelerator", "TestSet", "reference_classes", "write_accelerator"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Accelerator:
+    """The Wishbone top's files: its Verilog, module name, register header and the bytes of
+    address space it answers (the size of its region on the SoC's bus)."""
+
+    verilog: Path
+    module: str
+    regs_header: Path
+    size: int
+
+    def instance(self):
+        """Return ``(verilog, module, size)`` for :func:`hwgen.soc.litex_soc.add_accelerator`."""
+        return (self.verilog, self.module, self.size)
+
+
+@dataclasses.dataclass(frozen=True)
+class TestSet:
+    """Quantized test inputs, their classes by :mod:`hwgen.nn` and their true labels."""
+
+    x: np.ndarray
+    reference: np.ndarray
+    labels: np.ndarray
+
+
+def write_accelerator(config, out):
+    """Write ``hwgen generate --top wishbone``'s files for ``config`` into ``out``; return
+    the :class:`Accelerator`."""
+    from ..generate import write_design
+
+    v_path, j_path = write_design(config, out, top="wishbone")
+    name = json.loads(Path(j_path).read_text())["name"]
+    regs = Path(out) / "hwgen_regs.h"
+    size = json.loads((Path(out) / "hwgen_regs.json").read_text())["size"]
+    return Accelerator(Path(v_path), name, regs, size)
+
+
+def reference_classes(network, x):
+    """Return each sample's class by :mod:`hwgen.nn` (the largest score, the first on a tie,
+    as ``numpy.argmax``)."""
+    scores = np.asarray(network.forward(x))
+    return scores.reshape(len(x), -1).argmax(axis=1)

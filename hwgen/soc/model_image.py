@@ -1,0 +1,145 @@
+"""A compiled program as C: ``hwgen_model.h``, the model image the SoC's firmware loads.
+
+The program's memory images (PROGRAM, WEIGHT, PARAM) as arrays of 32-bit pieces (a word of
+``word_bits`` bits is ``ceil(word_bits / 32)`` pieces, little-endian, as the Wishbone core's
+windows take them), where its input and output live, a few test inputs packed as the program
+packs them and their classes by :mod:`hwgen.nn` (the reference the firmware checks against).
+:func:`parse_model_header` reads the arrays back, so that a test can check the round trip.
+"""
+
+import math
+import re
+
+import numpy as np
+
+from ..memmap import Region, regions
+
+__all__ = ["MODEL_HEADER", "model_header", "parse_model_header", "pieces_of", "words_of"]
+
+#: The file name the firmware includes.
+MODEL_HEADER = "hwgen_model.h"
+_PER_LINE = 6
+
+
+def pieces_of(words, word_bits):
+    """Return ``words`` (unsigned ints of ``word_bits`` bits) as 32-bit pieces, each word's
+    ``ceil(word_bits / 32)`` pieces low first."""
+    n = math.ceil(word_bits / 32)
+    return [(w >> (32 * k)) & 0xFFFF_FFFF for w in words for k in range(n)]
+
+
+def words_of(pieces, word_bits):
+    """Return the words of :func:`pieces_of`'s ``pieces`` (the inverse)."""
+    n = math.ceil(word_bits / 32)
+    if len(pieces) % n:
+        raise ValueError(f"words_of: {len(pieces)} pieces; allowed: a multiple of {n} "
+                         f"(pieces of a {word_bits}-bit word)")
+    return [sum(p << (32 * k) for k, p in enumerate(pieces[i:i + n]))
+            for i in range(0, len(pieces), n)]
+
+
+def _array(ctype, name, values):
+    rows = [", ".join(f"0x{v:08x}u" if ctype == "uint32_t" else str(v)
+                      for v in values[i:i + _PER_LINE])
+            for i in range(0, len(values), _PER_LINE)]
+    body = ",\n    ".join(rows)
+    return f"static const {ctype} {name}[{len(values)}] = {{\n    {body}\n}};\n"
+
+
+def _check_flat(program):
+    """Raise ValueError unless each sample's input and output are whole words of its own and
+    the output is one run of scores (what the firmware's copies and argmax assume)."""
+    spec_in, spec_out = program.input, program.output
+    if (spec_in.runs * spec_in.pitch) % spec_in.lanes or spec_in.lead:
+        raise ValueError("hwgen soc: the program's input samples share ACT words (a taps "
+                         "layout); allowed: a program whose samples start on a word, e.g. "
+                         "compiled with hwgen.compile(..., taps=False)")
+    if spec_out.runs != 1 or spec_out.lane_bits > 32:
+        raise ValueError(f"hwgen soc: the program's output is {spec_out.runs} runs of "
+                         f"{spec_out.lane_bits}-bit lanes; allowed: one run of scores of at "
+                         "most 32 bits (a network ending in a dense layer)")
+
+
+def model_header(program, x, reference, labels=None):
+    """Return the text of ``hwgen_model.h`` for ``program`` and test inputs ``x``.
+
+    Parameters
+    ----------
+    program : hwgen.compiler.Program
+    x : numpy.ndarray of int
+        Quantized test samples (as :meth:`Program.pack_input` takes them), at most
+        ``program.batch``.
+    reference : sequence of int
+        Each sample's class by :mod:`hwgen.nn` (the reference the firmware compares with).
+    labels : sequence of int, optional
+        Each sample's true label, printed beside.
+
+    Raises
+    ------
+    ValueError
+        If the program's layout is not one the firmware handles (see the message), or the
+        sample counts disagree.
+    """
+    _check_flat(program)
+    x = np.asarray(x)
+    m = len(x)
+    if not 1 <= m <= program.batch or len(reference) != m:
+        raise ValueError(f"model_header: {m} samples and {len(reference)} reference classes; "
+                         f"allowed: 1..{program.batch} samples, one class each")
+    labels = list(reference) if labels is None else list(labels)
+    geo = regions(program.config)
+    spec_in, spec_out = program.input, program.output
+    in_words = spec_in.words(1)
+    inputs = []
+    for s in range(m):
+        inputs += pieces_of(program.pack_input(x[s:s + 1]), geo[Region.ACT].word_bits)
+    define = [
+        ("CONFIG_HASH", f"0x{program.config_hash[:8]}u", "first 8 hex digits (CONFIG_HASH)"),
+        ("BATCH", program.batch, "rows one run takes"),
+        ("IMAGES", len(program.images), ""),
+        ("IN_REGION", spec_in.region.value, ""), ("IN_BASE", spec_in.base, ""),
+        ("IN_WORDS", in_words, "words of one sample"),
+        ("IN_PIECES", math.ceil(geo[Region.ACT].word_bits / 32), ""),
+        ("OUT_REGION", spec_out.region.value, ""), ("OUT_BASE", spec_out.base, ""),
+        ("OUT_PITCH", spec_out.pitch, "elements per sample"),
+        ("OUT_LANES", spec_out.lanes, ""), ("OUT_LANE_BITS", spec_out.lane_bits, ""),
+        ("CLASSES", spec_out.run, "scores per sample"),
+        ("SAMPLES", m, "test inputs"),
+    ]
+    out = [f"/* {MODEL_HEADER}: a program compiled by hwgen for configuration "
+           f"{program.config_hash}.",
+           " * Generated by `hwgen soc`; do not edit. Score i of sample s is element",
+           " * E = s * OUT_PITCH + i: lane E % OUT_LANES of word OUT_BASE + E / OUT_LANES. */",
+           "#ifndef HWGEN_MODEL_H", "#define HWGEN_MODEL_H", "", "#include \"hwgen.h\"", ""]
+    for name, value, comment in define:
+        tail = f"  /* {comment} */" if comment else ""
+        out.append(f"#define HWGEN_MODEL_{name:<14} {value}{tail}")
+    out.append("")
+    entries = []
+    for region, (base, words) in program.images.items():
+        name = f"hwgen_model_{region.name.lower()}"
+        bits = geo[region].word_bits
+        out.append(_array("uint32_t", name, pieces_of(words, bits)))
+        entries.append(f"    {{{region.value}u, {base}u, {len(words)}u, "
+                       f"{math.ceil(bits / 32)}u, {name}}},")
+    out += ["static const hwgen_image_t hwgen_model_images[HWGEN_MODEL_IMAGES] = {",
+            *entries, "};", ""]
+    out.append(_array("uint32_t", "hwgen_model_inputs", inputs))
+    out.append(_array("uint8_t", "hwgen_model_reference", [int(c) for c in reference]))
+    out.append(_array("uint8_t", "hwgen_model_labels", [int(c) for c in labels]))
+    out += ["#endif /* HWGEN_MODEL_H */", ""]
+    return "\n".join(out)
+
+
+def parse_model_header(text):
+    """Return ``({name: value}, {array: [int, ...]})``: the ``HWGEN_MODEL_*`` constants and
+    the arrays of a :func:`model_header` text; ``arrays["images"]`` is the image table, as
+    ``(region, base, count, pieces, array name)`` tuples."""
+    defines = {m[1]: int(m[2].rstrip("u"), 0)
+               for m in re.finditer(r"#define HWGEN_MODEL_(\w+)\s+(0x[0-9a-f]+u?|\d+)", text)}
+    arrays = {}
+    for m in re.finditer(r"static const \w+ (\w+)\[\d+\] = \{(.*?)\};", text, re.S):
+        arrays[m[1]] = [int(v.strip().rstrip("u"), 0) for v in m[2].split(",") if v.strip()]
+    arrays["images"] = [(int(r), int(b), int(c), int(p), name) for r, b, c, p, name in
+                        re.findall(r"\{(\d+)u, (\d+)u, (\d+)u, (\d+)u, (\w+)\}", text)]
+    return defines, arrays
