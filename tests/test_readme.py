@@ -14,6 +14,8 @@ An HTML comment on the line before a fence marks it, ``<!-- readme-test: WORD ..
 
 - ``slow``: runs with ``pytest -m slow`` only (builds, long runs);
 - ``board``: needs a real board (a serial port, a programmer) and never runs here;
+- ``soc``: needs the LiteX SoC's tools (``pip install '.[soc]'``, Debian's RISC-V GCC); runs
+  with the slow ones where they are installed, else is skipped with :data:`NO_SOC_TOOLS`;
 - ``aside``: a Python side example, run in a copy of the namespace so that the tour's names
   stay as they were (consecutive asides share their copy).
 
@@ -22,8 +24,10 @@ the asides after it.
 """
 
 import contextlib
+import importlib.util
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -33,7 +37,8 @@ from pathlib import Path
 import pytest
 
 README = Path(__file__).parents[1] / "README.md"
-MARKS = {"slow", "board", "aside"}
+MARKS = {"slow", "board", "aside", "soc"}
+NO_SOC_TOOLS = "the LiteX SoC's tools are not installed"
 OPTIONAL = {"torch", "onnx", "onnxscript"}
 # A background server builds its simulation first (about a minute for a netlist).
 SERVING_TIMEOUT_S = 600
@@ -131,6 +136,11 @@ def run_python(code, namespace, line):
     exec(compile(code, f"README.md block at line {line}", "exec"), namespace)
 
 
+def _soc_tools():
+    return (importlib.util.find_spec("litex") is not None
+            and shutil.which("riscv64-unknown-elf-gcc") is not None)
+
+
 def run_readme(tmp_path, monkeypatch, *, slow):
     """Run the README's blocks (the slow ones too if ``slow``); return the skipped ones."""
     monkeypatch.chdir(tmp_path)
@@ -141,6 +151,9 @@ def run_readme(tmp_path, monkeypatch, *, slow):
             aside, missing = None, None
         if "board" in marks or ("slow" in marks and not slow) or missing:
             skipped.append((line, missing or ("board" if "board" in marks else "slow")))
+            continue
+        if "soc" in marks and not _soc_tools():
+            skipped.append((line, NO_SOC_TOOLS))
             continue
         if language == "sh":
             run_shell(code, tmp_path, line)
@@ -179,5 +192,5 @@ def test_readme_runs_with_builds(tmp_path, monkeypatch):
     """Every block but those that need a real board: the builds, the board path from
     `hwgen build` to `hwgen infer` on the build's netlist, the sweep of real builds."""
     skipped = run_readme(tmp_path, monkeypatch, slow=True)
-    assert {reason for _, reason in skipped} <= {"board"} | {
+    assert {reason for _, reason in skipped} <= {"board", NO_SOC_TOOLS} | {
         f"{name} is not installed" for name in OPTIONAL}
