@@ -25,8 +25,9 @@ from hwgen.nn import (
     QuantizedNetwork,
 )
 
-__all__ = ["GRAPH_BLOCKS", "general_cnn", "pooled_cnn", "random_add", "random_cnn",
-           "random_graph", "random_image", "random_input", "random_network", "taps_cnn"]
+__all__ = ["GRAPH_BLOCKS", "fitting_network", "general_cnn", "pooled_cnn", "random_add",
+           "random_cnn", "random_graph", "random_image", "random_input", "random_network",
+           "taps_cnn"]
 
 
 def random_network(rng, config, *, layers=None, max_width=200, raw=None, widths=None):
@@ -59,6 +60,27 @@ def random_network(rng, config, *, layers=None, max_width=200, raw=None, widths=
                          output="raw" if (last and last_raw) else "requant"))
     return QuantizedNetwork(out, in_bits=config.in_bits, w_bits=config.w_bits,
                             acc_bits=config.acc_bits, mult_bits=config.mult_bits)
+
+
+def fitting_network(rng, config, widths=(40, 24, 12, 6)):
+    """Return ``(net, program)``: the first :func:`random_network` of at most ``widths[i]``
+    features a layer that ``hwgen.compile`` fits into ``config``, trying the widths in order.
+
+    Raises
+    ------
+    AssertionError
+        If none fits.
+    """
+    import hwgen
+    from hwgen.compiler import CompileError
+
+    for width in widths:
+        net = random_network(rng, config, max_width=width)
+        try:
+            return net, hwgen.compile(net, config)
+        except CompileError:
+            continue
+    raise AssertionError(f"no random network of at most {widths[0]} features fits {config}")
 
 
 def _activation(rng, config, mult):

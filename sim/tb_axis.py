@@ -23,9 +23,7 @@ from cocotb.task import bridge, resume
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 from cocotbext.axi import AxiStreamBus, AxiStreamSink, AxiStreamSource
 
-import hwgen
 from host import Accelerator
-from hwgen.compiler import CompileError
 from hwgen.memmap import Region, regions
 from hwgen.protocol import (
     CRC_BYTES,
@@ -37,7 +35,7 @@ from hwgen.protocol import (
     pack_words,
     write_chunk_words,
 )
-from sim.netgen import random_input, random_network
+from sim.netgen import fitting_network, random_input
 from sim.runner import read_config_env
 from sim.streams import Clocked
 
@@ -119,16 +117,6 @@ async def _start(dut):
     return link
 
 
-def _fitting_network(rng, cfg):
-    for width in (40, 24, 12, 6):
-        net = random_network(rng, cfg, max_width=width)
-        try:
-            return net, hwgen.compile(net, cfg)
-        except CompileError:
-            continue
-    raise AssertionError(f"no random network fits {cfg}")
-
-
 @cocotb.test()
 async def test_infer_through_the_host_driver(dut):
     """host.Accelerator loads and runs random networks over the streams, bit-exact, with
@@ -139,7 +127,7 @@ async def test_infer_through_the_host_driver(dut):
     link.pauses(int(os.environ.get("HWGEN_SEED", "0")))
     cases = []
     for _ in range(int(os.environ.get("HWGEN_NETWORKS", "2"))):
-        net, prog = _fitting_network(rng, cfg)
+        net, prog = fitting_network(rng, cfg)
         m = int(rng.integers(1, min(6, 2 * prog.batch) + 1))    # more than a batch: two runs
         cases.append((net, prog, random_input(rng, cfg, m, net.layers[0].in_features)))
 

@@ -17,13 +17,11 @@ import numpy as np
 from cocotb.triggers import RisingEdge
 from cocotbext.wishbone.driver import WBOp, WishboneMaster
 
-import hwgen
 from host.plan import execute_load_async, execute_run_async, run_plans
 from hwgen.bus.regmap import ID_VALUE, RegisterMap
-from hwgen.compiler import CompileError
 from hwgen.cycles import program_cycles
 from hwgen.memmap import Region
-from sim.netgen import random_input, random_network
+from sim.netgen import fitting_network, random_input
 from sim.runner import read_config_env
 from sim.streams import Clocked
 
@@ -115,16 +113,6 @@ def rmap_holes(rmap):
     return holes
 
 
-def _fitting_network(rng, cfg):
-    for width in (40, 24, 12, 6):
-        net = random_network(rng, cfg, max_width=width)
-        try:
-            return net, hwgen.compile(net, cfg)
-        except CompileError:
-            continue
-    raise AssertionError(f"no random network fits {cfg}")
-
-
 @cocotb.test()
 async def test_infer_through_the_bus(dut):
     """Load and run random networks through the registers and windows, bit-exact."""
@@ -136,7 +124,7 @@ async def test_infer_through_the_bus(dut):
     assert await cpu.reg("ID") == ID_VALUE
     assert await cpu.reg("CONFIG_HASH") == cfg.hash_int >> 32
     for index in range(int(os.environ.get("HWGEN_NETWORKS", "2"))):
-        net, prog = _fitting_network(rng, cfg)
+        net, prog = fitting_network(rng, cfg)
         m = int(rng.integers(1, min(4, prog.batch) + 1))
         x = random_input(rng, cfg, m, net.layers[0].in_features)
         await execute_load_async(cpu, prog)
@@ -169,7 +157,7 @@ async def test_errors_and_interrupt_enable(dut):
     assert await cpu.reg("ERROR_CAUSE") == cause.field("BAD_BATCH").mask
     assert await cpu.reg("RUNS") == 0 and not await cpu.reg("STATUS") & 1
     # A run with the interrupt masked: DONE rises, irq stays low.
-    _, prog = _fitting_network(np.random.default_rng(3), cfg)
+    _, prog = fitting_network(np.random.default_rng(3), cfg)
     await execute_load_async(cpu, prog)
     await cpu.reg("IRQ_ENABLE", 0)
     await cpu.reg("BATCH", 1)
