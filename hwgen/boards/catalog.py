@@ -179,7 +179,7 @@ ECP5_IMPLEMENTATION = Implementation(dsp_packing=DspPacking.MULT18X18D, post_pip
                                      link_on_oscillator=True)
 #: The 12F's: without CLASSES (the host picks the classes itself, the same answers), whose
 #: scanner would take the 4x4 preset past the LFE5U-12F's 12,096 LUT4s by the fit estimate
-#: (12,223 with it, 11,590 without; a Yosys synthesis of the preset with it projects 12,265).
+#: (12,299 with it, 11,666 without; a Yosys synthesis of the preset with it projects 12,265).
 ECP5_12F_IMPLEMENTATION = dataclasses.replace(ECP5_IMPLEMENTATION, class_output=False)
 
 
