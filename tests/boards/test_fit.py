@@ -68,11 +68,12 @@ _MEASURED_LUTS = [
     # The preset with 1,024 weight words at its default 12 MHz (2026-11-26, placed and routed).
     ("icebreaker", {}, 4929),
 ]
-# Builds with the adder and activation bounds, placed and routed (2026-11-26): the 85F
-# preset without and with the taps walk, with and without the packed wire and class output,
-# and the ResNet-8 design with both; all before the fused max pool.
+# Builds with the adder and activation bounds, placed and routed (2026-11-26): the 12F preset
+# and the 85F preset without and with the taps walk, with and without the packed wire and
+# class output, and the ResNet-8 design with both; all before the fused max pool.
 _NEW = {"fuse_pool": False}
 _MEASURED_LUTS += [
+    ("ulx3s-12f", {**_NEW, "taps": False}, 9048),
     ("ulx3s-85f", {**_NEW, "taps": False}, 15496),
     ("ulx3s-85f", {**_NEW, "taps": False, "wire": True}, 17024),
     ("ulx3s-85f", {**_NEW, "taps": False}, 15354),
