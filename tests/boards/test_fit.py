@@ -78,6 +78,7 @@ _MEASURED_LUTS += [
     ("ulx3s-85f", {**_NEW, "taps": False, "wire": True}, 17024),
     ("ulx3s-85f", {**_NEW, "taps": False}, 15354),
     ("ulx3s-85f", {**_NEW, "preset": "ulx3s-85f-resnet8", "wire": True}, 20898),
+    ("ulx3s-85f", {**_NEW, "preset": "ulx3s-85f-resnet8", "wire": True}, 20744),  # 62.5 MHz
     ("ulx3s-85f", _NEW, 18480),
 ]
 
