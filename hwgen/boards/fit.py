@@ -62,11 +62,31 @@ _SMALL_DEPTH = {Family.ICE40: 0, Family.ECP5: 32}
 # operand select (the 85F preset built with and without it, 8 lanes of 8 x 16 bits: 15,496
 # and 13,197 LUT4 placed and routed, about 290 a lane; 2026-11-26); on the iCE40 also its
 # multiplier, from logic cells (the iCEBreaker preset has no adder).
+# The taps walk (``taps``, spatial designs) adds per activation lane its three counters, the
+# row check, the third operand of its bank's address adder and its share of the lanes'
+# rotation, less a constant: a line through Yosys's activation feeder alone with and without
+# it (LUT4 + two per CCU2C, nextpnr's count; 2026-11-26), 12F 4x4 +1,162, 85F 8x8 +3,010 and
+# 16x2 +6,177 (the line: +1,239, +2,899, +6,219); the 85F preset placed and routed, 18,480
+# and 15,496 (+2,984). The iCE40 takes the same terms (the iCEBreaker 2x2's feeder: +297
+# SB_LUT4, +195 SB_CARRY; 409 by them), as it does the fused pool's (the same feeder +155
+# SB_LUT4 of the 285).
+# The fused max pool (``fuse_pool``, spatial designs): the window counters, the running
+# maximum and the longer geometry, Yosys's blocks of the 85F preset with and without it
+# (+205 LUT4, +40 CCU2C: 285 in nextpnr's count; 2026-11-26; not placed and routed).
+# The packed wire (``Implementation.packed_wire``: LOAD and FETCH's repacker and request
+# checks) and the class output (``class_output``: the scanner): constants. The iCEBreaker
+# preset built with them, 4,915 LC without, +1,244 with LOAD and FETCH, +2,004 with all three
+# (2026-11-26); the 85F preset placed and routed with all three 17,024 LUT4, without 15,354
+# (+1,670), split between the two as on the iCE40.
 _LUT_MODEL = {
     Family.ICE40: {"base": 1532.4, "mac": 1.8, "col": 10.9, "word": 3.0, "desc": 5.6,
-                   "lane": 2.734, "spatial": 1490, "bounds": 116, "adder": 260},
+                   "lane": 2.734, "spatial": 1490, "bounds": 116, "adder": 260,
+                   "taps": 415, "taps0": -421, "fuse_pool": 285,
+                   "packed_wire": 1244, "class_output": 760},
     Family.ECP5: {"base": 2712.6, "mac": 1.362, "col": 8.434, "word": 0.0, "desc": 0.0,
-                  "lane": 0.304, "spatial": 1490, "bounds": 75, "adder": 290},
+                  "lane": 0.304, "spatial": 1490, "bounds": 75, "adder": 290,
+                  "taps": 415, "taps0": -421, "fuse_pool": 285,
+                  "packed_wire": 1037, "class_output": 633},
 }
 # Logic cells per product bit of a multiplier that Yosys builds from iCE40 logic cells (an
 # unpacked, output-stationary array).
@@ -184,6 +204,16 @@ def _adder_products(config):
     return config.residual * config.act_lanes * tiles
 
 
+def _feature_luts(k, config, impl):
+    """Return the LUTs of the taps walk and the fused max pool (spatial designs only) and of
+    the packed wire and the class output (when ``impl`` builds them)."""
+    spatial = config.spatial
+    taps = max(0, k["taps"] * config.act_lanes + k["taps0"])
+    return (taps * (spatial and config.taps)
+            + k["fuse_pool"] * (spatial and config.fuse_pool)
+            + k["packed_wire"] * impl.packed_wire + k["class_output"] * impl.class_output)
+
+
 def estimate(board, config):
     """Estimate the resources a device built from ``config`` uses on ``board``.
 
@@ -199,21 +229,28 @@ def estimate(board, config):
     macs = config.rows * config.cols
     dsp, lut_mults = _dsp_blocks(board, config)
     k = _LUT_MODEL[fam]
+    impl = implementation_for(board, config)
     lut = (k["base"] + k["mac"] * macs * (config.acc_bits + config.w_bits)
            + k["col"] * config.cols * (config.acc_bits + config.mult_bits)
            + k["word"] * max_word_bits(config) + k["desc"] * descriptor_layout(config).size
            + k["lane"] * config.requant_lanes * (config.acc_bits + 1) * config.mult_bits
            + k["spatial"] * config.spatial + k["bounds"] * config.requant_lanes * config.bounds
-           + k["adder"] * config.act_lanes * config.residual + lut_mults)
+           + k["adder"] * config.act_lanes * config.residual + lut_mults
+           + _feature_luts(k, config, impl))
     if board.implementation.link_on_oscillator \
             and clock_plan(board, config.clock_hz)["pll"] is not None:
         # The host port bridge (link in its own domain): the counters' copy (128 registers), a
         # read register and the handshake; fitted on iCEBreaker builds (docs/performance.md).
         lut += 170 + max_word_bits(config) // 2
-    # High on purpose (well above a measured build's, docs/performance.md): it only has to
-    # refuse what cannot fit.
+    # High on the iCE40 on purpose (iCEBreaker preset: 3,812 against 2,624 built): it only
+    # has to refuse what cannot fit. Below the ECP5's builds (the ResNet-8 design 10,093
+    # against 13,400), where flip-flops never bind (as many as LUT4s). The features as
+    # measured with their LUTs (above): the taps walk's counters (85F +304, 12F +161, 16x2
+    # +583 in the feeder), the fused pool's +247, the wire's +561 (85F, split as its LUTs).
     ff = (macs * (config.in_bits + 2 * config.w_bits + config.acc_bits + 1)
-          + 10 * config.cols * config.acc_bits + 1900 + 2 * max_word_bits(config))
+          + 10 * config.cols * config.acc_bits + 1900 + 2 * max_word_bits(config)
+          + config.spatial * (38 * config.act_lanes * config.taps + 247 * config.fuse_pool)
+          + 380 * impl.packed_wire + 181 * impl.class_output)
     mems, spram = [], 0
     for name, w, d in _memories(config):
         if board.implementation.spram and name in _SPRAM_MEMORIES:

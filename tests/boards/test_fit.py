@@ -34,9 +34,11 @@ def test_icebreaker_estimate_counts_spram_blocks():
 # and routed), or (marked) nextpnr's table after `hwgen build`. The rows up to 2026-11-23
 # predate spatial layers: ``spatial=False`` builds the same logic again; all of them predate
 # activation bounds (``bounds=False``, the iCEBreaker preset's) and the adder
-# (``residual=False``, the iCEBreaker preset's too).
-_OLD = {"bounds": False, "residual": False}
+# (``residual=False``, the iCEBreaker preset's too), the taps walk and the fused max pool, and
+# the ECP5 rows the packed wire and class output (built as ``_NO_WIRE`` says).
+_OLD = {"bounds": False, "residual": False, "taps": False, "fuse_pool": False}
 _DENSE = {"spatial": False, **_OLD}
+_ICE_SPATIAL = {"spatial": True, "taps": False, "fuse_pool": False}
 _MEASURED_LUTS = [
     ("icebreaker", {}, 4867),                   # placed and routed
     # These two before the four-piece multiplier and the split shifter (packed counts).
@@ -58,19 +60,57 @@ _MEASURED_LUTS = [
     ("ulx3s-12f", _OLD, 7467),
     ("ulx3s-45f", _OLD, 10890),
     ("ulx3s-85f", _OLD, 12393),
-    ("icebreaker", {"spatial": True}, 6370),
-    ("icebreaker", {"rows": 2, "cols": 2, "spatial": True}, 4822),
-    ("icebreaker", {"rows": 2, "cols": 2, "spatial": True, "max_k": 128, "acc_bits": 24,
+    ("icebreaker", _ICE_SPATIAL, 6370),
+    ("icebreaker", {"rows": 2, "cols": 2, **_ICE_SPATIAL}, 4822),
+    ("icebreaker", {"rows": 2, "cols": 2, **_ICE_SPATIAL, "max_k": 128, "acc_bits": 24,
                     "weight_depth": 1024, "param_depth": 32, "act_depth": 2048,
                     "prog_depth": 16}, 5338),
+    # The preset with 1,024 weight words at its default 12 MHz (2026-11-26, placed and routed).
+    ("icebreaker", {}, 4929),
 ]
+# Builds with the adder and activation bounds, placed and routed (2026-11-26): the 12F preset
+# and the 85F preset without and with the taps walk, with and without the packed wire and
+# class output, and the ResNet-8 design with both; all before the fused max pool.
+_NEW = {"fuse_pool": False}
+_MEASURED_LUTS += [
+    ("ulx3s-12f", {**_NEW, "taps": False}, 9048),
+    ("ulx3s-85f", {**_NEW, "taps": False}, 15496),
+    ("ulx3s-85f", {**_NEW, "taps": False, "wire": True}, 17024),
+    ("ulx3s-85f", {**_NEW, "taps": False}, 15354),
+    ("ulx3s-85f", {**_NEW, "preset": "ulx3s-85f-resnet8", "wire": True}, 20898),
+    ("ulx3s-85f", {**_NEW, "preset": "ulx3s-85f-resnet8", "wire": True}, 20744),  # 62.5 MHz
+    ("ulx3s-85f", _NEW, 18480),
+]
+
+
+def _no_wire(board):
+    """``board`` without the packed wire and class output, as built before them."""
+    impl = dataclasses.replace(board.implementation, packed_wire=False, class_output=False)
+    return dataclasses.replace(board, implementation=impl)
 
 
 @pytest.mark.parametrize(("name", "overrides", "measured"), _MEASURED_LUTS)
 def test_lut_estimate_is_within_7_percent_of_measured_builds(name, overrides, measured):
-    board = BOARDS[name]
+    overrides = dict(overrides)
+    board = BOARDS[name] if overrides.pop("wire", False) else _no_wire(BOARDS[name])
     lut = boards.estimate(board, boards.board_config(board, **overrides))["lut"]
     assert abs(lut - measured) <= 0.07 * measured, (lut, measured)
+
+
+def test_features_add_their_luts_only_where_built():
+    """Taps and the fused pool only with spatial layers, at about their measured costs (85F:
+    +2,984 and +285); the wire only where the board's implementation builds it (the ECP5
+    boards do, the iCEBreaker does not; 85F +1,670)."""
+    def lut(board, **overrides):
+        return boards.estimate(board, boards.board_config(board, **overrides))["lut"]
+
+    board = BOARDS["ulx3s-85f"]
+    assert 2500 < lut(board) - lut(board, taps=False) < 3500
+    assert 200 < lut(board) - lut(board, fuse_pool=False) < 400
+    assert lut(board, spatial=False) == lut(board, spatial=False, taps=False, fuse_pool=False)
+    assert 1400 < lut(board) - lut(_no_wire(board)) < 2000
+    ice = BOARDS["icebreaker"]
+    assert lut(ice) == lut(_no_wire(ice))
 
 
 @pytest.mark.parametrize(("name", "overrides", "measured"), [
@@ -120,11 +160,16 @@ def test_fit_refuses_too_many_luts():
 
 def test_fit_refuses_the_patch_walker_on_a_full_icebreaker():
     # The 4x4 preset is dense-only because the walker and pooler do not fit beside it (6,370
-    # logic cells built); a 2x2 device with them does.
+    # logic cells built); a 2x2 device with them does (4,822 built), but not with the taps walk
+    # and the fused max pool beside them too (about 300-500 and 200 cells more: Yosys's 2x2
+    # activation feeder alone with and without each, +297 SB_LUT4 and +195 SB_CARRY, +155
+    # SB_LUT4).
     board = BOARDS["icebreaker"]
     with pytest.raises(FitError, match=r"logic cells, the device has 5280"):
         boards.check_fit(board, boards.board_config(board, spatial=True))
-    boards.check_fit(board, boards.board_config(board, rows=2, cols=2, spatial=True))
+    boards.check_fit(board, boards.board_config(board, rows=2, cols=2, **_ICE_SPATIAL))
+    with pytest.raises(FitError, match=r"logic cells, the device has 5280"):
+        boards.check_fit(board, boards.board_config(board, rows=2, cols=2, spatial=True))
 
 
 def test_fit_error_is_a_value_error():
