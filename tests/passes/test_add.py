@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support import COMPILER_CONFIGS as CONFIGS
+from support import assert_interpreted
 from support import compile_refused as refused
 
 from hwgen import AcceleratorConfig
@@ -18,7 +19,7 @@ from hwgen.compiler.fileformat import legacy_descriptor_layout
 from hwgen.cycles import layer_busy_rows, layer_cycles, program_cycles
 from hwgen.memmap import PassKind, Region, descriptor_layout
 from hwgen.nn import INPUT, Add, Conv2D, Dense, Flatten, MaxPool2D, Node, QuantizedNetwork
-from sim.interpreter import ProgramInterpreter, run_on_interpreter
+from sim.interpreter import ProgramInterpreter
 from sim.netgen import GRAPH_BLOCKS, random_add, random_graph, random_image
 
 ADD = PassKind.ADD.value
@@ -49,12 +50,7 @@ def _exact(net, config, rng, m=3, **kwargs):
     program."""
     program = compile_network(net, config, **kwargs)
     x = random_image(rng, config, m, net.input_shape)
-    got, unpacked = run_on_interpreter(program, x, out_shape=net.output_shape,
-                                       channels=net.output_shape[-1])
-    want = net.forward(x)
-    np.testing.assert_array_equal(got, want)
-    np.testing.assert_array_equal(unpacked, want)
-    return program
+    return assert_interpreted(program, net, x)
 
 
 # -- lowering and descriptor ---------------------------------------------------------------

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support import assert_interpreted
 
 import hwgen
 from hwgen import AcceleratorConfig
@@ -15,7 +16,6 @@ from hwgen.cycles import program_cycles
 from hwgen.memmap import PassKind
 from hwgen.nn import Conv2D, Dense, Flatten, MaxPool2D, QuantizedNetwork
 from hwgen.passes.fused_pool import walk
-from sim.interpreter import run_on_interpreter
 
 _BUFFERS = {"act_depth": 1 << 12, "weight_depth": 1 << 13, "param_depth": 256,
             "out_depth": 1 << 11, "prog_depth": 32, "acc_depth": 144}
@@ -33,12 +33,7 @@ def _conv(rng, shape, *, stride, padding, activation="relu"):
 
 def _run(net, config, x, **kwargs):
     program = hwgen.compile(net, config, **kwargs)
-    got, unpacked = run_on_interpreter(program, x, out_shape=net.output_shape,
-                                       channels=net.output_shape[-1])
-    want = net.forward(x)
-    np.testing.assert_array_equal(got, want)
-    np.testing.assert_array_equal(unpacked, want)
-    return program
+    return assert_interpreted(program, net, x)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

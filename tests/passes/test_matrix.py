@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support import assert_interpreted
 from support import compile_refused as refused
 
 import hwgen
 from hwgen import AcceleratorConfig
 from hwgen.nn import AvgPool2D, Conv2D, Flatten, GlobalAvgPool2D, QuantizedNetwork
 from hwgen.passes.matrix import grouped_matrix
-from sim.interpreter import run_on_interpreter
 from sim.netgen import random_image
 
 _BUFFERS = {"act_depth": 1 << 12, "weight_depth": 1 << 14, "param_depth": 512,
@@ -39,12 +39,7 @@ def _exact(net, config, rng, m=2):
     return the program."""
     program = hwgen.compile(net, config)
     x = random_image(rng, config, m, net.input_shape)
-    got, unpacked = run_on_interpreter(program, x, out_shape=net.output_shape,
-                                       channels=net.output_shape[-1])
-    want = net.forward(x)
-    np.testing.assert_array_equal(got, want)
-    np.testing.assert_array_equal(unpacked, want)
-    return program
+    return assert_interpreted(program, net, x)
 
 
 @settings(max_examples=40, deadline=None)

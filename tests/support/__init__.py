@@ -36,6 +36,7 @@ from .controller_model import ControllerOutputs
 from .frame_bench import BUSY_CYCLES, TINY, LinkDriver, build_frame_bench, rows_per_run, run_bench
 from .networks import (
     COMPILER_CONFIGS,
+    assert_interpreted,
     check_against_reference,
     compile_refused,
     documented_descriptor_fields,
@@ -61,6 +62,7 @@ __all__ = [
     "ControllerOutputs",
     "LinkDriver",
     "ReadPortModel",
+    "assert_interpreted",
     "build_frame_bench",
     "check_against_reference",
     "compile_refused",

@@ -168,6 +168,17 @@ def check_against_reference(network, config, m, *, batch=None, seed=0, **options
     return program
 
 
+def assert_interpreted(program, net, x):
+    """Run ``program`` on ``x`` in the interpreter; check its result and ``unpack_output``'s
+    against ``net.forward(x)``; return the program."""
+    got, unpacked = run_on_interpreter(program, x, out_shape=net.output_shape,
+                                       channels=net.output_shape[-1])
+    want = net.forward(x)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(unpacked, want)
+    return program
+
+
 def small_dense_network(config, sizes=(4, 3), *, last_raw=False, seed=0, **widths):
     """Return a random uniform dense network of layer ``sizes`` for ``config``."""
     return random_dense_network(np.random.default_rng(seed), config, list(sizes),
