@@ -16,43 +16,45 @@ DEFAULT_OUT = Path("rtl_out")
 DEFAULT_TOP = "device"
 
 
-def _engine(config, pe_instances):
+def _engine(config, pe_instances, implementation):
     from .device.engine import MatmulEngine
 
     return MatmulEngine(config, pe_instances=pe_instances)
 
 
-def _accelerator(config, pe_instances):
+def _accelerator(config, pe_instances, implementation):
     from .device.accelerator import AcceleratorCore
 
-    return AcceleratorCore(config, pe_instances=pe_instances)
+    return AcceleratorCore(config, implementation, pe_instances=pe_instances)
 
 
-def _device(config, pe_instances):
+def _device(config, pe_instances, implementation):
     from .device import Device, Link
 
-    return Device(config, link=Link.UART, pe_instances=pe_instances)
+    return Device(config, link=Link.UART, pe_instances=pe_instances,
+                  implementation=implementation)
 
 
-def _device_stream(config, pe_instances):
+def _device_stream(config, pe_instances, implementation):
     from .device import Device, Link
 
-    return Device(config, link=Link.STREAM, pe_instances=pe_instances)
+    return Device(config, link=Link.STREAM, pe_instances=pe_instances,
+                  implementation=implementation)
 
 
-def _axis(config, pe_instances):
+def _axis(config, pe_instances, implementation):
     from .bus.axis import AxisTop
 
-    return AxisTop(config, pe_instances=pe_instances)
+    return AxisTop(config, implementation, pe_instances=pe_instances)
 
 
-def _wishbone(config, pe_instances):
+def _wishbone(config, pe_instances, implementation):
     from .bus.regmap import RegisterMap
     from .bus.wishbone_top import WishboneTop
 
     # The map's check first: a refused component would warn that it was never elaborated.
     RegisterMap(config)
-    return WishboneTop(config, pe_instances=pe_instances)
+    return WishboneTop(config, implementation, pe_instances=pe_instances)
 
 
 # Every top-level design `hwgen generate` can emit, by name.
@@ -60,8 +62,10 @@ TOPS = {"device": _device, "device-stream": _device_stream, "accelerator": _acce
         "engine": _engine, "axis": _axis, "wishbone": _wishbone}
 
 
-def build_top(config, top="engine", *, pe_instances=False):
-    """Return the Amaranth component of design ``top`` for ``config``.
+def build_top(config, top="engine", *, pe_instances=False, implementation=None):
+    """Return the Amaranth component of design ``top`` for ``config``, built with
+    ``implementation`` (:class:`hwgen.implementation.Implementation`; ``None``: the plain
+    netlist; the engine has none).
 
     With ``pe_instances`` the processing elements are instantiated by module name and must be
     emitted separately, as :func:`emit_design` does.
@@ -70,7 +74,7 @@ def build_top(config, top="engine", *, pe_instances=False):
         factory = TOPS[top]
     except KeyError:
         raise ValueError(f"top={top!r} is not a design; allowed: {', '.join(TOPS)}") from None
-    return factory(config, pe_instances)
+    return factory(config, pe_instances, implementation)
 
 
 def ports(component):
@@ -120,12 +124,13 @@ def emit_verilog(component, name):
     return yosys.run(["-q", "-"], script, ignore_warnings=True)
 
 
-def emit_design(config, top, name):
-    """Return ``(component, verilog)`` of design ``top``: the processing element module once,
-    then the top module ``name`` that instantiates it ``rows * cols`` times."""
+def emit_design(config, top, name, implementation=None):
+    """Return ``(component, verilog)`` of design ``top`` (built with ``implementation``, see
+    :func:`build_top`): the processing element module once, then the top module ``name`` that
+    instantiates it ``rows * cols`` times."""
     from .device.systolic import pe_component, pe_module_name
 
-    component = build_top(config, top, pe_instances=True)
+    component = build_top(config, top, pe_instances=True, implementation=implementation)
     # Only the design is a top module; the cell is one of its parts.
     cell = emit_verilog(pe_component(config), pe_module_name(config)).replace(
         "(* top =  1  *)\n", "", 1)
@@ -171,8 +176,9 @@ def side_files(component, name):
     return map_files(regmap, name)
 
 
-def write_design(config: AcceleratorConfig, out_dir=None, top=DEFAULT_TOP):
-    """Write ``<name>.v`` and ``<name>.json`` for ``config`` and return their paths.
+def write_design(config: AcceleratorConfig, out_dir=None, top=DEFAULT_TOP, implementation=None):
+    """Write ``<name>.v`` and ``<name>.json`` for ``config`` (built with ``implementation``,
+    see :func:`build_top`) and return their paths.
 
     A top with a register map also gets :func:`side_files` (``hwgen_regs.h``,
     ``hwgen_regs.json``) in the same folder. ``out_dir`` defaults to :func:`default_out`.
@@ -180,7 +186,7 @@ def write_design(config: AcceleratorConfig, out_dir=None, top=DEFAULT_TOP):
     name = design_name(config, top)
     out = Path(out_dir) if out_dir is not None else default_out(config, top)
     out.mkdir(parents=True, exist_ok=True)
-    component, text = emit_design(config, top, name)
+    component, text = emit_design(config, top, name, implementation)
     v_path = out / f"{name}.v"
     j_path = out / f"{name}.json"
     v_path.write_text(text)

@@ -57,6 +57,7 @@ def _test_set(name, source, network, samples):
 def _run(args):
     import hwgen
     from hwgen.boards import BOARDS, board_config
+    from hwgen.boards.fit import implementation_for
     from hwgen.compiler import CompileError
     from hwgen.soc.design import write_accelerator
     from hwgen.soc.firmware import write_firmware
@@ -79,7 +80,11 @@ def _run(args):
         raise UsageError(f"MODEL {source.what}: {exc}") from None
     tests = _test_set(args.model, source, network, args.samples)
     say("hwgen soc: the accelerator's Wishbone top ...")
-    accel = write_accelerator(config, out / "rtl")
+    # On the board the core is built as `hwgen build` builds it (registered reads, pipelined
+    # requantization: the plain netlist's memory paths cross the die); the simulation keeps
+    # the plain one (same results).
+    implementation = None if args.sim else implementation_for(board, config)
+    accel = write_accelerator(config, out / "rtl", implementation)
     try:
         fw = write_firmware(out / "firmware", accel.regs_header, program, tests)
     except ValueError as exc:

@@ -34,12 +34,12 @@ class TestSet:
     labels: np.ndarray
 
 
-def write_accelerator(config, out):
-    """Write ``hwgen generate --top wishbone``'s files for ``config`` into ``out``; return
-    the :class:`Accelerator`."""
+def write_accelerator(config, out, implementation=None):
+    """Write ``hwgen generate --top wishbone``'s files for ``config`` into ``out``, built with
+    ``implementation`` (``None``: the plain netlist); return the :class:`Accelerator`."""
     from ..generate import write_design
 
-    v_path, j_path = write_design(config, out, top="wishbone")
+    v_path, j_path = write_design(config, out, top="wishbone", implementation=implementation)
     name = json.loads(Path(j_path).read_text())["name"]
     regs = Path(out) / "hwgen_regs.h"
     size = json.loads((Path(out) / "hwgen_regs.json").read_text())["size"]

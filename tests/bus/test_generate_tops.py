@@ -62,3 +62,18 @@ def test_a_map_too_large_for_the_bus_is_a_usage_error(monkeypatch, capsys, tmp_p
     assert "hwgen generate: error: --top wishbone: the Wishbone top cannot map" in err
     assert "allowed: a window of at most 2**6 words" in err
     assert not list(tmp_path.iterdir())
+
+
+def test_a_board_implementation_is_its_own_deterministic_netlist(tmp_path):
+    """`hwgen soc` writes the core as the board builds it: the same files every time, not the
+    plain netlist's."""
+    from hwgen.boards.catalog import ECP5_IMPLEMENTATION
+    from hwgen.config import AcceleratorConfig
+    from hwgen.generate import write_design
+
+    config = AcceleratorConfig(rows=2, cols=2)
+    texts = [write_design(config, tmp_path / d, "wishbone", implementation)[0].read_text()
+             for d, implementation in (("a", ECP5_IMPLEMENTATION), ("b", ECP5_IMPLEMENTATION),
+                                       ("plain", None))]
+    assert texts[0] == texts[1]
+    assert texts[0] != texts[2]
