@@ -131,8 +131,13 @@ def emit_design(config, top, name, implementation=None):
     from .device.systolic import pe_component, pe_module_name
 
     component = build_top(config, top, pe_instances=True, implementation=implementation)
+    # A weight-stationary array with its products in DSP blocks instantiates the cell without
+    # a multiplier.
+    xmul = (top != "engine" and implementation is not None
+            and implementation.dsp_packing is not None and config.dataflow == "ws")
     # Only the design is a top module; the cell is one of its parts.
-    cell = emit_verilog(pe_component(config), pe_module_name(config)).replace(
+    cell = emit_verilog(pe_component(config, external_mul=xmul),
+                        pe_module_name(config, external_mul=xmul)).replace(
         "(* top =  1  *)\n", "", 1)
     return component, cell + emit_verilog(component, name)
 

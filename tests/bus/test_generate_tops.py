@@ -2,6 +2,7 @@
 beside the Verilog, byte-identical output, and clear errors."""
 
 import json
+import re
 
 import pytest
 
@@ -77,3 +78,7 @@ def test_a_board_implementation_is_its_own_deterministic_netlist(tmp_path):
                                        ("plain", None))]
     assert texts[0] == texts[1]
     assert texts[0] != texts[2]
+    for text in texts:   # the cell the array instantiates is the one written beside it
+        defined = set(re.findall(r"^module (hwgen_pe_\w+)", text, re.M))
+        used = set(re.findall(r"^\s*(hwgen_pe_\w+) pe_", text, re.M))
+        assert used and used == defined, (used, defined)
