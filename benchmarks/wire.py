@@ -15,7 +15,9 @@ the designs that hold it, it prints:
   argmax; column "wire": packed or words);
 - the link-bound inferences per second at 1 Mbaud, the ULX3S's FT231X at 3 Mbaud and the
   iCEBreaker's FT2232H at 6 and 12 Mbaud (the busier direction on the packed wire: the UART
-  is full duplex; both directions on the words' wire, whose host waits for each answer);
+  is full duplex; on the words' wire too when the device's receive FIFO holds a WRITE, as the
+  iCEBreaker's 1 KiB one does: its host sends the next input's WRITEs behind the last
+  output's READs; both directions otherwise, the host waiting for each answer);
 - the array's utilization at full batches (useful MACs over the array's MAC slots in the
   cycle model's cycles).
 
