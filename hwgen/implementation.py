@@ -66,6 +66,12 @@ class Implementation:
     registered_reads : bool
         A register right after every memory's read port (an ECP5 build folds it into the
         DP16KD); the readers address their memories a cycle ahead, so that the cycles stay.
+    staged_host : bool
+        The host port's requests (strobes, region, address, data, start) pass a register
+        before the memories and the controller: every access, and ``start``, take effect a
+        cycle later, reads answer a cycle later (:attr:`host_read_latency`), ``busy`` still
+        rises the cycle after ``start``. The memories' write enables and addresses then leave
+        flip-flops, not the link's decoding (routed across a large ECP5, its longest path).
     spram : bool
         Put the single-port buffers (weights, the frame payload) into iCE40UP SB_SPRAM256KA.
     link_on_oscillator : bool
@@ -98,6 +104,7 @@ class Implementation:
     split_multiplier: int = 1
     split_operand: int | None = None
     registered_reads: bool = False
+    staged_host: bool = False
     spram: bool = False
     link_on_oscillator: bool = False
     adder_dsp: bool = True
@@ -113,8 +120,8 @@ class Implementation:
                 raise ValueError(
                     f"Implementation: dsp_packing={self.dsp_packing!r}; allowed: None, "
                     + ", ".join(repr(p.value) for p in DspPacking)) from None
-        for name in ("post_pipeline", "registered_reads", "spram", "link_on_oscillator",
-                     "adder_dsp", "packed_wire", "class_output"):
+        for name in ("post_pipeline", "registered_reads", "staged_host", "spram",
+                     "link_on_oscillator", "adder_dsp", "packed_wire", "class_output"):
             _bool(name, getattr(self, name))
         if isinstance(self.rx_fifo, bool) or not isinstance(self.rx_fifo, int) \
                 or self.rx_fifo < 2:
@@ -168,6 +175,12 @@ class Implementation:
         ``features``)."""
         return ((Features.PACKED if self.packed_wire else Features.NONE)
                 | (Features.CLASSES if self.class_output else Features.NONE))
+
+    @property
+    def host_read_latency(self):
+        """Cycles from the host port's ``re`` to its ``rvalid``: one, and one more each for
+        ``registered_reads`` and ``staged_host``."""
+        return 1 + self.registered_reads + self.staged_host
 
     @property
     def requant_latency(self):

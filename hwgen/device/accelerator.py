@@ -41,7 +41,7 @@ from .bank_arbiter import BankArbiter
 from .controller import Controller
 from .counters import CounterBlock
 from .engine import MatmulEngine
-from .host_access import HostAccess, host_write, share_read, share_write
+from .host_access import HostAccess, host_write, share_read, share_write, stage_host
 from .memories import make_memories
 from .pooler import Pooler
 from .postprocess import PostProcessor
@@ -130,7 +130,9 @@ class AcceleratorCore(wiring.Component):
         m = Module()
         cfg, impl = self.config, self.implementation
         reg = impl.registered_reads
-        host = self.host
+        host, host_we = self.host, None
+        if impl.staged_host:
+            host, host_we = stage_host(m, self.host, cfg)
         engine, ctrl, wf, af = (self.engine, self.controller, self.weight_feeder,
                                 self.activation_feeder)
         acc, pp, wb = self.accumulators, self.postprocess, self.writeback
@@ -150,7 +152,7 @@ class AcceleratorCore(wiring.Component):
         m.d.sync += array_en.eq(busy)
         m.d.comb += [host.busy.eq(busy), engine.en.eq(array_en), acc.en.eq(array_en),
                      pp.en.eq(array_en)]
-        access = HostAccess(m, host, busy, registered=reg)
+        access = HostAccess(m, host, busy, registered=reg, we=host_we)
 
         # The controller and the program.
         prog_rd, prog_wr = mems["prog"].read_port(), mems["prog"].write_port()
