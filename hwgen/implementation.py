@@ -68,10 +68,11 @@ class Implementation:
         DP16KD); the readers address their memories a cycle ahead, so that the cycles stay.
     staged_host : bool
         The host port's requests (strobes, region, address, data, start) pass a register
-        before the memories and the controller: every access, and ``start``, take effect a
-        cycle later, reads answer a cycle later (:attr:`host_read_latency`), ``busy`` still
-        rises the cycle after ``start``. The memories' write enables and addresses then leave
-        flip-flops, not the link's decoding (routed across a large ECP5, its longest path).
+        before the memories and the controller, and a read's answer another: every access,
+        and ``start``, take effect a cycle later, reads answer two cycles later
+        (:attr:`host_read_latency`), ``busy`` still rises the cycle after ``start``. The
+        memories' write enables and addresses then leave flip-flops, not the link's decoding
+        (routed across a large ECP5, its longest path).
     spram : bool
         Put the single-port buffers (weights, the frame payload) into iCE40UP SB_SPRAM256KA.
     link_on_oscillator : bool
@@ -178,9 +179,9 @@ class Implementation:
 
     @property
     def host_read_latency(self):
-        """Cycles from the host port's ``re`` to its ``rvalid``: one, and one more each for
-        ``registered_reads`` and ``staged_host``."""
-        return 1 + self.registered_reads + self.staged_host
+        """Cycles from the host port's ``re`` to its ``rvalid``: one, one more with
+        ``registered_reads`` and two more with ``staged_host``."""
+        return 1 + self.registered_reads + 2 * self.staged_host
 
     @property
     def requant_latency(self):

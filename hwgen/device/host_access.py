@@ -22,7 +22,8 @@ __all__ = ["HostAccess", "host_write", "share_read", "share_write", "stage_host"
 
 #: The host port's members that the host drives, and those the accelerator answers with.
 _REQUESTS = ("region", "addr", "wdata", "we", "re", "start", "batch", "clear", "snapshot")
-_ANSWERS = ("rdata", "rvalid", "cycles", "busy_cycles", "macs")
+_ANSWERS = ("rdata", "rvalid")
+_COUNTERS = ("cycles", "busy_cycles", "macs")
 
 
 def stage_host(m, host, config):
@@ -32,8 +33,10 @@ def stage_host(m, host, config):
     Every request takes effect a cycle later, in the order it came; the strobes (``we``,
     ``re``, ``start``) are dropped while ``busy`` is high, as the accelerator drops them, so
     that no access reaches a memory while a run uses it. ``host.busy`` is the accelerator's
-    ``busy`` or a ``start`` in the register: it still rises the cycle after ``start``. The
-    answers (``rdata``, ``rvalid``, the counters) pass as they are.
+    ``busy`` or a ``start`` in the register: it still rises the cycle after ``start``. A
+    read's answer (``rdata``, ``rvalid``) passes a register too (the words of memories across
+    the die meet in its multiplexer), so reads take two cycles more; the counters pass as
+    they are.
 
     Returns
     -------
@@ -46,7 +49,8 @@ def stage_host(m, host, config):
     m.d.sync += [getattr(inner, name).eq(getattr(host, name)) for name in _REQUESTS]
     m.d.sync += [inner.we.eq(host.we & idle), inner.re.eq(host.re & idle),
                  inner.start.eq(host.start & idle)]
-    m.d.comb += [getattr(host, name).eq(getattr(inner, name)) for name in _ANSWERS]
+    m.d.sync += [getattr(host, name).eq(getattr(inner, name)) for name in _ANSWERS]
+    m.d.comb += [getattr(host, name).eq(getattr(inner, name)) for name in _COUNTERS]
     m.d.comb += host.busy.eq(inner.busy | inner.start)
     we = {r: Signal(name=f"host_q_we_{r.name.lower()}") for r in Region}
     m.d.sync += [we[r].eq(host.we & idle & (host.region == r)) for r in Region]

@@ -396,8 +396,9 @@ def test_a_one_pixel_pooling_window(stride):
                          ids=["plain", "registered-reads", "staged-host", "both"])
 def test_host_port_reads_back_every_region(registered, staged):
     """Words written through the host port read back from every region, each with ``rvalid``
-    a fixed latency after ``re`` (one cycle, one more each with registered reads and a staged
-    host port) and zeros above the region's word; reads follow one another back to back."""
+    a fixed latency after ``re`` (one cycle, one more with registered reads, two more with a
+    staged host port) and zeros above the region's word; reads follow one another back to
+    back."""
     from hwgen.memmap import regions
 
     cfg = _config((2, 3))
@@ -408,7 +409,7 @@ def test_host_port_reads_back_every_region(registered, staged):
     images = {r: [int.from_bytes(rng.bytes(g.word_bits // 8 + 1), "little") % (1 << g.word_bits)
                   for _ in range(min(g.depth, 9))]
               for r, g in regions(cfg).items()}
-    latency = 1 + registered + staged
+    latency = 1 + registered + 2 * staged
     assert impl.host_read_latency == latency
     seen = {}
 
