@@ -219,11 +219,10 @@ class AcceleratorCore(wiring.Component):
     def _params(self, m, mems, access):
         """The PARAM memory's one read port: the post-processing's, or the adder's while it
         runs (it reads like the banks: with registered reads the register takes every word)."""
-        desc, acc, pp, adder = self.controller.desc, self.accumulators, self.postprocess, \
-            self.adder
+        acc, pp, adder = self.accumulators, self.postprocess, self.adder
         par_rd, par_wr = mems["param"].read_port(), mems["param"].write_port()
         # The parameters are read in stage B, so that the memory's output holds them in P1.
-        addr, en = desc.p_base + acc.param_nt, ~pp.param_hold
+        addr, en = acc.param_addr, ~pp.param_hold
         if adder is not None:
             grant = self.banks.grant.add
             addr = Mux(grant, adder.p_addr, addr)

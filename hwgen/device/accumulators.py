@@ -61,6 +61,10 @@ class AccumulatorBank(wiring.Component):
         The output tile whose parameters the post-processing needs next: stage B's, or with
         registered reads the one it will hold in the next cycle (the parameters' read ends at
         a register too).
+    param_addr : Out
+        Its parameters' word, ``p_base + param_nt`` (modulo the descriptor's ``p_base``
+        width), kept in registers beside the tile counters: the PARAM memory's address
+        leaves flip-flops, not an adder (on a large ECP5 that adder was a long path).
 
     Attributes
     ----------
@@ -86,6 +90,7 @@ class AccumulatorBank(wiring.Component):
             "i_result": In(stream.Signature(result_row_layout(config))),
             "o_row": Out(stream.Signature(summed_row_layout(config), always_ready=True)),
             "param_nt": Out(layout.members["n_tiles"]),
+            "param_addr": Out(layout.members["p_base"]),
         })
 
     def elaborate(self, platform):
@@ -137,8 +142,11 @@ class AccumulatorBank(wiring.Component):
         chunk_dst = Signal.like(pos.dst, name="chunk_dst") if cfg.spatial else desc.dst_base
         w_last = self._window(m, pos, start=start, step=a_valid & ~r_last,
                               wrap=a_valid & r_last)
+        # p_base + r_nt, counted with it (the descriptor holds from `start` on).
+        r_par = Signal.like(desc.p_base, name="r_par")
         with m.If(start):
-            m.d.sync += [r_kt.eq(0), r_nt.eq(0), pos.n0.eq(0), pos.oword.eq(0), pos.orem.eq(0)]
+            m.d.sync += [r_kt.eq(0), r_nt.eq(0), pos.n0.eq(0), pos.oword.eq(0), pos.orem.eq(0),
+                         r_par.eq(desc.p_base)]
             m.d.comb += r_wrap.eq(1)
             with m.If(self.start_layer):
                 m.d.sync += pos.dst.eq(desc.dst_base)
@@ -161,7 +169,8 @@ class AccumulatorBank(wiring.Component):
                 with m.If(~kt_last):
                     m.d.sync += r_kt.eq(r_kt + 1)
                 with m.Else():
-                    m.d.sync += [r_kt.eq(0), r_nt.eq(r_nt + 1), pos.n0.eq(pos.n0 + cols)]
+                    m.d.sync += [r_kt.eq(0), r_nt.eq(r_nt + 1), pos.n0.eq(pos.n0 + cols),
+                                 r_par.eq(r_par + 1)]
                     advance(m, pos.oword, pos.orem, cols, lanes)
         m.d.comb += pos.nt.eq(r_nt)
 
@@ -181,6 +190,10 @@ class AccumulatorBank(wiring.Component):
         # Registered reads: read a cycle ahead, the output tile stage B holds next.
         m.d.comb += self.param_nt.eq(Mux(self.en, pos.nt, b_pos.nt) if self.registered_reads
                                      else b_pos.nt)
+        b_par = Signal.like(r_par, name="row_par")
+        dp.d.sync += b_par.eq(r_par)
+        m.d.comb += self.param_addr.eq(Mux(self.en, r_par, b_par) if self.registered_reads
+                                       else b_par)
         we = Signal(name="acc_we")
         m.d.comb += we.eq(b_valid & ~b_final)
         if self.registered_reads:
