@@ -73,6 +73,10 @@ class Implementation:
         (:attr:`host_read_latency`), ``busy`` still rises the cycle after ``start``. The
         memories' write enables and addresses then leave flip-flops, not the link's decoding
         (routed across a large ECP5, its longest path).
+    registered_writeback : bool
+        The write-back's bank writes (address, data, enable) leave registers, after the lane
+        rotation and a fused pool's maximum: a cycle more per chunk of a requantized layer
+        (counted in :attr:`requant_latency`).
     spram : bool
         Put the single-port buffers (weights, the frame payload) into iCE40UP SB_SPRAM256KA.
     link_on_oscillator : bool
@@ -106,6 +110,7 @@ class Implementation:
     split_operand: int | None = None
     registered_reads: bool = False
     staged_host: bool = False
+    registered_writeback: bool = False
     spram: bool = False
     link_on_oscillator: bool = False
     adder_dsp: bool = True
@@ -121,8 +126,9 @@ class Implementation:
                 raise ValueError(
                     f"Implementation: dsp_packing={self.dsp_packing!r}; allowed: None, "
                     + ", ".join(repr(p.value) for p in DspPacking)) from None
-        for name in ("post_pipeline", "registered_reads", "staged_host", "spram",
-                     "link_on_oscillator", "adder_dsp", "packed_wire", "class_output"):
+        for name in ("post_pipeline", "registered_reads", "staged_host", "registered_writeback",
+                     "spram", "link_on_oscillator", "adder_dsp", "packed_wire",
+                     "class_output"):
             _bool(name, getattr(self, name))
         if isinstance(self.rx_fifo, bool) or not isinstance(self.rx_fifo, int) \
                 or self.rx_fifo < 2:
@@ -185,9 +191,9 @@ class Implementation:
 
     @property
     def requant_latency(self):
-        """Cycles a requantized layer takes beyond the plain design: one per pipeline stage
-        these options add to the requantization."""
-        stages = 3 if self.post_pipeline else 0
+        """Cycles a requantized layer takes beyond the plain design (each chunk of it): one
+        per pipeline stage these options add to the requantization and its write-back."""
+        stages = (3 if self.post_pipeline else 0) + self.registered_writeback
         if self.split_multiplier > 1:
             stages += 1
         if self.split_operand is not None:

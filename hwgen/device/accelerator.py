@@ -100,7 +100,8 @@ class AcceleratorCore(wiring.Component):
         self.activation_feeder = ActivationFeeder(config, registered_reads=reg)
         self.accumulators = AccumulatorBank(config, registered_reads=reg)
         self.postprocess = PostProcessor(config, implementation)
-        self.writeback = WriteBack(config, self.postprocess.addr_width)
+        self.writeback = WriteBack(config, self.postprocess.addr_width,
+                                   registered=implementation.registered_writeback)
         self.window_max = (WindowMax(config, self.postprocess.addr_width)
                            if fuses_pool(config) else None)
         # Pooling layers need the spatial walk too; without it there is no pooler.
@@ -202,7 +203,9 @@ class AcceleratorCore(wiring.Component):
         # no output FIFO here); the layer ends as counted, so the counters match the model.
         # (Registered reads pass the rows through a register first: a cycle of it.)
         # (A pooling layer's end takes the same delay: its reads take the same cycle more.)
-        done = Mux(desc.raw, pp.raw_end, pp.o_step.p.end)
+        # (A registered write-back writes a cycle later: the layer ends a cycle later too.)
+        done = Mux(desc.raw, pp.raw_end,
+                   delay(m, pp.o_step.p.end, int(impl.registered_writeback), name="wb_end"))
         if self.pooler is not None:
             done = Mux(self.banks.grant.pool, self.pooler.done, done)
         if self.adder is not None:

@@ -30,6 +30,7 @@ VARIANTS = {"plain": PLAIN, "pipelined": PIPELINED, "registered-reads": REGISTER
             "split-multiplier": Implementation(post_pipeline=True, split_multiplier=3),
             "split-operand": Implementation(post_pipeline=True, split_operand=7),
             "staged-host": Implementation(staged_host=True),
+            "registered-writeback": Implementation(registered_writeback=True),
             "spram": Implementation(spram=True), "ice40": without_dsp(ICE40),
             "ecp5": without_dsp(ECP5)}
 
