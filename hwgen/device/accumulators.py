@@ -131,8 +131,8 @@ class AccumulatorBank(wiring.Component):
             dp.d.sync += [a_valid.eq(res.valid), r_last.eq(res.payload.last),
                           a_row.eq(res.payload.data)]
             look = self._row_ahead(m, r_m, start)
-            kt_last, nt_last = self._last_tiles(m, start=start, step=a_valid & r_last,
-                                                r_kt=r_kt, r_nt=r_nt)
+            kt_last, nt_last = _last_tiles(m, desc, self.k_end, self.n_end, start=start,
+                                           step=a_valid & r_last, r_kt=r_kt, r_nt=r_nt)
         else:
             a_valid, a_row, r_last = res.valid, res.payload.data, res.payload.last
             m.d.sync += r_m.eq(Mux(r_wrap, 0, Mux(r_step, r_m + 1, r_m)))
@@ -248,25 +248,6 @@ class AccumulatorBank(wiring.Component):
                 m.d.comb += e_wrap.eq(1)
         return e_m, e_m1, e_m_n, e_wrap, e_step
 
-    def _last_tiles(self, m, *, start, step, r_kt, r_nt):
-        """Registered reads: return the "last tile" flags as registers (comparators before
-        stage A's enables otherwise): ``r_kt == k_end`` and ``r_nt == n_end``, compared with
-        the bound less one, updated at each pass's last row (``step``)."""
-        desc = self.desc
-        kt_last, nt_last = Signal(name="r_kt_last"), Signal(name="r_nt_last")
-        kt_before = Signal.like(desc.k_tiles, name="r_kt_before")     # k_end - 1
-        nt_before = Signal.like(desc.n_tiles, name="r_nt_before")     # n_end - 1
-        with m.If(start):
-            m.d.sync += [kt_last.eq(desc.k_tiles == 1), nt_last.eq(desc.n_tiles == 1),
-                         kt_before.eq(desc.k_tiles - 2), nt_before.eq(desc.n_tiles - 2)]
-        with m.Elif(step):
-            with m.If(~kt_last):
-                m.d.sync += kt_last.eq(r_kt == kt_before)
-            with m.Else():
-                m.d.sync += [kt_last.eq(self.k_end == 0),
-                             nt_last.eq(Mux(nt_last, self.n_end == 0, r_nt == nt_before))]
-        return kt_last, nt_last
-
     def _registered_read(self, m, port, write, *, r_m, look, b_m, b_sum, we):
         """Return the accumulators of stage B's row (the caller starts a row's first tile from
         zero) from a read port with a register after it, and drive ``write`` from a registered
@@ -325,3 +306,22 @@ class AccumulatorBank(wiring.Component):
         old = Signal(acc_shape, name="acc_old")
         m.d.comb += old.eq(Mux(last, ws[0], base))
         return old
+
+
+def _last_tiles(m, desc, k_end, n_end, *, start, step, r_kt, r_nt):
+    """Registered reads: return the "last tile" flags as registers (comparators before
+    stage A's enables otherwise): ``r_kt == k_end`` and ``r_nt == n_end``, compared with
+    the bound less one, updated at each pass's last row (``step``)."""
+    kt_last, nt_last = Signal(name="r_kt_last"), Signal(name="r_nt_last")
+    kt_before = Signal.like(desc.k_tiles, name="r_kt_before")     # k_end - 1
+    nt_before = Signal.like(desc.n_tiles, name="r_nt_before")     # n_end - 1
+    with m.If(start):
+        m.d.sync += [kt_last.eq(desc.k_tiles == 1), nt_last.eq(desc.n_tiles == 1),
+                     kt_before.eq(desc.k_tiles - 2), nt_before.eq(desc.n_tiles - 2)]
+    with m.Elif(step):
+        with m.If(~kt_last):
+            m.d.sync += kt_last.eq(r_kt == kt_before)
+        with m.Else():
+            m.d.sync += [kt_last.eq(k_end == 0),
+                         nt_last.eq(Mux(nt_last, n_end == 0, r_nt == nt_before))]
+    return kt_last, nt_last

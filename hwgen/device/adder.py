@@ -20,6 +20,7 @@ from ..memmap import (
     geometry_layout,
     param_lane_layout,
 )
+from .last_flag import LastFlag
 from .requantizer import round_clamp, round_saturate, rounded, shift_end, shift_stages, shift_start
 from .systolic import delay
 
@@ -169,34 +170,38 @@ class Adder(wiring.Component):
         img = Signal.like(self.last_row, name="img")
         cw = Signal.like(self.rd_addr, name="cw")        # the channel word
         off = Signal.like(self.rd_addr, name="off")      # the row's words from the area's base
-        # Every counter takes its next value (`*_n`): the address (their sum) and the "last"
-        # flags (comparisons with the bounds less one, registered at `start`) are registers
-        # set from them, so that a step's decisions and the banks' address leave flip-flops
+        # The address's terms take their next values (`*_n`) and the address is their sum in
+        # a register, and each counter's "last" flag is a register set a step early
+        # (:class:`LastFlag`): the banks' address and a step's decisions leave flip-flops
         # (with registered reads on a large ECP5, the sum through the bank arbiter into every
-        # bank and the comparisons with the geometry were long paths).
-        cur = {"half": half, "ox": ox, "oy": oy, "img": img, "cw": cw, "off": off}
+        # bank and the comparisons with the geometry ahead of the decisions were long paths).
+        cur = {"half": half, "cw": cw, "off": off}
         n = {name: Signal.like(sig, name=f"{name}_n") for name, sig in cur.items()}
         for name, sig in cur.items():
             m.d.comb += n[name].eq(sig)
             m.d.sync += sig.eq(n[name])
-        bounds = (("ow", g.ow), ("oh", g.oh), ("stride", d.src_stride))
-        bound = {name: Signal.like(value, name=f"{name}_m1") for name, value in bounds}
-        with m.If(self.start):
-            m.d.sync += [bound[name].eq(value - 1) for name, value in bounds]
-        flags = {name: Signal(name=f"{name}_last") for name in ("ox", "oy", "img", "cw")}
-        m.d.sync += [flags["ox"].eq(n["ox"] == bound["ow"]),
-                     flags["oy"].eq(n["oy"] == bound["oh"]),
-                     flags["img"].eq(n["img"] == self.last_row),
-                     flags["cw"].eq(n["cw"] == bound["stride"])]
-        row_last = flags["ox"] & flags["oy"] & flags["img"]
-        word_last = flags["cw"]
+        flag = {name: LastFlag(m, name, bound, load=self.start) for name, bound in
+                (("ox", g.ow - 1), ("oy", g.oh - 1), ("img", self.last_row),
+                 ("cw", d.src_stride - 1))}
+        row_last = flag["ox"].last & flag["oy"].last & flag["img"].last
+        word_last = flag["cw"].last
         addr = Signal.like(self.rd_addr, name="addr")
         m.d.sync += addr.eq(Mux(n["half"], self.src2_base, d.src_base) + n["cw"] + n["off"])
         m.d.comb += [self.rd_addr.eq(addr), self.rd_en.eq(active & ~loading),
                      self.p_en.eq(active & loading & ~self.go)]
+
+        counters = {"ox": ox, "oy": oy, "img": img}     # cw is an address term: `n` above
+
+        def restart(*names, at_load=False):
+            for name in names:
+                if name in counters:
+                    m.d.sync += counters[name].eq(0)
+                flag[name].reset(m, at_load=at_load)
+
         with m.If(self.start):
             m.d.sync += [active.eq(0), loading.eq(1), j.eq(0), self.p_addr.eq(d.p_base)]
             m.d.comb += [n[name].eq(0) for name in cur]
+            restart("ox", "oy", "img", "cw", at_load=True)
         with m.Elif(self.go):
             m.d.sync += active.eq(1)
         with m.Elif(active & loading):      # the channel word's parameters
@@ -209,16 +214,22 @@ class Adder(wiring.Component):
             m.d.comb += n["half"].eq(0)
             with m.If(~row_last):
                 m.d.comb += n["off"].eq(off + d.src_stride)
-                with m.If(~flags["ox"]):
-                    m.d.comb += n["ox"].eq(ox + 1)
-                with m.Elif(~flags["oy"]):
-                    m.d.comb += [n["ox"].eq(0), n["oy"].eq(oy + 1)]
+                with m.If(~flag["ox"].last):
+                    m.d.sync += ox.eq(ox + 1)
+                    flag["ox"].step(m, ox)
+                with m.Elif(~flag["oy"].last):
+                    m.d.sync += oy.eq(oy + 1)
+                    flag["oy"].step(m, oy)
+                    restart("ox")
                 with m.Else():
-                    m.d.comb += [n["ox"].eq(0), n["oy"].eq(0), n["img"].eq(img + 1)]
+                    m.d.sync += img.eq(img + 1)
+                    flag["img"].step(m, img)
+                    restart("ox", "oy")
             with m.Else():                  # the next channel word, or the end
                 m.d.sync += loading.eq(1)
-                m.d.comb += [n["ox"].eq(0), n["oy"].eq(0), n["img"].eq(0), n["off"].eq(0),
-                             n["cw"].eq(cw + 1)]
+                m.d.comb += [n["off"].eq(0), n["cw"].eq(cw + 1)]
+                flag["cw"].step(m, cw)
+                restart("ox", "oy", "img")
                 with m.If(word_last):
                     m.d.sync += active.eq(0)
         # The words arrive `read_latency` cycles after their reads, with what they close.

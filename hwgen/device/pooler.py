@@ -5,6 +5,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..memmap import act_addr_bits, batch_bits, descriptor_layout, geometry_layout
+from .last_flag import LastFlag
 from .systolic import delay
 
 __all__ = ["Pooler"]
@@ -75,72 +76,72 @@ class Pooler(wiring.Component):
         img = Signal.like(self.last_row, name="img")
         cw = Signal(range(cfg.act_depth + 1))
         pix = Signal.like(self.rd_addr, name="pix")     # the window's first pixel
-        off = Signal.like(self.rd_addr, name="off")     # the window position's words from it
-        # Every counter takes its next value (`*_n`): the address (their sum) and the "last"
-        # flags (comparisons with the bounds less one, registered at `start`) are registers
-        # set from them, so that a step's decisions and the banks' address leave flip-flops
-        # (with registered reads on a large ECP5, the sum through the bank arbiter into every
-        # bank and the comparisons with the geometry were long paths).
-        nxt = {name: Signal.like(sig, name=f"{name}_n") for name, sig in
-               (("ox", ox), ("oy", oy), ("wx", wx), ("wy", wy), ("img", img), ("cw", cw),
-                ("pix", pix), ("off", off))}
-        cur = {"ox": ox, "oy": oy, "wx": wx, "wy": wy, "img": img, "cw": cw, "pix": pix,
-               "off": off}
-        for name, sig in cur.items():
-            m.d.comb += nxt[name].eq(sig)
-            m.d.sync += sig.eq(nxt[name])
-        bound = {name: Signal.like(value, name=f"{name}_m1") for name, value in
-                 (("ow", g.ow), ("oh", g.oh), ("kw", g.kw), ("kh", g.kh),
-                  ("stride", d.src_stride))}
-        with m.If(self.start):
-            m.d.sync += [bound[name].eq(value - 1) for name, value in
-                         (("ow", g.ow), ("oh", g.oh), ("kw", g.kw), ("kh", g.kh),
-                          ("stride", d.src_stride))]
-        flags = {name: Signal(name=f"{name}_last") for name in
-                 ("ox", "oy", "wx", "wy", "img", "cw")}
-        m.d.sync += [flags["ox"].eq(nxt["ox"] == bound["ow"]),
-                     flags["oy"].eq(nxt["oy"] == bound["oh"]),
-                     flags["wx"].eq(nxt["wx"] == bound["kw"]),
-                     flags["wy"].eq(nxt["wy"] == bound["kh"]),
-                     flags["img"].eq(nxt["img"] == self.last_row),
-                     flags["cw"].eq(nxt["cw"] == bound["stride"])]
-        win_first = (wx == 0) & (wy == 0)
-        win_last = flags["wx"] & flags["wy"]
-        word_last = flags["cw"]
-        pixel_last = flags["ox"] & flags["oy"] & flags["img"]
+        # The address (pix + the window position's words + cw) is a register, moved on by one
+        # of the sums below, each of two registers (pc is pix + cw), and each counter's "last"
+        # flag is a register set a step early (:class:`LastFlag`): the banks' address and a
+        # step's decisions leave flip-flops (with registered reads on a large ECP5, the sum
+        # through the bank arbiter into every bank and the comparisons with the geometry
+        # ahead of the decisions were long paths).
         addr = Signal.like(self.rd_addr, name="addr")
-        m.d.sync += addr.eq(nxt["pix"] + nxt["off"] + nxt["cw"])
+        pc = Signal.like(self.rd_addr, name="pix_cw")
+        flag = {name: LastFlag(m, name, bound, load=self.start) for name, bound in
+                (("wx", g.kw - 1), ("wy", g.kh - 1), ("cw", d.src_stride - 1),
+                 ("ox", g.ow - 1), ("oy", g.oh - 1), ("img", self.last_row))}
+        counters = {"wx": wx, "wy": wy, "cw": cw, "ox": ox, "oy": oy, "img": img}
+
+        def restart(*names, at_load=False):
+            for name in names:
+                m.d.sync += counters[name].eq(0)
+                flag[name].reset(m, at_load=at_load)
+
+        def step(name):
+            m.d.sync += counters[name].eq(counters[name] + 1)
+            flag[name].step(m, counters[name])
+
+        def move(pixel):
+            m.d.sync += [pix.eq(pixel), pc.eq(pixel), addr.eq(pixel)]
+
+        win_first = (wx == 0) & (wy == 0)
+        win_last = flag["wx"].last & flag["wy"].last
+        word_last = flag["cw"].last
+        pixel_last = flag["ox"].last & flag["oy"].last & flag["img"].last
         m.d.comb += [self.rd_addr.eq(addr), self.rd_en.eq(active)]
-        n = nxt
         with m.If(self.start):
             m.d.sync += active.eq(0)
-            m.d.comb += [n["ox"].eq(0), n["oy"].eq(0), n["img"].eq(0), n["wx"].eq(0),
-                         n["wy"].eq(0), n["cw"].eq(0), n["pix"].eq(d.src_base), n["off"].eq(0)]
+            restart(*counters, at_load=True)
+            move(d.src_base)
         with m.Elif(self.go):
             m.d.sync += active.eq(1)
         with m.Elif(active):
             with m.If(~win_last):        # the next window position
-                with m.If(~flags["wx"]):
-                    m.d.comb += [n["wx"].eq(wx + 1), n["off"].eq(off + d.src_stride)]
+                with m.If(~flag["wx"].last):
+                    step("wx")
+                    m.d.sync += addr.eq(addr + d.src_stride)
                 with m.Else():
-                    m.d.comb += [n["wx"].eq(0), n["wy"].eq(wy + 1),
-                                 n["off"].eq(off + g.ky_step)]
+                    restart("wx")
+                    step("wy")
+                    m.d.sync += addr.eq(addr + g.ky_step)
             with m.Else():
-                m.d.comb += [n["wx"].eq(0), n["wy"].eq(0), n["off"].eq(0)]
+                restart("wx", "wy")
                 with m.If(~word_last):   # the pixel's next word
-                    m.d.comb += n["cw"].eq(cw + 1)
+                    step("cw")
+                    m.d.sync += [pc.eq(pc + 1), addr.eq(pc + 1)]
                 with m.Else():           # the next output pixel
-                    m.d.comb += n["cw"].eq(0)
+                    restart("cw")
                     with m.If(pixel_last):
                         m.d.sync += active.eq(0)
-                    with m.Elif(~flags["ox"]):
-                        m.d.comb += [n["ox"].eq(ox + 1), n["pix"].eq(pix + g.col_step)]
-                    with m.Elif(~flags["oy"]):
-                        m.d.comb += [n["ox"].eq(0), n["oy"].eq(oy + 1),
-                                     n["pix"].eq(pix + g.row_step)]
+                        move(pix)
+                    with m.Elif(~flag["ox"].last):
+                        step("ox")
+                        move(pix + g.col_step)
+                    with m.Elif(~flag["oy"].last):
+                        restart("ox")
+                        step("oy")
+                        move(pix + g.row_step)
                     with m.Else():
-                        m.d.comb += [n["ox"].eq(0), n["oy"].eq(0), n["img"].eq(img + 1),
-                                     n["pix"].eq(pix + g.img_step)]
+                        restart("ox", "oy")
+                        step("img")
+                        move(pix + g.img_step)
         # The words arrive `read_latency` cycles after their reads, with what they close.
         # `go` lasts two cycles (PRIME, PRIME2): a read in the second is not part of the walk.
         lat = self.read_latency
