@@ -59,7 +59,7 @@ def _run(args):
     from hwgen.boards import BOARDS, board_config
     from hwgen.boards.fit import implementation_for
     from hwgen.compiler import CompileError
-    from hwgen.soc.design import write_accelerator
+    from hwgen.soc.design import OPTIONAL_UNITS, units_used, write_accelerator
     from hwgen.soc.firmware import write_firmware
 
     from .models import load_source
@@ -72,12 +72,20 @@ def _run(args):
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     source = load_source(args.model)
-    say(f"hwgen soc: {source.what} for {config.name} ...")
+
+    def compile_model(design):
+        return hwgen.compile_for(source.model, design, source.calibration, batch=args.batch)
+
     try:
-        network, program = hwgen.compile_for(source.model, config, source.calibration,
-                                             batch=args.batch)
+        compile_model(config)
+        given = OPTIONAL_UNITS if args.config else \
+            [unit for unit in OPTIONAL_UNITS if getattr(args, unit) is not None]
+        config, dropped = units_used(compile_model, config, given)
+        network, program = compile_model(config)
     except (CompileError, ValueError) as exc:
         raise UsageError(f"MODEL {source.what}: {exc}") from None
+    unused = f" (the model needs no {', '.join(dropped)}: left out)" if dropped else ""
+    say(f"hwgen soc: {source.what} for {config.name}{unused} ...")
     tests = _test_set(args.model, source, network, args.samples)
     say("hwgen soc: the accelerator's Wishbone top ...")
     # On the board the core is built as `hwgen build` builds it (registered reads, pipelined

@@ -7,7 +7,14 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["Accelerator", "TestSet", "reference_classes", "write_accelerator"]
+__all__ = ["OPTIONAL_UNITS", "Accelerator", "TestSet", "reference_classes", "units_used",
+           "write_accelerator"]
+
+#: The device's optional units, the most logic first. The firmware runs one model, so the
+#: SoC's core carries only those the model uses: with all of them the 85F preset's core and
+#: the CPU congested nextpnr's router; the MLP's core without them routes at 69.8 MHz
+#: (docs/performance.md, "The LiteX SoC on the ULX3S-85F").
+OPTIONAL_UNITS = ("residual", "spatial", "bounds")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,3 +58,33 @@ def reference_classes(network, x):
     as ``numpy.argmax``)."""
     scores = np.asarray(network.forward(x))
     return scores.reshape(len(x), -1).argmax(axis=1)
+
+
+def units_used(compile_model, config, given=()):
+    """Return ``(config, dropped)``: ``config`` without each of :data:`OPTIONAL_UNITS` that
+    ``compile_model`` does without, and the names of those turned off.
+
+    Parameters
+    ----------
+    compile_model : callable
+        ``compile_model(config)`` compiles the model for ``config``, raising
+        :class:`hwgen.compiler.CompileError` where the design lacks what it needs.
+    config : hwgen.AcceleratorConfig
+        The design with its units.
+    given : collection of str
+        Units the user set: they stay as they are.
+    """
+    from ..compiler import CompileError
+
+    dropped = []
+    for unit in OPTIONAL_UNITS:
+        if unit in given or not getattr(config, unit):
+            continue
+        trial = dataclasses.replace(config, **{unit: False})
+        try:
+            compile_model(trial)
+        except CompileError:
+            continue
+        config = trial
+        dropped.append(unit)
+    return config, dropped
