@@ -4,9 +4,12 @@ Each chunk of at most ``program.batch`` samples is a :class:`~host.plan.RunPlan`
 of protocol version 6 (:func:`host.wire.packed_device`) a chunk is its LOADs, the RUN, the polls
 and its FETCHes or CLASSES (:mod:`host.wire`), and the next chunk's LOADs go out right behind the
 last chunk's FETCHes or CLASSES, before their answers are read (:func:`host.pipeline.pipeline`,
-within the device's ``rx_fifo``): the input streams in while the output streams out. On an older
-device a chunk is its WRITEs, the RUN, the polls and its READs (:func:`host.plan.execute_run`),
-and the host picks the classes (:func:`host.wire.host_classes`): the same results.
+within the device's ``rx_fifo``): the input streams in while the output streams out. A device of
+version 6 without LOAD and FETCH whose receive FIFO holds a WRITE (:func:`host.wire.words_ahead`,
+the iCEBreaker's) gets the same overlap in words: the next chunk's WRITEs behind the last
+chunk's READs. On an older device a chunk is its WRITEs, the RUN, the polls and its READs
+(:func:`host.plan.execute_run`), and the host picks the classes
+(:func:`host.wire.host_classes`): the same results.
 """
 
 import sys
@@ -18,7 +21,7 @@ from hwgen.streams import loads_may_pass
 
 from .pipeline import pipeline
 from .plan import execute_run, readout_specs, run_plans, sample_unit
-from .wire import host_classes, packed_device, run_wire
+from .wire import host_classes, pipelined_device, run_wire, words_ahead
 
 __all__ = ["StagedPort", "empty_output", "infer_chunks", "progress_bar", "run_all"]
 
@@ -75,20 +78,27 @@ def infer_chunks(port, program, x, outputs, mode):
     info = port.acc.info
     unit, rows = sample_unit(program), len(x)
     plans = run_plans(program, x, outputs)
-    if not packed_device(info):
+    if not pipelined_device(info):
         for plan in plans:
             port.stage = f"infer {unit} {plan.start}..{plan.stop - 1} of {rows}"
             arrays = execute_run(port, plan)
             yield plan, arrays if mode == "scores" else host_classes(arrays, mode)
         return
     overlap = loads_may_pass(program, readout_specs(program, outputs, "infer"))
+    # WRITEs go one behind each READ: each one what the device's receive FIFO holds while
+    # the READ's answer streams out (the READs all first would leave the input idle).
+    interleave = words_ahead(info)
     pending = None   # the chunk that has run and whose outputs are still on the device
     for plan in plans:
         wire = run_wire(program, plan, mode, info)
         ahead = [] if pending is None else pending[1].outputs
         first = plan if pending is None else pending[0]
         port.stage = f"infer {unit} {first.start}..{plan.stop - 1} of {rows}"
-        if overlap:
+        if overlap and interleave:
+            exchanges, at = _alternate(ahead, wire.loads)
+            answers = port.pipeline(exchanges)
+            answers = [answers[i] for i in at]
+        elif overlap:
             answers = port.pipeline(ahead + wire.loads)
         else:   # the outputs first: the LOADs would overwrite them
             answers = port.pipeline(ahead) if ahead else []
@@ -100,6 +110,19 @@ def infer_chunks(port, program, x, outputs, mode):
         pending = plan, wire
     if pending is not None:
         yield pending[0], pending[1].unpack(port.pipeline(pending[1].outputs))
+
+
+def _alternate(first, second):
+    """Return ``first`` and ``second`` alternated (the longer one's rest at the end), and the
+    positions of ``first`` 's items in it."""
+    merged, at = [], []
+    for i in range(max(len(first), len(second))):
+        if i < len(first):
+            at.append(len(merged))
+            merged.append(first[i])
+        if i < len(second):
+            merged.append(second[i])
+    return merged, at
 
 
 def empty_output(spec, mode, rows=0):

@@ -19,6 +19,7 @@ import numpy as np
 
 from hwgen.compiler.classes import class_count, classes_of
 from hwgen.compiler.codec import output_words, unpack_output
+from hwgen.memmap import Region
 from hwgen.protocol import (
     Features,
     Opcode,
@@ -31,6 +32,7 @@ from hwgen.protocol import (
     unpack_elements,
     unpack_indices,
     unpack_words,
+    write_ahead_words,
 )
 from hwgen.streams import (
     class_chunks,
@@ -43,7 +45,7 @@ from hwgen.streams import (
 )
 
 __all__ = ["Exchange", "RunWire", "device_classes", "host_classes", "packed_device",
-           "run_wire"]
+           "pipelined_device", "run_wire", "words_ahead"]
 
 
 class Exchange(typing.NamedTuple):
@@ -64,6 +66,21 @@ def packed_device(info):
 def device_classes(info):
     """Whether the device (its :class:`~host.info.DeviceInfo`) answers CLASSES."""
     return info.version >= 6 and bool(Features(info.features) & Features.CLASSES)
+
+
+def words_ahead(info):
+    """Whether the host sends a device without LOAD and FETCH (its
+    :class:`~host.info.DeviceInfo`) the next input's WRITEs while the last output's READs are
+    answered: a device of protocol version 6 whose receive FIFO holds such a WRITE
+    (:func:`hwgen.protocol.write_ahead_words`)."""
+    return (info.version >= 6 and not packed_device(info)
+            and write_ahead_words(info.regions[Region.ACT], info.max_payload, info.rx_fifo) > 0)
+
+
+def pipelined_device(info):
+    """Whether the host pipelines a chunk's input behind the last chunk's output on the device
+    (its :class:`~host.info.DeviceInfo`): by LOAD, or by WRITE (:func:`words_ahead`)."""
+    return packed_device(info) or words_ahead(info)
 
 
 def host_classes(outputs, mode):
@@ -115,12 +132,14 @@ def _loads(spec, samples, max_payload):
     return out
 
 
-def _writes(info, write):
-    """The WRITEs of a :class:`~host.plan.WordWrite`, each within the device's payload."""
+def _writes(info, write, *, ahead=False):
+    """The WRITEs of a :class:`~host.plan.WordWrite`, each within the device's payload (and,
+    ``ahead``, each a frame its receive FIFO holds)."""
     geometry = info.regions[write.region]
     words = [int(w) for w in write.words]
     raw, nbytes = pack_words(geometry, words), geometry.word_bytes
-    chunk = info.write_chunk_words(write.region)
+    chunk = write_ahead_words(geometry, info.max_payload, info.rx_fifo) if ahead else \
+        info.write_chunk_words(write.region)
     out = []
     for start in range(0, len(words), chunk):
         n = min(chunk, len(words) - start)
@@ -188,8 +207,11 @@ def run_wire(program, plan, mode, info):
     """Return the :class:`RunWire` of ``plan`` (a :class:`~host.plan.RunPlan` of ``program``,
     with its ``samples``) on a device of protocol version 6 with ``info``, for the output ``mode``
     (the last kept output's classes; ``"scores"`` for none). Outputs whose classes the device
-    does not pick are fetched and their classes picked here."""
+    does not pick are fetched and their classes picked here. On a device without LOAD and
+    FETCH (:func:`words_ahead`) the input goes in WRITEs that its receive FIFO holds and the
+    outputs come in READs."""
     max_payload = info.max_payload
+    packed = packed_device(info)
     outputs, decoders, counts = [], [], []
     last = len(plan.specs) - 1
     for i, spec in enumerate(plan.specs):
@@ -198,7 +220,7 @@ def run_wire(program, plan, mode, info):
             exchanges, decode = _classes(spec, plan.batch, wanted, max_payload)
         else:
             exchanges, fetched = _fetches(spec, plan.batch, max_payload) \
-                if fits_fetch(spec, max_payload) else \
+                if packed and fits_fetch(spec, max_payload) else \
                 _reads(info, spec, plan.program_batch, plan.batch)
             decode = fetched if wanted == "scores" else \
                 (lambda answers, f=fetched, w=wanted: classes_of(f(answers), w))
@@ -206,5 +228,6 @@ def run_wire(program, plan, mode, info):
         decoders.append(decode)
         counts.append(len(exchanges))
     loads = _loads(program.input, plan.samples, max_payload) \
-        if fits_load(program.input, max_payload) else _writes(info, plan.write)
+        if packed and fits_load(program.input, max_payload) else \
+        _writes(info, plan.write, ahead=not packed)
     return RunWire(loads, outputs, decoders, counts)

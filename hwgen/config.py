@@ -45,6 +45,7 @@ _RANGES = {
     "prog_depth": (1, 256),
     "clock_hz": (1_000_000, 1_000_000_000),
     "post_lanes": (1, 64),
+    "act_spram_depth": (0, 1 << 19),
 }
 
 
@@ -115,6 +116,14 @@ class AcceleratorConfig:
         save a multiplier and a shifter per lane, which an iCE40 builds from logic cells; rows of
         a requantized layer's last reduction tile then enter the array ``cols // post_lanes``
         cycles apart (:mod:`hwgen.cycles` counts them). Weight-stationary only.
+    act_spram_depth : int
+        The first ``act_spram_depth`` words of every activation bank in a single-port memory
+        (an iCE40UP's SB_SPRAM256KA, two 8-bit banks to each; the rest stays in block RAM): a
+        pass may read them or write them, never both, so the compiler puts the network's
+        input area there and every other area above. 0 (the default): none. Else a power of
+        two, at least half of ``act_depth`` and below it, on a weight-stationary array without
+        spatial layers whose rows span the banks (``rows >= cols``: every bank reads and
+        writes the same word).
 
     Raises
     ------
@@ -143,6 +152,7 @@ class AcceleratorConfig:
     residual: bool = True
     taps: bool = True
     fuse_pool: bool = True
+    act_spram_depth: int = 0
 
     def __post_init__(self):
         for field in dataclasses.fields(self):
@@ -185,6 +195,22 @@ class AcceleratorConfig:
                 raise ValueError(
                     f"post_lanes={self.post_lanes} needs dataflow='ws' (an output-stationary "
                     f"array delivers its rows back to back); allowed with 'os': {self.cols}")
+        self._check_act_spram()
+
+    def _check_act_spram(self):
+        depth = self.act_spram_depth
+        if not depth:
+            return
+        if depth & (depth - 1) or not self.act_depth // 2 <= depth < self.act_depth:
+            raise ValueError(
+                f"act_spram_depth={depth} with act_depth={self.act_depth}; allowed: 0 or a "
+                f"power of two in {(self.act_depth + 1) // 2}..{self.act_depth - 1}")
+        if self.spatial or self.dataflow is not Dataflow.WS or self.rows < self.cols:
+            raise ValueError(
+                f"act_spram_depth={depth} needs spatial=False, dataflow='ws' and rows >= cols "
+                "(every bank at the same word); got "
+                f"spatial={self.spatial}, dataflow={self.dataflow.value!r}, "
+                f"rows={self.rows}, cols={self.cols}")
 
     @staticmethod
     def min_acc_bits(in_bits, w_bits, k):
@@ -236,12 +262,15 @@ class AcceleratorConfig:
         """Return the parameters as a plain ``dict``.
 
         ``post_lanes`` is left out while it is ``None`` and ``spatial``, ``bounds``,
-        ``residual``, ``taps`` and ``fuse_pool`` while they are ``True``, so that
+        ``residual``, ``taps`` and ``fuse_pool`` while they are ``True`` and ``act_spram_depth``
+        while it is 0, so that
         configurations from before they existed keep their :attr:`hash` and load as before.
         """
         d = dataclasses.asdict(self)
         if d["post_lanes"] is None:
             del d["post_lanes"]
+        if not d["act_spram_depth"]:
+            del d["act_spram_depth"]
         for flag in _FLAGS:
             if d[flag]:
                 del d[flag]

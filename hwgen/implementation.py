@@ -93,6 +93,11 @@ class Implementation:
     class_output : bool
         The frame engine serves CLASSES (the top-k indices found on the device); without, a
         host reads the scores and finds them itself (the same results).
+    out_param_shared : bool
+        One memory for OUTPUT and PARAM (:func:`hwgen.device.memories.out_param_layout`): the
+        host reads OUTPUT and writes PARAM only while idle, a run only reads PARAM and writes
+        OUTPUT, so one port of each kind serves both: a 140-bit memory of 208 words is nine
+        iCE40 block RAMs where the two took fifteen. Not with ``registered_reads``.
     rx_fifo : int
         Bytes of the UART's receive FIFO (INFO's ``rx_fifo``: what a host may send ahead of
         an answer it has not read, so the deeper, the more the next request overlaps the last
@@ -116,6 +121,7 @@ class Implementation:
     adder_dsp: bool = True
     packed_wire: bool = True
     class_output: bool = True
+    out_param_shared: bool = False
     rx_fifo: int = RX_FIFO
 
     def __post_init__(self):
@@ -127,9 +133,12 @@ class Implementation:
                     f"Implementation: dsp_packing={self.dsp_packing!r}; allowed: None, "
                     + ", ".join(repr(p.value) for p in DspPacking)) from None
         for name in ("post_pipeline", "registered_reads", "staged_host", "registered_writeback",
-                     "spram", "link_on_oscillator", "adder_dsp", "packed_wire",
-                     "class_output"):
+                     "spram", "link_on_oscillator", "adder_dsp", "packed_wire", "class_output",
+                     "out_param_shared"):
             _bool(name, getattr(self, name))
+        if self.out_param_shared and self.registered_reads:
+            raise ValueError("Implementation: out_param_shared=True goes without "
+                             "registered_reads; allowed: one of the two")
         if isinstance(self.rx_fifo, bool) or not isinstance(self.rx_fifo, int) \
                 or self.rx_fifo < 2:
             raise ValueError(f"Implementation: rx_fifo={self.rx_fifo!r}; allowed: an int >= 2 "
@@ -157,6 +166,10 @@ class Implementation:
             If ``split_multiplier`` has more pieces than the multiplier has bits, or the DSP
             packing cannot multiply the configuration's operands.
         """
+        if config.act_spram_depth and self.registered_reads:
+            raise ValueError(f"Implementation: registered_reads=True cannot read ACT split at "
+                             f"act_spram_depth={config.act_spram_depth}; allowed: "
+                             "registered_reads=False, or act_spram_depth=0")
         if self.split_multiplier > config.mult_bits:
             raise ValueError(
                 f"Implementation: split_multiplier={self.split_multiplier} cuts the "

@@ -167,6 +167,7 @@ __all__ = [
     "unpack_run",
     "unpack_stream",
     "unpack_words",
+    "write_ahead_words",
     "write_chunk_words",
 ]
 
@@ -602,6 +603,18 @@ def unpack_words(geometry, raw):
 def write_chunk_words(geometry, max_payload):
     """Return the most words of ``geometry`` that one WRITE can carry."""
     return (max_payload - layout_bytes(AccessArgs)) // geometry.word_bytes
+
+
+def write_ahead_words(geometry, max_payload, rx_fifo):
+    """Return the most words of ``geometry`` that one WRITE may carry when it goes out ahead of
+    an answer not yet read (a device without LOAD, whose host sends the next input's WRITEs
+    while the last output's READs are answered): a frame that the device's receive FIFO of
+    ``rx_fifo`` bytes holds. 0 when that is less than half a payload: the host then sends each
+    WRITE after the last answer, in frames of ``max_payload``."""
+    fit = min(max_payload, rx_fifo - FRAME_OVERHEAD)
+    if fit < max_payload // 2:
+        return 0
+    return write_chunk_words(geometry, fit)
 
 
 def read_chunk_words(geometry, max_payload):

@@ -39,6 +39,7 @@ from .protocol import (
     StreamArgs,
     layout_bytes,
     read_chunk_words,
+    write_ahead_words,
     write_chunk_words,
 )
 from .streams import (
@@ -72,7 +73,7 @@ def _check_count(name, value, low, high=None):
 
 
 def wire_bytes_by_direction(program, m, *, polls=1, max_payload=MAX_PAYLOAD, output=None,
-                            packed=True):
+                            packed=True, rx_fifo=None):
     """Return ``(host_to_device, device_to_host)``: the bytes of one
     :meth:`host.Accelerator.infer` chunk of ``m`` rows in each direction.
 
@@ -92,6 +93,10 @@ def wire_bytes_by_direction(program, m, *, polls=1, max_payload=MAX_PAYLOAD, out
     packed : bool
         A device of protocol version 6 (LOAD, FETCH, CLASSES), or an older one (WRITE, READ;
         the host picks the classes, so ``output`` changes nothing).
+    rx_fifo : int or None
+        The receive FIFO of a version 6 device without LOAD (INFO's ``rx_fifo``; None: an
+        older device): its host sends WRITEs that the FIFO holds
+        (:func:`hwgen.protocol.write_ahead_words`), when that is at least half a payload.
 
     Returns
     -------
@@ -114,7 +119,8 @@ def wire_bytes_by_direction(program, m, *, polls=1, max_payload=MAX_PAYLOAD, out
     # A stream that no frame holds goes in words, as the host sends it.
     parts = [_load_bytes(program, m, max_payload)
              if packed and fits_load(program.input, max_payload)
-             else _write_bytes(program, m, max_payload), _control_bytes(polls),
+             else _write_bytes(program, m, max_payload, None if packed else rx_fifo),
+             _control_bytes(polls),
              _answer_bytes(program, m, max_payload, mode) if packed
              else _read_bytes(program, m, max_payload)]
     return tuple(sum(part[i] for part in parts) for i in (0, 1))
@@ -158,12 +164,14 @@ def wire_bytes_per_run(program, m, *, polls=1, max_payload=MAX_PAYLOAD, output=N
                                        output=output, packed=packed))
 
 
-def _write_bytes(program, m, max_payload):
-    """Return ``(sent, received)`` of the WRITEs of ``m`` samples' input words."""
+def _write_bytes(program, m, max_payload, rx_fifo=None):
+    """Return ``(sent, received)`` of the WRITEs of ``m`` samples' input words (in frames that
+    a receive FIFO of ``rx_fifo`` bytes holds, when it holds half a payload)."""
     geo = regions(program.config)[program.input.region]
     access = _payload_bytes()[0]
     words = program.input.words(m)
-    chunk = write_chunk_words(geo, max_payload)
+    ahead = 0 if rx_fifo is None else write_ahead_words(geo, max_payload, rx_fifo)
+    chunk = ahead or write_chunk_words(geo, max_payload)
     if chunk < 1:
         raise ValueError(f"max_payload={max_payload} cannot carry one {geo.word_bytes}-byte "
                          f"{geo.region.name} word after the {access}-byte access header")
@@ -185,7 +193,7 @@ def _read_bytes(program, m, max_payload):
 
 
 def link_bound_rate(program, baud=DEFAULT_BAUD, *, max_payload=MAX_PAYLOAD, output=None,
-                    packed=True):
+                    packed=True, rx_fifo=None):
     """Return the inferences per second a UART at ``baud`` allows, at full batches.
 
     The rate when the link is the bottleneck: ``program.batch`` rows per chunk, each chunk
@@ -194,7 +202,10 @@ def link_bound_rate(program, baud=DEFAULT_BAUD, *, max_payload=MAX_PAYLOAD, outp
     version 6 (full duplex: the next chunk's input goes while the last one's output comes),
     both directions' on an older one (``packed=False``) and for an output that lies in the
     input's words (the host reads it before the next input goes:
-    :func:`hwgen.streams.loads_may_pass`).
+    :func:`hwgen.streams.loads_may_pass`). A version 6 device without LOAD whose receive
+    FIFO (``rx_fifo``, as for :func:`wire_bytes_by_direction`) holds a WRITE of at least half
+    a payload overlaps too: its host sends the next input's WRITEs behind the last output's
+    READs.
 
     Raises
     ------
@@ -207,7 +218,10 @@ def link_bound_rate(program, baud=DEFAULT_BAUD, *, max_payload=MAX_PAYLOAD, outp
         raise ValueError(f"baud={baud!r}; allowed: a positive number of bits per second")
     m = program.batch
     both = wire_bytes_by_direction(program, m, max_payload=max_payload, output=output,
-                                   packed=packed)
-    overlap = packed and loads_may_pass(program, [program.output])
+                                   packed=packed, rx_fifo=rx_fifo)
+    geo = regions(program.config)[program.input.region]
+    ahead = not packed and rx_fifo is not None \
+        and write_ahead_words(geo, max_payload, rx_fifo) > 0
+    overlap = (packed or ahead) and loads_may_pass(program, [program.output])
     seconds = (max(both) if overlap else sum(both)) * BITS_PER_BYTE / baud
     return m / seconds

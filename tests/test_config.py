@@ -97,14 +97,15 @@ def test_bad_post_lanes(kwargs, message):
 
 def _old_json(cfg):
     """The canonical JSON of a configuration as written before ``spatial`` (and ``bounds``,
-    ``residual``, ``taps``, ``fuse_pool``) existed: every other field, ``post_lanes`` only
-    when set."""
+    ``residual``, ``taps``, ``fuse_pool``) existed: every other field, ``post_lanes`` and
+    ``act_spram_depth`` (newer still) only when set."""
     import dataclasses
     import json
 
     fields = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)
               if f.name not in ("spatial", "bounds", "residual", "taps", "fuse_pool")
-              and not (f.name == "post_lanes" and cfg.post_lanes is None)}
+              and not (f.name == "post_lanes" and cfg.post_lanes is None)
+              and not (f.name == "act_spram_depth" and not cfg.act_spram_depth)}
     return json.dumps({k: str(v) if k == "dataflow" else v for k, v in fields.items()},
                       sort_keys=True, separators=(",", ":"))
 
@@ -195,3 +196,21 @@ def test_residual_default_keeps_the_hash_and_false_is_another_device():
     assert "src2_base" not in descriptor_layout(plain).members
     with pytest.raises(ValueError, match="residual=2; allowed: True or False"):
         AcceleratorConfig(residual=2)
+
+
+def test_act_spram_depth_default_keeps_the_hash_and_is_checked():
+    cfg = AcceleratorConfig(rows=4, cols=4, spatial=False)
+    assert "act_spram_depth" not in cfg.to_dict()
+    split = AcceleratorConfig(rows=4, cols=4, spatial=False, act_depth=1536,
+                              act_spram_depth=1024)
+    assert split.hash != cfg.hash and AcceleratorConfig.from_json(split.to_json()) == split
+    for depth in (768, 512, 2048):   # not a power of two; below half of act_depth; past it
+        with pytest.raises(ValueError, match=rf"act_spram_depth={depth} with act_depth=1536; "
+                                             r"allowed: 0 or a power of two in 768..1535"):
+            AcceleratorConfig(rows=4, cols=4, spatial=False, act_depth=1536,
+                              act_spram_depth=depth)
+    for kw in ({"spatial": True}, {"dataflow": "os"}, {"rows": 2}):
+        with pytest.raises(ValueError, match=r"act_spram_depth=1024 needs spatial=False, "
+                                             r"dataflow='ws' and rows >= cols"):
+            AcceleratorConfig(**{"rows": 4, "cols": 4, "spatial": False, "act_depth": 1536,
+                                 "act_spram_depth": 1024, **kw})

@@ -22,7 +22,7 @@ import importlib
 from ..implementation import DspPacking, Implementation
 
 __all__ = [
-        "BOARDS",
+    "BOARDS",
     "ECP5_IMPLEMENTATION",
     "ICE40_IMPLEMENTATION",
     "ICEBREAKER_PRESET",
@@ -32,6 +32,7 @@ __all__ = [
     "ULX3S_85F_ZOO_PRESET",
     "ULX3S_PRESET",
     "ULX3S_SMALL_PRESET",
+    "UNSPLIT_ACT",
     "Board",
     "Family",
 ]
@@ -48,24 +49,33 @@ class Family(enum.StrEnum):
 
 #: The iCEBreaker preset: a 4x4 int8 array whose 16 MACs share the UP5K's 8 SB_MAC16s, one
 #: requantization lane (its multiplier is built from logic cells; rows of a layer's last
-#: reduction tile enter the array 4 cycles apart) and small buffers; the weights and the frame
-#: buffer sit in 3 of the 4 SB_SPRAM256KA. Its 1,024 weight words hold the demo's MLP (608
-#: words): the two SPRAMs of 32-bit words hold 16K, so the depth costs only the descriptor's
-#: weight address (10 bits; 2,048 words would make the descriptor 65 bits, a fifth PROGRAM
-#: block RAM). Its batch (10 for the demo MLP) is ACT's: four banks of 256 bytes, one block
-#: RAM each, and no block RAM left. It fills the chip's logic cells and block RAMs
-#: (measured figures: docs/performance.md). With four requantization lanes
-#: (``--post-lanes 4``) the device needs more logic cells than the chip has, and ``hwgen build``
-#: refuses it, naming the numbers. The wide, shallow memories take the block RAMs: PARAM (9),
-#: OUTPUT and the accumulators (6 each), PROGRAM (58-bit descriptors, 4). Activation bounds
-#: and leaky ReLU (``bounds``) would take three block RAMs more (PARAM 11, PROGRAM 5): the
-#: preset runs ReLU and identity. It has no adder (``residual``): its descriptors stay as they
-#: were, and residual networks are refused.
+#: reduction tile enter the array 4 cycles apart) and small buffers; the weights and the
+#: network's input area of ACT sit in the 4 SB_SPRAM256KA. Its 1,024 weight words hold the
+#: demo's MLP (608 words): the two SPRAMs of 32-bit words hold 16K, so the depth costs only the
+#: descriptor's weight address. Its batch (64 for the demo MLP, issue 33's wire target) is
+#: ACT's: 1,536 words a bank, the first 1,024 (the input area, which no pass both reads and
+#: writes: ``act_spram_depth``) in two SPRAMs of two 8-bit banks each, the other 512 in four
+#: block RAMs; OUTPUT (192 words: 64 samples of 10 raw scores) shares the nine block RAMs of
+#: PARAM (``Implementation.out_param_shared``), and the frame buffer is two block RAMs. It
+#: fills the chip's logic cells and 28 of its 30 block RAMs (measured figures:
+#: docs/performance.md). A design derived from it that cannot split ACT (spatial layers, an
+#: output-stationary array, fewer rows than columns) gets :data:`UNSPLIT_ACT`'s buffers. With
+#: four requantization lanes (``--post-lanes 4``) the device needs more logic cells than the
+#: chip has, and ``hwgen build`` refuses it, naming the numbers. Activation bounds and leaky
+#: ReLU (``bounds``) would take block RAMs more: the preset runs ReLU and identity. It has no
+#: adder (``residual``): its descriptors stay as they were, and residual networks are refused.
 ICEBREAKER_PRESET = {
     "rows": 4, "cols": 4, "dataflow": "ws", "in_bits": 8, "w_bits": 8, "acc_bits": 22,
-    "mult_bits": 8, "max_k": 64, "act_depth": 256, "weight_depth": 1024, "param_depth": 16,
-    "acc_depth": 64, "out_depth": 64, "prog_depth": 8, "post_lanes": 1, "spatial": False,
-    "bounds": False, "residual": False}
+    "mult_bits": 8, "max_k": 64, "act_depth": 1536, "act_spram_depth": 1024,
+    "weight_depth": 1024, "param_depth": 16, "acc_depth": 64, "out_depth": 192,
+    "prog_depth": 8, "post_lanes": 1, "spatial": False, "bounds": False, "residual": False}
+
+#: The iCEBreaker preset's buffers where its split ACT cannot be (a design derived from it with
+#: spatial layers, an output-stationary array or fewer rows than columns, whose banks read
+#: different words, :attr:`hwgen.AcceleratorConfig.act_spram_depth`): ACT all in block RAM,
+#: as before the split (batch 10 of the demo MLP). :func:`hwgen.boards.board_config` takes
+#: them for every such field the design does not give.
+UNSPLIT_ACT = {"act_spram_depth": 0, "act_depth": 256, "out_depth": 64}
 
 #: The ULX3S presets: an 8x8 int8 array with the default widths and buffers the device holds.
 ULX3S_PRESET = {"rows": 8, "cols": 8, "dataflow": "ws", "in_bits": 8, "w_bits": 8}
@@ -162,13 +172,17 @@ class Board:
 
 
 #: How the iCEBreaker builds the device: two products per SB_MAC16, the requantization
-#: pipelined with its multipliers (logic cells) split in four, weights and the frame buffer in
-#: SPRAM, the link on the 12 MHz oscillator when the PLL makes the design's clock; without
-#: LOAD, FETCH and CLASSES (the preset has no logic cells left for them, see
-#: docs/performance.md: the host falls back to WRITE, READ and its own argsort).
+#: pipelined with its multipliers (logic cells) split in four, weights (and ACT's input area,
+#: or else the frame buffer) in SPRAM, OUTPUT and PARAM in one memory, the link on the 12 MHz
+#: oscillator when the PLL makes the design's clock; without LOAD, FETCH and CLASSES (the
+#: preset has no logic cells left for them, see docs/performance.md: the host falls back to
+#: WRITE, READ and its own argsort), but with a 1 KiB receive FIFO (two block RAMs) that holds
+#: a WRITE, so that its host sends the next input's WRITEs while the last output's READs are
+#: answered (:func:`host.wire.words_ahead`).
 ICE40_IMPLEMENTATION = Implementation(dsp_packing=DspPacking.SB_MAC16, post_pipeline=True,
                                       split_multiplier=4, spram=True, link_on_oscillator=True,
-                                      packed_wire=False, class_output=False)
+                                      packed_wire=False, class_output=False,
+                                      out_param_shared=True, rx_fifo=1024)
 #: How the ULX3S builds it: a MULT18X18D per processing element, the requantization pipelined
 #: with one MULT18X18D per 17-bit slice, every read registered, the host's requests staged in
 #: a register before the memories (their write enables and addresses from flip-flops: on the
@@ -245,8 +259,8 @@ ULX3S_85F_ZOO_PRESET = {"rows": 5, "cols": 5, "dataflow": "ws", "in_bits": 8, "w
 #: after the blocks, and each read's register goes into the block (OUTREG; 6,144 and 10,240
 #: words folded 36 of 102). 208,974 cycles. Built for 84.375 MHz it reached 71.4-73.9 MHz (the
 #: patch walker, whose registers drive all 32 ACT blocks, is spread across the die), so it
-#: keeps the board's 62.5 MHz: 3.3 ms; 2.5 ms needs 83.6 MHz. The 8x16 array (123,280 cycles, 2.5 ms at 49.3 MHz)
-#: did not route at 53 MHz: its 16 activation banks and the adder's sixteen lanes congested
+#: keeps the board's 62.5 MHz: 3.3 ms; 2.5 ms needs 83.6 MHz. The 8x16 array (123,280 cycles,
+#: 2.5 ms at 49.3 MHz) did not route at 53 MHz: its 16 activation banks and the adder's sixteen lanes congested
 #: nextpnr (docs/performance.md, "ResNet-8 on a design that routes").
 ULX3S_85F_RESNET8_PRESET = {"rows": 8, "cols": 8, "dataflow": "ws", "in_bits": 8,
                             "w_bits": 8, "weight_depth": 16384, "act_depth": 8192,

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from ..config import AcceleratorConfig, Dataflow
-from .catalog import BOARDS, NAMED_PRESETS
+from .catalog import BOARDS, NAMED_PRESETS, UNSPLIT_ACT
 
 __all__ = ["board_config"]
 
@@ -30,21 +30,25 @@ def board_config(board, args=None, *, clock_hz=None, preset=None, **overrides):
     base = board.preset if preset is None else _named_preset(board, preset)
     values = dict(base)
     defaults = AcceleratorConfig()
+    given_fields = set(overrides)
     if args is not None:
         if getattr(args, "config", None):
             data = json.loads(Path(args.config).read_text())
             values.update(data.get("config", data))
+            given_fields |= set(data.get("config", data))
         # `hwgen build` leaves every design option at None unless it is given.
         for field in dataclasses.fields(AcceleratorConfig):
             value = getattr(args, field.name, None)
             if value is not None:
                 values[field.name] = value
+                given_fields.add(field.name)
     values.update(overrides)
     from_preset = values.get("post_lanes") == board.preset.get("post_lanes")
     given = "post_lanes" in overrides or getattr(args, "post_lanes", None) is not None
     if values.get("dataflow") == Dataflow.OS and from_preset and not given:
         # The preset's requantization lanes are for its weight-stationary array.
         values.pop("post_lanes", None)
+    _unsplit_if_needed(values, given_fields)
     if clock_hz is None:
         clock_hz = overrides.get("clock_hz", getattr(args, "clock_hz", None))
     if clock_hz is None and values.get("clock_hz") == base.get("clock_hz"):
@@ -55,6 +59,19 @@ def board_config(board, args=None, *, clock_hz=None, preset=None, **overrides):
         # AcceleratorConfig's default clock means nothing on a board: use the board's.
         values["clock_hz"] = board.clock_hz
     return AcceleratorConfig.from_dict(values)
+
+
+def _unsplit_if_needed(values, given):
+    """Put a preset's split ACT back into block RAM (:data:`UNSPLIT_ACT`, the fields not
+    ``given``) when the design derived from it cannot split it (``act_spram_depth``)."""
+    if not values.get("act_spram_depth") or "act_spram_depth" in given:
+        return
+    try:
+        AcceleratorConfig.from_dict({**values, "clock_hz": AcceleratorConfig().clock_hz})
+    except ValueError as err:
+        if "act_spram_depth" not in str(err):
+            return   # refused for another reason, named when the configuration is built
+        values.update({k: v for k, v in UNSPLIT_ACT.items() if k not in given})
 
 
 def _named_preset(board, name):

@@ -105,7 +105,7 @@ DSP_CONGESTION_ABOVE = 128
 _ECP5_LUTS_PER_ADDER_BIT = 2.0
 
 # Memories a board with ``spram`` puts into SB_SPRAM256KA (names as in _memories).
-_SPRAM_MEMORIES = ("weight", "frame_buffer")
+_SPRAM_MEMORIES = ("weight", "frame_buffer", *(f"act_lo{g}" for g in range(32)))
 
 
 def _bram_blocks(family, width, depth):
@@ -114,20 +114,29 @@ def _bram_blocks(family, width, depth):
     return min(math.ceil(width / w) * math.ceil(depth / d) for w, d in _BRAM_SHAPES[family])
 
 
-def _memories(config):
-    """Return ``[(name, width, depth)]`` of the memories of a device built from ``config``."""
-    from ..device.top import RX_FIFO_DEPTH
+def _memories(config, impl):
+    """Return ``[(name, width, depth)]`` of the memories of a device built from ``config`` by
+    ``impl``."""
+    from ..device.memories import act_groups, out_param_layout
     from ..memmap import Region, regions
     from ..protocol import MAX_PAYLOAD
 
     geo = regions(config)
+    shared = (Region.PARAM, Region.OUTPUT)
     mems = [(r.name.lower(), geo[r].word_bits, geo[r].depth)
-            for r in (Region.PROGRAM, Region.WEIGHT, Region.PARAM, Region.OUTPUT)]
-    mems += [(f"act{b}", config.in_bits, config.act_depth) for b in range(config.act_lanes)]
+            for r in (Region.PROGRAM, Region.WEIGHT, *(() if impl.out_param_shared
+                                                        else shared))]
+    if impl.out_param_shared:
+        mems.append(("out_param", *out_param_layout(config)[1:]))
+    split = config.act_spram_depth
+    mems += [(f"act{b}", config.in_bits, config.act_depth - split)
+             for b in range(config.act_lanes)]
+    mems += [(f"act_lo{g}", config.in_bits * len(group), split)
+             for g, group in enumerate(act_groups(config)) if split]
     mems.append(("acc", config.cols * config.acc_bits, config.acc_depth))
     mems.append(("frame_buffer", 8, MAX_PAYLOAD))
     # The engine's result FIFO is registers in the accelerator (its sink is always ready).
-    mems.append(("rx_fifo", 8, RX_FIFO_DEPTH - 1))
+    mems.append(("rx_fifo", 8, impl.rx_fifo - 1))
     return mems
 
 
@@ -252,8 +261,10 @@ def estimate(board, config):
           + config.spatial * (38 * config.act_lanes * config.taps + 247 * config.fuse_pool)
           + 380 * impl.packed_wire + 181 * impl.class_output)
     mems, spram = [], 0
-    for name, w, d in _memories(config):
-        if board.implementation.spram and name in _SPRAM_MEMORIES:
+    for name, w, d in _memories(config, impl):
+        # The frame buffer leaves SPRAM to the input area when ACT is split.
+        if board.implementation.spram and name in _SPRAM_MEMORIES \
+                and not (name == "frame_buffer" and config.act_spram_depth):
             spram += math.ceil(w / 16) * math.ceil(d / 16384)   # SB_SPRAM256KA: 16 x 16K
             mems.append((name, w, d, 0))
         else:

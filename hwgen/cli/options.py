@@ -155,6 +155,11 @@ def add_config_options(parser):
                                metavar="0|1",
                                help="1: a max pool after a convolution runs in the "
                                     "convolution's pass (default); 0: a pass of its own")
+        elif field.name == "act_spram_depth":
+            group.add_argument(flag, type=number(int), default=field.default, metavar="N",
+                               help="the first N words of every ACT bank single-ported (the "
+                                    "network's input area; SPRAM on the iCE40UP): 0 (default) "
+                                    "or a power of two >= act_depth / 2")
         elif field.name == "post_lanes":
             group.add_argument(flag, type=number(int), default=None, metavar="N",
                                help="channels requantized per cycle, a divisor of --cols "

@@ -130,8 +130,14 @@ def assign_areas(spans):
     return areas
 
 
-def _largest_batch(config, act_per_sample, out_per_sample):
-    batch = min(config.acc_depth, config.act_depth // act_per_sample)
+def _largest_batch(config, area_words, out_per_sample):
+    split = config.act_spram_depth
+    if split:
+        batch = min(config.acc_depth, split // area_words[0])
+        if len(area_words) > 1:
+            batch = min(batch, (config.act_depth - split) // sum(area_words[1:]))
+    else:
+        batch = min(config.acc_depth, config.act_depth // sum(area_words))
     if out_per_sample:
         batch = min(batch, config.out_depth // out_per_sample)
     return max(batch, 1)  # batch 1 is then checked and refused with the reason
@@ -173,7 +179,7 @@ def plan_activations(in_shape, passes, config, batch, *, readout=False, input_wo
 
     chosen = batch is None
     if chosen:
-        batch = _largest_batch(config, sum(area_words), out_words)
+        batch = _largest_batch(config, area_words, out_words)
     batch = int(batch)
     # When the batch was chosen, a refusal below means that not even one sample fits.
     hint = " (not even batch=1 fits)" if chosen else ""
@@ -181,8 +187,10 @@ def plan_activations(in_shape, passes, config, batch, *, readout=False, input_wo
         raise CompileError(f"batch={batch} is outside the samples one run can process; "
                            f"allowed: 1..{config.acc_depth} (acc_depth, the largest batch per "
                            "run)", resource="batch", need=batch, limit=config.acc_depth)
-    act_need = batch * sum(area_words)
-    if act_need > config.act_depth:
+    bases = area_bases(config, area_words, batch)
+    act_need = bases[-1] + batch * area_words[-1]
+    if act_need > config.act_depth or (config.act_spram_depth
+                                       and batch * area_words[0] > config.act_spram_depth):
         _refuse_activations(passes, (names, shapes, words, spans), area_words,
                             (batch, act_need, readout, hint), config)
     out_need = batch * out_words
@@ -192,13 +200,24 @@ def plan_activations(in_shape, passes, config, batch, *, readout=False, input_wo
                            f"accumulators); limit out_depth={config.out_depth}{hint}",
                            layer=last.source, resource="out_depth", need=out_need,
                            limit=config.out_depth)
-    bases = [batch * sum(area_words[:a]) for a in range(len(area_words))]
     position = {name: index for index, name in enumerate(names)}
     inputs = tuple(tuple(position[name] for name in names_read)
                    for names_read in pass_inputs(passes))
     return ActivationPlan(batch=batch, names=tuple(names), shapes=tuple(shapes),
                           strides=tuple(strides), areas=tuple(areas), area_base=tuple(bases),
                           inputs=inputs, out_stride=out_stride)
+
+
+def area_bases(config, area_words, batch):
+    """Return the first ACT word of each area of ``area_words`` words a sample at ``batch``:
+    one after the other, but with ``act_spram_depth`` area 0 (the network's input, which no
+    pass both reads and writes: the lifetimes keep a pass's input and output areas apart) in
+    the single-port words below it and the others from it on."""
+    bases = [batch * sum(area_words[:a]) for a in range(len(area_words))]
+    split = config.act_spram_depth
+    if split and len(bases) > 1:
+        bases = [0] + [split + base - bases[1] for base in bases[1:]]
+    return bases
 
 
 def _refuse_activations(passes, matrices, area_words, at, config):
@@ -217,9 +236,12 @@ def _refuse_activations(passes, matrices, area_words, at, config):
             else "the two ping-pong areas" if len(area_words) == 2
             else "one area" if len(area_words) == 1
             else f"the {len(area_words)} areas the tensors' lifetimes need")
+    split = config.act_spram_depth
+    where = (f", area 0 in the {split} single-port words (act_spram_depth), the others "
+             "above" if split else "")
     raise CompileError(
         f"activations do not fit at batch={batch}: need {act_need} ACT words ({batch} "
-        f"samples x ({' + '.join(map(str, area_words))}) words of {kept}; widest: tensor "
+        f"samples x ({' + '.join(map(str, area_words))}) words of {kept}{where}; widest: tensor "
         f"{names[widest]!r}, the {what}, shape {shapes[widest]}, {words[widest]} words per "
         f"sample, live from pass {max(first, 0)} to {min(last, len(passes) - 1)}); limit "
         f"act_depth={config.act_depth}{hint}",

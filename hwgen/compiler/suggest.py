@@ -26,13 +26,20 @@ def _grown(config, error):
     """Return ``config`` with the field ``error`` names raised to its need (``max_k`` with the
     accumulator it needs), or ``None`` when that is not a valid configuration."""
     if error.resource in ("spatial", "residual"):   # a part of the device, added
-        return dataclasses.replace(config, **{error.resource: True})
-    values = {error.resource: max(error.need, getattr(config, error.resource))}
+        values = {error.resource: True}
+    else:
+        values = {error.resource: max(error.need, getattr(config, error.resource))}
     if error.resource == "max_k":
         values["acc_bits"] = max(config.acc_bits, config.min_acc_bits(
             config.in_bits, config.w_bits, error.need))
     try:
         return dataclasses.replace(config, **values)
+    except ValueError as err:
+        if "act_spram_depth" not in str(err):
+            return None
+    # A split ACT (act_spram_depth) that the grown design cannot keep: all in block RAM.
+    try:
+        return dataclasses.replace(config, **values, act_spram_depth=0)
     except ValueError:
         return None
 
@@ -49,6 +56,8 @@ def _grow(compile_fn, network, config, error):
         if grown is None:
             return None, changed
         changed[error.resource] = getattr(grown, error.resource)
+        if grown.act_spram_depth != config.act_spram_depth:
+            changed["act_spram_depth"] = grown.act_spram_depth
         try:
             compile_fn(network, grown)
         except CompileError as again:

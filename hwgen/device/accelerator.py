@@ -45,6 +45,7 @@ from .host_access import HostAccess, host_write, share_read, share_write, stage_
 from .memories import make_memories
 from .pooler import Pooler
 from .postprocess import PostProcessor
+from .shared_ports import out_param_ports, split_act_banks
 from .systolic import delay
 from .weight_feeder import WeightFeeder
 from .window_max import WindowMax
@@ -188,10 +189,11 @@ class AcceleratorCore(wiring.Component):
         self._params(m, mems, access)
 
         # Raw rows into the output memory; requantized ones back into the banks.
-        out_rd, out_wr = mems["out"].read_port(), mems["out"].write_port()
-        share_write(m, out_wr, access, Region.OUTPUT, addr=pp.raw_addr, data=pp.raw_data,
-                    en=pp.raw_we)
-        self._host_reads_output(m, out_rd, access)
+        if "out" in mems:
+            out_rd, out_wr = mems["out"].read_port(), mems["out"].write_port()
+            share_write(m, out_wr, access, Region.OUTPUT, addr=pp.raw_addr, data=pp.raw_data,
+                        en=pp.raw_we)
+            self._host_reads_output(m, out_rd, access)
         if self.window_max is not None:
             # A fused pool's windows: only each window's maximum reaches the banks.
             m.submodules.window_max = self.window_max
@@ -223,15 +225,20 @@ class AcceleratorCore(wiring.Component):
         """The PARAM memory's one read port: the post-processing's, or the adder's while it
         runs (it reads like the banks: with registered reads the register takes every word)."""
         acc, pp, adder = self.accumulators, self.postprocess, self.adder
-        par_rd, par_wr = mems["param"].read_port(), mems["param"].write_port()
         # The parameters are read in stage B, so that the memory's output holds them in P1.
         addr, en = acc.param_addr, ~pp.param_hold
         if adder is not None:
             grant = self.banks.grant.add
             addr = Mux(grant, adder.p_addr, addr)
             en = Mux(grant, 1 if access.registered else adder.p_en, en)
-        word = share_read(m, par_rd, access, Region.PARAM, addr=addr, en=en, name="param")
-        host_write(m, par_wr, access, Region.PARAM)
+        if "out_param" in mems:
+            word = out_param_ports(m, mems["out_param"], access, self.config, param_addr=addr,
+                                   param_en=en, raw_addr=pp.raw_addr, raw_data=pp.raw_data,
+                                   raw_we=pp.raw_we)
+        else:
+            par_rd, par_wr = mems["param"].read_port(), mems["param"].write_port()
+            word = share_read(m, par_rd, access, Region.PARAM, addr=addr, en=en, name="param")
+            host_write(m, par_wr, access, Region.PARAM)
         m.d.comb += pp.params.eq(word)
         if adder is not None:
             m.d.comb += adder.p_data.eq(word)
@@ -299,6 +306,11 @@ class AcceleratorCore(wiring.Component):
                          port.wr_data.eq(unit.wr_data),
                          port.wr_en.eq(unit.wr_en.replicate(cfg.act_lanes))]
         banks = arb.banks
+        if cfg.act_spram_depth:
+            words = split_act_banks(m, mems, access, banks, cfg)
+            m.d.comb += banks.rd_data.eq(Cat(*words))
+            access.words[Region.ACT] = Cat(*words)
+            return
         words = []
         for b in range(cfg.act_lanes):
             bank = mems[f"act{b}"]

@@ -1,12 +1,34 @@
 """The accelerator's memories: which exist, their shapes, and which never see a collision."""
 
+import math
+
 from amaranth.hdl import signed, unsigned
 from amaranth.lib import memory
 
 from ..memattrs import NO_COLLISION_ATTRS, SPRAM_ATTRS, SPRAM_SUFFIX
 from ..memmap import Region, regions
 
-__all__ = ["collision_free_memories", "make_memories"]
+__all__ = ["act_groups", "collision_free_memories", "make_memories", "out_param_layout"]
+
+
+def out_param_layout(config):
+    """Return ``(param_base, word_bits, depth)`` of the memory that holds OUTPUT and PARAM
+    (``Implementation.out_param_shared``): OUTPUT at word 0, PARAM from ``param_base``, a
+    multiple of the power of two above PARAM's last address, so that a PARAM address is its
+    low bits under a constant."""
+    geo = regions(config)
+    span = 1 << max(1, (config.param_depth - 1).bit_length())
+    base = math.ceil(config.out_depth / span) * span
+    bits = max(geo[Region.PARAM].word_bits, geo[Region.OUTPUT].word_bits)
+    return base, bits, base + config.param_depth
+
+
+def act_groups(config):
+    """Return the banks that share each single-port memory below ``act_spram_depth``: as many
+    ``in_bits`` lanes as a 16-bit SB_SPRAM256KA word holds (at least one)."""
+    size = max(1, 16 // config.in_bits)
+    lanes = range(config.act_lanes)
+    return [tuple(lanes[g:g + size]) for g in range(0, config.act_lanes, size)]
 
 
 def collision_free_memories(config, implementation):
@@ -18,9 +40,11 @@ def collision_free_memories(config, implementation):
     tell Yosys that a collision cannot happen (``COLLISION_X_MASK``): otherwise it adds a
     register and a multiplexer per bit of the word to return the old word on a collision.
     The accumulators' read-modify-write needs that bypass, unless ``registered_reads``: that
-    read skips a colliding cycle and forwards the word itself.
+    read skips a colliding cycle and forwards the word itself. (The single-port memories below
+    ``act_spram_depth`` read only when they do not write.)
     """
-    names = ["prog", "param", "out", *(f"act{b}" for b in range(config.act_lanes))]
+    shared = ["out_param"] if implementation.out_param_shared else ["param", "out"]
+    names = ["prog", *shared, *(f"act{b}" for b in range(config.act_lanes))]
     if not implementation.spram:
         names.append("weight")
     if implementation.registered_reads:
@@ -30,8 +54,9 @@ def collision_free_memories(config, implementation):
 
 def make_memories(m, config, implementation):
     """Add the memories the host reaches to ``m``; return them by name (``prog``, ``weight``,
-    ``param``, ``out``, ``act0``.., as :func:`collision_free_memories` names them; the weight
-    memory's name ends in ``SPRAM_SUFFIX`` when it goes to SPRAM)."""
+    ``param`` and ``out`` or ``out_param``, ``act0``.. and ``act_lo0``.. below
+    ``act_spram_depth``, as :func:`collision_free_memories` names them; the names of the
+    memories that go to SPRAM end in ``SPRAM_SUFFIX``)."""
     apart = collision_free_memories(config, implementation)
     geo = regions(config)
     mems = {}
@@ -47,13 +72,20 @@ def make_memories(m, config, implementation):
     def region(r):
         return unsigned(geo[r].word_bits), geo[r].depth
 
+    spram = SPRAM_SUFFIX if implementation.spram else ""
+    huge = SPRAM_ATTRS if implementation.spram else None
     add("prog", *region(Region.PROGRAM))
-    if implementation.spram:
-        add("weight" + SPRAM_SUFFIX, *region(Region.WEIGHT), attrs=SPRAM_ATTRS)
+    add("weight" + spram, *region(Region.WEIGHT), attrs=huge)
+    if implementation.out_param_shared:
+        _, bits, depth = out_param_layout(config)
+        add("out_param", unsigned(bits), depth)
     else:
-        add("weight", *region(Region.WEIGHT))
-    add("param", *region(Region.PARAM))
-    add("out", *region(Region.OUTPUT))
+        add("param", *region(Region.PARAM))
+        add("out", *region(Region.OUTPUT))
+    split = config.act_spram_depth
     for b in range(config.act_lanes):
-        add(f"act{b}", signed(config.in_bits), config.act_depth)
+        add(f"act{b}", signed(config.in_bits), config.act_depth - split)
+    if split:
+        for g, group in enumerate(act_groups(config)):
+            add(f"act_lo{g}{spram}", unsigned(config.in_bits * len(group)), split, attrs=huge)
     return mems

@@ -52,7 +52,8 @@ class Device(wiring.Component):
         Instantiate the processing elements by Verilog module name (for emission).
     implementation : Implementation
         How the accelerator is built (:class:`hwgen.implementation.Implementation`); its
-        ``spram`` puts the frame engine's payload buffer into an SB_SPRAM256KA too, its
+        ``spram`` puts the frame engine's payload buffer into an SB_SPRAM256KA too (unless
+        ``act_spram_depth`` takes the SPRAMs left: then it is two block RAMs), its
         ``packed_wire`` and ``class_output`` choose the frame engine's optional commands.
     link_clock_hz : int or None
         Run the link (UART or streams) and the frame engine in a clock domain of their own,
@@ -118,7 +119,8 @@ class Device(wiring.Component):
 
         # Its timeout counts the link's cycles (100 ms by default).
         timeout = frame_timeout_cycles(self.link_clock_hz) if split else None
-        frame = FrameEngine(self.config, spram=self.implementation.spram, handshake=split,
+        frame = FrameEngine(self.config, spram=self.implementation.spram
+                            and not self.config.act_spram_depth, handshake=split,
                             timeout_cycles=timeout,
                             baud=self.baud if self.link is Link.UART else 0,
                             rx_fifo=self.rx_fifo, features=self.implementation.features,

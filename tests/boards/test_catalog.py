@@ -22,7 +22,7 @@ def test_icebreaker_preset_is_the_whole_4x4_with_one_requantization_lane():
     config = boards.board_config(board)
     assert (config.rows, config.cols, config.requant_lanes) == (4, 4, 1)
     est = boards.check_fit(board, config)
-    assert (est["dsp"], est["bram"], est["spram"]) == (8, 30, 3)
+    assert (est["dsp"], est["bram"], est["spram"]) == (8, 28, 4)
     # Four lanes, four multipliers and shifters built from logic cells: more than the UP5K has.
     with pytest.raises(FitError, match=r"logic cells, the device has 5280"):
         boards.check_fit(board, boards.board_config(board, post_lanes=4))

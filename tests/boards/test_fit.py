@@ -15,13 +15,19 @@ def test_icebreaker_estimate_counts_spram_blocks():
     board = BOARDS["icebreaker"]
     config = boards.board_config(board)
     est = boards.estimate(board, config)
-    # The 4x4 preset's weights: cols * w_bits = 32 bits -> two 16-bit SPRAMs; the 1 KiB frame
-    # buffer: one.
-    assert est["spram"] == 2 + 1
+    # The 4x4 preset's weights: cols * w_bits = 32 bits -> two 16-bit SPRAMs; the input area
+    # of ACT (act_spram_depth): two, each two 8-bit banks; the 1 KiB frame buffer in two
+    # block RAMs instead.
+    assert est["spram"] == 2 + 2
     # A 4x2 array: 16-bit weight words, one SPRAM.
-    assert boards.estimate(board, boards.board_config(board, cols=2))["spram"] == 1 + 1
+    assert boards.estimate(board, boards.board_config(board, cols=2))["spram"] == 1 + 2
     blocks = {name: b for name, _, _, b in est["memories"]}
-    assert blocks["weight"] == blocks["frame_buffer"] == 0
+    assert blocks["weight"] == blocks["act_lo0"] == blocks["act_lo1"] == 0
+    assert blocks["frame_buffer"] == 2
+    # Unsplit (an output-stationary array: its banks read different words), the frame buffer
+    # goes back into an SPRAM.
+    os_est = boards.estimate(board, boards.board_config(board, dataflow="os"))
+    assert os_est["spram"] == 2 + 1
     # 64-bit weight words need four SPRAMs, five with the frame buffer: one too many.
     with pytest.raises(FitError, match=r"also 5 SB_SPRAM256KA RAMs of 4"):
         boards.check_fit(board, boards.board_config(board, rows=2, cols=8))

@@ -188,3 +188,28 @@ def test_chains_keep_the_two_alternating_areas(seed, readout):
     bases = old_bases(shapes, config.act_lanes, program.batch, readout)
     assert [d["src_base"] for d in program.descriptors] == bases[:3]
     assert [d["dst_base"] for d in program.descriptors] == bases[1:]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_split_act_keeps_area_0_below_the_single_port_words(seed):
+    """With ``act_spram_depth`` the input's area lies below it and every other area above, so
+    no pass reads and writes the single-port words at once (a pass's input and output never
+    share an area); the largest batch counts both parts."""
+    rng = np.random.default_rng(seed)
+    config = AcceleratorConfig(rows=2, cols=2, act_depth=96, act_spram_depth=64,
+                               spatial=False, residual=False)
+    sizes = [int(s) for s in rng.integers(1, 9, int(rng.integers(3, 6)))]
+    net = random_network(rng, config, sizes, style="uniform", last_raw=bool(seed % 2))
+    passes = lower_network(net, config)
+    plan = plan_activations((sizes[0],), passes, config, None)
+    words = [math.ceil(s[-1] / 2) for s in plan.shapes]
+    area0 = max(w for w, a in zip(words, plan.areas, strict=True) if a == 0)
+    others = [max(w for w, a in zip(words, plan.areas, strict=True) if a == area)
+              for area in range(1, max(plan.areas) + 1)]
+    assert plan.batch == min(64 // area0, 32 // sum(others) if others else 64,
+                             config.acc_depth)
+    for index, area in enumerate(plan.areas):
+        low, high = plan.base(index), plan.base(index) + plan.batch * words[index]
+        assert (high <= 64) if area == 0 else (low >= 64 and high <= 96), (index, area)
+    with pytest.raises(CompileError, match=r"area 0 in the 64 single-port words"):
+        plan_activations((sizes[0],), passes, config, plan.batch + 1)

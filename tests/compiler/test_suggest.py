@@ -87,6 +87,8 @@ def test_spatial_refusal_names_the_presets_with_the_walker():
     # 552 words pixel by pixel; the first convolution's 3x3 taps of one channel in
     # ceil(9 / 4) = 3 tiles instead of 9, for its 2 output tiles of 4 rows: 48 fewer.
     assert fields["spatial"] == "True" and fields["weight_depth"] == 552 - 2 * (9 - 3) * 4
+    # The preset's ACT split into SPRAM needs spatial=False: the grown design keeps it whole.
+    assert small.act_spram_depth and fields["act_spram_depth"] == 0
     grown = dataclasses.replace(small, spatial=True,
                                 **{k: v for k, v in fields.items() if k != "spatial"})
     hwgen.compile(net, grown)

@@ -32,6 +32,7 @@ VARIANTS = {"plain": PLAIN, "pipelined": PIPELINED, "registered-reads": REGISTER
             "staged-host": Implementation(staged_host=True),
             "registered-writeback": Implementation(registered_writeback=True),
             "spram": Implementation(spram=True), "ice40": without_dsp(ICE40),
+            "out-param-shared": Implementation(out_param_shared=True),
             "ecp5": without_dsp(ECP5)}
 
 
@@ -72,6 +73,20 @@ def test_every_variant_is_exact_in_outputs_and_cycles(name, dataflow):
     assert result["cycles"] == program_cycles(prog, m, impl)
     requantized = sum(layer.output != "raw" for layer in net.layers)
     assert result["cycles"] - program_cycles(prog, m) == impl.requant_latency * requantized
+
+
+@pytest.mark.parametrize(("shape", "name"), [((2, 2), "plain"), ((3, 1), "plain"),
+                                             ((4, 3), "ice40"), ((4, 4), "ice40")])
+def test_act_split_at_the_single_port_words(shape, name):
+    """ACT split at ``act_spram_depth`` (the iCEBreaker's input area in SPRAM, two banks to a
+    word): chains of four layers, whose second pass writes area 0 again and whose last output
+    the host reads from it, give the reference's outputs, and the cycle model counts them."""
+    impl = VARIANTS[name]
+    cfg = _config(shape, act_depth=128, act_spram_depth=64, spatial=False, residual=False)
+    for seed in range(2):
+        result, prog, m, _ = run_random_network(cfg, 40 + seed + shape[1], layers=4,
+                                                max_width=9, implementation=impl)
+        assert result["cycles"] == program_cycles(prog, m, impl)
 
 
 @pytest.mark.parametrize(("shape", "post_lanes"), [((2, 4), 1), ((2, 4), 2), ((4, 2), 1),

@@ -61,7 +61,8 @@ def test_collision_free_memories(impl, config):
     cfg, implementation = CONFIGS[config], IMPLEMENTATIONS[impl]
     names = collision_free_memories(cfg, implementation)
     assert len(names) == len(set(names))
-    want = {"prog", "param", "out", *(f"act{b}" for b in range(cfg.act_lanes))}
+    shared = ("out_param",) if implementation.out_param_shared else ("param", "out")
+    want = {"prog", *shared, *(f"act{b}" for b in range(cfg.act_lanes))}
     if not implementation.spram:
         want.add("weight")
     if implementation.registered_reads:
@@ -88,6 +89,11 @@ def test_make_memories(impl, config):
     shapes[weight] = shapes.pop("weight")
     sizes = depths(cfg)
     sizes[weight] = sizes.pop("weight")
+    if implementation.out_param_shared:
+        # OUTPUT from word 0, PARAM from the next multiple of the power of two that holds it.
+        span = 1 << (cfg.param_depth - 1).bit_length()
+        shapes["out_param"] = unsigned(max(shapes.pop("param").width, shapes.pop("out").width))
+        sizes["out_param"] = -(-sizes.pop("out") // span) * span + sizes.pop("param")
     assert set(mems) == set(shapes)
     apart = set(collision_free_memories(cfg, implementation))
     for name, mem in mems.items():
@@ -115,3 +121,18 @@ def test_spram_needs_its_suffix_and_nothing_else_changes():
     assert set(plain) - set(spram) == {"weight"}
     impl = dataclasses.replace(Implementation(), spram=True, registered_reads=True)
     assert "weight" not in collision_free_memories(cfg, impl)
+
+
+def test_split_act_puts_the_input_area_in_pairs_of_banks():
+    """Below ``act_spram_depth`` two 8-bit banks share a 16-bit single-port memory (an SPRAM
+    with ``spram``); the banks keep the words above it."""
+    cfg = AcceleratorConfig(rows=4, cols=3, **{**SMALL, "act_depth": 128,
+                                               "act_spram_depth": 64, "spatial": False})
+    for impl, suffix in ((Implementation(), ""), (Implementation(spram=True), SPRAM_SUFFIX)):
+        mems = make_memories(Module(), cfg, impl)
+        for g in range(2):
+            lo = mems[f"act_lo{g}{suffix}"]
+            assert (lo.shape, lo.depth) == (unsigned(16), 64)
+            assert lo.attrs == (SPRAM_ATTRS if suffix else {})
+        assert all((mems[f"act{b}"].shape, mems[f"act{b}"].depth) == (signed(8), 64)
+                   for b in range(4))

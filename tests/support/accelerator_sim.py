@@ -19,7 +19,7 @@ SMALL = {"act_depth": 100, "weight_depth": 256, "param_depth": 32, "acc_depth": 
 
 #: The implementations the boards build (hwgen.boards' catalog has the same).
 ICE40 = Implementation(dsp_packing="sb_mac16", post_pipeline=True, split_multiplier=4,
-                       spram=True, link_on_oscillator=True)
+                       spram=True, link_on_oscillator=True, out_param_shared=True)
 ECP5 = Implementation(dsp_packing="mult18x18d", post_pipeline=True, split_operand=17,
                       registered_reads=True, staged_host=True, registered_writeback=True,
                       link_on_oscillator=True)

@@ -20,13 +20,14 @@ _POLL_S = 0.002
 class TcpDevice:
     """An :class:`InProcessDevice` of ``config`` served on a free TCP port of 127.0.0.1.
 
-    A context manager. Attributes: ``url`` (``socket://127.0.0.1:PORT``), ``device`` (the
+    A context manager; ``device`` keywords go to the :class:`InProcessDevice` (its
+    ``features``, ``rx_fifo``). Attributes: ``url`` (``socket://127.0.0.1:PORT``), ``device`` (the
     in-process device), ``received`` (bytes that reached the device so far), ``connections``
     (connections accepted so far).
     """
 
-    def __init__(self, config):
-        self.device = InProcessDevice(config)
+    def __init__(self, config, **device):
+        self.device = InProcessDevice(config, **device)
         self.received = 0
         self.connections = 0
         self._listener = socket.create_server(("127.0.0.1", 0))
