@@ -260,8 +260,8 @@ ULX3S_85F_ZOO_PRESET = {"rows": 5, "cols": 5, "dataflow": "ws", "in_bits": 8, "w
 #: words folded 36 of 102). 208,974 cycles. Built for 84.375 MHz it reached 71.4-73.9 MHz (the
 #: patch walker, whose registers drive all 32 ACT blocks, is spread across the die), so it
 #: keeps the board's 62.5 MHz: 3.3 ms; 2.5 ms needs 83.6 MHz. The 8x16 array (123,280 cycles,
-#: 2.5 ms at 49.3 MHz) did not route at 53 MHz: its 16 activation banks and the adder's sixteen lanes congested
-#: nextpnr (docs/performance.md, "ResNet-8 on a design that routes").
+#: 2.5 ms at 49.3 MHz) did not route at 53 MHz: its 16 activation banks and the adder's
+#: sixteen lanes congested nextpnr (docs/performance.md, "ResNet-8 on a design that routes").
 ULX3S_85F_RESNET8_PRESET = {"rows": 8, "cols": 8, "dataflow": "ws", "in_bits": 8,
                             "w_bits": 8, "weight_depth": 16384, "act_depth": 8192,
                             "param_depth": 128, "prog_depth": 64, "acc_depth": 256,
