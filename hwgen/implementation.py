@@ -66,6 +66,17 @@ class Implementation:
     registered_reads : bool
         A register right after every memory's read port (an ECP5 build folds it into the
         DP16KD); the readers address their memories a cycle ahead, so that the cycles stay.
+    staged_host : bool
+        The host port's requests (strobes, region, address, data, start) pass a register
+        before the memories and the controller, and a read's answer another: every access,
+        and ``start``, take effect a cycle later, reads answer two cycles later
+        (:attr:`host_read_latency`), ``busy`` still rises the cycle after ``start``. The
+        memories' write enables and addresses then leave flip-flops, not the link's decoding
+        (routed across a large ECP5, its longest path).
+    registered_writeback : bool
+        The write-back's bank writes (address, data, enable) leave registers, after the lane
+        rotation and a fused pool's maximum: a cycle more per chunk of a requantized layer
+        (counted in :attr:`requant_latency`).
     spram : bool
         Put the single-port buffers (weights, the frame payload) into iCE40UP SB_SPRAM256KA.
     link_on_oscillator : bool
@@ -103,6 +114,8 @@ class Implementation:
     split_multiplier: int = 1
     split_operand: int | None = None
     registered_reads: bool = False
+    staged_host: bool = False
+    registered_writeback: bool = False
     spram: bool = False
     link_on_oscillator: bool = False
     adder_dsp: bool = True
@@ -119,8 +132,9 @@ class Implementation:
                 raise ValueError(
                     f"Implementation: dsp_packing={self.dsp_packing!r}; allowed: None, "
                     + ", ".join(repr(p.value) for p in DspPacking)) from None
-        for name in ("post_pipeline", "registered_reads", "spram", "link_on_oscillator",
-                     "adder_dsp", "packed_wire", "class_output", "out_param_shared"):
+        for name in ("post_pipeline", "registered_reads", "staged_host", "registered_writeback",
+                     "spram", "link_on_oscillator", "adder_dsp", "packed_wire", "class_output",
+                     "out_param_shared"):
             _bool(name, getattr(self, name))
         if self.out_param_shared and self.registered_reads:
             raise ValueError("Implementation: out_param_shared=True goes without "
@@ -183,10 +197,16 @@ class Implementation:
                 | (Features.CLASSES if self.class_output else Features.NONE))
 
     @property
+    def host_read_latency(self):
+        """Cycles from the host port's ``re`` to its ``rvalid``: one, one more with
+        ``registered_reads`` and two more with ``staged_host``."""
+        return 1 + self.registered_reads + 2 * self.staged_host
+
+    @property
     def requant_latency(self):
-        """Cycles a requantized layer takes beyond the plain design: one per pipeline stage
-        these options add to the requantization."""
-        stages = 3 if self.post_pipeline else 0
+        """Cycles a requantized layer takes beyond the plain design (each chunk of it): one
+        per pipeline stage these options add to the requantization and its write-back."""
+        stages = (3 if self.post_pipeline else 0) + self.registered_writeback
         if self.split_multiplier > 1:
             stages += 1
         if self.split_operand is not None:

@@ -184,17 +184,24 @@ ICE40_IMPLEMENTATION = Implementation(dsp_packing=DspPacking.SB_MAC16, post_pipe
                                       packed_wire=False, class_output=False,
                                       out_param_shared=True, rx_fifo=1024)
 #: How the ULX3S builds it: a MULT18X18D per processing element, the requantization pipelined
-#: with one MULT18X18D per 17-bit slice, every read registered, the link on the 25 MHz
-#: oscillator. The receive FIFO keeps its default depth: a 2048-byte FIFO in a DP16KD made the
-#: netlist's block RAM model report a read of a byte written in the same cycle (not yet
-#: explained), so the ULX3S does not build it until that is understood.
+#: with one MULT18X18D per 17-bit slice, every read registered, the host's requests staged in
+#: a register before the memories (their write enables and addresses from flip-flops: on the
+#: 85F the link's decoding into all 64 WEIGHT blocks was the longest path), the write-back's
+#: bank writes from registers, the link on the 25 MHz oscillator. The receive FIFO keeps its
+#: default depth: a 2048-byte FIFO in a DP16KD made the netlist's block RAM model report a
+#: read of a byte written in the same cycle (not yet explained), so the ULX3S does not build
+#: it until that is understood.
 ECP5_IMPLEMENTATION = Implementation(dsp_packing=DspPacking.MULT18X18D, post_pipeline=True,
                                      split_operand=17, registered_reads=True,
+                                     staged_host=True, registered_writeback=True,
                                      link_on_oscillator=True)
 #: The 12F's: without CLASSES (the host picks the classes itself, the same answers), whose
 #: scanner would take the 4x4 preset past the LFE5U-12F's 12,096 LUT4s by the fit estimate
 #: (12,299 with it, 11,666 without; a Yosys synthesis of the preset with it projects 12,265).
-ECP5_12F_IMPLEMENTATION = dataclasses.replace(ECP5_IMPLEMENTATION, class_output=False)
+#: Its host port is not staged nor its write-back registered: its memories are few and near,
+#: and its fit was measured so.
+ECP5_12F_IMPLEMENTATION = dataclasses.replace(ECP5_IMPLEMENTATION, class_output=False,
+                                              staged_host=False, registered_writeback=False)
 
 
 def _ulx3s(size, luts, ebr, mults, preset, *, implementation=ECP5_IMPLEMENTATION):
@@ -250,11 +257,11 @@ ULX3S_85F_ZOO_PRESET = {"rows": 5, "cols": 5, "dataflow": "ws", "in_bits": 8, "w
 #: (it takes 9,736), PROGRAM 64 words (its 14 passes take 42). Both depths are powers of two so
 #: that every block RAM holds the memory's full depth in a slice of its width: no multiplexer
 #: after the blocks, and each read's register goes into the block (OUTREG; 6,144 and 10,240
-#: words folded 36 of 102). 208,955 cycles. Built for 85 MHz it reached 68.6-70.4 MHz (signals
-#: into all 64 WEIGHT blocks cross the die), so it keeps the board's 62.5 MHz (built: 72.9 MHz):
-#: 3.3 ms; 2.5 ms needs 83.6 MHz. The 8x16 array (123,280 cycles, 2.5 ms at 49.3 MHz)
-#: did not route at 53 MHz: its 16 activation banks and the adder's sixteen lanes congested
-#: nextpnr (docs/performance.md, "ResNet-8 on a design that routes").
+#: words folded 36 of 102). 208,974 cycles. Built for 84.375 MHz it reached 71.4-73.9 MHz (the
+#: patch walker, whose registers drive all 32 ACT blocks, is spread across the die), so it
+#: keeps the board's 62.5 MHz: 3.3 ms; 2.5 ms needs 83.6 MHz. The 8x16 array (123,280 cycles,
+#: 2.5 ms at 49.3 MHz) did not route at 53 MHz: its 16 activation banks and the adder's
+#: sixteen lanes congested nextpnr (docs/performance.md, "ResNet-8 on a design that routes").
 ULX3S_85F_RESNET8_PRESET = {"rows": 8, "cols": 8, "dataflow": "ws", "in_bits": 8,
                             "w_bits": 8, "weight_depth": 16384, "act_depth": 8192,
                             "param_depth": 128, "prog_depth": 64, "acc_depth": 256,

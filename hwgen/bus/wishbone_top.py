@@ -1,5 +1,7 @@
 """The accelerator on a Wishbone bus: registers and memory windows a CPU reads and writes."""
 
+import dataclasses
+
 from amaranth.hdl import Cat, Const, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
@@ -33,6 +35,8 @@ class WishboneTop(wiring.Component):
     ----------
     config : AcceleratorConfig
     implementation : Implementation or None
+        Its ``staged_host`` is ignored: the bus side holds the window's region and address in
+        registers already, so the core's host port is not staged (the latency above stays).
     pe_instances : bool
         Instantiate the processing elements by Verilog module name (for emission).
 
@@ -52,6 +56,8 @@ class WishboneTop(wiring.Component):
     def __init__(self, config, implementation=None, *, pe_instances=False):
         self.regmap = RegisterMap(config)
         self.config = config
+        if implementation is not None:
+            implementation = dataclasses.replace(implementation, staged_host=False)
         self.accelerator = AcceleratorCore(config, implementation, pe_instances=pe_instances)
         super().__init__({"bus": In(WishboneSignature(addr_width=ADDR_WIDTH)), "irq": Out(1)})
 

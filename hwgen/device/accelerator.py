@@ -41,7 +41,7 @@ from .bank_arbiter import BankArbiter
 from .controller import Controller
 from .counters import CounterBlock
 from .engine import MatmulEngine
-from .host_access import HostAccess, host_write, share_read, share_write
+from .host_access import HostAccess, host_write, share_read, share_write, stage_host
 from .memories import make_memories
 from .pooler import Pooler
 from .postprocess import PostProcessor
@@ -101,7 +101,8 @@ class AcceleratorCore(wiring.Component):
         self.activation_feeder = ActivationFeeder(config, registered_reads=reg)
         self.accumulators = AccumulatorBank(config, registered_reads=reg)
         self.postprocess = PostProcessor(config, implementation)
-        self.writeback = WriteBack(config, self.postprocess.addr_width)
+        self.writeback = WriteBack(config, self.postprocess.addr_width,
+                                   registered=implementation.registered_writeback)
         self.window_max = (WindowMax(config, self.postprocess.addr_width)
                            if fuses_pool(config) else None)
         # Pooling layers need the spatial walk too; without it there is no pooler.
@@ -131,7 +132,9 @@ class AcceleratorCore(wiring.Component):
         m = Module()
         cfg, impl = self.config, self.implementation
         reg = impl.registered_reads
-        host = self.host
+        host, host_we = self.host, None
+        if impl.staged_host:
+            host, host_we = stage_host(m, self.host, cfg)
         engine, ctrl, wf, af = (self.engine, self.controller, self.weight_feeder,
                                 self.activation_feeder)
         acc, pp, wb = self.accumulators, self.postprocess, self.writeback
@@ -151,7 +154,7 @@ class AcceleratorCore(wiring.Component):
         m.d.sync += array_en.eq(busy)
         m.d.comb += [host.busy.eq(busy), engine.en.eq(array_en), acc.en.eq(array_en),
                      pp.en.eq(array_en)]
-        access = HostAccess(m, host, busy, registered=reg)
+        access = HostAccess(m, host, busy, registered=reg, we=host_we)
 
         # The controller and the program.
         prog_rd, prog_wr = mems["prog"].read_port(), mems["prog"].write_port()
@@ -202,7 +205,9 @@ class AcceleratorCore(wiring.Component):
         # no output FIFO here); the layer ends as counted, so the counters match the model.
         # (Registered reads pass the rows through a register first: a cycle of it.)
         # (A pooling layer's end takes the same delay: its reads take the same cycle more.)
-        done = Mux(desc.raw, pp.raw_end, pp.o_step.p.end)
+        # (A registered write-back writes a cycle later: the layer ends a cycle later too.)
+        done = Mux(desc.raw, pp.raw_end,
+                   delay(m, pp.o_step.p.end, int(impl.registered_writeback), name="wb_end"))
         if self.pooler is not None:
             done = Mux(self.banks.grant.pool, self.pooler.done, done)
         if self.adder is not None:
@@ -219,10 +224,9 @@ class AcceleratorCore(wiring.Component):
     def _params(self, m, mems, access):
         """The PARAM memory's one read port: the post-processing's, or the adder's while it
         runs (it reads like the banks: with registered reads the register takes every word)."""
-        desc, acc, pp, adder = self.controller.desc, self.accumulators, self.postprocess, \
-            self.adder
+        acc, pp, adder = self.accumulators, self.postprocess, self.adder
         # The parameters are read in stage B, so that the memory's output holds them in P1.
-        addr, en = desc.p_base + acc.param_nt, ~pp.param_hold
+        addr, en = acc.param_addr, ~pp.param_hold
         if adder is not None:
             grant = self.banks.grant.add
             addr = Mux(grant, adder.p_addr, addr)

@@ -61,6 +61,10 @@ class AccumulatorBank(wiring.Component):
         The output tile whose parameters the post-processing needs next: stage B's, or with
         registered reads the one it will hold in the next cycle (the parameters' read ends at
         a register too).
+    param_addr : Out
+        Its parameters' word, ``p_base + param_nt`` (modulo the descriptor's ``p_base``
+        width), kept in registers beside the tile counters: the PARAM memory's address
+        leaves flip-flops, not an adder (on a large ECP5 that adder was a long path).
 
     Attributes
     ----------
@@ -86,6 +90,7 @@ class AccumulatorBank(wiring.Component):
             "i_result": In(stream.Signature(result_row_layout(config))),
             "o_row": Out(stream.Signature(summed_row_layout(config), always_ready=True)),
             "param_nt": Out(layout.members["n_tiles"]),
+            "param_addr": Out(layout.members["p_base"]),
         })
 
     def elaborate(self, platform):
@@ -126,8 +131,8 @@ class AccumulatorBank(wiring.Component):
             dp.d.sync += [a_valid.eq(res.valid), r_last.eq(res.payload.last),
                           a_row.eq(res.payload.data)]
             look = self._row_ahead(m, r_m, start)
-            kt_last, nt_last = self._last_tiles(m, start=start, step=a_valid & r_last,
-                                                r_kt=r_kt, r_nt=r_nt)
+            kt_last, nt_last = _last_tiles(m, desc, self.k_end, self.n_end, start=start,
+                                           step=a_valid & r_last, r_kt=r_kt, r_nt=r_nt)
         else:
             a_valid, a_row, r_last = res.valid, res.payload.data, res.payload.last
             m.d.sync += r_m.eq(Mux(r_wrap, 0, Mux(r_step, r_m + 1, r_m)))
@@ -137,8 +142,11 @@ class AccumulatorBank(wiring.Component):
         chunk_dst = Signal.like(pos.dst, name="chunk_dst") if cfg.spatial else desc.dst_base
         w_last = self._window(m, pos, start=start, step=a_valid & ~r_last,
                               wrap=a_valid & r_last)
+        # p_base + r_nt, counted with it (the descriptor holds from `start` on).
+        r_par = Signal.like(desc.p_base, name="r_par")
         with m.If(start):
-            m.d.sync += [r_kt.eq(0), r_nt.eq(0), pos.n0.eq(0), pos.oword.eq(0), pos.orem.eq(0)]
+            m.d.sync += [r_kt.eq(0), r_nt.eq(0), pos.n0.eq(0), pos.oword.eq(0), pos.orem.eq(0),
+                         r_par.eq(desc.p_base)]
             m.d.comb += r_wrap.eq(1)
             with m.If(self.start_layer):
                 m.d.sync += pos.dst.eq(desc.dst_base)
@@ -161,7 +169,8 @@ class AccumulatorBank(wiring.Component):
                 with m.If(~kt_last):
                     m.d.sync += r_kt.eq(r_kt + 1)
                 with m.Else():
-                    m.d.sync += [r_kt.eq(0), r_nt.eq(r_nt + 1), pos.n0.eq(pos.n0 + cols)]
+                    m.d.sync += [r_kt.eq(0), r_nt.eq(r_nt + 1), pos.n0.eq(pos.n0 + cols),
+                                 r_par.eq(r_par + 1)]
                     advance(m, pos.oword, pos.orem, cols, lanes)
         m.d.comb += pos.nt.eq(r_nt)
 
@@ -181,6 +190,10 @@ class AccumulatorBank(wiring.Component):
         # Registered reads: read a cycle ahead, the output tile stage B holds next.
         m.d.comb += self.param_nt.eq(Mux(self.en, pos.nt, b_pos.nt) if self.registered_reads
                                      else b_pos.nt)
+        b_par = Signal.like(r_par, name="row_par")
+        dp.d.sync += b_par.eq(r_par)
+        m.d.comb += self.param_addr.eq(Mux(self.en, r_par, b_par) if self.registered_reads
+                                       else b_par)
         we = Signal(name="acc_we")
         m.d.comb += we.eq(b_valid & ~b_final)
         if self.registered_reads:
@@ -234,25 +247,6 @@ class AccumulatorBank(wiring.Component):
             with m.Else():
                 m.d.comb += e_wrap.eq(1)
         return e_m, e_m1, e_m_n, e_wrap, e_step
-
-    def _last_tiles(self, m, *, start, step, r_kt, r_nt):
-        """Registered reads: return the "last tile" flags as registers (comparators before
-        stage A's enables otherwise): ``r_kt == k_end`` and ``r_nt == n_end``, compared with
-        the bound less one, updated at each pass's last row (``step``)."""
-        desc = self.desc
-        kt_last, nt_last = Signal(name="r_kt_last"), Signal(name="r_nt_last")
-        kt_before = Signal.like(desc.k_tiles, name="r_kt_before")     # k_end - 1
-        nt_before = Signal.like(desc.n_tiles, name="r_nt_before")     # n_end - 1
-        with m.If(start):
-            m.d.sync += [kt_last.eq(desc.k_tiles == 1), nt_last.eq(desc.n_tiles == 1),
-                         kt_before.eq(desc.k_tiles - 2), nt_before.eq(desc.n_tiles - 2)]
-        with m.Elif(step):
-            with m.If(~kt_last):
-                m.d.sync += kt_last.eq(r_kt == kt_before)
-            with m.Else():
-                m.d.sync += [kt_last.eq(self.k_end == 0),
-                             nt_last.eq(Mux(nt_last, self.n_end == 0, r_nt == nt_before))]
-        return kt_last, nt_last
 
     def _registered_read(self, m, port, write, *, r_m, look, b_m, b_sum, we):
         """Return the accumulators of stage B's row (the caller starts a row's first tile from
@@ -312,3 +306,22 @@ class AccumulatorBank(wiring.Component):
         old = Signal(acc_shape, name="acc_old")
         m.d.comb += old.eq(Mux(last, ws[0], base))
         return old
+
+
+def _last_tiles(m, desc, k_end, n_end, *, start, step, r_kt, r_nt):
+    """Registered reads: return the "last tile" flags as registers (comparators before
+    stage A's enables otherwise): ``r_kt == k_end`` and ``r_nt == n_end``, compared with
+    the bound less one, updated at each pass's last row (``step``)."""
+    kt_last, nt_last = Signal(name="r_kt_last"), Signal(name="r_nt_last")
+    kt_before = Signal.like(desc.k_tiles, name="r_kt_before")     # k_end - 1
+    nt_before = Signal.like(desc.n_tiles, name="r_nt_before")     # n_end - 1
+    with m.If(start):
+        m.d.sync += [kt_last.eq(desc.k_tiles == 1), nt_last.eq(desc.n_tiles == 1),
+                     kt_before.eq(desc.k_tiles - 2), nt_before.eq(desc.n_tiles - 2)]
+    with m.Elif(step):
+        with m.If(~kt_last):
+            m.d.sync += kt_last.eq(r_kt == kt_before)
+        with m.Else():
+            m.d.sync += [kt_last.eq(k_end == 0),
+                         nt_last.eq(Mux(nt_last, n_end == 0, r_nt == nt_before))]
+    return kt_last, nt_last

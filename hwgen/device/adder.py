@@ -20,6 +20,7 @@ from ..memmap import (
     geometry_layout,
     param_lane_layout,
 )
+from .last_flag import LastFlag
 from .requantizer import round_clamp, round_saturate, rounded, shift_end, shift_stages, shift_start
 from .systolic import delay
 
@@ -169,14 +170,38 @@ class Adder(wiring.Component):
         img = Signal.like(self.last_row, name="img")
         cw = Signal.like(self.rd_addr, name="cw")        # the channel word
         off = Signal.like(self.rd_addr, name="off")      # the row's words from the area's base
-        row_last = (ox == g.ow - 1) & (oy == g.oh - 1) & (img == self.last_row)
-        word_last = cw == d.src_stride - 1
-        base = Mux(half, self.src2_base, d.src_base)
-        m.d.comb += [self.rd_addr.eq(base + cw + off), self.rd_en.eq(active & ~loading),
+        # The address's terms take their next values (`*_n`) and the address is their sum in
+        # a register, and each counter's "last" flag is a register set a step early
+        # (:class:`LastFlag`): the banks' address and a step's decisions leave flip-flops
+        # (with registered reads on a large ECP5, the sum through the bank arbiter into every
+        # bank and the comparisons with the geometry ahead of the decisions were long paths).
+        cur = {"half": half, "cw": cw, "off": off}
+        n = {name: Signal.like(sig, name=f"{name}_n") for name, sig in cur.items()}
+        for name, sig in cur.items():
+            m.d.comb += n[name].eq(sig)
+            m.d.sync += sig.eq(n[name])
+        flag = {name: LastFlag(m, name, bound, load=self.start) for name, bound in
+                (("ox", g.ow - 1), ("oy", g.oh - 1), ("img", self.last_row),
+                 ("cw", d.src_stride - 1))}
+        row_last = flag["ox"].last & flag["oy"].last & flag["img"].last
+        word_last = flag["cw"].last
+        addr = Signal.like(self.rd_addr, name="addr")
+        m.d.sync += addr.eq(Mux(n["half"], self.src2_base, d.src_base) + n["cw"] + n["off"])
+        m.d.comb += [self.rd_addr.eq(addr), self.rd_en.eq(active & ~loading),
                      self.p_en.eq(active & loading & ~self.go)]
+
+        counters = {"ox": ox, "oy": oy, "img": img}     # cw is an address term: `n` above
+
+        def restart(*names, at_load=False):
+            for name in names:
+                if name in counters:
+                    m.d.sync += counters[name].eq(0)
+                flag[name].reset(m, at_load=at_load)
+
         with m.If(self.start):
-            m.d.sync += [active.eq(0), loading.eq(1), half.eq(0), j.eq(0), ox.eq(0), oy.eq(0),
-                         img.eq(0), cw.eq(0), off.eq(0), self.p_addr.eq(d.p_base)]
+            m.d.sync += [active.eq(0), loading.eq(1), j.eq(0), self.p_addr.eq(d.p_base)]
+            m.d.comb += [n[name].eq(0) for name in cur]
+            restart("ox", "oy", "img", "cw", at_load=True)
         with m.Elif(self.go):
             m.d.sync += active.eq(1)
         with m.Elif(active & loading):      # the channel word's parameters
@@ -184,20 +209,27 @@ class Adder(wiring.Component):
             with m.If(j == n_par - 1):
                 m.d.sync += [j.eq(0), loading.eq(0)]
         with m.Elif(active & ~half):        # input a's word, then b's
-            m.d.sync += half.eq(1)
+            m.d.comb += n["half"].eq(1)
         with m.Elif(active):
-            m.d.sync += half.eq(0)
+            m.d.comb += n["half"].eq(0)
             with m.If(~row_last):
-                m.d.sync += off.eq(off + d.src_stride)
-                with m.If(ox != g.ow - 1):
+                m.d.comb += n["off"].eq(off + d.src_stride)
+                with m.If(~flag["ox"].last):
                     m.d.sync += ox.eq(ox + 1)
-                with m.Elif(oy != g.oh - 1):
-                    m.d.sync += [ox.eq(0), oy.eq(oy + 1)]
+                    flag["ox"].step(m, ox)
+                with m.Elif(~flag["oy"].last):
+                    m.d.sync += oy.eq(oy + 1)
+                    flag["oy"].step(m, oy)
+                    restart("ox")
                 with m.Else():
-                    m.d.sync += [ox.eq(0), oy.eq(0), img.eq(img + 1)]
+                    m.d.sync += img.eq(img + 1)
+                    flag["img"].step(m, img)
+                    restart("ox", "oy")
             with m.Else():                  # the next channel word, or the end
-                m.d.sync += [ox.eq(0), oy.eq(0), img.eq(0), off.eq(0), cw.eq(cw + 1),
-                             loading.eq(1)]
+                m.d.sync += loading.eq(1)
+                m.d.comb += [n["off"].eq(0), n["cw"].eq(cw + 1)]
+                flag["cw"].step(m, cw)
+                restart("ox", "oy", "img")
                 with m.If(word_last):
                     m.d.sync += active.eq(0)
         # The words arrive `read_latency` cycles after their reads, with what they close.

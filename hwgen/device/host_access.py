@@ -8,13 +8,53 @@ a port behind one multiplexer, so that the blocks see a plain port of their own.
 With ``registered_reads`` every read port ends at a register of its own, which takes the word
 the cycle after the memory does (an ECP5 build folds it into the block RAM): the blocks address
 their ports a cycle ahead, and the host's reads take a cycle more.
+
+With ``staged_host`` (:func:`stage_host`) the host's requests pass a register first, each
+region's write enable decoded into a flip-flop of its own: a large ECP5's memories then see
+flip-flops, not the link's decoding routed across the die.
 """
 
 from amaranth.hdl import Const, Mux, Signal
 
-from ..memmap import Region
+from ..memmap import HostPortSignature, Region
 
-__all__ = ["HostAccess", "host_write", "share_read", "share_write"]
+__all__ = ["HostAccess", "host_write", "share_read", "share_write", "stage_host"]
+
+#: The host port's members that the host drives, and those the accelerator answers with.
+_REQUESTS = ("region", "addr", "wdata", "we", "re", "start", "batch", "clear", "snapshot")
+_ANSWERS = ("rdata", "rvalid")
+_COUNTERS = ("cycles", "busy_cycles", "macs")
+
+
+def stage_host(m, host, config):
+    """Put a register between the host port ``host`` and the accelerator; return the port the
+    accelerator's blocks use instead, and each region's write strobe (a flip-flop).
+
+    Every request takes effect a cycle later, in the order it came; the strobes (``we``,
+    ``re``, ``start``) are dropped while ``busy`` is high, as the accelerator drops them, so
+    that no access reaches a memory while a run uses it. ``host.busy`` is the accelerator's
+    ``busy`` or a ``start`` in the register: it still rises the cycle after ``start``. A
+    read's answer (``rdata``, ``rvalid``) passes a register too (the words of memories across
+    the die meet in its multiplexer), so reads take two cycles more; the counters pass as
+    they are.
+
+    Returns
+    -------
+    inner : the staged port (:class:`hwgen.memmap.HostPortSignature`'s members)
+    we : dict of Region to Signal
+        ``inner.we`` for that region, decoded before the register.
+    """
+    inner = HostPortSignature(config).create(path=("host_q",))
+    idle = ~host.busy
+    m.d.sync += [getattr(inner, name).eq(getattr(host, name)) for name in _REQUESTS]
+    m.d.sync += [inner.we.eq(host.we & idle), inner.re.eq(host.re & idle),
+                 inner.start.eq(host.start & idle)]
+    m.d.sync += [getattr(host, name).eq(getattr(inner, name)) for name in _ANSWERS]
+    m.d.comb += [getattr(host, name).eq(getattr(inner, name)) for name in _COUNTERS]
+    m.d.comb += host.busy.eq(inner.busy | inner.start)
+    we = {r: Signal(name=f"host_q_we_{r.name.lower()}") for r in Region}
+    m.d.sync += [we[r].eq(host.we & idle & (host.region == r)) for r in Region]
+    return inner, we
 
 
 class HostAccess:
@@ -29,6 +69,9 @@ class HostAccess:
         A program is running: the host's memory accesses are ignored.
     registered : bool
         Reads end at a register: they take two cycles, not one.
+    we : dict of Region to Signal or None
+        The host's write strobe of each region, decoded already (:func:`stage_host`'s: a
+        staged request is never one made while busy); None: decoded here from ``host``.
 
     Attributes
     ----------
@@ -44,14 +87,16 @@ class HostAccess:
         :meth:`drive_read_data`.
     """
 
-    def __init__(self, m, host, busy, *, registered):
+    def __init__(self, m, host, busy, *, registered, we=None):
         self.host = host
         self.busy = busy
         self.registered = registered
         idle = ~busy
-        self.we = {r: Signal(name=f"host_we_{r.name.lower()}") for r in Region}
-        for r in Region:
-            m.d.comb += self.we[r].eq(idle & host.we & (host.region == r))
+        if we is None:
+            we = {r: Signal(name=f"host_we_{r.name.lower()}") for r in Region}
+            for r in Region:
+                m.d.comb += we[r].eq(idle & host.we & (host.region == r))
+        self.we = we
         self.rd = Signal(name="host_rd")
         m.d.comb += self.rd.eq(idle & host.re)
         if registered:

@@ -5,6 +5,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..memmap import act_addr_bits, batch_bits, descriptor_layout, geometry_layout
+from .last_flag import LastFlag
 from .systolic import delay
 
 __all__ = ["Pooler"]
@@ -75,38 +76,72 @@ class Pooler(wiring.Component):
         img = Signal.like(self.last_row, name="img")
         cw = Signal(range(cfg.act_depth + 1))
         pix = Signal.like(self.rd_addr, name="pix")     # the window's first pixel
-        off = Signal.like(self.rd_addr, name="off")     # the window position's words from it
+        # The address (pix + the window position's words + cw) is a register, moved on by one
+        # of the sums below, each of two registers (pc is pix + cw), and each counter's "last"
+        # flag is a register set a step early (:class:`LastFlag`): the banks' address and a
+        # step's decisions leave flip-flops (with registered reads on a large ECP5, the sum
+        # through the bank arbiter into every bank and the comparisons with the geometry
+        # ahead of the decisions were long paths).
+        addr = Signal.like(self.rd_addr, name="addr")
+        pc = Signal.like(self.rd_addr, name="pix_cw")
+        flag = {name: LastFlag(m, name, bound, load=self.start) for name, bound in
+                (("wx", g.kw - 1), ("wy", g.kh - 1), ("cw", d.src_stride - 1),
+                 ("ox", g.ow - 1), ("oy", g.oh - 1), ("img", self.last_row))}
+        counters = {"wx": wx, "wy": wy, "cw": cw, "ox": ox, "oy": oy, "img": img}
+
+        def restart(*names, at_load=False):
+            for name in names:
+                m.d.sync += counters[name].eq(0)
+                flag[name].reset(m, at_load=at_load)
+
+        def step(name):
+            m.d.sync += counters[name].eq(counters[name] + 1)
+            flag[name].step(m, counters[name])
+
+        def move(pixel):
+            m.d.sync += [pix.eq(pixel), pc.eq(pixel), addr.eq(pixel)]
+
         win_first = (wx == 0) & (wy == 0)
-        win_last = (wx == g.kw - 1) & (wy == g.kh - 1)
-        word_last = cw == d.src_stride - 1
-        pixel_last = (ox == g.ow - 1) & (oy == g.oh - 1) & (img == self.last_row)
-        m.d.comb += [self.rd_addr.eq(pix + off + cw), self.rd_en.eq(active)]
+        win_last = flag["wx"].last & flag["wy"].last
+        word_last = flag["cw"].last
+        pixel_last = flag["ox"].last & flag["oy"].last & flag["img"].last
+        m.d.comb += [self.rd_addr.eq(addr), self.rd_en.eq(active)]
         with m.If(self.start):
-            m.d.sync += [active.eq(0), ox.eq(0), oy.eq(0), img.eq(0), wx.eq(0), wy.eq(0),
-                         cw.eq(0), pix.eq(d.src_base), off.eq(0)]
+            m.d.sync += active.eq(0)
+            restart(*counters, at_load=True)
+            move(d.src_base)
         with m.Elif(self.go):
             m.d.sync += active.eq(1)
         with m.Elif(active):
             with m.If(~win_last):        # the next window position
-                with m.If(wx != g.kw - 1):
-                    m.d.sync += [wx.eq(wx + 1), off.eq(off + d.src_stride)]
+                with m.If(~flag["wx"].last):
+                    step("wx")
+                    m.d.sync += addr.eq(addr + d.src_stride)
                 with m.Else():
-                    m.d.sync += [wx.eq(0), wy.eq(wy + 1), off.eq(off + g.ky_step)]
+                    restart("wx")
+                    step("wy")
+                    m.d.sync += addr.eq(addr + g.ky_step)
             with m.Else():
-                m.d.sync += [wx.eq(0), wy.eq(0), off.eq(0)]
+                restart("wx", "wy")
                 with m.If(~word_last):   # the pixel's next word
-                    m.d.sync += cw.eq(cw + 1)
+                    step("cw")
+                    m.d.sync += [pc.eq(pc + 1), addr.eq(pc + 1)]
                 with m.Else():           # the next output pixel
-                    m.d.sync += cw.eq(0)
+                    restart("cw")
                     with m.If(pixel_last):
                         m.d.sync += active.eq(0)
-                    with m.Elif(ox != g.ow - 1):
-                        m.d.sync += [ox.eq(ox + 1), pix.eq(pix + g.col_step)]
-                    with m.Elif(oy != g.oh - 1):
-                        m.d.sync += [ox.eq(0), oy.eq(oy + 1), pix.eq(pix + g.row_step)]
+                        move(pix)
+                    with m.Elif(~flag["ox"].last):
+                        step("ox")
+                        move(pix + g.col_step)
+                    with m.Elif(~flag["oy"].last):
+                        restart("ox")
+                        step("oy")
+                        move(pix + g.row_step)
                     with m.Else():
-                        m.d.sync += [ox.eq(0), oy.eq(0), img.eq(img + 1),
-                                     pix.eq(pix + g.img_step)]
+                        restart("ox", "oy")
+                        step("img")
+                        move(pix + g.img_step)
         # The words arrive `read_latency` cycles after their reads, with what they close.
         # `go` lasts two cycles (PRIME, PRIME2): a read in the second is not part of the walk.
         lat = self.read_latency

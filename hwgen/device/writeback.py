@@ -22,20 +22,25 @@ class WriteBack(wiring.Component):
     config : AcceleratorConfig
     addr_width : int
         Of the banks' addresses.
+    registered : bool
+        The writes leave registers, a cycle after their step came (the banks see flip-flops,
+        not the lane rotation; :attr:`hwgen.implementation.Implementation.registered_writeback`).
 
     Members
     -------
     i_step : In(stream.Signature(step_layout(config, addr_width), always_ready=True))
         The requantized steps (``end`` is not used here). Each is written in the cycle it
-        comes: the banks take a write every cycle, so the stream has no ``ready``.
+        comes (the next, ``registered``): the banks take a write every cycle, so the stream
+        has no ``ready``.
     wr_addr : Out(ArrayLayout(unsigned(addr_width), act_lanes))
     wr_data : Out(ArrayLayout(signed(in_bits), act_lanes))
     wr_en : Out(act_lanes)
         Each bank's write.
     """
 
-    def __init__(self, config, addr_width):
+    def __init__(self, config, addr_width, *, registered=False):
         self.config = config
+        self.registered = registered
         lanes = config.act_lanes
         value = signed(config.in_bits)
         super().__init__({
@@ -51,6 +56,7 @@ class WriteBack(wiring.Component):
         lanes, n_req = cfg.act_lanes, cfg.requant_lanes
         step = self.i_step.payload
         rem = step.pos.rem
+        write = m.d.sync if self.registered else m.d.comb
         for b in range(lanes):
             # Lane j that lands in bank b: j = (b - rem) mod lanes.
             j = Signal(range(lanes), name=f"lane{b}")
@@ -58,8 +64,8 @@ class WriteBack(wiring.Component):
             with m.Switch(j):
                 for jj in range(n_req):
                     with m.Case(jj):
-                        m.d.comb += self.wr_data[b].eq(step.y[jj])
-            m.d.comb += [
+                        write += self.wr_data[b].eq(step.y[jj])
+            write += [
                 self.wr_en[b].eq(self.i_step.valid & (j < n_req)
                                  & step.pos.ok.bit_select(j, 1)),
                 self.wr_addr[b].eq(step.pos.base + (Const(b) < rem)),

@@ -29,6 +29,8 @@ REGISTERED = Implementation(registered_reads=True)
 VARIANTS = {"plain": PLAIN, "pipelined": PIPELINED, "registered-reads": REGISTERED,
             "split-multiplier": Implementation(post_pipeline=True, split_multiplier=3),
             "split-operand": Implementation(post_pipeline=True, split_operand=7),
+            "staged-host": Implementation(staged_host=True),
+            "registered-writeback": Implementation(registered_writeback=True),
             "spram": Implementation(spram=True), "ice40": without_dsp(ICE40),
             "out-param-shared": Implementation(out_param_shared=True),
             "ecp5": without_dsp(ECP5)}
@@ -405,21 +407,26 @@ def test_a_one_pixel_pooling_window(stride):
     assert result["cycles"] == program_cycles(prog, 1)
 
 
-@pytest.mark.parametrize("registered", [False, True], ids=["plain", "registered-reads"])
-def test_host_port_reads_back_every_region(registered):
+@pytest.mark.parametrize(("registered", "staged"), [(False, False), (True, False),
+                                                   (False, True), (True, True)],
+                         ids=["plain", "registered-reads", "staged-host", "both"])
+def test_host_port_reads_back_every_region(registered, staged):
     """Words written through the host port read back from every region, each with ``rvalid``
-    a fixed latency after ``re`` (one cycle, two with registered reads) and zeros above the
-    region's word; reads follow one another back to back."""
+    a fixed latency after ``re`` (one cycle, one more with registered reads, two more with a
+    staged host port) and zeros above the region's word; reads follow one another back to
+    back."""
     from hwgen.memmap import regions
 
     cfg = _config((2, 3))
-    dut = AcceleratorCore(cfg, Implementation(registered_reads=registered))
+    impl = Implementation(registered_reads=registered, staged_host=staged)
+    dut = AcceleratorCore(cfg, impl)
     h = dut.host
     rng = np.random.default_rng(5)
     images = {r: [int.from_bytes(rng.bytes(g.word_bits // 8 + 1), "little") % (1 << g.word_bits)
                   for _ in range(min(g.depth, 9))]
               for r, g in regions(cfg).items()}
-    latency = 2 if registered else 1
+    latency = 1 + registered + 2 * staged
+    assert impl.host_read_latency == latency
     seen = {}
 
     async def bench(ctx):

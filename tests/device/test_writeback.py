@@ -33,10 +33,12 @@ def expected_writes(lanes, y, *, base, rem, ok, valid):
     ((1, 1), None), ((2, 3), None), ((3, 2), None), ((4, 4), None), ((2, 4), 1), ((2, 4), 2),
     ((3, 6), 3), ((5, 2), 1),
 ])
-def test_every_bank_gets_its_channel(shape, post_lanes):
+@pytest.mark.parametrize("registered", [False, True], ids=["comb", "registered"])
+def test_every_bank_gets_its_channel(shape, post_lanes, registered):
+    """Each step's writes, in its cycle (the next one, ``registered``)."""
     cfg = AcceleratorConfig(rows=shape[0], cols=shape[1], post_lanes=post_lanes, **SMALL)
     lanes, n_req = cfg.act_lanes, cfg.requant_lanes
-    dut = WriteBack(cfg, ADDR_WIDTH)
+    dut = WriteBack(cfg, ADDR_WIDTH, registered=registered)
     rng = np.random.default_rng(shape[0] * 10 + shape[1])
     top = (1 << ADDR_WIDTH) - 1
     checked = []
@@ -51,6 +53,8 @@ def test_every_bank_gets_its_channel(shape, post_lanes):
                         ctx.set(dut.i_step.payload, {"end": 0, "y": y, "pos": {
                             "base": base, "rem": rem, "ok": ok}})
                         want = expected_writes(lanes, y, base=base, rem=rem, ok=ok, valid=valid)
+                        if registered:
+                            await ctx.tick()
                         for b in range(lanes):
                             en = ctx.get(dut.wr_en[b])
                             assert en == (b in want), (rem, ok, base, valid, b)
@@ -60,6 +64,8 @@ def test_every_bank_gets_its_channel(shape, post_lanes):
                         checked.append(len(want))
 
     sim = Simulator(dut)
+    if registered:
+        sim.add_clock(1e-6)
     sim.add_testbench(bench)
     sim.run()
     assert len(checked) == lanes * (1 << n_req) * 3 * 2

@@ -21,7 +21,8 @@ SMALL = {"act_depth": 100, "weight_depth": 256, "param_depth": 32, "acc_depth": 
 ICE40 = Implementation(dsp_packing="sb_mac16", post_pipeline=True, split_multiplier=4,
                        spram=True, link_on_oscillator=True, out_param_shared=True)
 ECP5 = Implementation(dsp_packing="mult18x18d", post_pipeline=True, split_operand=17,
-                      registered_reads=True, link_on_oscillator=True)
+                      registered_reads=True, staged_host=True, registered_writeback=True,
+                      link_on_oscillator=True)
 
 
 def without_dsp(implementation):
@@ -91,7 +92,7 @@ def run_program(cfg, prog, x, *more, implementation=None):
     """
     dut = AcceleratorCore(cfg, implementation)
     h = dut.host
-    read_latency = 2 if dut.implementation.registered_reads else 1
+    read_latency = dut.implementation.host_read_latency
     result = {}
 
     async def bench(ctx):
