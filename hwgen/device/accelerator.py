@@ -250,16 +250,22 @@ class AcceleratorCore(wiring.Component):
         ctrl, desc = self.controller, self.controller.desc
         wf, af, acc = self.weight_feeder, self.activation_feeder, self.accumulators
         # `start_layer` comes in the first cycle of the pass's descriptor, before the
-        # registered grant follows it; `prime` and everything later take the register.
+        # registered grant follows it; everything later takes the register. Each unit's
+        # `prime` is a register of its own (the controller's and the grant's, a cycle
+        # early): the walker's step, which it drives, fans out to hundreds of registers,
+        # and the gate between them was the 85F ResNet-8 design's longest path.
         grant, now = self.banks.grant, self.banks.grant_now
         matrix = grant.matrix
+        prime = {name: Signal(name=f"prime_{name}") for name in self.banks.kinds}
+        for name, signal in prime.items():
+            m.d.sync += signal.eq(ctrl.prime_next & now[name])
         m.d.comb += [
             self.banks.kind.eq(desc.kind),
-            wf.start.eq(ctrl.prime & matrix), wf.desc.eq(desc),
+            wf.start.eq(prime["matrix"]), wf.desc.eq(desc),
             wf.k_end.eq(ctrl.k_end), wf.n_end.eq(ctrl.n_end), wf.wrep.eq(ctrl.geom.wrep),
             af.start_layer.eq(ctrl.start_layer & now.matrix),
             af.start_chunk.eq(ctrl.start_chunk),
-            af.prime.eq(ctrl.prime & matrix), af.desc.eq(desc), af.geom.eq(ctrl.geom),
+            af.prime.eq(prime["matrix"]), af.desc.eq(desc), af.geom.eq(ctrl.geom),
             af.last_row.eq(ctrl.last_row), ctrl.more_chunks.eq(af.more_chunks & matrix),
             acc.start_layer.eq(ctrl.start_layer & now.matrix),
             acc.start_chunk.eq(ctrl.start_chunk),
@@ -271,12 +277,12 @@ class AcceleratorCore(wiring.Component):
         pooler = self.pooler
         if pooler is not None:
             m.d.comb += [pooler.start.eq(ctrl.start_layer & now.pool),
-                         pooler.go.eq(ctrl.prime & grant.pool), pooler.desc.eq(desc),
+                         pooler.go.eq(prime["pool"]), pooler.desc.eq(desc),
                          pooler.geom.eq(ctrl.geom), pooler.last_row.eq(ctrl.last_row)]
         adder = self.adder
         if adder is not None:
             m.d.comb += [adder.start.eq(ctrl.start_layer & now.add),
-                         adder.go.eq(ctrl.prime & grant.add), adder.desc.eq(desc),
+                         adder.go.eq(prime["add"]), adder.desc.eq(desc),
                          adder.src2_base.eq(desc.src2_base), adder.geom.eq(ctrl.geom),
                          adder.last_row.eq(ctrl.last_row)]
 

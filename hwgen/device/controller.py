@@ -46,6 +46,9 @@ class Controller(wiring.Component):
         descriptor (no registers of its own).
     start_layer, start_chunk, prime : Out(1)
         Registers: high in LOAD, NEXT, and PRIME and PRIME2.
+    prime_next : Out(1)
+        ``prime`` of the next cycle (LOAD, PRIME or NEXT), so that a unit's start can be a
+        register of its own (``prime`` and its grant, without a gate after them).
     layer_done : In(1)
         The running chunk's last result is written.
     more_chunks : In(1)
@@ -73,6 +76,7 @@ class Controller(wiring.Component):
             "start_layer": Out(1),
             "start_chunk": Out(1),
             "prime": Out(1),
+            "prime_next": Out(1),
             "layer_done": In(1),
             "more_chunks": In(1),
             "batch": Out(batch),
@@ -102,8 +106,9 @@ class Controller(wiring.Component):
             # Every layer is plain: its geometry follows from the descriptor.
             m.d.comb += [geom.eq(plain), geom.cgs.eq(desc.k_tiles),
                          geom.img_step.eq(desc.src_stride)]
-        m.d.sync += [self.start_layer.eq(0), self.start_chunk.eq(0), self.prime.eq(0)]
-        with m.FSM():
+        m.d.sync += [self.start_layer.eq(0), self.start_chunk.eq(0),
+                     self.prime.eq(self.prime_next)]
+        with m.FSM() as fsm:
             with m.State("IDLE"):
                 m.d.sync += pc.eq(0)
                 with m.If(self.start):
@@ -137,11 +142,9 @@ class Controller(wiring.Component):
                             m.d.sync += self.start_layer.eq(1)
                             m.next = "LOAD"
             with m.State("LOAD"):
-                m.d.sync += self.prime.eq(1)
                 m.next = "PRIME"
             with m.State("PRIME"):
                 # Two cycles: the patch walker's look-ahead fills its two stages.
-                m.d.sync += self.prime.eq(1)
                 m.next = "PRIME2"
             with m.State("PRIME2"):
                 m.next = "RUN"
@@ -155,8 +158,9 @@ class Controller(wiring.Component):
                 with m.Else():
                     m.next = "FETCH"
             with m.State("NEXT"):
-                m.d.sync += self.prime.eq(1)
                 m.next = "PRIME"
+        m.d.comb += self.prime_next.eq(fsm.ongoing("LOAD") | fsm.ongoing("PRIME")
+                                       | fsm.ongoing("NEXT"))
 
         if self.registered_bounds:
             k_last = Signal.like(self.k_end, name="k_last")

@@ -111,6 +111,10 @@ def position_layout(config):
         # coordinates an output row and an image start from at this kernel position.
         "t_pix": addr, "t_iy": coord, "t_ix": coord, "iy0": coord, "ix0": coord,
         "ox_last": 1, "oy_last": 1, "count_last": 1, "kx_last": 1, "cg_last": 1,
+        # The step's decisions, combined from the flags above when the position is formed
+        # (:meth:`PatchWalker._decided`): the layer's last output pixel, the pass's last row,
+        # a reduction or output tile after this one.
+        "layer_last": 1, "last": 1, "more": 1,
     })
 
 
@@ -190,7 +194,7 @@ class PatchWalker(wiring.Component):
         layout = position_layout(self.config)
         start = self.start_layer | self.start_chunk
         gen = Signal(layout, name="gen")        # the walk's position
-        bounds = self._bounds(m)
+        bounds = _walk_bounds(self, m)
         first = Signal(layout, name="first")    # the first output pixel of the chunk started
         if self.spatial:
             chunk = Signal(layout, name="chunk")    # the chunk's first output pixel, at (0, 0)
@@ -204,15 +208,14 @@ class PatchWalker(wiring.Component):
             # One chunk: the layer's first row, from the descriptor (held while it runs).
             m.d.comb += self._layer_start(first, bounds)
             chunk = first
-        loaded = self._loaded(m, first, bounds)
+        loaded = self._decided(m, self._loaded(m, first, bounds), "loaded")
         succ, pixel = self._successor(m, gen, chunk, bounds)
         step = Signal()           # the walk moves on by a row
         if self.spatial:
             # The pass over kernel position (0, 0) walks the chunk's pixels; the pixel after
             # its last starts the next chunk.
-            with m.If(step & gen.valid & self._last(gen) & (gen.kt == 0) & (gen.nt == 0)):
-                m.d.sync += [after.eq(pixel),
-                             self.more_chunks.eq(~_layer_last(self, gen))]
+            with m.If(step & gen.valid & gen.last & (gen.kt == 0) & (gen.nt == 0)):
+                m.d.sync += [after.eq(pixel), self.more_chunks.eq(~gen.layer_last)]
             with m.If(self.start_layer):
                 m.d.sync += self.more_chunks.eq(0)
         with m.If(start):
@@ -253,9 +256,21 @@ class PatchWalker(wiring.Component):
     def _last(self, pos):
         """Whether ``pos`` is its pass's last row: the chunk's last pixel (without spatial
         layers, the batch's last row)."""
+        return pos.last if self.spatial else pos.m_last
+
+    def _decided(self, m, pos, name):
+        """Return ``pos`` with its step's decisions (``layer_last``, ``last``, ``more``)
+        combined from its flags, so that the step after it takes them from registers: each
+        was a chain of LUTs into the enables of every position register, spread across the
+        die on the 85F (without spatial layers the one flag ``m_last`` decides)."""
         if not self.spatial:
-            return pos.m_last
-        return pos.count_last | _layer_last(self, pos)
+            return pos
+        out = Signal(pos.shape(), name=f"{name}_decided")
+        layer_last = _layer_last(self, pos)
+        m.d.comb += [out.eq(pos), out.layer_last.eq(layer_last),
+                     out.last.eq(pos.count_last | layer_last),
+                     out.more.eq(~pos.kt_last | ~pos.nt_last)]
+        return out
 
     def _row(self, m, pos):
         """Return the row at position ``pos``: each bank's word (the pixel's first word plus
@@ -281,41 +296,6 @@ class PatchWalker(wiring.Component):
         m.d.comb += [row.krem.eq(pos.krem), row.last.eq(self._last(pos)),
                      row.final.eq(pos.kt_last), row.valid.eq(pos.valid)]
         return row
-
-    def _bounds(self, m):
-        """Return the layer's bounds less two, in registers set by ``start_layer`` (the flags
-        of a step compare with them before it is taken), and which bounds are 1.
-
-        Without spatial layers, the bounds less two are computed from the controller's
-        registers (``desc``, ``last_row``: they hold the layer's) instead: on the small chips
-        such devices are for, registers of their own cost more logic cells than the
-        subtraction costs time.
-        """
-        cfg, g, d = self.config, self.geom, self.desc
-        if not self.spatial:
-            return {"kt": (d.k_tiles - 2, d.k_tiles == 1), "nt": (d.n_tiles - 2, d.n_tiles == 1),
-                    "m": (self.last_row - 1, self.last_row == 0)}
-        names = {"kt": d.k_tiles, "nt": d.n_tiles, "m": self.last_row + 1,
-                 "ow": g.ow, "oh": g.oh, "kw": g.kw, "cgs": g.cgs}
-        if self.fuse:
-            names["pool"] = g.pool + 1
-        bounds = {}
-        for name, value in names.items():
-            minus2 = Signal(len(value) + 1, name=f"{name}_m2")
-            with m.If(self.start_layer):
-                m.d.sync += minus2.eq(value - 2)
-            bounds[name] = (minus2, value == 1)
-        bounds["count"] = (Const(cfg.acc_depth - 2, len(Signal(range(cfg.acc_depth + 1)))),
-                           Const(cfg.acc_depth == 1, 1))
-        if self.taps:
-            # A lane's column from kwc - tr on passes its kernel row's end at the next tile.
-            wrap_at = Signal.like(g.kwc, name="wrap_at")
-            with m.If(self.start_layer):
-                m.d.sync += wrap_at.eq(g.kwc - g.tr)
-            bounds["wrap_at"] = wrap_at
-            # The lanes' counters at a first tile, from the geometry (once for both uses).
-            bounds["lanes0"] = lane_init(m, cfg, g)
-        return bounds
 
     def _layer_start(self, first, bounds):
         """Return the statements that make ``first`` the layer's first output pixel at kernel
@@ -363,11 +343,11 @@ class PatchWalker(wiring.Component):
             m.d.comb += succ.eq(pos)
         with m.Elif(~self._last(pos)):
             m.d.comb += succ.eq(pixel)
-        with m.Elif(~pos.kt_last | ~pos.nt_last):
+        with m.Elif(pos.more if self.spatial else ~pos.kt_last | ~pos.nt_last):
             m.d.comb += succ.eq(restart)
         with m.Else():
             m.d.comb += [succ.eq(pos), succ.valid.eq(0)]
-        return succ, pixel
+        return self._decided(m, succ, "succ"), pixel
 
     def _next_tile(self, m, pos, chunk, bounds):
         """Return the first row of the pass after ``pos``'s: the chunk's first pixel at the
@@ -427,6 +407,42 @@ class PatchWalker(wiring.Component):
         if self.fuse:
             m.d.comb += _window_start(row, bounds)
         return row
+
+
+def _walk_bounds(walker, m):
+    """Return ``walker``'s layer's bounds less two, in registers set by ``start_layer`` (the flags
+    of a step compare with them before it is taken), and which bounds are 1.
+
+    Without spatial layers, the bounds less two are computed from the controller's
+    registers (``desc``, ``last_row``: they hold the layer's) instead: on the small chips
+    such devices are for, registers of their own cost more logic cells than the
+    subtraction costs time.
+    """
+    cfg, g, d = walker.config, walker.geom, walker.desc
+    if not walker.spatial:
+        return {"kt": (d.k_tiles - 2, d.k_tiles == 1), "nt": (d.n_tiles - 2, d.n_tiles == 1),
+                "m": (walker.last_row - 1, walker.last_row == 0)}
+    names = {"kt": d.k_tiles, "nt": d.n_tiles, "m": walker.last_row + 1,
+             "ow": g.ow, "oh": g.oh, "kw": g.kw, "cgs": g.cgs}
+    if walker.fuse:
+        names["pool"] = g.pool + 1
+    bounds = {}
+    for name, value in names.items():
+        minus2 = Signal(len(value) + 1, name=f"{name}_m2")
+        with m.If(walker.start_layer):
+            m.d.sync += minus2.eq(value - 2)
+        bounds[name] = (minus2, value == 1)
+    bounds["count"] = (Const(cfg.acc_depth - 2, len(Signal(range(cfg.acc_depth + 1)))),
+                       Const(cfg.acc_depth == 1, 1))
+    if walker.taps:
+        # A lane's column from kwc - tr on passes its kernel row's end at the next tile.
+        wrap_at = Signal.like(g.kwc, name="wrap_at")
+        with m.If(walker.start_layer):
+            m.d.sync += wrap_at.eq(g.kwc - g.tr)
+        bounds["wrap_at"] = wrap_at
+        # The lanes' counters at a first tile, from the geometry (once for both uses).
+        bounds["lanes0"] = lane_init(m, cfg, g)
+    return bounds
 
 
 def _layer_last(walker, pos):
