@@ -29,6 +29,9 @@ class Skid(wiring.Component):
         The feeder's row.
     take : Out(1)
         The feeder's row is taken (or there is none): it may present the next one.
+    take_next : Out(1)
+        ``take`` of the next cycle, so that a feeder can keep a decision that follows from it
+        in a register of its own.
     o : Out(stream.Signature(shape))
     """
 
@@ -37,6 +40,7 @@ class Skid(wiring.Component):
             "valid": In(1),
             "payload": In(shape),
             "take": Out(1),
+            "take_next": Out(1),
             "o": Out(stream.Signature(shape)),
         })
 
@@ -48,8 +52,12 @@ class Skid(wiring.Component):
         m.d.comb += [o.valid.eq(full | self.valid),
                      o.payload.eq(Mux(full, held, self.payload)),
                      self.take.eq(~full)]
+        full_n = Signal(name="full_n")      # its next value
+        m.d.comb += [full_n.eq(full), self.take_next.eq(~full_n)]
+        m.d.sync += full.eq(full_n)
         with m.If(full & o.ready):
-            m.d.sync += full.eq(0)
+            m.d.comb += full_n.eq(0)
         with m.Elif(~full & self.valid & ~o.ready):
-            m.d.sync += [full.eq(1), held.eq(self.payload)]
+            m.d.comb += full_n.eq(1)
+            m.d.sync += held.eq(self.payload)
         return m

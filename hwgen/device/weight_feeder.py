@@ -82,6 +82,7 @@ class WeightFeeder(wiring.Component):
         kt = Signal.like(nd.k_tiles, name="kt")
         nt = Signal.like(nd.n_tiles, name="nt")
         more = Signal()      # words of the layer left to read
+        more_n = Signal(name="more_n")      # its next value
         valid = Signal()     # the word in `rd_data` is the layer's
         take = Signal()
         # Without spatial layers there is no wrep; with them, `again` (a register: the next
@@ -116,17 +117,23 @@ class WeightFeeder(wiring.Component):
             with m.Elif(take & more):
                 m.d.comb += addr_p1_n.eq(addr_p1 + 1)
             m.d.sync += [addr_p1.eq(addr_p1_n), ahead.eq(Mux(again_n, nd.w_base, addr_p1_n))]
+            # Whether the port reads after the chunk's start (a word taken), a cycle early in
+            # a register: the skid's decision through a gate into the enables of all the
+            # WEIGHT blocks was the 85F ResNet-8 design's longest path.
+            reads = Signal(name="reads")
+            m.d.sync += reads.eq(skid.take_next & more_n)
             m.d.comb += [self.rd_addr.eq(Mux(self.start, nd.w_base, ahead)),
-                         self.rd_port.eq(self.start | (take & more))]
+                         self.rd_port.eq(self.start | reads)]
         else:
             m.d.comb += [take.eq(~valid | self.o_weight.ready),
                          self.o_weight.valid.eq(valid), self.o_weight.payload.eq(self.rd_data),
                          self.rd_addr.eq(addr), self.rd_en.eq(take), self.rd_port.eq(take)]
             addr_p1 = addr + 1
+        m.d.comb += more_n.eq(more)
+        m.d.sync += more.eq(more_n)
         with m.If(self.start):
-            m.d.sync += [row.eq(0), kt.eq(0), nt.eq(0),
-                         more.eq((nd.k_tiles != 0) & (nd.n_tiles != 0)), valid.eq(0)]
-            m.d.comb += addr_n.eq(nd.w_base)
+            m.d.sync += [row.eq(0), kt.eq(0), nt.eq(0), valid.eq(0)]
+            m.d.comb += [addr_n.eq(nd.w_base), more_n.eq((nd.k_tiles != 0) & (nd.n_tiles != 0))]
         # Not gated by `busy` (many loads, slow on a large ECP5): outside a run `more` and
         # `valid` are 0 (a layer's weights are all taken before it ends), so taking changes
         # nothing.
@@ -142,6 +149,6 @@ class WeightFeeder(wiring.Component):
                     with m.Else():
                         m.d.sync += [kt.eq(0), nt.eq(nt + 1)]
                         with m.If(nt == self.n_end):
-                            m.d.sync += more.eq(0)
+                            m.d.comb += more_n.eq(0)
         return m
 

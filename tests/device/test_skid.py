@@ -1,6 +1,6 @@
 """The skid register: the stream it drives carries the same rows in the same cycles as a direct
 connection of the feeder would, under the same ``ready`` pattern, and ``take`` says that it
-holds no row."""
+holds no row (and ``take_next``, the cycle before, that it will)."""
 
 import numpy as np
 import pytest
@@ -68,7 +68,7 @@ def test_same_rows_in_the_same_cycles_as_a_direct_connection(seed, p_ready):
     assert len(bursts) >= 3
     want = direct_trace(bursts, ready)
     dut = Skid(WIDTH)
-    seen, takes = [], []
+    seen, takes, nexts = [], [], []
 
     async def bench(ctx):
         feeder = Feeder(bursts)
@@ -81,6 +81,7 @@ def test_same_rows_in_the_same_cycles_as_a_direct_connection(seed, p_ready):
             valid, take = ctx.get(dut.o.valid), ctx.get(dut.take)
             seen.append((valid, ctx.get(dut.o.payload) if valid else None))
             takes.append((take, held is None))
+            nexts.append(ctx.get(dut.take_next))
             # The register fills with a row offered and refused while it is empty, and empties
             # when the row it holds is taken.
             if held is None and feeder.valid and not r:
@@ -96,5 +97,6 @@ def test_same_rows_in_the_same_cycles_as_a_direct_connection(seed, p_ready):
     sim.run()
     assert seen == want
     assert all(take == empty for take, empty in takes)
+    assert nexts[:-1] == [take for take, _ in takes[1:]]
     if p_ready < 1:
         assert any(not empty for _, empty in takes)     # the register did fill
