@@ -203,15 +203,20 @@ class Implementation:
         return 1 + self.registered_reads + 2 * self.staged_host
 
     @property
-    def requant_latency(self):
-        """Cycles a requantized layer takes beyond the plain design (each chunk of it): one
-        per pipeline stage these options add to the requantization and its write-back."""
-        stages = (3 if self.post_pipeline else 0) + self.registered_writeback
+    def requantizer_stages(self):
+        """Pipeline stages these options add to the requantizer itself."""
+        stages = 3 if self.post_pipeline else 0
         if self.split_multiplier > 1:
             stages += 1
         if self.split_operand is not None:
             stages += 2
         return stages
+
+    @property
+    def requant_latency(self):
+        """Cycles a requantized layer takes beyond the plain design (each chunk of it): one
+        per pipeline stage these options add to the requantizer and its write-back."""
+        return self.requantizer_stages + self.registered_writeback
 
     def requant_in_dsp(self, config):
         """Return whether the requantization's slice products are MULT18X18Ds with their

@@ -258,6 +258,10 @@ class PatchWalker(wiring.Component):
         layers, the batch's last row)."""
         return pos.last if self.spatial else pos.m_last
 
+    def _more(self, pos):
+        """Whether a reduction or output tile follows ``pos``'s."""
+        return pos.more if self.spatial else ~pos.kt_last | ~pos.nt_last
+
     def _decided(self, m, pos, name):
         """Return ``pos`` with its step's decisions (``layer_last``, ``last``, ``more``)
         combined from its flags, so that the step after it takes them from registers: each
@@ -343,7 +347,7 @@ class PatchWalker(wiring.Component):
             m.d.comb += succ.eq(pos)
         with m.Elif(~self._last(pos)):
             m.d.comb += succ.eq(pixel)
-        with m.Elif(pos.more if self.spatial else ~pos.kt_last | ~pos.nt_last):
+        with m.Elif(self._more(pos)):
             m.d.comb += succ.eq(restart)
         with m.Else():
             m.d.comb += [succ.eq(pos), succ.valid.eq(0)]

@@ -209,10 +209,8 @@ class Requantizer(wiring.Component):
 
     @property
     def latency(self):
-        """Cycles from a step's ``valid`` to its ``o_valid``: the implementation's
-        requantization stages (not ``registered_writeback``'s, which is the write-back's)."""
-        impl = self.implementation
-        return 2 + impl.requant_latency - impl.registered_writeback
+        """Cycles from a step's ``valid`` to its ``o_valid``."""
+        return 2 + self.implementation.requantizer_stages
 
     def elaborate(self, platform):
         m = Module()
