@@ -242,11 +242,14 @@ class PatchWalker(wiring.Component):
         # Look-ahead: `nxt` is the row after `cur`, `gen` the one after that; each `shift`
         # moves them on by one (`prime` shifts twice, so that cur holds the first row).
         nxt = Signal(row_layout(self.config), name="nxt")
+        # Formed outside the step's condition: a row's comb logic built inside it would be
+        # gated by it, so that the step ran through every bank's address adder.
+        row = self._row(m, gen)
         m.d.comb += step.eq(self.prime | (self.take & self.cur.valid))
         with m.If(start):
             m.d.sync += [nxt.valid.eq(0), self.cur.valid.eq(0)]
         with m.Elif(step):
-            m.d.sync += [self.cur.eq(nxt), nxt.eq(self._row(m, gen))]
+            m.d.sync += [self.cur.eq(nxt), nxt.eq(row)]
         for b in range(self.config.act_lanes):
             m.d.comb += [self.rd_addr[b].eq(Mux(step, nxt.addr[b], self.cur.addr[b])),
                          self.rd_en[b].eq(Mux(step, nxt.inrow[b] & nxt.valid,
