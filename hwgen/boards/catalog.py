@@ -202,6 +202,10 @@ ECP5_IMPLEMENTATION = Implementation(dsp_packing=DspPacking.MULT18X18D, post_pip
 #: and its fit was measured so.
 ECP5_12F_IMPLEMENTATION = dataclasses.replace(ECP5_IMPLEMENTATION, class_output=False,
                                               staged_host=False, registered_writeback=False)
+#: The 85F's: the array's inputs registered too (a cycle more per pass): the first row's lane
+#: has no skew register, and across the 85F's die the activation feeder's row reached that
+#: row's DSP inputs in one cycle only at 71.8 MHz (docs/performance.md, "Toward 84.375 MHz").
+ECP5_85F_IMPLEMENTATION = dataclasses.replace(ECP5_IMPLEMENTATION, registered_array=True)
 
 
 def _ulx3s(size, luts, ebr, mults, preset, *, implementation=ECP5_IMPLEMENTATION):
@@ -233,7 +237,8 @@ BOARDS = {
                         implementation=ECP5_12F_IMPLEMENTATION),
     "ulx3s-25f": _ulx3s(25, 24_288, 56, 28, ULX3S_SMALL_PRESET),
     "ulx3s-45f": _ulx3s(45, 43_848, 108, 72, ULX3S_45F_PRESET),
-    "ulx3s-85f": _ulx3s(85, 83_640, 208, 156, ULX3S_PRESET),
+    "ulx3s-85f": _ulx3s(85, 83_640, 208, 156, ULX3S_PRESET,
+                        implementation=ECP5_85F_IMPLEMENTATION),
 }
 
 #: The 85F design for the model zoo (:mod:`hwgen.models`): the array shape that minimises the

@@ -95,7 +95,8 @@ class AcceleratorCore(wiring.Component):
         # The controller takes every result row as it comes (`o_result.ready` is tied high).
         self.engine = MatmulEngine(config, pe_instances=pe_instances,
                                    dsp_packing=implementation.packing_for(config), gated=True,
-                                   always_ready=True)
+                                   always_ready=True,
+                                   input_register=implementation.registered_array)
         self.controller = Controller(config, registered_bounds=implementation.post_pipeline)
         self.weight_feeder = WeightFeeder(config, registered_reads=reg)
         self.activation_feeder = ActivationFeeder(config, registered_reads=reg)
