@@ -267,6 +267,8 @@ class AcceleratorCore(wiring.Component):
             af.start_layer.eq(ctrl.start_layer & now.matrix),
             af.start_chunk.eq(ctrl.start_chunk),
             af.prime.eq(prime["matrix"]), af.desc.eq(desc), af.geom.eq(ctrl.geom),
+            *([af.prime_next.eq(ctrl.prime_next & now.matrix)]
+              if self.implementation.registered_reads else []),
             af.last_row.eq(ctrl.last_row), ctrl.more_chunks.eq(af.more_chunks & matrix),
             acc.start_layer.eq(ctrl.start_layer & now.matrix),
             acc.start_chunk.eq(ctrl.start_chunk),

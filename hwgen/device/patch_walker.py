@@ -148,10 +148,17 @@ class PatchWalker(wiring.Component):
         layer is one chunk (``start_chunk`` starts it over; ``geom`` is not read, and
         ``more_chunks`` is always low).
     lookahead : bool
+    registered_step : bool
+        With ``lookahead``: the step comes from a register, set a cycle early from the next
+        values of ``prime`` and ``take`` (``prime_next``, ``take_next``), which must be
+        registers: it drives the enables of every position and row register and the banks'
+        address multiplexers, across the die on a large ECP5.
 
     Members
     -------
     start_layer, start_chunk, prime, take : In(1)
+    prime_next, take_next : In(1)
+        With ``registered_step``: ``prime`` and ``take`` of the next cycle.
     desc : In(descriptor_layout(config))
     geom : In(geometry_layout(config))
     last_row : In(batch_bits(config))
@@ -165,9 +172,12 @@ class PatchWalker(wiring.Component):
         Pixels remain after the current chunk (valid once its first pass has walked it).
     """
 
-    def __init__(self, config, *, lookahead=False):
+    def __init__(self, config, *, lookahead=False, registered_step=False):
+        if registered_step and not lookahead:
+            raise ValueError("PatchWalker: registered_step=True needs lookahead=True")
         self.config = config
         self.lookahead = lookahead
+        self.registered_step = registered_step
         # Without spatial layers (config.spatial False) every image is one pixel and every
         # kernel one position: the walk is the rows', in one chunk.
         self.spatial = config.spatial
@@ -187,6 +197,7 @@ class PatchWalker(wiring.Component):
             "rd_addr": Out(data.ArrayLayout(unsigned(act_addr_bits(config)), lanes)),
             "rd_en": Out(lanes),
             "more_chunks": Out(1),
+            **({"prime_next": In(1), "take_next": In(1)} if registered_step else {}),
         })
 
     def elaborate(self, platform):
@@ -245,7 +256,14 @@ class PatchWalker(wiring.Component):
         # Formed outside the step's condition: a row's comb logic built inside it would be
         # gated by it, so that the step ran through every bank's address adder.
         row = self._row(m, gen)
-        m.d.comb += step.eq(self.prime | (self.take & self.cur.valid))
+        if self.registered_step:
+            # cur.valid's next value (below) from this step; the step's next from it.
+            valid_n = Mux(start, 0, Mux(step, nxt.valid, self.cur.valid))
+            step_q = Signal(name="step_q")
+            m.d.sync += step_q.eq(self.prime_next | (self.take_next & valid_n))
+            m.d.comb += step.eq(step_q)
+        else:
+            m.d.comb += step.eq(self.prime | (self.take & self.cur.valid))
         with m.If(start):
             m.d.sync += [nxt.valid.eq(0), self.cur.valid.eq(0)]
         with m.Elif(step):
