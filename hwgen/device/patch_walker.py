@@ -244,7 +244,7 @@ class PatchWalker(wiring.Component):
                 m.d.sync += valid.eq(1)
             with m.Elif(step & ~succ.valid):
                 m.d.sync += valid.eq(0)
-            m.d.comb += [step.eq(self.take & self.cur.valid), self.cur.eq(self._row(m, gen)),
+            m.d.comb += [step.eq(self.take & self.cur.valid), self.cur.eq(_row(self, m, gen)),
                          self.cur.valid.eq(valid & gen.valid)]
             for b in range(self.config.act_lanes):
                 m.d.comb += [self.rd_addr[b].eq(self.cur.addr[b]),
@@ -255,7 +255,7 @@ class PatchWalker(wiring.Component):
         nxt = Signal(row_layout(self.config), name="nxt")
         # Formed outside the step's condition: a row's comb logic built inside it would be
         # gated by it, so that the step ran through every bank's address adder.
-        row = self._row(m, gen)
+        row = _row(self, m, gen)
         if self.registered_step:
             # cur.valid's next value (below) from this step; the step's next from it.
             valid_n = Mux(start, 0, Mux(step, nxt.valid, self.cur.valid))
@@ -296,31 +296,6 @@ class PatchWalker(wiring.Component):
                      out.last.eq(pos.count_last | layer_last),
                      out.more.eq(~pos.kt_last | ~pos.nt_last)]
         return out
-
-    def _row(self, m, pos):
-        """Return the row at position ``pos``: each bank's word (the pixel's first word plus
-        the channel group's word, one more in the banks before the group's first), which of
-        them lie in the pixel and the image, and its flags."""
-        cfg, g, d = self.config, self.geom, self.desc
-        row = Signal(row_layout(cfg), name="row")
-        inside = 1
-        if self.spatial:
-            inside = (pos.iy >= 0) & (pos.iy < g.h) & (pos.ix >= 0) & (pos.ix < g.w)
-        word = Signal.like(pos.pix, name="row_word")
-        m.d.comb += word.eq(pos.pix + pos.kword)
-        offs, reads = lane_banks(m, cfg, g, pos) if self.taps else (None, None)
-        for b in range(cfg.act_lanes):
-            before = Const(b) < pos.krem
-            inrow = inside & (pos.kword + before < d.src_stride)
-            if self.taps:
-                # A taps layer's banks: each its lane's word (its kernel row's words on).
-                m.d.comb += [row.addr[b].eq(word + offs[b] + before),
-                             row.inrow[b].eq(Mux(g.taps, reads[b], inrow))]
-            else:
-                m.d.comb += [row.addr[b].eq(word + before), row.inrow[b].eq(inrow)]
-        m.d.comb += [row.krem.eq(pos.krem), row.last.eq(self._last(pos)),
-                     row.final.eq(pos.kt_last), row.valid.eq(pos.valid)]
-        return row
 
     def _layer_start(self, first, bounds):
         """Return the statements that make ``first`` the layer's first output pixel at kernel
@@ -432,6 +407,32 @@ class PatchWalker(wiring.Component):
         if self.fuse:
             m.d.comb += _window_start(row, bounds)
         return row
+
+
+def _row(walker, m, pos):
+    """Return the row at ``walker``'s position ``pos``: each bank's word (the pixel's first
+    word plus the channel group's word, one more in the banks before the group's first),
+    which of them lie in the pixel and the image, and its flags."""
+    cfg, g, d = walker.config, walker.geom, walker.desc
+    row = Signal(row_layout(cfg), name="row")
+    inside = 1
+    if walker.spatial:
+        inside = (pos.iy >= 0) & (pos.iy < g.h) & (pos.ix >= 0) & (pos.ix < g.w)
+    word = Signal.like(pos.pix, name="row_word")
+    m.d.comb += word.eq(pos.pix + pos.kword)
+    offs, reads = lane_banks(m, cfg, g, pos) if walker.taps else (None, None)
+    for b in range(cfg.act_lanes):
+        before = Const(b) < pos.krem
+        inrow = inside & (pos.kword + before < d.src_stride)
+        if walker.taps:
+            # A taps layer's banks: each its lane's word (its kernel row's words on).
+            m.d.comb += [row.addr[b].eq(word + offs[b] + before),
+                         row.inrow[b].eq(Mux(g.taps, reads[b], inrow))]
+        else:
+            m.d.comb += [row.addr[b].eq(word + before), row.inrow[b].eq(inrow)]
+    m.d.comb += [row.krem.eq(pos.krem), row.last.eq(walker._last(pos)),
+                 row.final.eq(pos.kt_last), row.valid.eq(pos.valid)]
+    return row
 
 
 def _walk_bounds(walker, m):
