@@ -256,23 +256,36 @@ class PatchWalker(wiring.Component):
         # Formed outside the step's condition: a row's comb logic built inside it would be
         # gated by it, so that the step ran through every bank's address adder.
         row = _row(self, m, gen)
-        if self.registered_step:
-            # cur.valid's next value (below) from this step; the step's next from it.
-            valid_n = Mux(start, 0, Mux(step, nxt.valid, self.cur.valid))
-            step_q = Signal(name="step_q")
-            m.d.sync += step_q.eq(self.prime_next | (self.take_next & valid_n))
-            m.d.comb += step.eq(step_q)
-        else:
-            m.d.comb += step.eq(self.prime | (self.take & self.cur.valid))
+        nxt_n = Signal.like(nxt, name="nxt_n")          # the next values of nxt and cur
+        cur_n = Signal.like(self.cur, name="cur_n")
+        m.d.comb += [nxt_n.eq(nxt), cur_n.eq(self.cur)]
         with m.If(start):
-            m.d.sync += [nxt.valid.eq(0), self.cur.valid.eq(0)]
+            m.d.comb += [nxt_n.valid.eq(0), cur_n.valid.eq(0)]
         with m.Elif(step):
-            m.d.sync += [self.cur.eq(nxt), nxt.eq(row)]
-        for b in range(self.config.act_lanes):
-            m.d.comb += [self.rd_addr[b].eq(Mux(step, nxt.addr[b], self.cur.addr[b])),
-                         self.rd_en[b].eq(Mux(step, nxt.inrow[b] & nxt.valid,
-                                              self.cur.inrow[b] & self.cur.valid))]
+            m.d.comb += [cur_n.eq(nxt), nxt_n.eq(row)]
+        m.d.sync += [nxt.eq(nxt_n), self.cur.eq(cur_n)]
+        if not self.registered_step:
+            m.d.comb += step.eq(self.prime | (self.take & self.cur.valid))
+            self._reads(m, step, nxt, self.cur, m.d.comb)
+            return m
+        # The step and the banks' reads from registers, set a cycle early from the next values.
+        step_n = self.prime_next | (self.take_next & cur_n.valid)
+        step_q = Signal(name="step_q")
+        m.d.sync += step_q.eq(step_n)
+        m.d.comb += step.eq(step_q)
+        rd_addr = Signal.like(self.rd_addr, name="rd_addr_q")
+        rd_en = Signal.like(self.rd_en, name="rd_en_q")
+        self._reads(m, step_n, nxt_n, cur_n, m.d.sync, addr=rd_addr, en=rd_en)
+        m.d.comb += [self.rd_addr.eq(rd_addr), self.rd_en.eq(rd_en)]
         return m
+
+    def _reads(self, m, step, nxt, cur, domain, *, addr=None, en=None):
+        """Address the banks for the row ``cur`` holds after a cycle with ``step``."""
+        addr = self.rd_addr if addr is None else addr
+        en = self.rd_en if en is None else en
+        for b in range(self.config.act_lanes):
+            domain += [addr[b].eq(Mux(step, nxt.addr[b], cur.addr[b])),
+                       en[b].eq(Mux(step, nxt.inrow[b] & nxt.valid, cur.inrow[b] & cur.valid))]
 
     def _last(self, pos):
         """Whether ``pos`` is its pass's last row: the chunk's last pixel (without spatial
