@@ -23,9 +23,11 @@ __all__ = ["EngineTiming", "engine_timing", "layer_busy_rows", "matmul_tiles", "
 FIFO_LATENCY = 2
 
 
-def ws_latency(config):
-    """Cycles from admitting an activation row to its result leaving the array (WS)."""
-    return config.rows + config.cols + 1
+def ws_latency(config, registered=False):
+    """Cycles from admitting an activation row to its result leaving the array (WS), one more
+    with ``registered`` inputs
+    (:attr:`hwgen.implementation.Implementation.registered_array`)."""
+    return config.rows + config.cols + 1 + int(registered)
 
 
 def os_latency(config):
@@ -33,10 +35,11 @@ def os_latency(config):
     return config.rows + config.cols + 2
 
 
-def fifo_depth(config):
-    """Depth of the engine's output FIFO (and its credit count)."""
+def fifo_depth(config, registered=False):
+    """Depth of the engine's output FIFO (and its credit count); ``registered``: a
+    weight-stationary array's inputs pass a register (see :func:`ws_latency`)."""
     if config.dataflow is Dataflow.WS:
-        return ws_latency(config) + 4
+        return ws_latency(config, registered) + 4
     return os_latency(config) + 2 * config.rows + 4
 
 
@@ -94,7 +97,7 @@ class _Credits:
         bisect.insort(self.reads, read_cycle)
 
 
-def engine_timing(config, batches, spacing=None):
+def engine_timing(config, batches, spacing=None, *, registered=False):
     """Return the :class:`EngineTiming` of a run with streams that are always valid and ready.
 
     Parameters
@@ -106,6 +109,9 @@ def engine_timing(config, batches, spacing=None):
         Fewest cycles between the admissions of two rows, per batch, counted from each of the
         batch's rows (also from its last to the next batch's first); 1 each by default.
         WS only.
+    registered : bool
+        The weight-stationary array's inputs pass a register: each row's result a cycle later
+        (:func:`ws_latency`); its weight tiles' cycles are the same.
     """
     if not batches or min(batches) < 1:
         raise ValueError(f"batches={batches!r}: every batch needs at least one row")
@@ -115,13 +121,13 @@ def engine_timing(config, batches, spacing=None):
             config.dataflow is not Dataflow.WS and max(spacing) > 1):
         raise ValueError(f"spacing={spacing!r}: one value >= 1 per batch (WS only for > 1)")
     rows = config.rows
-    credits = _Credits(fifo_depth(config))
+    credits = _Credits(fifo_depth(config, registered))
     admit, out, tile_load = [], [], []
     free = [0, 0]       # first cycle each bank may be loaded again
     load_end = 0        # first cycle the weight stream is free
     next_row = 0        # first cycle the activation stream may deliver the next row
     if config.dataflow is Dataflow.WS:
-        lat = ws_latency(config) + FIFO_LATENCY
+        lat = ws_latency(config, registered) + FIFO_LATENCY
         for n, m in enumerate(batches):
             load = max(load_end, free[n % 2])
             tile_load.append(load)
@@ -206,10 +212,12 @@ def chunk_cycles(config, k_tiles, n_tiles, rows, raw, *, implementation=None):
     counted (see :func:`layer_cycles`).
 
     ``implementation`` (an :class:`~hwgen.implementation.Implementation`, the plain one by
-    default) adds the stages of its requantization pipeline to a requantized layer.
+    default) adds the stages of its requantization pipeline to a requantized layer, and the
+    register before its array (:attr:`~hwgen.implementation.Implementation.registered_array`).
     """
+    registered = implementation is not None and implementation.registered_array
     timing = engine_timing(config, [rows] * (k_tiles * n_tiles),
-                           layer_spacing(config, k_tiles, n_tiles, raw))
+                           layer_spacing(config, k_tiles, n_tiles, raw), registered=registered)
     tail = _RAW_TAIL if raw else _REQUANT_TAIL + config.requant_steps - 1
     if not raw and implementation is not None:
         tail += implementation.requant_latency

@@ -77,6 +77,13 @@ class Implementation:
         The write-back's bank writes (address, data, enable) leave registers, after the lane
         rotation and a fused pool's maximum: a cycle more per chunk of a requantized layer
         (counted in :attr:`requant_latency`).
+    registered_array : bool
+        A weight-stationary array's inputs (the activation row, the weight row and what
+        travels with them) pass a register before its skew: a cycle more from a row's
+        admission to its result (:func:`hwgen.cycles.ws_latency`). The first row's lane has no
+        skew register, so without it the activation feeder's row ran from the banks' registers
+        across the die into that row's DSP inputs in one cycle. An output-stationary array
+        ignores it.
     spram : bool
         Put the single-port buffers (weights, the frame payload) into iCE40UP SB_SPRAM256KA.
     link_on_oscillator : bool
@@ -116,6 +123,7 @@ class Implementation:
     registered_reads: bool = False
     staged_host: bool = False
     registered_writeback: bool = False
+    registered_array: bool = False
     spram: bool = False
     link_on_oscillator: bool = False
     adder_dsp: bool = True
@@ -133,8 +141,8 @@ class Implementation:
                     f"Implementation: dsp_packing={self.dsp_packing!r}; allowed: None, "
                     + ", ".join(repr(p.value) for p in DspPacking)) from None
         for name in ("post_pipeline", "registered_reads", "staged_host", "registered_writeback",
-                     "spram", "link_on_oscillator", "adder_dsp", "packed_wire", "class_output",
-                     "out_param_shared"):
+                     "registered_array", "spram", "link_on_oscillator", "adder_dsp",
+                     "packed_wire", "class_output", "out_param_shared"):
             _bool(name, getattr(self, name))
         if self.out_param_shared and self.registered_reads:
             raise ValueError("Implementation: out_param_shared=True goes without "

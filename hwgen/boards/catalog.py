@@ -202,6 +202,10 @@ ECP5_IMPLEMENTATION = Implementation(dsp_packing=DspPacking.MULT18X18D, post_pip
 #: and its fit was measured so.
 ECP5_12F_IMPLEMENTATION = dataclasses.replace(ECP5_IMPLEMENTATION, class_output=False,
                                               staged_host=False, registered_writeback=False)
+#: The 85F's: the array's inputs registered too (a cycle more per pass): the first row's lane
+#: has no skew register, and across the 85F's die the activation feeder's row reached that
+#: row's DSP inputs in one cycle only at 71.8 MHz (docs/performance.md, "Toward 84.375 MHz").
+ECP5_85F_IMPLEMENTATION = dataclasses.replace(ECP5_IMPLEMENTATION, registered_array=True)
 
 
 def _ulx3s(size, luts, ebr, mults, preset, *, implementation=ECP5_IMPLEMENTATION):
@@ -233,7 +237,8 @@ BOARDS = {
                         implementation=ECP5_12F_IMPLEMENTATION),
     "ulx3s-25f": _ulx3s(25, 24_288, 56, 28, ULX3S_SMALL_PRESET),
     "ulx3s-45f": _ulx3s(45, 43_848, 108, 72, ULX3S_45F_PRESET),
-    "ulx3s-85f": _ulx3s(85, 83_640, 208, 156, ULX3S_PRESET),
+    "ulx3s-85f": _ulx3s(85, 83_640, 208, 156, ULX3S_PRESET,
+                        implementation=ECP5_85F_IMPLEMENTATION),
 }
 
 #: The 85F design for the model zoo (:mod:`hwgen.models`): the array shape that minimises the
@@ -257,15 +262,16 @@ ULX3S_85F_ZOO_PRESET = {"rows": 5, "cols": 5, "dataflow": "ws", "in_bits": 8, "w
 #: (it takes 9,736), PROGRAM 64 words (its 14 passes take 42). Both depths are powers of two so
 #: that every block RAM holds the memory's full depth in a slice of its width: no multiplexer
 #: after the blocks, and each read's register goes into the block (OUTREG; 6,144 and 10,240
-#: words folded 36 of 102). 208,974 cycles: 2.91 ms at 71.875 MHz, an exact PLL clock its
-#: build meets (73.2 MHz); built for 84.375 MHz it reached 71.4-74.4 MHz, and 2.5 ms needs
-#: 83.6 (docs/performance.md, "Toward 84.375 MHz"). The 8x16 array (123,280 cycles,
-#: 2.5 ms at 49.3 MHz) did not route at 53 MHz: its 16 activation banks and the adder's
-#: sixteen lanes congested nextpnr (docs/performance.md, "ResNet-8 on a design that routes").
+#: words folded 36 of 102). 208,994 cycles: 2.61 ms at 80 MHz, an exact PLL clock its
+#: build meets (81.5 MHz); built for 84.375 MHz it reached 77.4-81.7 MHz, and 2.5 ms
+#: needs 83.6 (docs/performance.md, "Toward 84.375 MHz, second round"). The 8x16 array
+#: (123,280 cycles, 2.5 ms at 49.3 MHz) did not route at 53 MHz: its 16 activation banks and
+#: the adder's sixteen lanes congested nextpnr (docs/performance.md, "ResNet-8 on a design
+#: that routes").
 ULX3S_85F_RESNET8_PRESET = {"rows": 8, "cols": 8, "dataflow": "ws", "in_bits": 8,
                             "w_bits": 8, "weight_depth": 16384, "act_depth": 8192,
                             "param_depth": 128, "prog_depth": 64, "acc_depth": 256,
-                            "out_depth": 512, "clock_hz": 71_875_000}
+                            "out_depth": 512, "clock_hz": 80_000_000}
 
 #: Designs besides the boards' presets, by name: ``(board, fields over its preset)``
 #: (``hwgen.boards.board_config(BOARDS[board], **fields)``).

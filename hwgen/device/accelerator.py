@@ -95,7 +95,8 @@ class AcceleratorCore(wiring.Component):
         # The controller takes every result row as it comes (`o_result.ready` is tied high).
         self.engine = MatmulEngine(config, pe_instances=pe_instances,
                                    dsp_packing=implementation.packing_for(config), gated=True,
-                                   always_ready=True)
+                                   always_ready=True,
+                                   input_register=implementation.registered_array)
         self.controller = Controller(config, registered_bounds=implementation.post_pipeline)
         self.weight_feeder = WeightFeeder(config, registered_reads=reg)
         self.activation_feeder = ActivationFeeder(config, registered_reads=reg)
@@ -266,6 +267,8 @@ class AcceleratorCore(wiring.Component):
             af.start_layer.eq(ctrl.start_layer & now.matrix),
             af.start_chunk.eq(ctrl.start_chunk),
             af.prime.eq(prime["matrix"]), af.desc.eq(desc), af.geom.eq(ctrl.geom),
+            *([af.prime_next.eq(ctrl.prime_next & now.matrix)]
+              if self.implementation.registered_reads else []),
             af.last_row.eq(ctrl.last_row), ctrl.more_chunks.eq(af.more_chunks & matrix),
             acc.start_layer.eq(ctrl.start_layer & now.matrix),
             acc.start_chunk.eq(ctrl.start_chunk),

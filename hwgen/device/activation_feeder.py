@@ -42,6 +42,9 @@ class ActivationFeeder(wiring.Component):
     start_layer, start_chunk, prime : In(1)
         From the controller: a layer's first chunk is loaded, the next chunk; two cycles of
         ``prime`` bring its first row.
+    prime_next : In(1)
+        With registered reads: ``prime`` of the next cycle (a register), so that the walker's
+        step is one too.
     desc : In(descriptor_layout(config))
     geom : In(geometry_layout(config))
     last_row : In(batch_bits(config))
@@ -62,7 +65,9 @@ class ActivationFeeder(wiring.Component):
     def __init__(self, config, *, registered_reads=False):
         self.config = config
         self.registered_reads = registered_reads
-        self.walker = PatchWalker(config, lookahead=registered_reads)
+        # With the skid, `take` is a register whose next value the skid gives.
+        self.walker = PatchWalker(config, lookahead=registered_reads,
+                                  registered_step=registered_reads and config.requant_steps == 1)
         lanes = config.act_lanes
         super().__init__({
             "start_layer": In(1),
@@ -77,6 +82,7 @@ class ActivationFeeder(wiring.Component):
             "rd_take": Out(1),
             "rd_data": In(data.ArrayLayout(signed(config.in_bits), lanes)),
             "o_act": Out(stream.Signature(act_row_layout(config))),
+            **({"prime_next": In(1)} if registered_reads else {}),
         })
 
     def elaborate(self, platform):
@@ -100,7 +106,9 @@ class ActivationFeeder(wiring.Component):
         steps = cfg.requant_steps
         if self.registered_reads and steps == 1:
             m.submodules.skid = skid = Skid(o.payload.shape())
-            m.d.comb += [skid.valid.eq(valid), skid.payload.eq(feed), take.eq(skid.take)]
+            m.d.comb += [skid.valid.eq(valid), skid.payload.eq(feed), take.eq(skid.take),
+                         walker.prime_next.eq(self.prime_next),
+                         walker.take_next.eq(skid.take_next)]
             wiring.connect(m, skid.o, wiring.flipped(o))
         elif steps == 1:
             m.d.comb += [take.eq(~valid | o.ready), o.valid.eq(valid), o.payload.eq(feed)]

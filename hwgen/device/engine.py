@@ -64,6 +64,10 @@ class MatmulEngine(wiring.Component):
         The consumer holds ``o_result.ready`` high: no output FIFO (the credits then never run
         out); result rows leave as the array delivers them, ``FIFO_LATENCY`` cycles earlier
         than :mod:`hwgen.cycles` counts for the engine.
+    input_register : bool
+        The weight-stationary array's inputs pass a register
+        (:class:`hwgen.device.systolic.WeightStationaryArray`): a cycle more per row. An
+        output-stationary array ignores it.
 
     Members
     -------
@@ -79,7 +83,7 @@ class MatmulEngine(wiring.Component):
     """
 
     def __init__(self, config, *, pe_instances=False, dsp_packing=None, gated=False,
-                 always_ready=False):
+                 always_ready=False, input_register=False):
         self.config = config
         self.gated = gated
         self.always_ready = always_ready
@@ -88,11 +92,12 @@ class MatmulEngine(wiring.Component):
                              f"{config.dataflow.value!r}")
         if config.dataflow is Dataflow.WS:
             self.array = WeightStationaryArray(config, pe_instances=pe_instances,
-                                               dsp_packing=dsp_packing)
+                                               dsp_packing=dsp_packing,
+                                               input_register=input_register)
         else:
             self.array = OutputStationaryArray(config, pe_instances=pe_instances)
         # The cycle model needs the depth too (credits bound the rows in flight).
-        self.fifo_depth = fifo_depth(config)
+        self.fifo_depth = fifo_depth(config, registered=input_register)  # WS only
         super().__init__({
             "i_weight": In(stream.Signature(weight_row_layout(config))),
             "i_act": In(stream.Signature(act_row_layout(config))),

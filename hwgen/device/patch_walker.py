@@ -148,10 +148,17 @@ class PatchWalker(wiring.Component):
         layer is one chunk (``start_chunk`` starts it over; ``geom`` is not read, and
         ``more_chunks`` is always low).
     lookahead : bool
+    registered_step : bool
+        With ``lookahead``: the step comes from a register, set a cycle early from the next
+        values of ``prime`` and ``take`` (``prime_next``, ``take_next``), which must be
+        registers: it drives the enables of every position and row register and the banks'
+        address multiplexers, across the die on a large ECP5.
 
     Members
     -------
     start_layer, start_chunk, prime, take : In(1)
+    prime_next, take_next : In(1)
+        With ``registered_step``: ``prime`` and ``take`` of the next cycle.
     desc : In(descriptor_layout(config))
     geom : In(geometry_layout(config))
     last_row : In(batch_bits(config))
@@ -165,9 +172,12 @@ class PatchWalker(wiring.Component):
         Pixels remain after the current chunk (valid once its first pass has walked it).
     """
 
-    def __init__(self, config, *, lookahead=False):
+    def __init__(self, config, *, lookahead=False, registered_step=False):
+        if registered_step and not lookahead:
+            raise ValueError("PatchWalker: registered_step=True needs lookahead=True")
         self.config = config
         self.lookahead = lookahead
+        self.registered_step = registered_step
         # Without spatial layers (config.spatial False) every image is one pixel and every
         # kernel one position: the walk is the rows', in one chunk.
         self.spatial = config.spatial
@@ -187,6 +197,7 @@ class PatchWalker(wiring.Component):
             "rd_addr": Out(data.ArrayLayout(unsigned(act_addr_bits(config)), lanes)),
             "rd_en": Out(lanes),
             "more_chunks": Out(1),
+            **({"prime_next": In(1), "take_next": In(1)} if registered_step else {}),
         })
 
     def elaborate(self, platform):
@@ -233,7 +244,7 @@ class PatchWalker(wiring.Component):
                 m.d.sync += valid.eq(1)
             with m.Elif(step & ~succ.valid):
                 m.d.sync += valid.eq(0)
-            m.d.comb += [step.eq(self.take & self.cur.valid), self.cur.eq(self._row(m, gen)),
+            m.d.comb += [step.eq(self.take & self.cur.valid), self.cur.eq(_row(self, m, gen)),
                          self.cur.valid.eq(valid & gen.valid)]
             for b in range(self.config.act_lanes):
                 m.d.comb += [self.rd_addr[b].eq(self.cur.addr[b]),
@@ -242,16 +253,39 @@ class PatchWalker(wiring.Component):
         # Look-ahead: `nxt` is the row after `cur`, `gen` the one after that; each `shift`
         # moves them on by one (`prime` shifts twice, so that cur holds the first row).
         nxt = Signal(row_layout(self.config), name="nxt")
-        m.d.comb += step.eq(self.prime | (self.take & self.cur.valid))
+        # Formed outside the step's condition: a row's comb logic built inside it would be
+        # gated by it, so that the step ran through every bank's address adder.
+        row = _row(self, m, gen)
+        nxt_n = Signal.like(nxt, name="nxt_n")          # the next values of nxt and cur
+        cur_n = Signal.like(self.cur, name="cur_n")
+        m.d.comb += [nxt_n.eq(nxt), cur_n.eq(self.cur)]
         with m.If(start):
-            m.d.sync += [nxt.valid.eq(0), self.cur.valid.eq(0)]
+            m.d.comb += [nxt_n.valid.eq(0), cur_n.valid.eq(0)]
         with m.Elif(step):
-            m.d.sync += [self.cur.eq(nxt), nxt.eq(self._row(m, gen))]
-        for b in range(self.config.act_lanes):
-            m.d.comb += [self.rd_addr[b].eq(Mux(step, nxt.addr[b], self.cur.addr[b])),
-                         self.rd_en[b].eq(Mux(step, nxt.inrow[b] & nxt.valid,
-                                              self.cur.inrow[b] & self.cur.valid))]
+            m.d.comb += [cur_n.eq(nxt), nxt_n.eq(row)]
+        m.d.sync += [nxt.eq(nxt_n), self.cur.eq(cur_n)]
+        if not self.registered_step:
+            m.d.comb += step.eq(self.prime | (self.take & self.cur.valid))
+            self._reads(m, step, nxt, self.cur, m.d.comb)
+            return m
+        # The step and the banks' reads from registers, set a cycle early from the next values.
+        step_n = self.prime_next | (self.take_next & cur_n.valid)
+        step_q = Signal(name="step_q")
+        m.d.sync += step_q.eq(step_n)
+        m.d.comb += step.eq(step_q)
+        rd_addr = Signal.like(self.rd_addr, name="rd_addr_q")
+        rd_en = Signal.like(self.rd_en, name="rd_en_q")
+        self._reads(m, step_n, nxt_n, cur_n, m.d.sync, addr=rd_addr, en=rd_en)
+        m.d.comb += [self.rd_addr.eq(rd_addr), self.rd_en.eq(rd_en)]
         return m
+
+    def _reads(self, m, step, nxt, cur, domain, *, addr=None, en=None):
+        """Address the banks for the row ``cur`` holds after a cycle with ``step``."""
+        addr = self.rd_addr if addr is None else addr
+        en = self.rd_en if en is None else en
+        for b in range(self.config.act_lanes):
+            domain += [addr[b].eq(Mux(step, nxt.addr[b], cur.addr[b])),
+                       en[b].eq(Mux(step, nxt.inrow[b] & nxt.valid, cur.inrow[b] & cur.valid))]
 
     def _last(self, pos):
         """Whether ``pos`` is its pass's last row: the chunk's last pixel (without spatial
@@ -275,31 +309,6 @@ class PatchWalker(wiring.Component):
                      out.last.eq(pos.count_last | layer_last),
                      out.more.eq(~pos.kt_last | ~pos.nt_last)]
         return out
-
-    def _row(self, m, pos):
-        """Return the row at position ``pos``: each bank's word (the pixel's first word plus
-        the channel group's word, one more in the banks before the group's first), which of
-        them lie in the pixel and the image, and its flags."""
-        cfg, g, d = self.config, self.geom, self.desc
-        row = Signal(row_layout(cfg), name="row")
-        inside = 1
-        if self.spatial:
-            inside = (pos.iy >= 0) & (pos.iy < g.h) & (pos.ix >= 0) & (pos.ix < g.w)
-        word = Signal.like(pos.pix, name="row_word")
-        m.d.comb += word.eq(pos.pix + pos.kword)
-        offs, reads = lane_banks(m, cfg, g, pos) if self.taps else (None, None)
-        for b in range(cfg.act_lanes):
-            before = Const(b) < pos.krem
-            inrow = inside & (pos.kword + before < d.src_stride)
-            if self.taps:
-                # A taps layer's banks: each its lane's word (its kernel row's words on).
-                m.d.comb += [row.addr[b].eq(word + offs[b] + before),
-                             row.inrow[b].eq(Mux(g.taps, reads[b], inrow))]
-            else:
-                m.d.comb += [row.addr[b].eq(word + before), row.inrow[b].eq(inrow)]
-        m.d.comb += [row.krem.eq(pos.krem), row.last.eq(self._last(pos)),
-                     row.final.eq(pos.kt_last), row.valid.eq(pos.valid)]
-        return row
 
     def _layer_start(self, first, bounds):
         """Return the statements that make ``first`` the layer's first output pixel at kernel
@@ -411,6 +420,32 @@ class PatchWalker(wiring.Component):
         if self.fuse:
             m.d.comb += _window_start(row, bounds)
         return row
+
+
+def _row(walker, m, pos):
+    """Return the row at ``walker``'s position ``pos``: each bank's word (the pixel's first
+    word plus the channel group's word, one more in the banks before the group's first),
+    which of them lie in the pixel and the image, and its flags."""
+    cfg, g, d = walker.config, walker.geom, walker.desc
+    row = Signal(row_layout(cfg), name="row")
+    inside = 1
+    if walker.spatial:
+        inside = (pos.iy >= 0) & (pos.iy < g.h) & (pos.ix >= 0) & (pos.ix < g.w)
+    word = Signal.like(pos.pix, name="row_word")
+    m.d.comb += word.eq(pos.pix + pos.kword)
+    offs, reads = lane_banks(m, cfg, g, pos) if walker.taps else (None, None)
+    for b in range(cfg.act_lanes):
+        before = Const(b) < pos.krem
+        inrow = inside & (pos.kword + before < d.src_stride)
+        if walker.taps:
+            # A taps layer's banks: each its lane's word (its kernel row's words on).
+            m.d.comb += [row.addr[b].eq(word + offs[b] + before),
+                         row.inrow[b].eq(Mux(g.taps, reads[b], inrow))]
+        else:
+            m.d.comb += [row.addr[b].eq(word + before), row.inrow[b].eq(inrow)]
+    m.d.comb += [row.krem.eq(pos.krem), row.last.eq(walker._last(pos)),
+                 row.final.eq(pos.kt_last), row.valid.eq(pos.valid)]
+    return row
 
 
 def _walk_bounds(walker, m):

@@ -282,14 +282,15 @@ def _tile_signature(config):
     }
 
 
-def _skewed_weights(m, array, rows, cols):
-    """Yield ``(j, data, write_row, we, bank)`` for weight lane ``j``, delayed by ``j`` cycles."""
+def _skewed_weights(m, array, rows, cols, extra=0):
+    """Yield ``(j, data, write_row, we, bank)`` for weight lane ``j``, delayed by ``j`` cycles
+    (and ``extra`` more)."""
     for j in range(cols):
         yield (j,
-               delay(m, array.w_data[j], j, name=f"wskew{j}"),
-               delay(m, array.w_row, j, name=f"wrow{j}"),
-               delay(m, array.w_valid, j, name=f"wvalid{j}"),
-               delay(m, array.w_bank, j, name=f"wbank{j}"))
+               delay(m, array.w_data[j], j + extra, name=f"wskew{j}"),
+               delay(m, array.w_row, j + extra, name=f"wrow{j}"),
+               delay(m, array.w_valid, j + extra, name=f"wvalid{j}"),
+               delay(m, array.w_bank, j + extra, name=f"wbank{j}"))
 
 
 class WeightStationaryArray(wiring.Component):
@@ -313,6 +314,10 @@ class WeightStationaryArray(wiring.Component):
         uses ``cols * ceil(rows / 2)`` blocks. ``"mult18x18d"``: every cell gets an ECP5
         MULT18X18D with its input and output registers (:class:`hwgen.device.dsp.ECP5Mul`; widths at
         most 18). The cycle behaviour is the same.
+    input_register : bool
+        Every input (activation and weight rows with what travels with them) passes a register
+        before the skew: ``LATENCY`` is a cycle more, and the write rule below holds with the
+        same cycles (:attr:`hwgen.implementation.Implementation.registered_array`).
 
     Members
     -------
@@ -330,7 +335,7 @@ class WeightStationaryArray(wiring.Component):
         frozen array costs nothing in simulation and switches no flip-flop on the board.
     """
 
-    def __init__(self, config, *, pe_instances=False, dsp_packing=None):
+    def __init__(self, config, *, pe_instances=False, dsp_packing=None, input_register=False):
         from .dsp import DSP_PACKINGS
 
         if dsp_packing not in DSP_PACKINGS:
@@ -346,6 +351,7 @@ class WeightStationaryArray(wiring.Component):
         self.config = config
         self.pe_instances = pe_instances
         self.dsp_packing = dsp_packing
+        self.input_register = input_register
         super().__init__({
             "a_data": In(data.ArrayLayout(signed(config.in_bits), config.rows)),
             "a_valid": In(1),
@@ -356,25 +362,28 @@ class WeightStationaryArray(wiring.Component):
 
     @property
     def latency(self):
-        return self.config.rows + self.config.cols + 1
+        from ..cycles import ws_latency
+
+        return ws_latency(self.config, registered=self.input_register)
 
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
         rows, cols = cfg.rows, cfg.cols
+        extra = int(self.input_register)
         packed = self.dsp_packing is not None
         pes = _make_pes(m, cfg, self.pe_instances, self.en, external_mul=packed)
         if packed:
             self._pair_multipliers(m, pes)
         for i in range(rows):
             m.d.comb += [
-                pes[i][0].a_in.eq(delay(m, self.a_data[i], i, name=f"askew{i}")),
-                pes[i][0].sel_in.eq(delay(m, self.a_sel, i, name=f"sel{i}")),
+                pes[i][0].a_in.eq(delay(m, self.a_data[i], i + extra, name=f"askew{i}")),
+                pes[i][0].sel_in.eq(delay(m, self.a_sel, i + extra, name=f"sel{i}")),
             ]
             for j in range(1, cols):
                 m.d.comb += [pes[i][j].a_in.eq(pes[i][j - 1].a_out),
                              pes[i][j].sel_in.eq(pes[i][j - 1].sel_out)]
-        for j, w, row, valid, bank in _skewed_weights(m, self, rows, cols):
+        for j, w, row, valid, bank in _skewed_weights(m, self, rows, cols, extra):
             for i in range(rows):
                 m.d.comb += [
                     pes[i][j].w_in.eq(w),

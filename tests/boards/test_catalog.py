@@ -77,3 +77,12 @@ def test_resnet8_design_takes_the_multipliers_its_lanes_allow():
     with pytest.raises(FitError, match=r"needs 168 MULT18X18D multipliers, the device has 156"):
         boards.check_fit(board, boards.board_config(board, preset="ulx3s-85f-resnet8",
                                                     rows=10, post_lanes=4, **former))
+
+
+def test_the_simulated_implementations_are_the_boards():
+    """The Amaranth simulations of the accelerator run what the ULX3S boards build
+    (tests.support's copies)."""
+    from support import ECP5, ECP5_85F
+
+    assert boards.BOARDS["ulx3s-45f"].implementation == ECP5
+    assert boards.BOARDS["ulx3s-85f"].implementation == ECP5_85F

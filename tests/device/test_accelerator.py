@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from amaranth.hdl import Fragment
 from amaranth.sim import Simulator
-from support import ECP5, ICE40, SMALL, run_program, run_random_network, without_dsp
+from support import ECP5, ECP5_85F, ICE40, SMALL, run_program, run_random_network, without_dsp
 
 import hwgen
 from hwgen.boards.catalog import ICEBREAKER_PRESET
@@ -33,7 +33,8 @@ VARIANTS = {"plain": PLAIN, "pipelined": PIPELINED, "registered-reads": REGISTER
             "registered-writeback": Implementation(registered_writeback=True),
             "spram": Implementation(spram=True), "ice40": without_dsp(ICE40),
             "out-param-shared": Implementation(out_param_shared=True),
-            "ecp5": without_dsp(ECP5)}
+            "registered-array": Implementation(registered_array=True),
+            "ecp5": without_dsp(ECP5), "ecp5-85f": without_dsp(ECP5_85F)}
 
 
 def _config(shape, **kw):
@@ -65,14 +66,18 @@ def test_random_network(shape, dataflow):
 @pytest.mark.parametrize("dataflow", ["ws", "os"])
 def test_every_variant_is_exact_in_outputs_and_cycles(name, dataflow):
     """Each implementation computes what the reference does, and hwgen.cycles counts its
-    cycles exactly (a requantized layer's pipeline stages included)."""
+    cycles exactly (a requantized layer's pipeline stages included, and a cycle per chunk
+    of a weight-stationary array with registered inputs)."""
     impl = VARIANTS[name]
     cfg = _config((2, 3), dataflow=dataflow)
     result, prog, m, net = run_random_network(cfg, 23 + len(name), layers=3, max_width=9,
                                               implementation=impl)
     assert result["cycles"] == program_cycles(prog, m, impl)
     requantized = sum(layer.output != "raw" for layer in net.layers)
-    assert result["cycles"] - program_cycles(prog, m) == impl.requant_latency * requantized
+    chunks = len(net.layers) * -(-m // cfg.acc_depth)
+    registered = impl.registered_array and dataflow == "ws"
+    assert result["cycles"] - program_cycles(prog, m) == (impl.requant_latency * requantized
+                                                           + registered * chunks)
 
 
 @pytest.mark.parametrize(("shape", "name"), [((2, 2), "plain"), ((3, 1), "plain"),

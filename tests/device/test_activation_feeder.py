@@ -203,6 +203,10 @@ def run_feeder(config, registered, runs, ready, *, seed):
             checker.cycle({b: addr[b] for b in range(lanes) if en >> b & 1}, take, pulse, phase)
             words = [port.clock(addr[b], en >> b & 1, take=take)
                      for b, port in enumerate(ports)]
+            if "prime_next" in dut.signature.members:
+                # The controller's prime_next: the next cycle's prime, as this one leaves.
+                ctx.set(dut.prime_next, int(ctrl.priming > 0 or _primes_next(pending, left,
+                                                                             wait)))
             await ctx.tick()
             ctx.set(dut.rd_data, words)
         assert not pending and not left, "the runs did not finish in time"
@@ -213,6 +217,13 @@ def run_feeder(config, registered, runs, ready, *, seed):
     sim.run()
     assert checker.checked > 0
     return sent, primes, chunks, stream, banks
+
+
+def _primes_next(pending, left, wait):
+    """Whether the bench's next cycle starts a chunk's ``prime``: nothing left to take nor to
+    wait for, and a prime next among its steps (the end of a layer or run takes no cycle)."""
+    steps = (what for what, _ in pending if what not in ("end_layer", "end_run"))
+    return not left and not wait and next(steps, None) == "prime"
 
 
 def check_rows(sent, chunks, banks):

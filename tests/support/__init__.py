@@ -16,7 +16,15 @@ The one Python model of the whole device is :class:`sim.interpreter.ProgramInter
 
 from sim.interpreter import run_on_interpreter
 
-from .accelerator_sim import ECP5, ICE40, SMALL, run_program, run_random_network, without_dsp
+from .accelerator_sim import (
+    ECP5,
+    ECP5_85F,
+    ICE40,
+    SMALL,
+    run_program,
+    run_random_network,
+    without_dsp,
+)
 from .blocks import descriptor, image_geometry, plain_geometry, random_bits, random_image_layer
 from .boards import (
     BOARD_CNN,
@@ -56,6 +64,7 @@ __all__ = [
     "BUSY_CYCLES",
     "COMPILER_CONFIGS",
     "ECP5",
+    "ECP5_85F",
     "ICE40",
     "SMALL",
     "TINY",

@@ -23,6 +23,8 @@ ICE40 = Implementation(dsp_packing="sb_mac16", post_pipeline=True, split_multipl
 ECP5 = Implementation(dsp_packing="mult18x18d", post_pipeline=True, split_operand=17,
                       registered_reads=True, staged_host=True, registered_writeback=True,
                       link_on_oscillator=True)
+#: The 85F's: the ECP5 boards' with the array's inputs registered.
+ECP5_85F = dataclasses.replace(ECP5, registered_array=True)
 
 
 def without_dsp(implementation):
