@@ -151,8 +151,9 @@ class PatchWalker(wiring.Component):
     registered_step : bool
         With ``lookahead``: the step comes from a register, set a cycle early from the next
         values of ``prime`` and ``take`` (``prime_next``, ``take_next``), which must be
-        registers: it drives the enables of every position and row register and the banks'
-        address multiplexers, across the die on a large ECP5.
+        registers, and so do the banks' reads (``rd_addr``, ``rd_en``): the step drives the
+        enables of every position and row register, and the reads go to every bank, across
+        the die on a large ECP5.
 
     Members
     -------
