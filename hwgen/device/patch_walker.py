@@ -267,7 +267,7 @@ class PatchWalker(wiring.Component):
         m.d.sync += [nxt.eq(nxt_n), self.cur.eq(cur_n)]
         if not self.registered_step:
             m.d.comb += step.eq(self.prime | (self.take & self.cur.valid))
-            self._reads(m, step, nxt, self.cur, m.d.comb)
+            self._reads(m.d.comb, step, nxt, self.cur, addr=self.rd_addr, en=self.rd_en)
             return m
         # The step and the banks' reads from registers, set a cycle early from the next values.
         step_n = self.prime_next | (self.take_next & cur_n.valid)
@@ -276,14 +276,13 @@ class PatchWalker(wiring.Component):
         m.d.comb += step.eq(step_q)
         rd_addr = Signal.like(self.rd_addr, name="rd_addr_q")
         rd_en = Signal.like(self.rd_en, name="rd_en_q")
-        self._reads(m, step_n, nxt_n, cur_n, m.d.sync, addr=rd_addr, en=rd_en)
+        self._reads(m.d.sync, step_n, nxt_n, cur_n, addr=rd_addr, en=rd_en)
         m.d.comb += [self.rd_addr.eq(rd_addr), self.rd_en.eq(rd_en)]
         return m
 
-    def _reads(self, m, step, nxt, cur, domain, *, addr=None, en=None):
-        """Address the banks for the row ``cur`` holds after a cycle with ``step``."""
-        addr = self.rd_addr if addr is None else addr
-        en = self.rd_en if en is None else en
+    def _reads(self, domain, step, nxt, cur, *, addr, en):
+        """Set ``addr`` and ``en`` in ``domain`` to read the banks for the row ``cur`` holds
+        after a cycle with ``step``."""
         for b in range(self.config.act_lanes):
             domain += [addr[b].eq(Mux(step, nxt.addr[b], cur.addr[b])),
                        en[b].eq(Mux(step, nxt.inrow[b] & nxt.valid, cur.inrow[b] & cur.valid))]

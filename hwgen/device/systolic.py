@@ -25,6 +25,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..config import Dataflow
+from ..cycles import ws_latency
 from ..implementation import DspPacking
 
 __all__ = ["OSProcessingElement", "OutputStationaryArray", "ProcessingElement",
@@ -362,8 +363,6 @@ class WeightStationaryArray(wiring.Component):
 
     @property
     def latency(self):
-        from ..cycles import ws_latency
-
         return ws_latency(self.config, registered=self.input_register)
 
     def elaborate(self, platform):
