@@ -20,7 +20,9 @@ previous one with the geometry's steps and keeps the window's first word and ban
 counters: no multiplier, and no expansion of patches anywhere.
 
 For the clock, every decision of a step comes from registers: the "last" flags of each counter
-are kept beside it (set from comparisons with the bound less two, one step early), and the
+are kept beside it (set from comparisons with the bound less two, one step early; the output
+pixel's counters also keep a "last but one" flag, from the bound less three, so that the next
+pixel's "last" flags are registers too), and the
 first input pixel of the current kernel position and its coordinates are kept too, so that a
 step is one adder behind a multiplexer. With ``lookahead`` the walk runs two rows ahead of the
 row the feeder takes: one stage steps the position, the next forms the banks' addresses.
@@ -31,7 +33,7 @@ at most ``acc_depth`` rows), so that it costs what a walk of rows needs (on the 
 logic cells the iCEBreaker preset fills, the difference is a few percent of the chip).
 """
 
-from amaranth.hdl import Const, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -47,6 +49,7 @@ from ..memmap import (
 )
 from .taps_walk import (
     advance,
+    coord_shape,
     first_taps,
     lane_banks,
     lane_init,
@@ -87,7 +90,7 @@ def position_layout(config):
     if not config.spatial:
         return data.StructLayout(fields)
     side = unsigned(max(1, config.act_depth.bit_length()))
-    coord = signed(config.act_depth.bit_length() + 2)
+    coord = coord_shape(config)
     if walks_taps(config):
         # A taps layer's tile: its first element's bank beside t_pix, and the lanes' taps.
         fields.update(t_rem=range(config.act_lanes), **lane_layout(config))
@@ -95,8 +98,8 @@ def position_layout(config):
         # A fused pool's window: the pixel in it, the first word (and bank) of its current
         # row and of the next window, and its first pixel's input coordinates.
         window = range(GEOMETRY_LIMITS["pool"])
-        fields.update(wx=window, wy=window, wx_last=1, wy_last=1, wrow=addr, wnext=addr,
-                      wix=coord, wiy=coord)
+        fields.update(wx=window, wy=window, wx_last=1, wy_last=1, wx_pen=1, wy_pen=1,
+                      wrow=addr, wnext=addr, wix=coord, wiy=coord)
         if walks_taps(config):
             fields.update(wrow_rem=range(config.act_lanes), wnext_rem=range(config.act_lanes))
     return data.StructLayout({
@@ -111,6 +114,9 @@ def position_layout(config):
         # coordinates an output row and an image start from at this kernel position.
         "t_pix": addr, "t_iy": coord, "t_ix": coord, "iy0": coord, "ix0": coord,
         "ox_last": 1, "oy_last": 1, "count_last": 1, "kx_last": 1, "cg_last": 1,
+        # Which of the output pixel's counters is at its last value but one: the step's
+        # "last" flags come from them, a register each, not from a comparison.
+        "ox_pen": 1, "oy_pen": 1, "m_pen": 1, "count_pen": 1,
         # The step's decisions, combined from the flags above when the position is formed
         # (:meth:`PatchWalker._decided`): the layer's last output pixel, the pass's last row,
         # a reduction or output tile after this one.
@@ -245,7 +251,8 @@ class PatchWalker(wiring.Component):
                 m.d.sync += valid.eq(1)
             with m.Elif(step & ~succ.valid):
                 m.d.sync += valid.eq(0)
-            m.d.comb += [step.eq(self.take & self.cur.valid), self.cur.eq(_row(self, m, gen)),
+            m.d.comb += [step.eq(self.take & self.cur.valid),
+                         self.cur.eq(_row(self, m, gen, bounds)),
                          self.cur.valid.eq(valid & gen.valid)]
             for b in range(self.config.act_lanes):
                 m.d.comb += [self.rd_addr[b].eq(self.cur.addr[b]),
@@ -256,7 +263,7 @@ class PatchWalker(wiring.Component):
         nxt = Signal(row_layout(self.config), name="nxt")
         # Formed outside the step's condition: a row's comb logic built inside it would be
         # gated by it, so that the step ran through every bank's address adder.
-        row = _row(self, m, gen)
+        row = _row(self, m, gen, bounds)
         nxt_n = Signal.like(nxt, name="nxt_n")          # the next values of nxt and cur
         cur_n = Signal.like(self.cur, name="cur_n")
         m.d.comb += [nxt_n.eq(nxt), cur_n.eq(self.cur)]
@@ -319,7 +326,9 @@ class PatchWalker(wiring.Component):
         if self.spatial:
             stmts += [first.ox.eq(0), first.oy.eq(0), first.iy.eq(-g.pad_top),
                       first.ix.eq(-g.pad_left),
-                      first.ox_last.eq(bounds["ow"][1]), first.oy_last.eq(bounds["oh"][1])]
+                      first.ox_last.eq(bounds["ow"][1]), first.oy_last.eq(bounds["oh"][1]),
+                      first.ox_pen.eq(bounds["ow_pen"][1]), first.oy_pen.eq(bounds["oh_pen"][1]),
+                      first.m_pen.eq(bounds["m_pen"][1])]
         if self.fuse:
             stmts += _window_start(first, bounds)
         if self.taps:
@@ -338,6 +347,7 @@ class PatchWalker(wiring.Component):
                          row.t_iy.eq(first.iy), row.t_ix.eq(first.ix),
                          row.iy0.eq(-g.pad_top), row.ix0.eq(-g.pad_left), row.bword.eq(0),
                          row.brem.eq(0), row.count_last.eq(bounds["count"][1]),
+                         row.count_pen.eq(bounds["count_pen"][1]),
                          row.kx_last.eq(bounds["kw"][1]), row.cg_last.eq(bounds["cgs"][1])]
         if self.taps:
             # A taps layer's first element lies in any bank (0 for other layers).
@@ -415,14 +425,16 @@ class PatchWalker(wiring.Component):
         m.d.comb += [row.eq(tile), row.ox.eq(chunk.ox), row.oy.eq(chunk.oy), row.m.eq(chunk.m),
                      row.ox_last.eq(chunk.ox_last), row.oy_last.eq(chunk.oy_last),
                      row.m_last.eq(chunk.m_last), row.count.eq(0),
-                     row.count_last.eq(bounds["count"][1]), row.pix.eq(tile.t_pix),
+                     row.count_last.eq(bounds["count"][1]), row.ox_pen.eq(chunk.ox_pen),
+                     row.oy_pen.eq(chunk.oy_pen), row.m_pen.eq(chunk.m_pen),
+                     row.count_pen.eq(bounds["count_pen"][1]), row.pix.eq(tile.t_pix),
                      row.iy.eq(tile.t_iy), row.ix.eq(tile.t_ix)]
         if self.fuse:
             m.d.comb += _window_start(row, bounds)
         return row
 
 
-def _row(walker, m, pos):
+def _row(walker, m, pos, bounds):
     """Return the row at ``walker``'s position ``pos``: each bank's word (the pixel's first
     word plus the channel group's word, one more in the banks before the group's first),
     which of them lie in the pixel and the image, and its flags."""
@@ -436,7 +448,11 @@ def _row(walker, m, pos):
     offs, reads = lane_banks(m, cfg, g, pos) if walker.taps else (None, None)
     for b in range(cfg.act_lanes):
         before = Const(b) < pos.krem
-        inrow = inside & (pos.kword + before < d.src_stride)
+        if walker.spatial:
+            # kword + before < src_stride, compared without the adder (src_stride >= 1).
+            inrow = inside & Mux(before, pos.kword < bounds["stride"], pos.kword < d.src_stride)
+        else:
+            inrow = inside & (pos.kword + before < d.src_stride)
         if walker.taps:
             # A taps layer's banks: each its lane's word (its kernel row's words on).
             m.d.comb += [row.addr[b].eq(word + offs[b] + before),
@@ -471,8 +487,22 @@ def _walk_bounds(walker, m):
         with m.If(walker.start_layer):
             m.d.sync += minus2.eq(value - 2)
         bounds[name] = (minus2, value == 1)
-    bounds["count"] = (Const(cfg.acc_depth - 2, len(Signal(range(cfg.acc_depth + 1)))),
-                       Const(cfg.acc_depth == 1, 1))
+    # The output pixel's counters' "last but one" flags compare with the bound less three.
+    for name in ("m", "ow", "oh", "pool") if walker.fuse else ("m", "ow", "oh"):
+        value = names[name]
+        minus3 = Signal(len(value) + 1, name=f"{name}_m3")
+        with m.If(walker.start_layer):
+            m.d.sync += minus3.eq(value - 3)
+        bounds[f"{name}_pen"] = (minus3, value == 2)
+    count = len(Signal(range(cfg.acc_depth + 1)))
+    bounds["count"] = (Const(cfg.acc_depth - 2, count), Const(cfg.acc_depth == 1, 1))
+    stride = Signal.like(d.src_stride, name="stride_m1")    # a pixel's words less one
+    with m.If(walker.start_layer):
+        m.d.sync += stride.eq(d.src_stride - 1)
+    bounds["stride"] = stride
+    # A count that is never reached where acc_depth is below 3.
+    bounds["count_pen"] = (Const(cfg.acc_depth - 3 if cfg.acc_depth >= 3 else cfg.acc_depth,
+                                 count), Const(cfg.acc_depth == 2, 1))
     if walker.taps:
         # A lane's column from kwc - tr on passes its kernel row's end at the next tile.
         wrap_at = Signal.like(g.kwc, name="wrap_at")
@@ -500,14 +530,14 @@ def _next_pixel(walker, m, pos, bounds):
         m.d.comb += [pixel.m.eq(pos.m + 1), pixel.m_last.eq(pos.m == bounds["m"][0]),
                      pixel.pix.eq(pos.pix + walker.desc.src_stride)]
         return pixel
-    m.d.comb += [pixel.count.eq(pos.count + 1),
-                 pixel.count_last.eq(pos.count == bounds["count"][0])]
+    m.d.comb += [pixel.count.eq(pos.count + 1), pixel.count_last.eq(pos.count_pen),
+                 pixel.count_pen.eq(pos.count == bounds["count_pen"][0])]
     if not walker.fuse:
         _next_output(walker, m, pixel, pos, bounds)
         return pixel
     with m.If(~pos.wx_last):             # the next pixel in the window's row
-        m.d.comb += [pixel.wx.eq(pos.wx + 1), pixel.wx_last.eq(pos.wx == bounds["pool"][0]),
-                     pixel.ix.eq(pos.ix + g.sx)]
+        m.d.comb += [pixel.wx.eq(pos.wx + 1), pixel.wx_last.eq(pos.wx_pen),
+                     pixel.wx_pen.eq(pos.wx == bounds["pool_pen"][0]), pixel.ix.eq(pos.ix + g.sx)]
         _step(walker, m, pixel, pos, "col")
         with m.If((pos.wx == 0) & (pos.wy == 0)):
             # The window's first pixel: where its rows and the next window start from.
@@ -516,7 +546,9 @@ def _next_pixel(walker, m, pos, bounds):
                 m.d.comb += pixel.wrow_rem.eq(pos.krem)
     with m.Elif(~pos.wy_last):           # the first pixel of the window's next row
         m.d.comb += [pixel.wx.eq(0), pixel.wx_last.eq(bounds["pool"][1]),
-                     pixel.wy.eq(pos.wy + 1), pixel.wy_last.eq(pos.wy == bounds["pool"][0]),
+                     pixel.wx_pen.eq(bounds["pool_pen"][1]), pixel.wy.eq(pos.wy + 1),
+                     pixel.wy_last.eq(pos.wy_pen),
+                     pixel.wy_pen.eq(pos.wy == bounds["pool_pen"][0]),
                      pixel.ix.eq(pos.wix), pixel.iy.eq(pos.iy + g.sy)]
         _window_down(walker, m, pixel, pos)
         with m.If(pos.wy == 0):
@@ -535,7 +567,8 @@ def _window_start(pos, bounds):
     """Return the statements that put ``pos`` at its window's first pixel (every pixel its
     own window without a fused pool)."""
     return [pos.wx.eq(0), pos.wy.eq(0), pos.wx_last.eq(bounds["pool"][1]),
-            pos.wy_last.eq(bounds["pool"][1])]
+            pos.wy_last.eq(bounds["pool"][1]), pos.wx_pen.eq(bounds["pool_pen"][1]),
+            pos.wy_pen.eq(bounds["pool_pen"][1])]
 
 
 def _stepped(walker, m, pix, krem, name):
@@ -568,8 +601,8 @@ def _next_output(walker, m, pixel, pos, bounds):
     of the next window, ``pos`` the last of its window)."""
     g = walker.geom
     with m.If(~pos.ox_last):
-        m.d.comb += [pixel.ox.eq(pos.ox + 1), pixel.ox_last.eq(pos.ox == bounds["ow"][0]),
-                     pixel.ix.eq(pos.ix + g.sx)]
+        m.d.comb += [pixel.ox.eq(pos.ox + 1), pixel.ox_last.eq(pos.ox_pen),
+                     pixel.ox_pen.eq(pos.ox == bounds["ow_pen"][0]), pixel.ix.eq(pos.ix + g.sx)]
         _step(walker, m, pixel, pos, "col")
         if walker.fuse:
             with m.If(~bounds["pool"][1]):
@@ -579,16 +612,17 @@ def _next_output(walker, m, pixel, pos, bounds):
                     m.d.comb += pixel.krem.eq(pos.wnext_rem)
     with m.Else():
         m.d.comb += [pixel.ox.eq(0), pixel.ox_last.eq(bounds["ow"][1]),
-                     pixel.ix.eq(pos.ix0)]
+                     pixel.ox_pen.eq(bounds["ow_pen"][1]), pixel.ix.eq(pos.ix0)]
         with m.If(~pos.oy_last):
-            m.d.comb += [pixel.oy.eq(pos.oy + 1),
-                         pixel.oy_last.eq(pos.oy == bounds["oh"][0]),
+            m.d.comb += [pixel.oy.eq(pos.oy + 1), pixel.oy_last.eq(pos.oy_pen),
+                         pixel.oy_pen.eq(pos.oy == bounds["oh_pen"][0]),
                          pixel.iy.eq(pos.iy + g.sy)]
             _step(walker, m, pixel, pos, "row")
         with m.Else():
             m.d.comb += [pixel.oy.eq(0), pixel.oy_last.eq(bounds["oh"][1]),
-                         pixel.m.eq(pos.m + 1), pixel.m_last.eq(pos.m == bounds["m"][0]),
-                         pixel.iy.eq(pos.iy0)]
+                         pixel.oy_pen.eq(bounds["oh_pen"][1]), pixel.m.eq(pos.m + 1),
+                         pixel.m_last.eq(pos.m_pen),
+                         pixel.m_pen.eq(pos.m == bounds["m_pen"][0]), pixel.iy.eq(pos.iy0)]
             _step(walker, m, pixel, pos, "img")
 
 
