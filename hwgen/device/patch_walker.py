@@ -443,8 +443,6 @@ def _row(walker, m, pos, bounds):
     inside = 1
     if walker.spatial:
         inside = (pos.iy >= 0) & (pos.iy < g.h) & (pos.ix >= 0) & (pos.ix < g.w)
-    word = Signal.like(pos.pix, name="row_word")
-    m.d.comb += word.eq(pos.pix + pos.kword)
     offs, reads = lane_banks(m, cfg, g, pos) if walker.taps else (None, None)
     for b in range(cfg.act_lanes):
         before = Const(b) < pos.krem
@@ -454,11 +452,12 @@ def _row(walker, m, pos, bounds):
         else:
             inrow = inside & (pos.kword + before < d.src_stride)
         if walker.taps:
-            # A taps layer's banks: each its lane's word (its kernel row's words on).
-            m.d.comb += [row.addr[b].eq(word + offs[b] + before),
+            # A taps layer's banks: each its lane's word (its kernel row's words on; its
+            # channel word is 0), another layer's the channel group's: one adder each.
+            m.d.comb += [row.addr[b].eq(pos.pix + Mux(g.taps, offs[b], pos.kword) + before),
                          row.inrow[b].eq(Mux(g.taps, reads[b], inrow))]
         else:
-            m.d.comb += [row.addr[b].eq(word + before), row.inrow[b].eq(inrow)]
+            m.d.comb += [row.addr[b].eq(pos.pix + pos.kword + before), row.inrow[b].eq(inrow)]
     m.d.comb += [row.krem.eq(pos.krem), row.last.eq(walker._last(pos)),
                  row.final.eq(pos.kt_last), row.valid.eq(pos.valid)]
     return row
