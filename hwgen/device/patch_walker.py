@@ -160,6 +160,11 @@ class PatchWalker(wiring.Component):
         registers, and so do the banks' reads (``rd_addr``, ``rd_en``): the step drives the
         enables of every position and row register, and the reads go to every bank, across
         the die on a large ECP5.
+    staged_rows : bool
+        With ``registered_step``: a row formed from the position passes a register before
+        :attr:`cur`'s successor takes it, so that the banks' reads come from registers through
+        multiplexers only. ``prime`` then leaves :attr:`cur` empty, and a step of its own
+        fills it: the first row comes a cycle later.
 
     Members
     -------
@@ -179,9 +184,12 @@ class PatchWalker(wiring.Component):
         Pixels remain after the current chunk (valid once its first pass has walked it).
     """
 
-    def __init__(self, config, *, lookahead=False, registered_step=False):
+    def __init__(self, config, *, lookahead=False, registered_step=False, staged_rows=False):
         if registered_step and not lookahead:
             raise ValueError("PatchWalker: registered_step=True needs lookahead=True")
+        if staged_rows and not registered_step:
+            raise ValueError("PatchWalker: staged_rows=True needs registered_step=True")
+        self.staged_rows = staged_rows
         self.config = config
         self.lookahead = lookahead
         self.registered_step = registered_step
@@ -264,6 +272,13 @@ class PatchWalker(wiring.Component):
         # Formed outside the step's condition: a row's comb logic built inside it would be
         # gated by it, so that the step ran through every bank's address adder.
         row = _row(self, m, gen, bounds)
+        if self.staged_rows:
+            staged = Signal.like(nxt, name="staged")
+            with m.If(start):
+                m.d.sync += staged.valid.eq(0)
+            with m.Elif(step):
+                m.d.sync += staged.eq(row)
+            row = staged
         nxt_n = Signal.like(nxt, name="nxt_n")          # the next values of nxt and cur
         cur_n = Signal.like(self.cur, name="cur_n")
         m.d.comb += [nxt_n.eq(nxt), cur_n.eq(self.cur)]
@@ -278,6 +293,8 @@ class PatchWalker(wiring.Component):
             return m
         # The step and the banks' reads from registers, set a cycle early from the next values.
         step_n = self.prime_next | (self.take_next & cur_n.valid)
+        if self.staged_rows:
+            step_n |= ~cur_n.valid & nxt_n.valid        # fills cur after prime
         step_q = Signal(name="step_q")
         m.d.sync += step_q.eq(step_n)
         m.d.comb += step.eq(step_q)
