@@ -227,12 +227,12 @@ class PatchWalker(wiring.Component):
             after = Signal(layout, name="after")    # the next chunk's
             m.d.comb += first.eq(after)
             with m.If(self.start_layer):
-                m.d.comb += self._layer_start(first, bounds)
+                m.d.comb += _layer_start(self, first, bounds)
             with m.If(start):
                 m.d.sync += chunk.eq(first)
         else:
             # One chunk: the layer's first row, from the descriptor (held while it runs).
-            m.d.comb += self._layer_start(first, bounds)
+            m.d.comb += _layer_start(self, first, bounds)
             chunk = first
         loaded = self._decided(m, self._loaded(m, first, bounds), "loaded")
         succ, pixel = self._successor(m, gen, chunk, bounds)
@@ -289,7 +289,7 @@ class PatchWalker(wiring.Component):
         m.d.sync += [nxt.eq(nxt_n), self.cur.eq(cur_n)]
         if not self.registered_step:
             m.d.comb += step.eq(self.prime | (self.take & self.cur.valid))
-            self._reads(m.d.comb, step, nxt, self.cur, addr=self.rd_addr, en=self.rd_en)
+            _reads(self, m.d.comb, step, nxt, self.cur, addr=self.rd_addr, en=self.rd_en)
             return m
         # The step and the banks' reads from registers, set a cycle early from the next values.
         step_n = self.prime_next | (self.take_next & cur_n.valid)
@@ -300,16 +300,9 @@ class PatchWalker(wiring.Component):
         m.d.comb += step.eq(step_q)
         rd_addr = Signal.like(self.rd_addr, name="rd_addr_q")
         rd_en = Signal.like(self.rd_en, name="rd_en_q")
-        self._reads(m.d.sync, step_n, nxt_n, cur_n, addr=rd_addr, en=rd_en)
+        _reads(self, m.d.sync, step_n, nxt_n, cur_n, addr=rd_addr, en=rd_en)
         m.d.comb += [self.rd_addr.eq(rd_addr), self.rd_en.eq(rd_en)]
         return m
-
-    def _reads(self, domain, step, nxt, cur, *, addr, en):
-        """Set ``addr`` and ``en`` in ``domain`` to read the banks for the row ``cur`` holds
-        after a cycle with ``step``."""
-        for b in range(self.config.act_lanes):
-            domain += [addr[b].eq(Mux(step, nxt.addr[b], cur.addr[b])),
-                       en[b].eq(Mux(step, nxt.inrow[b] & nxt.valid, cur.inrow[b] & cur.valid))]
 
     def _last(self, pos):
         """Whether ``pos`` is its pass's last row: the chunk's last pixel (without spatial
@@ -333,24 +326,6 @@ class PatchWalker(wiring.Component):
                      out.last.eq(pos.count_last | layer_last),
                      out.more.eq(~pos.kt_last | ~pos.nt_last)]
         return out
-
-    def _layer_start(self, first, bounds):
-        """Return the statements that make ``first`` the layer's first output pixel at kernel
-        position (0, 0)."""
-        g = self.geom
-        stmts = [first.m.eq(0), first.pix.eq(self.desc.src_base),
-                 first.m_last.eq(self.last_row == 0)]
-        if self.spatial:
-            stmts += [first.ox.eq(0), first.oy.eq(0), first.iy.eq(-g.pad_top),
-                      first.ix.eq(-g.pad_left),
-                      first.ox_last.eq(bounds["ow"][1]), first.oy_last.eq(bounds["oh"][1]),
-                      first.ox_pen.eq(bounds["ow_pen"][1]), first.oy_pen.eq(bounds["oh_pen"][1]),
-                      first.m_pen.eq(bounds["m_pen"][1])]
-        if self.fuse:
-            stmts += _window_start(first, bounds)
-        if self.taps:
-            stmts.append(first.krem.eq(g.rem0))
-        return stmts
 
     def _loaded(self, m, first, bounds):
         """Return the walk's first row of a chunk starting at ``first``."""
@@ -449,6 +424,33 @@ class PatchWalker(wiring.Component):
         if self.fuse:
             m.d.comb += _window_start(row, bounds)
         return row
+
+
+def _reads(walker, domain, step, nxt, cur, *, addr, en):
+    """Set ``addr`` and ``en`` in ``domain`` to read ``walker``'s banks for the row ``cur``
+    holds after a cycle with ``step``."""
+    for b in range(walker.config.act_lanes):
+        domain += [addr[b].eq(Mux(step, nxt.addr[b], cur.addr[b])),
+                   en[b].eq(Mux(step, nxt.inrow[b] & nxt.valid, cur.inrow[b] & cur.valid))]
+
+
+def _layer_start(walker, first, bounds):
+    """Return the statements that make ``first`` ``walker``'s layer's first output pixel at
+    kernel position (0, 0)."""
+    g = walker.geom
+    stmts = [first.m.eq(0), first.pix.eq(walker.desc.src_base),
+             first.m_last.eq(walker.last_row == 0)]
+    if walker.spatial:
+        stmts += [first.ox.eq(0), first.oy.eq(0), first.iy.eq(-g.pad_top),
+                  first.ix.eq(-g.pad_left),
+                  first.ox_last.eq(bounds["ow"][1]), first.oy_last.eq(bounds["oh"][1]),
+                  first.ox_pen.eq(bounds["ow_pen"][1]), first.oy_pen.eq(bounds["oh_pen"][1]),
+                  first.m_pen.eq(bounds["m_pen"][1])]
+    if walker.fuse:
+        stmts += _window_start(first, bounds)
+    if walker.taps:
+        stmts.append(first.krem.eq(g.rem0))
+    return stmts
 
 
 def _row(walker, m, pos, bounds):
