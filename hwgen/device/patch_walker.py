@@ -33,7 +33,7 @@ at most ``acc_depth`` rows), so that it costs what a walk of rows needs (on the 
 logic cells the iCEBreaker preset fills, the difference is a few percent of the chip).
 """
 
-from amaranth.hdl import Const, Module, Mux, Signal, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -54,6 +54,7 @@ from .taps_walk import (
     lane_banks,
     lane_init,
     lane_layout,
+    lane_reads,
     next_taps,
     set_lanes,
 )
@@ -134,6 +135,8 @@ def row_layout(config):
         "last": 1,               # the last row of its pass
         "final": 1,              # of the layer's last reduction tile
         "valid": 1,
+        # A taps layer's lanes that read, before their rotation onto the banks (staged rows).
+        **({"lanes_ok": config.rows} if walks_taps(config) else {}),
     })
 
 
@@ -278,7 +281,7 @@ class PatchWalker(wiring.Component):
                 m.d.sync += staged.valid.eq(0)
             with m.Elif(step):
                 m.d.sync += staged.eq(row)
-            row = staged
+            row = _banked(self, m, staged)
         nxt_n = Signal.like(nxt, name="nxt_n")          # the next values of nxt and cur
         cur_n = Signal.like(self.cur, name="cur_n")
         m.d.comb += [nxt_n.eq(nxt), cur_n.eq(self.cur)]
@@ -426,6 +429,20 @@ class PatchWalker(wiring.Component):
         return row
 
 
+def _banked(walker, m, staged):
+    """Return the staged row ``staged`` with a taps layer's lanes' reads rotated onto its
+    banks (after the register: the comparisons and the rotation were one path before)."""
+    if not walker.taps:
+        return staged
+    g = walker.geom
+    row = Signal.like(staged, name="banked")
+    reads = lane_banks(m, walker.config, staged.krem, list(staged.lanes_ok), "read")
+    m.d.comb += row.eq(staged)
+    for b in range(walker.config.act_lanes):
+        m.d.comb += row.inrow[b].eq(Mux(g.taps, reads[b], staged.inrow[b]))
+    return row
+
+
 def _reads(walker, domain, step, nxt, cur, *, addr, en):
     """Set ``addr`` and ``en`` in ``domain`` to read ``walker``'s banks for the row ``cur``
     holds after a cycle with ``step``."""
@@ -462,7 +479,15 @@ def _row(walker, m, pos, bounds):
     inside = 1
     if walker.spatial:
         inside = (pos.iy >= 0) & (pos.iy < g.h) & (pos.ix >= 0) & (pos.ix < g.w)
-    offs, reads = lane_banks(m, cfg, g, pos) if walker.taps else (None, None)
+    if walker.taps:
+        offs = lane_banks(m, cfg, pos.krem, list(pos.off), "off")
+        ok = lane_reads(g, pos, cfg.rows)
+        if walker.staged_rows:
+            # Rotated onto the banks after the staging register (_banked).
+            m.d.comb += row.lanes_ok.eq(Cat(*ok))
+            reads = None
+        else:
+            reads = lane_banks(m, cfg, pos.krem, ok, "read")
     for b in range(cfg.act_lanes):
         before = Const(b) < pos.krem
         if walker.spatial:
@@ -474,7 +499,7 @@ def _row(walker, m, pos, bounds):
             # A taps layer's banks: each its lane's word (its kernel row's words on; its
             # channel word is 0), another layer's the channel group's: one adder each.
             m.d.comb += [row.addr[b].eq(pos.pix + Mux(g.taps, offs[b], pos.kword) + before),
-                         row.inrow[b].eq(Mux(g.taps, reads[b], inrow))]
+                         row.inrow[b].eq(inrow if reads is None else Mux(g.taps, reads[b], inrow))]
         else:
             m.d.comb += [row.addr[b].eq(pos.pix + pos.kword + before), row.inrow[b].eq(inrow)]
     m.d.comb += [row.krem.eq(pos.krem), row.last.eq(walker._last(pos)),

@@ -24,7 +24,7 @@ from amaranth.lib import data
 from ..memmap import act_addr_bits
 
 __all__ = ["advance", "coord_shape", "first_taps", "lane_banks", "lane_init", "lane_layout",
-           "lane_step", "next_taps", "row_bits", "set_lanes"]
+           "lane_reads", "lane_step", "next_taps", "row_bits", "set_lanes"]
 
 
 def row_bits(config):
@@ -108,27 +108,28 @@ def lane_step(m, config, geom, tile, pos, *, wrap_at):
                          tile.hi[r].eq(pos.hi[r] - geom.tq)]
 
 
-def lane_banks(m, config, geom, pos):
-    """Return ``(offs, reads)``: per bank, the extra words and whether it reads, of the row at
-    ``pos`` (its lanes rotated onto the banks by ``pos.krem``)."""
+def lane_reads(geom, pos, rows):
+    """Return, per lane of the row at ``pos``, whether it reads: its image row ``iy + q`` in
+    ``0 .. h - 1`` and its tap in the kernel."""
+    return [(pos.iy >= pos.lo[r]) & (pos.iy < pos.hi[r]) & (pos.q[r] < geom.kh)
+            for r in range(rows)]
+
+
+def lane_banks(m, config, krem, values, name):
+    """Return ``values`` (one per lane) rotated onto the banks by ``krem``: bank ``b`` takes
+    lane ``(b - krem) % act_lanes``, 0 past the ``rows`` lanes."""
     lanes, rows = config.act_lanes, config.rows
-    valid = []
-    for r in range(rows):
-        # Image row iy + q in 0 .. h - 1.
-        valid.append((pos.iy >= pos.lo[r]) & (pos.iy < pos.hi[r]) & (pos.q[r] < geom.kh))
-    offs, reads = [], []
+    banks = []
     for b in range(lanes):
-        off = Signal(unsigned(act_addr_bits(config)), name=f"bank_off{b}")
-        read = Signal(name=f"bank_read{b}")
-        with m.Switch(pos.krem):
+        bank = Signal.like(values[0], name=f"bank_{name}{b}")
+        with m.Switch(krem):
             for k in range(lanes):
                 r = (b - k) % lanes
                 if r < rows:
                     with m.Case(k):
-                        m.d.comb += [off.eq(pos.off[r]), read.eq(valid[r])]
-        offs.append(off)
-        reads.append(read)
-    return offs, reads
+                        m.d.comb += bank.eq(values[r])
+        banks.append(bank)
+    return banks
 
 
 def advance(m, config, nxt, *, pix, krem, word, rem):

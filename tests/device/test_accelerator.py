@@ -217,7 +217,8 @@ def test_activation_reads_skip_words_past_the_row(shape, widths, batch, impl):
 
 
 @pytest.mark.parametrize(("shape", "name"), [((4, 4), "plain"), ((4, 4), "registered-reads"),
-                                             ((3, 5), "ecp5"), ((5, 3), "pipelined")])
+                                             ((3, 5), "ecp5"), ((5, 3), "pipelined"),
+                                             ((4, 4), "ecp5-85f")])
 def test_first_convolution_in_the_taps_layout(shape, name):
     """A first convolution of fewer channels than rows takes its input in the taps layout
     (its taps packed into tiles, rows above and below the image read as zeros): outputs and
