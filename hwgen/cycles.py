@@ -97,7 +97,7 @@ class _Credits:
         bisect.insort(self.reads, read_cycle)
 
 
-def engine_timing(config, batches, spacing=None, *, registered=False):
+def engine_timing(config, batches, spacing=None, *, registered=False, first_row=0):
     """Return the :class:`EngineTiming` of a run with streams that are always valid and ready.
 
     Parameters
@@ -112,6 +112,8 @@ def engine_timing(config, batches, spacing=None, *, registered=False):
     registered : bool
         The weight-stationary array's inputs pass a register: each row's result a cycle later
         (:func:`ws_latency`); its weight tiles' cycles are the same.
+    first_row : int
+        The first cycle the activation stream may deliver a row (the weights' from 0).
     """
     if not batches or min(batches) < 1:
         raise ValueError(f"batches={batches!r}: every batch needs at least one row")
@@ -125,7 +127,7 @@ def engine_timing(config, batches, spacing=None, *, registered=False):
     admit, out, tile_load = [], [], []
     free = [0, 0]       # first cycle each bank may be loaded again
     load_end = 0        # first cycle the weight stream is free
-    next_row = 0        # first cycle the activation stream may deliver the next row
+    next_row = first_row    # first cycle the activation stream may deliver the next row
     if config.dataflow is Dataflow.WS:
         lat = ws_latency(config, registered) + FIFO_LATENCY
         for n, m in enumerate(batches):
@@ -213,11 +215,15 @@ def chunk_cycles(config, k_tiles, n_tiles, rows, raw, *, implementation=None):
 
     ``implementation`` (an :class:`~hwgen.implementation.Implementation`, the plain one by
     default) adds the stages of its requantization pipeline to a requantized layer, and the
-    register before its array (:attr:`~hwgen.implementation.Implementation.registered_array`).
+    register before its array (:attr:`~hwgen.implementation.Implementation.registered_array`),
+    with registered reads and one requantization step also the walker's staged rows (the
+    first activation row a cycle later, which the weights' first tile may hide).
     """
     registered = implementation is not None and implementation.registered_array
+    staged = registered and implementation.registered_reads and config.requant_steps == 1
     timing = engine_timing(config, [rows] * (k_tiles * n_tiles),
-                           layer_spacing(config, k_tiles, n_tiles, raw), registered=registered)
+                           layer_spacing(config, k_tiles, n_tiles, raw), registered=registered,
+                           first_row=int(staged))
     tail = _RAW_TAIL if raw else _REQUANT_TAIL + config.requant_steps - 1
     if not raw and implementation is not None:
         tail += implementation.requant_latency

@@ -83,7 +83,9 @@ class Implementation:
         admission to its result (:func:`hwgen.cycles.ws_latency`). The first row's lane has no
         skew register, so without it the activation feeder's row ran from the banks' registers
         across the die into that row's DSP inputs in one cycle. An output-stationary array
-        ignores it.
+        ignores it. With ``registered_reads`` (and one requantization step) the patch walker's
+        rows also pass a register of their own (its ``staged_rows``): a chunk's first row
+        comes a cycle later, which a weight-stationary array's first weight tile hides.
     spram : bool
         Put the single-port buffers (weights, the frame payload) into iCE40UP SB_SPRAM256KA.
     link_on_oscillator : bool

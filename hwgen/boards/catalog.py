@@ -262,16 +262,15 @@ ULX3S_85F_ZOO_PRESET = {"rows": 5, "cols": 5, "dataflow": "ws", "in_bits": 8, "w
 #: (it takes 9,736), PROGRAM 64 words (its 14 passes take 42). Both depths are powers of two so
 #: that every block RAM holds the memory's full depth in a slice of its width: no multiplexer
 #: after the blocks, and each read's register goes into the block (OUTREG; 6,144 and 10,240
-#: words folded 36 of 102). 208,994 cycles: 2.61 ms at 80 MHz, an exact PLL clock its
-#: build meets (81.5 MHz); built for 84.375 MHz it reached 77.4-81.7 MHz, and 2.5 ms
-#: needs 83.6 (docs/performance.md, "Toward 84.375 MHz, second round"). The 8x16 array
-#: (123,280 cycles, 2.5 ms at 49.3 MHz) did not route at 53 MHz: its 16 activation banks and
-#: the adder's sixteen lanes congested nextpnr (docs/performance.md, "ResNet-8 on a design
-#: that routes").
+#: words folded 36 of 102). 208,994 cycles: 2.48 ms at 84.375 MHz, an exact PLL clock its
+#: build meets (86.3 MHz; docs/performance.md, "The ResNet-8 preset at 84.375 MHz"). The
+#: 8x16 array (123,280 cycles, 2.5 ms at 49.3 MHz) did not route at 53 MHz: its 16 activation
+#: banks and the adder's sixteen lanes congested nextpnr (docs/performance.md, "ResNet-8 on a
+#: design that routes").
 ULX3S_85F_RESNET8_PRESET = {"rows": 8, "cols": 8, "dataflow": "ws", "in_bits": 8,
                             "w_bits": 8, "weight_depth": 16384, "act_depth": 8192,
                             "param_depth": 128, "prog_depth": 64, "acc_depth": 256,
-                            "out_depth": 512, "clock_hz": 80_000_000}
+                            "out_depth": 512, "clock_hz": 84_375_000}
 
 #: Designs besides the boards' presets, by name: ``(board, fields over its preset)``
 #: (``hwgen.boards.board_config(BOARDS[board], **fields)``).

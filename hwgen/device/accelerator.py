@@ -99,7 +99,8 @@ class AcceleratorCore(wiring.Component):
                                    input_register=implementation.registered_array)
         self.controller = Controller(config, registered_bounds=implementation.post_pipeline)
         self.weight_feeder = WeightFeeder(config, registered_reads=reg)
-        self.activation_feeder = ActivationFeeder(config, registered_reads=reg)
+        self.activation_feeder = ActivationFeeder(
+            config, registered_reads=reg, staged_rows=self.implementation.registered_array)
         self.accumulators = AccumulatorBank(config, registered_reads=reg)
         self.postprocess = PostProcessor(config, implementation)
         self.writeback = WriteBack(config, self.postprocess.addr_width,

@@ -36,6 +36,9 @@ class ActivationFeeder(wiring.Component):
         The banks' words pass registers: the walker addresses them a cycle ahead, from
         registers, and a :class:`~hwgen.device.skid.Skid` lets the feeder move on without
         waiting for the engine's ``ready`` (one requantization step only).
+    staged_rows : bool
+        With the skid: the walker's rows pass a register more
+        (:class:`~hwgen.device.patch_walker.PatchWalker`'s ``staged_rows``), a cycle per chunk.
 
     Members
     -------
@@ -62,12 +65,13 @@ class ActivationFeeder(wiring.Component):
         To the engine's ``i_act``.
     """
 
-    def __init__(self, config, *, registered_reads=False):
+    def __init__(self, config, *, registered_reads=False, staged_rows=False):
         self.config = config
         self.registered_reads = registered_reads
         # With the skid, `take` is a register whose next value the skid gives.
-        self.walker = PatchWalker(config, lookahead=registered_reads,
-                                  registered_step=registered_reads and config.requant_steps == 1)
+        skid = registered_reads and config.requant_steps == 1
+        self.walker = PatchWalker(config, lookahead=registered_reads, registered_step=skid,
+                                  staged_rows=staged_rows and skid)
         lanes = config.act_lanes
         super().__init__({
             "start_layer": In(1),

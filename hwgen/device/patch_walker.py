@@ -20,7 +20,9 @@ previous one with the geometry's steps and keeps the window's first word and ban
 counters: no multiplier, and no expansion of patches anywhere.
 
 For the clock, every decision of a step comes from registers: the "last" flags of each counter
-are kept beside it (set from comparisons with the bound less two, one step early), and the
+are kept beside it (set from comparisons with the bound less two, one step early; the output
+pixel's counters also keep a "last but one" flag, from the bound less three, so that the next
+pixel's "last" flags are registers too), and the
 first input pixel of the current kernel position and its coordinates are kept too, so that a
 step is one adder behind a multiplexer. With ``lookahead`` the walk runs two rows ahead of the
 row the feeder takes: one stage steps the position, the next forms the banks' addresses.
@@ -31,7 +33,7 @@ at most ``acc_depth`` rows), so that it costs what a walk of rows needs (on the 
 logic cells the iCEBreaker preset fills, the difference is a few percent of the chip).
 """
 
-from amaranth.hdl import Const, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -47,10 +49,12 @@ from ..memmap import (
 )
 from .taps_walk import (
     advance,
+    coord_shape,
     first_taps,
     lane_banks,
     lane_init,
     lane_layout,
+    lane_reads,
     next_taps,
     set_lanes,
 )
@@ -87,7 +91,7 @@ def position_layout(config):
     if not config.spatial:
         return data.StructLayout(fields)
     side = unsigned(max(1, config.act_depth.bit_length()))
-    coord = signed(config.act_depth.bit_length() + 2)
+    coord = coord_shape(config)
     if walks_taps(config):
         # A taps layer's tile: its first element's bank beside t_pix, and the lanes' taps.
         fields.update(t_rem=range(config.act_lanes), **lane_layout(config))
@@ -95,8 +99,8 @@ def position_layout(config):
         # A fused pool's window: the pixel in it, the first word (and bank) of its current
         # row and of the next window, and its first pixel's input coordinates.
         window = range(GEOMETRY_LIMITS["pool"])
-        fields.update(wx=window, wy=window, wx_last=1, wy_last=1, wrow=addr, wnext=addr,
-                      wix=coord, wiy=coord)
+        fields.update(wx=window, wy=window, wx_last=1, wy_last=1, wx_pen=1, wy_pen=1,
+                      wrow=addr, wnext=addr, wix=coord, wiy=coord)
         if walks_taps(config):
             fields.update(wrow_rem=range(config.act_lanes), wnext_rem=range(config.act_lanes))
     return data.StructLayout({
@@ -111,6 +115,9 @@ def position_layout(config):
         # coordinates an output row and an image start from at this kernel position.
         "t_pix": addr, "t_iy": coord, "t_ix": coord, "iy0": coord, "ix0": coord,
         "ox_last": 1, "oy_last": 1, "count_last": 1, "kx_last": 1, "cg_last": 1,
+        # Which of the output pixel's counters is at its last value but one: the step's
+        # "last" flags come from them, a register each, not from a comparison.
+        "ox_pen": 1, "oy_pen": 1, "m_pen": 1, "count_pen": 1,
         # The step's decisions, combined from the flags above when the position is formed
         # (:meth:`PatchWalker._decided`): the layer's last output pixel, the pass's last row,
         # a reduction or output tile after this one.
@@ -128,6 +135,8 @@ def row_layout(config):
         "last": 1,               # the last row of its pass
         "final": 1,              # of the layer's last reduction tile
         "valid": 1,
+        # A taps layer's lanes that read, before their rotation onto the banks (staged rows).
+        **({"lanes_ok": config.rows} if walks_taps(config) else {}),
     })
 
 
@@ -154,6 +163,11 @@ class PatchWalker(wiring.Component):
         registers, and so do the banks' reads (``rd_addr``, ``rd_en``): the step drives the
         enables of every position and row register, and the reads go to every bank, across
         the die on a large ECP5.
+    staged_rows : bool
+        With ``registered_step``: a row formed from the position passes a register before
+        :attr:`cur`'s successor takes it, so that the banks' reads come from registers through
+        multiplexers only. ``prime`` then leaves :attr:`cur` empty, and a step of its own
+        fills it: the first row comes a cycle later.
 
     Members
     -------
@@ -173,9 +187,12 @@ class PatchWalker(wiring.Component):
         Pixels remain after the current chunk (valid once its first pass has walked it).
     """
 
-    def __init__(self, config, *, lookahead=False, registered_step=False):
+    def __init__(self, config, *, lookahead=False, registered_step=False, staged_rows=False):
         if registered_step and not lookahead:
             raise ValueError("PatchWalker: registered_step=True needs lookahead=True")
+        if staged_rows and not registered_step:
+            raise ValueError("PatchWalker: staged_rows=True needs registered_step=True")
+        self.staged_rows = staged_rows
         self.config = config
         self.lookahead = lookahead
         self.registered_step = registered_step
@@ -213,12 +230,12 @@ class PatchWalker(wiring.Component):
             after = Signal(layout, name="after")    # the next chunk's
             m.d.comb += first.eq(after)
             with m.If(self.start_layer):
-                m.d.comb += self._layer_start(first, bounds)
+                m.d.comb += _layer_start(self, first, bounds)
             with m.If(start):
                 m.d.sync += chunk.eq(first)
         else:
             # One chunk: the layer's first row, from the descriptor (held while it runs).
-            m.d.comb += self._layer_start(first, bounds)
+            m.d.comb += _layer_start(self, first, bounds)
             chunk = first
         loaded = self._decided(m, self._loaded(m, first, bounds), "loaded")
         succ, pixel = self._successor(m, gen, chunk, bounds)
@@ -245,7 +262,8 @@ class PatchWalker(wiring.Component):
                 m.d.sync += valid.eq(1)
             with m.Elif(step & ~succ.valid):
                 m.d.sync += valid.eq(0)
-            m.d.comb += [step.eq(self.take & self.cur.valid), self.cur.eq(_row(self, m, gen)),
+            m.d.comb += [step.eq(self.take & self.cur.valid),
+                         self.cur.eq(_row(self, m, gen, bounds)),
                          self.cur.valid.eq(valid & gen.valid)]
             for b in range(self.config.act_lanes):
                 m.d.comb += [self.rd_addr[b].eq(self.cur.addr[b]),
@@ -256,7 +274,14 @@ class PatchWalker(wiring.Component):
         nxt = Signal(row_layout(self.config), name="nxt")
         # Formed outside the step's condition: a row's comb logic built inside it would be
         # gated by it, so that the step ran through every bank's address adder.
-        row = _row(self, m, gen)
+        row = _row(self, m, gen, bounds)
+        if self.staged_rows:
+            staged = Signal.like(nxt, name="staged")
+            with m.If(start):
+                m.d.sync += staged.valid.eq(0)
+            with m.Elif(step):
+                m.d.sync += staged.eq(row)
+            row = _banked(self, m, staged)
         nxt_n = Signal.like(nxt, name="nxt_n")          # the next values of nxt and cur
         cur_n = Signal.like(self.cur, name="cur_n")
         m.d.comb += [nxt_n.eq(nxt), cur_n.eq(self.cur)]
@@ -267,25 +292,20 @@ class PatchWalker(wiring.Component):
         m.d.sync += [nxt.eq(nxt_n), self.cur.eq(cur_n)]
         if not self.registered_step:
             m.d.comb += step.eq(self.prime | (self.take & self.cur.valid))
-            self._reads(m.d.comb, step, nxt, self.cur, addr=self.rd_addr, en=self.rd_en)
+            _reads(self, m.d.comb, step, nxt, self.cur, addr=self.rd_addr, en=self.rd_en)
             return m
         # The step and the banks' reads from registers, set a cycle early from the next values.
         step_n = self.prime_next | (self.take_next & cur_n.valid)
+        if self.staged_rows:
+            step_n |= ~cur_n.valid & nxt_n.valid        # fills cur after prime
         step_q = Signal(name="step_q")
         m.d.sync += step_q.eq(step_n)
         m.d.comb += step.eq(step_q)
         rd_addr = Signal.like(self.rd_addr, name="rd_addr_q")
         rd_en = Signal.like(self.rd_en, name="rd_en_q")
-        self._reads(m.d.sync, step_n, nxt_n, cur_n, addr=rd_addr, en=rd_en)
+        _reads(self, m.d.sync, step_n, nxt_n, cur_n, addr=rd_addr, en=rd_en)
         m.d.comb += [self.rd_addr.eq(rd_addr), self.rd_en.eq(rd_en)]
         return m
-
-    def _reads(self, domain, step, nxt, cur, *, addr, en):
-        """Set ``addr`` and ``en`` in ``domain`` to read the banks for the row ``cur`` holds
-        after a cycle with ``step``."""
-        for b in range(self.config.act_lanes):
-            domain += [addr[b].eq(Mux(step, nxt.addr[b], cur.addr[b])),
-                       en[b].eq(Mux(step, nxt.inrow[b] & nxt.valid, cur.inrow[b] & cur.valid))]
 
     def _last(self, pos):
         """Whether ``pos`` is its pass's last row: the chunk's last pixel (without spatial
@@ -310,22 +330,6 @@ class PatchWalker(wiring.Component):
                      out.more.eq(~pos.kt_last | ~pos.nt_last)]
         return out
 
-    def _layer_start(self, first, bounds):
-        """Return the statements that make ``first`` the layer's first output pixel at kernel
-        position (0, 0)."""
-        g = self.geom
-        stmts = [first.m.eq(0), first.pix.eq(self.desc.src_base),
-                 first.m_last.eq(self.last_row == 0)]
-        if self.spatial:
-            stmts += [first.ox.eq(0), first.oy.eq(0), first.iy.eq(-g.pad_top),
-                      first.ix.eq(-g.pad_left),
-                      first.ox_last.eq(bounds["ow"][1]), first.oy_last.eq(bounds["oh"][1])]
-        if self.fuse:
-            stmts += _window_start(first, bounds)
-        if self.taps:
-            stmts.append(first.krem.eq(g.rem0))
-        return stmts
-
     def _loaded(self, m, first, bounds):
         """Return the walk's first row of a chunk starting at ``first``."""
         g = self.geom
@@ -338,6 +342,7 @@ class PatchWalker(wiring.Component):
                          row.t_iy.eq(first.iy), row.t_ix.eq(first.ix),
                          row.iy0.eq(-g.pad_top), row.ix0.eq(-g.pad_left), row.bword.eq(0),
                          row.brem.eq(0), row.count_last.eq(bounds["count"][1]),
+                         row.count_pen.eq(bounds["count_pen"][1]),
                          row.kx_last.eq(bounds["kw"][1]), row.cg_last.eq(bounds["cgs"][1])]
         if self.taps:
             # A taps layer's first element lies in any bank (0 for other layers).
@@ -415,14 +420,57 @@ class PatchWalker(wiring.Component):
         m.d.comb += [row.eq(tile), row.ox.eq(chunk.ox), row.oy.eq(chunk.oy), row.m.eq(chunk.m),
                      row.ox_last.eq(chunk.ox_last), row.oy_last.eq(chunk.oy_last),
                      row.m_last.eq(chunk.m_last), row.count.eq(0),
-                     row.count_last.eq(bounds["count"][1]), row.pix.eq(tile.t_pix),
+                     row.count_last.eq(bounds["count"][1]), row.ox_pen.eq(chunk.ox_pen),
+                     row.oy_pen.eq(chunk.oy_pen), row.m_pen.eq(chunk.m_pen),
+                     row.count_pen.eq(bounds["count_pen"][1]), row.pix.eq(tile.t_pix),
                      row.iy.eq(tile.t_iy), row.ix.eq(tile.t_ix)]
         if self.fuse:
             m.d.comb += _window_start(row, bounds)
         return row
 
 
-def _row(walker, m, pos):
+def _banked(walker, m, staged):
+    """Return the staged row ``staged`` with a taps layer's lanes' reads rotated onto its
+    banks (after the register: the comparisons and the rotation were one path before)."""
+    if not walker.taps:
+        return staged
+    g = walker.geom
+    row = Signal.like(staged, name="banked")
+    reads = lane_banks(m, walker.config, staged.krem, list(staged.lanes_ok), "read")
+    m.d.comb += row.eq(staged)
+    for b in range(walker.config.act_lanes):
+        m.d.comb += row.inrow[b].eq(Mux(g.taps, reads[b], staged.inrow[b]))
+    return row
+
+
+def _reads(walker, domain, step, nxt, cur, *, addr, en):
+    """Set ``addr`` and ``en`` in ``domain`` to read ``walker``'s banks for the row ``cur``
+    holds after a cycle with ``step``."""
+    for b in range(walker.config.act_lanes):
+        domain += [addr[b].eq(Mux(step, nxt.addr[b], cur.addr[b])),
+                   en[b].eq(Mux(step, nxt.inrow[b] & nxt.valid, cur.inrow[b] & cur.valid))]
+
+
+def _layer_start(walker, first, bounds):
+    """Return the statements that make ``first`` ``walker``'s layer's first output pixel at
+    kernel position (0, 0)."""
+    g = walker.geom
+    stmts = [first.m.eq(0), first.pix.eq(walker.desc.src_base),
+             first.m_last.eq(walker.last_row == 0)]
+    if walker.spatial:
+        stmts += [first.ox.eq(0), first.oy.eq(0), first.iy.eq(-g.pad_top),
+                  first.ix.eq(-g.pad_left),
+                  first.ox_last.eq(bounds["ow"][1]), first.oy_last.eq(bounds["oh"][1]),
+                  first.ox_pen.eq(bounds["ow_pen"][1]), first.oy_pen.eq(bounds["oh_pen"][1]),
+                  first.m_pen.eq(bounds["m_pen"][1])]
+    if walker.fuse:
+        stmts += _window_start(first, bounds)
+    if walker.taps:
+        stmts.append(first.krem.eq(g.rem0))
+    return stmts
+
+
+def _row(walker, m, pos, bounds):
     """Return the row at ``walker``'s position ``pos``: each bank's word (the pixel's first
     word plus the channel group's word, one more in the banks before the group's first),
     which of them lie in the pixel and the image, and its flags."""
@@ -431,18 +479,29 @@ def _row(walker, m, pos):
     inside = 1
     if walker.spatial:
         inside = (pos.iy >= 0) & (pos.iy < g.h) & (pos.ix >= 0) & (pos.ix < g.w)
-    word = Signal.like(pos.pix, name="row_word")
-    m.d.comb += word.eq(pos.pix + pos.kword)
-    offs, reads = lane_banks(m, cfg, g, pos) if walker.taps else (None, None)
+    if walker.taps:
+        offs = lane_banks(m, cfg, pos.krem, list(pos.off), "off")
+        ok = lane_reads(g, pos, cfg.rows)
+        if walker.staged_rows:
+            # Rotated onto the banks after the staging register (_banked).
+            m.d.comb += row.lanes_ok.eq(Cat(*ok))
+            reads = None
+        else:
+            reads = lane_banks(m, cfg, pos.krem, ok, "read")
     for b in range(cfg.act_lanes):
         before = Const(b) < pos.krem
-        inrow = inside & (pos.kword + before < d.src_stride)
-        if walker.taps:
-            # A taps layer's banks: each its lane's word (its kernel row's words on).
-            m.d.comb += [row.addr[b].eq(word + offs[b] + before),
-                         row.inrow[b].eq(Mux(g.taps, reads[b], inrow))]
+        if walker.spatial:
+            # kword + before < src_stride, compared without the adder (src_stride >= 1).
+            inrow = inside & Mux(before, pos.kword < bounds["stride"], pos.kword < d.src_stride)
         else:
-            m.d.comb += [row.addr[b].eq(word + before), row.inrow[b].eq(inrow)]
+            inrow = inside & (pos.kword + before < d.src_stride)
+        if walker.taps:
+            # A taps layer's banks: each its lane's word (its kernel row's words on; its
+            # channel word is 0), another layer's the channel group's: one adder each.
+            m.d.comb += [row.addr[b].eq(pos.pix + Mux(g.taps, offs[b], pos.kword) + before),
+                         row.inrow[b].eq(inrow if reads is None else Mux(g.taps, reads[b], inrow))]
+        else:
+            m.d.comb += [row.addr[b].eq(pos.pix + pos.kword + before), row.inrow[b].eq(inrow)]
     m.d.comb += [row.krem.eq(pos.krem), row.last.eq(walker._last(pos)),
                  row.final.eq(pos.kt_last), row.valid.eq(pos.valid)]
     return row
@@ -471,8 +530,22 @@ def _walk_bounds(walker, m):
         with m.If(walker.start_layer):
             m.d.sync += minus2.eq(value - 2)
         bounds[name] = (minus2, value == 1)
-    bounds["count"] = (Const(cfg.acc_depth - 2, len(Signal(range(cfg.acc_depth + 1)))),
-                       Const(cfg.acc_depth == 1, 1))
+    # The output pixel's counters' "last but one" flags compare with the bound less three.
+    for name in ("m", "ow", "oh", "pool") if walker.fuse else ("m", "ow", "oh"):
+        value = names[name]
+        minus3 = Signal(len(value) + 1, name=f"{name}_m3")
+        with m.If(walker.start_layer):
+            m.d.sync += minus3.eq(value - 3)
+        bounds[f"{name}_pen"] = (minus3, value == 2)
+    count = len(Signal(range(cfg.acc_depth + 1)))
+    bounds["count"] = (Const(cfg.acc_depth - 2, count), Const(cfg.acc_depth == 1, 1))
+    stride = Signal.like(d.src_stride, name="stride_m1")    # a pixel's words less one
+    with m.If(walker.start_layer):
+        m.d.sync += stride.eq(d.src_stride - 1)
+    bounds["stride"] = stride
+    # A count that is never reached where acc_depth is below 3.
+    bounds["count_pen"] = (Const(cfg.acc_depth - 3 if cfg.acc_depth >= 3 else cfg.acc_depth,
+                                 count), Const(cfg.acc_depth == 2, 1))
     if walker.taps:
         # A lane's column from kwc - tr on passes its kernel row's end at the next tile.
         wrap_at = Signal.like(g.kwc, name="wrap_at")
@@ -500,14 +573,14 @@ def _next_pixel(walker, m, pos, bounds):
         m.d.comb += [pixel.m.eq(pos.m + 1), pixel.m_last.eq(pos.m == bounds["m"][0]),
                      pixel.pix.eq(pos.pix + walker.desc.src_stride)]
         return pixel
-    m.d.comb += [pixel.count.eq(pos.count + 1),
-                 pixel.count_last.eq(pos.count == bounds["count"][0])]
+    m.d.comb += [pixel.count.eq(pos.count + 1), pixel.count_last.eq(pos.count_pen),
+                 pixel.count_pen.eq(pos.count == bounds["count_pen"][0])]
     if not walker.fuse:
         _next_output(walker, m, pixel, pos, bounds)
         return pixel
     with m.If(~pos.wx_last):             # the next pixel in the window's row
-        m.d.comb += [pixel.wx.eq(pos.wx + 1), pixel.wx_last.eq(pos.wx == bounds["pool"][0]),
-                     pixel.ix.eq(pos.ix + g.sx)]
+        m.d.comb += [pixel.wx.eq(pos.wx + 1), pixel.wx_last.eq(pos.wx_pen),
+                     pixel.wx_pen.eq(pos.wx == bounds["pool_pen"][0]), pixel.ix.eq(pos.ix + g.sx)]
         _step(walker, m, pixel, pos, "col")
         with m.If((pos.wx == 0) & (pos.wy == 0)):
             # The window's first pixel: where its rows and the next window start from.
@@ -516,7 +589,9 @@ def _next_pixel(walker, m, pos, bounds):
                 m.d.comb += pixel.wrow_rem.eq(pos.krem)
     with m.Elif(~pos.wy_last):           # the first pixel of the window's next row
         m.d.comb += [pixel.wx.eq(0), pixel.wx_last.eq(bounds["pool"][1]),
-                     pixel.wy.eq(pos.wy + 1), pixel.wy_last.eq(pos.wy == bounds["pool"][0]),
+                     pixel.wx_pen.eq(bounds["pool_pen"][1]), pixel.wy.eq(pos.wy + 1),
+                     pixel.wy_last.eq(pos.wy_pen),
+                     pixel.wy_pen.eq(pos.wy == bounds["pool_pen"][0]),
                      pixel.ix.eq(pos.wix), pixel.iy.eq(pos.iy + g.sy)]
         _window_down(walker, m, pixel, pos)
         with m.If(pos.wy == 0):
@@ -535,7 +610,8 @@ def _window_start(pos, bounds):
     """Return the statements that put ``pos`` at its window's first pixel (every pixel its
     own window without a fused pool)."""
     return [pos.wx.eq(0), pos.wy.eq(0), pos.wx_last.eq(bounds["pool"][1]),
-            pos.wy_last.eq(bounds["pool"][1])]
+            pos.wy_last.eq(bounds["pool"][1]), pos.wx_pen.eq(bounds["pool_pen"][1]),
+            pos.wy_pen.eq(bounds["pool_pen"][1])]
 
 
 def _stepped(walker, m, pix, krem, name):
@@ -568,8 +644,8 @@ def _next_output(walker, m, pixel, pos, bounds):
     of the next window, ``pos`` the last of its window)."""
     g = walker.geom
     with m.If(~pos.ox_last):
-        m.d.comb += [pixel.ox.eq(pos.ox + 1), pixel.ox_last.eq(pos.ox == bounds["ow"][0]),
-                     pixel.ix.eq(pos.ix + g.sx)]
+        m.d.comb += [pixel.ox.eq(pos.ox + 1), pixel.ox_last.eq(pos.ox_pen),
+                     pixel.ox_pen.eq(pos.ox == bounds["ow_pen"][0]), pixel.ix.eq(pos.ix + g.sx)]
         _step(walker, m, pixel, pos, "col")
         if walker.fuse:
             with m.If(~bounds["pool"][1]):
@@ -579,16 +655,17 @@ def _next_output(walker, m, pixel, pos, bounds):
                     m.d.comb += pixel.krem.eq(pos.wnext_rem)
     with m.Else():
         m.d.comb += [pixel.ox.eq(0), pixel.ox_last.eq(bounds["ow"][1]),
-                     pixel.ix.eq(pos.ix0)]
+                     pixel.ox_pen.eq(bounds["ow_pen"][1]), pixel.ix.eq(pos.ix0)]
         with m.If(~pos.oy_last):
-            m.d.comb += [pixel.oy.eq(pos.oy + 1),
-                         pixel.oy_last.eq(pos.oy == bounds["oh"][0]),
+            m.d.comb += [pixel.oy.eq(pos.oy + 1), pixel.oy_last.eq(pos.oy_pen),
+                         pixel.oy_pen.eq(pos.oy == bounds["oh_pen"][0]),
                          pixel.iy.eq(pos.iy + g.sy)]
             _step(walker, m, pixel, pos, "row")
         with m.Else():
             m.d.comb += [pixel.oy.eq(0), pixel.oy_last.eq(bounds["oh"][1]),
-                         pixel.m.eq(pos.m + 1), pixel.m_last.eq(pos.m == bounds["m"][0]),
-                         pixel.iy.eq(pos.iy0)]
+                         pixel.oy_pen.eq(bounds["oh_pen"][1]), pixel.m.eq(pos.m + 1),
+                         pixel.m_last.eq(pos.m_pen),
+                         pixel.m_pen.eq(pos.m == bounds["m_pen"][0]), pixel.iy.eq(pos.iy0)]
             _step(walker, m, pixel, pos, "img")
 
 

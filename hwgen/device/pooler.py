@@ -25,7 +25,8 @@ class Pooler(wiring.Component):
     ----------
     config : AcceleratorConfig
     read_latency : int
-        Cycles from a read's address to its word (1, or 2 with registered reads).
+        Cycles from a read's address to its word (1, or 2 with registered reads, whose words
+        then pass a register of the pooler's too: ``done`` comes a cycle later).
 
     Members
     -------
@@ -145,6 +146,13 @@ class Pooler(wiring.Component):
         # The words arrive `read_latency` cycles after their reads, with what they close.
         # `go` lasts two cycles (PRIME, PRIME2): a read in the second is not part of the walk.
         lat = self.read_latency
+        words = self.rd_data
+        if lat > 1:
+            # Registered reads (a large ECP5): the words pass a register first, since the
+            # banks' output registers lie across the die from the comparisons.
+            words = Signal.like(self.rd_data, name="rd_data_q")
+            m.d.sync += words.eq(self.rd_data)
+            lat += 1
         walking = active & ~self.go
         got = delay(m, walking, lat, name="got")
         first = delay(m, win_first, lat, name="first")
@@ -155,7 +163,7 @@ class Pooler(wiring.Component):
         best = Signal(self.rd_data.shape(), name="best")
         with m.If(got):
             for b in range(cfg.act_lanes):
-                value = self.rd_data[b]
+                value = words[b]
                 m.d.sync += best[b].eq(Mux(first | (value > best[b]), value, best[b]))
         out = Signal.like(self.wr_addr, name="out")
         with m.If(self.start):

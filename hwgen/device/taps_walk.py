@@ -13,17 +13,18 @@ the row by one more where the column passes ``kwc``: no divider, no multiplier i
 A row's element ``e0 + t`` is bank ``(krem + r) % act_lanes`` of its first word on (the
 walker's ``pix``, ``krem``), ``q * d_word`` words further: the lanes' words and flags are
 rotated onto the banks by ``krem`` (a bank past the tile's ``rows`` lanes reads nothing). A
-lane reads where its image row ``iy + q`` lies in ``0 .. h - 1`` and ``q < kh`` (a tap past
-the kernel's last is zero).
+lane reads where its image row ``iy + q`` lies in ``0 .. h - 1`` (``iy`` from ``-q`` on and
+below ``h - q``, bounds the lane keeps beside ``q``) and ``q < kh`` (a tap past the kernel's
+last is zero).
 """
 
-from amaranth.hdl import Const, Mux, Signal, unsigned
+from amaranth.hdl import Const, Mux, Signal, signed, unsigned
 from amaranth.lib import data
 
 from ..memmap import act_addr_bits
 
-__all__ = ["advance", "first_taps", "lane_banks", "lane_init", "lane_layout", "lane_step",
-           "next_taps", "row_bits", "set_lanes"]
+__all__ = ["advance", "coord_shape", "first_taps", "lane_banks", "lane_init", "lane_layout",
+           "lane_reads", "lane_step", "next_taps", "row_bits", "set_lanes"]
 
 
 def row_bits(config):
@@ -40,14 +41,25 @@ def lane_layout(config):
         "q": data.ArrayLayout(unsigned(row_bits(config)), rows),
         "col": data.ArrayLayout(unsigned(config.max_k.bit_length()), rows),
         "off": data.ArrayLayout(unsigned(act_addr_bits(config)), rows),
+        # The input rows a lane's image row lies in the image between: iy from lo on and
+        # below hi, (-q, h - q), so that the row's reads compare registers, no adder first.
+        "lo": data.ArrayLayout(coord_shape(config), rows),
+        "hi": data.ArrayLayout(coord_shape(config), rows),
     }
+
+
+def coord_shape(config):
+    """Return the shape of an input pixel's coordinate (it may lie in the padding)."""
+    return signed(config.act_depth.bit_length() + 2)
 
 
 def lane_init(m, config, geom):
     """Return the lanes' counters at the first tile (lane ``r`` tap ``r``), computed once from
-    the geometry: ``{"q": [...], "col": [...], "off": [...]}``, a value per lane (lane 0's
-    constant 0: it has no signal, whose process would hold only a constant)."""
-    lanes = {"q": [Const(0)], "col": [Const(0)], "off": [Const(0)]}
+    the geometry: ``{"q": [...], "col": [...], "off": [...], "lo": [...], "hi": [...]}``, a
+    value per lane (lane 0's constant 0: it has no signal, whose process would hold only a
+    constant)."""
+    lanes = {"q": [Const(0)], "col": [Const(0)], "off": [Const(0)], "lo": [Const(0)],
+             "hi": [geom.h]}
     for r in range(1, config.rows):
         q = Signal(range(config.rows), name=f"init_q{r}")
         col = Signal(range(config.rows), name=f"init_col{r}")
@@ -65,6 +77,8 @@ def lane_init(m, config, geom):
         lanes["q"].append(q)
         lanes["col"].append(col)
         lanes["off"].append(off)
+        lanes["lo"].append(-q)
+        lanes["hi"].append(geom.h - q)
     return lanes
 
 
@@ -83,35 +97,39 @@ def lane_step(m, config, geom, tile, pos, *, wrap_at):
         with m.If(wrap):
             m.d.comb += [tile.col[r].eq(pos.col[r] - wrap_at),
                          tile.q[r].eq(pos.q[r] + geom.tq + 1),
-                         tile.off[r].eq(pos.off[r] + geom.tq_word + geom.d_word)]
+                         tile.off[r].eq(pos.off[r] + geom.tq_word + geom.d_word),
+                         tile.lo[r].eq(pos.lo[r] - geom.tq - 1),
+                         tile.hi[r].eq(pos.hi[r] - geom.tq - 1)]
         with m.Else():
             m.d.comb += [tile.col[r].eq(pos.col[r] + geom.tr),
                          tile.q[r].eq(pos.q[r] + geom.tq),
-                         tile.off[r].eq(pos.off[r] + geom.tq_word)]
+                         tile.off[r].eq(pos.off[r] + geom.tq_word),
+                         tile.lo[r].eq(pos.lo[r] - geom.tq),
+                         tile.hi[r].eq(pos.hi[r] - geom.tq)]
 
 
-def lane_banks(m, config, geom, pos):
-    """Return ``(offs, reads)``: per bank, the extra words and whether it reads, of the row at
-    ``pos`` (its lanes rotated onto the banks by ``pos.krem``)."""
+def lane_reads(geom, pos, rows):
+    """Return, per lane of the row at ``pos``, whether it reads: its image row ``iy + q`` in
+    ``0 .. h - 1`` and its tap in the kernel."""
+    return [(pos.iy >= pos.lo[r]) & (pos.iy < pos.hi[r]) & (pos.q[r] < geom.kh)
+            for r in range(rows)]
+
+
+def lane_banks(m, config, krem, values, name):
+    """Return ``values`` (one per lane) rotated onto the banks by ``krem``: bank ``b`` takes
+    lane ``(b - krem) % act_lanes``, 0 past the ``rows`` lanes."""
     lanes, rows = config.act_lanes, config.rows
-    valid = []
-    for r in range(rows):
-        y = Signal.like(pos.iy, name=f"lane_y{r}")
-        m.d.comb += y.eq(pos.iy + pos.q[r])
-        valid.append((y >= 0) & (y < geom.h) & (pos.q[r] < geom.kh))
-    offs, reads = [], []
+    banks = []
     for b in range(lanes):
-        off = Signal(unsigned(act_addr_bits(config)), name=f"bank_off{b}")
-        read = Signal(name=f"bank_read{b}")
-        with m.Switch(pos.krem):
+        bank = Signal.like(values[0], name=f"bank_{name}{b}")
+        with m.Switch(krem):
             for k in range(lanes):
                 r = (b - k) % lanes
                 if r < rows:
                     with m.Case(k):
-                        m.d.comb += [off.eq(pos.off[r]), read.eq(valid[r])]
-        offs.append(off)
-        reads.append(read)
-    return offs, reads
+                        m.d.comb += bank.eq(values[r])
+        banks.append(bank)
+    return banks
 
 
 def advance(m, config, nxt, *, pix, krem, word, rem):

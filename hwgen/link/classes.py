@@ -85,10 +85,16 @@ class ClassScanner(wiring.Component):
 
         with m.If(self.produce):
             m.d.sync += score.eq(Cat(score[1:], self.bit))
-        # The score completed in this cycle (its last bit is the one going in).
-        candidate = Cat(score[1:], self.bit).as_signed()
-        eligible = first | (candidate < prev) | ((candidate == prev) & (j > prev_j))
+        # The score completed in a cycle (its last bit the one going in) is compared in the
+        # next, from a register: the repacker's bit, three comparisons and the enables of the
+        # best score's register in one cycle were a longest path of the 85F's design.
+        candidate = Signal(signed(acc_bits), name="candidate")
+        ended = Signal(name="ended")
+        m.d.sync += ended.eq(self.element_end)
         with m.If(self.element_end):
+            m.d.sync += candidate.eq(Cat(score[1:], self.bit))
+        eligible = first | (candidate < prev) | ((candidate == prev) & (j > prev_j))
+        with m.If(ended):
             m.d.sync += j.eq(j + 1)
             with m.If(eligible & (~have_best | (candidate > best))):
                 m.d.sync += [best.eq(candidate), best_j.eq(j), have_best.eq(1)]
@@ -107,6 +113,8 @@ class ClassScanner(wiring.Component):
                 m.d.sync += [have_best.eq(0), j.eq(0)]
                 m.next = "WALK"
             with m.State("WALK"), m.If(self.rp_done):
+                m.next = "SETTLE"
+            with m.State("SETTLE"):     # the last score's comparison
                 m.next = "LOW"
             with m.State("LOW"):
                 m.d.comb += self.o.valid.eq(1)

@@ -53,7 +53,9 @@ class MaxPoolPass(Pass):
     def cycles(self, config, d, g, m, chunk, *, implementation=None):
         # kh * kw reads per output word, one a cycle.
         reads = m * g["oh"] * g["ow"] * d["src_stride"] * g["kh"] * g["kw"]
-        return _POOL_LEAD + reads + _POOL_TAIL
+        # With registered reads the words pass a register of the pooler's too.
+        staged = implementation is not None and implementation.registered_reads
+        return _POOL_LEAD + reads + _POOL_TAIL + staged
 
     def busy_rows(self, d, g, m):
         return 0

@@ -98,9 +98,10 @@ class ReadChecker:
     taken; registered reads read, in each cycle, the row that is next after it (from the last
     cycle of ``prime`` on)."""
 
-    def __init__(self, registered):
-        self.registered = registered
+    def __init__(self, registered, staged=False):
+        self.registered, self.staged = registered, staged
         self.rows, self.next, self.primed = [], 0, False
+        self.filling = False    # staged rows: the cycle after prime fills the walker's cur
         self.checked = 0
 
     def start(self, rows):
@@ -112,6 +113,8 @@ class ReadChecker:
         if pulse in ("start_layer", "start_chunk"):
             self.rows = []
         last_prime = phase == ControllerOutputs.PRIME_CYCLES
+        if self.staged:
+            last_prime, self.filling = self.filling, last_prime
         taken = take and self.primed and self.next < len(self.rows)
         if self.registered:
             ahead = self.next + taken
@@ -125,19 +128,20 @@ class ReadChecker:
         self.primed = self.primed or last_prime
 
 
-def run_feeder(config, registered, runs, ready, *, seed):
+def run_feeder(config, registered, runs, ready, *, seed, staged=False):
     """Run ``runs`` as the controller would (FETCH and DECODE, LOAD, PRIME and PRIME2, the
     chunk, its results, NEXT and PRIME for the next chunk, ...), each step a few cycles after
     the previous chunk's rows all left; return the ``(cycle, chunk, data, last)`` of every row
     taken by the engine (chunks numbered across layers), each chunk's first ``prime`` cycle and
-    rows, the stream of every cycle and the banks' contents."""
-    dut = ActivationFeeder(config, registered_reads=registered)
+    rows, the stream of every cycle and the banks' contents. ``staged``: the walker's staged
+    rows (with ``registered``), each chunk's first row a cycle later."""
+    dut = ActivationFeeder(config, registered_reads=registered, staged_rows=staged)
     lanes = config.act_lanes
     rng = np.random.default_rng(seed)
     banks = [{a: int(v) for a, v in enumerate(rng.integers(-128, 128, config.act_depth))}
              for _ in range(lanes)]
     ports = [ReadPortModel(bank, registered=registered, poison=POISON) for bank in banks]
-    checker = ReadChecker(registered)
+    checker = ReadChecker(registered, staged and dut.walker.staged_rows)
     sent, primes, chunks, stream = [], [], [], []
     # The controller's steps: ("wait", ...) a gap, then what it pulses once the chunk before
     # has left.
@@ -277,20 +281,24 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("registered", [False, True], ids=["plain", "registered"])
+@pytest.mark.parametrize(("registered", "staged"), [(False, False), (True, False), (True, True)],
+                         ids=["plain", "registered", "staged"])
 @pytest.mark.parametrize("case", list(CASES))
-def test_rows_back_to_back(case, registered):
+def test_rows_back_to_back(case, registered, staged):
     """With the engine always ready: every row as the model says; a chunk's first row three
-    cycles after its first ``prime`` (PRIME2, a read, then the row), then one row per cycle,
+    cycles after its first ``prime`` (PRIME2, a read, then the row; four with the walker's
+    staged rows, which it has with the skid: one requantization step), then one row per cycle,
     but ``requant_steps`` cycles after a requantized layer's last-tile row."""
     cfg = _config(*CASES[case])
     rng = np.random.default_rng(len(case))
     runs = random_runs(rng, cfg, 3)
-    sent, primes, chunks, _, banks = run_feeder(cfg, registered, runs, [1] * 4000, seed=5)
+    sent, primes, chunks, _, banks = run_feeder(cfg, registered, runs, [1] * 4000, seed=5,
+                                                staged=staged)
     check_rows(sent, chunks, banks)
+    fill = staged and cfg.requant_steps == 1
     for c, ((part, desc), prime) in enumerate(zip(chunks, primes, strict=True)):
         cycles = [cycle for cycle, i, _, _ in sent if i == c]
-        want = [prime + ControllerOutputs.PRIME_CYCLES + 1]
+        want = [prime + ControllerOutputs.PRIME_CYCLES + 1 + fill]
         for row in part[:-1]:
             want.append(want[-1] + (cfg.requant_steps if row.final and not desc["raw"] else 1))
         assert cycles == want, c
@@ -300,13 +308,15 @@ def test_rows_back_to_back(case, registered):
 @pytest.mark.parametrize("case", list(CASES))
 def test_rows_under_backpressure(case, p_ready):
     """Under random backpressure: the same rows, the requantized rows spaced, a refused row
-    held; registered reads give the same rows in the same cycles as plain ones; lanes past a
-    pixel's words or of a padding pixel read as zeros."""
+    held; registered reads give the same rows in the same cycles as plain ones (staged rows the
+    same rows, checked by cycle against their reads); lanes past a pixel's words or of a
+    padding pixel read as zeros."""
     cfg = _config(*CASES[case])
     rng = np.random.default_rng(len(case) + int(p_ready * 100))
     runs = random_runs(rng, cfg, 3)
     ready = [int(v) for v in rng.random(8000) < p_ready]
-    results = [run_feeder(cfg, registered, runs, ready, seed=6) for registered in (False, True)]
+    results = [run_feeder(cfg, registered, runs, ready, seed=6, staged=staged)
+               for registered, staged in ((False, False), (True, False), (True, True))]
     for sent, _, chunks, stream, banks in results:
         zeros = check_rows(sent, chunks, banks)
         assert zeros > 0
