@@ -25,7 +25,8 @@ pixel's counters also keep a "last but one" flag, from the bound less three, so 
 pixel's "last" flags are registers too), and the
 first input pixel of the current kernel position and its coordinates are kept too, so that a
 step is one adder behind a multiplexer. With ``lookahead`` the walk runs two rows ahead of the
-row the feeder takes: one stage steps the position, the next forms the banks' addresses.
+row the feeder takes: one stage steps the position, the next forms the banks' addresses (with
+``staged_rows`` three: the formed row passes a register of its own).
 
 A device without spatial layers (``config.spatial`` False) walks rows only, and its walker has
 nothing else: no image or kernel coordinates, no geometry, and one chunk per layer (a batch is
