@@ -220,7 +220,7 @@ def chunk_cycles(config, k_tiles, n_tiles, rows, raw, *, implementation=None):
     first activation row a cycle later, which the weights' first tile may hide).
     """
     registered = implementation is not None and implementation.registered_array
-    staged = registered and implementation.registered_reads and config.requant_steps == 1
+    staged = implementation is not None and implementation.stages_rows(config)
     timing = engine_timing(config, [rows] * (k_tiles * n_tiles),
                            layer_spacing(config, k_tiles, n_tiles, raw), registered=registered,
                            first_row=int(staged))

@@ -228,6 +228,12 @@ class Implementation:
         per pipeline stage these options add to the requantizer and its write-back."""
         return self.requantizer_stages + self.registered_writeback
 
+    def stages_rows(self, config):
+        """Return whether the patch walker's rows pass a register of their own
+        (``registered_array`` where the feeder has its skid: registered reads, one
+        requantization step): a chunk's first activation row a cycle later."""
+        return self.registered_array and self.registered_reads and config.requant_steps == 1
+
     def requant_in_dsp(self, config):
         """Return whether the requantization's slice products are MULT18X18Ds with their
         registers: with ``post_pipeline``, slices and multipliers narrower than the block's

@@ -100,7 +100,7 @@ class AcceleratorCore(wiring.Component):
         self.controller = Controller(config, registered_bounds=implementation.post_pipeline)
         self.weight_feeder = WeightFeeder(config, registered_reads=reg)
         self.activation_feeder = ActivationFeeder(
-            config, registered_reads=reg, staged_rows=self.implementation.registered_array)
+            config, registered_reads=reg, staged_rows=self.implementation.stages_rows(config))
         self.accumulators = AccumulatorBank(config, registered_reads=reg)
         self.postprocess = PostProcessor(config, implementation)
         self.writeback = WriteBack(config, self.postprocess.addr_width,
