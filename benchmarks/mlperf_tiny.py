@@ -27,12 +27,11 @@ at a time). For every design (a board's preset, or a named one of
   their time on the default UART.
 
 A model that does not import, or does not fit a design, gets its row with the reason (the
-importer's or the compiler's error) instead of figures. Last, ResNet-8's latency beside the
-published FPGA results for the same model (:data:`PEERS`).
+importer's or the compiler's error) instead of figures. Last, the latency of ResNet-8, KWS
+and VWW beside the published FPGA results for the same models (:data:`PEERS`).
 """
 
 import argparse
-import math
 import shlex
 import sys
 
@@ -41,8 +40,7 @@ import numpy as np
 import hwgen
 from hwgen.boards import BOARDS, board_config
 from hwgen.boards.catalog import NAMED_PRESETS
-from hwgen.compiler.activations import plan_activations
-from hwgen.compiler.kinds import lower_network
+from hwgen.compiler.compile import activation_plan
 from hwgen.cycles import layer_cycles, program_cycles
 from hwgen.memmap import Region, regions
 from hwgen.models import MODELS
@@ -51,23 +49,39 @@ from hwgen.passes import lookup
 from hwgen.protocol import DEFAULT_BAUD
 from hwgen.throughput import BITS_PER_BYTE, wire_bytes_per_run
 
-#: Designs measured by default: the 85F's preset, the zoo's 85F design, the iCEBreaker's.
+#: Designs measured by default: the 85F's preset, its named designs, the iCEBreaker's.
 DEFAULT_DESIGNS = ("ulx3s-85f", *NAMED_PRESETS, "icebreaker")
-#: Published FPGA results for MLPerf Tiny's image classification (single-stream latency, ms):
+#: Published FPGA results for MLPerf Tiny's tasks (single-stream latency, ms) by zoo model:
 #: ``(who, model, board, latency_ms, source)``; docs/performance.md has the details.
-PEERS = (
-    ("hls4ml", "its own ResNet (RN08)", "Pynq-Z2 (XC7Z020), Vivado", 1e3 / 130.8,
-     "MLPerf Tiny v1.0, open division"),
-    ("fpgaConvNet", "ResNet-8 (reference int8)", "ZedBoard (XC7Z020), Vivado", 1e3 / 2431.6,
-     "MLPerf Tiny v1.1, closed division"),
-    ("fpgaConvNet", "ResNet-8 (reference int8)", "ZC706 (XC7Z045), Vivado", 1e3 / 6790.2,
-     "MLPerf Tiny v1.1, closed division"),
-)
+PEERS = {
+    "resnet8": (
+        ("hls4ml", "its own ResNet (RN08)", "Pynq-Z2 (XC7Z020), Vivado", 1e3 / 130.8,
+         "MLPerf Tiny v1.0, open division"),
+        ("fpgaConvNet", "ResNet-8 (reference int8)", "ZedBoard (XC7Z020), Vivado",
+         1e3 / 2431.6, "MLPerf Tiny v1.1, closed division"),
+        ("fpgaConvNet", "ResNet-8 (reference int8)", "ZC706 (XC7Z045), Vivado", 1e3 / 6790.2,
+         "MLPerf Tiny v1.1, closed division"),
+    ),
+    "kws": (
+        ("fpgaConvNet", "DS-CNN (reference int8)", "ZedBoard (XC7Z020), Vivado", 0.324,
+         "MLPerf Tiny v1.1, closed division"),
+    ),
+    "vww": (
+        ("fpgaConvNet", "MobileNetV1 0.25 (reference)", "ZedBoard (XC7Z020), Vivado", 9.49,
+         "MLPerf Tiny v1.1, closed division"),
+        ("fpgaConvNet", "MobileNetV1 0.25 (reference)", "ZC706 (XC7Z045), Vivado", 0.720,
+         "MLPerf Tiny v1.1, closed division"),
+    ),
+}
+#: The task and the name of each model :data:`PEERS` has figures for.
+TASKS = {"resnet8": ("image classification", "ResNet-8 (reference)"),
+         "kws": ("keyword spotting", "DS-CNN (reference)"),
+         "vww": ("visual wake words", "MobileNetV1 0.25 (reference)")}
 #: Fmax of each preset's latest build (docs/performance.md, "Boards"): the 85F's at 62.5 MHz
 #: with the walker's staged rows, the zoo design's before the adder, the iCEBreaker's build
-#: at 40.5 MHz, the 8x8 ResNet-8 design's at its 84.375 MHz.
+#: at 40.5 MHz, the 8x8 ResNet-8 design's at its 84.375 MHz, the 8x8 VWW design's at 45 MHz.
 REACHED_HZ = {"ulx3s-85f": 76_650_000, "ulx3s-85f-zoo": 55_560_000, "icebreaker": 42_800_000,
-              "ulx3s-85f-resnet8": 86_330_000}
+              "ulx3s-85f-resnet8": 86_330_000, "ulx3s-85f-vww": 47_740_000}
 #: Layer kinds of the utilization columns, in order.
 KINDS = ("first conv", "depthwise", "pointwise", "conv", "dense")
 
@@ -108,15 +122,9 @@ def import_model(name, config):
 
 
 def act_bytes(net, config):
-    """Return the bytes of ACT a batch of one takes (every area the tensors' lifetimes need)."""
-    passes = lower_network(net, config)
-    plan = plan_activations(net.shapes[0][0], passes, config, 1)
-    words = [math.prod(shape[:-1]) * stride
-             for shape, stride in zip(plan.shapes, plan.strides, strict=True)]
-    last = len(plan.area_base) - 1
-    total = plan.area_base[last] + max(w for w, area in zip(words, plan.areas, strict=True)
-                                       if area == last)
-    return total * config.act_lanes * config.in_bits // 8
+    """Return the bytes of ACT a batch of one takes (every area the tensors' lifetimes need,
+    laid out as the compiler lays them)."""
+    return activation_plan(net, config, 1).act_words * config.act_lanes * config.in_bits // 8
 
 
 def figures(name, board, config):
@@ -250,21 +258,25 @@ def print_table(rows):
 
 
 def print_peers(rows):
-    """Print ResNet-8's latency on each design that ran it beside :data:`PEERS`."""
-    ours = [r for r in rows if r["name"] == "resnet8" and "reason" not in r]
-    if not ours:
-        return
-    print("\nMLPerf Tiny image classification, batch 1 (single stream):")
-    print(f"{'who':<12} {'model':<26} {'board':<40} {'ms':>7} {'inf/s':>8}  source")
-    for r in ours:
-        clock = r["config"].clock_hz
-        ms = r["board_cycles"] / clock * 1e3
-        board = f"{r['board'].name} ({r['board'].device}), {clock / 1e6:g} MHz, YoWASP"
-        print(f"{'hwgen':<12} {'ResNet-8 (reference)':<26} {board:<40} {ms:>7.3f} "
-              f"{1e3 / ms:>8,.1f}  this run, --designs {r['design']} (adds "
-              f"{add_share(r):.1%} of the cycles)")
-    for who, model, board, ms, source in PEERS:
-        print(f"{who:<12} {model:<26} {board:<40} {ms:>7.3f} {1e3 / ms:>8,.1f}  {source}")
+    """Print the latency of each model of :data:`PEERS` on each design that ran it beside
+    the published results."""
+    for name, peers in PEERS.items():
+        ours = [r for r in rows if r["name"] == name and "reason" not in r]
+        if not ours:
+            continue
+        task, model = TASKS[name]
+        print(f"\nMLPerf Tiny {task}, batch 1 (single stream):")
+        print(f"{'who':<12} {'model':<29} {'board':<40} {'ms':>7} {'inf/s':>8}  source")
+        for r in ours:
+            clock = r["config"].clock_hz
+            ms = r["board_cycles"] / clock * 1e3
+            board = f"{r['board'].name} ({r['board'].device}), {clock / 1e6:g} MHz, YoWASP"
+            adds = f" (adds {add_share(r):.1%} of the cycles)" if add_share(r) else ""
+            print(f"{'hwgen':<12} {model:<29} {board:<40} {ms:>7.3f} {1e3 / ms:>8,.1f}  "
+                  f"this run, --designs {r['design']}{adds}")
+        for who, peer_model, board, ms, source in peers:
+            print(f"{who:<12} {peer_model:<29} {board:<40} {ms:>7.3f} {1e3 / ms:>8,.1f}  "
+                  f"{source}")
 
 
 def main(argv=None):

@@ -13,6 +13,7 @@ from amaranth.lib.wiring import In, Out
 
 __all__ = [
     "DESCRIPTOR_BOUNDS",
+    "DIAG_FIELDS",
     "GEOMETRY_LIMITS",
     "POOL_FIELDS",
     "TAPS_FIELDS",
@@ -256,6 +257,14 @@ def geometry_layout(config):
         ``p - 1``: the window's last ``wx`` and ``wy`` (0: no pool).
     down_step, down_rem
         One conv output row down (``sy`` input rows): words, and banks with taps.
+
+    Last, in every spatial design:
+
+    wdiag
+        Each weight tile is stored as one word, its diagonal (a depthwise convolution's tile,
+        zero off it): the weight feeder reads the word ``rows`` times and sends row ``i`` as
+        the word's lane ``i`` with the other lanes zero, so WEIGHT holds ``1 / rows`` of the
+        tiles' words.
     """
     side = unsigned(max(1, config.act_depth.bit_length()))
     addr = unsigned(act_addr_bits(config))
@@ -284,6 +293,7 @@ def geometry_layout(config):
         "wrep": unsigned(1),
         **taps,
         **pool,
+        "wdiag": unsigned(1),
     })
 
 
@@ -293,9 +303,13 @@ TAPS_FIELDS = ("taps", "kwc", "tq", "tr", "d_word", "tq_word", "rem0", "col_rem"
                "img_rem")
 
 
-#: The geometry fields of a fused max pool (:func:`geometry_layout`), last in the layout of a
-#: design that :func:`fuses_pool`.
+#: The geometry fields of a fused max pool (:func:`geometry_layout`), after the taps fields in
+#: the layout of a design that :func:`fuses_pool`.
 POOL_FIELDS = ("pool", "down_step", "down_rem")
+
+#: The geometry fields of diagonal weight tiles (:func:`geometry_layout`), last in the layout
+#: of every spatial design.
+DIAG_FIELDS = ("wdiag",)
 
 
 def fuses_pool(config):

@@ -132,10 +132,11 @@ class ProgramInterpreter:
     def plain_geometry(d):
         """The geometry of a matrix layer over rows (documented in hwgen.memmap): 1x1 images
         and kernel, each row ``src_stride`` words after the last, ``k_tiles`` channel
-        groups, no channel window and no weight repeat."""
+        groups, no channel window, no weight repeat and whole tiles."""
         return {"h": 1, "w": 1, "oh": 1, "ow": 1, "kh": 1, "kw": 1, "sy": 1, "sx": 1,
                 "pad_top": 0, "pad_left": 0, "cgs": d["k_tiles"], "col_step": 0, "row_step": 0,
-                "img_step": d["src_stride"], "ky_step": 0, "cb_word": 0, "cb_rem": 0, "wrep": 0}
+                "img_step": d["src_stride"], "ky_step": 0, "cb_word": 0, "cb_rem": 0, "wrep": 0,
+                "wdiag": 0}
 
     def params(self, addr, lane):
         """Return ``(bias, mult, shift, mult_neg)`` of one lane of a PARAM word (``mult_neg``

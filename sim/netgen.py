@@ -243,11 +243,14 @@ def general_cnn(rng, config, *, raw=None):
     """Return a small :class:`QuantizedNetwork` over ``(6, 5, 4)`` images with every kind of
     spatial layer the device runs, random weights: a grouped convolution (two groups, a 3x2
     kernel, strides (1, 2), padding (1, 0, 2, 1)), a depthwise one with two outputs per
-    channel (2x3, strides (2, 1), padding (0, 1, 1, 0)), a 2x1 average pooling, a global
-    average pooling, then a Flatten and a Dense (raw or requantized, ``raw``)."""
+    channel (2x3, strides (2, 1), padding (0, 1, 1, 0)), a depthwise one with one (3x3,
+    padding 1: its tiles diagonal, stored a word each where a tile's window is ``rows``
+    channels at most), a 2x1 average pooling, a global average pooling, then a Flatten and a
+    Dense (raw or requantized, ``raw``)."""
     layers = []
     for (kh, kw, c, groups, n), stride, pads in (((3, 2, 4, 2, 4), (1, 2), (1, 0, 2, 1)),
-                                                 ((2, 3, 4, 4, 8), (2, 1), (0, 1, 1, 0))):
+                                                 ((2, 3, 4, 4, 8), (2, 1), (0, 1, 1, 0)),
+                                                 ((3, 3, 8, 8, 8), (1, 1), (1, 1, 1, 1))):
         weight, b, mult, shift = _matrix_params(rng, config, kh * kw * (c // groups), n)
         layers.append(Conv2D(weight.reshape(kh, kw, c // groups, n), b, mult, shift,
                              stride=stride, padding=pads, groups=groups,

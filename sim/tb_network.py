@@ -248,9 +248,9 @@ async def test_fused_pool_cnns(dut):
 
 @cocotb.test()
 async def test_general_convolutions(dut):
-    """Networks with a grouped and a depthwise convolution (rectangular kernels, strides per
-    axis, padding on each side), an average and a global average pooling, bit-exact against
-    hwgen.nn, counters equal to the cycle model."""
+    """Networks with a grouped and two depthwise convolutions (rectangular kernels, strides
+    per axis, padding on each side; one with diagonal tiles, ``wdiag``), an average and a
+    global average pooling, bit-exact against hwgen.nn, counters equal to the cycle model."""
     def draw(rng, cfg, done, max_channels):
         net = general_cnn(rng, cfg, raw=bool(done % 2))
         return (net, lambda rng, m: random_image(rng, cfg, m, net.input_shape),

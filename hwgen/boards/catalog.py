@@ -272,7 +272,20 @@ ULX3S_85F_RESNET8_PRESET = {"rows": 8, "cols": 8, "dataflow": "ws", "in_bits": 8
                             "param_depth": 128, "prog_depth": 64, "acc_depth": 256,
                             "out_depth": 512, "clock_hz": 84_375_000}
 
+#: The 85F design for VWW (MLPerf Tiny's visual wake words, MobileNetV1) and the zoo's other
+#: convolutional models: the ResNet-8 design's 8x8 array with WEIGHT 32,768 words (VWW takes
+#: 26,219, its depthwise tiles one word each, ``wdiag``), PARAM 512 (375) and PROGRAM 128
+#: (87): 198 of the 208 DP16KDs, routed with router2 (``fit.nextpnr_options``). Its WEIGHT
+#: blocks span the die, and their read enable and address from the feeder's registers took
+#: 12.9 ns of routing (Fmax 52.5 MHz built for 84.375; 48.6 built for 50): 45 MHz, a PLL
+#: clock that makes the UART's 3 Mbaud exactly, is the clock it meets (Fmax 47.7 MHz;
+#: docs/performance.md, "VWW on an 8x8 design"). AD's 33,024 words do not fit it (the zoo
+#: design).
+ULX3S_85F_VWW_PRESET = {**ULX3S_85F_RESNET8_PRESET, "weight_depth": 32768, "param_depth": 512,
+                        "prog_depth": 128, "clock_hz": 45_000_000}
+
 #: Designs besides the boards' presets, by name: ``(board, fields over its preset)``
 #: (``hwgen.boards.board_config(BOARDS[board], **fields)``).
 NAMED_PRESETS = {"ulx3s-85f-zoo": ("ulx3s-85f", ULX3S_85F_ZOO_PRESET),
-                 "ulx3s-85f-resnet8": ("ulx3s-85f", ULX3S_85F_RESNET8_PRESET)}
+                 "ulx3s-85f-resnet8": ("ulx3s-85f", ULX3S_85F_RESNET8_PRESET),
+                 "ulx3s-85f-vww": ("ulx3s-85f", ULX3S_85F_VWW_PRESET)}

@@ -17,9 +17,9 @@ from .catalog import Family
 from .nextpnr import NEXTPNR_CELLS, parse_nextpnr_log
 from .pll import clock_plan
 
-__all__ = ["DSP_CONGESTION_ABOVE", "RESOURCE_NAMES", "FitError", "check_array_fit",
-           "check_fit", "dsp_blocks_with_adder", "estimate", "implementation_for",
-           "nextpnr_options", "raise_if_overfull", "sb_mac16_pairs"]
+__all__ = ["BRAM_CONGESTION_ABOVE", "DSP_CONGESTION_ABOVE", "RESOURCE_NAMES", "FitError",
+           "check_array_fit", "check_fit", "dsp_blocks_with_adder", "estimate",
+           "implementation_for", "nextpnr_options", "raise_if_overfull", "sb_mac16_pairs"]
 
 
 class FitError(ValueError):
@@ -98,6 +98,11 @@ _ICE40_CELLS_PER_PRODUCT_BIT = 3.2
 #: the 85F preset's 88 route, as do the smaller chips' full ones (28 of the 12F's 28, 68 of the
 #: 45F's 72), a fraction of the 85F design's nets.
 DSP_CONGESTION_ABOVE = 128
+
+#: The share of an ECP5's block RAMs (by the estimate) above which nextpnr routes with router2:
+#: the 8x8 VWW design with 198 of the 85F's 208 DP16KDs stalled in router1 (54,000 of 114,208
+#: arcs left from 900 s to 2,261 s, when it was stopped); router2 routed it in 5 minutes.
+BRAM_CONGESTION_ABOVE = 0.9
 
 # LUT4s per product bit of an adder multiplier built from logic cells on the ECP5
 # (hwgen.device.adder.logic_product: in_bits shifted copies of the multiplier, added as a
@@ -184,9 +189,12 @@ def implementation_for(board, config):
 def nextpnr_options(board, config):
     """Return the options ``hwgen build`` gives nextpnr for ``config`` on ``board`` beyond its
     defaults: on an ECP5 design of more than :data:`DSP_CONGESTION_ABOVE` DSP blocks (with the
-    adder's), router2, which makes headway where router1 (the default) stalled on such a
-    design (docs/performance.md)."""
-    return ["--router", "router2"] if _dsp_congested(board, config) else []
+    adder's) or more than :data:`BRAM_CONGESTION_ABOVE` of the block RAMs, router2, which
+    makes headway where router1 (the default) stalled on such designs (docs/performance.md)."""
+    congested = _dsp_congested(board, config) or (
+        board.family is Family.ECP5
+        and estimate(board, config)["bram"] > BRAM_CONGESTION_ABOVE * board.capacity["bram"])
+    return ["--router", "router2"] if congested else []
 
 
 def _dsp_congested(board, config):

@@ -56,6 +56,8 @@ class ActivationPlan:
         The matrices each pass reads, in the order it takes them.
     out_stride : int
         OUTPUT words per output pixel of a raw last pass; 0 when the last pass requantizes.
+    act_words : int
+        The ACT words the areas take at the batch.
     """
 
     batch: int
@@ -66,6 +68,7 @@ class ActivationPlan:
     area_base: tuple
     inputs: tuple
     out_stride: int
+    act_words: int
 
     def base(self, index):
         """Return the first ACT word of activation matrix ``index``."""
@@ -205,7 +208,7 @@ def plan_activations(in_shape, passes, config, batch, *, readout=False, input_wo
                    for names_read in pass_inputs(passes))
     return ActivationPlan(batch=batch, names=tuple(names), shapes=tuple(shapes),
                           strides=tuple(strides), areas=tuple(areas), area_base=tuple(bases),
-                          inputs=inputs, out_stride=out_stride)
+                          inputs=inputs, out_stride=out_stride, act_words=act_need)
 
 
 def area_bases(config, area_words, batch):

@@ -5,6 +5,7 @@ import numbers
 
 from ..config import AcceleratorConfig
 from ..memmap import (
+    DIAG_FIELDS,
     GEOMETRY_LIMITS,
     POOL_FIELDS,
     TAPS_FIELDS,
@@ -27,7 +28,7 @@ from .specs import LayerSpec, MatrixSpec
 from .suggest import holding_designs
 from .wire import raw_wire_bits
 
-__all__ = ["compile_network"]
+__all__ = ["activation_plan", "compile_network"]
 
 
 def _check_arguments(network, config, batch, readout):
@@ -125,10 +126,11 @@ def _geometry(index, p, plan, config):
 
 
 def _checked_geometry(p, config, fields):
-    """Return ``fields`` of pass ``p``'s geometry, the taps and pool fields of a design that
-    has them 0 where not given, each checked against its width."""
+    """Return ``fields`` of pass ``p``'s geometry, the taps, pool and diagonal fields of a
+    design that has them 0 where not given, each checked against its width."""
     layout = geometry_layout(config)
-    fields = {**{name: 0 for name in TAPS_FIELDS + POOL_FIELDS if name in layout.members},
+    fields = {**{name: 0 for name in TAPS_FIELDS + POOL_FIELDS + DIAG_FIELDS
+                 if name in layout.members},
               **fields}
     for name, value in fields.items():
         if value >= 1 << layout.members[name].width:
@@ -326,7 +328,8 @@ def compile_network(network, config, *, batch=None, readout=False, taps=True, ou
     return dataclasses.replace(program, output_mode=mode)
 
 
-def _compile(network, config, batch, readout, taps_layout, *, fuse_pool=True):
+def _passes(network, config, readout, taps_layout, fuse_pool):
+    """Return the passes :func:`compile_network` runs ``network`` as."""
     check_widths(network, config)
     passes = lower_network(network, config)
     if not passes:
@@ -338,14 +341,31 @@ def _compile(network, config, batch, readout, taps_layout, *, fuse_pool=True):
         passes = _with_taps(passes, config)
     if fuse_pool:
         passes = fused_pool.fused(passes, config, readout=readout)
-    specs = _place_layers(passes, config, network)
+    return passes
+
+
+def _plan(network, passes, config, batch, readout):
     in_shape = network.shapes[0][0]
     input_words = None
     if passes[0].taps:
         # The stream of a sample's image rows (samples follow each other element by element).
         input_words = -(-in_shape[0] * passes[0].taps // config.act_lanes)
-    plan = plan_activations(in_shape, passes, config, batch, readout=readout,
+    return plan_activations(in_shape, passes, config, batch, readout=readout,
                             input_words=input_words)
+
+
+def activation_plan(network, config, batch=None, *, readout=False, taps=True, fuse_pool=True):
+    """Return the :class:`~hwgen.compiler.activations.ActivationPlan` that
+    :func:`compile_network` lays ``network``'s activations out by (its arguments alike):
+    ``act_words`` is the ACT words it takes."""
+    passes = _passes(network, config, readout, taps, fuse_pool)
+    return _plan(network, passes, config, batch, readout)
+
+
+def _compile(network, config, batch, readout, taps_layout, *, fuse_pool=True):
+    passes = _passes(network, config, readout, taps_layout, fuse_pool)
+    specs = _place_layers(passes, config, network)
+    plan = _plan(network, passes, config, batch, readout)
 
     descriptors, words, w_images, p_images = [], [], [], []
     for index, (p, spec) in enumerate(zip(passes, specs, strict=True)):
@@ -373,7 +393,7 @@ def _compile(network, config, batch, readout, taps_layout, *, fuse_pool=True):
         images={Region.PROGRAM: (0, words),
                 Region.WEIGHT: (0, [w for image in w_images for w in image]),
                 Region.PARAM: (0, [w for image in p_images for w in image])},
-        input=_input_matrix(passes, plan, config, in_shape),
+        input=_input_matrix(passes, plan, config, network.shapes[0][0]),
         output=_output_matrix(passes, plan, config, network.output_shape),
         macs_per_row=sum(useful for useful, _ in macs),
         padded_macs_per_row=sum(issued for _, issued in macs),

@@ -30,8 +30,10 @@ version 7 a file holds no output mode (``"scores"``) nor the output's ``wire_bit
 output's comes from the images (:func:`hwgen.compiler.wire.stored_raw_wire_bits`, the same
 proof), a requantized one's is its lane width. Files of versions 5 to 7 hold geometries
 without the fused pool's fields (:data:`~hwgen.memmap.POOL_FIELDS`, which a design with
-``fuse_pool`` has since version 8, last in the layout): converted with them 0 (no pass of
-theirs fuses a pool).
+``fuse_pool`` has since version 8): converted with them 0 (no pass of theirs fuses a pool).
+Files of versions 5 to 8 hold geometries without ``wdiag``
+(:data:`~hwgen.memmap.DIAG_FIELDS`, last in every spatial design's layout since version 9):
+converted with it 0 (their weight tiles are stored whole, which reads the same).
 """
 
 import dataclasses
@@ -47,6 +49,7 @@ from amaranth.lib import data
 from ..config import AcceleratorConfig
 from ..memmap import (
     DESCRIPTOR_BOUNDS,
+    DIAG_FIELDS,
     POOL_FIELDS,
     TAPS_FIELDS,
     PassKind,
@@ -75,11 +78,11 @@ __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "READ_VERSIONS", "legacy_descriptor_
 # 6: the second input's src2_base (a design with residual); 5: activation bounds, leaky
 # ReLU, the general convolution's geometry; 4: the pass kind; 3: spatial layers; 2: per-config
 # layout
-FORMAT_VERSION = 8
+FORMAT_VERSION = 9
 #: Versions :func:`read` takes: versions 2 to 7 are converted on load (version 2 holds
 #: matrix layers over rows only, whose layers gain their source; before version 7 a raw
 #: output's wire width comes from the images, and the output mode is "scores").
-READ_VERSIONS = (2, 3, 4, 5, 6, 7, 8)
+READ_VERSIONS = (2, 3, 4, 5, 6, 7, 8, 9)
 #: The ``format`` entry of the metadata.
 FORMAT_NAME = "hwgen-program"
 #: One-bit descriptor flags of the older versions, where today's descriptor has its flags (and,
@@ -97,8 +100,8 @@ _LEGACY_KIND_BY_POOL_FLAG = (PassKind.MATRIX, PassKind.MAXPOOL)
 
 
 def legacy_descriptor_layout(config, version):
-    """Return the descriptor layout of format ``version`` (2 to 7) for ``config``: versions
-    6's and 7's are today's (:func:`~hwgen.memmap.descriptor_layout`); version 5's today's without
+    """Return the descriptor layout of format ``version`` (2 to 8) for ``config``: versions
+    6's to 8's are today's (:func:`~hwgen.memmap.descriptor_layout`); version 5's today's without
     ``src2_base``; the others have the one-bit flags of that version, version 4's ``kind``,
     then today's numeric fields but ``src2_base`` and the bounds, as wide and in the same
     order."""
@@ -135,14 +138,22 @@ def _geometry_before_taps(config):
     :data:`~hwgen.memmap.TAPS_FIELDS` and :data:`~hwgen.memmap.POOL_FIELDS` (the last
     fields, so the others keep their bits)."""
     return data.StructLayout({name: field.shape for name, field in geometry_layout(config)
-                              if name not in TAPS_FIELDS + POOL_FIELDS})
+                              if name not in TAPS_FIELDS + POOL_FIELDS + DIAG_FIELDS})
 
 
 def _geometry_before_pool(config):
     """Return the geometry layout of format version 7: today's without
-    :data:`~hwgen.memmap.POOL_FIELDS` (the last fields)."""
+    :data:`~hwgen.memmap.POOL_FIELDS` and :data:`~hwgen.memmap.DIAG_FIELDS` (the last
+    fields)."""
     return data.StructLayout({name: field.shape for name, field in geometry_layout(config)
-                              if name not in POOL_FIELDS})
+                              if name not in POOL_FIELDS + DIAG_FIELDS})
+
+
+def _geometry_before_diag(config):
+    """Return the geometry layout of format version 8: today's without
+    :data:`~hwgen.memmap.DIAG_FIELDS` (the last fields)."""
+    return data.StructLayout({name: field.shape for name, field in geometry_layout(config)
+                              if name not in DIAG_FIELDS})
 
 
 def _geometry_of_today(config, geometry, version):
@@ -153,7 +164,8 @@ def _geometry_of_today(config, geometry, version):
         stride, pad = g.pop("stride"), g.pop("pad")
         g.update(sy=stride, sx=stride, pad_top=pad, pad_left=pad, cb_word=0, cb_rem=0, wrep=0)
     layout = geometry_layout(config).members
-    new = {name: 0 for name in TAPS_FIELDS + POOL_FIELDS if name in layout and name not in g}
+    new = {name: 0 for name in TAPS_FIELDS + POOL_FIELDS + DIAG_FIELDS
+           if name in layout and name not in g}
     return {**g, **new}
 
 
@@ -292,7 +304,8 @@ def _from_legacy(config, version, words, stored):
     format ``version``, which must decode to the ``stored`` descriptors."""
     layout = legacy_descriptor_layout(config, version)
     geometry = (legacy_geometry_layout(config) if version < 5 else
-                _geometry_before_taps(config) if version < 7 else _geometry_before_pool(config))
+                _geometry_before_taps(config) if version < 7 else
+                _geometry_before_pool(config) if version < 8 else _geometry_before_diag(config))
     count = -(-geometry.size // layout.size)   # geometry words of that version's width
     decoded, i = [], 0
     while i < len(words):

@@ -12,10 +12,23 @@ import numpy as np
 from ..memmap import Region, param_lane_layout
 from .words import pack_words
 
-__all__ = ["IMAGE_REGIONS", "param_image", "weight_image"]
+__all__ = ["IMAGE_REGIONS", "diagonal_image", "is_diagonal", "param_image", "weight_image",
+           "weight_tiles"]
 
 #: Regions whose images a program carries; ACT and OUTPUT hold run-time data only.
 IMAGE_REGIONS = (Region.PROGRAM, Region.WEIGHT, Region.PARAM)
+
+
+def weight_tiles(weight, config):
+    """Return ``weight[K, N]`` as its tiles, ``[n_tiles, k_tiles, rows, cols]`` in the order
+    WEIGHT holds them (zero beyond ``K`` or ``N``)."""
+    r, c = config.rows, config.cols
+    k, n = weight.shape
+    k_tiles, n_tiles = config.tiles(k, n)
+    padded = np.zeros((k_tiles * r, n_tiles * c), dtype=np.int64)
+    padded[:k, :n] = weight
+    # (kt, i, nt, j) -> (nt, kt, i, j)
+    return padded.reshape(k_tiles, r, n_tiles, c).transpose(2, 0, 1, 3)
 
 
 def weight_image(layer, config):
@@ -24,15 +37,29 @@ def weight_image(layer, config):
     Tile ``(nt, kt)`` is the ``rows`` words from ``(nt * k_tiles + kt) * rows``; row ``i``,
     lane ``j`` holds ``W[kt * rows + i, nt * cols + j]`` (zero beyond ``K`` or ``N``).
     """
-    r, c = config.rows, config.cols
-    k, n = layer.weight.shape
-    k_tiles, n_tiles = config.tiles(k, n)
-    padded = np.zeros((k_tiles * r, n_tiles * c), dtype=np.int64)
-    padded[:k, :n] = layer.weight
-    # (kt, i, nt, j) -> (nt, kt, i, j): word (nt * k_tiles + kt) * rows + i, lane j.
-    tiles = padded.reshape(k_tiles, r, n_tiles, c).transpose(2, 0, 1, 3)
-    lanes = tiles.reshape(n_tiles * k_tiles * r, c)
-    return pack_words([(lanes, 0, config.w_bits)], len(lanes), c, config.w_bits)
+    tiles = weight_tiles(layer.weight, config)
+    lanes = tiles.reshape(-1, config.cols)
+    return pack_words([(lanes, 0, config.w_bits)], len(lanes), config.cols, config.w_bits)
+
+
+def diagonal_image(layer, config):
+    """Return the weight words of ``layer`` whose tiles are zero off their diagonal
+    (:func:`is_diagonal`), one word a tile: word ``nt * k_tiles + kt``, lane ``j`` holds the
+    tile's row ``j``, lane ``j`` (zero for ``j >= rows``)."""
+    tiles = weight_tiles(layer.weight, config)
+    d = min(config.rows, config.cols)
+    lanes = np.zeros((*tiles.shape[:2], config.cols), dtype=np.int64)
+    lanes[..., :d] = np.diagonal(tiles[..., :d, :d], axis1=2, axis2=3)
+    lanes = lanes.reshape(-1, config.cols)
+    return pack_words([(lanes, 0, config.w_bits)], len(lanes), config.cols, config.w_bits)
+
+
+def is_diagonal(weight, config):
+    """Whether every tile of ``weight[K, N]`` is zero off its diagonal (row ``i``, lane ``i``),
+    so that :func:`diagonal_image` holds it (a depthwise convolution's tiles are)."""
+    tiles = weight_tiles(weight, config)
+    off = ~np.eye(config.rows, config.cols, dtype=bool)
+    return config.rows > 1 and not np.any(tiles[..., off])
 
 
 def param_image(layer, config):

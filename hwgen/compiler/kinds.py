@@ -46,6 +46,8 @@ class DeviceLayer:
         the tensor it flattens).
     repeat : bool
         Its weight tiles are all alike (:class:`hwgen.passes.base.Lowered`).
+    grouped : bool
+        A grouped convolution's or an average pool's (:class:`hwgen.passes.base.Lowered`).
     params : object
         What else its kind lays out (:class:`hwgen.passes.base.Lowered`): an ADD pass's
         per-channel multipliers, shift and bounds; None for none.
@@ -69,6 +71,7 @@ class DeviceLayer:
     name: str = ""
     inputs: tuple = ()
     repeat: bool = False
+    grouped: bool = False
     params: object = None
     taps: int = 0
     pool: int = 0
@@ -128,7 +131,7 @@ def lower_network(network, config):
                                resource="spatial", name=node.name)
         passes.append(dataclasses.replace(
             lowered, name=node.name, inputs=tuple(stored[name][0] for name in node.inputs),
-            repeat=found.repeat, params=found.params))
+            repeat=found.repeat, grouped=found.grouped, params=found.params))
         stored[node.name] = (node.name, lowered.out_shape)
     return passes
 

@@ -265,6 +265,7 @@ class AcceleratorCore(wiring.Component):
             self.banks.kind.eq(desc.kind),
             wf.start.eq(prime["matrix"]), wf.desc.eq(desc),
             wf.k_end.eq(ctrl.k_end), wf.n_end.eq(ctrl.n_end), wf.wrep.eq(ctrl.geom.wrep),
+            wf.wdiag.eq(ctrl.geom.wdiag),
             af.start_layer.eq(ctrl.start_layer & now.matrix),
             af.start_chunk.eq(ctrl.start_chunk),
             af.prime.eq(prime["matrix"]), af.desc.eq(desc), af.geom.eq(ctrl.geom),

@@ -1,6 +1,6 @@
 """The weight feeder: streams a layer's weight tiles to the engine in the order they are used."""
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -19,7 +19,10 @@ class WeightFeeder(wiring.Component):
     the position ``(row, kt, nt)`` in counters rather than a count of the words left (a
     multiplier of ``k_tiles * n_tiles * rows``). A layer whose geometry has ``wrep`` (an average
     pool) has one tile, read again for every ``(nt, kt)``: after each tile's last row the
-    address goes back to ``w_base``. A device without spatial layers has no ``wrep``.
+    address goes back to ``w_base``. A layer whose geometry has ``wdiag`` (a depthwise
+    convolution) stores each tile as one word, its diagonal: the feeder reads that word for each
+    of the tile's ``rows`` rows and sends row ``i`` with every lane but ``i`` zero. A device
+    without spatial layers has neither.
 
     Parameters
     ----------
@@ -40,6 +43,8 @@ class WeightFeeder(wiring.Component):
     wrep : In(1)
         The geometry's ``wrep`` (:func:`~hwgen.memmap.geometry_layout`), held while the layer
         runs; not read without spatial layers.
+    wdiag : In(1)
+        The geometry's ``wdiag``, likewise.
     rd_addr : Out(range(config.weight_depth + 1))
     rd_en : Out(1)
         The weight memory's read request: the word at ``rd_addr`` is read (plain reads) or
@@ -65,6 +70,7 @@ class WeightFeeder(wiring.Component):
             "k_end": In(layout.members["k_tiles"]),
             "n_end": In(layout.members["n_tiles"]),
             "wrep": In(1),
+            "wdiag": In(1),
             "rd_addr": Out(range(config.weight_depth + 1)),
             "rd_en": Out(1),
             "rd_port": Out(1),
@@ -88,18 +94,31 @@ class WeightFeeder(wiring.Component):
         # Without spatial layers there is no wrep; with them, `again` (a register: the next
         # word taken ends a tile of a wrep layer) sends the address back to w_base.
         again, again_n = Signal(), Signal(name="again_n")     # again_n: its next value
-        m.d.comb += again_n.eq(again)
-        m.d.sync += again.eq(again_n)
+        # Likewise `stay` (the next word taken does not end a tile of a wdiag layer) holds the
+        # address, and `keep` (a register: the lanes of the word in rd_data that its row
+        # sends) zeroes the others.
+        stay, stay_n = Signal(), Signal(name="stay_n")
+        keep = Signal(cfg.cols, init=(1 << cfg.cols) - 1)
+        m.d.comb += [again_n.eq(again), stay_n.eq(stay)]
+        m.d.sync += [again.eq(again_n), stay.eq(stay_n)]
         if cfg.spatial:
             with m.If(self.start):
-                m.d.comb += again_n.eq(self.wrep & (cfg.rows == 1))
+                m.d.comb += [again_n.eq(self.wrep & (cfg.rows == 1)),
+                             stay_n.eq(self.wdiag & (cfg.rows != 1))]
             with m.Elif(take & more):
-                m.d.comb += again_n.eq(self.wrep & ((row == cfg.rows - 2) | (cfg.rows == 1)))
+                ends = (row == cfg.rows - 2) | (cfg.rows == 1)
+                m.d.comb += [again_n.eq(self.wrep & ends), stay_n.eq(self.wdiag & ~ends)]
+            with m.If(~self.start & take):
+                lanes = [(row == j) | ~self.wdiag for j in range(cfg.cols)]
+                m.d.sync += keep.eq(Cat(*lanes))
+        word = Signal(weight_row_layout(cfg))
+        for j in range(cfg.cols):
+            m.d.comb += word[j].eq(Mux(keep[j], self.rd_data[j], 0))
         m.d.comb += addr_n.eq(addr)
         m.d.sync += addr.eq(addr_n)
         if self.registered_reads:
             m.submodules.skid = skid = Skid(weight_row_layout(cfg))
-            m.d.comb += [skid.valid.eq(valid), skid.payload.eq(self.rd_data),
+            m.d.comb += [skid.valid.eq(valid), skid.payload.eq(word),
                          take.eq(skid.take), self.rd_en.eq(take)]
             wiring.connect(m, skid.o, wiring.flipped(self.o_weight))
             # addr + 1 in a register, and the address of the next word taken (`ahead`) in
@@ -114,9 +133,10 @@ class WeightFeeder(wiring.Component):
                 m.d.comb += addr_p1_n.eq(nd.w_base + 1)
             with m.Elif(take & more & again):
                 m.d.comb += addr_p1_n.eq(nd.w_base + 1)
-            with m.Elif(take & more):
+            with m.Elif(take & more & ~stay):
                 m.d.comb += addr_p1_n.eq(addr_p1 + 1)
-            m.d.sync += [addr_p1.eq(addr_p1_n), ahead.eq(Mux(again_n, nd.w_base, addr_p1_n))]
+            m.d.sync += [addr_p1.eq(addr_p1_n),
+                         ahead.eq(Mux(again_n, nd.w_base, Mux(stay_n, addr_n, addr_p1_n)))]
             # Whether the port reads after the chunk's start (a word taken), a cycle early in
             # a register: the skid's decision through a gate into the enables of all the
             # WEIGHT blocks was the 85F ResNet-8 design's longest path.
@@ -126,7 +146,7 @@ class WeightFeeder(wiring.Component):
                          self.rd_port.eq(self.start | reads)]
         else:
             m.d.comb += [take.eq(~valid | self.o_weight.ready),
-                         self.o_weight.valid.eq(valid), self.o_weight.payload.eq(self.rd_data),
+                         self.o_weight.valid.eq(valid), self.o_weight.payload.eq(word),
                          self.rd_addr.eq(addr), self.rd_en.eq(take), self.rd_port.eq(take)]
             addr_p1 = addr + 1
         m.d.comb += more_n.eq(more)
@@ -141,7 +161,7 @@ class WeightFeeder(wiring.Component):
             m.d.sync += valid.eq(more)
             with m.If(more):
                 m.d.sync += row.eq(row + 1)
-                m.d.comb += addr_n.eq(Mux(again, nd.w_base, addr_p1))
+                m.d.comb += addr_n.eq(Mux(again, nd.w_base, Mux(stay, addr, addr_p1)))
                 with m.If(row == cfg.rows - 1):
                     m.d.sync += row.eq(0)
                     with m.If(kt != self.k_end):

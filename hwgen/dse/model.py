@@ -180,6 +180,9 @@ def network_from_program(program):
     for spec, d in zip(program.layers, program.descriptors, strict=True):
         words = weights[spec.w_base:spec.w_base + spec.w_words]
         lanes = _signed(_lanes(words, c, config.w_bits), config.w_bits)
+        if d.get("geometry", {}).get("wdiag"):
+            # one word a tile, its diagonal: row i is the word's lane i
+            lanes = (lanes.reshape(-1, 1, c) * np.eye(r, c, dtype=lanes.dtype)).reshape(-1, c)
         # word (nt * k_tiles + kt) * rows + i, lane j holds W[kt * rows + i, nt * cols + j]
         tiles = lanes.reshape(spec.n_tiles, spec.k_tiles, r, c).transpose(1, 2, 0, 3)
         weight = tiles.reshape(spec.k_tiles * r, spec.n_tiles * c)[:spec.k, :spec.n]

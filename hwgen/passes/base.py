@@ -39,6 +39,10 @@ class Lowered:
     repeat : bool
         The layer's weight tiles are all alike by construction (an average pool's), so that
         WEIGHT may hold one (the geometry's ``wrep``).
+    grouped : bool
+        The layer is a grouped convolution or an average pool: where its weight tiles are zero
+        off their diagonals (a depthwise convolution's), WEIGHT holds one word a tile (the
+        geometry's ``wdiag``).
     params : object
         What else the kind's layout needs of the layer (an ADD pass: its per-channel
         multipliers, shift and bounds); None for none.
@@ -52,6 +56,7 @@ class Lowered:
     k: int
     kernel: tuple | None
     repeat: bool = False
+    grouped: bool = False
     params: object = None
     out_shape: tuple | None = None
 

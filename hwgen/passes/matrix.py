@@ -28,14 +28,16 @@ window as all ``C`` channels: block-diagonal dense weights, correct but ``g`` ti
 (and weight words) of the grouped layer. When every weight tile of an average pool is the same
 (its window fits one tile of ``rows``, ``cols <= rows``: the identity), WEIGHT holds that one
 tile and the feeder reads it again for every ``(nt, kt)`` (the geometry's ``wrep``); with
-``cols > rows`` it stores every tile.
+``cols > rows`` it stores every tile. Tiles that are zero off their diagonal (a depthwise
+convolution's, such a pool's) are stored one word each, the diagonal, which the feeder
+expands (the geometry's ``wdiag``): WEIGHT holds ``1 / rows`` of their words.
 """
 
 import math
 
 import numpy as np
 
-from ..compiler.images import param_image, weight_image
+from ..compiler.images import diagonal_image, is_diagonal, param_image, weight_image
 from ..compiler.proofs import (
     check_accumulator,
     check_channel_params,
@@ -157,7 +159,7 @@ class MatrixPass(Pass):
             return Lowered(_checked(index, layer, matrix, kh * kw * c, config,
                                     window=(kh, kw, channels, "kernel")),
                            kh * kw * c, (kh, kw, layer.strides, layer.pads, window),
-                           repeat=pool)
+                           repeat=pool, grouped=layer.groups > 1)
         if len(in_shape) == 1:
             k = layer.weight.shape[0]
             return Lowered(_checked(index, layer, layer.weight, k, config), k, None)
@@ -173,9 +175,10 @@ class MatrixPass(Pass):
         k_pad, n = p.matrix.weight.shape
         k_tiles, n_tiles = config.tiles(k_pad, n)
         tiles = 1 if self._wrep(p, config) else n_tiles * k_tiles
+        words = 1 if self._wdiag(p, config) else config.rows
         return {"k": p.k, "n": n, "k_tiles": k_tiles, "n_tiles": n_tiles,
                 "activation": p.matrix.activation, "output": p.matrix.output,
-                "w_base": w_base, "w_words": tiles * config.rows,
+                "w_base": w_base, "w_words": tiles * words,
                 "p_base": p_base, "p_words": n_tiles}
 
     def fields(self, p, spec):
@@ -194,10 +197,19 @@ class MatrixPass(Pass):
         """Whether the pass's weights are one tile, read for every ``(nt, kt)``."""
         return p.repeat and _repeats(p.matrix.weight, config)
 
+    @classmethod
+    def _wdiag(cls, p, config):
+        """Whether the pass's weight tiles are stored one word each, their diagonals (a
+        depthwise convolution's, and an average pool's whose tiles differ)."""
+        return (p.grouped and not p.taps and not cls._wrep(p, config)
+                and is_diagonal(p.matrix.weight, config))
+
     def walk_fields(self, p, config):
-        return {"wrep": int(self._wrep(p, config))}
+        return {"wrep": int(self._wrep(p, config)), "wdiag": int(self._wdiag(p, config))}
 
     def images(self, p, config):
+        if self._wdiag(p, config):
+            return diagonal_image(p.matrix, config), param_image(p.matrix, config)
         weights = weight_image(p.matrix, config)
         if self._wrep(p, config):
             weights = weights[:config.rows]
@@ -250,9 +262,14 @@ class MatrixPass(Pass):
                 acc = np.zeros((len(chunk), cols), dtype=dtype)
                 for kt in range(d["k_tiles"]):
                     tile = 0 if g["wrep"] else nt * d["k_tiles"] + kt
-                    base = d["w_base"] + tile * rows
-                    w = np.array([device.lanes(Region.WEIGHT, base + i) for i in range(rows)],
-                                 dtype=dtype)
+                    if g.get("wdiag"):   # one word, the tile's diagonal
+                        word = device.lanes(Region.WEIGHT, d["w_base"] + tile)
+                        w = np.array([[word[j] if i == j else 0 for j in range(cols)]
+                                      for i in range(rows)], dtype=dtype)
+                    else:
+                        base = d["w_base"] + tile * rows
+                        w = np.array([device.lanes(Region.WEIGHT, base + i)
+                                      for i in range(rows)], dtype=dtype)
                     acc = acc + x[chunk.start:chunk.stop, kt * rows:(kt + 1) * rows] @ w
                     assert acc_low <= acc.min() and acc.max() <= acc_high
                 writes |= _finish_tile(device, d, nt, chunk, acc, window=_window(g))

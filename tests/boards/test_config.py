@@ -32,7 +32,8 @@ def test_a_named_preset_replaces_the_boards_and_options_still_override_it():
     assert {k: getattr(config, k) for k in fields} == fields   # its clock too
     given = boards.board_config(board, _args(preset="ulx3s-85f-zoo", acc_depth=16))
     assert (given.rows, given.acc_depth) == (fields["rows"], 16)
-    with pytest.raises(ValueError, match="allowed: ulx3s-85f-resnet8, ulx3s-85f-zoo"):
+    allowed = "allowed: ulx3s-85f-resnet8, ulx3s-85f-vww, ulx3s-85f-zoo"
+    with pytest.raises(ValueError, match=allowed):
         boards.board_config(board, preset="ulx3s-85f-nope")
 
 

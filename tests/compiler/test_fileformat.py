@@ -111,9 +111,9 @@ def load_fails(path, fragment):
     assert str(path) in str(info.value) and fragment in str(info.value), str(info.value)
 
 
-@pytest.mark.parametrize("version", [1, 9])
+@pytest.mark.parametrize("version", [1, 10])
 def test_load_refuses_other_version(saved, version):
-    # Version 1 files hold descriptors of the fixed 171-bit layout; 9 is a future one.
+    # Version 1 files hold descriptors of the fixed 171-bit layout; 10 is a future one.
     rewrite(saved, version=version)
     load_fails(saved, f"version {version}")
 
@@ -221,13 +221,13 @@ def test_file_of_format_version_2_with_a_damaged_descriptor_is_refused(saved_v2,
                          "version 2); damaged")
 
 
-def test_file_of_format_version_8_with_narrower_words_is_refused(saved, program):
+def test_file_of_format_version_9_with_narrower_words_is_refused(saved, program):
     with np.load(saved) as npz:
         image = npz["PROGRAM"]
     narrower = image[:, :-1].copy()
     rewrite_image(saved, "PROGRAM", narrower)
     load_fails(saved, f"image PROGRAM has uint8 {narrower.shape}; expected uint8 {image.shape}")
-    load_fails(saved, "format version 8); damaged")
+    load_fails(saved, "format version 9); damaged")
 
 
 def saved_cnn(path):
@@ -478,3 +478,41 @@ def test_file_of_format_version_7_loads_and_runs_its_pool_as_a_pass():
     interpreted, unpacked = run_on_device(loaded, x, out_shape=network.output_shape)
     np.testing.assert_array_equal(interpreted, network.forward(x))
     np.testing.assert_array_equal(unpacked, network.forward(x))
+
+
+def _v8_network(seed=808):
+    """The network of ``program_v8_depthwise.npz`` (saved at format version 8, before
+    diagonal tiles): a 1x1 convolution of a two-channel 5x5 image to four channels with ReLU,
+    a 3x3 depthwise convolution padded by one, a Flatten and a raw Dense."""
+    rng = np.random.default_rng(seed)
+    n = 4
+    point = Conv2D(rng.integers(-128, 128, (1, 1, 2, n)), rng.integers(-500, 500, n),
+                   rng.integers(1, 1 << 12, n), rng.integers(10, 16, n), activation="relu")
+    depth = Conv2D(rng.integers(-128, 128, (3, 3, 1, n)), rng.integers(-500, 500, n),
+                   rng.integers(1, 1 << 12, n), rng.integers(10, 16, n), padding=1, groups=n)
+    dense = Dense(rng.integers(-128, 128, (5 * 5 * n, 3)), rng.integers(-500, 500, 3),
+                  np.ones(3, int), np.zeros(3, int), output="raw")
+    return QuantizedNetwork([point, depth, Flatten(), dense], input_shape=(5, 5, 2))
+
+
+def test_file_of_format_version_8_loads_and_runs_its_depthwise_tiles_whole():
+    # Saved at format version 8 (before diagonal tiles): geometries without wdiag, the
+    # depthwise layer's nine tiles four words each. It loads with wdiag 0 and runs as it did;
+    # today's compiler stores each of those tiles as one word, its diagonal.
+    network = _v8_network()
+    config = AcceleratorConfig(rows=4, cols=4, act_depth=1024, weight_depth=1024,
+                               param_depth=64, out_depth=256, prog_depth=16)
+    with np.load(DATA / "program_v8_depthwise.npz") as npz:
+        meta = json.loads(npz["meta"].tobytes())
+    assert meta["version"] == 8 and "wdiag" not in meta["descriptors"][1]["geometry"]
+    loaded = Program.load(DATA / "program_v8_depthwise.npz")
+    assert [d["geometry"]["wdiag"] for d in loaded.descriptors] == [0, 0, 0]
+    assert loaded.layers[1].w_words == 9 * config.rows
+    today = compile_network(network, config, batch=3)
+    assert [d["geometry"]["wdiag"] for d in today.descriptors] == [0, 1, 0]
+    assert today.layers[1].w_words == 9
+    x = np.random.default_rng(8).integers(-128, 128, (3, 5, 5, 2))
+    for program in (loaded, today):
+        interpreted, unpacked = run_on_device(program, x, out_shape=network.output_shape)
+        np.testing.assert_array_equal(interpreted, network.forward(x))
+        np.testing.assert_array_equal(unpacked, network.forward(x))

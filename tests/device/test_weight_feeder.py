@@ -1,6 +1,7 @@
 """The weight feeder alone, its memory a Python dict read as the accelerator reads it: each
 layer's words ``w_base ..`` in order, each once and nothing after (a layer whose geometry has
-``wrep``: its first tile's ``rows`` words again for every tile), again for each chunk of the
+``wrep``: its first tile's ``rows`` words again for every tile; with ``wdiag``: each tile's
+one word ``rows`` times, row ``i`` with every lane but ``i`` zero), again for each chunk of the
 layer's output pixels (the controller's ``prime``, two cycles, restarts it), under random
 backpressure on ``o_weight``, plain and with registered reads (which must give the same rows in
 the same cycles)."""
@@ -19,21 +20,23 @@ def _config(shape):
 
 
 def random_layers(rng, config, count):
-    """``(descriptor, chunks, wrep)`` of ``count`` layers of 1..3 reduction and output tiles
-    and 1..3 chunks, every third from the second with one tile read for all (``wrep``), their
+    """``(descriptor, chunks, mode)`` of ``count`` layers of 1..3 reduction and output tiles
+    and 1..3 chunks, every third from the second with one tile read for all (mode ``"wrep"``),
+    every third from the third with a word a tile (``"wdiag"``), the others ``""``, their
     weights anywhere in the memory (the last one ending at its last word)."""
     layers = []
     for i in range(count):
         k_tiles, n_tiles = (int(v) for v in rng.integers(1, 4, 2))
-        wrep = int(i % 3 == 1)
-        words = config.rows if wrep else k_tiles * n_tiles * config.rows
+        mode = ("", "wrep", "wdiag")[i % 3]
+        words = {"wrep": config.rows, "wdiag": k_tiles * n_tiles}.get(
+            mode, k_tiles * n_tiles * config.rows)
         top = config.weight_depth - words
         w_base = top if i == count - 1 else int(rng.integers(0, top + 1))
         desc = descriptor(config, k_tiles=k_tiles, n_tiles=n_tiles, w_base=w_base,
                           spatial=int(rng.integers(2)),
                           **{f: random_bits(rng, 4) for f in ("n", "src_base", "dst_base",
                                                               "p_base")})
-        layers.append((desc, int(rng.integers(1, 4)), wrep))
+        layers.append((desc, int(rng.integers(1, 4)), mode))
     return layers
 
 
@@ -55,8 +58,8 @@ def run_feeder(config, registered, layers, ready, *, seed):
     # What the controller does, step after step: (pulse, descriptor) once the chunk in flight
     # is over; "wait" marks a gap (FETCH, DECODE, GEOM, or the time the results take).
     steps = []
-    for desc, chunks, wrep in layers:
-        steps += [("wait", None), ("start_layer", (desc, wrep))]
+    for desc, chunks, mode in layers:
+        steps += [("wait", None), ("start_layer", (desc, mode))]
         for c in range(chunks):
             steps += [("start_chunk", None)] if c else []
             steps += [("prime", None), ("wait", None)]
@@ -79,8 +82,10 @@ def run_feeder(config, registered, layers, ready, *, seed):
                 else:
                     pulse = what
                     if arg is not None:
-                        desc, wrep = arg
-                        ctx.set(dut.wrep, wrep)    # the geometry's, held while the layer runs
+                        desc, mode = arg
+                        # the geometry's, held while the layer runs
+                        ctx.set(dut.wrep, mode == "wrep")
+                        ctx.set(dut.wdiag, mode == "wdiag")
                     if what == "prime":
                         chunk += 1
                         left = desc["k_tiles"] * desc["n_tiles"] * config.rows
@@ -112,10 +117,16 @@ def run_feeder(config, registered, layers, ready, *, seed):
 def check_words(config, layers, sent, memory):
     """Every chunk's words in order (its layer's, from ``w_base``), each once, nothing else."""
     want, chunk = [], 0
-    for desc, chunks, wrep in layers:
-        count = desc["k_tiles"] * desc["n_tiles"] * config.rows
-        words = [memory[desc["w_base"] + (w % config.rows if wrep else w)]
-                 for w in range(count)]
+    rows = config.rows
+    for desc, chunks, mode in layers:
+        count = desc["k_tiles"] * desc["n_tiles"] * rows
+        if mode == "wdiag":
+            words = [[v if j == w % rows else 0
+                      for j, v in enumerate(memory[desc["w_base"] + w // rows])]
+                     for w in range(count)]
+        else:
+            words = [memory[desc["w_base"] + (w % rows if mode == "wrep" else w)]
+                     for w in range(count)]
         for _ in range(chunks):
             want += [(chunk, word) for word in words]
             chunk += 1
@@ -133,7 +144,7 @@ def test_words_in_order_back_to_back(shape, registered):
     cfg = _config(shape)
     rng = np.random.default_rng(shape[0] * 10 + shape[1])
     layers = random_layers(rng, cfg, 6)
-    assert any(wrep for _, _, wrep in layers) and not all(wrep for _, _, wrep in layers)
+    assert {mode for _, _, mode in layers} == {"", "wrep", "wdiag"}
     sent, primes, memory = run_feeder(cfg, registered, layers, [1] * 1200, seed=1)
     check_words(cfg, layers, sent, memory)
     assert len(primes) > len(layers)

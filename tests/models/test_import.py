@@ -1,5 +1,5 @@
 """Each zoo model imports from torch and from both ONNX exports, computes torch's function in
-float, quantizes on its calibration data, compiles for its 85F design (the zoo's, or
+float, quantizes on its calibration data, compiles for its 85F design (the zoo's, VWW's or
 ResNet-8's) and runs bit-exact on a device in this process (the program interpreter behind the
 byte protocol, ``sim.inprocess.InProcessDevice``; ``benchmarks/mlperf_tiny.py`` runs them on
 the simulated board). Skips with the reason when torch, onnx or onnxscript are missing.
@@ -40,8 +40,9 @@ PENDING = {} if _device_runs_depthwise() else {
     (name, route): "the compiler's lowering of depthwise convolutions, per-axis strides, "
                    "uneven padding and average pooling"
     for name in ("kws", "vww", "lenet5") for route in ROUTES}
-#: The 85F design each model is compiled for: ResNet-8's own, the zoo's for the others.
-DESIGNS = {"resnet8": "ulx3s-85f-resnet8"}
+#: The 85F design each model is compiled for: ResNet-8's and VWW's own, the zoo's for the
+#: others.
+DESIGNS = {"resnet8": "ulx3s-85f-resnet8", "vww": "ulx3s-85f-vww"}
 
 #: Samples run on the device per model.
 SAMPLES = 2
@@ -129,6 +130,37 @@ def test_zoo_design_fits_the_85f():
     est = check_fit(BOARDS[board], zoo_config())
     assert est["bram"] <= BOARDS[board].capacity["bram"]
     assert zoo_config().acc_depth <= 32      # the accumulators in LUT RAM
+
+
+def test_vww_design_holds_the_cnns_but_not_ad_and_routes_with_router2(torch):
+    """``ulx3s-85f-vww`` (8x8) holds VWW with its depthwise tiles one word each (26,219
+    WEIGHT words of 32,768; 35,984 as whole tiles), and the zoo's other CNNs; AD's 33,024
+    words are refused naming the zoo's design. Its 198 DP16KDs make the build use router2."""
+    from hwgen.boards import check_fit
+    from hwgen.boards.fit import nextpnr_options
+    from hwgen.compiler import CompileError
+    from hwgen.memmap import Region
+
+    board = BOARDS[NAMED_PRESETS["ulx3s-85f-vww"][0]]
+    config = zoo_config("ulx3s-85f-vww")
+    assert check_fit(board, config)["bram"] == 198
+    assert nextpnr_options(board, config) == ["--router", "router2"]
+    for name in ("vww", "kws", "lenet5", "tutorial_cnn"):
+        zoo = get(name)
+        net = quantize(from_torch(zoo.model(), input_shape=zoo.input_shape),
+                       zoo.calibration(16), in_bits=config.in_bits, w_bits=config.w_bits,
+                       acc_bits=config.acc_bits, mult_bits=config.mult_bits)
+        program = hwgen.compile(net, config, batch=1)
+        if name == "vww":
+            assert len(program.images[Region.WEIGHT][1]) == 26_219
+            diagonal = [d["geometry"]["wdiag"] for d in program.descriptors
+                        if d.get("geometry")]
+            assert sum(diagonal) == 13      # its 13 depthwise layers
+    zoo = get("ad")
+    net = quantize(from_torch(zoo.model(), input_shape=zoo.input_shape), zoo.calibration(16),
+                   acc_bits=config.acc_bits, mult_bits=config.mult_bits)
+    with pytest.raises(CompileError, match="need 33024 words; limit weight_depth=32768"):
+        hwgen.compile(net, config, batch=1)
 
 
 def test_resnet8_adds_take_at_most_5_percent_on_its_design(torch):

@@ -36,7 +36,7 @@ def documented_geometry_fields(config):
     hwgen.memmap.geometry_layout: sides and kernel as wide as ``act_depth``, the strides per axis
     and the top and left padding four bits (up to 15), channel groups as wide as ``k_tiles``,
     steps as wide as an ACT address, the channel window's step as wide as ``src_stride`` and a
-    bank (``act_lanes`` of them), the weight repeat one bit."""
+    bank (``act_lanes`` of them), the weight repeat one bit; last the diagonal tiles' bit."""
     side = max(1, config.act_depth.bit_length())
     addr = max(1, (config.act_depth - 1).bit_length())
     fields = dict(documented_descriptor_fields(config))
@@ -45,7 +45,7 @@ def documented_geometry_fields(config):
             *((name, addr) for name in ("col_step", "row_step", "img_step", "ky_step")),
             ("cb_word", fields["src_stride"]),
             ("cb_rem", max(1, (config.act_lanes - 1).bit_length())), ("wrep", 1),
-            *documented_taps_fields(config), *documented_pool_fields(config)]
+            *documented_taps_fields(config), *documented_pool_fields(config), ("wdiag", 1)]
 
 
 def documented_pool_fields(config):
