@@ -422,6 +422,17 @@ def test_load_refuses_a_layer_kind_that_is_no_pass_kind(tmp_path):
     load_fails(path, "layer kind 'CONV3D' is not a pass kind; allowed: MATRIX, MAXPOOL")
 
 
+#: The design the CNN programs of format versions 6 to 8 were saved for.
+SAVED_CNN_CONFIG = AcceleratorConfig(rows=4, cols=4, act_depth=1024, weight_depth=1024,
+                                     param_depth=64, out_depth=256, prog_depth=16)
+
+
+def saved_meta(name):
+    """Return the metadata of the saved program ``name`` in tests/data."""
+    with np.load(DATA / name) as npz:
+        return json.loads(npz["meta"].tobytes())
+
+
 def _v6_network(seed=606):
     """The network of ``program_v6_cnn.npz`` (saved at format version 6 by the compiler of
     before the taps layout; ``seed`` 707: of ``program_v7_cnn.npz``, saved at version 7
@@ -442,10 +453,8 @@ def test_file_of_format_version_6_loads_and_runs_pixel_by_pixel():
     # pixel. It loads with the taps fields 0 and runs as it did; today's compiler packs the
     # same convolution's taps (ceil(6 / 4) = 2 tiles instead of 6).
     network = _v6_network()
-    config = AcceleratorConfig(rows=4, cols=4, act_depth=1024, weight_depth=1024,
-                               param_depth=64, out_depth=256, prog_depth=16)
-    with np.load(DATA / "program_v6_cnn.npz") as npz:
-        meta = json.loads(npz["meta"].tobytes())
+    config = SAVED_CNN_CONFIG
+    meta = saved_meta("program_v6_cnn.npz")
     assert meta["version"] == 6 and "taps" not in meta["descriptors"][0]["geometry"]
     assert "pitch" not in meta["input"]
     loaded = Program.load(DATA / "program_v6_cnn.npz")
@@ -464,10 +473,8 @@ def test_file_of_format_version_7_loads_and_runs_its_pool_as_a_pass():
     # taps convolution, its 2x2 max pool a pass of its own. It loads with the pool fields 0
     # and runs as it did; today's compiler fuses the pool into the convolution's pass.
     network = _v6_network(seed=707)
-    config = AcceleratorConfig(rows=4, cols=4, act_depth=1024, weight_depth=1024,
-                               param_depth=64, out_depth=256, prog_depth=16)
-    with np.load(DATA / "program_v7_cnn.npz") as npz:
-        meta = json.loads(npz["meta"].tobytes())
+    config = SAVED_CNN_CONFIG
+    meta = saved_meta("program_v7_cnn.npz")
     assert meta["version"] == 7 and "pool" not in meta["descriptors"][0]["geometry"]
     loaded = Program.load(DATA / "program_v7_cnn.npz")
     assert loaded == compile_network(network, config, batch=3, fuse_pool=False)
@@ -500,10 +507,8 @@ def test_file_of_format_version_8_loads_and_runs_its_depthwise_tiles_whole():
     # depthwise layer's nine tiles four words each. It loads with wdiag 0 and runs as it did;
     # today's compiler stores each of those tiles as one word, its diagonal.
     network = _v8_network()
-    config = AcceleratorConfig(rows=4, cols=4, act_depth=1024, weight_depth=1024,
-                               param_depth=64, out_depth=256, prog_depth=16)
-    with np.load(DATA / "program_v8_depthwise.npz") as npz:
-        meta = json.loads(npz["meta"].tobytes())
+    config = SAVED_CNN_CONFIG
+    meta = saved_meta("program_v8_depthwise.npz")
     assert meta["version"] == 8 and "wdiag" not in meta["descriptors"][1]["geometry"]
     loaded = Program.load(DATA / "program_v8_depthwise.npz")
     assert [d["geometry"]["wdiag"] for d in loaded.descriptors] == [0, 0, 0]
