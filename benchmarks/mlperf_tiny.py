@@ -266,17 +266,24 @@ def print_peers(rows):
             continue
         task, model = TASKS[name]
         print(f"\nMLPerf Tiny {task}, batch 1 (single stream):")
-        print(f"{'who':<12} {'model':<29} {'board':<40} {'ms':>7} {'inf/s':>8}  source")
+        print(f"{'who':<12} {'model':<29} {'board':<40} {'ms':>7} {'inf/s':>8} "
+              f"{'ms at 100 %':>11}  source")
         for r in ours:
-            clock = r["config"].clock_hz
+            config = r["config"]
+            clock = config.clock_hz
             ms = r["board_cycles"] / clock * 1e3
             board = f"{r['board'].name} ({r['board'].device}), {clock / 1e6:g} MHz, YoWASP"
             adds = f" (adds {add_share(r):.1%} of the cycles)" if add_share(r) else ""
-            print(f"{'hwgen':<12} {model:<29} {board:<40} {ms:>7.3f} {1e3 / ms:>8,.1f}  "
-                  f"this run, --designs {r['design']}{adds}")
+            # The design's bound: every multiplier busy in every cycle.
+            bound = r["device_macs"] / (config.rows * config.cols) / clock * 1e3
+            print(f"{'hwgen':<12} {model:<29} {board:<40} {ms:>7.3f} {1e3 / ms:>8,.1f} "
+                  f"{bound:>11.3f}  this run, --designs {r['design']}{adds}")
         for who, peer_model, board, ms, source in peers:
-            print(f"{who:<12} {peer_model:<29} {board:<40} {ms:>7.3f} {1e3 / ms:>8,.1f}  "
-                  f"{source}")
+            print(f"{who:<12} {peer_model:<29} {board:<40} {ms:>7.3f} {1e3 / ms:>8,.1f} "
+                  f"{'':>11}  {source}")
+    print("\nms at 100 %: the latency if every multiplier of the array were busy in every "
+          "cycle (the device's MACs / (rows x cols), at the design's clock): no schedule on "
+          "that design and clock is faster.")
 
 
 def main(argv=None):
