@@ -122,7 +122,8 @@ class AcceleratorCore(wiring.Component):
         if self.adder is not None:
             units["add"] = (PassKind.ADD,)
         # The grant in a register: the descriptor's kind is loaded a cycle before `start_layer`
-        # and three before `prime`, so only the starts need this cycle's decode (`grant_now`).
+        # and three before `prime`, so only the starts need this cycle's decode (`now` in
+        # _start_units, itself a register of the next kind's decode).
         self.banks = BankArbiter(config, units, registered=True)
         super().__init__({"host": Out(HostPortSignature(config))})
 
@@ -256,8 +257,15 @@ class AcceleratorCore(wiring.Component):
         # `prime` is a register of its own (the controller's and the grant's, a cycle
         # early): the walker's step, which it drives, fans out to hundreds of registers,
         # and the gate between them was the 85F ResNet-8 design's longest path.
-        grant, now = self.banks.grant, self.banks.grant_now
+        grant = self.banks.grant
         matrix = grant.matrix
+        # This cycle's grant (the arbiter's `grant_now`), decoded a cycle early from the
+        # descriptor's next kind into registers: the decode after the kind's register, into
+        # the walker's step and read enables, was the 85F ResNet-8 design's longest path.
+        now = {name: Signal(name=f"now_{name}", init=name == next(iter(self.banks.kinds)))
+               for name in self.banks.kinds}
+        for name, value in self.banks.decode(ctrl.kind_next).items():
+            m.d.sync += now[name].eq(value)
         prime = {name: Signal(name=f"prime_{name}") for name in self.banks.kinds}
         for name, signal in prime.items():
             m.d.sync += signal.eq(ctrl.prime_next & now[name])
@@ -266,13 +274,13 @@ class AcceleratorCore(wiring.Component):
             wf.start.eq(prime["matrix"]), wf.desc.eq(desc),
             wf.k_end.eq(ctrl.k_end), wf.n_end.eq(ctrl.n_end), wf.wrep.eq(ctrl.geom.wrep),
             wf.wdiag.eq(ctrl.geom.wdiag),
-            af.start_layer.eq(ctrl.start_layer & now.matrix),
+            af.start_layer.eq(ctrl.start_layer & now["matrix"]),
             af.start_chunk.eq(ctrl.start_chunk),
             af.prime.eq(prime["matrix"]), af.desc.eq(desc), af.geom.eq(ctrl.geom),
-            *([af.prime_next.eq(ctrl.prime_next & now.matrix)]
+            *([af.prime_next.eq(ctrl.prime_next & now["matrix"])]
               if self.implementation.registered_reads else []),
             af.last_row.eq(ctrl.last_row), ctrl.more_chunks.eq(af.more_chunks & matrix),
-            acc.start_layer.eq(ctrl.start_layer & now.matrix),
+            acc.start_layer.eq(ctrl.start_layer & now["matrix"]),
             acc.start_chunk.eq(ctrl.start_chunk),
             acc.desc.eq(desc), acc.k_end.eq(ctrl.k_end), acc.n_end.eq(ctrl.n_end),
             self.postprocess.desc.eq(desc),
@@ -281,12 +289,12 @@ class AcceleratorCore(wiring.Component):
             m.d.comb += acc.pool.eq(ctrl.geom.pool)
         pooler = self.pooler
         if pooler is not None:
-            m.d.comb += [pooler.start.eq(ctrl.start_layer & now.pool),
+            m.d.comb += [pooler.start.eq(ctrl.start_layer & now["pool"]),
                          pooler.go.eq(prime["pool"]), pooler.desc.eq(desc),
                          pooler.geom.eq(ctrl.geom), pooler.last_row.eq(ctrl.last_row)]
         adder = self.adder
         if adder is not None:
-            m.d.comb += [adder.start.eq(ctrl.start_layer & now.add),
+            m.d.comb += [adder.start.eq(ctrl.start_layer & now["add"]),
                          adder.go.eq(prime["add"]), adder.desc.eq(desc),
                          adder.src2_base.eq(desc.src2_base), adder.geom.eq(ctrl.geom),
                          adder.last_row.eq(ctrl.last_row)]

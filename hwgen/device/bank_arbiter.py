@@ -119,19 +119,25 @@ class BankArbiter(wiring.Component):
         """Return unit ``name``'s port (its :class:`BankPortSignature`, from the unit's side)."""
         return getattr(self.units, name)
 
-    def elaborate(self, platform):
-        m = Module()
+    def decode(self, kind):
+        """Return the grant of each unit (a dict by name, exactly one high) for ``kind``, a
+        value of the shape of :attr:`kind`: what ``grant_now`` shows for it."""
         default, *others = self.kinds
         grants = {}
         for name in others:
             grants[name] = Const(0, 1)
-            for kind in self.kinds[name]:
-                grants[name] = grants[name] | (self.kind == kind)
+            for one in self.kinds[name]:
+                grants[name] = grants[name] | (kind == one)
         # The default unit runs whatever no other unit claims.
         claimed = Const(0, 1)
         for grant in grants.values():
             claimed = claimed | grant
-        grants = {default: ~claimed, **grants}
+        return {default: ~claimed, **grants}
+
+    def elaborate(self, platform):
+        m = Module()
+        default, *others = self.kinds
+        grants = self.decode(self.kind)
         domain = m.d.sync if self.registered else m.d.comb
         for name, grant in grants.items():
             m.d.comb += self.grant_now[name].eq(grant)

@@ -1,6 +1,6 @@
 """The controller: runs a program of layer descriptors, one layer (and chunk) after another."""
 
-from amaranth.hdl import Module, Signal, unsigned
+from amaranth.hdl import Module, Mux, Signal, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -44,6 +44,9 @@ class Controller(wiring.Component):
         The running layer's descriptor and geometry (from LOAD on). Without spatial layers
         (``config.spatial`` False) every layer is a plain one, whose geometry is made from its
         descriptor (no registers of its own).
+    kind_next : Out(the descriptor's kind)
+        ``desc.kind``'s next value (the word's in DECODE), so that a decode of the kind can be
+        a register.
     start_layer, start_chunk, prime : Out(1)
         Registers: high in LOAD, NEXT, and PRIME and PRIME2.
     prime_next : Out(1)
@@ -72,6 +75,7 @@ class Controller(wiring.Component):
             "prog_addr": Out(range(config.prog_depth)),
             "prog_data": In(unsigned(layout.size)),
             "desc": Out(layout),
+            "kind_next": Out(layout.members["kind"]),
             "geom": Out(geometry_layout(config)),
             "start_layer": Out(1),
             "start_chunk": Out(1),
@@ -159,8 +163,9 @@ class Controller(wiring.Component):
                     m.next = "FETCH"
             with m.State("NEXT"):
                 m.next = "PRIME"
-        m.d.comb += self.prime_next.eq(fsm.ongoing("LOAD") | fsm.ongoing("PRIME")
-                                       | fsm.ongoing("NEXT"))
+        m.d.comb += [self.prime_next.eq(fsm.ongoing("LOAD") | fsm.ongoing("PRIME")
+                                        | fsm.ongoing("NEXT")),
+                     self.kind_next.eq(Mux(fsm.ongoing("DECODE"), word.kind, desc.kind))]
 
         if self.registered_bounds:
             k_last = Signal.like(self.k_end, name="k_last")
