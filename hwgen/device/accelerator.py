@@ -264,23 +264,29 @@ class AcceleratorCore(wiring.Component):
         # the walker's step and read enables, was the 85F ResNet-8 design's longest path.
         now = {name: Signal(name=f"now_{name}", init=name == next(iter(self.banks.kinds)))
                for name in self.banks.kinds}
-        for name, value in self.banks.decode(ctrl.kind_next).items():
+        decoded = self.banks.decode(ctrl.kind_next)
+        for name, value in decoded.items():
             m.d.sync += now[name].eq(value)
         prime = {name: Signal(name=f"prime_{name}") for name in self.banks.kinds}
         for name, signal in prime.items():
             m.d.sync += signal.eq(ctrl.prime_next & now[name])
+        # Likewise each unit's `start_layer`, a register: the gate after the controller's was
+        # on the longest path then, into the walker's position.
+        starts = {name: Signal(name=f"start_layer_{name}") for name in self.banks.kinds}
+        for name, signal in starts.items():
+            m.d.sync += signal.eq(ctrl.start_layer_next & decoded[name])
         m.d.comb += [
             self.banks.kind.eq(desc.kind),
             wf.start.eq(prime["matrix"]), wf.desc.eq(desc),
             wf.k_end.eq(ctrl.k_end), wf.n_end.eq(ctrl.n_end), wf.wrep.eq(ctrl.geom.wrep),
             wf.wdiag.eq(ctrl.geom.wdiag),
-            af.start_layer.eq(ctrl.start_layer & now["matrix"]),
+            af.start_layer.eq(starts["matrix"]),
             af.start_chunk.eq(ctrl.start_chunk),
             af.prime.eq(prime["matrix"]), af.desc.eq(desc), af.geom.eq(ctrl.geom),
             *([af.prime_next.eq(ctrl.prime_next & now["matrix"])]
               if self.implementation.registered_reads else []),
             af.last_row.eq(ctrl.last_row), ctrl.more_chunks.eq(af.more_chunks & matrix),
-            acc.start_layer.eq(ctrl.start_layer & now["matrix"]),
+            acc.start_layer.eq(starts["matrix"]),
             acc.start_chunk.eq(ctrl.start_chunk),
             acc.desc.eq(desc), acc.k_end.eq(ctrl.k_end), acc.n_end.eq(ctrl.n_end),
             self.postprocess.desc.eq(desc),
@@ -289,12 +295,12 @@ class AcceleratorCore(wiring.Component):
             m.d.comb += acc.pool.eq(ctrl.geom.pool)
         pooler = self.pooler
         if pooler is not None:
-            m.d.comb += [pooler.start.eq(ctrl.start_layer & now["pool"]),
+            m.d.comb += [pooler.start.eq(starts["pool"]),
                          pooler.go.eq(prime["pool"]), pooler.desc.eq(desc),
                          pooler.geom.eq(ctrl.geom), pooler.last_row.eq(ctrl.last_row)]
         adder = self.adder
         if adder is not None:
-            m.d.comb += [adder.start.eq(ctrl.start_layer & now["add"]),
+            m.d.comb += [adder.start.eq(starts["add"]),
                          adder.go.eq(prime["add"]), adder.desc.eq(desc),
                          adder.src2_base.eq(desc.src2_base), adder.geom.eq(ctrl.geom),
                          adder.last_row.eq(ctrl.last_row)]

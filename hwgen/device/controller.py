@@ -49,6 +49,8 @@ class Controller(wiring.Component):
         a register.
     start_layer, start_chunk, prime : Out(1)
         Registers: high in LOAD, NEXT, and PRIME and PRIME2.
+    start_layer_next : Out(1)
+        ``start_layer`` of the next cycle, so that a unit's start can be a register of its own.
     prime_next : Out(1)
         ``prime`` of the next cycle (LOAD, PRIME or NEXT), so that a unit's start can be a
         register of its own (``prime`` and its grant, without a gate after them).
@@ -78,6 +80,7 @@ class Controller(wiring.Component):
             "kind_next": Out(layout.members["kind"]),
             "geom": Out(geometry_layout(config)),
             "start_layer": Out(1),
+            "start_layer_next": Out(1),
             "start_chunk": Out(1),
             "prime": Out(1),
             "prime_next": Out(1),
@@ -110,7 +113,7 @@ class Controller(wiring.Component):
             # Every layer is plain: its geometry follows from the descriptor.
             m.d.comb += [geom.eq(plain), geom.cgs.eq(desc.k_tiles),
                          geom.img_step.eq(desc.src_stride)]
-        m.d.sync += [self.start_layer.eq(0), self.start_chunk.eq(0),
+        m.d.sync += [self.start_layer.eq(self.start_layer_next), self.start_chunk.eq(0),
                      self.prime.eq(self.prime_next)]
         with m.FSM() as fsm:
             with m.State("IDLE"):
@@ -128,11 +131,11 @@ class Controller(wiring.Component):
                         m.next = "GEOM"
                     with m.Else():
                         m.d.sync += [g_bits.eq(plain.as_value()), g_view.cgs.eq(word.k_tiles),
-                                     g_view.img_step.eq(word.src_stride),
-                                     self.start_layer.eq(1)]
+                                     g_view.img_step.eq(word.src_stride)]
+                        m.d.comb += self.start_layer_next.eq(1)
                         m.next = "LOAD"
                 else:
-                    m.d.sync += self.start_layer.eq(1)
+                    m.d.comb += self.start_layer_next.eq(1)
                     m.next = "LOAD"
             if cfg.spatial:
                 with m.State("GEOM"):
@@ -143,7 +146,7 @@ class Controller(wiring.Component):
                         m.d.sync += [g_bits.word_select(g_word, width).eq(self.prog_data),
                                      g_word.eq(g_word + 1), pc.eq(pc + 1), g_wait.eq(0)]
                         with m.If(g_word == count - 1):
-                            m.d.sync += self.start_layer.eq(1)
+                            m.d.comb += self.start_layer_next.eq(1)
                             m.next = "LOAD"
             with m.State("LOAD"):
                 m.next = "PRIME"

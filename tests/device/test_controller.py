@@ -211,11 +211,12 @@ def test_runs_a_program_layer_by_layer(config, registered_bounds, registered_rea
                     assert ctx.get(dut.n_end) == (want.n_tiles - 1) % (1 << nw), where
 
             mem.clock(model.words, ctx.get(dut.busy), ctx.get(dut.prog_addr))
-            kind_next = ctx.get(dut.kind_next)
+            kind_next, start_next = ctx.get(dut.kind_next), ctx.get(dut.start_layer_next)
             await ctx.tick()
             cycle += 1
-            # kind_next is the descriptor's kind of the next cycle (a decode of it registers).
+            # The next cycle's descriptor kind and start_layer (the units' registers take them).
             assert ctx.get(dut.desc.kind) == kind_next, where
+            assert ctx.get(dut.start_layer) == start_next, where
             model.advance(start=start, done=done, more=more)
             if state == "idle":
                 if start:
