@@ -259,9 +259,10 @@ class AcceleratorCore(wiring.Component):
         # and the gate between them was the 85F ResNet-8 design's longest path.
         grant = self.banks.grant
         matrix = grant.matrix
-        # This cycle's grant (the arbiter's `grant_now`), decoded a cycle early from the
-        # descriptor's next kind into registers: the decode after the kind's register, into
-        # the walker's step and read enables, was the 85F ResNet-8 design's longest path.
+        # This cycle's grant (the arbiter's `decode` of the kind, not its register), decoded
+        # a cycle early from the descriptor's next kind into registers: the decode after the
+        # kind's register, into the walker's step and read enables, was the 85F ResNet-8
+        # design's longest path.
         now = {name: Signal(name=f"now_{name}", init=name == next(iter(self.banks.kinds)))
                for name in self.banks.kinds}
         decoded = self.banks.decode(ctrl.kind_next)
@@ -275,19 +276,25 @@ class AcceleratorCore(wiring.Component):
         starts = {name: Signal(name=f"start_layer_{name}") for name in self.banks.kinds}
         for name, signal in starts.items():
             m.d.sync += signal.eq(ctrl.start_layer_next & decoded[name])
+        # And the matrix datapath's chunk start, the layer's or the next chunk's, one register
+        # rather than a gate after the two: that gate, shared by the accumulators and the
+        # walker, was on the longest path next, into the walker's position.
+        begin_chunk = Signal(name="begin_chunk")
+        m.d.sync += begin_chunk.eq((ctrl.start_layer_next & decoded["matrix"])
+                                   | ctrl.start_chunk_next)
         m.d.comb += [
             self.banks.kind.eq(desc.kind),
             wf.start.eq(prime["matrix"]), wf.desc.eq(desc),
             wf.k_end.eq(ctrl.k_end), wf.n_end.eq(ctrl.n_end), wf.wrep.eq(ctrl.geom.wrep),
             wf.wdiag.eq(ctrl.geom.wdiag),
             af.start_layer.eq(starts["matrix"]),
-            af.start_chunk.eq(ctrl.start_chunk),
+            af.begin_chunk.eq(begin_chunk),
             af.prime.eq(prime["matrix"]), af.desc.eq(desc), af.geom.eq(ctrl.geom),
             *([af.prime_next.eq(ctrl.prime_next & now["matrix"])]
               if self.implementation.registered_reads else []),
             af.last_row.eq(ctrl.last_row), ctrl.more_chunks.eq(af.more_chunks & matrix),
             acc.start_layer.eq(starts["matrix"]),
-            acc.start_chunk.eq(ctrl.start_chunk),
+            acc.begin_chunk.eq(begin_chunk),
             acc.desc.eq(desc), acc.k_end.eq(ctrl.k_end), acc.n_end.eq(ctrl.n_end),
             self.postprocess.desc.eq(desc),
         ]

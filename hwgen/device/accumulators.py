@@ -38,8 +38,9 @@ class AccumulatorBank(wiring.Component):
     en : In(1)
         Clock enable of the datapath registers (the engine's rows and stage B): low only while
         no row is in flight.
-    start_layer, start_chunk : In(1)
-        A layer's first chunk starts (at ``desc.dst_base``), or its next chunk. Without
+    start_layer, begin_chunk : In(1)
+        A layer's first chunk starts (at ``desc.dst_base``); a chunk starts (high with
+        ``start_layer`` too: the controller's ``start_layer`` or ``start_chunk``). Without
         spatial layers (``config.spatial`` False) a layer is one chunk: every chunk starts at
         ``desc.dst_base``.
     desc : In(descriptor_layout(config))
@@ -83,7 +84,7 @@ class AccumulatorBank(wiring.Component):
             **pool,
             "en": In(1),
             "start_layer": In(1),
-            "start_chunk": In(1),
+            "begin_chunk": In(1),
             "desc": In(layout),
             "k_end": In(layout.members["k_tiles"]),
             "n_end": In(layout.members["n_tiles"]),
@@ -98,7 +99,7 @@ class AccumulatorBank(wiring.Component):
         cfg = self.config
         cols, lanes = cfg.cols, cfg.act_lanes
         desc = self.desc
-        start = self.start_layer | self.start_chunk
+        start = self.begin_chunk
         # The registers after the array hold still between runs (they are empty then).
         dp = Module()
         m.submodules.datapath = EnableInserter({"sync": self.en})(dp)

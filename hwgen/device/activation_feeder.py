@@ -42,9 +42,10 @@ class ActivationFeeder(wiring.Component):
 
     Members
     -------
-    start_layer, start_chunk, prime : In(1)
-        From the controller: a layer's first chunk is loaded, the next chunk; two cycles of
-        ``prime`` bring its first row.
+    start_layer, begin_chunk, prime : In(1)
+        From the controller: a layer's first chunk is loaded; a chunk is loaded (high with
+        ``start_layer`` too: the controller's ``start_layer`` or ``start_chunk``); two cycles
+        of ``prime`` bring its first row.
     prime_next : In(1)
         With registered reads: ``prime`` of the next cycle (a register), so that the walker's
         step is one too.
@@ -75,7 +76,7 @@ class ActivationFeeder(wiring.Component):
         lanes = config.act_lanes
         super().__init__({
             "start_layer": In(1),
-            "start_chunk": In(1),
+            "begin_chunk": In(1),
             "prime": In(1),
             "desc": In(descriptor_layout(config)),
             "geom": In(geometry_layout(config)),
@@ -95,7 +96,7 @@ class ActivationFeeder(wiring.Component):
         rows, lanes = cfg.rows, cfg.act_lanes
         m.submodules.walker = walker = self.walker
         m.d.comb += [walker.start_layer.eq(self.start_layer),
-                     walker.start_chunk.eq(self.start_chunk), walker.prime.eq(self.prime),
+                     walker.begin_chunk.eq(self.begin_chunk), walker.prime.eq(self.prime),
                      walker.desc.eq(self.desc), walker.geom.eq(self.geom),
                      walker.last_row.eq(self.last_row), self.more_chunks.eq(walker.more_chunks),
                      self.rd_addr.eq(walker.rd_addr), self.rd_en.eq(walker.rd_en)]

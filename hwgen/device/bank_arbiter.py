@@ -65,8 +65,9 @@ class BankArbiter(wiring.Component):
     registered : bool
         Hold the grant in a register: ``grant`` (and whose requests reach the banks) follows
         ``kind`` a cycle later, so that the kind's decode is not on the paths from the grant
-        (the units' starts, the banks' addresses); ``grant_now`` follows at once. For a
-        kind that is set a cycle or more before any unit reads or writes.
+        (the units' starts, the banks' addresses). For a kind that is set a cycle or more
+        before any unit reads or writes; a unit's start that must follow the kind at once
+        takes :meth:`decode` of the kind's next value, into a register of its own.
 
     Members
     -------
@@ -77,8 +78,6 @@ class BankArbiter(wiring.Component):
     grant : Out(StructLayout({name: 1}))
         The unit whose kind runs (exactly one bit high); with ``registered``, of the kind
         of the cycle before.
-    grant_now : Out(StructLayout({name: 1}))
-        The unit whose kind runs, decoded from this cycle's ``kind``.
     banks : Out(BankPortSignature(config))
         The granted unit's requests, to the banks; every unit sees the words read.
     """
@@ -111,7 +110,6 @@ class BankArbiter(wiring.Component):
             "units": In(wiring.Signature({name: Out(port) for name in units})),
             # The default unit is granted out of reset (kind 0 is the matrix pass's).
             "grant": Out(grants, init={next(iter(units)): 1}),
-            "grant_now": Out(grants),
             "banks": Out(port),
         })
 
@@ -121,7 +119,8 @@ class BankArbiter(wiring.Component):
 
     def decode(self, kind):
         """Return the grant of each unit (a dict by name, exactly one high) for ``kind``, a
-        value of the shape of :attr:`kind`: what ``grant_now`` shows for it."""
+        value of the shape of :attr:`kind`: what ``grant`` shows for it without
+        ``registered``."""
         default, *others = self.kinds
         grants = {}
         for name in others:
@@ -140,7 +139,6 @@ class BankArbiter(wiring.Component):
         grants = self.decode(self.kind)
         domain = m.d.sync if self.registered else m.d.comb
         for name, grant in grants.items():
-            m.d.comb += self.grant_now[name].eq(grant)
             domain += self.grant[name].eq(grant)
         for field in _REQUESTS:
             value = getattr(self.port(default), field)

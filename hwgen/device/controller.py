@@ -49,8 +49,9 @@ class Controller(wiring.Component):
         a register.
     start_layer, start_chunk, prime : Out(1)
         Registers: high in LOAD, NEXT, and PRIME and PRIME2.
-    start_layer_next : Out(1)
-        ``start_layer`` of the next cycle, so that a unit's start can be a register of its own.
+    start_layer_next, start_chunk_next : Out(1)
+        ``start_layer`` and ``start_chunk`` of the next cycle, so that a unit's starts can be
+        registers of its own.
     prime_next : Out(1)
         ``prime`` of the next cycle (LOAD, PRIME or NEXT), so that a unit's start can be a
         register of its own (``prime`` and its grant, without a gate after them).
@@ -82,6 +83,7 @@ class Controller(wiring.Component):
             "start_layer": Out(1),
             "start_layer_next": Out(1),
             "start_chunk": Out(1),
+            "start_chunk_next": Out(1),
             "prime": Out(1),
             "prime_next": Out(1),
             "layer_done": In(1),
@@ -113,7 +115,8 @@ class Controller(wiring.Component):
             # Every layer is plain: its geometry follows from the descriptor.
             m.d.comb += [geom.eq(plain), geom.cgs.eq(desc.k_tiles),
                          geom.img_step.eq(desc.src_stride)]
-        m.d.sync += [self.start_layer.eq(self.start_layer_next), self.start_chunk.eq(0),
+        m.d.sync += [self.start_layer.eq(self.start_layer_next),
+                     self.start_chunk.eq(self.start_chunk_next),
                      self.prime.eq(self.prime_next)]
         with m.FSM() as fsm:
             with m.State("IDLE"):
@@ -157,7 +160,7 @@ class Controller(wiring.Component):
                 m.next = "RUN"
             with m.State("RUN"), m.If(self.layer_done):
                 with m.If(self.more_chunks):
-                    m.d.sync += self.start_chunk.eq(1)
+                    m.d.comb += self.start_chunk_next.eq(1)
                     m.next = "NEXT"
                 with m.Elif(desc.last):
                     m.d.sync += self.busy.eq(0)

@@ -144,9 +144,9 @@ def row_layout(config):
 class PatchWalker(wiring.Component):
     """Walk a layer's rows, chunk by chunk: their bank addresses and which words to read.
 
-    ``start_layer`` loads the layer's first chunk, ``start_chunk`` the next one (the pixel
-    after the last chunk's); ``prime``, high for two cycles after either, moves the first row
-    into :attr:`cur`; then each ``take`` of a valid row moves the next one in. With
+    ``begin_chunk`` loads a chunk: the layer's first with ``start_layer``, the next one (the
+    pixel after the last chunk's) without; ``prime``, high for two cycles after it, moves the
+    first row into :attr:`cur`; then each ``take`` of a valid row moves the next one in. With
     ``lookahead`` (registered reads) the walker keeps the rows after :attr:`cur` too, so that
     the banks are addressed a cycle ahead from registers: ``rd_addr``/``rd_en`` are for the row
     :attr:`cur` holds after this cycle. Without it they are :attr:`cur`'s, read when taken.
@@ -155,7 +155,7 @@ class PatchWalker(wiring.Component):
     ----------
     config : AcceleratorConfig
         Without ``spatial`` every image is one pixel and every kernel one position, and a
-        layer is one chunk (``start_chunk`` starts it over; ``geom`` is not read, and
+        layer is one chunk (``begin_chunk`` starts it over; ``geom`` is not read, and
         ``more_chunks`` is always low).
     lookahead : bool
     registered_step : bool
@@ -172,7 +172,9 @@ class PatchWalker(wiring.Component):
 
     Members
     -------
-    start_layer, start_chunk, prime, take : In(1)
+    start_layer, begin_chunk, prime, take : In(1)
+        ``begin_chunk`` is high with ``start_layer`` too: one register, so that no gate
+        between the controller's two starts comes before the position's load.
     prime_next, take_next : In(1)
         With ``registered_step``: ``prime`` and ``take`` of the next cycle.
     desc : In(descriptor_layout(config))
@@ -208,7 +210,7 @@ class PatchWalker(wiring.Component):
         self.fuse = fuses_pool(config)
         lanes = config.act_lanes
         super().__init__({
-            "start_layer": In(1), "start_chunk": In(1), "prime": In(1), "take": In(1),
+            "start_layer": In(1), "begin_chunk": In(1), "prime": In(1), "take": In(1),
             "desc": In(descriptor_layout(config)),
             "geom": In(geometry_layout(config)),
             "last_row": In(batch_bits(config)),
@@ -222,7 +224,7 @@ class PatchWalker(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         layout = position_layout(self.config)
-        start = self.start_layer | self.start_chunk
+        start = self.begin_chunk
         gen = Signal(layout, name="gen")        # the walk's position
         bounds = _walk_bounds(self, m)
         first = Signal(layout, name="first")    # the first output pixel of the chunk started

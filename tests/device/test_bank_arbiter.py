@@ -29,7 +29,7 @@ def run_arbiter(units, *, kinds, cycles=40, seed=0, registered=False):
     """Drive every unit's port with random requests and ``kind`` through ``kinds`` (raw
     values, including ones no kind names); check the banks, the grants and ``rd_data``
     (``registered``: the grant and the banks follow the kind of the cycle before, from the
-    first unit out of reset; ``grant_now`` this cycle's). Return how many cycles each unit
+    first unit out of reset). Return how many cycles each unit
     was granted."""
     cfg = AcceleratorConfig(rows=2, cols=3, **SMALL)
     dut = BankArbiter(cfg, units, registered=registered)
@@ -57,7 +57,6 @@ def run_arbiter(units, *, kinds, cycles=40, seed=0, registered=False):
             counts[want] += 1
             for name in units:
                 assert ctx.get(getattr(dut.grant, name)) == (name == want), (cycle, kind, name)
-                assert ctx.get(getattr(dut.grant_now, name)) == (name == now), (cycle, name)
                 assert ctx.get(Value.cast(dut.port(name).rd_data)) == words, (cycle, name)
             for field in REQUESTS:
                 got = ctx.get(Value.cast(getattr(dut.banks, field)))
@@ -125,7 +124,7 @@ def test_bad_units(units, error, match):
 
 def test_registered_grant_follows_the_kind_a_cycle_later():
     """The grant in a register (the accelerator's): the banks take the requests of the unit
-    of the cycle before's kind, whatever this cycle's is; ``grant_now`` is this cycle's."""
+    of the cycle before's kind, whatever this cycle's is."""
     units = {"matrix": (PassKind.MATRIX,), "pool": (PassKind.MAXPOOL,),
              "add": (PassKind.ADD,)}
     counts = run_arbiter(units, kinds=[PassKind.MAXPOOL, PassKind.ADD, PassKind.ADD, 6,

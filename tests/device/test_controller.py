@@ -212,11 +212,13 @@ def test_runs_a_program_layer_by_layer(config, registered_bounds, registered_rea
 
             mem.clock(model.words, ctx.get(dut.busy), ctx.get(dut.prog_addr))
             kind_next, start_next = ctx.get(dut.kind_next), ctx.get(dut.start_layer_next)
+            chunk_next = ctx.get(dut.start_chunk_next)
             await ctx.tick()
             cycle += 1
-            # The next cycle's descriptor kind and start_layer (the units' registers take them).
+            # The next cycle's descriptor kind and starts (the units' registers take them).
             assert ctx.get(dut.desc.kind) == kind_next, where
             assert ctx.get(dut.start_layer) == start_next, where
+            assert ctx.get(dut.start_chunk) == chunk_next, where
             model.advance(start=start, done=done, more=more)
             if state == "idle":
                 if start:

@@ -21,14 +21,15 @@ class ControllerOutputs:
     it again by itself and takes no pulse. From :meth:`end_layer` (the next layer's FETCH; its
     DECODE and GEOM change ``desc`` and ``geom``) to the next ``start_layer`` those four are
     random bits. A run's ``last_row`` (``batch - 1``, wrapped to its width) is valid from its
-    first ``start_layer`` to :meth:`end_run`.
+    first ``start_layer`` to :meth:`end_run`. The matrix units' ``begin_chunk`` (the
+    accelerator's register) is high with either start.
 
     Only the ports ``block`` has are driven; ``ports`` maps a block's port to the controller's
     output that drives it under another name (the weight feeder's ``start`` is ``prime``).
     """
 
-    OUTPUTS = ("start_layer", "start_chunk", "prime", "desc", "geom", "last_row", "k_end",
-               "n_end")
+    OUTPUTS = ("start_layer", "start_chunk", "begin_chunk", "prime", "desc", "geom", "last_row",
+               "k_end", "n_end")
     PULSES = ("start_layer", "start_chunk", "prime")
     #: Cycles ``prime`` is high for each chunk: the controller's PRIME and PRIME2 states.
     PRIME_CYCLES = 2
@@ -98,6 +99,7 @@ class ControllerOutputs:
             phase = 0
         for name in self.PULSES:
             self._set(ctx, name, int(pulse == name or (name == "prime" and phase > 0)))
+        self._set(ctx, "begin_chunk", int(pulse in ("start_layer", "start_chunk")))
         self._set(ctx, "desc", self.desc)
         self._set(ctx, "geom", self.geom)
         for name, k in (("k_end", "k_tiles"), ("n_end", "n_tiles")):
