@@ -6,7 +6,22 @@ from amaranth.lib.wiring import In, Out
 
 from ..memmap import batch_bits, descriptor_layout, geometry_layout, geometry_words
 
-__all__ = ["Controller"]
+__all__ = ["GEOM_CYCLES", "Controller", "geometry_lead"]
+
+#: Cycles GEOM takes per geometry word: a layer's LOAD comes ``GEOM_CYCLES * words`` cycles
+#: after its DECODE, which the cycle model counts (:mod:`hwgen.cycles`).
+GEOM_CYCLES = 3
+
+
+def geometry_lead(config):
+    """Return how many cycles before a spatial layer's ``start_layer`` (LOAD) its descriptor
+    and geometry are whole (:class:`Controller`): GEOM reads a word every two cycles, so the
+    last arrives ``words - 1`` cycles before its three cycles a word end (0 on a design of one
+    geometry word, or without spatial layers)."""
+    if not config.spatial:
+        return 0
+    count = geometry_words(config)
+    return GEOM_CYCLES * count - (2 * count + 1)
 
 
 class Controller(wiring.Component):
@@ -15,7 +30,9 @@ class Controller(wiring.Component):
 
     ``start`` (while idle) raises ``busy`` and takes the run's ``batch``. For each layer the
     controller reads the descriptor (FETCH, DECODE: into ``desc``), a spatial layer's geometry
-    words (GEOM, three cycles each; a plain matrix layer's geometry is that of 1x1 images),
+    words (GEOM, three cycles each, a word read every two of them so that the geometry is
+    whole :func:`geometry_lead` cycles before LOAD; a plain matrix layer's geometry is that of
+    1x1 images),
     pulses ``start_layer`` (LOAD) and ``prime`` (two cycles, PRIME and PRIME2), then waits for
     ``layer_done`` (RUN).
     When the feeder says that pixels remain (``more_chunks``) it runs the layer's next chunk:
@@ -41,7 +58,9 @@ class Controller(wiring.Component):
         The word read at ``prog_addr``, two cycles after it is addressed at the latest.
     desc : Out(descriptor_layout(config))
     geom : Out(geometry_layout(config))
-        The running layer's descriptor and geometry (from LOAD on). Without spatial layers
+        The running layer's descriptor and geometry (from LOAD on; a spatial layer's from
+        :func:`geometry_lead` cycles before it, so that a unit may register what it computes
+        from them for LOAD). Without spatial layers
         (``config.spatial`` False) every layer is a plain one, whose geometry is made from its
         descriptor (no registers of its own).
     kind_next : Out(the descriptor's kind)
@@ -106,8 +125,7 @@ class Controller(wiring.Component):
         plain = geometry_layout(cfg).const({
             "h": 1, "w": 1, "oh": 1, "ow": 1, "kh": 1, "kw": 1, "sy": 1, "sx": 1})
         if cfg.spatial:
-            g_word = Signal(range(count + 1))   # geometry words loaded
-            g_wait = Signal(range(3))           # cycles since the word was addressed
+            g_cycle = Signal(range(GEOM_CYCLES * count))    # GEOM's cycle
             g_bits = Signal(count * width)
             g_view = geometry_layout(cfg)(g_bits[:len(geom.as_value())])
             m.d.comb += geom.eq(g_view)
@@ -129,7 +147,7 @@ class Controller(wiring.Component):
             with m.State("DECODE"):
                 m.d.sync += [desc.eq(word), pc.eq(pc + 1)]
                 if cfg.spatial:
-                    m.d.sync += [g_word.eq(0), g_wait.eq(0)]
+                    m.d.sync += g_cycle.eq(0)
                     with m.If(word.spatial):
                         m.next = "GEOM"
                     with m.Else():
@@ -142,15 +160,18 @@ class Controller(wiring.Component):
                     m.next = "LOAD"
             if cfg.spatial:
                 with m.State("GEOM"):
-                    # Plain and registered program reads alike: the word addressed two
-                    # cycles ago.
-                    m.d.sync += g_wait.eq(g_wait + 1)
-                    with m.If(g_wait == 2):
-                        m.d.sync += [g_bits.word_select(g_word, width).eq(self.prog_data),
-                                     g_word.eq(g_word + 1), pc.eq(pc + 1), g_wait.eq(0)]
-                        with m.If(g_word == count - 1):
-                            m.d.comb += self.start_layer_next.eq(1)
-                            m.next = "LOAD"
+                    # Word i is addressed in cycles 2i and 2i + 1 and taken in cycle 2i + 2:
+                    # the word addressed one (plain reads) or two (registered) cycles before.
+                    # LOAD keeps its cycle, GEOM_CYCLES a word after DECODE.
+                    m.d.sync += g_cycle.eq(g_cycle + 1)
+                    with m.If(g_cycle[0] & (g_cycle < 2 * count)):
+                        m.d.sync += pc.eq(pc + 1)
+                    for i in range(count):
+                        with m.If(g_cycle == 2 * i + 2):
+                            m.d.sync += g_bits.word_select(i, width).eq(self.prog_data)
+                    with m.If(g_cycle == GEOM_CYCLES * count - 1):
+                        m.d.comb += self.start_layer_next.eq(1)
+                        m.next = "LOAD"
             with m.State("LOAD"):
                 m.next = "PRIME"
             with m.State("PRIME"):

@@ -48,6 +48,7 @@ from ..memmap import (
     rotates_lanes,
     walks_taps,
 )
+from .controller import geometry_lead
 from .taps_walk import (
     advance,
     coord_shape,
@@ -179,6 +180,9 @@ class PatchWalker(wiring.Component):
         With ``registered_step``: ``prime`` and ``take`` of the next cycle.
     desc : In(descriptor_layout(config))
     geom : In(geometry_layout(config))
+        From ``start_layer`` on; a spatial layer's from :func:`~.controller.geometry_lead`
+        cycles before it, as the controller gives it (the taps lanes' first counters are
+        registers where that is a cycle or more).
     last_row : In(batch_bits(config))
         The run's last image.
     cur : Out(row_layout(config))
@@ -556,7 +560,7 @@ def _walk_bounds(walker, m):
             m.d.sync += wrap_at.eq(g.kwc - g.tr)
         bounds["wrap_at"] = wrap_at
         # The lanes' counters at a first tile, from the geometry (once for both uses).
-        bounds["lanes0"] = lane_init(m, cfg, g)
+        bounds["lanes0"] = lane_init(m, cfg, g, registered=geometry_lead(cfg) >= 1)
     return bounds
 
 

@@ -53,11 +53,13 @@ def coord_shape(config):
     return signed(config.act_depth.bit_length() + 2)
 
 
-def lane_init(m, config, geom):
+def lane_init(m, config, geom, *, registered=False):
     """Return the lanes' counters at the first tile (lane ``r`` tap ``r``), computed once from
     the geometry: ``{"q": [...], "col": [...], "off": [...], "lo": [...], "hi": [...]}``, a
     value per lane (lane 0's constant 0: it has no signal, whose process would hold only a
-    constant)."""
+    constant). ``registered``: each value a register, for a geometry that is whole from the
+    cycle before the layer's load on (:func:`hwgen.device.controller.geometry_lead`): the case
+    on ``kwc`` and the adders were the load's longest path on the 85F."""
     lanes = {"q": [Const(0)], "col": [Const(0)], "off": [Const(0)], "lo": [Const(0)],
              "hi": [geom.h]}
     for r in range(1, config.rows):
@@ -79,7 +81,20 @@ def lane_init(m, config, geom):
         lanes["off"].append(off)
         lanes["lo"].append(-q)
         lanes["hi"].append(geom.h - q)
-    return lanes
+    if not registered:
+        return lanes
+    shapes = lane_layout(config)
+    held = {}
+    for name, values in lanes.items():
+        held[name] = []
+        for r, value in enumerate(values):
+            if isinstance(value, Const):
+                held[name].append(value)
+                continue
+            reg = Signal(shapes[name].elem_shape, name=f"init_{name}{r}_q")
+            m.d.sync += reg.eq(value)
+            held[name].append(reg)
+    return held
 
 
 def set_lanes(m, pos, lanes):

@@ -27,6 +27,7 @@ from support import (
 
 from hwgen.config import AcceleratorConfig
 from hwgen.device.activation_feeder import ActivationFeeder
+from hwgen.device.controller import geometry_lead
 
 POISON = -99       # what a bank reads past its end (outside every test's value range)
 MAX_ROWS = 250     # rows of a random image layer
@@ -150,7 +151,10 @@ def run_feeder(config, registered, runs, ready, *, seed, staged=False):
         for i, (desc, geom) in enumerate(layers):
             rows = walk_rows(config, desc, geom or plain_geometry(desc), batch)
             count = rows[-1].chunk + 1
-            steps += [("wait", None), ("start_layer", (desc, geom, batch if i == 0 else None))]
+            # GEOM's last cycles: a spatial layer's descriptor and geometry already hold.
+            ahead = geometry_lead(config) if geom is not None else 0
+            steps += [("wait", None), *[("ahead", (desc, geom))] * ahead,
+                      ("start_layer", (desc, geom, batch if i == 0 else None))]
             for c in range(count):
                 part = [r for r in rows if r.chunk == c]
                 if c:
@@ -175,6 +179,10 @@ def run_feeder(config, registered, runs, ready, *, seed, staged=False):
                     wait, more = int(rng.integers(2, 5)), arg
                 elif what in ("end_layer", "end_run"):
                     getattr(ctrl, what)()
+                elif what == "ahead":
+                    desc, geom = arg
+                    layer = {"desc": desc, "geom": geom}
+                    break
                 else:
                     pulse, more = what, None
                     if what == "start_layer":

@@ -15,7 +15,7 @@ from amaranth.sim import Simulator
 from support import SMALL, plain_geometry, random_bits
 
 from hwgen.config import AcceleratorConfig
-from hwgen.device.controller import Controller
+from hwgen.device.controller import Controller, geometry_lead
 from hwgen.memmap import PassKind, descriptor_layout, geometry_layout, geometry_words
 
 CONFIG = AcceleratorConfig(rows=2, cols=3, **{**SMALL, "prog_depth": 16})
@@ -160,7 +160,7 @@ def test_runs_a_program_layer_by_layer(config, registered_bounds, registered_rea
     kw, nw = layout.members["k_tiles"].width, layout.members["n_tiles"].width
     rng = np.random.default_rng(2 * registered_bounds + registered_reads + 4 * cfg.spatial)
     stats = {"runs": 0, "layers": 0, "spatial": 0, "flagged": 0, "chunks": 0,
-             "ignored_starts": 0}
+             "ignored_starts": 0, "ahead": 0}
 
     async def bench(ctx):
         mem = ProgramMemory(rng, registered=registered_reads)
@@ -199,8 +199,16 @@ def test_runs_a_program_layer_by_layer(config, registered_bounds, registered_rea
             if state != "idle" and (state != "fetch" or model.layer > 0
                                     or not registered_bounds):
                 assert ctx.get(dut.last_row) == (batch - 1) % (1 << bw), where
-            # The running layer's descriptor and geometry from LOAD on, its tiles' bounds from
-            # PRIME on (from LOAD without registered bounds).
+            # The running layer's descriptor and geometry from LOAD on (a spatial layer's
+            # from geometry_lead cycles before it), its tiles' bounds from PRIME on (from LOAD
+            # without registered bounds).
+            ahead = (state == "geom" and model.wait >= GEOM_CYCLES * geometry_words(cfg)
+                     - geometry_lead(cfg))
+            stats["ahead"] += ahead
+            if ahead:
+                assert ctx.get(dut.desc.as_value()) == model.words[model.addr], where
+                geom = expected_geometry(cfg, model.words, model.addr)
+                assert geometry_seen(ctx, dut, geom) == geom, where
             if state in ("load", "prime", "prime2", "run", "next"):
                 want = data.Const(layout, model.words[model.addr])
                 assert ctx.get(dut.desc.as_value()) == model.words[model.addr], where
@@ -251,8 +259,9 @@ def test_runs_a_program_layer_by_layer(config, registered_bounds, registered_rea
     assert stats["chunks"] > 10 and stats["flagged"] > 10
     if cfg.spatial:
         assert stats["spatial"] > 10
+        assert stats["ahead"] >= stats["spatial"] * geometry_lead(cfg) > 0
     else:
-        assert stats["spatial"] == 0
+        assert stats["spatial"] == stats["ahead"] == 0
 
 
 @pytest.mark.parametrize("config", list(CONFIGS))

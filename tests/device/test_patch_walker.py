@@ -29,6 +29,7 @@ from support import (
 import hwgen
 from hwgen.compiler import CompileError
 from hwgen.config import AcceleratorConfig
+from hwgen.device.controller import geometry_lead
 from hwgen.device.patch_walker import PatchWalker
 from hwgen.memmap import PassKind, descriptor_layout
 from hwgen.nn import Conv2D, QuantizedNetwork
@@ -189,6 +190,9 @@ def run_walker(config, lookahead, runs, *, seed):
                 # FETCH, DECODE (and GEOM): random descriptor and geometry; random takes.
                 for _ in range(int(rng.integers(1, 4))):
                     await step()
+                # GEOM's last cycles: a spatial layer's descriptor and geometry already hold.
+                for _ in range(geometry_lead(config) if geom is not None else 0):
+                    await step(desc=desc, geom=geom)
                 for c, chunk in enumerate(chunks):
                     more = c < len(chunks) - 1
                     if c == 0:

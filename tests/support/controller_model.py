@@ -13,16 +13,18 @@ class ControllerOutputs:
 
     A layer starts with a one-cycle ``start_layer`` (LOAD): from that cycle on ``desc`` and
     ``geom`` hold the layer's descriptor and geometry (a plain layer's: 1x1 images, see
-    :func:`plain_geometry`, with random bits in the steps such a walk never takes), and from
-    the next cycle on ``k_end``/``n_end`` hold ``k_tiles - 1``/``n_tiles - 1`` (the registered
-    bounds' first cycle). ``prime`` follows ``start_layer`` and each later chunk's
-    ``start_chunk`` (NEXT) by one cycle; the test bench says when, and it stays high for
-    :attr:`PRIME_CYCLES` cycles (PRIME and PRIME2): the cycle after a ``"prime"`` pulse drives
-    it again by itself and takes no pulse. From :meth:`end_layer` (the next layer's FETCH; its
-    DECODE and GEOM change ``desc`` and ``geom``) to the next ``start_layer`` those four are
-    random bits. A run's ``last_row`` (``batch - 1``, wrapped to its width) is valid from its
-    first ``start_layer`` to :meth:`end_run`. The matrix units' ``begin_chunk`` (the
-    accelerator's register) is high with either start.
+    :func:`plain_geometry`, with random bits in the steps such a walk never takes), and from the
+    next cycle on ``k_end``/``n_end`` hold ``k_tiles - 1``/``n_tiles - 1`` (the registered
+    bounds' first cycle); a spatial layer's ``desc`` and ``geom`` hold from
+    :func:`~hwgen.device.controller.geometry_lead` cycles before it (GEOM's last cycles: the
+    test bench drives them with the layer's descriptor and no pulse). ``prime`` follows
+    ``start_layer`` and each later chunk's ``start_chunk`` (NEXT) by one cycle; the test bench
+    says when, and it stays high for :attr:`PRIME_CYCLES` cycles (PRIME and PRIME2): the cycle
+    after a ``"prime"`` pulse drives it again by itself and takes no pulse. From
+    :meth:`end_layer` (the next layer's FETCH; its DECODE and GEOM change ``desc`` and ``geom``)
+    to the next ``start_layer`` those four are random bits. A run's ``last_row`` (``batch - 1``,
+    wrapped to its width) is valid from its first ``start_layer`` to :meth:`end_run`. The matrix
+    units' ``begin_chunk`` (the accelerator's register) is high with either start.
 
     Only the ports ``block`` has are driven; ``ports`` maps a block's port to the controller's
     output that drives it under another name (the weight feeder's ``start`` is ``prime``).
@@ -73,7 +75,9 @@ class ControllerOutputs:
         """Set this cycle's ports. ``pulse``: None, ``"start_layer"`` (with the layer's
         ``desc`` (:func:`descriptor`) and a spatial layer's ``geom``; ``batch``: the rows of
         a new run, the last run's otherwise), ``"start_chunk"`` or ``"prime"`` (the first of
-        its cycles); None in the later cycles of ``prime``.
+        its cycles); None in the later cycles of ``prime``, and in a spatial layer's cycles
+        before its ``start_layer`` in which ``desc`` and ``geom`` already hold (given here
+        and again with ``start_layer``).
 
         Returns
         -------
@@ -85,8 +89,14 @@ class ControllerOutputs:
         if pulse is not None and self.priming:
             raise ValueError(f"pulse={pulse!r} in cycle {self.PRIME_CYCLES - self.priming + 1}"
                              f" of prime; allowed: None until its {self.PRIME_CYCLES} cycles end")
-        if (pulse == "start_layer") != (desc is not None):
-            raise ValueError("a descriptor comes with start_layer, and only with it")
+        if pulse == "start_layer" and desc is None:
+            raise ValueError("a descriptor comes with start_layer")
+        if desc is not None and pulse not in ("start_layer", None):
+            raise ValueError(f"a descriptor with pulse={pulse!r}; allowed: with start_layer, "
+                             "or with no pulse (ahead of a spatial layer's start_layer)")
+        if pulse is None and desc is not None and geom is None:
+            raise ValueError("a descriptor ahead of start_layer needs the layer's geometry: "
+                             "only a spatial layer's hold before its start_layer")
         if batch is not None:
             self.batch = batch
         if desc is not None:
