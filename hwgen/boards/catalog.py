@@ -262,10 +262,10 @@ ULX3S_85F_ZOO_PRESET = {"rows": 5, "cols": 5, "dataflow": "ws", "in_bits": 8, "w
 #: (it takes 9,736), PROGRAM 64 words (its 14 passes take 42). Both depths are powers of two so
 #: that every block RAM holds the memory's full depth in a slice of its width: no multiplexer
 #: after the blocks, and each read's register goes into the block (OUTREG; 6,144 and 10,240
-#: words folded 36 of 102). 208,994 cycles: 2.48 ms at 84.375 MHz, an exact PLL clock; its
-#: builds reach 83.4 MHz with the diagonal-tile feeder, 1.2 % short, the longest path the taps
-#: lanes' first counters, computed from the geometry as the walker's position loads them
-#: (docs/performance.md, "The 85F presets rebuilt with the diagonal-tile feeder"). The
+#: words folded 36 of 102). 208,994 cycles: 2.48 ms at 84.375 MHz, an exact PLL clock, which
+#: its build with the diagonal-tile feeder meets (Fmax 84.6 MHz), the taps lanes' first
+#: counters registered from a geometry whole before the layer's load (docs/performance.md,
+#: "The 85F presets rebuilt with the diagonal-tile feeder"). The
 #: 8x16 array (123,280 cycles, 2.5 ms at 49.3 MHz) did not route at 53 MHz: its 16 activation
 #: banks and the adder's sixteen lanes congested nextpnr (docs/performance.md, "ResNet-8 on a
 #: design that routes").
