@@ -280,8 +280,9 @@ ULX3S_85F_RESNET8_PRESET = {"rows": 8, "cols": 8, "dataflow": "ws", "in_bits": 8
 #: (87): 198 of the 208 DP16KDs, routed with router2 (``fit.nextpnr_options``). Its WEIGHT
 #: blocks span the die, and their read enable and address from the feeder's registers took
 #: 12.9 ns of routing (Fmax 52.5 MHz built for 84.375; 48.6 built for 50): 45 MHz, a PLL
-#: clock that makes the UART's 3 Mbaud exactly, is the clock it meets (Fmax 47.7 to 55.1 MHz;
-#: docs/performance.md, "VWW on an 8x8 design"). AD's 33,024 words do not fit it (the zoo
+#: clock that makes the UART's 3 Mbaud exactly, is the clock it meets (Fmax 60.5 MHz with
+#: today's gateware; built for 56.25 MHz, router2 did not converge: docs/performance.md, "VWW
+#: on an 8x8 design" and "The 85F presets rebuilt"). AD's 33,024 words do not fit it (the zoo
 #: design).
 ULX3S_85F_VWW_PRESET = {**ULX3S_85F_RESNET8_PRESET, "weight_depth": 32768, "param_depth": 512,
                         "prog_depth": 128, "clock_hz": 45_000_000}
