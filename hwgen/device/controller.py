@@ -55,7 +55,8 @@ class Controller(wiring.Component):
     prog_addr : Out(range(config.prog_depth))
         The program memory's address while busy.
     prog_data : In(unsigned(descriptor width))
-        The word read at ``prog_addr``, two cycles after it is addressed at the latest.
+        The word read at ``prog_addr`` one cycle (plain reads) or two (registered) after it
+        is addressed.
     desc : Out(descriptor_layout(config))
     geom : Out(geometry_layout(config))
         The running layer's descriptor and geometry (from LOAD on; a spatial layer's from
