@@ -84,17 +84,16 @@ def lane_init(m, config, geom, *, registered=False):
     if not registered:
         return lanes
     shapes = lane_layout(config)
-    held = {}
-    for name, values in lanes.items():
-        held[name] = []
-        for r, value in enumerate(values):
-            if isinstance(value, Const):
-                held[name].append(value)
-                continue
-            reg = Signal(shapes[name].elem_shape, name=f"init_{name}{r}_q")
-            m.d.sync += reg.eq(value)
-            held[name].append(reg)
-    return held
+
+    def held(name, r, value):
+        if isinstance(value, Const):
+            return value
+        reg = Signal(shapes[name].elem_shape, name=f"init_{name}{r}_q")
+        m.d.sync += reg.eq(value)
+        return reg
+
+    return {name: [held(name, r, value) for r, value in enumerate(values)]
+            for name, values in lanes.items()}
 
 
 def set_lanes(m, pos, lanes):
