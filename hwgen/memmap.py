@@ -14,6 +14,7 @@ from amaranth.lib.wiring import In, Out
 __all__ = [
     "DESCRIPTOR_BOUNDS",
     "DIAG_FIELDS",
+    "DW_FIELDS",
     "GEOMETRY_LIMITS",
     "POOL_FIELDS",
     "TAPS_FIELDS",
@@ -30,6 +31,7 @@ __all__ = [
     "fuses_pool",
     "geometry_layout",
     "geometry_words",
+    "has_depthwise",
     "macs_from_busy_cycles",
     "max_word_bits",
     "param_lane_layout",
@@ -60,6 +62,8 @@ class PassKind(enum.Enum, shape=unsigned(3)):
     MATRIX = 0   #: ``x @ W`` per output pixel, then bias and requantization (or raw sums)
     MAXPOOL = 1  #: the lane-wise maximum of each window's words
     ADD = 2      #: two tensors' words, lane by lane: ``a * mult_a + b * mult_b``, requantized
+    #: a depthwise convolution (or average pool): each column a channel, the rows its taps
+    DEPTHWISE = 3
 
 
 # One-bit flags at the bottom of a descriptor, the pass kind, the numeric fields of
@@ -258,6 +262,24 @@ def geometry_layout(config):
     down_step, down_rem
         One conv output row down (``sy`` input rows): words, and banks with taps.
 
+    A design with the depthwise unit (:func:`has_depthwise`) has :data:`DW_FIELDS` after
+    those (0 in every other layer), read by a :attr:`PassKind.DEPTHWISE` pass, which streams
+    its input row by row (:mod:`hwgen.passes.depthwise`; its ``col_step``, ``row_step`` and
+    ``img_step`` are one input pixel, row and image, its ``cgs`` 0):
+
+    dw_wp
+        The padded input row the pass streams: ``(ow - 1) * sx + kw`` pixels.
+    dw_delay
+        ``dw_wp - kw``: the cycles between two kernel rows' delay lines.
+    dw_rows
+        Output rows per chunk (the accumulators hold a chunk's pixels).
+    dw_tq, dw_tr
+        ``divmod(rows, kw)``: a row's tap moves on by them per reduction tile (its kernel row
+        by one more where its column passes ``kw``).
+    dw_cstep, dw_tqstep
+        Words from a chunk's first input row to the next chunk's (``dw_rows * sy`` rows on),
+        and ``dw_tq`` input rows.
+
     Last, in every spatial design:
 
     wdiag
@@ -280,6 +302,12 @@ def geometry_layout(config):
         "pool": unsigned(GEOMETRY_LIMITS["pool"].bit_length() - 1), "down_step": addr,
         **({"down_rem": bank} if walks_taps(config) else {}),
     }
+    dw = {} if not has_depthwise(config) else {
+        "dw_wp": side, "dw_delay": unsigned(config.dw_depth.bit_length()),
+        "dw_rows": side,
+        "dw_tq": unsigned(config.rows.bit_length()), "dw_tr": unsigned(config.rows.bit_length()),
+        "dw_cstep": addr, "dw_tqstep": addr,
+    }
     return data.StructLayout({
         "h": side, "w": side, "oh": side, "ow": side, "kh": side, "kw": side,
         "sy": unsigned(GEOMETRY_LIMITS["stride"].bit_length()),
@@ -293,6 +321,7 @@ def geometry_layout(config):
         "wrep": unsigned(1),
         **taps,
         **pool,
+        **dw,
         "wdiag": unsigned(1),
     })
 
@@ -307,6 +336,10 @@ TAPS_FIELDS = ("taps", "kwc", "tq", "tr", "d_word", "tq_word", "rem0", "col_rem"
 #: the layout of a design that :func:`fuses_pool`.
 POOL_FIELDS = ("pool", "down_step", "down_rem")
 
+#: The geometry fields of a depthwise pass (:func:`geometry_layout`), after the pool fields in
+#: the layout of a design that :func:`has_depthwise`.
+DW_FIELDS = ("dw_wp", "dw_delay", "dw_rows", "dw_tq", "dw_tr", "dw_cstep", "dw_tqstep")
+
 #: The geometry fields of diagonal weight tiles (:func:`geometry_layout`), last in the layout
 #: of every spatial design.
 DIAG_FIELDS = ("wdiag",)
@@ -316,6 +349,12 @@ def fuses_pool(config):
     """Return whether the device walks a convolution's output window by window of a max pool
     that it fuses: a design with ``spatial`` and ``fuse_pool``."""
     return config.spatial and config.fuse_pool
+
+
+def has_depthwise(config):
+    """Return whether the device has the depthwise unit (``config.depthwise``), which runs
+    :attr:`PassKind.DEPTHWISE` passes."""
+    return config.depthwise
 
 
 def walks_taps(config):

@@ -155,6 +155,12 @@ def add_config_options(parser):
                                metavar="0|1",
                                help="1: a max pool after a convolution runs in the "
                                     "convolution's pass (default); 0: a pass of its own")
+        elif field.name == "depthwise":
+            group.add_argument(flag, type=number(int, 0, 1), default=int(field.default),
+                               metavar="0|1",
+                               help="1: depthwise convolutions and average pools on the "
+                                    "array, a channel per column (the depthwise unit); 0: as "
+                                    "matrix passes (default)")
         elif field.name == "act_spram_depth":
             group.add_argument(flag, type=number(int), default=field.default, metavar="N",
                                help="the first N words of every ACT bank single-ported (the "

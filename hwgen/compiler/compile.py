@@ -6,6 +6,7 @@ import numbers
 from ..config import AcceleratorConfig
 from ..memmap import (
     DIAG_FIELDS,
+    DW_FIELDS,
     GEOMETRY_LIMITS,
     POOL_FIELDS,
     TAPS_FIELDS,
@@ -119,7 +120,7 @@ def _geometry(index, p, plan, config):
         "ky_step": (w * ps - (kw - 1) * ps) % wrap,
         "cb_word": cb_word, "cb_rem": cb_rem, "wrep": 0,
         **({"pool": p.pool - 1} if p.pool else {}),
-        **lookup(p.kind).walk_fields(p, config),
+        **lookup(p.kind).walk_fields(p, config, ps),
     }
     origin = (plan.base(src) - top * w * ps - left * ps) % wrap
     return origin, _checked_geometry(p, config, fields)
@@ -129,7 +130,7 @@ def _checked_geometry(p, config, fields):
     """Return ``fields`` of pass ``p``'s geometry, the taps, pool and diagonal fields of a
     design that has them 0 where not given, each checked against its width."""
     layout = geometry_layout(config)
-    fields = {**{name: 0 for name in TAPS_FIELDS + POOL_FIELDS + DIAG_FIELDS
+    fields = {**{name: 0 for name in TAPS_FIELDS + POOL_FIELDS + DW_FIELDS + DIAG_FIELDS
                  if name in layout.members},
               **fields}
     for name, value in fields.items():

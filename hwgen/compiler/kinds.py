@@ -1,8 +1,9 @@
 """The passes a network's layers become: :func:`lower_network` and its :class:`DeviceLayer`.
 
 Each kind of :mod:`hwgen.nn` layer is lowered by the pass kind that registers it
-(:func:`hwgen.passes.for_layer`: a Dense or Conv2D to a matrix pass, a MaxPool2D to a
-max-pooling pass), which proves what the hardware needs of it; a layer no kind lowers is
+(:func:`hwgen.passes.for_layer`: a Dense or Conv2D to a matrix pass, a depthwise
+convolution to a depthwise pass where the device has the unit, a MaxPool2D to a max-pooling
+pass), which proves what the hardware needs of it; a layer no kind lowers is
 refused with a :class:`CompileError` naming it. A :class:`~hwgen.nn.Flatten` costs nothing:
 the images' words are already in ``(h, w, c)`` order, so the pass after it takes the image
 as its input.
@@ -114,6 +115,7 @@ def lower_network(network, config):
             raise CompileError(f"{type(layer).__name__} layers cannot be compiled; allowed: "
                                f"{allowed}", layer=index, resource="layer")
         in_shape = _stored_shape(index, node, stored)
+        kind = for_layer(layer, in_shape, config)
         try:
             found = kind.lower(index, layer, (in_shape, out_shape), config)
         except CompileError as error:

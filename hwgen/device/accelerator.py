@@ -31,15 +31,16 @@ from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import Out
 
-from ..cycles import FIFO_LATENCY
 from ..implementation import Implementation
-from ..memmap import HostPortSignature, PassKind, Region, fuses_pool
+from ..latency import FIFO_LATENCY
+from ..memmap import HostPortSignature, PassKind, Region, fuses_pool, has_depthwise
 from .accumulators import AccumulatorBank
 from .activation_feeder import ActivationFeeder
 from .adder import Adder
 from .bank_arbiter import BankArbiter
 from .controller import Controller
 from .counters import CounterBlock
+from .depthwise_feeder import DepthwiseFeeder
 from .engine import MatmulEngine
 from .host_access import HostAccess, host_write, share_read, share_write, stage_host
 from .memories import make_memories
@@ -113,6 +114,9 @@ class AcceleratorCore(wiring.Component):
         self.adder = (Adder(config, read_latency=1 + reg,
                             logic_products=not implementation.adder_dsp)
                       if config.residual else None)
+        # Depthwise passes stream through the depthwise unit into the matrix datapath's array.
+        self.depthwise = (DepthwiseFeeder(config, read_latency=1 + reg)
+                          if has_depthwise(config) else None)
         self.counters = CounterBlock(config)
         # The pass units that use the activation banks, by the kinds they run: the one place
         # a unit is registered (the first, the matrix datapath, runs every other kind).
@@ -121,6 +125,8 @@ class AcceleratorCore(wiring.Component):
             units["pool"] = (PassKind.MAXPOOL,)
         if self.adder is not None:
             units["add"] = (PassKind.ADD,)
+        if self.depthwise is not None:
+            units["depthwise"] = (PassKind.DEPTHWISE,)
         # The grant in a register: the descriptor's kind is loaded a cycle before `start_layer`
         # and three before `prime`, so only the starts need this cycle's decode (`now` in
         # _start_units, itself a register of the next kind's decode).
@@ -142,8 +148,8 @@ class AcceleratorCore(wiring.Component):
                                 self.activation_feeder)
         acc, pp, wb = self.accumulators, self.postprocess, self.writeback
         for name in ("engine", "controller", "weight_feeder", "activation_feeder",
-                     "accumulators", "postprocess", "writeback", "pooler", "adder", "banks",
-                     "counters"):
+                     "accumulators", "postprocess", "writeback", "pooler", "adder", "depthwise",
+                     "banks", "counters"):
             if getattr(self, name) is not None:
                 m.submodules[name] = getattr(self, name)
         self._memories = mems = make_memories(m, cfg, impl)
@@ -184,7 +190,10 @@ class AcceleratorCore(wiring.Component):
 
         # The activation feeder and the write-back (or the pooler) use the banks.
         self._act_banks(m, mems, access)
-        wiring.connect(m, af.o_act, engine.i_act)
+        if self.depthwise is None:
+            wiring.connect(m, af.o_act, engine.i_act)
+        else:
+            self._depthwise_rows(m)
 
         # The engine's rows into the accumulators, the sums into the post-processing.
         wiring.connect(m, engine.o_result, acc.i_result)
@@ -282,9 +291,19 @@ class AcceleratorCore(wiring.Component):
         begin_chunk = Signal(name="begin_chunk")
         m.d.sync += begin_chunk.eq((ctrl.start_layer_next & decoded["matrix"])
                                    | ctrl.start_chunk_next)
+        # The array's passes: the matrix datapath's, and the depthwise unit's into it.
+        array_prime, array_start, array_chunk = prime["matrix"], starts["matrix"], begin_chunk
+        if self.depthwise is not None:
+            array_chunk = Signal(name="begin_chunk_array")
+            m.d.sync += array_chunk.eq(
+                (ctrl.start_layer_next & (decoded["matrix"] | decoded["depthwise"]))
+                | ctrl.start_chunk_next)
+            array_prime = prime["matrix"] | prime["depthwise"]
+            array_start = starts["matrix"] | starts["depthwise"]
+            self._start_depthwise(m, prime, starts)
         m.d.comb += [
             self.banks.kind.eq(desc.kind),
-            wf.start.eq(prime["matrix"]), wf.desc.eq(desc),
+            wf.start.eq(array_prime), wf.desc.eq(desc),
             wf.k_end.eq(ctrl.k_end), wf.n_end.eq(ctrl.n_end), wf.wrep.eq(ctrl.geom.wrep),
             wf.wdiag.eq(ctrl.geom.wdiag),
             af.start_layer.eq(starts["matrix"]),
@@ -292,12 +311,16 @@ class AcceleratorCore(wiring.Component):
             af.prime.eq(prime["matrix"]), af.desc.eq(desc), af.geom.eq(ctrl.geom),
             *([af.prime_next.eq(ctrl.prime_next & now["matrix"])]
               if self.implementation.registered_reads else []),
-            af.last_row.eq(ctrl.last_row), ctrl.more_chunks.eq(af.more_chunks & matrix),
-            acc.start_layer.eq(starts["matrix"]),
-            acc.begin_chunk.eq(begin_chunk),
+            af.last_row.eq(ctrl.last_row),
+            acc.start_layer.eq(array_start),
+            acc.begin_chunk.eq(array_chunk),
             acc.desc.eq(desc), acc.k_end.eq(ctrl.k_end), acc.n_end.eq(ctrl.n_end),
             self.postprocess.desc.eq(desc),
         ]
+        more = af.more_chunks & matrix
+        if self.depthwise is not None:
+            more = more | (self.depthwise.more_chunks & grant.depthwise)
+        m.d.comb += ctrl.more_chunks.eq(more)
         if self.window_max is not None:
             m.d.comb += acc.pool.eq(ctrl.geom.pool)
         pooler = self.pooler
@@ -312,6 +335,32 @@ class AcceleratorCore(wiring.Component):
                          adder.src2_base.eq(desc.src2_base), adder.geom.eq(ctrl.geom),
                          adder.last_row.eq(ctrl.last_row)]
 
+    def _start_depthwise(self, m, prime, starts):
+        """Give the depthwise unit the pass's descriptor, loop bounds and starts (its chunk's
+        own register), and the engine's weight banks."""
+        ctrl, dw = self.controller, self.depthwise
+        begin = Signal(name="begin_chunk_dw")
+        m.d.sync += begin.eq((ctrl.start_layer_next & self.banks.decode(ctrl.kind_next)[
+            "depthwise"]) | (ctrl.start_chunk_next & self.banks.grant.depthwise))
+        m.d.comb += [dw.start_layer.eq(starts["depthwise"]), dw.begin_chunk.eq(begin),
+                     dw.prime.eq(prime["depthwise"]), dw.desc.eq(ctrl.desc),
+                     dw.geom.eq(ctrl.geom), dw.last_row.eq(ctrl.last_row),
+                     dw.k_end.eq(ctrl.k_end), dw.n_end.eq(ctrl.n_end),
+                     dw.bank_full.eq(self.engine.bank_full), dw.a_ptr.eq(self.engine.a_ptr)]
+
+    def _depthwise_rows(self, m):
+        """The engine's rows: the activation feeder's, or in a depthwise pass the depthwise
+        unit's (their data unused: the cells take the unit's lines)."""
+        af, dw, engine = self.activation_feeder, self.depthwise, self.engine
+        grant = self.banks.grant.depthwise
+        act = engine.i_act
+        m.d.comb += [
+            act.valid.eq(Mux(grant, dw.o_act.valid, af.o_act.valid)),
+            act.payload.eq(Mux(grant, dw.o_act.payload, af.o_act.payload)),
+            af.o_act.ready.eq(act.ready & ~grant), dw.o_act.ready.eq(act.ready & grant),
+            engine.dw.eq(grant), engine.dw_lines.eq(dw.dw_lines), engine.dw_sel.eq(dw.dw_sel),
+        ]
+
     def _act_banks(self, m, mems, access):
         """Join each pass unit to its bank arbiter port, and the arbiter to the activation
         banks, which the host shares while idle."""
@@ -324,6 +373,14 @@ class AcceleratorCore(wiring.Component):
                      port.rd_take.eq(af.rd_take), af.rd_data.eq(port.rd_data),
                      port.wr_addr.eq(wb.wr_addr), port.wr_data.eq(wb.wr_data),
                      port.wr_en.eq(wb.wr_en)]
+        if self.depthwise is not None:
+            # The depthwise unit reads the same word of every bank; its pass writes with the
+            # write-back.
+            port, dw = arb.port("depthwise"), self.depthwise
+            m.d.comb += [port.rd_addr[b].eq(dw.rd_addr) for b in range(cfg.act_lanes)]
+            m.d.comb += [port.rd_en.eq(dw.rd_en.replicate(cfg.act_lanes)), port.rd_take.eq(1),
+                         dw.rd_data.eq(port.rd_data), port.wr_addr.eq(wb.wr_addr),
+                         port.wr_data.eq(wb.wr_data), port.wr_en.eq(wb.wr_en)]
         for name, unit in (("pool", self.pooler), ("add", self.adder)):
             if unit is None:
                 continue

@@ -49,7 +49,8 @@ from ..nn import AvgPool2D, Conv2D, Dense, GlobalAvgPool2D
 from . import taps
 from .base import Lowered, Pass, signed_range
 
-__all__ = ["MatrixPass", "grouped_matrix", "padded_matrix", "window_start"]
+__all__ = ["MatrixPass", "activation_fields", "finish_tile", "grouped_matrix", "padded_matrix",
+           "window_start"]
 
 # Controller: FETCH, DECODE, LOAD, two PRIME cycles and the feeders' first read come before
 # the engine's cycle 0 of the first chunk; NEXT, PRIME twice and the read before a later
@@ -182,7 +183,7 @@ class MatrixPass(Pass):
                 "p_base": p_base, "p_words": n_tiles}
 
     def fields(self, p, spec):
-        return {"n": spec.n, **_activation_fields(p.matrix)}
+        return {"n": spec.n, **activation_fields(p.matrix)}
 
     def cgs(self, p, config, src_stride):
         if p.taps:
@@ -204,7 +205,7 @@ class MatrixPass(Pass):
         return (p.grouped and not p.taps and not cls._wrep(p, config)
                 and is_diagonal(p.matrix.weight, config))
 
-    def walk_fields(self, p, config):
+    def walk_fields(self, p, config, src_stride=1):
         return {"wrep": int(self._wrep(p, config)), "wdiag": int(self._wdiag(p, config))}
 
     def images(self, p, config):
@@ -272,7 +273,7 @@ class MatrixPass(Pass):
                                       for i in range(rows)], dtype=dtype)
                     acc = acc + x[chunk.start:chunk.stop, kt * rows:(kt + 1) * rows] @ w
                     assert acc_low <= acc.min() and acc.max() <= acc_high
-                writes |= _finish_tile(device, d, nt, chunk, acc, window=_window(g))
+                writes |= finish_tile(device, d, nt, chunk, acc, window=_window(g))
         assert not reads & writes, "a layer overwrote its own input"
 
     def output_rows(self, d, channels):
@@ -318,7 +319,7 @@ def _patch_rows(device, d, g, m, first):
     return x.reshape(shape[0], -1), reads
 
 
-def _activation_fields(matrix):
+def activation_fields(matrix):
     """Return the descriptor fields of ``matrix``'s activation (its bounds resolved by
     :func:`_checked`): ``leaky``, ``act_min``, ``act_max``; none for a raw layer."""
     if matrix.output == "raw":
@@ -327,7 +328,7 @@ def _activation_fields(matrix):
             "act_max": matrix.act_max}
 
 
-def _finish_tile(device, d, nt, chunk, acc, *, window=1):
+def finish_tile(device, d, nt, chunk, acc, *, window=1):
     """Add the bias to output tile ``nt``'s sums of the output pixels ``chunk``, requantize
     and write them (or write the raw sums); return the ACT words written.
 

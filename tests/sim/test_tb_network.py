@@ -73,3 +73,19 @@ LANE_CASES = {
 def test_network_fewer_requant_lanes(name, simulator, tmp_path):
     config = AcceleratorConfig(**SMALL, **LANE_CASES[name][0])
     assert _run_networks(LANE_CASES[name], config, simulator, tmp_path, name=name) == 7
+
+
+# The depthwise unit (weight-stationary, every column requantized per cycle): the random CNNs'
+# depthwise convolutions and average pools run on it, where it can take them, between matrix
+# passes; a small acc_depth and dw_depth make chunks many and send the widest to the matrix.
+DW_CASES = {
+    "4x4_dw": ({"rows": 4, "cols": 4, "depthwise": True, "acc_depth": 16, "dw_depth": 12},
+               4, 40, 8, 3, 12, 1),
+    "3x6_dw": ({"rows": 3, "cols": 6, "depthwise": True, "dw_lines": 3}, 3, 40, 8, 3, 12, 1),
+}
+
+
+@pytest.mark.parametrize("name", DW_CASES)
+def test_network_depthwise(name, simulator, tmp_path):
+    config = AcceleratorConfig(**{**SMALL, **DW_CASES[name][0]})
+    assert _run_networks(DW_CASES[name], config, simulator, tmp_path, name=name) == 7
