@@ -44,6 +44,7 @@ from .depthwise_feeder import DepthwiseFeeder
 from .engine import MatmulEngine
 from .host_access import HostAccess, host_write, share_read, share_write, stage_host
 from .memories import make_memories
+from .pass_starts import PassStarts
 from .pooler import Pooler
 from .postprocess import PostProcessor
 from .shared_ports import out_param_ports, split_act_banks
@@ -128,8 +129,8 @@ class AcceleratorCore(wiring.Component):
         if self.depthwise is not None:
             units["depthwise"] = (PassKind.DEPTHWISE,)
         # The grant in a register: the descriptor's kind is loaded a cycle before `start_layer`
-        # and three before `prime`, so only the starts need this cycle's decode (`now` in
-        # _start_units, itself a register of the next kind's decode).
+        # and three before `prime`, so only the starts need this cycle's decode (PassStarts'
+        # `now`, itself a register of the next kind's decode).
         self.banks = BankArbiter(config, units, registered=True)
         super().__init__({"host": Out(HostPortSignature(config))})
 
@@ -257,96 +258,52 @@ class AcceleratorCore(wiring.Component):
 
     def _start_units(self, m):
         """Give the running pass's descriptor and loop bounds to the pass units, and start the
-        one the bank arbiter grants: the matrix datapath (the feeders, the accumulators, the
-        post-processing), the pooler or the adder."""
+        one the bank arbiter grants (:class:`PassStarts`): the matrix datapath (the feeders,
+        the accumulators, the post-processing), the depthwise unit into it, the pooler or the
+        adder."""
         ctrl, desc = self.controller, self.controller.desc
         wf, af, acc = self.weight_feeder, self.activation_feeder, self.accumulators
-        # `start_layer` comes in the first cycle of the pass's descriptor, before the
-        # registered grant follows it; everything later takes the register. Each unit's
-        # `prime` is a register of its own (the controller's and the grant's, a cycle
-        # early): the walker's step, which it drives, fans out to hundreds of registers,
-        # and the gate between them was the 85F ResNet-8 design's longest path.
+        m.submodules.starts = go = PassStarts(self.banks, {"array": (
+            "matrix", *(("depthwise",) if self.depthwise is not None else ()))})
+        m.d.comb += [go.kind_next.eq(ctrl.kind_next), go.prime_next.eq(ctrl.prime_next),
+                     go.start_layer_next.eq(ctrl.start_layer_next),
+                     go.start_chunk_next.eq(ctrl.start_chunk_next)]
         grant = self.banks.grant
-        matrix = grant.matrix
-        # This cycle's grant (the arbiter's `decode` of the kind, not its register), decoded
-        # a cycle early from the descriptor's next kind into registers: the decode after the
-        # kind's register, into the walker's step and read enables, was the 85F ResNet-8
-        # design's longest path.
-        now = {name: Signal(name=f"now_{name}", init=name == next(iter(self.banks.kinds)))
-               for name in self.banks.kinds}
-        decoded = self.banks.decode(ctrl.kind_next)
-        for name, value in decoded.items():
-            m.d.sync += now[name].eq(value)
-        prime = {name: Signal(name=f"prime_{name}") for name in self.banks.kinds}
-        for name, signal in prime.items():
-            m.d.sync += signal.eq(ctrl.prime_next & now[name])
-        # Likewise each unit's `start_layer`, a register: the gate after the controller's was
-        # on the longest path then, into the walker's position.
-        starts = {name: Signal(name=f"start_layer_{name}") for name in self.banks.kinds}
-        for name, signal in starts.items():
-            m.d.sync += signal.eq(ctrl.start_layer_next & decoded[name])
-        # And the matrix datapath's chunk start, the layer's or the next chunk's, one register
-        # rather than a gate after the two: that gate, shared by the accumulators and the
-        # walker, was on the longest path next, into the walker's position.
-        begin_chunk = Signal(name="begin_chunk")
-        m.d.sync += begin_chunk.eq((ctrl.start_layer_next & decoded["matrix"])
-                                   | ctrl.start_chunk_next)
-        # The array's passes: the matrix datapath's, and the depthwise unit's into it.
-        array_prime, array_start, array_chunk = prime["matrix"], starts["matrix"], begin_chunk
-        if self.depthwise is not None:
-            array_chunk = Signal(name="begin_chunk_array")
-            m.d.sync += array_chunk.eq(
-                (ctrl.start_layer_next & (decoded["matrix"] | decoded["depthwise"]))
-                | ctrl.start_chunk_next)
-            array_prime = prime["matrix"] | prime["depthwise"]
-            array_start = starts["matrix"] | starts["depthwise"]
-            self._start_depthwise(m, prime, starts)
         m.d.comb += [
             self.banks.kind.eq(desc.kind),
-            wf.start.eq(array_prime), wf.desc.eq(desc),
+            wf.start.eq(go.prime_array), wf.desc.eq(desc),
             wf.k_end.eq(ctrl.k_end), wf.n_end.eq(ctrl.n_end), wf.wrep.eq(ctrl.geom.wrep),
             wf.wdiag.eq(ctrl.geom.wdiag),
-            af.start_layer.eq(starts["matrix"]),
-            af.begin_chunk.eq(begin_chunk),
-            af.prime.eq(prime["matrix"]), af.desc.eq(desc), af.geom.eq(ctrl.geom),
-            *([af.prime_next.eq(ctrl.prime_next & now["matrix"])]
+            af.start_layer.eq(go.start_matrix), af.begin_chunk.eq(go.begin_matrix),
+            af.prime.eq(go.prime_matrix), af.desc.eq(desc), af.geom.eq(ctrl.geom),
+            *([af.prime_next.eq(ctrl.prime_next & go.now_matrix)]
               if self.implementation.registered_reads else []),
             af.last_row.eq(ctrl.last_row),
-            acc.start_layer.eq(array_start),
-            acc.begin_chunk.eq(array_chunk),
+            acc.start_layer.eq(go.start_array), acc.begin_chunk.eq(go.begin_array),
             acc.desc.eq(desc), acc.k_end.eq(ctrl.k_end), acc.n_end.eq(ctrl.n_end),
             self.postprocess.desc.eq(desc),
         ]
-        more = af.more_chunks & matrix
-        if self.depthwise is not None:
-            more = more | (self.depthwise.more_chunks & grant.depthwise)
+        more = af.more_chunks & grant.matrix
+        dw = self.depthwise
+        if dw is not None:
+            more = more | (dw.more_chunks & grant.depthwise)
+            m.d.comb += [dw.start_layer.eq(go.start_depthwise),
+                         dw.begin_chunk.eq(go.begin_depthwise),
+                         dw.prime.eq(go.prime_depthwise), dw.desc.eq(desc),
+                         dw.geom.eq(ctrl.geom), dw.last_row.eq(ctrl.last_row),
+                         dw.k_end.eq(ctrl.k_end), dw.n_end.eq(ctrl.n_end),
+                         dw.bank_full.eq(self.engine.bank_full),
+                         dw.a_ptr.eq(self.engine.a_ptr)]
         m.d.comb += ctrl.more_chunks.eq(more)
         if self.window_max is not None:
             m.d.comb += acc.pool.eq(ctrl.geom.pool)
-        pooler = self.pooler
-        if pooler is not None:
-            m.d.comb += [pooler.start.eq(starts["pool"]),
-                         pooler.go.eq(prime["pool"]), pooler.desc.eq(desc),
-                         pooler.geom.eq(ctrl.geom), pooler.last_row.eq(ctrl.last_row)]
-        adder = self.adder
-        if adder is not None:
-            m.d.comb += [adder.start.eq(starts["add"]),
-                         adder.go.eq(prime["add"]), adder.desc.eq(desc),
-                         adder.src2_base.eq(desc.src2_base), adder.geom.eq(ctrl.geom),
-                         adder.last_row.eq(ctrl.last_row)]
-
-    def _start_depthwise(self, m, prime, starts):
-        """Give the depthwise unit the pass's descriptor, loop bounds and starts (its chunk's
-        own register), and the engine's weight banks."""
-        ctrl, dw = self.controller, self.depthwise
-        begin = Signal(name="begin_chunk_dw")
-        m.d.sync += begin.eq((ctrl.start_layer_next & self.banks.decode(ctrl.kind_next)[
-            "depthwise"]) | (ctrl.start_chunk_next & self.banks.grant.depthwise))
-        m.d.comb += [dw.start_layer.eq(starts["depthwise"]), dw.begin_chunk.eq(begin),
-                     dw.prime.eq(prime["depthwise"]), dw.desc.eq(ctrl.desc),
-                     dw.geom.eq(ctrl.geom), dw.last_row.eq(ctrl.last_row),
-                     dw.k_end.eq(ctrl.k_end), dw.n_end.eq(ctrl.n_end),
-                     dw.bank_full.eq(self.engine.bank_full), dw.a_ptr.eq(self.engine.a_ptr)]
+        for name, unit in (("pool", self.pooler), ("add", self.adder)):
+            if unit is not None:
+                m.d.comb += [unit.start.eq(getattr(go, f"start_{name}")),
+                             unit.go.eq(getattr(go, f"prime_{name}")), unit.desc.eq(desc),
+                             unit.geom.eq(ctrl.geom), unit.last_row.eq(ctrl.last_row)]
+        if self.adder is not None:
+            m.d.comb += self.adder.src2_base.eq(desc.src2_base)
 
     def _depthwise_rows(self, m):
         """The engine's rows: the activation feeder's, or in a depthwise pass the depthwise
