@@ -116,7 +116,7 @@ class _Top(Elaboratable):
         return m
 
 
-def prove(spec, folder, *, depth, mode="bmc"):
+def prove(spec, folder, *, depth, mode="bmc", engine="smtbmc yices"):
     """Run SymbiYosys on ``spec`` in ``folder``; return a :class:`FormalResult`.
 
     Parameters
@@ -131,6 +131,8 @@ def prove(spec, folder, *, depth, mode="bmc"):
     mode : str
         ``"bmc"`` (no property fails within ``depth`` cycles of the initial state) or
         ``"prove"`` (k-induction: in every reachable state).
+    engine : str
+        SymbiYosys's engine line: ``smtbmc`` with the Yices solver, and its options.
 
     Skips the test, with the reason, when the tools are not installed.
     """
@@ -151,7 +153,7 @@ def prove(spec, folder, *, depth, mode="bmc"):
         depth {depth}
 
         [engines]
-        smtbmc yices
+        {engine}
 
         [script]
         read_rtlil spec.il
@@ -179,25 +181,25 @@ def prove(spec, folder, *, depth, mode="bmc"):
         where = f"step {step}" if step else "induction step"
         if f"{name} ({where})" not in failed:
             failed.append(f"{name} ({where})")
-    engine = folder / "spec" / "engine_0"
-    traces = [engine / name for name in ("trace.vcd", "trace_induct.vcd")
-              if (engine / name).is_file()]
+    engine_dir = folder / "spec" / "engine_0"
+    traces = [engine_dir / name for name in ("trace.vcd", "trace_induct.vcd")
+              if (engine_dir / name).is_file()]
     return FormalResult(status, failed, traces[0] if traces else None, folder / "spec", log)
 
 
-def assert_proved(spec, folder, *, depth, mode="bmc"):
+def assert_proved(spec, folder, *, depth, mode="bmc", engine="smtbmc yices"):
     """Prove ``spec`` (see :func:`prove`); fail the test with the counterexample if any."""
-    result = prove(spec, folder, depth=depth, mode=mode)
+    result = prove(spec, folder, depth=depth, mode=mode, engine=engine)
     if result.status != "PASS":
         pytest.fail(result.summary(), pytrace=False)
     return result
 
 
-def assert_refuted(spec, folder, *, depth, mode="bmc", expect):
+def assert_refuted(spec, folder, *, depth, mode="bmc", engine="smtbmc yices", expect):
     """Check that ``spec`` (of a design with a seeded bug) fails: SymbiYosys finds a
     counterexample, and the property ``expect`` (a name given to :meth:`Spec.check`) is among
     those it breaks."""
-    result = prove(spec, folder, depth=depth, mode=mode)
+    result = prove(spec, folder, depth=depth, mode=mode, engine=engine)
     broken = [name.rsplit(" (", 1)[0] for name in result.failed]
     if result.status != "FAIL" or expect not in broken:
         pytest.fail(f"the seeded bug was not caught by {expect!r}:\n{result.summary()}",
