@@ -8,9 +8,8 @@ Proved by k-induction, so for every cycle of every run, not only the first ones.
 """
 
 import pytest
-from amaranth.asserts import AnySeq
 from amaranth.hdl import Const, Module, Signal, Value
-from support.formal import Spec, assert_proved, assert_refuted
+from support.formal import Spec, any_inputs, assert_proved, assert_refuted
 
 from hwgen.config import AcceleratorConfig
 from hwgen.device.bank_arbiter import BankArbiter
@@ -35,9 +34,6 @@ class BankArbiterSpec(Spec):
     against that one, and from the second cycle on (the first shows the reset grant).
     """
 
-    def __init__(self, arbiter):
-        super().__init__()
-        self.arbiter = arbiter
 
     def owner(self, kind):
         """Return each unit's ownership of ``kind`` (a dict of 1-bit values), from the unit
@@ -57,14 +53,10 @@ class BankArbiterSpec(Spec):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.arbiter = dut = self.arbiter
-        m.d.comb += Value.cast(dut.kind).eq(AnySeq(len(Value.cast(dut.kind))))
-        for name in UNITS:
-            for field in _REQUESTS:
-                port = Value.cast(getattr(dut.port(name), field))
-                m.d.comb += port.eq(AnySeq(len(port)))
+        m.submodules.arbiter = dut = self.dut
         rd_data = Value.cast(dut.banks.rd_data)
-        m.d.comb += rd_data.eq(AnySeq(len(rd_data)))
+        any_inputs(m, [dut.kind, rd_data, *(getattr(dut.port(name), field)
+                                             for name in UNITS for field in _REQUESTS)])
 
         one_hot = Const(0)
         for name in UNITS:

