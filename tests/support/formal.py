@@ -16,6 +16,7 @@ import dataclasses
 import os
 import re
 import shutil
+import signal
 import subprocess
 import textwrap
 from pathlib import Path
@@ -195,15 +196,16 @@ def prove(spec, folder, *, depth, mode="bmc", engine="smtbmc yices"):
         [files]
         spec.il
         """))
-    env = {**os.environ, **_TOOLS}
-    try:
-        done = subprocess.run(["yowasp-sby", "-f", "spec.sby"], cwd=folder, env=env,
-                              capture_output=True, text=True, timeout=_TIMEOUT_S, check=False)
-        log = done.stdout + done.stderr
-    except subprocess.TimeoutExpired as e:
-        log = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) \
-            else (e.stdout or "")
-        return FormalResult("TIMEOUT", [], None, folder / "spec", log)
+    # In a session of its own, so that a stuck proof ends with the solver it started.
+    with subprocess.Popen(["yowasp-sby", "-f", "spec.sby"], cwd=folder,
+                          env={**os.environ, **_TOOLS}, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, start_new_session=True) as sby:
+        try:
+            log, _ = sby.communicate(timeout=_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(sby.pid, signal.SIGKILL)
+            log, _ = sby.communicate()
+            return FormalResult("TIMEOUT", [], None, folder / "spec", log)
     found = re.search(r"DONE \((\w+)", log)
     status = found.group(1) if found else "ERROR"
     names = getattr(spec, "properties", {})
