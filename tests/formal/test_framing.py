@@ -131,20 +131,20 @@ def test_crc_model_matches_the_host():
 class FrameLayerSpec(Spec):
     """Any bytes at any time, any answer, any backpressure; assumes nothing.
 
-    The spec keeps the last bytes the codec took (as many as the longest frame whose payload
-    fits the engine's buffer) and the payload byte last handed on at each index; and it
+    The spec keeps the last bytes the codec took (as many as the longest frame of up to
+    ``max_payload`` payload bytes) and the payload byte last handed on at each index; and it
     computes, with its own model (:func:`crc_step`), the CRC of the bytes the codec's CRC unit
     was fed since it last started: the unit's register must equal it in every cycle. While a
     frame comes in, the codec must feed its CRC unit exactly the bytes it takes, from the
     frame's sync byte on, and hold the sync byte, the header bytes and the payload so far at
     their places among the bytes taken; past the header, the model's CRC of the header must
     have been 0 (a codeword). From the cycle after ``request.done`` until the response's first
-    byte, for a ``request.header.length`` up to that buffer: the request's header is the
+    byte, for a ``request.header.length`` up to ``max_payload``: the request's header is the
     frame's, its payload the handed-on bytes, ``crc_ok`` says whether the whole frame is a
     codeword (after a right header, whether the payload's CRC is right: the CRC is linear and
     starts from 0), and nothing changes (no byte taken, no payload, no ``done``, the same
     header). The last payload byte comes at least two cycles before ``done``. Longer frames are
-    refused by the command layer before any write (its length check).
+    not checked (beyond the proof's size).
 
     The per-byte statements are what keep each step of the check small: a solver does not
     find by itself in minutes which byte of the history a register holds, least of all
