@@ -10,6 +10,8 @@
 - :mod:`.frame_bench`: the frame engine between a byte link and a behavioural accelerator;
 - :mod:`.blocks`, :mod:`.walk`, :mod:`.controller_model`, :mod:`.read_port`: the accelerator's
   blocks alone, their neighbours as Python models (one file per model).
+- :mod:`.formal`: the SymbiYosys runner of the proofs (tests/formal), and :mod:`.frame_proofs`
+  what the frame engine's two proofs share.
 
 The one Python model of the whole device is :class:`sim.interpreter.ProgramInterpreter`.
 """
