@@ -21,7 +21,8 @@ pytestmark = pytest.mark.formal
 CONFIG = AcceleratorConfig(rows=2, cols=1, max_k=4, act_depth=16, weight_depth=16,
                            param_depth=2, acc_depth=2, out_depth=16, prog_depth=2)
 # The device's units (hwgen.device.accelerator), the first being the default.
-UNITS = {"matrix": [PassKind.MATRIX], "pool": [PassKind.MAXPOOL], "add": [PassKind.ADD]}
+UNITS = {"matrix": [PassKind.MATRIX], "pool": [PassKind.MAXPOOL], "add": [PassKind.ADD],
+         "depthwise": [PassKind.DEPTHWISE]}
 _REQUESTS = ("rd_addr", "rd_en", "rd_take", "wr_addr", "wr_data", "wr_en")
 
 
@@ -29,7 +30,8 @@ class BankArbiterSpec(Spec):
     """Any kind and any requests in every cycle; assumes nothing.
 
     A unit *owns* a kind if it lists it; the default (first) unit also owns every kind no
-    unit lists (the 3-bit kind's values that are no :class:`PassKind`). With ``registered``
+    other unit lists (a kind whose unit the design leaves out, the 3-bit kind's values that
+    are no :class:`PassKind`). With ``registered``
     the grant follows the kind of the cycle before (the spec keeps it), so the grant is checked
     against that one, and from the second cycle on (the first shows the reset grant).
     """
@@ -44,7 +46,7 @@ class BankArbiterSpec(Spec):
             for one in UNITS[name]:
                 owns[name] |= kind == one
         listed = Const(0)
-        for one in PassKind:
+        for one in (one for name in others for one in UNITS[name]):
             listed |= kind == one
         owns[default] |= ~listed
         for one in UNITS[default]:
