@@ -124,8 +124,9 @@ def _checked(index, layer, weight, k, config, *, window=None):
     """Prove what the hardware needs of a matrix layer and return it as a Dense of
     ``weight``; a spatial layer's ``window`` is ``(KH, KW, C, name)``, its reduction padded
     per position (:func:`padded_matrix`)."""
-    check_reduction(index, k, config)
-    if window is not None:
+    if window is None:
+        check_reduction(index, k, config)
+    else:
         kh, kw, c, name = window
         check_padded_reduction(index, (kh, kw), c, config, window=name)
     check_accumulator(index, layer, k, config)
