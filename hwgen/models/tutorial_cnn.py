@@ -15,17 +15,20 @@ classifier 7,850) and 290,080 MACs (the convolutions 56,448 and 225,792, the cla
 
 from .zoo import ZooModel
 
-__all__ = ["TUTORIAL_CNN"]
+__all__ = ["TUTORIAL_CNN", "build_tutorial_cnn"]
 
 
-def _build(torch):
+def build_tutorial_cnn(torch, channels=(8, 16)):
+    """Return the tutorials' CNN as a PyTorch module with ``channels`` ``(c1, c2)`` in its
+    two convolutions (the zoo's: 8 and 16); its classifier reduces over ``7 * 7 * c2``."""
+    c1, c2 = channels
     nn = torch.nn
     return nn.Sequential(
-        nn.Conv2d(1, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(8, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Dropout(0.25), nn.Flatten(), nn.Linear(7 * 7 * 16, 10))
+        nn.Conv2d(1, c1, 3, padding=1), nn.BatchNorm2d(c1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(c1, c2, 3, padding=1), nn.BatchNorm2d(c2), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Dropout(0.25), nn.Flatten(), nn.Linear(7 * 7 * c2, 10))
 
 
 TUTORIAL_CNN = ZooModel(
     name="tutorial_cnn", title="Tutorial CNN: Conv-BN-ReLU-MaxPool x2, Dropout, Linear; 28x28x1",
-    input_shape=(28, 28, 1), params=9_146, macs=290_080, build_fn=_build)
+    input_shape=(28, 28, 1), params=9_146, macs=290_080, build_fn=build_tutorial_cnn)

@@ -8,6 +8,8 @@ The CNN is the PyTorch tutorials' (Conv-BatchNorm-ReLU-MaxPool twice, Flatten, L
 outputs are compared with the int8 reference, :meth:`hwgen.nn.QuantizedNetwork.forward`.
 """
 
+import functools
+
 import numpy as np
 import pytest
 from support import BOARD_CNN, compile_refused, started_board
@@ -17,6 +19,7 @@ from host import Accelerator
 from hwgen import AcceleratorConfig
 from hwgen.boards import board_config
 from hwgen.boards.catalog import BOARDS, NAMED_PRESETS
+from hwgen.models.tutorial_cnn import build_tutorial_cnn
 from hwgen.models.zoo import ZooModel, count_macs, count_params
 from hwgen.nn import Dense, Flatten, QuantizedNetwork, from_torch, quantize
 from sim.inprocess import InProcessDevice
@@ -31,17 +34,11 @@ def torch():
     return pytest.importorskip("torch", reason="PyTorch is not installed")
 
 
-def _build(torch):
-    nn = torch.nn
-    return nn.Sequential(
-        nn.Conv2d(1, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Dropout(0.25), nn.Flatten(), nn.Linear(32 * 7 * 7, 10))
-
-
-#: As the zoo's models are made: seeded weights, BatchNorm statistics of calibration data.
+#: The zoo's tutorial CNN with 16 and 32 channels, made as the zoo's models are: seeded
+#: weights, BatchNorm statistics of calibration data.
 TUTORIAL_CNN = ZooModel(name="tutorial_cnn_1568", title="the tutorials' CNN, 16 and 32 channels",
-                        input_shape=INPUT_SHAPE, params=20_586, macs=1_031_744, build_fn=_build)
+                        input_shape=INPUT_SHAPE, params=20_586, macs=1_031_744,
+                        build_fn=functools.partial(build_tutorial_cnn, channels=(16, 32)))
 
 
 @pytest.fixture(scope="module")
