@@ -76,12 +76,18 @@ class AcceleratorConfig:
         Signed widths of activations and weights (2..16). Outputs of requantized layers have
         ``in_bits`` bits too.
     acc_bits : int
-        Signed accumulator width. It must hold ``max_k`` worst-case products without wrapping.
+        Signed accumulator width. The compiler proves for each layer, from its weights and
+        bias, that no partial sum can leave it (:func:`hwgen.compiler.proofs.check_accumulator`);
+        the width itself is not tied to ``max_k``.
     mult_bits : int
         Unsigned width of the per-channel requantization multiplier.
     max_k : int
-        The largest reduction (layer input width) the design runs; ``acc_bits`` is checked
-        against it and the compiler refuses wider layers.
+        The reduction (layer input width) the device's counters are sized for: the
+        descriptor's ``k_tiles`` and ``src_stride`` fields are just wide enough for
+        ``ceil(max_k / rows)`` tiles and ``ceil(max_k / max(rows, cols))`` words, and the
+        compiler takes every layer whose reduction they hold
+        (:func:`hwgen.memmap.reduction_limits`: ``max_k`` or more, e.g. up to 2,040 inputs for
+        the default 1,024 on 8 rows).
     act_depth, weight_depth, param_depth, acc_depth, out_depth, prog_depth : int
         Depths of the activation banks, the weight memory (rows of ``cols`` weights), the
         per-channel parameter memory (groups of ``cols`` channels), the accumulator memory (the
@@ -200,12 +206,6 @@ class AcceleratorConfig:
                 raise ValueError(f"{field.name}={value!r} must be an integer in {low}..{high}")
             if not low <= value <= high:
                 raise ValueError(f"{field.name}={value} is out of range; allowed: {low}..{high}")
-        need = self.min_acc_bits(self.in_bits, self.w_bits, self.max_k)
-        if self.acc_bits < need:
-            raise ValueError(
-                f"acc_bits={self.acc_bits} cannot hold a reduction of max_k={self.max_k} products "
-                f"of {self.in_bits}-bit by {self.w_bits}-bit operands; allowed: "
-                f"acc_bits >= {need} (or a smaller max_k)")
         if self.post_lanes is not None:
             if self.cols % self.post_lanes:
                 divisors = [d for d in range(1, self.cols + 1) if self.cols % d == 0]

@@ -35,6 +35,7 @@ __all__ = [
     "macs_from_busy_cycles",
     "max_word_bits",
     "param_lane_layout",
+    "reduction_limits",
     "regions",
     "rotates_lanes",
     "walks_taps",
@@ -77,24 +78,49 @@ DESCRIPTOR_BOUNDS = ("act_min", "act_max")
 GEOMETRY_LIMITS = {"stride": 15, "pad": 15, "pool": 8}
 
 
+def _held(limit):
+    """Return the largest value of a field just wide enough for ``limit``: all its bits set."""
+    return (1 << max(1, limit.bit_length())) - 1
+
+
+def reduction_limits(config):
+    """Return ``(tiles, words)``: the most reduction tiles a layer's descriptor holds
+    (``k_tiles``, and a geometry's ``cgs``) and the most ACT words of one input row
+    (``src_stride``).
+
+    ``max_k`` sizes both fields, for ``ceil(max_k / rows)`` tiles and ``ceil(max_k /
+    act_lanes)`` words (at most ``act_depth``); each holds every value of its width, and the
+    device's counters, as wide as the field, count to it. So a reduction of ``K`` inputs
+    runs when its tiles (``ceil(K / rows)`` over rows; a spatial layer's padded per kernel
+    position) are at most ``tiles`` and a row's ``ceil(K / act_lanes)`` words at most
+    ``words``: up to ``tiles * rows`` inputs, which is ``max_k`` or more. Whether the sums
+    stay within ``acc_bits`` is the accumulator proof's, from the layer's weights.
+    """
+    tiles = _held(math.ceil(config.max_k / config.rows))
+    words = min(_held(math.ceil(config.max_k / config.act_lanes)), config.act_depth)
+    return tiles, words
+
+
 def descriptor_limits(config):
     """Return ``{field: largest value}`` of the numeric descriptor fields a program can hold.
 
     Each bound follows from a limit the compiler enforces before it packs a descriptor:
-    ``K <= max_k``, one PARAM word and at least ``rows`` WEIGHT words per output tile, and at
-    least one row of every activation (or raw output) matrix fitting ACT (or OUTPUT).
-    A design with ``residual`` has ``src2_base`` (an ACT word) after ``src_stride``.
+    a reduction that :func:`reduction_limits` holds, one PARAM word and at least ``rows``
+    WEIGHT words per output tile, and at least one row of every activation (or raw output)
+    matrix fitting ACT (or OUTPUT). A design with ``residual`` has ``src2_base`` (an ACT word)
+    after ``src_stride``.
     """
-    rows, cols, lanes = config.rows, config.cols, config.act_lanes
+    rows, cols = config.rows, config.cols
     n_tiles = max(1, min(config.param_depth, config.weight_depth // rows))
     n = n_tiles * cols
     second = {"src2_base": config.act_depth - 1} if config.residual else {}
+    k_tiles, src_stride = reduction_limits(config)
     return {
-        "k_tiles": math.ceil(config.max_k / rows),
+        "k_tiles": k_tiles,
         "n_tiles": n_tiles,
         "n": n,
         "src_base": config.act_depth - 1,
-        "src_stride": min(math.ceil(config.max_k / lanes), config.act_depth),
+        "src_stride": src_stride,
         **second,
         # Requantized rows go to ACT (ceil(N / lanes) words), raw rows to OUTPUT (ceil(N / cols)).
         "dst_base": max(config.act_depth, config.out_depth) - 1,

@@ -297,8 +297,9 @@ def accumulator_bound(layer, in_bits):
 
     The bound is ``max_n (2**(in_bits - 1) * sum_k |W[k, n]| + |b[n]|)``: it covers every subset
     of the products (so every order of accumulation, every tiling of ``K``) with the bias added
-    at any point, for any input in the signed ``in_bits`` range. The compiler compares it
-    against the accumulator width.
+    at any point, for any input in the signed ``in_bits`` range. The compiler's proof against
+    the accumulator width, channel by channel and from each layer's input range
+    (:func:`hwgen.compiler.proofs.partial_sum_ranges`), lies within it.
 
     Parameters
     ----------

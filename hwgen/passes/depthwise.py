@@ -42,9 +42,9 @@ import math
 import numpy as np
 
 from ..compiler.images import param_image, weight_image
-from ..compiler.proofs import check_accumulator, check_channel_params, check_reduction
+from ..compiler.proofs import check_channel_params
 from ..latency import FIFO_LATENCY, requant_tail, ws_latency
-from ..memmap import GEOMETRY_LIMITS, PassKind, Region, has_depthwise
+from ..memmap import GEOMETRY_LIMITS, PassKind, Region, has_depthwise, reduction_limits
 from ..nn import AvgPool2D, Conv2D, Dense, GlobalAvgPool2D
 from .base import Lowered, Pass, signed_range
 from .matrix import activation_fields, finish_tile
@@ -147,6 +147,9 @@ def refusal(layer, in_shape, config):
          f"dw_lines={config.dw_lines} delay lines"),
         (k_tiles > 1 and ow > config.acc_depth,
          f"an output row of {ow} pixels exceeds the acc_depth={config.acc_depth} sums"),
+        (k_tiles > reduction_limits(config)[0],
+         f"its {kh * kw} taps take {k_tiles} tiles; the descriptor's k_tiles holds "
+         f"{reduction_limits(config)[0]}"),
     )
     return next((why for broken, why in limits if broken), None)
 
@@ -177,8 +180,8 @@ class DepthwisePass(Pass):
         pool = isinstance(layer, (AvgPool2D, GlobalAvgPool2D))
         conv = _conv_of(layer, in_shape)
         kh, kw, _, _ = conv.weight.shape
-        check_reduction(index, kh * kw, config)
-        check_accumulator(index, conv, kh * kw, config)
+        # (Its accumulator is proved from the matrix, with its input's range, by
+        # hwgen.compiler.kinds.lower_network; refusal() checked its tiles.)
         check_channel_params(index, conv, config)
         bounds = ({} if conv.output == "raw" else
                   dict(zip(("act_min", "act_max"), conv.bounds(config.in_bits), strict=True)))

@@ -38,12 +38,7 @@ import math
 import numpy as np
 
 from ..compiler.images import diagonal_image, is_diagonal, param_image, weight_image
-from ..compiler.proofs import (
-    check_accumulator,
-    check_channel_params,
-    check_padded_reduction,
-    check_reduction,
-)
+from ..compiler.proofs import check_channel_params, check_padded_reduction, check_reduction
 from ..memmap import PassKind, Region, rotates_lanes
 from ..nn import AvgPool2D, Conv2D, Dense, GlobalAvgPool2D
 from . import taps
@@ -124,12 +119,13 @@ def _repeats(matrix, config):
 def _checked(index, layer, weight, k, config, *, window=None):
     """Prove what the hardware needs of a matrix layer and return it as a Dense of
     ``weight``; a spatial layer's ``window`` is ``(KH, KW, C, name)``, its reduction padded
-    per position (:func:`padded_matrix`)."""
-    check_reduction(index, k, config)
-    if window is not None:
+    per position (:func:`padded_matrix`). (Its accumulator is proved from the Dense, with
+    its input's range, by :func:`~hwgen.compiler.kinds.lower_network`.)"""
+    if window is None:
+        check_reduction(index, k, config)
+    else:
         kh, kw, c, name = window
         check_padded_reduction(index, (kh, kw), c, config, window=name)
-    check_accumulator(index, layer, k, config)
     check_channel_params(index, layer, config)
     # The bounds resolved (the descriptor holds them), of a layer that requantizes.
     bounds = ({} if layer.output == "raw" else

@@ -19,7 +19,7 @@ from hwgen.config import AcceleratorConfig
 from hwgen.cycles import program_cycles
 from hwgen.device.accelerator import AcceleratorCore
 from hwgen.implementation import Implementation
-from hwgen.memmap import PassKind
+from hwgen.memmap import PassKind, reduction_limits
 from hwgen.nn import (
     AvgPool2D,
     Conv2D,
@@ -474,6 +474,29 @@ def test_a_one_pixel_pooling_window(stride):
     result = run_program(cfg, prog, x)
     np.testing.assert_array_equal(result["out"], net.forward(x))
     assert result["cycles"] == program_cycles(prog, 1)
+
+
+@pytest.mark.parametrize(("shape", "name"), [((2, 2), "plain"), ((2, 3), "ecp5-85f"),
+                                             ((3, 2), "pipelined")])
+def test_reductions_fill_the_fields_that_count_them(shape, name):
+    """A reduction runs up to what the descriptor's fields hold, past ``max_k``: max_k = 4
+    sizes ``k_tiles`` for ``ceil(4 / rows)`` tiles, and the field holds all ones of that
+    width (3 tiles: 6 inputs on 2 rows, 9 on 3). A Dense over rows and a Dense after a
+    Flatten with that many tiles run exact, in outputs and cycles."""
+    cfg = _config(shape, max_k=4)
+    tiles, words = reduction_limits(cfg)
+    k = min(tiles * cfg.rows, words * cfg.act_lanes)
+    assert tiles == 3 and k == 3 * cfg.rows > cfg.max_k
+    rng = np.random.default_rng(k)
+    dense = Dense(rng.integers(-128, 128, (k, 3)), rng.integers(-999, 1000, 3),
+                  np.ones(3, int), np.zeros(3, int), output="raw")
+    image = (1, tiles, cfg.rows)     # a tile of rows channels at each of its positions
+    for layers, x in (([dense], random_input(rng, cfg, 2, k)),
+                      ([Flatten(), dense], random_image(rng, cfg, 2, image))):
+        net = QuantizedNetwork(layers, input_shape=x.shape[1:])
+        prog = hwgen.compile(net, cfg, batch=2)
+        assert prog.descriptors[-1]["k_tiles"] == tiles
+        _check_runs(cfg, prog, net, [x], VARIANTS[name])
 
 
 @pytest.mark.parametrize(("registered", "staged"), [(False, False), (True, False),
