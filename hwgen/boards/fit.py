@@ -143,9 +143,6 @@ def _memories(config, impl):
     mems += [(f"act_lo{g}", config.in_bits * len(group), split)
              for g, group in enumerate(act_groups(config)) if split]
     mems.append(("acc", config.cols * config.acc_bits, config.acc_depth))
-    if config.depthwise:
-        mems += [(f"dw_line{line}", config.cols * config.in_bits, max(1, config.dw_depth - 1))
-                 for line in range(1, config.dw_lines + 1)]
     mems.append(("frame_buffer", 8, MAX_PAYLOAD))
     # The engine's result FIFO is registers in the accelerator (its sink is always ready).
     mems.append(("rx_fifo", 8, impl.rx_fifo - 1))
@@ -236,7 +233,8 @@ def _feature_luts(k, config, impl):
     macs = config.rows * config.cols
     return (taps * (spatial and config.taps)
             + k["fuse_pool"] * (spatial and config.fuse_pool)
-            + config.depthwise * (k["dw"] + k["dw_cell"] * macs * config.in_bits)
+            + config.depthwise * (k["dw"] + k["dw_cell"] * macs * config.in_bits
+                                  + _dw_line_luts(config))
             + k["packed_wire"] * impl.packed_wire + k["class_output"] * impl.class_output)
 
 
@@ -289,6 +287,14 @@ def estimate(board, config):
             mems.append((name, w, d, _bram_blocks(fam, w, d)))
     return {"lut": int(lut), "ff": int(ff), "dsp": dsp, "bram": sum(m[3] for m in mems),
             "spram": spram, "memories": mems}
+
+
+def _dw_line_luts(config):
+    """Return the LUT4s of the depthwise unit's delay lines, logic cells' RAM
+    (``LOGIC_RAM_ATTRS``): a 16 x 4 RAM a slice, two LUT4s, per 4 bits of 16 words."""
+    words = max(1, config.dw_depth - 1)
+    return config.dw_lines * 2 * math.ceil(config.cols * config.in_bits / 4) \
+        * math.ceil(words / 16)
 
 
 def _depthwise_ffs(config):

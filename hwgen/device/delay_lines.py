@@ -5,6 +5,8 @@ from amaranth.hdl import Module, Mux, Signal, Value, unsigned
 from amaranth.lib import data, memory, wiring
 from amaranth.lib.wiring import In, Out
 
+from ..memattrs import LOGIC_RAM_ATTRS
+
 __all__ = ["DelayLines"]
 
 
@@ -16,7 +18,8 @@ class DelayLines(wiring.Component):
     the lines run; ``restart`` with it). Line ``l`` is a block of memory of ``depth - 1`` words
     written and read at one address that cycles through ``delay - 1`` of them (a read before
     the write: the word written ``delay - 1`` cycles ago, then the memory's output register);
-    a delay of 1 is a register, 0 the line before. The lines move every cycle, so that a word
+    a delay of 1 is a register, 0 the line before; the memories are logic cells' RAM
+    (:data:`~hwgen.memattrs.LOGIC_RAM_ATTRS`). The lines move every cycle, so that a word
     is where its delay puts it whatever happens around it; what they hold before a stream
     reaches them is undefined.
 
@@ -93,7 +96,8 @@ class DelayLines(wiring.Component):
     def _memory(m, line, *, width, period, addr, word):
         """Return the word written ``period`` cycles before at ``addr`` (read before the write,
         through the memory's output register)."""
-        mem = memory.Memory(shape=unsigned(width), depth=period, init=[])
+        mem = memory.Memory(shape=unsigned(width), depth=period, init=[],
+                            attrs=LOGIC_RAM_ATTRS)
         m.submodules[f"line{line}"] = mem
         wr = mem.write_port()
         rd = mem.read_port(transparent_for=())
