@@ -245,8 +245,45 @@ def geometry_layout(config):
         of ones whose tile, the identity of the window's channels, is the same for every
         kernel position and output tile).
 
-    A design with taps (:func:`walks_taps`) has :data:`TAPS_FIELDS` after these (0 in every
-    other layer): a first convolution whose input is stored in the *taps layout*
+    A design with taps (:func:`walks_taps`) has :func:`_taps_fields` after these, one that
+    fuses pools (:func:`fuses_pool`) :func:`_pool_fields`, one with the depthwise unit
+    (:func:`has_depthwise`) :func:`_dw_fields` (each 0 in every layer that does not use
+    them).
+
+    Last, in every spatial design:
+
+    wdiag
+        Each weight tile is stored as one word, its diagonal (a depthwise convolution's tile,
+        zero off it): the weight feeder reads the word ``rows`` times and sends row ``i`` as
+        the word's lane ``i`` with the other lanes zero, so WEIGHT holds ``1 / rows`` of the
+        tiles' words.
+    """
+    side = unsigned(max(1, config.act_depth.bit_length()))
+    addr = unsigned(act_addr_bits(config))
+    desc = descriptor_layout(config)
+    bank = unsigned(max(1, (config.act_lanes - 1).bit_length()))
+    return data.StructLayout({
+        "h": side, "w": side, "oh": side, "ow": side, "kh": side, "kw": side,
+        "sy": unsigned(GEOMETRY_LIMITS["stride"].bit_length()),
+        "sx": unsigned(GEOMETRY_LIMITS["stride"].bit_length()),
+        "pad_top": unsigned(GEOMETRY_LIMITS["pad"].bit_length()),
+        "pad_left": unsigned(GEOMETRY_LIMITS["pad"].bit_length()),
+        "cgs": desc.members["k_tiles"],
+        "col_step": addr, "row_step": addr, "img_step": addr, "ky_step": addr,
+        "cb_word": desc.members["src_stride"],
+        "cb_rem": bank,
+        "wrep": unsigned(1),
+        **(_taps_fields(config, addr, bank) if walks_taps(config) else {}),
+        **(_pool_fields(config, addr, bank) if fuses_pool(config) else {}),
+        **(_dw_fields(config, addr, side) if has_depthwise(config) else {}),
+        "wdiag": unsigned(1),
+    })
+
+
+def _taps_fields(config, addr, bank):
+    """Return the geometry's taps fields (:data:`TAPS_FIELDS`).
+
+    A first convolution whose input is stored in the *taps layout*
     (:mod:`hwgen.passes.taps`: an element stream of one image row per run, ``pitch`` ``P``
     elements apart, ``P % act_lanes == kwc % act_lanes``). Its reduction tile ``kt``, lane
     ``r`` is tap ``t = kt * rows + r`` of the kernel flattened in ``(ky, kx, c)`` order; for
@@ -274,9 +311,19 @@ def geometry_layout(config):
         ``tq * d_word`` (modulo the banks' address width).
     rem0, col_rem, row_rem, img_rem
         The banks of the walk's start and of its steps (``*_step`` the words).
+    """
+    return {
+        "taps": unsigned(1), "kwc": unsigned(config.max_k.bit_length()),
+        "tq": unsigned(config.rows.bit_length()), "tr": unsigned(config.rows.bit_length()),
+        "d_word": addr, "tq_word": addr,
+        "rem0": bank, "col_rem": bank, "row_rem": bank, "img_rem": bank,
+    }
 
-    A design that fuses pools (:func:`fuses_pool`) has :data:`POOL_FIELDS` last (0 without a
-    fused pool): with a ``p x p``, stride ``p`` max pool fused, ``oh``, ``ow`` are the pooled
+
+def _pool_fields(config, addr, bank):
+    """Return the geometry's fused pool fields (:data:`POOL_FIELDS`).
+
+    With a ``p x p``, stride ``p`` max pool fused, ``oh``, ``ow`` are the pooled
     sides and output pixel ``(m, oy, ox)`` is the maximum of conv pixels ``(oy * p + wy, ox *
     p + wx)``, walked window by window, ``wx`` fastest (:mod:`hwgen.passes.fused_pool`).
     ``col_step`` steps along a window's row; ``row_step``, ``img_step`` are a convolution's
@@ -287,9 +334,15 @@ def geometry_layout(config):
         ``p - 1``: the window's last ``wx`` and ``wy`` (0: no pool).
     down_step, down_rem
         One conv output row down (``sy`` input rows): words, and banks with taps.
+    """
+    return {"pool": unsigned(GEOMETRY_LIMITS["pool"].bit_length() - 1), "down_step": addr,
+            **({"down_rem": bank} if walks_taps(config) else {})}
 
-    A design with the depthwise unit (:func:`has_depthwise`) has :data:`DW_FIELDS` after
-    those (0 in every other layer), read by a :attr:`PassKind.DEPTHWISE` pass, which streams
+
+def _dw_fields(config, addr, side):
+    """Return the geometry's depthwise fields (:data:`DW_FIELDS`).
+
+    Read by a :attr:`PassKind.DEPTHWISE` pass, which streams
     its input row by row (:mod:`hwgen.passes.depthwise`; its ``col_step``, ``row_step`` and
     ``img_step`` are one input pixel, row and image, its ``cgs`` 0):
 
@@ -305,51 +358,10 @@ def geometry_layout(config):
     dw_cstep, dw_tqstep
         Words from a chunk's first input row to the next chunk's (``dw_rows * sy`` rows on),
         and ``dw_tq`` input rows.
-
-    Last, in every spatial design:
-
-    wdiag
-        Each weight tile is stored as one word, its diagonal (a depthwise convolution's tile,
-        zero off it): the weight feeder reads the word ``rows`` times and sends row ``i`` as
-        the word's lane ``i`` with the other lanes zero, so WEIGHT holds ``1 / rows`` of the
-        tiles' words.
     """
-    side = unsigned(max(1, config.act_depth.bit_length()))
-    addr = unsigned(act_addr_bits(config))
-    desc = descriptor_layout(config)
-    bank = unsigned(max(1, (config.act_lanes - 1).bit_length()))
-    taps = {} if not walks_taps(config) else {
-        "taps": unsigned(1), "kwc": unsigned(config.max_k.bit_length()),
-        "tq": unsigned(config.rows.bit_length()), "tr": unsigned(config.rows.bit_length()),
-        "d_word": addr, "tq_word": addr,
-        "rem0": bank, "col_rem": bank, "row_rem": bank, "img_rem": bank,
-    }
-    pool = {} if not fuses_pool(config) else {
-        "pool": unsigned(GEOMETRY_LIMITS["pool"].bit_length() - 1), "down_step": addr,
-        **({"down_rem": bank} if walks_taps(config) else {}),
-    }
-    dw = {} if not has_depthwise(config) else {
-        "dw_wp": side, "dw_delay": unsigned(config.dw_depth.bit_length()),
-        "dw_rows": side,
-        "dw_tq": unsigned(config.rows.bit_length()), "dw_tr": unsigned(config.rows.bit_length()),
-        "dw_cstep": addr, "dw_tqstep": addr,
-    }
-    return data.StructLayout({
-        "h": side, "w": side, "oh": side, "ow": side, "kh": side, "kw": side,
-        "sy": unsigned(GEOMETRY_LIMITS["stride"].bit_length()),
-        "sx": unsigned(GEOMETRY_LIMITS["stride"].bit_length()),
-        "pad_top": unsigned(GEOMETRY_LIMITS["pad"].bit_length()),
-        "pad_left": unsigned(GEOMETRY_LIMITS["pad"].bit_length()),
-        "cgs": desc.members["k_tiles"],
-        "col_step": addr, "row_step": addr, "img_step": addr, "ky_step": addr,
-        "cb_word": desc.members["src_stride"],
-        "cb_rem": bank,
-        "wrep": unsigned(1),
-        **taps,
-        **pool,
-        **dw,
-        "wdiag": unsigned(1),
-    })
+    return {"dw_wp": side, "dw_delay": unsigned(config.dw_depth.bit_length()),
+            "dw_rows": side, "dw_tq": unsigned(config.rows.bit_length()),
+            "dw_tr": unsigned(config.rows.bit_length()), "dw_cstep": addr, "dw_tqstep": addr}
 
 
 #: The geometry fields of a first convolution's taps layout (:func:`geometry_layout`), last

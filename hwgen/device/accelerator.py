@@ -27,7 +27,7 @@ parameters from PARAM). Layers chain without the host.
                             └─ out ◄──────────────────────────────────────── raw rows ──┘
 """
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import Out
 
@@ -42,12 +42,20 @@ from .controller import Controller
 from .counters import CounterBlock
 from .depthwise_feeder import DepthwiseFeeder
 from .engine import MatmulEngine
-from .host_access import HostAccess, host_write, share_read, share_write, stage_host
+from .host_access import (
+    HostAccess,
+    act_banks,
+    host_write,
+    same_word_port,
+    share_read,
+    share_write,
+    stage_host,
+)
 from .memories import make_memories
 from .pass_starts import PassStarts
 from .pooler import Pooler
 from .postprocess import PostProcessor
-from .shared_ports import out_param_ports, split_act_banks
+from .shared_ports import out_param_ports
 from .systolic import delay
 from .weight_feeder import WeightFeeder
 from .window_max import WindowMax
@@ -333,46 +341,16 @@ class AcceleratorCore(wiring.Component):
         if self.depthwise is not None:
             # The depthwise unit reads the same word of every bank; its pass writes with the
             # write-back.
-            port, dw = arb.port("depthwise"), self.depthwise
-            m.d.comb += [port.rd_addr[b].eq(dw.rd_addr) for b in range(cfg.act_lanes)]
-            m.d.comb += [port.rd_en.eq(dw.rd_en.replicate(cfg.act_lanes)), port.rd_take.eq(1),
-                         dw.rd_data.eq(port.rd_data), port.wr_addr.eq(wb.wr_addr),
-                         port.wr_data.eq(wb.wr_data), port.wr_en.eq(wb.wr_en)]
+            port = arb.port("depthwise")
+            same_word_port(m, port, cfg, read=self.depthwise)
+            m.d.comb += [port.wr_addr.eq(wb.wr_addr), port.wr_data.eq(wb.wr_data),
+                         port.wr_en.eq(wb.wr_en)]
         for name, unit in (("pool", self.pooler), ("add", self.adder)):
-            if unit is None:
-                continue
             # The pooler and the adder read and write the same word of every bank, and take
             # every read.
-            port = arb.port(name)
-            lanes = range(cfg.act_lanes)
-            m.d.comb += [port.rd_addr[b].eq(unit.rd_addr) for b in lanes]
-            m.d.comb += [port.wr_addr[b].eq(unit.wr_addr) for b in lanes]
-            m.d.comb += [port.rd_en.eq(unit.rd_en.replicate(cfg.act_lanes)),
-                         port.rd_take.eq(1), unit.rd_data.eq(port.rd_data),
-                         port.wr_data.eq(unit.wr_data),
-                         port.wr_en.eq(unit.wr_en.replicate(cfg.act_lanes))]
-        banks = arb.banks
-        if cfg.act_spram_depth:
-            words = split_act_banks(m, mems, access, banks, cfg)
-            m.d.comb += banks.rd_data.eq(Cat(*words))
-            access.words[Region.ACT] = Cat(*words)
-            return
-        words = []
-        for b in range(cfg.act_lanes):
-            bank = mems[f"act{b}"]
-            rd, wr = bank.read_port(), bank.write_port()
-            if access.registered:
-                word = share_read(m, rd, access, Region.ACT, addr=banks.rd_addr[b],
-                                  en=banks.rd_take, port_en=banks.rd_en[b], name=f"act{b}")
-            else:
-                word = share_read(m, rd, access, Region.ACT, addr=banks.rd_addr[b],
-                                  en=banks.rd_en[b], name=f"act{b}")
-            words.append(word)
-            share_write(m, wr, access, Region.ACT, addr=banks.wr_addr[b],
-                        data=banks.wr_data[b], en=banks.wr_en[b],
-                        host_data=access.host.wdata[b * cfg.in_bits:(b + 1) * cfg.in_bits])
-        m.d.comb += banks.rd_data.eq(Cat(*words))
-        access.words[Region.ACT] = Cat(*words)
+            if unit is not None:
+                same_word_port(m, arb.port(name), cfg, read=unit, write=unit)
+        act_banks(m, mems, access, arb.banks, cfg)
 
     @staticmethod
     def _host_reads_output(m, port, access):
