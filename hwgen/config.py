@@ -206,6 +206,12 @@ class AcceleratorConfig:
                 raise ValueError(f"{field.name}={value!r} must be an integer in {low}..{high}")
             if not low <= value <= high:
                 raise ValueError(f"{field.name}={value} is out of range; allowed: {low}..{high}")
+        # Sums are proved per layer; a single product must fit, or no layer could run.
+        need = self.min_acc_bits(self.in_bits, self.w_bits, 1)
+        if self.acc_bits < need:
+            raise ValueError(
+                f"acc_bits={self.acc_bits} cannot hold one product of {self.in_bits}-bit by "
+                f"{self.w_bits}-bit operands; allowed: acc_bits >= {need}")
         if self.post_lanes is not None:
             if self.cols % self.post_lanes:
                 divisors = [d for d in range(1, self.cols + 1) if self.cols % d == 0]
