@@ -1,7 +1,7 @@
 """What the compiler proves before it lays a network out: widths, reductions and ranges.
 
 Each check raises a :class:`CompileError` that names the layer, what does not fit, the need and
-the limit. The accumulator proof is worst case (section 3 of the architecture brief): no partial
+the limit. The accumulator proof is worst case (docs/arithmetic.md): no partial
 sum of any input in the signed ``in_bits`` range can leave ``acc_bits``.
 """
 
