@@ -8,12 +8,12 @@
 Compiles MODEL (default the demo's MLP) for the board's design at the SoC's clock, writes the
 accelerator's Wishbone top (``hwgen generate --top wishbone``), the firmware (``hwgen.h``,
 ``hwgen_model.h``, ``main.c``) and builds the SoC around them. Needs the extra ``soc``
-(``pip install 'hwgen[soc]'``) and Debian's ``gcc-riscv64-unknown-elf``; see
-docs/integration.md.
+(``pip install 'hwgen[soc]'``) and Debian's ``gcc-riscv64-unknown-elf``, and ``--sim`` the C
+headers of ``libevent-dev``, ``libjson-c-dev`` and ``zlib1g-dev``
+(:mod:`hwgen.soc.requirements`); see docs/integration.md.
 """
 
 import dataclasses
-import shutil
 
 from hwgen.config import AcceleratorConfig
 
@@ -27,13 +27,9 @@ SOC_CLOCK_HZ = 50_000_000
 
 
 def _check_tools(sim):
-    import importlib.util
+    from hwgen.soc.requirements import missing_requirements
 
-    missing = []
-    if importlib.util.find_spec("litex") is None:
-        missing.append("litex (pip install 'hwgen[soc]')")
-    if shutil.which("riscv64-unknown-elf-gcc") is None:
-        missing.append("riscv64-unknown-elf-gcc (apt-get install gcc-riscv64-unknown-elf)")
+    missing = missing_requirements(sim)
     if missing:
         raise UsageError(f"{'--sim' if sim else 'the board build'} needs " + ", ".join(missing))
 
@@ -126,7 +122,8 @@ def register(sub):
                     "top and a firmware (hwgen.h, hwgen_model.h, main.c) and build a LiteX "
                     "SoC with a VexRiscv CPU around them: in LiteX's Verilator simulation "
                     "(--sim; prints the console) or as the board's bitstream. Needs "
-                    "pip install 'hwgen[soc]' and Debian's gcc-riscv64-unknown-elf.")
+                    "pip install 'hwgen[soc]' and Debian's gcc-riscv64-unknown-elf (and for "
+                    "--sim libevent-dev libjson-c-dev zlib1g-dev).")
     p.add_argument("--board", choices=sorted(SOC_BOARDS), default="ulx3s-85f",
                    help="the board and its preset design (default ulx3s-85f)")
     p.add_argument("--sim", action="store_true",

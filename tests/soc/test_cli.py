@@ -35,3 +35,21 @@ def test_missing_tools_are_named(monkeypatch, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "--sim needs litex (pip install 'hwgen[soc]')" in err
     assert "riscv64-unknown-elf-gcc (apt-get install gcc-riscv64-unknown-elf)" in err
+    assert "cc (apt-get install gcc), make (apt-get install make)" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_missing_c_headers_name_their_packages(monkeypatch, tmp_path, capsys):
+    """The simulation's C libraries are looked for with the real preprocessor before anything
+    is built: a header that is not there names its Debian package, on one line."""
+    from hwgen.soc import requirements
+
+    assert requirements.header_found("stdio.h")
+    assert not requirements.header_found("hwgen/no-such-header.h")
+    headers = (("stdio.h", "libc6-dev"), ("hwgen/no-such-header.h", "libhwgen-dev"),
+               ("hwgen/no-such-either.h", "libother-dev"))
+    missing = requirements.missing_requirements(True, headers)
+    assert missing[-1] == ("the C headers of libhwgen-dev, libother-dev (apt-get install "
+                           "libhwgen-dev libother-dev)")
+    # Without --sim the simulation's headers are not needed.
+    assert not any("C headers" in m for m in requirements.missing_requirements(False, headers))
