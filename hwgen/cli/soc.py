@@ -16,8 +16,17 @@ headers of ``libevent-dev``, ``libjson-c-dev`` and ``zlib1g-dev``
 import dataclasses
 
 from hwgen.config import AcceleratorConfig
+from hwgen.figures import add_record_option
 
-from .options import UsageError, add_config_options, number, output_dir, say
+from .options import (
+    UsageError,
+    add_config_options,
+    number,
+    output_dir,
+    record_figures,
+    record_file,
+    say,
+)
 
 __all__ = ["register"]
 
@@ -62,6 +71,7 @@ def _run(args):
 
     out = output_dir(args.out, "--out")
     _check_tools(args.sim)
+    record = record_file(args)
     board = BOARDS[args.board]
     try:
         config = board_config(board, args, clock_hz=args.clock_hz or SOC_CLOCK_HZ)
@@ -101,12 +111,18 @@ def _run(args):
                           say=say)
         print(console[console.find("hwgen on "):].rstrip() if "hwgen on " in console
               else console)
+        if record is not None:
+            from hwgen.soc.sim import console_figures
+
+            record_figures(args, record, console_figures(console))
         return 0
     from hwgen.soc.board import build_board
 
     report = build_board(out / "litex-ulx3s", board, accel.instance(), fw, config.clock_hz,
                          say=say)
     print(report.summary())
+    if record is not None:
+        record_figures(args, record, report.figures())
     return 0
 
 
@@ -137,6 +153,7 @@ def register(sub):
                    help="rows per run (default: the program's largest)")
     p.add_argument("--out", default="rtl_out/soc", metavar="DIR",
                    help="output folder (default rtl_out/soc)")
+    add_record_option(p)
     add_config_options(p)
     p.set_defaults(**dict.fromkeys(_DESIGN_FIELDS))
     p.set_defaults(func=_run)

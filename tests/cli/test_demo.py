@@ -1,5 +1,6 @@
 """The main job, end to end: train, quantize, generate, simulated board, offload."""
 
+import json
 import subprocess
 import sys
 
@@ -75,11 +76,20 @@ def test_demo_cnn_device_equals_int8_reference():
         figures["link_inferences_per_second"], figures["inferences_per_second"])
 
 
-def test_demo_command_prints_table():
+def test_demo_command_prints_table_and_records_it(tmp_path):
+    """The command prints its table and, with --record, writes the same figures into the
+    record under its command line (without --no-progress, which changes nothing measured)."""
     args = [f"--{k.replace('_', '-')}={v}" for k, v in SMALL.items()]
-    proc = subprocess.run([sys.executable, "-m", "hwgen", "demo", "--no-progress", *args],
+    record = tmp_path / "figures.json"
+    record.write_text("{}\n")
+    (tmp_path / "performance.md").write_text("<!-- figures: begin -->\n<!-- figures: end -->\n")
+    proc = subprocess.run([sys.executable, "-m", "hwgen", "demo", "--no-progress", *args,
+                           "--record", str(record)],
                           capture_output=True, text=True, timeout=600, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
+    figures = json.loads(record.read_text())[" ".join(["hwgen demo", *args])]["figures"]
+    assert f"device accuracy             {figures['device_accuracy_pct']:.2f}%" in proc.stdout
+    assert f"cycles per inference        {figures['cycles_per_inference']:.1f}" in proc.stdout
     for label in ("float accuracy", "int8 reference accuracy", "device accuracy",
                   "cycles per inference", "array utilization", "compute-bound inferences/s",
                   "wire bytes per inference", "link-bound inferences/s",
