@@ -63,4 +63,7 @@ def test_benchmark_runs_quick_and_records(script, tmp_path, request):
     assert done.returncode == 0, output
     entry = json.loads(record.read_text())[" ".join([f"python benchmarks/{script}", *args])]
     assert entry["figures"], output
+    if script == "boards.py":   # the iCE40's 2x2 array: two products per SB_MAC16, timing met
+        figures = entry["figures"]
+        assert (figures["ice40-array-2x2_dsp"], figures["ice40-array-2x2_pass"]) == (2, 1)
     assert f"`python benchmarks/{script} --quick" in (record.parent / "performance.md").read_text()

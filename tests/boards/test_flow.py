@@ -97,7 +97,10 @@ SMOKE = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(SMOKE))
+# The array alone is in the slow run: benchmarks/boards.py --quick builds the iCE40's 2x2 array
+# in the default run (tests/test_benchmarks.py checks its two products per SB_MAC16).
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow)
+                                  if SMOKE[n][1] == "array" else n for n in sorted(SMOKE)])
 def test_build_smoke(tmp_path, name, request):
     """A small design goes from configuration to bitstream and report on each family."""
     reason = yowasp_missing()
