@@ -1,7 +1,7 @@
 """What the compiler proves before it lays a network out: widths, reductions and ranges.
 
 Each check raises a :class:`CompileError` that names the layer, what does not fit, the need and
-the limit. The accumulator proof (section 3 of the architecture brief) is from the layer's own
+the limit. The accumulator proof (docs/arithmetic.md) is from the layer's own
 weights and bias, channel by channel: no partial sum, in any order, of any inputs in their
 range can leave ``acc_bits``. The reduction's length is limited only by the descriptor's
 fields that count it (:func:`~hwgen.memmap.reduction_limits`).

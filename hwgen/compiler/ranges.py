@@ -1,7 +1,7 @@
 """What values each tensor of a network can hold: the input ranges of the accumulator proof.
 
 Every stored tensor is signed ``in_bits``, but most are narrower: a requantizing layer clamps
-its outputs to its activation bounds (section 3.2 of the architecture brief: ``[0, act_max]``
+its outputs to its activation bounds (docs/arithmetic.md: ``[0, act_max]``
 after a ReLU), and a max pool or a Flatten passes its input's values on unchanged. The
 accumulator proof (:func:`~hwgen.compiler.proofs.check_accumulator`) starts from the range of
 the tensor a pass reads, so a layer after a ReLU is proved with inputs in ``[0, act_max]``

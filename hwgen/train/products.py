@@ -2,7 +2,7 @@
 
 A product ``a · b`` runs as the network ``QuantizedNetwork([Dense(b, 0, 1, 0,
 output="raw")])``: ``b`` is loaded as the weights, the rows of ``a`` stream through the array,
-and the raw accumulators come back, exact (section 3 of the architecture brief). A ``b`` too
+and the raw accumulators come back, exact (docs/arithmetic.md). A ``b`` too
 large for one program (its reduction beyond the descriptor's fields, the weight memory or
 what the accumulator holds for any operands, its columns beyond the parameter or output
 memory) is cut into blocks whose products are summed on the host, in integers, so the result
