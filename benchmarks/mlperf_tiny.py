@@ -28,9 +28,11 @@ at a time). For every design (a board's preset, or a named one of
 
 A model that does not import, or does not fit a design, gets its row with the reason (the
 importer's or the compiler's error) instead of figures. ``--quick`` (the tests' smoke run) is
-LeNet-5 on the ResNet-8 design, one sample, on the program interpreter; ``--record`` writes the
-figures into the record (:mod:`hwgen.figures`). Last, the latency of ResNet-8, KWS
-and VWW beside the published FPGA results for the same models (:data:`PEERS`).
+LeNet-5 and AD (which it refuses) on the ResNet-8 design, one sample, on the program
+interpreter; ``--record`` writes the figures into the record (:mod:`hwgen.figures`). Then the
+latency of ResNet-8, KWS and VWW beside the published FPGA results for the same models
+(:data:`PEERS`), and last each design's figures against :data:`TARGETS` (met, or missed by
+how much).
 """
 
 import argparse
@@ -83,16 +85,42 @@ TASKS = {"resnet8": ("image classification", "ResNet-8 (reference)"),
 #: Fmax of each preset's newest build, from the record of figures (docs/figures.json, written
 #: by ``hwgen build --record``).
 REACHED_HZ = reached_hz()
-#: Layer kinds of the utilization columns, in order.
-KINDS = ("first conv", "depthwise", "pointwise", "conv", "dense")
+#: Layer kinds of the utilization columns, in order ("dw s1": the depthwise layers of
+#: stride 1, also counted in "depthwise").
+KINDS = ("first conv", "depthwise", "dw s1", "pointwise", "conv", "dense")
+#: The targets the default design is measured against: ``(model, figure, "<=" or ">=",
+#: target, what)``; the figures are :func:`target_figures`'.
+TARGETS = (
+    ("kws", "latency_ms", "<=", 0.32, "KWS DS-CNN latency (ms)"),
+    ("vww", "latency_ms", "<=", 1.0, "VWW MobileNetV1 0.25 latency (ms)"),
+    ("resnet8", "latency_ms", "<=", 1.5, "ResNet-8 latency (ms)"),
+    ("resnet8", "macs_per_cycle", ">=", 115, "ResNet-8 useful MACs per cycle"),
+    ("ad", "latency_ms", "<=", 0.3, "AD autoencoder latency (ms)"),
+    ("vww", "dw_s1_util_pct", ">=", 60, "VWW stride-1 depthwise, % of the multipliers"),
+)
 
 
 def design(name):
-    """Return ``(board, config)`` of a board's preset or a named preset."""
-    if name in BOARDS:
-        return BOARDS[name], board_config(BOARDS[name])
-    board, fields = NAMED_PRESETS[name]
-    return BOARDS[board], board_config(BOARDS[board], **fields)
+    """Return ``(board, config)`` of a board's preset or a named preset, with any
+    ``+FIELD=N`` after the name over it (``ulx3s-85f-vww+depthwise=1``).
+
+    Raises
+    ------
+    ValueError
+        If a ``+FIELD=N`` is not an integer field of a valid configuration.
+    """
+    base, *changes = name.split("+")
+    fields = {}
+    for change in changes:
+        field, _, value = change.partition("=")
+        if not value.lstrip("-").isdigit():
+            raise ValueError(f"{change!r} in design {name!r}: allowed +FIELD=N, e.g. "
+                             "+depthwise=1")
+        fields[field] = int(value)
+    if base in BOARDS:
+        return BOARDS[base], board_config(BOARDS[base], **fields)
+    board = BOARDS[NAMED_PRESETS[base][0]]
+    return board, board_config(board, preset=base, **fields)
 
 
 def layer_kind(network, index):
@@ -108,9 +136,8 @@ def layer_kind(network, index):
     first = next(i for i, other in enumerate(network.layers) if isinstance(other, Conv2D))
     if index == first:
         return "first conv"
-    groups = getattr(layer, "groups", 1)
-    if groups > 1:
-        return "depthwise"
+    if getattr(layer, "groups", 1) > 1:
+        return "depthwise" if layer.weight.shape[2] == 1 else "conv"
     return "pointwise" if tuple(layer.weight.shape[:2]) == (1, 1) else "conv"
 
 
@@ -137,8 +164,12 @@ def figures(name, board, config):
         useful, _ = lookup(spec.kind).macs(spec, config)
         cycles = layer_cycles(config, d, 1, implementation=board.implementation)
         kind = layer_kind(net, spec.source)
-        per_kind[kind][0] += useful
-        per_kind[kind][1] += cycles
+        kinds = [kind]
+        if kind == "depthwise" and net.layers[spec.source].strides == (1, 1):
+            kinds.append("dw s1")
+        for k in kinds:
+            per_kind[k][0] += useful
+            per_kind[k][1] += cycles
     geo = regions(config)
     w_words = len(program.images[Region.WEIGHT][1])
     return {
@@ -220,7 +251,7 @@ def add_share(r):
 
 def print_table(rows):
     """Print the figures, then the reasons of the rows without them."""
-    head = (f"{'model':<13} {'design':<17} {'MACs':>10} {'dev. MACs':>10} {'cycles':>10} "
+    head = (f"{'model':<13} {'design':<26} {'MACs':>10} {'dev. MACs':>10} {'cycles':>10} "
             f"{'sim':>10} {'util.':>6} " + " ".join(f"{k:>10}" for k in KINDS)
             + f" {'pool cyc.':>9} {'add cyc.':>8} {'add %':>6} {'us @clk':>9} {'us @Fmax':>9} "
               f"{'W bytes':>9} {'int8 W':>8} {'ACT bytes':>9} {'wire B':>7} {'UART ms':>8}")
@@ -234,7 +265,7 @@ def print_table(rows):
         kinds = " ".join(f"{_util(*r['per_kind'][k], config):>10}" for k in KINDS)
         sim = f"{r['sim_cycles']:,}" if r["sim_cycles"] is not None else "-"
         at_fmax = f"{r['board_cycles'] / reached * 1e6:>9.1f}" if reached else f"{'-':>9}"
-        print(f"{r['name']:<13} {r['design']:<17} {r['macs']:>10,} {r['device_macs']:>10,} "
+        print(f"{r['name']:<13} {r['design']:<26} {r['macs']:>10,} {r['device_macs']:>10,} "
               f"{r['board_cycles']:>10,} {sim:>10} "
               f"{_util(r['device_macs'], r['board_cycles'], config):>6} {kinds} "
               f"{r['per_kind']['pool'][1]:>9,} {r['per_kind']['add'][1]:>8,} "
@@ -250,7 +281,8 @@ def print_table(rows):
           "implementation); sim: the simulated board's counter, or with --no-board the "
           "program interpreter's (the plain device: the model's cycles without the "
           "requantization pipeline).\nutil.: useful "
-          "MACs / (rows x cols x cycles), per layer kind on that kind's layers' cycles. "
+          "MACs / (rows x cols x cycles), per layer kind on that kind's layers' cycles "
+          "(dw s1: the depthwise layers of stride 1). "
           "add cyc., add %: the residual additions' cycles and share of the cycles. "
           "us @clk: latency at the design's clock; us @Fmax: at the Fmax its preset's build "
           "reached (docs/performance.md).\nW bytes: WEIGHT as stored (tiles padded); int8 W: "
@@ -287,6 +319,44 @@ def print_peers(rows):
           "that design and clock is faster.")
 
 
+def target_figures(r):
+    """Return the figures of row ``r`` that :data:`TARGETS` names."""
+    config, cycles = r["config"], r["board_cycles"]
+    macs, dw_cycles = r["per_kind"]["dw s1"]
+    return {"latency_ms": cycles / config.clock_hz * 1e3,
+            "macs_per_cycle": r["device_macs"] / cycles,
+            "dw_s1_util_pct": (100 * macs / (config.rows * config.cols * dw_cycles)
+                               if dw_cycles else None)}
+
+
+def print_targets(rows, design_name):
+    """Print each of :data:`TARGETS` on design ``design_name``: the measured figure, met or
+    missed and by how much, or why there is no figure."""
+    print(f"\nTargets on {design_name} (batch 1, the board's cycles at its clock):")
+    print(f"{'target':<46} {'goal':>9} {'measured':>10}  verdict")
+    for name, figure, sense, goal, what in TARGETS:
+        r = next((r for r in rows if r["name"] == name and r["design"] == design_name), None)
+        if r is None:
+            measured, verdict = "-", "not run (--models)"
+        elif "reason" in r:
+            first = r["reason"].splitlines()[0]
+            measured, verdict = "-", f"missed: the design refuses it ({first[:70]})"
+        else:
+            value = target_figures(r)[figure]
+            if value is None:
+                measured, verdict = "-", "no such layers"
+            else:
+                met = value <= goal if sense == "<=" else value >= goal
+                factor = value / goal if sense == "<=" else goal / value
+                measured = f"{value:,.3g}"
+                verdict = "met" if met else f"missed by {factor:.2f}x"
+        print(f"{what:<46} {sense + ' ' + format(goal, 'g'):>9} {measured:>10}  {verdict}")
+    reached = REACHED_HZ.get(design_name)
+    clock = design(design_name)[1].clock_hz
+    print("clock: " + (f"{clock / 1e6:g} MHz, its newest build reached {reached / 1e6:.1f} MHz"
+                       if reached else f"{clock / 1e6:g} MHz, no build of it in the record"))
+
+
 def row_figures(rows):
     """Return the figures of the rows that have them, for the record, each named by its model
     and design (``resnet8_ulx3s-85f-resnet8_latency_ms``)."""
@@ -301,6 +371,9 @@ def row_figures(rows):
             "clock_mhz": config.clock_hz / 1e6, "latency_ms": ms, "inferences_per_s": 1e3 / ms,
             "utilization_pct": 100 * r["device_macs"] / (config.rows * config.cols * cycles),
             "add_share_pct": 100 * add_share(r), "wire_bytes": r["wire_bytes"]}.items()})
+        dw_util = target_figures(r)["dw_s1_util_pct"]
+        if dw_util is not None:
+            figures[f"{r['name']}_{r['design']}_dw_s1_utilization_pct"] = dw_util
     return figures
 
 
@@ -309,7 +382,8 @@ def main(argv=None):
     parser.add_argument("--models", default=",".join(MODELS),
                         help=f"comma list of zoo models (default: all; {', '.join(MODELS)})")
     parser.add_argument("--designs", default=",".join(DEFAULT_DESIGNS),
-                        help="comma list of boards or named presets (default: "
+                        help="comma list of boards or named presets, each with any "
+                             "+FIELD=N over it, e.g. ulx3s-85f-vww+depthwise=1 (default: "
                              f"{', '.join(DEFAULT_DESIGNS)})")
     parser.add_argument("--samples", type=int, default=2, metavar="N",
                         help="single inferences per model on the simulated board (default 2)")
@@ -317,17 +391,24 @@ def main(argv=None):
                         help="run on the program interpreter in this process instead of the "
                              "simulated boards")
     parser.add_argument("--quick", action="store_true",
-                        help="LeNet-5 on ulx3s-85f-resnet8, one sample, --no-board (a smoke "
-                             "run)")
+                        help="LeNet-5 and AD (which it refuses) on ulx3s-85f-resnet8, one "
+                             "sample, --no-board (a smoke run)")
     add_record_option(parser)
     args = parser.parse_args(argv)
     benchmark_record(parser, args)
     if args.quick:
-        args.models, args.designs = "lenet5", "ulx3s-85f-resnet8"
+        args.models, args.designs = "lenet5,ad", "ulx3s-85f-resnet8"
         args.samples, args.no_board = 1, True
     models, designs = args.models.split(","), args.designs.split(",")
     known = (*BOARDS, *NAMED_PRESETS)
-    bad = [m for m in models if m not in MODELS] + [d for d in designs if d not in known]
+    bad = ([m for m in models if m not in MODELS]
+           + [d for d in designs if d.split("+")[0] not in known])
+    for d in designs:
+        try:
+            if d.split("+")[0] in known:
+                design(d)
+        except (TypeError, ValueError) as error:
+            parser.error(f"--designs {d}: {error}")
     if bad or args.samples < 1:
         parser.error(f"unknown {', '.join(bad)}; models: {', '.join(MODELS)}; designs: "
                      f"{', '.join(known)}; --samples >= 1" if bad else "--samples must be >= 1")
@@ -342,6 +423,10 @@ def main(argv=None):
     print()
     print_table(rows)
     print_peers(rows)
+    targeted = {name for name, *_ in TARGETS}
+    for design_name in designs:
+        if any(r["design"] == design_name and r["name"] in targeted for r in rows):
+            print_targets(rows, design_name)
     record_benchmark(__file__, args, argv, row_figures(rows))
     return 0
 
