@@ -18,6 +18,7 @@ from ..link.frame import FrameEngine
 from ..link.uart import UART, divisor_for
 from ..protocol import DEFAULT_BAUD, RX_FIFO, frame_timeout_cycles
 from .accelerator import AcceleratorCore
+from .clock_gate import gate_clock
 
 __all__ = ["LINKS", "Device", "Link"]
 
@@ -35,6 +36,10 @@ LINKS = tuple(link.value for link in Link)
 #: Bytes the UART may deliver while the frame engine is busy answering (the default; INFO
 #: reports a device's own as ``rx_fifo``).
 RX_FIFO_DEPTH = RX_FIFO
+# Cycles a gated clock runs on after its logic's last activity (``gate_idle``): longer than
+# any latency from an access or the end of a run to rest (a read's answer, the counters'
+# last update, the array's enable following ``busy``).
+_LINGER = 8
 
 
 class Device(wiring.Component):
@@ -64,6 +69,13 @@ class Device(wiring.Component):
         more ahead of an answer it has not read); None: the implementation's ``rx_fifo``. A
         device with ``link="stream"`` reports it too, so that its host paces itself as a
         board's.
+    gate_idle : bool
+        For a simulator that evaluates a clock domain only on its edges (the simulated board's
+        Verilator): clock the accelerator from a clock that stops while it neither runs nor is
+        accessed (:func:`hwgen.device.clock_gate.gate_clock`), and, with ``link="stream"``,
+        the frame engine from one that stops while no request is under way; the device then
+        has a ``rest`` output. The behaviour is the same, cycle for cycle. Not with
+        ``link_clock_hz``; not for an FPGA, whose flip-flops take enables instead.
 
     Members
     -------
@@ -77,10 +89,13 @@ class Device(wiring.Component):
         Response bytes (``link="stream"``).
     busy : Out(1)
         A program is running (for an LED).
+    rest : Out(1)
+        (``gate_idle`` with ``link="stream"``.) Both gated clocks are stopped: until a request
+        byte arrives nothing in the device changes, so a simulator need not clock it.
     """
 
     def __init__(self, config, *, link=Link.UART, baud=DEFAULT_BAUD, implementation=None,
-                 pe_instances=False, link_clock_hz=None, rx_fifo=None):
+                 pe_instances=False, link_clock_hz=None, rx_fifo=None, gate_idle=False):
         if link not in LINKS:
             raise ValueError(f"link={link!r} is not supported; allowed: {', '.join(LINKS)}")
         link = Link(link)
@@ -94,7 +109,11 @@ class Device(wiring.Component):
         rx_fifo = implementation.rx_fifo if rx_fifo is None else rx_fifo
         if isinstance(rx_fifo, bool) or not isinstance(rx_fifo, int) or rx_fifo < 2:
             raise ValueError(f"rx_fifo must be an int >= 2 (bytes), not {rx_fifo!r}")
+        if gate_idle and link_clock_hz is not None:
+            raise ValueError("gate_idle=True needs the link and the accelerator on one clock "
+                             f"(link_clock_hz=None), not link_clock_hz={link_clock_hz!r}")
         self.rx_fifo = rx_fifo
+        self.gate_idle = bool(gate_idle)
         self.config = config
         self.link = link
         self.baud = baud
@@ -107,12 +126,18 @@ class Device(wiring.Component):
             members = {"rx": In(1, init=1), "tx": Out(1, init=1)}
         else:
             members = {"i_stream": In(stream.Signature(8)), "o_stream": Out(stream.Signature(8))}
+            if self.gate_idle:
+                members["rest"] = Out(1)
         super().__init__({**members, "busy": Out(1)})
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.accelerator = acc = self.accelerator
+        acc = self.accelerator
         split = self.link_clock_hz is not None
+        if self.gate_idle:
+            m.submodules.accelerator = self._gated_accelerator(m)
+        else:
+            m.submodules.accelerator = acc
 
         def in_link_domain(elaboratable):
             return DomainRenamer("link")(elaboratable) if split else elaboratable
@@ -126,7 +151,14 @@ class Device(wiring.Component):
                             rx_fifo=self.rx_fifo, features=self.implementation.features,
                             # byte streams may take a byte a cycle; a UART is far slower
                             prefetch=self.link is Link.STREAM)
-        m.submodules.frame = in_link_domain(frame)
+        if self.gate_idle and self.link is Link.STREAM:
+            # The engine's state holds still while it hunts for a request with no byte coming.
+            enable = gate_clock(m, "frame", active=self.i_stream.valid | ~frame.idle,
+                                linger=_LINGER)
+            m.submodules.frame = DomainRenamer("frame")(frame)
+            m.d.comb += self.rest.eq(~enable & ~self._core_enable)
+        else:
+            m.submodules.frame = in_link_domain(frame)
         if split:
             m.submodules.bridge = bridge = HostPortBridge(self.config)
             wiring.connect(m, frame.host, bridge.link)
@@ -147,3 +179,11 @@ class Device(wiring.Component):
         wiring.connect(m, fifo.r_stream, frame.i_stream)
         wiring.connect(m, frame.o_stream, uart.i_data)
         return m
+
+    def _gated_accelerator(self, m):
+        """Return the accelerator in domain ``core``, clocked while it runs or the host port
+        uses it (and :data:`_LINGER` cycles after)."""
+        host = self.accelerator.host
+        used = host.busy | host.we | host.re | host.start | host.clear
+        self._core_enable = gate_clock(m, "core", active=used, linger=_LINGER)
+        return DomainRenamer("core")(self.accelerator)

@@ -92,6 +92,9 @@ class FrameEngine(wiring.Component):
     host : In(HostPortSignature(config))
         The accelerator's host port, driven by the engine (region, addr, wdata, we, re, start,
         batch and clear are outputs of the engine; rdata, rvalid, busy and the counters inputs).
+    idle : Out(1)
+        No request is partly received or being carried out or answered: until the next byte
+        arrives the engine's state holds still.
 
     Raises
     ------
@@ -118,6 +121,7 @@ class FrameEngine(wiring.Component):
             "i_stream": In(stream.Signature(8)),
             "o_stream": Out(stream.Signature(8)),
             "host": In(HostPortSignature(config)),
+            "idle": Out(1),
         })
 
     @property
@@ -143,4 +147,5 @@ class FrameEngine(wiring.Component):
         wiring.connect(m, executor.response, codec.response)
         wiring.connect(m, codec.o_stream, wiring.flipped(self.o_stream))
         wiring.connect(m, wiring.flipped(self.host), executor.host)
+        m.d.comb += self.idle.eq(codec.idle)
         return m

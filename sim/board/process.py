@@ -3,8 +3,9 @@
 The harness clocks the model in C++ (no Python per cycle): it feeds the bytes received from the
 socket to the device one per cycle (the ``device-stream`` top) or bit by bit on the ``rx`` pin
 at the UART's divisor (``uart=True``, the ``device`` top), sends what the device answers, and
-sleeps in ``poll()`` once the device is idle and no request can be partial (it has answered
-after the last byte, or its partial-frame timeout has run out in simulated cycles). One client
+sleeps in ``poll()`` once the device is idle and no request can be partial (the byte-stream
+device says so itself, see :class:`hwgen.device.Device`'s ``gate_idle``; over the UART, once its
+partial-frame timeout has run out in simulated cycles since the last byte). One client
 at a time; when it disconnects the board keeps its state and accepts the next one. The harness
 exits when its parent dies (end of its stdin pipe, or re-parenting), so none is left behind.
 """
