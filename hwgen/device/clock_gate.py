@@ -13,9 +13,13 @@ user, has a test that runs a gated and an ungated device side by side.
 It is a simulation device: an FPGA design enables its flip-flops instead of gating a clock.
 """
 
-from amaranth.hdl import ClockDomain, ClockSignal, Module, Mux, ResetSignal, Signal
+from amaranth.hdl import ClockDomain, ClockSignal, DomainRenamer, Module, Mux, ResetSignal, Signal
 
-__all__ = ["gate_clock"]
+__all__ = ["RUN_LINGER", "gate_clock", "run_clock"]
+
+#: Cycles the blocks of a run need after ``busy`` falls to come to rest (the array's enable
+#: follows ``busy`` a cycle late), with a margin.
+RUN_LINGER = 8
 
 
 def gate_clock(m: Module, domain, *, active, linger):
@@ -66,3 +70,10 @@ def gate_clock(m: Module, domain, *, active, linger):
                  gated.clk.eq(ClockSignal("sync") & enable),
                  gated.rst.eq(ResetSignal("sync"))]
     return enable
+
+
+def run_clock(m, busy):
+    """Add to ``m`` the domain ``run``, ``sync``'s clock while ``busy`` (a program runs) and
+    :data:`RUN_LINGER` cycles after; return a function that puts an elaboratable in it."""
+    gate_clock(m, "run", active=busy, linger=RUN_LINGER)
+    return DomainRenamer("run")

@@ -7,7 +7,7 @@ byte).
 
 import enum
 
-from amaranth.hdl import DomainRenamer, Module
+from amaranth.hdl import DomainRenamer, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
@@ -18,7 +18,7 @@ from ..link.frame import FrameEngine
 from ..link.uart import UART, divisor_for
 from ..protocol import DEFAULT_BAUD, RX_FIFO, frame_timeout_cycles
 from .accelerator import AcceleratorCore
-from .clock_gate import gate_clock
+from .clock_gate import RUN_LINGER, gate_clock
 
 __all__ = ["LINKS", "Device", "Link"]
 
@@ -37,9 +37,9 @@ LINKS = tuple(link.value for link in Link)
 #: reports a device's own as ``rx_fifo``).
 RX_FIFO_DEPTH = RX_FIFO
 # Cycles a gated clock runs on after its logic's last activity (``gate_idle``): longer than
-# any latency from an access or the end of a run to rest (a read's answer, the counters'
-# last update, the array's enable following ``busy``).
-_LINGER = 8
+# any latency from a host access to rest (a registered read's answer). After a run the core
+# runs on for RUN_LINGER cycles, as the run's blocks do.
+_LINGER = 2
 
 
 class Device(wiring.Component):
@@ -120,7 +120,8 @@ class Device(wiring.Component):
         self.link_clock_hz = link_clock_hz
         link_hz = config.clock_hz if link_clock_hz is None else link_clock_hz
         self.divisor = divisor_for(link_hz, baud) if link is Link.UART else None
-        self.accelerator = AcceleratorCore(config, implementation, pe_instances=pe_instances)
+        self.accelerator = AcceleratorCore(config, implementation, pe_instances=pe_instances,
+                                           gate_idle=self.gate_idle)
         self.implementation = implementation
         if link is Link.UART:
             members = {"rx": In(1, init=1), "tx": Out(1, init=1)}
@@ -150,7 +151,7 @@ class Device(wiring.Component):
                             baud=self.baud if self.link is Link.UART else 0,
                             rx_fifo=self.rx_fifo, features=self.implementation.features,
                             # byte streams may take a byte a cycle; a UART is far slower
-                            prefetch=self.link is Link.STREAM)
+                            prefetch=self.link is Link.STREAM, wide=self.link is Link.STREAM)
         if self.gate_idle and self.link is Link.STREAM:
             # The engine's state holds still while it hunts for a request with no byte coming.
             enable = gate_clock(m, "frame", active=self.i_stream.valid | ~frame.idle,
@@ -184,6 +185,8 @@ class Device(wiring.Component):
         """Return the accelerator in domain ``core``, clocked while it runs or the host port
         uses it (and :data:`_LINGER` cycles after)."""
         host = self.accelerator.host
-        used = host.busy | host.we | host.re | host.start | host.clear
+        ran = Signal(range(RUN_LINGER + 1))   # a run ended at most this many cycles ago
+        m.d.sync += ran.eq(Mux(host.busy, RUN_LINGER, Mux(ran == 0, 0, ran - 1)))
+        used = host.busy | (ran != 0) | host.we | host.re | host.start | host.clear
         self._core_enable = gate_clock(m, "core", active=used, linger=_LINGER)
         return DomainRenamer("core")(self.accelerator)
