@@ -195,7 +195,11 @@ def test_sim_damaged_write_request_is_resent(sim_port):
     client.info()
     sim_port.corrupt_request(16)  # a word byte: the device answers BAD_CRC and writes nothing
     client.write(Region.OUTPUT, 1, [5, 6])
-    assert sum(r[1] == Opcode.WRITE.value for r in sim_port.requests) == 2
+    # The damaged frame goes again halved: a WRITE of each word.
+    writes = [unpack_access(r[8:-2])[1:3] for r in sim_port.requests
+              if r[1] == Opcode.WRITE.value]
+    assert writes == [(1, 2), (1, 1), (2, 1)]
+    assert client.plan.damage == {"bad_crc": 1}
     assert client.read(Region.OUTPUT, 0, 4).tolist() == [0, 5, 6, 0]
 
 
@@ -250,10 +254,12 @@ class PyDevice:
         self.starts = 0
         self.loaded = False
         self.handled = []
+        self.frames = []
 
     def answer(self, frame):
         """Return ``(status, payload)`` for a request frame."""
         self.handled.append(frame.opcode)
+        self.frames.append(frame)
         return getattr(self, f"_{frame.opcode.name.lower()}")(frame.payload)
 
     def _info(self, payload):
@@ -365,11 +371,27 @@ def test_lost_answer_is_retried():
 
 
 def test_only_damaged_answers_raise_link_error():
-    client, _, _ = client_for(dict.fromkeys(range(1, 4), "corrupt"))
+    # retries=2: 16 * 3 damaged answers in a row are a dead link; the READ went in halves.
+    client, _, _ = client_for(dict.fromkeys(range(1, 100), "corrupt"))
     client.info()
-    with pytest.raises(LinkError, match=r"no intact answer to READ WEIGHT\[0:2\] in 3 attempt"
-                                        r"\(s\); last problem: the answer was damaged"):
+    with pytest.raises(LinkError, match=r"^no intact answer to READ WEIGHT\[0:2\] in 48 "
+                                        r"attempts in a row \(pieces of 6, 3 data bytes tried\); "
+                                        r"damage seen: 48 damaged answers$"):
         client.read(Region.WEIGHT, 0, 2)
+
+
+def test_a_damaged_piece_alone_goes_again_in_halves():
+    """Of a WRITE of 8 words whose first attempt is damaged, halves go, then a half's halves
+    where it is damaged again; the words all land, and the link's payload size is halved until
+    intact answers grow it back."""
+    client, device, _ = client_for({1: "corrupt", 3: "corrupt"})
+    client.write(Region.ACT, 0, list(range(1, 9)))
+    counts = [unpack_access(frame.payload)[2] for frame in device.frames
+              if frame.opcode == Opcode.WRITE]
+    # 8 (damaged) -> its halves 4 and 4 (damaged again) -> the second one's halves, 2 and 2.
+    assert counts == [8, 4, 4, 2, 2]
+    assert device.mem[Region.ACT][:8] == list(range(1, 9))
+    assert client.plan.damage == {"damaged": 2} and client.plan.limit < MAX_PAYLOAD
 
 
 def test_silent_port_raises_link_timeout_naming_the_request():
