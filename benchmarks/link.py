@@ -10,10 +10,11 @@ under Verilator, over TCP). For each batch size (rows per ``infer`` call) it pri
 - link efficiency: bytes of input and output data (packed values) over all bytes on the wire
   (requests, responses, framing, COUNTERS polls, retries), as counted by the driver; next to
   it the ideal for one poll per run, from :mod:`hwgen.throughput`'s model;
-- inferences per second through the simulated board (the time of ``infer`` alone), and the
-  simulated cycles per CPU second of the harness (which also clocks the model while the device
-  waits for the host); at the end the simulated cycles per second inside runs, while the
-  device computes, per CPU second and per wall second;
+- inferences per second through the simulated board (the time of ``infer`` alone), the
+  simulated cycles per CPU second of the harness (it clocks no cycle while the device is at
+  rest), and those cycles per wire byte (how fast the device takes and gives the bytes); at the
+  end the simulated cycles per second inside runs, while the device computes, per CPU second and
+  per wall second;
 - the projection over a 3 Mbaud UART (10 bits per byte): wire bytes per inference at 10 bits
   each, plus the device cycles per inference at ``config.clock_hz``, with no overlap of the two
   and no host turnaround time.
@@ -127,27 +128,30 @@ def main(argv=None):
             wire_per_row = totals["wire"] / rows
             cycles_per_row = totals["cycles"] / rows
             uart_s = wire_per_row * BITS_PER_BYTE / UART_BAUD + cycles_per_row / config.clock_hz
-            sim_cps = (after.cycles - before.cycles) / (after.cpu_s - before.cpu_s)
-            busy = (after.busy_cycles - before.busy_cycles) / (after.cycles - before.cycles)
+            sim_cycles = after.cycles - before.cycles
+            sim_cps = sim_cycles / (after.cpu_s - before.cpu_s)
+            busy = (after.busy_cycles - before.busy_cycles) / sim_cycles
             rows_out.append((batch, totals["payload"] / totals["wire"],
                              totals["payload"] / calls / ideal, rows / totals["seconds"],
-                             sim_cps, busy, wire_per_row, cycles_per_row, 1 / uart_s))
+                             sim_cps, sim_cycles / totals["wire"], busy, wire_per_row,
+                             cycles_per_row, 1 / uart_s))
         computing = compute_rate(board, acc, program)
     print()
     print(f"{'batch':>5} {'link eff.':>9} {'ideal':>6} {'inf/s sim':>10} "
-          f"{'sim cycles/s':>13} {'busy':>5} {'wire B/inf':>10} {'cycles/inf':>10} "
-          f"{'inf/s 3 Mbaud UART':>18}")
-    for batch, eff, ideal, ips, cps, busy, wire, cyc, uart in rows_out:
-        print(f"{batch:>5} {eff:>9.1%} {ideal:>6.1%} {ips:>10,.0f} {cps:>13,.0f} {busy:>5.0%} "
-              f"{wire:>10.1f} {cyc:>10.1f} {uart:>18,.0f}")
+          f"{'sim cycles/s':>13} {'cycles/wire B':>13} {'busy':>5} {'wire B/inf':>10} "
+          f"{'cycles/inf':>10} {'inf/s 3 Mbaud UART':>18}")
+    for batch, eff, ideal, ips, cps, per_byte, busy, wire, cyc, uart in rows_out:
+        print(f"{batch:>5} {eff:>9.1%} {ideal:>6.1%} {ips:>10,.0f} {cps:>13,.0f} "
+              f"{per_byte:>13.1f} {busy:>5.0%} {wire:>10.1f} {cyc:>10.1f} {uart:>18,.0f}")
     wall, cpu = np.median(np.array(computing), axis=0)
     print(f"\nsimulated cycles per second while the device computes (batch {program.batch}, "
           f"median of {len(computing)} windows): {cpu:,.0f} per CPU second, {wall:,.0f} per "
           f"wall second (load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
     print("\nlink eff.: input and output data bytes / all bytes sent and received (measured); "
           "ideal: the same with one COUNTERS poll per run, from hwgen.throughput's model.\n"
-          "sim cycles/s: simulated clock cycles per CPU second of the harness; "
-          "busy: share of those cycles in which the device computed.\n"
+          "sim cycles/s: simulated clock cycles per CPU second of the harness; cycles/wire B: "
+          "those cycles per byte on the wire; busy: share of them in which the device "
+          "computed.\n"
           f"UART projection: wire bytes x {BITS_PER_BYTE} bits / {UART_BAUD:,} baud + device "
           f"cycles / {config.clock_hz / 1e6:g} MHz per inference, no overlap, no host delays.")
     return 0

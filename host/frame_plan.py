@@ -28,10 +28,14 @@ GROW_AFTER = 2
 DAMAGE = ("bad_crc", "damaged", "lost", "refused")
 # A wait counts as lost after this many times the usual wait, and never before this floor (s).
 # (An answer that comes later only costs a frame sent again.)
-_WAIT_FACTOR = 8
+_WAIT_FACTOR = 3
 _WAIT_FLOOR_S = 0.025
+# The least pause (s) after which an answer that has begun counts as cut short.
+_STALL_S = 0.005
 # How much of the wait estimate an answer's shorter wait takes off.
-_WAIT_DECAY = 0.1
+_WAIT_DECAY = 0.2
+# Intact answers after the last damage for which a link still counts as damaging.
+_LATELY = 256
 # Smallest payload the plan cuts to: the pieces' own minimum (one word, one sample) still wins.
 _LEAST_LIMIT = 16
 
@@ -69,6 +73,7 @@ class FramePlan:
         self.resent_bytes = 0
         self.timeouts = 0
         self._clean = 0
+        self._since_damage = _LATELY    # intact answers since the last damage
         self._wait = {}                 # estimate of an answer's wait (s), by opcode
         self._seconds_per_byte = 0.0    # the line's time per byte (a UART's 10 bits)
 
@@ -86,6 +91,7 @@ class FramePlan:
             raise ValueError(f"kind={kind!r}; allowed: {', '.join(DAMAGE)}")
         self.damage[kind] += 1
         self.resent_bytes += resend_bytes
+        self._since_damage = 0
         if shrink:
             self._clean = 0
             self.limit = max(_LEAST_LIMIT, self.limit // 2)
@@ -104,6 +110,7 @@ class FramePlan:
         :data:`GROW_AFTER` in a row the payload size doubles."""
         last = self._wait.get(opcode)
         self._wait[opcode] = waited if last is None else max(waited, (1 - _WAIT_DECAY) * last)
+        self._since_damage += 1
         self._clean += 1
         if self._clean >= GROW_AFTER:
             self._clean = 0
@@ -111,8 +118,16 @@ class FramePlan:
 
     @property
     def damaging(self):
-        """Whether the link damages frames lately (the payload size is below the device's)."""
-        return self.limit < self.most
+        """Whether the link has damaged a frame lately: within the last :data:`_LATELY`
+        intact answers."""
+        return self._since_damage < _LATELY
+
+    def stall_timeout(self):
+        """Return how long an answer that has begun may pause before it counts as cut short
+        (its bytes come back to back): a fraction of the usual wait, at least a few
+        milliseconds and ten byte times of the line."""
+        return max(_STALL_S, 10 * self._seconds_per_byte,
+                   max(self._wait.values(), default=0) / 2)
 
     def attempt_timeout(self, opcodes, pending_bytes=0, silent=0, *, guess=True):
         """Return how long to wait for an answer to requests of ``opcodes`` before they count

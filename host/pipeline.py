@@ -28,11 +28,12 @@ time, up to ``timeout``).
 import collections
 import time
 
-from hwgen.protocol import FRAME_OVERHEAD, Status, encode_request
+from hwgen.protocol import FRAME_OVERHEAD, Opcode, Status, encode_request
 
 from .errors import DeviceError, LinkError, LinkTimeout
 from .frame_plan import describe_damage
 from .frames import ResponseDecoder
+from .pieces import Exchange
 
 __all__ = ["DEAD_AFTER", "pipeline"]
 
@@ -43,6 +44,8 @@ __all__ = ["DEAD_AFTER", "pipeline"]
 DEAD_AFTER = 16
 # Zeros sent behind the last request in flight on a link that damages frames.
 _TRAILER = 4
+# The probe sent behind them: a small request that changes nothing.
+_PROBE = Exchange(Opcode.COUNTERS, b"", "a probe (COUNTERS)", 0)
 
 
 def pipeline(client, exchanges, window):
@@ -67,11 +70,11 @@ class _Piece:
     """A request, or a piece of one: where its answer goes, and (for a request) the sizes
     tried and the damage seen."""
 
-    __slots__ = ("answers", "damage", "exchange", "index", "join", "left", "parent", "refused",
-                 "result", "root", "sizes")
+    __slots__ = ("answers", "damage", "exchange", "index", "join", "left", "parent", "probe",
+                 "refused", "result", "root", "sizes")
 
-    def __init__(self, exchange, parent=None, index=0):
-        self.exchange, self.parent, self.index = exchange, parent, index
+    def __init__(self, exchange, parent=None, index=0, *, probe=False):
+        self.exchange, self.parent, self.index, self.probe = exchange, parent, index, probe
         self.root = self if parent is None else parent.root
         self.answers = self.join = self.result = None
         self.left = 0
@@ -105,7 +108,7 @@ class _Pipeline:
     def run(self, exchanges):
         roots = [_Piece(e) for e in exchanges]
         queue, flight = collections.deque(roots), collections.deque()
-        while queue or flight:
+        while queue or any(not sent.piece.probe for sent in flight):
             self._send(queue, flight)
             frame, waited = self._wait(flight)
             if frame is None:
@@ -120,7 +123,9 @@ class _Pipeline:
             for _ in range(k):   # sent before the answered one: lost on the way
                 again += self._failed(flight.popleft(), "lost")
             sent = flight.popleft()
-            if not frame.crc_ok:
+            if sent.piece.probe:
+                pass             # it has told what it could
+            elif not frame.crc_ok:
                 again += self._failed(sent, "damaged")
             elif frame.status == Status.BAD_CRC:
                 again += self._failed(sent, "bad_crc")
@@ -139,26 +144,32 @@ class _Pipeline:
         return [root.result for root in roots]
 
     def _send(self, queue, flight):
-        """Send the queue's next pieces while the window allows (one at least)."""
-        port = self.client.port
+        """Send the queue's next pieces while the window allows (one at least); on a link that
+        damages frames, a probe and zeros behind the last one."""
+        sent = False
         while queue:
-            piece = queue[0]
-            size = FRAME_OVERHEAD + len(piece.exchange.payload)
-            following = sum(sent.size for sent in flight) - (flight[0].size if flight else 0)
-            if flight and following + size > self.window:
+            size = FRAME_OVERHEAD + len(queue[0].exchange.payload)
+            ahead = [s.size for s in flight if not s.piece.probe]   # (probes hold no one up)
+            if ahead and sum(ahead) - ahead[0] + size > self.window:
                 break
-            queue.popleft()
-            seq = self.client.next_seq()
-            self.timed_out.pop(seq, None)   # (a number taken again after 256 requests)
-            frame = encode_request(piece.exchange.opcode, seq, piece.exchange.payload)
-            if not queue and self.plan.damaging:
-                # A byte dropped from the last frame sent would leave the device waiting for
-                # one, and the host for its answer, until a timeout: a few zeros complete such a
-                # frame (answered BAD_CRC) and are skipped otherwise.
-                frame += bytes(_TRAILER)
-            port.write(frame)
-            piece.root.sizes.add(piece.exchange.data_bytes)
-            flight.append(_Sent(piece, seq, size))
+            self._write(queue.popleft(), flight)
+            sent = True
+        if sent and self.plan.damaging:
+            # The last request's answer may not come (its header damaged): a probe's answer
+            # behind it tells so at once, where a timeout would (the device's receive FIFO
+            # holds its few bytes whatever the window). A byte dropped from the last frame
+            # would leave the device waiting for one: zeros complete such a frame (answered
+            # BAD_CRC) and are skipped otherwise.
+            self._write(_Piece(_PROBE, probe=True), flight)
+            self.client.port.write(bytes(_TRAILER))
+
+    def _write(self, piece, flight):
+        seq = self.client.next_seq()
+        self.timed_out.pop(seq, None)   # (a number taken again after 256 requests)
+        self.client.port.write(encode_request(piece.exchange.opcode, seq,
+                                              piece.exchange.payload))
+        piece.root.sizes.add(piece.exchange.data_bytes)
+        flight.append(_Sent(piece, seq, FRAME_OVERHEAD + len(piece.exchange.payload)))
 
     def _wait(self, flight):
         """Return the next answer frame and the seconds waited for it, or ``(None, seconds)``
@@ -170,7 +181,9 @@ class _Pipeline:
         start = last = time.monotonic()
         while not self.ready:
             now = time.monotonic()
-            if now - last >= timeout:
+            # An answer's bytes come back to back: one that stops half way lost a byte.
+            if now - last >= (timeout if not self.decoder.pending else
+                              min(timeout, self.plan.stall_timeout())):
                 self.silent += 1
                 if now - self.heard >= (client.retries + 1) * client.timeout * (1 - 1e-9):
                     what = flight[0].piece.root.exchange.what
@@ -213,6 +226,8 @@ class _Pipeline:
         the payload size stays, since the answer may only be slow); return the pieces to send
         again (it, or what it is cut into at the plan's payload size)."""
         piece, root, stats = sent.piece, sent.piece.root, self.client.stats
+        if piece.probe:
+            return []
         root.damage[kind] += 1
         self.plan.damaged(kind, sent.size, shrink=not timeout)
         stats["retries"] += 1

@@ -366,7 +366,8 @@ def test_stale_answer_is_discarded():
 def test_lost_answer_is_retried():
     client, device, _ = client_for({1: "drop"})
     client.write(Region.WEIGHT, 2, [7])
-    assert device.handled == [Opcode.INFO, Opcode.WRITE, Opcode.WRITE]
+    # The link has lost a frame lately: a probe (COUNTERS) follows the WRITE sent again.
+    assert device.handled == [Opcode.INFO, Opcode.WRITE, Opcode.WRITE, Opcode.COUNTERS]
     assert client.stats["retries"] == 1
 
 
@@ -384,7 +385,8 @@ def test_a_damaged_piece_alone_goes_again_in_halves():
     """Of a WRITE of 8 words whose first attempt is damaged, halves go, then a half's halves
     where it is damaged again; the words all land, and the link's payload size is halved until
     intact answers grow it back."""
-    client, device, _ = client_for({1: "corrupt", 3: "corrupt"})
+    # Requests 3 and 5 are the probes (COUNTERS) behind each half on a link that damages.
+    client, device, _ = client_for({1: "corrupt", 4: "corrupt"})
     client.write(Region.ACT, 0, list(range(1, 9)))
     counts = [unpack_access(frame.payload)[2] for frame in device.frames
               if frame.opcode == Opcode.WRITE]
@@ -431,16 +433,16 @@ def test_run_answer_lost_but_started():
     client, device, _ = client_for({3: "drop"}, config=TINY)
     client.write(Region.PROGRAM, 0, [1])  # requests 0 (INFO) and 1 (WRITE)
     client.run(1)  # request 2: COUNTERS (first run), 3: RUN with its answer lost, 4: COUNTERS
-    assert device.starts == 1
-    assert device.handled[2:] == [Opcode.COUNTERS, Opcode.RUN, Opcode.COUNTERS]
+    assert device.starts == 1   # (5: the probe behind 4 on a link that has lost a frame)
+    assert device.handled[2:] == [Opcode.COUNTERS, Opcode.RUN, Opcode.COUNTERS, Opcode.COUNTERS]
 
 
 def test_run_request_lost_is_resent():
     client, device, _ = client_for({3: "drop-request"})
     client.write(Region.PROGRAM, 0, [1])
     client.run(1)
-    assert device.starts == 1
-    assert device.handled[2:] == [Opcode.COUNTERS, Opcode.COUNTERS, Opcode.RUN]
+    assert device.starts == 1   # the lost RUN's check (COUNTERS) and its probe, then the RUN
+    assert device.handled[2:] == [Opcode.COUNTERS, Opcode.COUNTERS, Opcode.COUNTERS, Opcode.RUN]
 
 
 def test_run_count_moved_unexpectedly():
