@@ -4,9 +4,11 @@ The build time is split into Yosys, nextpnr and nextpnr's own phases: placement 
 its simulated-annealing refinement (SA) and routing.
 
 Run ``python benchmarks/boards.py`` (all cases) or ``python benchmarks/boards.py NAME...``;
-``--list`` shows the cases. Each case is a real ``hwgen build`` (the same code path), so the
-YoWASP tools must be installed; the first run of each tool compiles its WebAssembly (about a
-minute). Results go to ``build/bench/<case>/`` with the usual ``report.json``/``report.md``.
+``--list`` shows the cases; ``--quick`` builds the smallest, ``ice40-array-2x2`` (the tests'
+smoke run); ``--record`` writes the figures into the record (:mod:`hwgen.figures`). Each case
+is a real ``hwgen build`` (the same code path), so the YoWASP tools must be installed; the
+first run of each tool compiles its WebAssembly (about a minute). Results go to
+``build/bench/<case>/`` with the usual ``report.json``/``report.md``.
 """
 
 import argparse
@@ -15,10 +17,13 @@ import time
 from pathlib import Path
 
 from hwgen import boards
+from hwgen.figures import add_record_option, benchmark_record, record_benchmark
 
 # name -> (board, top, design options, what it measures). "array" builds the systolic array
 # alone (boards.ArrayTop), "device" the whole device as `hwgen build` does.
 CASES = {
+    "ice40-array-2x2": ("icebreaker", "array", {"rows": 2, "cols": 2, "clock_hz": 48_000_000},
+                        "2x2 int8 array alone, 4 MACs on 2 SB_MAC16 (the smoke run)"),
     "ecp5-array-4x4": ("ulx3s-85f", "array", {"rows": 4, "cols": 4, "clock_hz": 150_000_000},
                        "4x4 int8 array alone, registered MULT18X18D"),
     "ecp5-array-8x8": ("ulx3s-85f", "array", {"rows": 8, "cols": 8, "clock_hz": 150_000_000},
@@ -62,12 +67,16 @@ def main(argv=None):
     parser.add_argument("cases", nargs="*", help="case names (default: all)")
     parser.add_argument("--list", action="store_true", help="list the cases and exit")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--quick", action="store_true",
+                        help="the smallest case, ice40-array-2x2 (a smoke run)")
+    add_record_option(parser)
     args = parser.parse_args(argv)
+    benchmark_record(parser, args)
     if args.list:
         for name, (board, top, options, what) in CASES.items():
             print(f"{name:16} {what}\n{'':16} {_command(name, board, top, options)}")
         return 0
-    names = args.cases or list(CASES)
+    names = ["ice40-array-2x2"] if args.quick else args.cases or list(CASES)
     unknown = [n for n in names if n not in CASES]
     if unknown:
         parser.error(f"unknown case(s) {', '.join(unknown)}; see --list")
@@ -75,6 +84,7 @@ def main(argv=None):
               f"{'DSP':>4} {'DSP/MAC':>7} {'BRAM':>5} {'time s':>6} {'yosys':>5} {'pnr':>5} "
               f"{'place':>5} {'SA':>5} {'route':>5}")
     print(header)
+    figures = {}
     for name in names:
         start = time.perf_counter()
         rep = run(name, args.seed)
@@ -91,6 +101,12 @@ def main(argv=None):
         board_name, top, options, _ = CASES[name]
         print(f"{'':16} {_command(name, board_name, top, options)}   "
               f"({'PASS' if t['pass'] else 'FAIL'} at {t['target_mhz']:g} MHz)", flush=True)
+        figures.update({f"{name}_{k}": v for k, v in {
+            "fmax_mhz": t["fmax_mhz"] or 0, "target_mhz": t["target_mhz"], "pass": t["pass"],
+            "lut": res["lut"]["used"], "lut_per_mac": res["lut"]["used"] / macs,
+            "dsp": res["dsp"]["used"], "bram": res["bram"]["used"],
+            "build_s": rep["times"]["total_s"]}.items()})
+    record_benchmark(__file__, args, argv, figures)
     return 0
 
 

@@ -1,6 +1,6 @@
 """Benchmark of convolutional networks on the device: array utilization and wire bytes.
 
-Run: python benchmarks/cnn.py [--epochs E] [--calls N]
+Run: python benchmarks/cnn.py [--epochs E] [--calls N] [--quick] [--record [FILE]]
 
 Two workloads run through ``host.Accelerator`` on simulated boards (``sim.board.SimulatedBoard``:
 the device's Verilog under Verilator, over TCP):
@@ -16,6 +16,10 @@ For each it prints the device's cycles per batch (from its counters) next to the
 and the bytes on the wire per inference (the driver's count) against the input and output bytes
 plus the protocol's framing (``hwgen.throughput.wire_bytes_per_run`` less the input and output
 words). Every output is checked bit-exact against ``QuantizedNetwork.forward``.
+
+``--quick`` (the tests' smoke run) makes (a) a 4x4 image of 8 channels, batch 2, and trains (b)
+for one epoch, run on 16 test images; ``--record`` writes the figures into the record
+(:mod:`hwgen.figures`).
 """
 
 import argparse
@@ -29,6 +33,7 @@ import hwgen
 from host import Accelerator
 from hwgen import AcceleratorConfig
 from hwgen.cycles import program_cycles
+from hwgen.figures import add_record_option, benchmark_record, record_benchmark
 from hwgen.nn import Conv2D, QuantizedNetwork, load_digits_images, quantize, train_digits_cnn
 from hwgen.protocol import MAX_PAYLOAD
 from hwgen.streams import fetch_chunks, load_chunks
@@ -37,17 +42,20 @@ from sim.board import SimulatedBoard
 
 CONV_SHAPE = (16, 16, 16)  # H, W, C_in
 CONV_BATCH = 8
+QUICK_SHAPE, QUICK_BATCH = (4, 4, 8), 2
 
 
-def conv_workload(rng):
-    """Return workload (a): its network, config and input batches' sample shape."""
-    c_in, c_out = CONV_SHAPE[2], 16
+def conv_workload(rng, shape=CONV_SHAPE):
+    """Return workload (a): its network (a 3x3 convolution of ``shape`` ``(H, W, C)``, as many
+    channels out as in) and its config."""
+    c_in, c_out = shape[2], shape[2]
     weight = rng.integers(-127, 128, size=(3, 3, c_in, c_out))
     bias = rng.integers(-2000, 2000, size=c_out)
     # mult / 2**shift about 1 / (sqrt(K) * 127): outputs spread over the int8 range.
     layer = Conv2D(weight, bias, np.full(c_out, 1 << 14), np.full(c_out, 23), padding=1)
-    net = QuantizedNetwork([layer], input_shape=CONV_SHAPE)
-    return net, AcceleratorConfig(act_depth=8192)
+    net = QuantizedNetwork([layer], input_shape=shape)
+    # The 16-channel image needs 8,192 words at batch 8; a smaller one the default design's.
+    return net, AcceleratorConfig(act_depth=8192) if shape == CONV_SHAPE else AcceleratorConfig()
 
 
 def demo_workload(epochs):
@@ -114,19 +122,28 @@ def main(argv=None):
                         help="training epochs of the demo CNN (default: the demo's 30)")
     parser.add_argument("--calls", type=int, default=4, metavar="N",
                         help="infer calls of workload (a), one batch each (default: 4)")
+    parser.add_argument("--quick", action="store_true",
+                        help="small workloads, one call each (a smoke run)")
+    add_record_option(parser)
     args = parser.parse_args(argv)
     if args.epochs < 1 or args.calls < 1:
         parser.error("--epochs and --calls must be at least 1")
+    benchmark_record(parser, args)
     print("command: python " + " ".join(shlex.quote(a) for a in sys.argv), flush=True)
 
+    shape, batch = (QUICK_SHAPE, QUICK_BATCH) if args.quick else (CONV_SHAPE, CONV_BATCH)
+    calls, epochs = (1, 1) if args.quick else (args.calls, args.epochs)
     rng = np.random.default_rng(0)
-    net, config = conv_workload(rng)
-    program = hwgen.compile(net, config, batch=CONV_BATCH)
-    batches = [rng.integers(-128, 128, size=(CONV_BATCH, *CONV_SHAPE)) for _ in range(args.calls)]
-    results = [measure("(a) conv 3x3 16->16, 16x16, pad 1, batch 8", net, config, batches,
-                       program)]
+    net, config = conv_workload(rng, shape)
+    program = hwgen.compile(net, config, batch=batch)
+    batches = [rng.integers(-128, 128, size=(batch, *shape)) for _ in range(calls)]
+    h, w, c = shape
+    results = [measure(f"(a) conv 3x3 {c}->{c}, {h}x{w}, pad 1, batch {batch}", net, config,
+                       batches, program)]
 
-    net, config, x_test = demo_workload(args.epochs)
+    net, config, x_test = demo_workload(epochs)
+    if args.quick:
+        x_test = x_test[:16]
     program = hwgen.compile(net, config)
     results.append(measure(f"(b) demo CNN, {len(x_test)} test images, batch {program.batch}",
                            net, config, [x_test], program))
@@ -151,6 +168,14 @@ def main(argv=None):
     if errors:
         print(f"cnn.py: error: the cycle model is off for {', '.join(errors)}", file=sys.stderr)
         return 1
+    figures = {}
+    for key, r in zip(("conv", "demo_cnn"), results, strict=True):
+        expected = r["in"] + r["out"] + r["framing"]
+        figures.update({f"{key}_cycles": r["cycles"],
+                        f"{key}_utilization_pct": 100 * r["utilization"],
+                        f"{key}_wire_bytes_per_inference": r["wire"],
+                        f"{key}_wire_over_expected": r["wire"] / expected})
+    record_benchmark(__file__, args, argv, figures)
     return 0
 
 

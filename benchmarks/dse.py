@@ -1,6 +1,7 @@
 """Benchmark of hwgen dse: the build tier's speed-up with workers, the estimate tier's rate.
 
 Run: python benchmarks/dse.py [--board icebreaker] [--skip-build] [--estimate-board ulx3s-85f]
+                              [--quick] [--record [FILE]]
 
 Build tier: the same sweep of four tiny points (a 2x2 array with the board's preset buffers,
 ``acc_depth`` 16, 32, 48 and 64, so the four builds take about as long) on a local Dask cluster
@@ -21,6 +22,7 @@ import argparse
 import logging
 import os
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -31,6 +33,7 @@ from hwgen.boards import BOARDS, board_config
 from hwgen.dse import sweep
 from hwgen.dse.driver import LOCAL_HTTP
 from hwgen.dse.model import IntegerModel, load_model
+from hwgen.figures import add_record_option, benchmark_record, record_benchmark
 from sim.netgen import random_network
 
 # Builds are CPU-bound: the speed-up only means something on a machine otherwise idle, so each
@@ -59,6 +62,10 @@ def _load():
     return "load average " + ", ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
+#: ``--quick``: four points of the estimate tier, no build tier (the tests' smoke run).
+QUICK_SPACE = {"rows": [2, 4], "cols": [2, 4]}
+
+
 def build_tier(board_name, root):
     board = BOARDS[board_name]
     model = _tiny_model(board)
@@ -82,9 +89,11 @@ def build_tier(board_name, root):
               f"{seconds[workers]:.1f} s wall (builds: {builds}; {_load()})", flush=True)
     print(f"build tier speed-up with 2 workers: {seconds[1] / seconds[2]:.2f}x "
           f"(target >= 1.7 on 2 cores)")
+    return {"build_1_worker_s": seconds[1], "build_2_workers_s": seconds[2],
+            "build_speedup": seconds[1] / seconds[2]}
 
 
-def estimate_tier(board_name, root):
+def estimate_tier(board_name, root, space=ESTIMATE_SPACE):
     model = load_model()   # trained here, before the clock starts
     with _cluster(1) as cluster:
         # A first point warms the worker (its imports) and this process (Matplotlib's).
@@ -92,7 +101,7 @@ def estimate_tier(board_name, root):
               scheduler=cluster.scheduler_address, out=root / "warm", fresh=True)
         times = []
         start = time.perf_counter()
-        rows = sweep(board_name, ESTIMATE_SPACE, model=model,
+        rows = sweep(board_name, space, model=model,
                      scheduler=cluster.scheduler_address, out=root / "estimate", fresh=True,
                      on_row=lambda row: times.append(time.perf_counter()))
         seconds = time.perf_counter() - start
@@ -102,9 +111,12 @@ def estimate_tier(board_name, root):
           f"cycle counts), 1 worker: {seconds:.2f} s in all, {len(rows) / seconds:.0f} "
           f"points/s (target >= 100); {times[-1] - start:.2f} s to the last row, "
           f"{len(rows) / (times[-1] - start):.0f} points/s")
+    if not ok:
+        raise RuntimeError(f"estimate tier: none of the {len(rows)} points fits")
+    return {"estimate_points": len(rows), "estimate_points_per_s": len(rows) / seconds}
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--board", default="icebreaker", choices=sorted(BOARDS),
                         help="board of the build-tier sweep (default icebreaker)")
@@ -113,16 +125,23 @@ def main():
     parser.add_argument("--skip-build", action="store_true", help="the estimate tier only")
     parser.add_argument("--keep", type=Path, metavar="DIR",
                         help="keep the sweeps' folders here (default: a temporary folder)")
-    args = parser.parse_args()
+    parser.add_argument("--quick", action="store_true",
+                        help="four points of the estimate tier, no build tier (a smoke run)")
+    add_record_option(parser)
+    args = parser.parse_args(argv)
+    benchmark_record(parser, args)
     root = args.keep or Path(tempfile.mkdtemp(prefix="hwgen-dse-bench-"))
     try:
-        estimate_tier(args.estimate_board, root)
-        if not args.skip_build:
-            build_tier(args.board, root)
+        figures = estimate_tier(args.estimate_board, root,
+                                QUICK_SPACE if args.quick else ESTIMATE_SPACE)
+        if not (args.skip_build or args.quick):
+            figures.update(build_tier(args.board, root))
     finally:
         if args.keep is None:
             shutil.rmtree(root, ignore_errors=True)
+    record_benchmark(__file__, args, argv, figures, note=_load())
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,6 +1,7 @@
 """Benchmark of the host link: efficiency, inference rate, simulation speed, UART projection.
 
-Run: python benchmarks/link.py [--calls N] [design options, as for hwgen generate]
+Run: python benchmarks/link.py [--calls N] [--quick] [--record [FILE]] [design options, as for
+hwgen generate]
 
 An MLP 64-32-10 (random int8 weights, raw logits) is compiled for the default 8x8 int8
 weight-stationary accelerator (or the design the options describe) and run through
@@ -19,7 +20,9 @@ under Verilator, over TCP). For each batch size (rows per ``infer`` call) it pri
   each, plus the device cycles per inference at ``config.clock_hz``, with no overlap of the two
   and no host turnaround time.
 
-Every output is checked bit-exact against ``QuantizedNetwork.forward``.
+Every output is checked bit-exact against ``QuantizedNetwork.forward``. ``--quick`` (the tests'
+smoke run) takes one call of batch 1 and 16; ``--record`` writes the figures into the record
+(:mod:`hwgen.figures`).
 """
 
 import argparse
@@ -34,6 +37,7 @@ import hwgen
 from host import Accelerator
 from hwgen.cli import UsageError, add_config_options, config_from_args
 from hwgen.cycles import program_cycles
+from hwgen.figures import add_record_option, benchmark_record, record_benchmark
 from hwgen.throughput import wire_bytes_per_run
 from sim.board import SimulatedBoard
 from sim.netgen import random_input, random_network
@@ -78,8 +82,12 @@ def main(argv=None):
     parser.add_argument("--calls", type=int, default=None, metavar="N",
                         help="infer calls per batch size (default: about 1024 rows' worth, "
                              "at least 20 calls)")
+    parser.add_argument("--quick", action="store_true",
+                        help="one call of batch 1 and of 16 (a smoke run)")
+    add_record_option(parser)
     add_config_options(parser)  # default: the default design, 8x8 int8 ws at 50 MHz
     args = parser.parse_args(argv)
+    benchmark_record(parser, args)
     try:
         config = config_from_args(args)
         rng = np.random.default_rng(0)
@@ -101,8 +109,8 @@ def main(argv=None):
             Accelerator(board.url, config=config) as acc:
         acc.load(program)
         acc.infer(random_input(rng, config, 4, WIDTHS[0]))  # warm up: rate estimate, caches
-        for batch in BATCHES:
-            calls = args.calls or max(20, 1024 // batch)
+        for batch in BATCHES[:2] if args.quick else BATCHES:
+            calls = 1 if args.quick else args.calls or max(20, 1024 // batch)
             xs = [random_input(rng, config, batch, WIDTHS[0]) for _ in range(calls)]
             before = board.stats()
             totals = {"rows": 0, "wire": 0, "payload": 0, "cycles": 0, "seconds": 0.0}
@@ -135,7 +143,7 @@ def main(argv=None):
                              totals["payload"] / calls / ideal, rows / totals["seconds"],
                              sim_cps, sim_cycles / totals["wire"], busy, wire_per_row,
                              cycles_per_row, 1 / uart_s))
-        computing = compute_rate(board, acc, program)
+        computing = compute_rate(board, acc, program, samples=2 if args.quick else 15)
     print()
     print(f"{'batch':>5} {'link eff.':>9} {'ideal':>6} {'inf/s sim':>10} "
           f"{'sim cycles/s':>13} {'cycles/wire B':>13} {'busy':>5} {'wire B/inf':>10} "
@@ -154,6 +162,16 @@ def main(argv=None):
           "computed.\n"
           f"UART projection: wire bytes x {BITS_PER_BYTE} bits / {UART_BAUD:,} baud + device "
           f"cycles / {config.clock_hz / 1e6:g} MHz per inference, no overlap, no host delays.")
+    figures = {"sim_cycles_per_cpu_s": cpu, "sim_cycles_per_wall_s": wall}
+    for batch, eff, _, ips, cps, per_byte, _, wire, cyc, uart in rows_out:
+        figures.update({f"batch{batch}_link_efficiency_pct": 100 * eff,
+                        f"batch{batch}_inferences_per_s": ips,
+                        f"batch{batch}_sim_cycles_per_s": cps,
+                        f"batch{batch}_sim_cycles_per_wire_byte": per_byte,
+                        f"batch{batch}_wire_bytes_per_inference": wire,
+                        f"batch{batch}_cycles_per_inference": cyc,
+                        f"batch{batch}_uart_inferences_per_s": uart})
+    record_benchmark(__file__, args, argv, figures)
     return 0
 
 

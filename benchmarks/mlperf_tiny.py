@@ -1,7 +1,7 @@
 """MLPerf Tiny's models on the device: MACs, cycles, utilization by layer kind, latency, bytes.
 
 Run: python benchmarks/mlperf_tiny.py [--models ad,kws,...] [--designs ulx3s-85f,...]
-                                      [--samples N] [--no-board]
+                                      [--samples N] [--no-board] [--quick] [--record [FILE]]
 
 Each model of the zoo (:mod:`hwgen.models`: seeded weights, BatchNorm statistics of its
 calibration data) is imported with ``hwgen.nn.from_torch``, quantized on its calibration data
@@ -27,7 +27,9 @@ at a time). For every design (a board's preset, or a named one of
   their time on the default UART.
 
 A model that does not import, or does not fit a design, gets its row with the reason (the
-importer's or the compiler's error) instead of figures. Last, the latency of ResNet-8, KWS
+importer's or the compiler's error) instead of figures. ``--quick`` (the tests' smoke run) is
+LeNet-5 on the ResNet-8 design, one sample, on the program interpreter; ``--record`` writes the
+figures into the record (:mod:`hwgen.figures`). Last, the latency of ResNet-8, KWS
 and VWW beside the published FPGA results for the same models (:data:`PEERS`).
 """
 
@@ -42,6 +44,7 @@ from hwgen.boards import BOARDS, board_config
 from hwgen.boards.catalog import NAMED_PRESETS
 from hwgen.compiler.compile import activation_plan
 from hwgen.cycles import layer_cycles, program_cycles
+from hwgen.figures import add_record_option, benchmark_record, reached_hz, record_benchmark
 from hwgen.memmap import Region, regions
 from hwgen.models import MODELS
 from hwgen.nn import Add, Conv2D, Dense, from_torch, quantize
@@ -77,11 +80,9 @@ PEERS = {
 TASKS = {"resnet8": ("image classification", "ResNet-8 (reference)"),
          "kws": ("keyword spotting", "DS-CNN (reference)"),
          "vww": ("visual wake words", "MobileNetV1 0.25 (reference)")}
-#: Fmax of each preset's latest build (docs/performance.md, "Boards"): the 85F's at 62.5 MHz
-#: with diagonal depthwise tiles, the zoo design's at its 50 MHz, the iCEBreaker's build at
-#: 40.5 MHz, the 8x8 ResNet-8 design's at its 84.375 MHz, the 8x8 VWW design's at 45 MHz.
-REACHED_HZ = {"ulx3s-85f": 79_670_000, "ulx3s-85f-zoo": 54_740_000, "icebreaker": 42_800_000,
-              "ulx3s-85f-resnet8": 84_640_000, "ulx3s-85f-vww": 60_470_000}
+#: Fmax of each preset's newest build, from the record of figures (docs/figures.json, written
+#: by ``hwgen build --record``).
+REACHED_HZ = reached_hz()
 #: Layer kinds of the utilization columns, in order.
 KINDS = ("first conv", "depthwise", "pointwise", "conv", "dense")
 
@@ -286,6 +287,23 @@ def print_peers(rows):
           "that design and clock is faster.")
 
 
+def row_figures(rows):
+    """Return the figures of the rows that have them, for the record, each named by its model
+    and design (``resnet8_ulx3s-85f-resnet8_latency_ms``)."""
+    figures = {}
+    for r in rows:
+        if "reason" in r:
+            continue
+        config, cycles = r["config"], r["board_cycles"]
+        ms = cycles / config.clock_hz * 1e3
+        figures.update({f"{r['name']}_{r['design']}_{k}": v for k, v in {
+            "macs": r["macs"], "cycles": cycles, "sim_cycles": r["sim_cycles"],
+            "clock_mhz": config.clock_hz / 1e6, "latency_ms": ms, "inferences_per_s": 1e3 / ms,
+            "utilization_pct": 100 * r["device_macs"] / (config.rows * config.cols * cycles),
+            "add_share_pct": 100 * add_share(r), "wire_bytes": r["wire_bytes"]}.items()})
+    return figures
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=",".join(MODELS),
@@ -298,7 +316,15 @@ def main(argv=None):
     parser.add_argument("--no-board", action="store_true",
                         help="run on the program interpreter in this process instead of the "
                              "simulated boards")
+    parser.add_argument("--quick", action="store_true",
+                        help="LeNet-5 on ulx3s-85f-resnet8, one sample, --no-board (a smoke "
+                             "run)")
+    add_record_option(parser)
     args = parser.parse_args(argv)
+    benchmark_record(parser, args)
+    if args.quick:
+        args.models, args.designs = "lenet5", "ulx3s-85f-resnet8"
+        args.samples, args.no_board = 1, True
     models, designs = args.models.split(","), args.designs.split(",")
     known = (*BOARDS, *NAMED_PRESETS)
     bad = [m for m in models if m not in MODELS] + [d for d in designs if d not in known]
@@ -316,6 +342,7 @@ def main(argv=None):
     print()
     print_table(rows)
     print_peers(rows)
+    record_benchmark(__file__, args, argv, row_figures(rows))
     return 0
 
 

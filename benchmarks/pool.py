@@ -1,6 +1,7 @@
 """Benchmark of host.AcceleratorPool: inferences per second with 1 and 2 simulated boards.
 
-Run: python benchmarks/pool.py [--inputs N] [--repeat R] [design options, as for hwgen generate]
+Run: python benchmarks/pool.py [--inputs N] [--repeat R] [--quick] [--record [FILE]]
+     [design options, as for hwgen generate]
 
 An MLP 64-32-10 (random int8 weights, raw logits, the shape of the digits demo's network) is
 compiled for the default 8x8 int8 weight-stationary accelerator (or the design the options
@@ -16,7 +17,8 @@ is checked bit-exact against ``QuantizedNetwork.forward``.
 
 The boards compute in their own processes and the host threads mostly wait on their sockets,
 so two boards approach twice the rate of one as long as the machine has a core per board; the
-target is a ratio of at least 1.5 on 2 cores.
+target is a ratio of at least 1.5 on 2 cores. ``--quick`` (the tests' smoke run) is one call of
+a few rows; ``--record`` writes the figures into the record (:mod:`hwgen.figures`).
 """
 
 import argparse
@@ -31,6 +33,7 @@ import numpy as np
 import hwgen
 from host import Accelerator, AcceleratorPool
 from hwgen.cli import UsageError, add_config_options, config_from_args
+from hwgen.figures import add_record_option, benchmark_record, record_benchmark
 from sim.board import SimulatedBoard
 from sim.netgen import random_input, random_network
 
@@ -71,8 +74,12 @@ def main(argv=None):
                         help="input rows per infer call (default 4096)")
     parser.add_argument("--repeat", type=int, default=5, metavar="R",
                         help="infer calls per measurement; the best counts (default 5)")
+    parser.add_argument("--quick", action="store_true",
+                        help="one call of two batches' rows (a smoke run)")
+    add_record_option(parser)
     add_config_options(parser)  # default: the default design, 8x8 int8 ws at 50 MHz
     args = parser.parse_args(argv)
+    benchmark_record(parser, args)
     try:
         if args.inputs < 1 or args.repeat < 1:
             raise UsageError("--inputs and --repeat must be at least 1")
@@ -83,6 +90,8 @@ def main(argv=None):
     except (UsageError, ValueError) as exc:
         print(f"pool.py: error: {exc}", file=sys.stderr)
         return 2
+    if args.quick:
+        args.inputs, args.repeat = 2 * program.batch, 1
     print("command: python " + " ".join(shlex.quote(a) for a in sys.argv))
     print(f"network: MLP {'-'.join(map(str, WIDTHS))}, raw logits; accelerator {config.name} "
           f"({config.rows}x{config.cols} {config.dataflow}), compiled batch {program.batch}; "
@@ -116,6 +125,10 @@ def main(argv=None):
           f"pool of 1 / Accelerator: {results[1]['rate'] / results[0]['rate']:.2f}x")
     print("host CPU, boards CPU: CPU seconds of this process and of the board processes per "
           "wall second of infer (100% = one core).")
+    keys = ("accelerator", "pool1", "pool2")
+    figures = {f"{key}_rows_per_s": r["rate"] for key, r in zip(keys, results, strict=True)}
+    figures["pool2_over_pool1"] = ratio
+    record_benchmark(__file__, args, argv, figures)
     return 0
 
 

@@ -1,7 +1,7 @@
 """First convolutions with their taps packed (issue 33 item 4): utilization before and after.
 
 Run: python benchmarks/taps.py [--designs ulx3s-85f,...] [--models kws,demo-cnn,...]
-                               [--batch N]
+                               [--batch N] [--quick] [--record [FILE]]
 
 For each design (a board's preset or a named one of ``hwgen.boards.catalog.NAMED_PRESETS``;
 ``8x8-kws`` is the 85F's 8x8 preset with WEIGHT and PROGRAM large enough for the KWS DS-CNN)
@@ -11,7 +11,9 @@ by pixel (``hwgen.compile(..., taps=False)``) and with the first convolution's t
 (the default), it prints the first convolution's reduction tiles, cycles and utilization
 (useful MACs / (rows x cols x cycles), the cycle model with the design's board
 implementation), the whole inference's cycles and utilization, and the input's ACT words
-per sample. A model that does not fit a design gets the compiler's reason.
+per sample. A model that does not fit a design gets the compiler's reason. ``--quick`` (the
+tests' smoke run) is the demo CNN on the 85F's preset; ``--record`` writes the figures into the
+record (:mod:`hwgen.figures`).
 """
 
 import argparse
@@ -23,6 +25,7 @@ from hwgen.boards import BOARDS, board_config
 from hwgen.boards.catalog import NAMED_PRESETS
 from hwgen.compiler import CompileError
 from hwgen.cycles import layer_cycles, program_cycles
+from hwgen.figures import add_record_option, benchmark_record, record_benchmark
 from hwgen.models import MODELS
 from hwgen.nn import digits_cnn, from_torch, load_digits_images, quantize
 from hwgen.passes import lookup
@@ -54,7 +57,7 @@ def model(name, config):
     return quantize(float_model, zoo.calibration(64), **widths)
 
 
-def figures(program, config, board, m):
+def taps_figures(program, config, board, m):
     """Return the first pass's ``(k_tiles, cycles, utilization)`` and the program's
     ``(cycles, utilization)`` at ``m`` samples."""
     spec, d = program.layers[0], program.descriptors[0]
@@ -71,8 +74,15 @@ def main(argv=None):
     parser.add_argument("--designs", default=",".join(DEFAULT_DESIGNS))
     parser.add_argument("--models", default=",".join(DEFAULT_MODELS))
     parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--quick", action="store_true",
+                        help="the demo CNN on ulx3s-85f (a smoke run)")
+    add_record_option(parser)
     args = parser.parse_args(argv)
+    benchmark_record(parser, args)
+    if args.quick:
+        args.designs, args.models = "ulx3s-85f", "demo-cnn"
     m = args.batch
+    figures = {}
     print(f"{'design':<18} {'model':<13} {'k_tiles':>9} {'first conv cycles':>19} "
           f"{'first conv util.':>17} {'cycles':>19} {'util.':>15} {'input words':>12}")
     for design_name in args.designs.split(","):
@@ -85,11 +95,17 @@ def main(argv=None):
             except CompileError as error:
                 print(f"{design_name:<18} {name:<13} {str(error).splitlines()[0][:90]}")
                 continue
-            b, a = figures(before, config, board, m), figures(after, config, board, m)
+            b, a = taps_figures(before, config, board, m), taps_figures(after, config, board, m)
+            for when, (k_tiles, first, first_util, cycles, util) in (("pixels", b), ("taps", a)):
+                figures.update({f"{name}_{design_name}_{when}_{k}": v for k, v in {
+                    "first_conv_k_tiles": k_tiles, "first_conv_cycles": first,
+                    "first_conv_utilization_pct": 100 * first_util, "cycles": cycles,
+                    "utilization_pct": 100 * util}.items()})
             print(f"{design_name:<18} {name:<13} {b[0]:>3} -> {a[0]:>3} "
                   f"{b[1]:>8,} -> {a[1]:>7,} {b[2]:>7.1%} -> {a[2]:>6.1%} "
                   f"{b[3]:>8,} -> {a[3]:>7,} {b[4]:>6.1%} -> {a[4]:>5.1%} "
                   f"{before.input.words(1):>5} -> {after.input.words(1):>4}")
+    record_benchmark(__file__, args, argv, figures)
     return 0
 
 

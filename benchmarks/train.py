@@ -2,7 +2,8 @@
 float training with the same hyperparameters.
 
 Run: python benchmarks/train.py [--epochs E] [--batch B] [--lr LR] [--momentum M]
-     [--hidden H] [--boards 1,2] [design options, as for hwgen generate]
+     [--hidden H] [--boards 1,2] [--quick] [--record [FILE]] [design options, as for hwgen
+     generate]
 
 The float baseline is :meth:`hwgen.nn.MLP.fit` with ``optimizer="sgd"`` (the same update rule,
 seed, minibatches and initial weights as :class:`hwgen.train.Trainer`). Each device run trains
@@ -30,6 +31,7 @@ import numpy as np
 
 from host import Accelerator
 from hwgen.cli import UsageError, add_config_options, config_from_args
+from hwgen.figures import add_record_option, benchmark_record, record_benchmark
 from hwgen.nn import MLP, load_digits_split
 from hwgen.train import Trainer
 from sim.board import SimulatedBoard
@@ -79,8 +81,15 @@ def main(argv=None):
     parser.add_argument("--hidden", type=int, default=32, help="hidden width (default 32)")
     parser.add_argument("--seed", type=int, default=0, help="default 0")
     parser.add_argument("--boards", default="1,2", help="board counts to run (default 1,2)")
+    parser.add_argument("--quick", action="store_true",
+                        help="one epoch of 128 training digits, a hidden layer of 8, one "
+                             "board (a smoke run)")
+    add_record_option(parser)
     add_config_options(parser)  # default: the default design, 8x8 int8 ws at 50 MHz
     args = parser.parse_args(argv)
+    benchmark_record(parser, args)
+    if args.quick:
+        args.epochs, args.hidden, args.boards = 1, 8, "1"
     try:
         config = config_from_args(args)
         counts = [int(n) for n in args.boards.split(",")]
@@ -95,6 +104,9 @@ def main(argv=None):
           f"{config.name}; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}",
           flush=True)
     data = load_digits_split()
+    if args.quick:
+        x_train, y_train, x_test, y_test = data
+        data = (x_train[:128], y_train[:128], x_test[:64], y_test[:64])
     results = [float_baseline(args, data)]
     results += [on_boards(args, config, data, n) for n in counts]
     print()
@@ -118,6 +130,13 @@ def main(argv=None):
         ok = r["test"] >= 0.95 and base - r["test"] <= 0.02 and r["share"] >= 0.95
         print(f"{r['name']}: {'meets' if ok else 'MISSES'} the targets (test >= 95 %, within 2 "
               f"points of float {base:.2%}, >= 95 % of MACs on the devices)")
+    figures = {"float_test_accuracy_pct": 100 * base, "float_s": results[0]["seconds"]}
+    for n, r in zip(counts, results[1:], strict=True):
+        figures.update({f"boards{n}_test_accuracy_pct": 100 * r["test"],
+                        f"boards{n}_device_share_pct": 100 * r["share"],
+                        f"boards{n}_macs": r["macs"], f"boards{n}_cycles": r["cycles"],
+                        f"boards{n}_wall_s": r["seconds"]})
+    record_benchmark(__file__, args, argv, figures)
     return 0
 
 

@@ -1,7 +1,7 @@
 """Benchmark of the packed wire: bytes per inference in each direction, the link-bound rate at
 each board's bridge speed, and the array's utilization (issue 33's targets).
 
-Run: python benchmarks/wire.py [--check] [--cnn-epochs N]
+Run: python benchmarks/wire.py [--check] [--cnn-epochs N] [--quick] [--record [FILE]]
 
 For the demo's MLP (64-32-10 on the digits, with the device's argmax), the demo's CNN (with
 argmax and with its scores) and the zoo's KWS DS-CNN, each compiled at its largest batch for
@@ -24,6 +24,8 @@ the designs that hold it, it prints:
 With ``--check`` each row is also run on ``sim.inprocess.InProcessDevice`` through
 ``host.Accelerator`` (a full batch), its answers compared with hwgen.nn and the bytes counted
 on the link compared with the model's. The targets of issue 33 are checked at the end.
+``--quick`` (the tests' smoke run) takes the MLP alone, checked; ``--record`` writes the figures
+into the record (:mod:`hwgen.figures`).
 """
 
 import argparse
@@ -38,6 +40,7 @@ from hwgen.boards import BOARDS, board_config
 from hwgen.boards.catalog import NAMED_PRESETS
 from hwgen.compiler import CompileError
 from hwgen.cycles import program_cycles
+from hwgen.figures import add_record_option, benchmark_record, record_benchmark
 from hwgen.protocol import RX_FIFO, Features
 from hwgen.throughput import BITS_PER_BYTE, link_bound_rate, wire_bytes_by_direction
 
@@ -201,6 +204,20 @@ def targets(rows):
                   f"{'PASS' if r['utilization'] >= 0.8 else 'MISS'})")
 
 
+def row_figures(rows):
+    """Return the figures of ``rows`` for the record, each named by its workload, output and
+    design (``mlp_argmax_default_per_s_at_6M``)."""
+    figures = {f"rate_{baud / 1e6:g}M_baud": baud for _, baud in RATES}
+    for r in rows:
+        name = f"{r['label'].split(',')[0].split()[-1].lower()}_{r['output']}_{r['where']}"
+        figures.update({f"{name}_batch": r["batch"], f"{name}_bytes_in": r["sent"],
+                        f"{name}_bytes_out": r["received"],
+                        f"{name}_utilization_pct": 100 * r["utilization"]})
+        figures.update({f"{name}_per_s_at_{baud / 1e6:g}M": rate
+                        for (_, baud), rate in zip(RATES, r["rates"], strict=True)})
+    return figures
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true",
@@ -208,12 +225,17 @@ def main(argv=None):
                              "and bytes")
     parser.add_argument("--cnn-epochs", type=int, default=30,
                         help="training epochs of the demo CNN (default 30, the demo's)")
+    parser.add_argument("--quick", action="store_true",
+                        help="the demo MLP alone, with --check (a smoke run)")
+    add_record_option(parser)
     args = parser.parse_args(argv)
+    benchmark_record(parser, args)
+    args.check |= args.quick
     print("command: python " + " ".join(shlex.quote(a) for a in sys.argv))
     workloads = (("mlp", "demo MLP, argmax", demo_mlp, "argmax"),
                  ("cnn", "demo CNN, argmax", lambda c: demo_cnn(c, args.cnn_epochs), "argmax"),
                  ("cnn", "demo CNN, scores", lambda c: demo_cnn(c, args.cnn_epochs), "scores"),
-                 ("kws", "KWS DS-CNN, argmax", kws, "argmax"))
+                 ("kws", "KWS DS-CNN, argmax", kws, "argmax"))[:1 if args.quick else None]
     rows, refused, nets = [], [], {}
     for key, label, make, output in workloads:
         for where in DESIGNS[key]:
@@ -243,6 +265,7 @@ def main(argv=None):
     for line in refused:
         print(f"\nrefused: {line}")
     targets(rows)
+    record_benchmark(__file__, args, argv, row_figures(rows))
     return 0
 
 

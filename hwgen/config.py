@@ -25,8 +25,12 @@ class Dataflow(enum.StrEnum):
 #: The values ``AcceleratorConfig.dataflow`` accepts, as strings (command lines, JSON).
 DATAFLOWS = tuple(d.value for d in Dataflow)
 
-#: The boolean fields: parts of the device that a design may leave out.
+#: The boolean fields: parts of the device that a design may leave out (``True`` by default).
 _FLAGS = ("spatial", "bounds", "residual", "taps", "fuse_pool")
+#: The boolean fields of parts a design may add (``False`` by default).
+_OPT_IN = ("depthwise",)
+#: Fields that only a design with ``depthwise`` reads, and their defaults.
+_DEPTHWISE_FIELDS = {"dw_lines": 2, "dw_depth": 64}
 
 # field -> (low, high) inclusive; checked in the order of the dataclass fields.
 _RANGES = {
@@ -46,6 +50,8 @@ _RANGES = {
     "clock_hz": (1_000_000, 1_000_000_000),
     "post_lanes": (1, 64),
     "act_spram_depth": (0, 1 << 19),
+    "dw_lines": (1, 8),
+    "dw_depth": (1, 1 << 12),
 }
 
 
@@ -70,12 +76,18 @@ class AcceleratorConfig:
         Signed widths of activations and weights (2..16). Outputs of requantized layers have
         ``in_bits`` bits too.
     acc_bits : int
-        Signed accumulator width. It must hold ``max_k`` worst-case products without wrapping.
+        Signed accumulator width. The compiler proves for each layer, from its weights and
+        bias, that no partial sum can leave it (:func:`hwgen.compiler.proofs.check_accumulator`);
+        the width itself is not tied to ``max_k``.
     mult_bits : int
         Unsigned width of the per-channel requantization multiplier.
     max_k : int
-        The largest reduction (layer input width) the design runs; ``acc_bits`` is checked
-        against it and the compiler refuses wider layers.
+        The reduction (layer input width) the device's counters are sized for: the
+        descriptor's ``k_tiles`` and ``src_stride`` fields are just wide enough for
+        ``ceil(max_k / rows)`` tiles and ``ceil(max_k / max(rows, cols))`` words, and the
+        compiler takes every layer whose reduction they hold
+        (:func:`hwgen.memmap.reduction_limits`: ``max_k`` or more, e.g. up to 2,040 inputs for
+        the default 1,024 on 8 rows).
     act_depth, weight_depth, param_depth, acc_depth, out_depth, prog_depth : int
         Depths of the activation banks, the weight memory (rows of ``cols`` weights), the
         per-channel parameter memory (groups of ``cols`` channels), the accumulator memory (the
@@ -124,6 +136,21 @@ class AcceleratorConfig:
         two, at least half of ``act_depth`` and below it, on a weight-stationary array without
         spatial layers whose rows span the banks (``rows >= cols``: every bank reads and
         writes the same word).
+    depthwise : bool
+        The depthwise unit (:mod:`hwgen.passes.depthwise`): depthwise convolutions and average
+        pools run on the array with each column its own channel and the rows the kernel's taps,
+        the input streamed once per reduction tile through ``dw_lines`` delay lines, instead
+        of as block-diagonal matrix passes at ``1 / cols`` of the array. Needs ``spatial``, a
+        weight-stationary array with ``rows <= cols`` (a word's lanes are the columns'
+        channels) and every column requantized per cycle (``post_lanes`` all ``cols``).
+        ``False`` by default (the device of before); ``0``/``1`` are taken too.
+    dw_lines : int
+        With ``depthwise``: delay lines of the depthwise unit (1..8), each ``dw_depth`` words
+        of ``cols`` lanes: a reduction tile of ``rows`` taps may span ``dw_lines + 1`` kernel
+        rows (2, the default, holds a 3x3 kernel on up to 9 rows).
+    dw_depth : int
+        With ``depthwise``: words of each delay line (1..4096): a depthwise pass needs
+        ``(ow - 1) * sx`` of them (the output row's span in the input).
 
     Raises
     ------
@@ -153,13 +180,16 @@ class AcceleratorConfig:
     taps: bool = True
     fuse_pool: bool = True
     act_spram_depth: int = 0
+    depthwise: bool = False
+    dw_lines: int = 2
+    dw_depth: int = 64
 
     def __post_init__(self):
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
             if field.name == "post_lanes" and value is None:
                 continue
-            if field.name in _FLAGS:
+            if field.name in _FLAGS + _OPT_IN:
                 if value not in (True, False) or not isinstance(value, int):
                     raise ValueError(f"{field.name}={value!r}; allowed: True or False (1 or 0)")
                 object.__setattr__(self, field.name, bool(value))
@@ -176,12 +206,12 @@ class AcceleratorConfig:
                 raise ValueError(f"{field.name}={value!r} must be an integer in {low}..{high}")
             if not low <= value <= high:
                 raise ValueError(f"{field.name}={value} is out of range; allowed: {low}..{high}")
-        need = self.min_acc_bits(self.in_bits, self.w_bits, self.max_k)
+        # Sums are proved per layer; a single product must fit, or no layer could run.
+        need = self.min_acc_bits(self.in_bits, self.w_bits, 1)
         if self.acc_bits < need:
             raise ValueError(
-                f"acc_bits={self.acc_bits} cannot hold a reduction of max_k={self.max_k} products "
-                f"of {self.in_bits}-bit by {self.w_bits}-bit operands; allowed: "
-                f"acc_bits >= {need} (or a smaller max_k)")
+                f"acc_bits={self.acc_bits} cannot hold one product of {self.in_bits}-bit by "
+                f"{self.w_bits}-bit operands; allowed: acc_bits >= {need}")
         if self.post_lanes is not None:
             if self.cols % self.post_lanes:
                 divisors = [d for d in range(1, self.cols + 1) if self.cols % d == 0]
@@ -196,6 +226,7 @@ class AcceleratorConfig:
                     f"post_lanes={self.post_lanes} needs dataflow='ws' (an output-stationary "
                     f"array delivers its rows back to back); allowed with 'os': {self.cols}")
         self._check_act_spram()
+        self._check_depthwise()
 
     def _check_act_spram(self):
         depth = self.act_spram_depth
@@ -211,6 +242,21 @@ class AcceleratorConfig:
                 "(every bank at the same word); got "
                 f"spatial={self.spatial}, dataflow={self.dataflow.value!r}, "
                 f"rows={self.rows}, cols={self.cols}")
+
+    def _check_depthwise(self):
+        if not self.depthwise:
+            # The same hardware whatever the unit's sizes: one spelling, one hash.
+            for name, default in _DEPTHWISE_FIELDS.items():
+                object.__setattr__(self, name, default)
+            return
+        needs = {"spatial": (self.spatial, "True"),
+                 "dataflow": (self.dataflow is Dataflow.WS, "'ws'"),
+                 "rows": (self.rows <= self.cols, f"<= cols={self.cols}"),
+                 "post_lanes": (self.post_lanes is None, f"all {self.cols} columns")}
+        wrong = [f"{name}={getattr(self, name)!r} (allowed: {allowed})"
+                 for name, (ok, allowed) in needs.items() if not ok]
+        if wrong:
+            raise ValueError("depthwise=True needs " + ", ".join(wrong))
 
     @staticmethod
     def min_acc_bits(in_bits, w_bits, k):
@@ -262,8 +308,9 @@ class AcceleratorConfig:
         """Return the parameters as a plain ``dict``.
 
         ``post_lanes`` is left out while it is ``None`` and ``spatial``, ``bounds``,
-        ``residual``, ``taps`` and ``fuse_pool`` while they are ``True`` and ``act_spram_depth``
-        while it is 0, so that
+        ``residual``, ``taps`` and ``fuse_pool`` while they are ``True``, ``act_spram_depth``
+        while it is 0 and ``depthwise`` while it is ``False`` (with ``dw_lines`` and
+        ``dw_depth`` while they are their defaults, or without ``depthwise``), so that
         configurations from before they existed keep their :attr:`hash` and load as before.
         """
         d = dataclasses.asdict(self)
@@ -274,6 +321,12 @@ class AcceleratorConfig:
         for flag in _FLAGS:
             if d[flag]:
                 del d[flag]
+        for flag in _OPT_IN:
+            if not d[flag]:
+                del d[flag]
+        for name, default in _DEPTHWISE_FIELDS.items():
+            if d[name] == default:
+                del d[name]
         return d
 
     @classmethod

@@ -13,35 +13,13 @@ import dataclasses
 import math
 
 from .config import Dataflow
+from .latency import FIFO_LATENCY, fifo_depth, os_latency, requant_tail, ws_latency
 from .memmap import geometry_words
 from .passes import lookup
 
-__all__ = ["EngineTiming", "engine_timing", "layer_busy_rows", "matmul_tiles", "matmul_timing",
-           "program_cycles"]
-
-# SyncFIFOBuffered: a row written in cycle c can be read in cycle c + 2.
-FIFO_LATENCY = 2
-
-
-def ws_latency(config, registered=False):
-    """Cycles from admitting an activation row to its result leaving the array (WS), one more
-    with ``registered`` inputs
-    (:attr:`hwgen.implementation.Implementation.registered_array`)."""
-    return config.rows + config.cols + 1 + int(registered)
-
-
-def os_latency(config):
-    """Cycles from launching a block to its first result row leaving the array (OS)."""
-    return config.rows + config.cols + 2
-
-
-def fifo_depth(config, registered=False):
-    """Depth of the engine's output FIFO (and its credit count); ``registered``: a
-    weight-stationary array's inputs pass a register (see :func:`ws_latency`)."""
-    if config.dataflow is Dataflow.WS:
-        return ws_latency(config, registered) + 4
-    return os_latency(config) + 2 * config.rows + 4
-
+__all__ = ["FIFO_LATENCY", "EngineTiming", "engine_timing", "fifo_depth", "layer_busy_rows",
+           "matmul_tiles", "matmul_timing", "os_latency", "program_cycles", "requant_tail",
+           "ws_latency"]
 
 @dataclasses.dataclass(frozen=True)
 class EngineTiming:
@@ -187,13 +165,9 @@ def matmul_timing(config, m, k, n):
     return timing, m * math.ceil(k / config.rows) * math.ceil(n / config.cols)
 
 
-# After the engine's last result of a chunk the accumulate stage and the post-processing
-# pipeline (bias, requantize, write) take these many cycles, then one to move on. The
-# controller decodes a spatial layer's geometry words in three cycles each; the rest of a
+# The controller decodes a spatial layer's geometry words in three cycles each; the rest of a
 # layer's lead and tail is its kind's (hwgen.passes).
 _GEOMETRY_CYCLES = 3
-_RAW_TAIL = 2
-_REQUANT_TAIL = 4
 #: The geometry of a layer over rows, as far as the cycle models read it.
 _PLAIN_GEOMETRY = {"oh": 1, "ow": 1, "kh": 1, "kw": 1}
 
@@ -224,10 +198,7 @@ def chunk_cycles(config, k_tiles, n_tiles, rows, raw, *, implementation=None):
     timing = engine_timing(config, [rows] * (k_tiles * n_tiles),
                            layer_spacing(config, k_tiles, n_tiles, raw), registered=registered,
                            first_row=int(staged))
-    tail = _RAW_TAIL if raw else _REQUANT_TAIL + config.requant_steps - 1
-    if not raw and implementation is not None:
-        tail += implementation.requant_latency
-    return timing.last + tail + 1
+    return timing.last + requant_tail(config, raw, implementation) + 1
 
 
 def layer_cycles(config, descriptor, m, *, implementation=None):

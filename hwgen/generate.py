@@ -10,7 +10,7 @@ from amaranth.lib import wiring
 from .config import AcceleratorConfig
 
 __all__ = ["TOPS", "build_top", "default_out", "design_name", "emit_design", "emit_verilog",
-           "manifest", "side_files", "write_design"]
+           "manifest", "side_files", "write_design", "write_design_files"]
 
 DEFAULT_OUT = Path("rtl_out")
 DEFAULT_TOP = "device"
@@ -198,7 +198,14 @@ def write_design(config: AcceleratorConfig, out_dir=None, top=DEFAULT_TOP, imple
 
     A top with a register map also gets :func:`side_files` (``hwgen_regs.h``,
     ``hwgen_regs.json``) in the same folder. ``out_dir`` defaults to :func:`default_out`.
+    :func:`write_design_files` returns every file written.
     """
+    return tuple(write_design_files(config, out_dir, top, implementation)[:2])
+
+
+def write_design_files(config, out_dir=None, top=DEFAULT_TOP, implementation=None):
+    """Write a design as :func:`write_design` does; return the paths of every file written:
+    the Verilog, the manifest, then the side files."""
     name = design_name(config, top)
     out = Path(out_dir) if out_dir is not None else default_out(config, top)
     out.mkdir(parents=True, exist_ok=True)
@@ -208,6 +215,8 @@ def write_design(config: AcceleratorConfig, out_dir=None, top=DEFAULT_TOP, imple
     v_path.write_text(text)
     j_path.write_text(json.dumps(manifest(config, component, top, name), indent=2,
                                  sort_keys=True) + "\n")
+    paths = [v_path, j_path]
     for file_name, file_text in side_files(component, name).items():
-        (out / file_name).write_text(file_text)
-    return v_path, j_path
+        paths.append(out / file_name)
+        paths[-1].write_text(file_text)
+    return paths

@@ -4,7 +4,7 @@ Shared by the memories' owners (the accelerator, the frame engine) and the board
 reads them back from the netlist.
 """
 
-__all__ = ["NO_COLLISION_ATTRS", "SPRAM_ATTRS", "SPRAM_SUFFIX"]
+__all__ = ["LOGIC_RAM_ATTRS", "NO_COLLISION_ATTRS", "SPRAM_ATTRS", "SPRAM_SUFFIX"]
 
 #: Memory attributes that make Yosys's ``synth_ice40`` map a single-port memory onto
 #: ``SB_SPRAM256KA`` blocks (16 bits x 16K each, four on an iCE40UP5K).
@@ -18,3 +18,8 @@ SPRAM_SUFFIX = "_spram"
 #: Amaranth's read ports are synchronous already, so the board build sets the read ports' mask
 #: itself.
 NO_COLLISION_ATTRS = {"no_rw_check": 1}
+
+#: Memory attributes that make Yosys build a small memory from logic cells' RAM (ECP5
+#: ``TRELLIS_DPR16X4``) rather than a block RAM: the depthwise unit's delay lines, a few dozen
+#: words each, which would take a DP16KD apiece from designs that need every block RAM.
+LOGIC_RAM_ATTRS = {"ram_style": "distributed"}

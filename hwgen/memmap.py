@@ -14,6 +14,7 @@ from amaranth.lib.wiring import In, Out
 __all__ = [
     "DESCRIPTOR_BOUNDS",
     "DIAG_FIELDS",
+    "DW_FIELDS",
     "GEOMETRY_LIMITS",
     "POOL_FIELDS",
     "TAPS_FIELDS",
@@ -30,9 +31,11 @@ __all__ = [
     "fuses_pool",
     "geometry_layout",
     "geometry_words",
+    "has_depthwise",
     "macs_from_busy_cycles",
     "max_word_bits",
     "param_lane_layout",
+    "reduction_limits",
     "regions",
     "rotates_lanes",
     "walks_taps",
@@ -60,6 +63,8 @@ class PassKind(enum.Enum, shape=unsigned(3)):
     MATRIX = 0   #: ``x @ W`` per output pixel, then bias and requantization (or raw sums)
     MAXPOOL = 1  #: the lane-wise maximum of each window's words
     ADD = 2      #: two tensors' words, lane by lane: ``a * mult_a + b * mult_b``, requantized
+    #: a depthwise convolution (or average pool): each column a channel, the rows its taps
+    DEPTHWISE = 3
 
 
 # One-bit flags at the bottom of a descriptor, the pass kind, the numeric fields of
@@ -73,24 +78,49 @@ DESCRIPTOR_BOUNDS = ("act_min", "act_max")
 GEOMETRY_LIMITS = {"stride": 15, "pad": 15, "pool": 8}
 
 
+def _held(limit):
+    """Return the largest value of a field just wide enough for ``limit``: all its bits set."""
+    return (1 << max(1, limit.bit_length())) - 1
+
+
+def reduction_limits(config):
+    """Return ``(tiles, words)``: the most reduction tiles a layer's descriptor holds
+    (``k_tiles``, and a geometry's ``cgs``) and the most ACT words of one input row
+    (``src_stride``).
+
+    ``max_k`` sizes both fields, for ``ceil(max_k / rows)`` tiles and ``ceil(max_k /
+    act_lanes)`` words (at most ``act_depth``); each holds every value of its width, and the
+    device's counters, as wide as the field, count to it. So a reduction of ``K`` inputs
+    runs when its tiles (``ceil(K / rows)`` over rows; a spatial layer's padded per kernel
+    position) are at most ``tiles`` and a row's ``ceil(K / act_lanes)`` words at most
+    ``words``: up to ``tiles * rows`` inputs, which is ``max_k`` or more. Whether the sums
+    stay within ``acc_bits`` is the accumulator proof's, from the layer's weights.
+    """
+    tiles = _held(math.ceil(config.max_k / config.rows))
+    words = min(_held(math.ceil(config.max_k / config.act_lanes)), config.act_depth)
+    return tiles, words
+
+
 def descriptor_limits(config):
     """Return ``{field: largest value}`` of the numeric descriptor fields a program can hold.
 
     Each bound follows from a limit the compiler enforces before it packs a descriptor:
-    ``K <= max_k``, one PARAM word and at least ``rows`` WEIGHT words per output tile, and at
-    least one row of every activation (or raw output) matrix fitting ACT (or OUTPUT).
-    A design with ``residual`` has ``src2_base`` (an ACT word) after ``src_stride``.
+    a reduction that :func:`reduction_limits` holds, one PARAM word and at least ``rows``
+    WEIGHT words per output tile, and at least one row of every activation (or raw output)
+    matrix fitting ACT (or OUTPUT). A design with ``residual`` has ``src2_base`` (an ACT word)
+    after ``src_stride``.
     """
-    rows, cols, lanes = config.rows, config.cols, config.act_lanes
+    rows, cols = config.rows, config.cols
     n_tiles = max(1, min(config.param_depth, config.weight_depth // rows))
     n = n_tiles * cols
     second = {"src2_base": config.act_depth - 1} if config.residual else {}
+    k_tiles, src_stride = reduction_limits(config)
     return {
-        "k_tiles": math.ceil(config.max_k / rows),
+        "k_tiles": k_tiles,
         "n_tiles": n_tiles,
         "n": n,
         "src_base": config.act_depth - 1,
-        "src_stride": min(math.ceil(config.max_k / lanes), config.act_depth),
+        "src_stride": src_stride,
         **second,
         # Requantized rows go to ACT (ceil(N / lanes) words), raw rows to OUTPUT (ceil(N / cols)).
         "dst_base": max(config.act_depth, config.out_depth) - 1,
@@ -215,8 +245,45 @@ def geometry_layout(config):
         of ones whose tile, the identity of the window's channels, is the same for every
         kernel position and output tile).
 
-    A design with taps (:func:`walks_taps`) has :data:`TAPS_FIELDS` after these (0 in every
-    other layer): a first convolution whose input is stored in the *taps layout*
+    A design with taps (:func:`walks_taps`) has :func:`_taps_fields` after these, one that
+    fuses pools (:func:`fuses_pool`) :func:`_pool_fields`, one with the depthwise unit
+    (:func:`has_depthwise`) :func:`_dw_fields` (each 0 in every layer that does not use
+    them).
+
+    Last, in every spatial design:
+
+    wdiag
+        Each weight tile is stored as one word, its diagonal (a depthwise convolution's tile,
+        zero off it): the weight feeder reads the word ``rows`` times and sends row ``i`` as
+        the word's lane ``i`` with the other lanes zero, so WEIGHT holds ``1 / rows`` of the
+        tiles' words.
+    """
+    side = unsigned(max(1, config.act_depth.bit_length()))
+    addr = unsigned(act_addr_bits(config))
+    desc = descriptor_layout(config)
+    bank = unsigned(max(1, (config.act_lanes - 1).bit_length()))
+    return data.StructLayout({
+        "h": side, "w": side, "oh": side, "ow": side, "kh": side, "kw": side,
+        "sy": unsigned(GEOMETRY_LIMITS["stride"].bit_length()),
+        "sx": unsigned(GEOMETRY_LIMITS["stride"].bit_length()),
+        "pad_top": unsigned(GEOMETRY_LIMITS["pad"].bit_length()),
+        "pad_left": unsigned(GEOMETRY_LIMITS["pad"].bit_length()),
+        "cgs": desc.members["k_tiles"],
+        "col_step": addr, "row_step": addr, "img_step": addr, "ky_step": addr,
+        "cb_word": desc.members["src_stride"],
+        "cb_rem": bank,
+        "wrep": unsigned(1),
+        **(_taps_fields(config, addr, bank) if walks_taps(config) else {}),
+        **(_pool_fields(config, addr, bank) if fuses_pool(config) else {}),
+        **(_dw_fields(config, addr, side) if has_depthwise(config) else {}),
+        "wdiag": unsigned(1),
+    })
+
+
+def _taps_fields(config, addr, bank):
+    """Return the geometry's taps fields (:data:`TAPS_FIELDS`).
+
+    A first convolution whose input is stored in the *taps layout*
     (:mod:`hwgen.passes.taps`: an element stream of one image row per run, ``pitch`` ``P``
     elements apart, ``P % act_lanes == kwc % act_lanes``). Its reduction tile ``kt``, lane
     ``r`` is tap ``t = kt * rows + r`` of the kernel flattened in ``(ky, kx, c)`` order; for
@@ -244,9 +311,19 @@ def geometry_layout(config):
         ``tq * d_word`` (modulo the banks' address width).
     rem0, col_rem, row_rem, img_rem
         The banks of the walk's start and of its steps (``*_step`` the words).
+    """
+    return {
+        "taps": unsigned(1), "kwc": unsigned(config.max_k.bit_length()),
+        "tq": unsigned(config.rows.bit_length()), "tr": unsigned(config.rows.bit_length()),
+        "d_word": addr, "tq_word": addr,
+        "rem0": bank, "col_rem": bank, "row_rem": bank, "img_rem": bank,
+    }
 
-    A design that fuses pools (:func:`fuses_pool`) has :data:`POOL_FIELDS` last (0 without a
-    fused pool): with a ``p x p``, stride ``p`` max pool fused, ``oh``, ``ow`` are the pooled
+
+def _pool_fields(config, addr, bank):
+    """Return the geometry's fused pool fields (:data:`POOL_FIELDS`).
+
+    With a ``p x p``, stride ``p`` max pool fused, ``oh``, ``ow`` are the pooled
     sides and output pixel ``(m, oy, ox)`` is the maximum of conv pixels ``(oy * p + wy, ox *
     p + wx)``, walked window by window, ``wx`` fastest (:mod:`hwgen.passes.fused_pool`).
     ``col_step`` steps along a window's row; ``row_step``, ``img_step`` are a convolution's
@@ -257,44 +334,34 @@ def geometry_layout(config):
         ``p - 1``: the window's last ``wx`` and ``wy`` (0: no pool).
     down_step, down_rem
         One conv output row down (``sy`` input rows): words, and banks with taps.
-
-    Last, in every spatial design:
-
-    wdiag
-        Each weight tile is stored as one word, its diagonal (a depthwise convolution's tile,
-        zero off it): the weight feeder reads the word ``rows`` times and sends row ``i`` as
-        the word's lane ``i`` with the other lanes zero, so WEIGHT holds ``1 / rows`` of the
-        tiles' words.
     """
-    side = unsigned(max(1, config.act_depth.bit_length()))
-    addr = unsigned(act_addr_bits(config))
-    desc = descriptor_layout(config)
-    bank = unsigned(max(1, (config.act_lanes - 1).bit_length()))
-    taps = {} if not walks_taps(config) else {
-        "taps": unsigned(1), "kwc": unsigned(config.max_k.bit_length()),
-        "tq": unsigned(config.rows.bit_length()), "tr": unsigned(config.rows.bit_length()),
-        "d_word": addr, "tq_word": addr,
-        "rem0": bank, "col_rem": bank, "row_rem": bank, "img_rem": bank,
-    }
-    pool = {} if not fuses_pool(config) else {
-        "pool": unsigned(GEOMETRY_LIMITS["pool"].bit_length() - 1), "down_step": addr,
-        **({"down_rem": bank} if walks_taps(config) else {}),
-    }
-    return data.StructLayout({
-        "h": side, "w": side, "oh": side, "ow": side, "kh": side, "kw": side,
-        "sy": unsigned(GEOMETRY_LIMITS["stride"].bit_length()),
-        "sx": unsigned(GEOMETRY_LIMITS["stride"].bit_length()),
-        "pad_top": unsigned(GEOMETRY_LIMITS["pad"].bit_length()),
-        "pad_left": unsigned(GEOMETRY_LIMITS["pad"].bit_length()),
-        "cgs": desc.members["k_tiles"],
-        "col_step": addr, "row_step": addr, "img_step": addr, "ky_step": addr,
-        "cb_word": desc.members["src_stride"],
-        "cb_rem": bank,
-        "wrep": unsigned(1),
-        **taps,
-        **pool,
-        "wdiag": unsigned(1),
-    })
+    return {"pool": unsigned(GEOMETRY_LIMITS["pool"].bit_length() - 1), "down_step": addr,
+            **({"down_rem": bank} if walks_taps(config) else {})}
+
+
+def _dw_fields(config, addr, side):
+    """Return the geometry's depthwise fields (:data:`DW_FIELDS`).
+
+    Read by a :attr:`PassKind.DEPTHWISE` pass, which streams
+    its input row by row (:mod:`hwgen.passes.depthwise`; its ``col_step``, ``row_step`` and
+    ``img_step`` are one input pixel, row and image, its ``cgs`` 0):
+
+    dw_wp
+        The padded input row the pass streams: ``(ow - 1) * sx + kw`` pixels.
+    dw_delay
+        ``dw_wp - kw``: the cycles between two kernel rows' delay lines.
+    dw_rows
+        Output rows per chunk (the accumulators hold a chunk's pixels).
+    dw_tq, dw_tr
+        ``divmod(rows, kw)``: a row's tap moves on by them per reduction tile (its kernel row
+        by one more where its column passes ``kw``).
+    dw_cstep, dw_tqstep
+        Words from a chunk's first input row to the next chunk's (``dw_rows * sy`` rows on),
+        and ``dw_tq`` input rows.
+    """
+    return {"dw_wp": side, "dw_delay": unsigned(config.dw_depth.bit_length()),
+            "dw_rows": side, "dw_tq": unsigned(config.rows.bit_length()),
+            "dw_tr": unsigned(config.rows.bit_length()), "dw_cstep": addr, "dw_tqstep": addr}
 
 
 #: The geometry fields of a first convolution's taps layout (:func:`geometry_layout`), last
@@ -307,6 +374,10 @@ TAPS_FIELDS = ("taps", "kwc", "tq", "tr", "d_word", "tq_word", "rem0", "col_rem"
 #: the layout of a design that :func:`fuses_pool`.
 POOL_FIELDS = ("pool", "down_step", "down_rem")
 
+#: The geometry fields of a depthwise pass (:func:`geometry_layout`), after the pool fields in
+#: the layout of a design that :func:`has_depthwise`.
+DW_FIELDS = ("dw_wp", "dw_delay", "dw_rows", "dw_tq", "dw_tr", "dw_cstep", "dw_tqstep")
+
 #: The geometry fields of diagonal weight tiles (:func:`geometry_layout`), last in the layout
 #: of every spatial design.
 DIAG_FIELDS = ("wdiag",)
@@ -316,6 +387,12 @@ def fuses_pool(config):
     """Return whether the device walks a convolution's output window by window of a max pool
     that it fuses: a design with ``spatial`` and ``fuse_pool``."""
     return config.spatial and config.fuse_pool
+
+
+def has_depthwise(config):
+    """Return whether the device has the depthwise unit (``config.depthwise``), which runs
+    :attr:`PassKind.DEPTHWISE` passes."""
+    return config.depthwise
 
 
 def walks_taps(config):

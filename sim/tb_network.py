@@ -26,6 +26,7 @@ import hwgen
 from host.plan import execute_load_async, execute_run_async, run_plans
 from hwgen.compiler import CompileError
 from hwgen.cycles import layer_busy_rows, program_cycles
+from hwgen.memmap import PassKind
 from sim.netgen import (
     general_cnn,
     pooled_cnn,
@@ -251,12 +252,19 @@ async def test_general_convolutions(dut):
     """Networks with a grouped and two depthwise convolutions (rectangular kernels, strides
     per axis, padding on each side; one with diagonal tiles, ``wdiag``), an average and a
     global average pooling, bit-exact against hwgen.nn, counters equal to the cycle model."""
+    kinds = set()
+
     def draw(rng, cfg, done, max_channels):
         net = general_cnn(rng, cfg, raw=bool(done % 2))
-        return (net, lambda rng, m: random_image(rng, cfg, m, net.input_shape),
-                lambda prog: "")
+
+        def label(prog):
+            kinds.update(PassKind(d["kind"]).name for d in prog.descriptors)
+            return ""
+        return net, lambda rng, m: random_image(rng, cfg, m, net.input_shape), label
 
     await _fitting_runs(dut, "HWGEN_GENERAL", 2, draw, "general CNN", batch_cap=3)
+    if read_config_env().depthwise and int(os.environ.get("HWGEN_GENERAL", "0")):
+        assert "DEPTHWISE" in kinds, f"no pass ran on the depthwise unit: {sorted(kinds)}"
 
 
 @cocotb.test()

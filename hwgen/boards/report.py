@@ -8,7 +8,8 @@ from .catalog import Family
 from .nextpnr import NEXTPNR_CELLS, parse_nextpnr_log
 from .yosys import parse_yosys_log
 
-__all__ = ["make_report", "render_markdown", "resources", "tool_versions", "write_report"]
+__all__ = ["make_report", "render_markdown", "report_figures", "resources", "tool_versions",
+           "write_report"]
 
 
 def tool_versions(family):
@@ -29,7 +30,7 @@ def resources(board, nextpnr, yosys_cells):
     names = NEXTPNR_CELLS[board.family]
     util = nextpnr["utilisation"]
     out = {}
-    for res in ("lut", "ff", "dsp", "bram"):
+    for res in ("lut", "ff", "dsp", "bram", "spram"):
         if res in names and names[res] in util:
             used, avail = util[names[res]]
         elif res == "ff":
@@ -119,6 +120,23 @@ def render_markdown(report):
                      f"{'PASS' if c['pass'] else 'FAIL'} |")
     lines += ["", "Tools: " + ", ".join(f"{k} {v}" for k, v in report["tools"].items()), ""]
     return "\n".join(lines)
+
+
+def report_figures(report):
+    """Return the figures of a build for the record (:mod:`hwgen.figures`): the target clock,
+    the Fmax and whether every clock passed, each resource used and available (``lut``,
+    ``lut_available``, ...), the UART's rate and the build's seconds."""
+    timing = report["timing"]
+    figures = {"target_mhz": timing["target_mhz"], "pass": timing["pass"],
+               "baud": report["baud"]}
+    if timing["fmax_mhz"] is not None:
+        figures["fmax_mhz"] = timing["fmax_mhz"]
+    for name, used in report["resources"].items():
+        figures[name] = used["used"]
+        figures[f"{name}_available"] = used["available"]
+    if report["times"].get("total_s") is not None:
+        figures["build_s"] = report["times"]["total_s"]
+    return figures
 
 
 def write_report(report, out_dir):

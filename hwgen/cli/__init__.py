@@ -31,7 +31,10 @@ def _parser():
 
 def main(argv=None):
     """Run the ``hwgen`` command line; return the exit status."""
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = _parser().parse_args(argv)
+    # The words after the subcommand: the key of a run's figures in the record (--record).
+    args.argv = argv[argv.index(args.command) + 1:] if args.command in argv else []
     try:
         return args.func(args)
     except UsageError as exc:

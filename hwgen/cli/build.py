@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 from hwgen.config import AcceleratorConfig
+from hwgen.figures import add_record_option
 
 from .options import (
     BAUD_RANGE,
@@ -13,6 +14,8 @@ from .options import (
     input_file,
     number,
     output_dir,
+    record_figures,
+    record_file,
 )
 
 __all__ = ["register"]
@@ -24,8 +27,11 @@ _SEED_MAX = 2**31 - 1
 def _run(args):
     from hwgen.boards import BOARDS, board_config, build, check_fit, clock_plan
     from hwgen.boards.baud import default_baud, link_plan
+    from hwgen.boards.config import preset_of
+    from hwgen.boards.report import report_figures
 
     board = BOARDS[args.board]
+    record = record_file(args)
     if args.config is not None:
         input_file(args.config, "--config")
     try:
@@ -58,6 +64,9 @@ def _run(args):
     print(f"wrote {out / report['bitstream']}, {out / 'report.json'}, {out / 'report.md'}")
     print(f"program: cd {out} && {report['program']}; serial port: {report['serial']}")
     print(f"simulate the built netlist first: hwgen sim-board --netlist {out}")
+    if record is not None:
+        record_figures(args, record, report_figures(report), drop=("--out",),
+                       design=preset_of(board, config))
     if not t["pass"]:
         msg = (f"the design misses its {t['target_mhz']:g} MHz clock (Fmax "
                f"{t['fmax_mhz']} MHz); lower --clock-hz or pass --allow-timing-fail")
@@ -99,4 +108,5 @@ def register(sub):
     p.add_argument("--allow-timing-fail", action="store_true",
                    help="exit 0 even if the design misses its target clock")
     p.add_argument("--seed", type=number(int, 0, _SEED_MAX), help="nextpnr placement seed")
+    add_record_option(p)
     p.set_defaults(func=_run)

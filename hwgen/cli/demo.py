@@ -15,9 +15,19 @@ import time
 
 import numpy as np
 
-from .options import BAUD_RANGE, SEED_MAX, add_config_options, config_from_args, number
+from hwgen.figures import add_record_option
 
-__all__ = ["DemoMismatch", "register", "run_demo"]
+from .options import (
+    BAUD_RANGE,
+    SEED_MAX,
+    add_config_options,
+    config_from_args,
+    number,
+    record_figures,
+    record_file,
+)
+
+__all__ = ["DemoMismatch", "demo_figures", "register", "run_demo"]
 
 # 8N1: a start bit, eight data bits and a stop bit per byte.
 UART_BITS_PER_BYTE = 10
@@ -190,10 +200,33 @@ def _print_table(config, f):
         print(f"  {key:<{width}}  {value}")
 
 
+def demo_figures(config, f):
+    """Return the demo's figures ``f`` (:func:`run_demo`'s) as the record keeps them: numbers,
+    percentages in percent."""
+    return {
+        "float_accuracy_pct": 100 * f["float_accuracy"],
+        "int8_accuracy_pct": 100 * f["int8_accuracy"],
+        "device_accuracy_pct": 100 * f["device_accuracy"],
+        "cycles_per_inference": f["cycles_per_inference"],
+        "utilization_pct": 100 * f["utilization"],
+        "clock_mhz": config.clock_hz / 1e6,
+        "compute_inferences_per_s": f["inferences_per_second"],
+        "sent_bytes_per_inference": f["sent_bytes_per_inference"],
+        "received_bytes_per_inference": f["received_bytes_per_inference"],
+        "payload_bytes_per_inference": f["payload_bytes_per_inference"],
+        "baud": f["baud"],
+        "link_inferences_per_s": f["link_inferences_per_second"],
+        "end_to_end_inferences_per_s": f["end_to_end_inferences_per_second"],
+        "batch": f["program"].batch,
+        "elapsed_s": f["elapsed_s"],
+    }
+
+
 def _run(args):
     import sys
 
     config = config_from_args(args)
+    record = record_file(args)
     try:
         figures = run_demo(config, model=args.model, epochs=args.epochs, seed=args.seed,
                            progress=not args.no_progress, uart=args.uart, baud=args.baud,
@@ -202,6 +235,8 @@ def _run(args):
         print(f"hwgen demo: FAILED: {exc}", file=sys.stderr)
         return 1
     _print_table(config, figures)
+    if record is not None:
+        record_figures(args, record, demo_figures(config, figures), drop=("--no-progress",))
     return 0
 
 
@@ -235,5 +270,6 @@ def register(sub):
                    help="argmax: the device answers each image's class (default); scores: "
                         "the raw scores, checked bit for bit")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_record_option(p)
     p.set_defaults(func=_run)
     return p

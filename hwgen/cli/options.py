@@ -17,7 +17,8 @@ from pathlib import Path
 from hwgen.config import DATAFLOWS, AcceleratorConfig
 
 __all__ = ["Parser", "UsageError", "add_config_options", "config_from_args", "input_dir",
-           "input_file", "number", "output_dir", "output_file", "read_key_file"]
+           "input_file", "number", "output_dir", "output_file", "read_key_file", "record_figures",
+           "record_file"]
 
 SEED_MAX = 2**32 - 1
 # pyserial and the UART accept these rates; the boards' clocks allow far fewer (checked later).
@@ -155,6 +156,12 @@ def add_config_options(parser):
                                metavar="0|1",
                                help="1: a max pool after a convolution runs in the "
                                     "convolution's pass (default); 0: a pass of its own")
+        elif field.name == "depthwise":
+            group.add_argument(flag, type=number(int, 0, 1), default=int(field.default),
+                               metavar="0|1",
+                               help="1: depthwise convolutions and average pools on the "
+                                    "array, a channel per column (the depthwise unit); 0: as "
+                                    "matrix passes (default)")
         elif field.name == "act_spram_depth":
             group.add_argument(flag, type=number(int), default=field.default, metavar="N",
                                help="the first N words of every ACT bank single-ported (the "
@@ -218,3 +225,26 @@ def read_key_file(path, option="--key-file"):
 def say(text):
     """Print a progress line for people (stderr, flushed)."""
     print(text, file=sys.stderr, flush=True)
+
+
+def record_file(args):
+    """Return the record that ``--record`` names (:mod:`hwgen.figures`), checked before
+    anything is measured, or None without ``--record``."""
+    if getattr(args, "record", None) is None:
+        return None
+    from hwgen.figures import record_path
+
+    try:
+        return record_path(args.record)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def record_figures(args, path, figures, *, drop=("--out",), **kwargs):
+    """Write ``figures`` into the record at ``path`` under this command line (less
+    ``--record`` and the options in ``drop``); ``kwargs`` as for
+    :func:`hwgen.figures.record`."""
+    from hwgen.figures import command_line, record
+
+    command = command_line(f"hwgen {args.command}", args.argv, record=args.record, drop=drop)
+    record(path, command, figures, **kwargs)

@@ -8,16 +8,25 @@
 Compiles MODEL (default the demo's MLP) for the board's design at the SoC's clock, writes the
 accelerator's Wishbone top (``hwgen generate --top wishbone``), the firmware (``hwgen.h``,
 ``hwgen_model.h``, ``main.c``) and builds the SoC around them. Needs the extra ``soc``
-(``pip install 'hwgen[soc]'``) and Debian's ``gcc-riscv64-unknown-elf``; see
-docs/integration.md.
+(``pip install 'hwgen[soc]'``) and Debian's ``gcc-riscv64-unknown-elf``, and ``--sim`` the C
+headers of ``libevent-dev``, ``libjson-c-dev`` and ``zlib1g-dev``
+(:mod:`hwgen.soc.requirements`); see docs/integration.md.
 """
 
 import dataclasses
-import shutil
 
 from hwgen.config import AcceleratorConfig
+from hwgen.figures import add_record_option
 
-from .options import UsageError, add_config_options, number, output_dir, say
+from .options import (
+    UsageError,
+    add_config_options,
+    number,
+    output_dir,
+    record_figures,
+    record_file,
+    say,
+)
 
 __all__ = ["register"]
 
@@ -27,13 +36,9 @@ SOC_CLOCK_HZ = 50_000_000
 
 
 def _check_tools(sim):
-    import importlib.util
+    from hwgen.soc.requirements import missing_requirements
 
-    missing = []
-    if importlib.util.find_spec("litex") is None:
-        missing.append("litex (pip install 'hwgen[soc]')")
-    if shutil.which("riscv64-unknown-elf-gcc") is None:
-        missing.append("riscv64-unknown-elf-gcc (apt-get install gcc-riscv64-unknown-elf)")
+    missing = missing_requirements(sim)
     if missing:
         raise UsageError(f"{'--sim' if sim else 'the board build'} needs " + ", ".join(missing))
 
@@ -66,6 +71,7 @@ def _run(args):
 
     out = output_dir(args.out, "--out")
     _check_tools(args.sim)
+    record = record_file(args)
     board = BOARDS[args.board]
     try:
         config = board_config(board, args, clock_hz=args.clock_hz or SOC_CLOCK_HZ)
@@ -105,12 +111,18 @@ def _run(args):
                           say=say)
         print(console[console.find("hwgen on "):].rstrip() if "hwgen on " in console
               else console)
+        if record is not None:
+            from hwgen.soc.sim import console_figures
+
+            record_figures(args, record, console_figures(console))
         return 0
     from hwgen.soc.board import build_board
 
     report = build_board(out / "litex-ulx3s", board, accel.instance(), fw, config.clock_hz,
                          say=say)
     print(report.summary())
+    if record is not None:
+        record_figures(args, record, report.figures())
     return 0
 
 
@@ -126,7 +138,8 @@ def register(sub):
                     "top and a firmware (hwgen.h, hwgen_model.h, main.c) and build a LiteX "
                     "SoC with a VexRiscv CPU around them: in LiteX's Verilator simulation "
                     "(--sim; prints the console) or as the board's bitstream. Needs "
-                    "pip install 'hwgen[soc]' and Debian's gcc-riscv64-unknown-elf.")
+                    "pip install 'hwgen[soc]' and Debian's gcc-riscv64-unknown-elf (and for "
+                    "--sim libevent-dev libjson-c-dev zlib1g-dev).")
     p.add_argument("--board", choices=sorted(SOC_BOARDS), default="ulx3s-85f",
                    help="the board and its preset design (default ulx3s-85f)")
     p.add_argument("--sim", action="store_true",
@@ -140,6 +153,7 @@ def register(sub):
                    help="rows per run (default: the program's largest)")
     p.add_argument("--out", default="rtl_out/soc", metavar="DIR",
                    help="output folder (default rtl_out/soc)")
+    add_record_option(p)
     add_config_options(p)
     p.set_defaults(**dict.fromkeys(_DESIGN_FIELDS))
     p.set_defaults(func=_run)

@@ -30,7 +30,9 @@ The modules, in the order the data flow through them:
 - :mod:`~hwgen.compiler.for_design`: :func:`compile_for`, a float model quantized with a
   design's widths and compiled (what ``hwgen compile`` does);
 - :mod:`~hwgen.compiler.compile`: :func:`compile_network`, the steps below in order;
-- :mod:`~hwgen.compiler.proofs`: widths, reductions, worst-case accumulators, channel ranges;
+- :mod:`~hwgen.compiler.proofs`: widths, reductions, the accumulator proof from each
+  channel's weights (with :mod:`~hwgen.compiler.ranges`, each tensor's values), channel
+  parameters;
 - :mod:`~hwgen.compiler.kinds`: each layer lowered to a pass by its pass kind
   (:mod:`hwgen.passes`, which also lays out what differs between kinds);
 - :mod:`~hwgen.compiler.activations`: the ping-pong areas of ACT and the batch;

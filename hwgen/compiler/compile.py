@@ -6,6 +6,7 @@ import numbers
 from ..config import AcceleratorConfig
 from ..memmap import (
     DIAG_FIELDS,
+    DW_FIELDS,
     GEOMETRY_LIMITS,
     POOL_FIELDS,
     TAPS_FIELDS,
@@ -119,7 +120,7 @@ def _geometry(index, p, plan, config):
         "ky_step": (w * ps - (kw - 1) * ps) % wrap,
         "cb_word": cb_word, "cb_rem": cb_rem, "wrep": 0,
         **({"pool": p.pool - 1} if p.pool else {}),
-        **lookup(p.kind).walk_fields(p, config),
+        **lookup(p.kind).walk_fields(p, config, ps),
     }
     origin = (plan.base(src) - top * w * ps - left * ps) % wrap
     return origin, _checked_geometry(p, config, fields)
@@ -129,7 +130,7 @@ def _checked_geometry(p, config, fields):
     """Return ``fields`` of pass ``p``'s geometry, the taps, pool and diagonal fields of a
     design that has them 0 where not given, each checked against its width."""
     layout = geometry_layout(config)
-    fields = {**{name: 0 for name in TAPS_FIELDS + POOL_FIELDS + DIAG_FIELDS
+    fields = {**{name: 0 for name in TAPS_FIELDS + POOL_FIELDS + DW_FIELDS + DIAG_FIELDS
                  if name in layout.members},
               **fields}
     for name, value in fields.items():
@@ -218,7 +219,7 @@ def _output_matrix(passes, plan, config, sample_shape):
     if last.raw:
         return _matrix(Region.OUTPUT, 0, plan.out_stride, last.out_shape, lanes=config.cols,
                        bits=config.acc_bits, kind="raw", sample_shape=sample_shape,
-                       wire_bits=raw_wire_bits(last.matrix, config))
+                       wire_bits=raw_wire_bits(last.matrix, config, last.in_range))
     index = len(passes)
     return _matrix(Region.ACT, plan.base(index), plan.strides[index], last.out_shape,
                    lanes=config.act_lanes, bits=config.in_bits, kind="requant",
@@ -293,9 +294,10 @@ def compile_network(network, config, *, batch=None, readout=False, taps=True, ou
         :class:`AcceleratorConfig`, ``batch`` not an integer or ``readout`` not a bool.
     CompileError
         A :class:`ValueError` naming the layer, what does not fit, the need and the limit:
-        mismatched widths, a kind of layer the compiler does not take, ``K > max_k`` (or a
-        spatial layer's reduction beyond it once each kernel position's channels are padded
-        to whole tiles of ``rows``), an accumulator that could leave ``acc_bits``, a
+        mismatched widths, a kind of layer the compiler does not take, a reduction beyond the
+        descriptor fields that count it (:func:`~hwgen.memmap.reduction_limits`, which
+        ``max_k`` sizes; a spatial layer's once each kernel position's channels are padded
+        to whole tiles of ``rows``), a channel whose partial sums could leave ``acc_bits``, a
         parameter outside the accelerator's widths, too many layers (``prog_depth``),
         weights (``weight_depth``), parameters (``param_depth``), activations (``act_depth``)
         or raw outputs (``out_depth``) at the batch, a batch outside ``1 .. acc_depth`` or a

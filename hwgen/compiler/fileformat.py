@@ -33,7 +33,10 @@ without the fused pool's fields (:data:`~hwgen.memmap.POOL_FIELDS`, which a desi
 ``fuse_pool`` has since version 8): converted with them 0 (no pass of theirs fuses a pool).
 Files of versions 5 to 8 hold geometries without ``wdiag``
 (:data:`~hwgen.memmap.DIAG_FIELDS`, last in every spatial design's layout since version 9):
-converted with it 0 (their weight tiles are stored whole, which reads the same).
+converted with it 0 (their weight tiles are stored whole, which reads the same). Version 10
+adds the depthwise pass kind and its geometry fields (:data:`~hwgen.memmap.DW_FIELDS`, a
+design with ``depthwise``, which no older file was compiled for): an older file's geometry
+takes them 0.
 """
 
 import dataclasses
@@ -50,6 +53,7 @@ from ..config import AcceleratorConfig
 from ..memmap import (
     DESCRIPTOR_BOUNDS,
     DIAG_FIELDS,
+    DW_FIELDS,
     POOL_FIELDS,
     TAPS_FIELDS,
     PassKind,
@@ -72,17 +76,19 @@ __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "READ_VERSIONS", "legacy_descriptor_
 
 #: Version of the file written by :func:`save`; older versions that a program of this
 #: version can stand for are converted on load, others refused.
-# 8: the geometry's fused pool fields (a design with fuse_pool);
+# 10: the depthwise pass kind and its geometry fields (a design with depthwise);
+# 9: diagonal weight tiles (wdiag); 8: the geometry's fused pool fields (a design with
+# fuse_pool);
 # 7: the matrices' element streams and the geometry's taps fields (a design with taps), the
 # output's wire_bits and the program's output_mode (class output);
 # 6: the second input's src2_base (a design with residual); 5: activation bounds, leaky
 # ReLU, the general convolution's geometry; 4: the pass kind; 3: spatial layers; 2: per-config
 # layout
-FORMAT_VERSION = 9
+FORMAT_VERSION = 10
 #: Versions :func:`read` takes: versions 2 to 7 are converted on load (version 2 holds
 #: matrix layers over rows only, whose layers gain their source; before version 7 a raw
 #: output's wire width comes from the images, and the output mode is "scores").
-READ_VERSIONS = (2, 3, 4, 5, 6, 7, 8, 9)
+READ_VERSIONS = (2, 3, 4, 5, 6, 7, 8, 9, 10)
 #: The ``format`` entry of the metadata.
 FORMAT_NAME = "hwgen-program"
 #: One-bit descriptor flags of the older versions, where today's descriptor has its flags (and,
@@ -138,7 +144,8 @@ def _geometry_before_taps(config):
     :data:`~hwgen.memmap.TAPS_FIELDS` and :data:`~hwgen.memmap.POOL_FIELDS` (the last
     fields, so the others keep their bits)."""
     return data.StructLayout({name: field.shape for name, field in geometry_layout(config)
-                              if name not in TAPS_FIELDS + POOL_FIELDS + DIAG_FIELDS})
+                              if name not in TAPS_FIELDS + POOL_FIELDS + DW_FIELDS
+                              + DIAG_FIELDS})
 
 
 def _geometry_before_pool(config):
@@ -146,14 +153,21 @@ def _geometry_before_pool(config):
     :data:`~hwgen.memmap.POOL_FIELDS` and :data:`~hwgen.memmap.DIAG_FIELDS` (the last
     fields)."""
     return data.StructLayout({name: field.shape for name, field in geometry_layout(config)
-                              if name not in POOL_FIELDS + DIAG_FIELDS})
+                              if name not in POOL_FIELDS + DW_FIELDS + DIAG_FIELDS})
 
 
 def _geometry_before_diag(config):
     """Return the geometry layout of format version 8: today's without
     :data:`~hwgen.memmap.DIAG_FIELDS` (the last fields)."""
     return data.StructLayout({name: field.shape for name, field in geometry_layout(config)
-                              if name not in DIAG_FIELDS})
+                              if name not in DW_FIELDS + DIAG_FIELDS})
+
+
+def _geometry_before_dw(config):
+    """Return the geometry layout of format version 9: today's without
+    :data:`~hwgen.memmap.DW_FIELDS` (today's on a design without ``depthwise``)."""
+    return data.StructLayout({name: field.shape for name, field in geometry_layout(config)
+                              if name not in DW_FIELDS})
 
 
 def _geometry_of_today(config, geometry, version):
@@ -164,7 +178,7 @@ def _geometry_of_today(config, geometry, version):
         stride, pad = g.pop("stride"), g.pop("pad")
         g.update(sy=stride, sx=stride, pad_top=pad, pad_left=pad, cb_word=0, cb_rem=0, wrep=0)
     layout = geometry_layout(config).members
-    new = {name: 0 for name in TAPS_FIELDS + POOL_FIELDS + DIAG_FIELDS
+    new = {name: 0 for name in TAPS_FIELDS + POOL_FIELDS + DW_FIELDS + DIAG_FIELDS
            if name in layout and name not in g}
     return {**g, **new}
 
@@ -305,7 +319,8 @@ def _from_legacy(config, version, words, stored):
     layout = legacy_descriptor_layout(config, version)
     geometry = (legacy_geometry_layout(config) if version < 5 else
                 _geometry_before_taps(config) if version < 7 else
-                _geometry_before_pool(config) if version < 8 else _geometry_before_diag(config))
+                _geometry_before_pool(config) if version < 8 else
+                _geometry_before_diag(config) if version < 9 else _geometry_before_dw(config))
     count = -(-geometry.size // layout.size)   # geometry words of that version's width
     decoded, i = [], 0
     while i < len(words):

@@ -1,11 +1,14 @@
 """The passes a network's layers become: :func:`lower_network` and its :class:`DeviceLayer`.
 
 Each kind of :mod:`hwgen.nn` layer is lowered by the pass kind that registers it
-(:func:`hwgen.passes.for_layer`: a Dense or Conv2D to a matrix pass, a MaxPool2D to a
-max-pooling pass), which proves what the hardware needs of it; a layer no kind lowers is
+(:func:`hwgen.passes.for_layer`: a Dense or Conv2D to a matrix pass, a depthwise
+convolution to a depthwise pass where the device has the unit, a MaxPool2D to a max-pooling
+pass), which proves what the hardware needs of it; a layer no kind lowers is
 refused with a :class:`CompileError` naming it. A :class:`~hwgen.nn.Flatten` costs nothing:
 the images' words are already in ``(h, w, c)`` order, so the pass after it takes the image
-as its input.
+as its input. Every pass that runs the array, whatever its kind, then has its accumulator
+proved here from the weights it runs and the range of the tensor it reads
+(:func:`~hwgen.compiler.proofs.check_accumulator`, :func:`~hwgen.compiler.ranges.value_ranges`).
 """
 
 import dataclasses
@@ -14,6 +17,8 @@ from ..memmap import PassKind
 from ..nn import INPUT, Dense, Flatten
 from ..passes import for_layer, layer_types
 from .errors import CompileError
+from .proofs import check_accumulator
+from .ranges import value_ranges
 
 __all__ = ["DeviceLayer", "lower_network"]
 
@@ -59,6 +64,10 @@ class DeviceLayer:
         The window side ``p`` of a max pool fused into this pass
         (:mod:`hwgen.passes.fused_pool`: ``out_shape`` and ``name`` are the pool's, the pass
         walks its ``p * p`` windows); 0 for none.
+    in_range : tuple of int or None
+        ``(lo, hi)``: the values of the tensor it reads first
+        (:func:`~hwgen.compiler.ranges.value_ranges`), from which its accumulator is proved
+        and a raw output's wire width follows; None: the signed ``in_bits`` range.
     """
 
     source: int
@@ -75,6 +84,7 @@ class DeviceLayer:
     params: object = None
     taps: int = 0
     pool: int = 0
+    in_range: tuple | None = None
 
     @property
     def spatial(self):
@@ -96,10 +106,12 @@ def lower_network(network, config):
     ------
     CompileError
         If a kind of layer has no lowering, or a layer does not fit ``config`` (its reduction,
-        its worst-case accumulator or a channel's parameters).
+        a partial sum of its accumulator that can leave ``acc_bits``, or a channel's
+        parameters).
     """
     passes = []
     shapes = network.shapes
+    ranges = value_ranges(network, config.in_bits)
     # The stored tensor and its shape that each network tensor is: itself, or for a Flatten's
     # output the image it flattens (which the next pass takes over).
     stored = {INPUT: (INPUT, shapes[0][0])}
@@ -114,8 +126,12 @@ def lower_network(network, config):
             raise CompileError(f"{type(layer).__name__} layers cannot be compiled; allowed: "
                                f"{allowed}", layer=index, resource="layer")
         in_shape = _stored_shape(index, node, stored)
+        kind = for_layer(layer, in_shape, config)
+        in_range = ranges[node.inputs[0]]
         try:
             found = kind.lower(index, layer, (in_shape, out_shape), config)
+            if found.matrix is not None:
+                check_accumulator(index, found.matrix, found.k, config, in_range)
         except CompileError as error:
             raise error.named(node.name) from None
         lowered = DeviceLayer(index, kind.kind, found.matrix, found.k, in_shape,
@@ -131,7 +147,8 @@ def lower_network(network, config):
                                resource="spatial", name=node.name)
         passes.append(dataclasses.replace(
             lowered, name=node.name, inputs=tuple(stored[name][0] for name in node.inputs),
-            repeat=found.repeat, grouped=found.grouped, params=found.params))
+            repeat=found.repeat, grouped=found.grouped, params=found.params,
+            in_range=in_range))
         stored[node.name] = (node.name, lowered.out_shape)
     return passes
 

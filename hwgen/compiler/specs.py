@@ -38,7 +38,7 @@ class MatrixSpec:
         The element stream (``None``: the per-pixel layout's value).
     wire_bits : int
         Bits of each value on the wire (LOAD, FETCH), two's complement: ``lane_bits`` but for
-        a raw output, which the last layer's worst-case accumulator proof bounds
+        a raw output, which the last layer's accumulator proof bounds
         (:mod:`hwgen.compiler.wire`); None: ``lane_bits``.
     """
 

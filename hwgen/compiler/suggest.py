@@ -23,15 +23,12 @@ _GROWTH_STEPS = 64
 
 
 def _grown(config, error):
-    """Return ``config`` with the field ``error`` names raised to its need (``max_k`` with the
-    accumulator it needs), or ``None`` when that is not a valid configuration."""
+    """Return ``config`` with the field ``error`` names raised to its need, or ``None`` when
+    that is not a valid configuration."""
     if error.resource in ("spatial", "residual"):   # a part of the device, added
         values = {error.resource: True}
     else:
         values = {error.resource: max(error.need, getattr(config, error.resource))}
-    if error.resource == "max_k":
-        values["acc_bits"] = max(config.acc_bits, config.min_acc_bits(
-            config.in_bits, config.w_bits, error.need))
     try:
         return dataclasses.replace(config, **values)
     except ValueError as err:

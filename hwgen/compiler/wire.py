@@ -1,17 +1,19 @@
-"""How wide a program's raw output is on the wire: the accumulator proof's bound in bits.
+"""How wide a program's raw output is on the wire: the accumulator proof's range in bits.
 
-A raw output lane is ``acc_bits`` wide in OUTPUT, but the worst-case proof of the last layer
-(:func:`hwgen.nn.accumulator_bound`) bounds every value it can hold: the wire carries each
-value as that many bits of two's complement (:attr:`MatrixSpec.wire_bits
-<hwgen.compiler.specs.MatrixSpec>`). Programs compiled before the field existed (format 6 and
-older) get it from their images at load: the same bound, summed over the last layer's weight
-and bias words.
+A raw output lane is ``acc_bits`` wide in OUTPUT, but the accumulator proof of the last layer
+(:func:`~hwgen.compiler.proofs.partial_sum_ranges`, from its weights, bias and the range of
+its input) bounds every value it can hold: the wire carries each value as that many bits of
+two's complement (:attr:`MatrixSpec.wire_bits <hwgen.compiler.specs.MatrixSpec>`). Programs
+compiled before the field existed (format 6 and older) get it from their images at load: the
+bound they were compiled with, ``2**(in_bits-1) * sum_k |W[k, n]| + |b[n]|``, summed over the
+last layer's weight and bias words.
 """
 
 import numpy as np
 
 from ..memmap import param_lane_layout
 from .descriptors import field_values
+from .proofs import partial_sum_ranges, two_complement_bits
 from .words import unpack_words
 
 __all__ = ["bound_bits", "raw_wire_bits", "stored_raw_wire_bits"]
@@ -23,15 +25,18 @@ def bound_bits(bound):
     return int(bound).bit_length() + 1
 
 
-def raw_wire_bits(matrix, config):
+def raw_wire_bits(matrix, config, in_range=None):
     """Return the wire width of the raw output of the pass that runs ``matrix`` (a
-    :class:`~hwgen.nn.Dense`: the weights and bias the array runs), at most ``acc_bits``;
-    ``acc_bits`` for a pass without one."""
-    from ..nn import accumulator_bound
-
+    :class:`~hwgen.nn.Dense`: the weights and bias the array runs) on inputs in ``in_range``
+    (``(lo, hi)``; None: the signed ``in_bits`` range): the two's complement width of every
+    channel's partial sums, at most ``acc_bits``; ``acc_bits`` for a pass without one."""
     if matrix is None:
         return config.acc_bits
-    return min(config.acc_bits, bound_bits(accumulator_bound(matrix, config.in_bits)))
+    if in_range is None:
+        in_range = (-(1 << (config.in_bits - 1)), (1 << (config.in_bits - 1)) - 1)
+    low, high = partial_sum_ranges(matrix.weight, matrix.bias, in_range)
+    return min(config.acc_bits, max(two_complement_bits(lo, hi)
+                                    for lo, hi in zip(low, high, strict=True)))
 
 
 def stored_raw_wire_bits(config, layer, weight_words, param_words):

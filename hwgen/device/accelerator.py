@@ -27,13 +27,13 @@ parameters from PARAM). Layers chain without the host.
                             └─ out ◄──────────────────────────────────────── raw rows ──┘
 """
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import Out
 
-from ..cycles import FIFO_LATENCY
 from ..implementation import Implementation
-from ..memmap import HostPortSignature, PassKind, Region, fuses_pool
+from ..latency import FIFO_LATENCY
+from ..memmap import HostPortSignature, PassKind, Region, fuses_pool, has_depthwise
 from .accumulators import AccumulatorBank
 from .activation_feeder import ActivationFeeder
 from .adder import Adder
@@ -41,12 +41,22 @@ from .bank_arbiter import BankArbiter
 from .clock_gate import run_clock
 from .controller import Controller
 from .counters import CounterBlock
+from .depthwise_feeder import DepthwiseFeeder
 from .engine import MatmulEngine
-from .host_access import HostAccess, host_write, share_read, share_write, stage_host
+from .host_access import (
+    HostAccess,
+    act_banks,
+    host_write,
+    same_word_port,
+    share_read,
+    share_write,
+    stage_host,
+)
 from .memories import make_memories
+from .pass_starts import PassStarts
 from .pooler import Pooler
 from .postprocess import PostProcessor
-from .shared_ports import out_param_ports, split_act_banks
+from .shared_ports import out_param_ports
 from .systolic import delay
 from .weight_feeder import WeightFeeder
 from .window_max import WindowMax
@@ -126,6 +136,9 @@ class AcceleratorCore(wiring.Component):
         self.adder = (Adder(config, read_latency=1 + reg,
                             logic_products=not implementation.adder_dsp)
                       if config.residual else None)
+        # Depthwise passes stream through the depthwise unit into the matrix datapath's array.
+        self.depthwise = (DepthwiseFeeder(config, read_latency=1 + reg)
+                          if has_depthwise(config) else None)
         self.counters = CounterBlock(config)
         # The pass units that use the activation banks, by the kinds they run: the one place
         # a unit is registered (the first, the matrix datapath, runs every other kind).
@@ -134,9 +147,11 @@ class AcceleratorCore(wiring.Component):
             units["pool"] = (PassKind.MAXPOOL,)
         if self.adder is not None:
             units["add"] = (PassKind.ADD,)
+        if self.depthwise is not None:
+            units["depthwise"] = (PassKind.DEPTHWISE,)
         # The grant in a register: the descriptor's kind is loaded a cycle before `start_layer`
-        # and three before `prime`, so only the starts need this cycle's decode (`now` in
-        # _start_units, itself a register of the next kind's decode).
+        # and three before `prime`, so only the starts need this cycle's decode (PassStarts'
+        # `now`, itself a register of the next kind's decode).
         self.banks = BankArbiter(config, units, registered=True)
         super().__init__({"host": Out(HostPortSignature(config))})
 
@@ -156,8 +171,8 @@ class AcceleratorCore(wiring.Component):
         acc, pp, wb = self.accumulators, self.postprocess, self.writeback
         in_run = run_clock(m, self.controller.busy) if self.gate_idle else (lambda unit: unit)
         for name in ("engine", "controller", "weight_feeder", "activation_feeder",
-                     "accumulators", "postprocess", "writeback", "pooler", "adder", "banks",
-                     "counters"):
+                     "accumulators", "postprocess", "writeback", "pooler", "adder", "depthwise",
+                     "banks", "counters"):
             if getattr(self, name) is not None:
                 unit = getattr(self, name)
                 m.submodules[name] = in_run(unit) if name in _RUN_UNITS else unit
@@ -199,7 +214,10 @@ class AcceleratorCore(wiring.Component):
 
         # The activation feeder and the write-back (or the pooler) use the banks.
         self._act_banks(m, mems, access)
-        wiring.connect(m, af.o_act, engine.i_act)
+        if self.depthwise is None:
+            wiring.connect(m, af.o_act, engine.i_act)
+        else:
+            self._depthwise_rows(m)
 
         # The engine's rows into the accumulators, the sums into the post-processing.
         wiring.connect(m, engine.o_result, acc.i_result)
@@ -263,69 +281,65 @@ class AcceleratorCore(wiring.Component):
 
     def _start_units(self, m):
         """Give the running pass's descriptor and loop bounds to the pass units, and start the
-        one the bank arbiter grants: the matrix datapath (the feeders, the accumulators, the
-        post-processing), the pooler or the adder."""
+        one the bank arbiter grants (:class:`PassStarts`): the matrix datapath (the feeders,
+        the accumulators, the post-processing), the depthwise unit into it, the pooler or the
+        adder."""
         ctrl, desc = self.controller, self.controller.desc
         wf, af, acc = self.weight_feeder, self.activation_feeder, self.accumulators
-        # `start_layer` comes in the first cycle of the pass's descriptor, before the
-        # registered grant follows it; everything later takes the register. Each unit's
-        # `prime` is a register of its own (the controller's and the grant's, a cycle
-        # early): the walker's step, which it drives, fans out to hundreds of registers,
-        # and the gate between them was the 85F ResNet-8 design's longest path.
+        m.submodules.starts = go = PassStarts(self.banks, {"array": (
+            "matrix", *(("depthwise",) if self.depthwise is not None else ()))})
+        m.d.comb += [go.kind_next.eq(ctrl.kind_next), go.prime_next.eq(ctrl.prime_next),
+                     go.start_layer_next.eq(ctrl.start_layer_next),
+                     go.start_chunk_next.eq(ctrl.start_chunk_next)]
         grant = self.banks.grant
-        matrix = grant.matrix
-        # This cycle's grant (the arbiter's `decode` of the kind, not its register), decoded
-        # a cycle early from the descriptor's next kind into registers: the decode after the
-        # kind's register, into the walker's step and read enables, was the 85F ResNet-8
-        # design's longest path.
-        now = {name: Signal(name=f"now_{name}", init=name == next(iter(self.banks.kinds)))
-               for name in self.banks.kinds}
-        decoded = self.banks.decode(ctrl.kind_next)
-        for name, value in decoded.items():
-            m.d.sync += now[name].eq(value)
-        prime = {name: Signal(name=f"prime_{name}") for name in self.banks.kinds}
-        for name, signal in prime.items():
-            m.d.sync += signal.eq(ctrl.prime_next & now[name])
-        # Likewise each unit's `start_layer`, a register: the gate after the controller's was
-        # on the longest path then, into the walker's position.
-        starts = {name: Signal(name=f"start_layer_{name}") for name in self.banks.kinds}
-        for name, signal in starts.items():
-            m.d.sync += signal.eq(ctrl.start_layer_next & decoded[name])
-        # And the matrix datapath's chunk start, the layer's or the next chunk's, one register
-        # rather than a gate after the two: that gate, shared by the accumulators and the
-        # walker, was on the longest path next, into the walker's position.
-        begin_chunk = Signal(name="begin_chunk")
-        m.d.sync += begin_chunk.eq((ctrl.start_layer_next & decoded["matrix"])
-                                   | ctrl.start_chunk_next)
         m.d.comb += [
             self.banks.kind.eq(desc.kind),
-            wf.start.eq(prime["matrix"]), wf.desc.eq(desc),
+            wf.start.eq(go.prime_array), wf.desc.eq(desc),
             wf.k_end.eq(ctrl.k_end), wf.n_end.eq(ctrl.n_end), wf.wrep.eq(ctrl.geom.wrep),
             wf.wdiag.eq(ctrl.geom.wdiag),
-            af.start_layer.eq(starts["matrix"]),
-            af.begin_chunk.eq(begin_chunk),
-            af.prime.eq(prime["matrix"]), af.desc.eq(desc), af.geom.eq(ctrl.geom),
-            *([af.prime_next.eq(ctrl.prime_next & now["matrix"])]
+            af.start_layer.eq(go.start_matrix), af.begin_chunk.eq(go.begin_matrix),
+            af.prime.eq(go.prime_matrix), af.desc.eq(desc), af.geom.eq(ctrl.geom),
+            *([af.prime_next.eq(ctrl.prime_next & go.now_matrix)]
               if self.implementation.registered_reads else []),
-            af.last_row.eq(ctrl.last_row), ctrl.more_chunks.eq(af.more_chunks & matrix),
-            acc.start_layer.eq(starts["matrix"]),
-            acc.begin_chunk.eq(begin_chunk),
+            af.last_row.eq(ctrl.last_row),
+            acc.start_layer.eq(go.start_array), acc.begin_chunk.eq(go.begin_array),
             acc.desc.eq(desc), acc.k_end.eq(ctrl.k_end), acc.n_end.eq(ctrl.n_end),
             self.postprocess.desc.eq(desc),
         ]
+        more = af.more_chunks & grant.matrix
+        dw = self.depthwise
+        if dw is not None:
+            more = more | (dw.more_chunks & grant.depthwise)
+            m.d.comb += [dw.start_layer.eq(go.start_depthwise),
+                         dw.begin_chunk.eq(go.begin_depthwise),
+                         dw.prime.eq(go.prime_depthwise), dw.desc.eq(desc),
+                         dw.geom.eq(ctrl.geom), dw.last_row.eq(ctrl.last_row),
+                         dw.k_end.eq(ctrl.k_end), dw.n_end.eq(ctrl.n_end),
+                         dw.bank_full.eq(self.engine.bank_full),
+                         dw.a_ptr.eq(self.engine.a_ptr)]
+        m.d.comb += ctrl.more_chunks.eq(more)
         if self.window_max is not None:
             m.d.comb += acc.pool.eq(ctrl.geom.pool)
-        pooler = self.pooler
-        if pooler is not None:
-            m.d.comb += [pooler.start.eq(starts["pool"]),
-                         pooler.go.eq(prime["pool"]), pooler.desc.eq(desc),
-                         pooler.geom.eq(ctrl.geom), pooler.last_row.eq(ctrl.last_row)]
-        adder = self.adder
-        if adder is not None:
-            m.d.comb += [adder.start.eq(starts["add"]),
-                         adder.go.eq(prime["add"]), adder.desc.eq(desc),
-                         adder.src2_base.eq(desc.src2_base), adder.geom.eq(ctrl.geom),
-                         adder.last_row.eq(ctrl.last_row)]
+        for name, unit in (("pool", self.pooler), ("add", self.adder)):
+            if unit is not None:
+                m.d.comb += [unit.start.eq(getattr(go, f"start_{name}")),
+                             unit.go.eq(getattr(go, f"prime_{name}")), unit.desc.eq(desc),
+                             unit.geom.eq(ctrl.geom), unit.last_row.eq(ctrl.last_row)]
+        if self.adder is not None:
+            m.d.comb += self.adder.src2_base.eq(desc.src2_base)
+
+    def _depthwise_rows(self, m):
+        """The engine's rows: the activation feeder's, or in a depthwise pass the depthwise
+        unit's (their data unused: the cells take the unit's lines)."""
+        af, dw, engine = self.activation_feeder, self.depthwise, self.engine
+        grant = self.banks.grant.depthwise
+        act = engine.i_act
+        m.d.comb += [
+            act.valid.eq(Mux(grant, dw.o_act.valid, af.o_act.valid)),
+            act.payload.eq(Mux(grant, dw.o_act.payload, af.o_act.payload)),
+            af.o_act.ready.eq(act.ready & ~grant), dw.o_act.ready.eq(act.ready & grant),
+            engine.dw.eq(grant), engine.dw_lines.eq(dw.dw_lines), engine.dw_sel.eq(dw.dw_sel),
+        ]
 
     def _act_banks(self, m, mems, access):
         """Join each pass unit to its bank arbiter port, and the arbiter to the activation
@@ -339,41 +353,19 @@ class AcceleratorCore(wiring.Component):
                      port.rd_take.eq(af.rd_take), af.rd_data.eq(port.rd_data),
                      port.wr_addr.eq(wb.wr_addr), port.wr_data.eq(wb.wr_data),
                      port.wr_en.eq(wb.wr_en)]
+        if self.depthwise is not None:
+            # The depthwise unit reads the same word of every bank; its pass writes with the
+            # write-back.
+            port = arb.port("depthwise")
+            same_word_port(m, port, cfg, read=self.depthwise)
+            m.d.comb += [port.wr_addr.eq(wb.wr_addr), port.wr_data.eq(wb.wr_data),
+                         port.wr_en.eq(wb.wr_en)]
         for name, unit in (("pool", self.pooler), ("add", self.adder)):
-            if unit is None:
-                continue
             # The pooler and the adder read and write the same word of every bank, and take
             # every read.
-            port = arb.port(name)
-            lanes = range(cfg.act_lanes)
-            m.d.comb += [port.rd_addr[b].eq(unit.rd_addr) for b in lanes]
-            m.d.comb += [port.wr_addr[b].eq(unit.wr_addr) for b in lanes]
-            m.d.comb += [port.rd_en.eq(unit.rd_en.replicate(cfg.act_lanes)),
-                         port.rd_take.eq(1), unit.rd_data.eq(port.rd_data),
-                         port.wr_data.eq(unit.wr_data),
-                         port.wr_en.eq(unit.wr_en.replicate(cfg.act_lanes))]
-        banks = arb.banks
-        if cfg.act_spram_depth:
-            words = split_act_banks(m, mems, access, banks, cfg)
-            m.d.comb += banks.rd_data.eq(Cat(*words))
-            access.words[Region.ACT] = Cat(*words)
-            return
-        words = []
-        for b in range(cfg.act_lanes):
-            bank = mems[f"act{b}"]
-            rd, wr = bank.read_port(), bank.write_port()
-            if access.registered:
-                word = share_read(m, rd, access, Region.ACT, addr=banks.rd_addr[b],
-                                  en=banks.rd_take, port_en=banks.rd_en[b], name=f"act{b}")
-            else:
-                word = share_read(m, rd, access, Region.ACT, addr=banks.rd_addr[b],
-                                  en=banks.rd_en[b], name=f"act{b}")
-            words.append(word)
-            share_write(m, wr, access, Region.ACT, addr=banks.wr_addr[b],
-                        data=banks.wr_data[b], en=banks.wr_en[b],
-                        host_data=access.host.wdata[b * cfg.in_bits:(b + 1) * cfg.in_bits])
-        m.d.comb += banks.rd_data.eq(Cat(*words))
-        access.words[Region.ACT] = Cat(*words)
+            if unit is not None:
+                same_word_port(m, arb.port(name), cfg, read=unit, write=unit)
+        act_banks(m, mems, access, arb.banks, cfg)
 
     @staticmethod
     def _host_reads_output(m, port, access):

@@ -1,6 +1,6 @@
 """The adder: a residual ``Add`` of two tensors, as a pass of its own over the activation banks.
 
-Contract (``../shared/ARCHITECTURE.md`` section 3.2, "Residual add"): per channel ``c``,
+Contract (docs/arithmetic.md, "Residual add"): per channel ``c``,
 ``p = a * mult_a[c] + b * mult_b[c]``, ``r = (p + 2**(shift-1)) >> shift`` (``p`` for
 ``shift == 0``), saturated to signed ``in_bits``, clamped to ``[act_min, act_max]`` (or ReLU
 or identity on a design without ``bounds``). The shift, rounding, saturation and clamp are the

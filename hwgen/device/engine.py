@@ -4,13 +4,15 @@ Both dataflows share one interface, so the network controller and the test bench
 which one they drive.
 """
 
-from amaranth.hdl import Const, Module, Signal, signed
+from amaranth.hdl import Cat, Const, Module, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from ..config import Dataflow
-from ..cycles import fifo_depth
+from ..latency import fifo_depth
+from ..memmap import has_depthwise
+from .layouts import dw_lines_layout, dw_sel_layout
 from .systolic import OutputStationaryArray, WeightStationaryArray
 
 __all__ = ["MatmulEngine", "act_row_layout", "result_row_layout", "weight_row_layout"]
@@ -80,6 +82,16 @@ class MatmulEngine(wiring.Component):
         Only with ``gated``: clock enable of the array (see
         :class:`hwgen.device.systolic.WeightStationaryArray`), which may be low only while no
         weight or activation row has been accepted for the array's latency.
+    dw : In(1)
+        Only with the depthwise unit (``config.depthwise``): a depthwise pass runs; each
+        activation row's data is unused, its cells take ``dw_lines`` as ``dw_sel`` says (see
+        :class:`hwgen.device.systolic.WeightStationaryArray`). Held while a pass runs.
+    dw_lines : In(dw_lines_layout(config))
+    dw_sel : In(dw_sel_layout(config))
+    bank_full : Out(2)
+        Only with the depthwise unit: which weight banks hold a whole tile not yet used up.
+    a_ptr : Out(1)
+        Only with the depthwise unit: the bank the next activation row is multiplied with.
     """
 
     def __init__(self, config, *, pe_instances=False, dsp_packing=None, gated=False,
@@ -98,12 +110,18 @@ class MatmulEngine(wiring.Component):
             self.array = OutputStationaryArray(config, pe_instances=pe_instances)
         # The cycle model needs the depth too (credits bound the rows in flight).
         self.fifo_depth = fifo_depth(config, registered=input_register)  # WS only
+        depthwise = {}
+        if has_depthwise(config):
+            depthwise = {"dw": In(1), "dw_lines": In(dw_lines_layout(config)),
+                         "dw_sel": In(dw_sel_layout(config)), "bank_full": Out(2),
+                         "a_ptr": Out(1)}
         super().__init__({
             "i_weight": In(stream.Signature(weight_row_layout(config))),
             "i_act": In(stream.Signature(act_row_layout(config))),
             "o_result": Out(stream.Signature(result_row_layout(config))),
             "issue": Out(1),
             **({"en": In(1)} if gated else {}),
+            **depthwise,
         })
 
     def elaborate(self, platform):
@@ -146,6 +164,10 @@ class MatmulEngine(wiring.Component):
                 m.d.sync += full[b].eq(1)
             with m.Elif(clear_full[b]):
                 m.d.sync += full[b].eq(0)
+        if has_depthwise(cfg):
+            m.d.comb += [self.bank_full.eq(Cat(*full)), self.a_ptr.eq(a_ptr),
+                         array.dw.eq(self.dw), array.d_lines.eq(self.dw_lines),
+                         array.d_sel.eq(self.dw_sel)]
 
         # Credits: free FIFO entries not yet promised to a row in flight. With `always_ready`
         # no FIFO fills: at most a latency's worth of rows is in flight, fewer than the FIFO

@@ -14,11 +14,13 @@ region's write enable decoded into a flip-flop of its own: a large ECP5's memori
 flip-flops, not the link's decoding routed across the die.
 """
 
-from amaranth.hdl import Const, Mux, Signal
+from amaranth.hdl import Cat, Const, Mux, Signal
 
 from ..memmap import HostPortSignature, Region
+from .shared_ports import split_act_banks
 
-__all__ = ["HostAccess", "host_write", "share_read", "share_write", "stage_host"]
+__all__ = ["HostAccess", "act_banks", "host_write", "same_word_port", "share_read", "share_write",
+           "stage_host"]
 
 #: The host port's members that the host drives, and those the accelerator answers with.
 _REQUESTS = ("region", "addr", "wdata", "we", "re", "start", "batch", "clear", "snapshot")
@@ -177,3 +179,43 @@ def host_write(m, port, access, region):
     host = access.host
     m.d.comb += [port.addr.eq(host.addr), port.data.eq(host.wdata),
                  port.en.eq(access.we[region])]
+
+
+def act_banks(m, mems, access, banks, config):
+    """Drive the activation banks (``mems``' ``act*``) from the bank arbiter's ``banks``
+    (its granted unit's requests) while busy and from the host while idle, the banks below
+    ``act_spram_depth`` split into single-port memories
+    (:func:`~hwgen.device.shared_ports.split_act_banks`); the words read are the arbiter's
+    ``rd_data`` and what the host's reads of ACT return."""
+    if config.act_spram_depth:
+        words = split_act_banks(m, mems, access, banks, config)
+    else:
+        words = []
+        for b in range(config.act_lanes):
+            rd, wr = mems[f"act{b}"].read_port(), mems[f"act{b}"].write_port()
+            # Registered reads: the port reads at rd_en, the register takes at rd_take.
+            en, port_en = ((banks.rd_take, banks.rd_en[b]) if access.registered
+                           else (banks.rd_en[b], 1))
+            words.append(share_read(m, rd, access, Region.ACT, addr=banks.rd_addr[b], en=en,
+                                    port_en=port_en, name=f"act{b}"))
+            share_write(m, wr, access, Region.ACT, addr=banks.wr_addr[b],
+                        data=banks.wr_data[b], en=banks.wr_en[b],
+                        host_data=access.host.wdata[b * config.in_bits:
+                                                    (b + 1) * config.in_bits])
+    m.d.comb += banks.rd_data.eq(Cat(*words))
+    access.words[Region.ACT] = Cat(*words)
+
+
+def same_word_port(m, port, config, *, read, write=None):
+    """Drive a bank arbiter ``port`` (:class:`~hwgen.device.bank_arbiter.BankPortSignature`)
+    for a unit that reads (``read``: its ``rd_addr``, ``rd_en``, ``rd_data``) and writes
+    (``write``: its ``wr_addr``, ``wr_data``, ``wr_en``) the same word of every bank, taking
+    every read."""
+    lanes = range(config.act_lanes)
+    m.d.comb += [port.rd_addr[b].eq(read.rd_addr) for b in lanes]
+    m.d.comb += [port.rd_en.eq(read.rd_en.replicate(config.act_lanes)), port.rd_take.eq(1),
+                 read.rd_data.eq(port.rd_data)]
+    if write is not None:
+        m.d.comb += [port.wr_addr[b].eq(write.wr_addr) for b in lanes]
+        m.d.comb += [port.wr_data.eq(write.wr_data),
+                     port.wr_en.eq(write.wr_en.replicate(config.act_lanes))]

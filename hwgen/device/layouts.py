@@ -1,12 +1,13 @@
 """Payloads that travel between the accelerator's blocks, as ``data`` layouts."""
 
-from amaranth.hdl import signed
+from amaranth.hdl import signed, unsigned
 from amaranth.lib import data
 
 from ..memmap import descriptor_layout, fuses_pool, param_lane_layout
 
-__all__ = ["acc_row_layout", "lane_position_layout", "param_row_layout", "position_layout",
-           "step_layout", "summed_row_layout"]
+__all__ = ["acc_row_layout", "dw_lines_layout", "dw_sel_layout", "lane_position_layout",
+           "param_row_layout", "position_layout", "sel_bits", "step_layout",
+           "summed_row_layout"]
 
 
 def acc_row_layout(config):
@@ -104,3 +105,21 @@ def step_layout(config, addr_width):
         "y": data.ArrayLayout(signed(config.in_bits), config.requant_lanes),
         "pos": lane_position_layout(config, addr_width),
     })
+
+
+def sel_bits(config):
+    """Return the width of an array row's line select in a depthwise pass: ``0 ..
+    dw_lines`` a delay line, ``dw_lines + 1`` zero (a row past the kernel)."""
+    return (config.dw_lines + 1).bit_length()
+
+
+def dw_lines_layout(config):
+    """The depthwise unit's delay lines as the array takes them: ``dw_lines + 1`` words of
+    ``cols`` signed ``in_bits`` lanes."""
+    word = data.ArrayLayout(signed(config.in_bits), config.cols)
+    return data.ArrayLayout(word, config.dw_lines + 1)
+
+
+def dw_sel_layout(config):
+    """The line of each of the array's ``rows`` rows in a depthwise pass (:func:`sel_bits`)."""
+    return data.ArrayLayout(unsigned(sel_bits(config)), config.rows)

@@ -1,6 +1,6 @@
 """The requantizer: multiply, round-shift, saturate and bound a few channels per cycle.
 
-Contract (``../shared/ARCHITECTURE.md`` sections 3 and 3.2): ``p = acc * mult`` (``acc *
+Contract (docs/arithmetic.md, "A dense layer"): ``p = acc * mult`` (``acc *
 mult_neg`` for ``acc < 0`` in a leaky layer); ``r = (p + 2**(shift-1)) >> shift`` (``p`` for
 ``shift == 0``); ``y`` is ``r`` saturated to signed ``in_bits``, then clamped to ``[act_min,
 act_max]``. The helpers below build the shift from narrow stages and an overflow flag;

@@ -25,8 +25,10 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..config import Dataflow
-from ..cycles import ws_latency
 from ..implementation import DspPacking
+from ..latency import ws_latency
+from ..memmap import has_depthwise
+from .layouts import dw_lines_layout, dw_sel_layout
 
 __all__ = ["OSProcessingElement", "OutputStationaryArray", "ProcessingElement",
            "WeightStationaryArray", "delay", "pe_module_name"]
@@ -41,12 +43,14 @@ def delay(m, value, cycles, *, name="dly"):
     return value
 
 
-def ws_pe_signature(in_bits, w_bits, acc_bits, external_mul=False):
+def ws_pe_signature(in_bits, w_bits, acc_bits, external_mul=False, depthwise=False):
     """Signature of :class:`ProcessingElement`."""
     mul = {}
+    if depthwise:
+        mul = {"d_in": In(signed(in_bits)), "dw": In(1)}
     if external_mul:
-        mul = {"mul_a": Out(signed(in_bits)), "mul_w": Out(signed(w_bits)),
-               "mul_p": In(signed(in_bits + w_bits))}
+        mul |= {"mul_a": Out(signed(in_bits)), "mul_w": Out(signed(w_bits)),
+                "mul_p": In(signed(in_bits + w_bits))}
     return wiring.Signature({
         "a_in": In(signed(in_bits)),
         "sel_in": In(1),
@@ -98,6 +102,10 @@ class ProcessingElement(wiring.Component):
         two cells, see :mod:`hwgen.device.dsp`): the cell presents the activation and the weight it
         selects on ``mul_a``/``mul_w`` in the cycle the activation arrives, and adds ``mul_p``,
         which must show their product two cycles later. The cycle behaviour is unchanged.
+    depthwise : bool
+        While ``dw`` is high, multiply ``d_in`` instead of the activation from the left (a
+        depthwise pass: each cell's own operand, see :class:`WeightStationaryArray`); it
+        travels as the activation would (``a_out`` still passes ``a_in`` on).
 
     Members
     -------
@@ -120,11 +128,16 @@ class ProcessingElement(wiring.Component):
         Only with ``external_mul``.
     mul_p : In(signed(in_bits + w_bits))
         Only with ``external_mul``.
+    d_in : In(signed(in_bits))
+        Only with ``depthwise``.
+    dw : In(1)
+        Only with ``depthwise``.
     """
 
-    def __init__(self, in_bits, w_bits, acc_bits, *, external_mul=False):
+    def __init__(self, in_bits, w_bits, acc_bits, *, external_mul=False, depthwise=False):
         self.external_mul = external_mul
-        super().__init__(ws_pe_signature(in_bits, w_bits, acc_bits, external_mul))
+        self.depthwise = depthwise
+        super().__init__(ws_pe_signature(in_bits, w_bits, acc_bits, external_mul, depthwise))
 
     def elaborate(self, platform):
         m = Module()
@@ -138,7 +151,8 @@ class ProcessingElement(wiring.Component):
             # The multiplier registers its operands one cycle earlier than `prod` would read
             # them. The bank it reads is the same: a bank is written only after the last
             # activation that uses its old contents has passed the cell (WeightStationaryArray).
-            m.d.comb += [self.mul_a.eq(self.a_in),
+            operand = Mux(self.dw, self.d_in, self.a_in) if self.depthwise else self.a_in
+            m.d.comb += [self.mul_a.eq(operand),
                          self.mul_w.eq(Mux(self.sel_in, banks[1], banks[0]))]
             m.d.sync += [
                 self.a_out.eq(self.a_in),
@@ -147,10 +161,15 @@ class ProcessingElement(wiring.Component):
             ]
             return EnableInserter({"sync": self.en})(m)
         prod = Signal(signed(len(self.a_in) + len(self.w_in)))
+        operand = self.a_out
+        if self.depthwise:
+            d_q = Signal.like(self.d_in, name="d_q")
+            m.d.sync += d_q.eq(self.d_in)
+            operand = Mux(self.dw, d_q, self.a_out)
         m.d.sync += [
             self.a_out.eq(self.a_in),
             self.sel_out.eq(self.sel_in),
-            prod.eq(self.a_out * Mux(self.sel_out, banks[1], banks[0])),
+            prod.eq(operand * Mux(self.sel_out, banks[1], banks[0])),
             self.psum_out.eq(self.psum_in + prod),
         ]
         return EnableInserter({"sync": self.en})(m)
@@ -211,17 +230,19 @@ class OSProcessingElement(wiring.Component):
 def pe_module_name(config, *, external_mul=False):
     """Verilog module name of the processing element of ``config``'s array.
 
-    ``external_mul`` names the weight-stationary cell whose multiplier is a shared DSP block.
+    ``external_mul`` names the weight-stationary cell whose multiplier is a shared DSP block;
+    a design with the depthwise unit names its cells with their second operand.
     """
     return (f"hwgen_pe_{config.dataflow}_i{config.in_bits}w{config.w_bits}"
-            f"a{config.acc_bits}" + ("_xmul" if external_mul else ""))
+            f"a{config.acc_bits}" + ("_xmul" if external_mul else "")
+            + ("_dw" if has_depthwise(config) else ""))
 
 
 def pe_component(config, *, external_mul=False):
     """Return the processing element of ``config``'s array (see :func:`pe_module_name`)."""
     if config.dataflow is Dataflow.WS:
         return ProcessingElement(config.in_bits, config.w_bits, config.acc_bits,
-                                 external_mul=external_mul)
+                                 external_mul=external_mul, depthwise=has_depthwise(config))
     return OSProcessingElement(config.in_bits, config.w_bits, config.acc_bits)
 
 
@@ -237,7 +258,8 @@ class _PEInstance:
         self._external_mul = external_mul
         self._ports = {}
         if config.dataflow is Dataflow.WS:
-            sig = ws_pe_signature(config.in_bits, config.w_bits, config.acc_bits, external_mul)
+            sig = ws_pe_signature(config.in_bits, config.w_bits, config.acc_bits, external_mul,
+                                  has_depthwise(config))
         else:
             sig = os_pe_signature(config.in_bits, config.w_bits, config.acc_bits)
         for name, member in sig.members.items():
@@ -281,6 +303,14 @@ def _tile_signature(config):
         "o_last": Out(1),
         "en": In(1, init=1),
     }
+
+
+def _depthwise_signature(config):
+    """The depthwise operands of a weight-stationary array with the depthwise unit."""
+    if not has_depthwise(config):
+        return {}
+    return {"dw": In(1), "d_lines": In(dw_lines_layout(config)),
+            "d_sel": In(dw_sel_layout(config))}
 
 
 def _skewed_weights(m, array, rows, cols, extra=0):
@@ -359,6 +389,7 @@ class WeightStationaryArray(wiring.Component):
             "a_last": In(1),
             "a_sel": In(1),
             **_tile_signature(config),
+            **_depthwise_signature(config),
         })
 
     @property
@@ -382,6 +413,8 @@ class WeightStationaryArray(wiring.Component):
             for j in range(1, cols):
                 m.d.comb += [pes[i][j].a_in.eq(pes[i][j - 1].a_out),
                              pes[i][j].sel_in.eq(pes[i][j - 1].sel_out)]
+        if has_depthwise(cfg):
+            self._depthwise_operands(m, pes, extra)
         for j, w, row, valid, bank in _skewed_weights(m, self, rows, cols, extra):
             for i in range(rows):
                 m.d.comb += [
@@ -399,6 +432,28 @@ class WeightStationaryArray(wiring.Component):
             self.o_last.eq(delay(m, self.a_last, self.latency, name="last")),
         ]
         return EnableInserter({"sync": self.en})(m)
+
+    def _depthwise_operands(self, m, pes, extra):
+        """Give every cell its depthwise operand: cell ``(i, j)`` of the row presented in cycle
+        ``t`` takes lane ``j`` of line ``d_sel[i]`` as presented in cycle ``t + i + j`` (the
+        lines' lanes come skewed); the row's selects travel down and along as its activation
+        would."""
+        cfg = self.config
+        lines = delay(m, self.d_lines, extra, name="dlines")
+        zero = cfg.dw_lines + 1
+        for i in range(cfg.rows):
+            sel = delay(m, self.d_sel[i], i + extra, name=f"dsel{i}")
+            for j in range(cfg.cols):
+                if j:
+                    moved = Signal.like(sel, name=f"dsel{i}_{j}")
+                    m.d.sync += moved.eq(sel)
+                    sel = moved
+                operand = Signal(signed(cfg.in_bits), name=f"dop{i}_{j}")
+                with m.Switch(sel):
+                    for line in range(zero):
+                        with m.Case(line):
+                            m.d.comb += operand.eq(lines[line][j])
+                m.d.comb += [pes[i][j].d_in.eq(operand), pes[i][j].dw.eq(self.dw)]
 
     def _pair_multipliers(self, m, pes):
         """Give rows ``2r`` and ``2r + 1`` of every column one shared SB_MAC16, or every cell

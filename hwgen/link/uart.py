@@ -1,9 +1,9 @@
 """UART 8N1 transmitter and receiver with stream interfaces.
 
-The board link of ARCHITECTURE.md §5: one start bit, eight data bits sent least significant bit
-first, no parity, one stop bit. The bit period is a fixed number of clock cycles, the *divisor*;
-:func:`divisor_for` computes it from a clock and a baud rate and refuses rates the receiver would
-not hold to.
+The board link under hwgen/protocol.py's frames: one start bit, eight data bits sent least
+significant bit first, no parity, one stop bit. The bit period is a fixed number of clock
+cycles, the *divisor*; :func:`divisor_for` computes it from a clock and a baud rate and refuses
+rates the receiver would not hold to.
 
 All three components take the same divisor, checked by the same rule (an :class:`int`,
 at least :data:`MIN_DIVISOR`), so a divisor accepted for one end of a link is accepted for the

@@ -10,7 +10,7 @@
   :class:`GlobalAvgPool2D`, :class:`Flatten`, :class:`Add` (two tensors),
   :class:`QuantizedNetwork` (a chain of layers, or a graph of :class:`Node` over named
   :class:`Tensor`), :func:`requantize`, :func:`accumulator_bound`: the bit-exact integer
-  reference of sections 3, 3.1 and 3.2 of the architecture brief, which every hardware test
+  reference of docs/arithmetic.md, which every hardware test
   compares against (:class:`MaxPool2D` and :class:`Flatten` serve the float :class:`CNN` too);
 - :func:`from_torch`, :func:`from_onnx`: importers (PyTorch and ONNX are optional).
 """

@@ -1,4 +1,4 @@
-"""The integer residual add of two tensors, per section 3.2 of the architecture brief.
+"""The integer residual add of two tensors, per docs/arithmetic.md.
 
 ``Add`` reads two tensors ``a`` and ``b`` of one shape (signed ``in_bits``, the last axis the
 channel) and computes, per channel ``c``, ``p = a * mult_a[c] + b * mult_b[c]`` exactly, then

@@ -1,4 +1,4 @@
-"""Average pooling in integers: a depthwise convolution of ones, per section 3.2 of the brief.
+"""Average pooling in integers: a depthwise convolution of ones, per docs/arithmetic.md.
 
 ``AvgPool2D(size, stride)`` is exactly the depthwise :class:`~hwgen.nn.Conv2D` with every
 weight 1, bias 0, no padding and the pool's own per-channel ``mult``, ``shift`` and bounds

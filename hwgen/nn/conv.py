@@ -1,6 +1,6 @@
 """The integer 2-D convolution: a :class:`~hwgen.nn.Dense` layer applied to every patch.
 
-Sections 3.1 and 3.2 of the architecture brief (contract): the NHWC input is padded with
+docs/arithmetic.md (contract): the NHWC input is padded with
 ``(top, bottom, left, right)`` zeros; output pixel ``(oy, ox)``, channel ``n`` of group
 ``j = n // (C_out / groups)`` is a ``Dense`` layer (same bias, requantization, saturation,
 bounds) applied to its patch of group ``j``'s input channels ``j*C_in/groups ...``, flattened

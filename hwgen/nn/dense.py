@@ -1,7 +1,7 @@
 """The integer fully connected layer, its exact accumulation and the accumulator-range bound.
 
-``acc[m, n] = sum_k x[m, k] * W[k, n] + b[n]`` is computed exactly (section 3 of the architecture
-brief): with ``float64`` BLAS when every partial sum provably stays below ``2**53``, where it is
+``acc[m, n] = sum_k x[m, k] * W[k, n] + b[n]`` is computed exactly (docs/arithmetic.md):
+with ``float64`` BLAS when every partial sum provably stays below ``2**53``, where it is
 exact too; with ``int64`` when the sums provably fit it; with Python integers in object arrays
 otherwise. The three paths give identical results.
 """
@@ -32,8 +32,8 @@ class Dense:
     channel (``output="requant"``: multiply by ``mult[n]`` (by ``mult_neg[n]`` where
     ``acc < 0`` for ``"leaky_relu"``), round-shift right by ``shift[n]``, saturate to the
     network's ``in_bits``, clamp to :meth:`bounds`) or returns ``acc`` itself (``output="raw"``,
-    for logits; the activation is then not applied). See sections 3 and 3.2 of the
-    architecture brief for the exact arithmetic.
+    for logits; the activation is then not applied). See docs/arithmetic.md for the
+    exact arithmetic.
 
     The constructor checks dtypes, shapes and names; the value ranges depend on the widths and
     are checked by :class:`~hwgen.nn.QuantizedNetwork`, which knows them.
@@ -297,8 +297,9 @@ def accumulator_bound(layer, in_bits):
 
     The bound is ``max_n (2**(in_bits - 1) * sum_k |W[k, n]| + |b[n]|)``: it covers every subset
     of the products (so every order of accumulation, every tiling of ``K``) with the bias added
-    at any point, for any input in the signed ``in_bits`` range. The compiler compares it
-    against the accumulator width.
+    at any point, for any input in the signed ``in_bits`` range. The compiler's proof against
+    the accumulator width, channel by channel and from each layer's input range
+    (:func:`hwgen.compiler.proofs.partial_sum_ranges`), lies within it.
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""Flattening an NHWC tensor into feature rows, per section 3.1 of the architecture brief."""
+"""Flattening an NHWC tensor into feature rows, per docs/arithmetic.md."""
 
 import math
 

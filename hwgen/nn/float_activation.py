@@ -1,7 +1,7 @@
 """The activation of a float layer: ReLU, leaky ReLU or none, then optional float clamp bounds.
 
 The float counterpart of the integer layers' ``activation``, ``mult_neg`` and
-``act_min``/``act_max`` (section 3.2 of the architecture brief): ``f(a)`` is ``a``, ``max(a, 0)``
+``act_min``/``act_max`` (docs/arithmetic.md): ``f(a)`` is ``a``, ``max(a, 0)``
 or ``a if a >= 0 else alpha * a``, then clipped to ``[act_min, act_max]`` where a bound is set.
 ReLU6 is ``relu`` with ``act_max=6``, Hardtanh and Clip are ``identity`` with both bounds.
 

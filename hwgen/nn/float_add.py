@@ -1,6 +1,6 @@
 """The float residual add of a :class:`~hwgen.nn.CNN` graph: ``f(a + b)``.
 
-The float counterpart of :class:`~hwgen.nn.Add` (section 3.2 of the architecture brief): two
+The float counterpart of :class:`~hwgen.nn.Add` (docs/arithmetic.md, "Residual add"): two
 tensors of one shape added element-wise, then an activation (none or a ReLU) and optional clamp
 bounds. A ReLU, ReLU6 or clamp after the add folds into it (:meth:`FloatAdd.then`), as into the
 other layers; :func:`~hwgen.nn.quantize` turns it into an :class:`~hwgen.nn.Add` whose

@@ -1,6 +1,6 @@
 """The float 2-D convolution of a :class:`~hwgen.nn.CNN`, with its gradient.
 
-Section 3.2 of the architecture brief in floats: kernel ``KH x KW``, stride ``(sy, sx)``, zero
+docs/arithmetic.md's convolution in floats: kernel ``KH x KW``, stride ``(sy, sx)``, zero
 padding ``(top, bottom, left, right)`` and ``groups g``; output channel ``n`` belongs to group
 ``j = n // (C_out / g)`` and sees that group's input channels ``j * C_in / g ...``. A group is a
 dense layer on its patches, so the forward pass is one batched matrix product over the groups

@@ -1,6 +1,6 @@
 """The output size of a float convolution or pooling window, with the float layers' errors.
 
-Section 3.2 of the architecture brief: kernel ``KH x KW``, stride ``(sy, sx)``, zero padding
+docs/arithmetic.md: kernel ``KH x KW``, stride ``(sy, sx)``, zero padding
 ``(top, bottom, left, right)``; ``OH = (H + top + bottom - KH) // sy + 1``, ``OW`` likewise.
 The windows themselves are :func:`~hwgen.nn.patches.im2col`'s, shared with the integer layers.
 """

@@ -1,6 +1,6 @@
 """Float average pooling of a :class:`~hwgen.nn.CNN`, with its gradient.
 
-Section 3.2 of the architecture brief in floats: :class:`FloatAvgPool2D` is the mean of each
+docs/arithmetic.md's pooling in floats: :class:`FloatAvgPool2D` is the mean of each
 ``kh x kw`` window at stride ``(sy, sx)``, no padding; :class:`FloatGlobalAvgPool2D` the mean
 over the whole ``H x W`` image, output ``(1, 1, C)``. Either may be followed by a ReLU and clamp
 bounds (never a leaky ReLU: the integer pools have no negative multiplier).

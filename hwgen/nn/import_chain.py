@@ -3,7 +3,7 @@
 An importer walks a model in order and reports each layer or node to a :class:`Chain` (over
 the tensors of :mod:`hwgen.nn.import_graph`, so that a graph is walked alike), which
 checks shapes as it goes, converts PyTorch/ONNX's ``(c, h, w)`` flatten order to ours, folds
-what section 3.2 of the architecture brief folds at import (activations into the layer they
+what docs/arithmetic.md folds at import (activations into the layer they
 follow, BatchNorm into the dense or convolution layer before it, a final Softmax, LogSoftmax
 or Sigmoid into ``output_function``) and collects every offender, so that one
 :class:`UnsupportedModelError` lists them all.

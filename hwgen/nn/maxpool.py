@@ -1,4 +1,4 @@
-"""2-D max pooling over NHWC tensors, per section 3.1 of the architecture brief.
+"""2-D max pooling over NHWC tensors, per docs/arithmetic.md.
 
 Pooling follows the activation, so on integers it is exact: the maximum of the window's int
 values. The same layer object serves the integer network and the float :class:`~hwgen.nn.CNN`.

@@ -1,7 +1,7 @@
 """The function a model applies to its logits on the host: softmax, log-softmax or sigmoid.
 
-Section 3.2 of the architecture brief: a final ``Softmax``, ``LogSoftmax`` or ``Sigmoid`` is not
-part of the integer network. The importers record it as ``output_function``; the device returns
+Per docs/arithmetic.md, a final ``Softmax``, ``LogSoftmax`` or ``Sigmoid`` is not part of the
+integer network. The importers record it as ``output_function``; the device returns
 the raw scores, and :func:`apply_output_function` turns real-valued logits into probabilities in
 float, on the host, when asked (the argmax is the same either way).
 """

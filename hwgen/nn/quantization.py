@@ -1,6 +1,6 @@
 """Post-training quantization of a float :class:`~hwgen.nn.MLP` or :class:`~hwgen.nn.CNN`.
 
-Symmetric, no zero points, per section 3 of the architecture brief: per-channel weight scales,
+Symmetric, no zero points, per docs/arithmetic.md: per-channel weight scales,
 per-tensor activation scales measured on calibration data, a bias at the accumulator's scale and
 a per-channel ``mult / 2**shift`` that maps the accumulator's scale onto the output's. Max
 pooling keeps its input's scale (the maximum of values that share a scale) and a flatten is free.
@@ -66,7 +66,7 @@ def _calibration(cnn, calib_x):
 
 
 def quantize(mlp, calib_x, *, in_bits=8, w_bits=8, acc_bits=32, mult_bits=16, output="raw"):
-    """Quantize a float model to integers, per section 3 of the architecture brief.
+    """Quantize a float model to integers, per docs/arithmetic.md.
 
     - weights: ``W_q[..., n] = round(W[..., n] / s_w[n])`` with
       ``s_w[n] = max|W[..., n]| / (2**(w_bits-1) - 1)`` per output channel ``n`` (a zero

@@ -1,7 +1,6 @@
 """The bit-exact integer model of a quantized network: the oracle of every hardware test.
 
-Everything here follows sections 3, 3.1 and 3.2 of the architecture brief (the arithmetic
-contract) to the bit:
+Everything here follows docs/arithmetic.md (the arithmetic contract) to the bit:
 
 - ``acc[m, n] = sum_k x[m, k] * W[k, n] + b[n]``, exact, for a :class:`Dense` layer and for
   every output pixel's patch (of its group's channels) of a :class:`Conv2D`;

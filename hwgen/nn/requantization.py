@@ -1,4 +1,4 @@
-"""Requantization: the per-channel ``mult / 2**shift`` step of section 3 of the architecture brief.
+"""Requantization: the per-channel ``mult / 2**shift`` step of docs/arithmetic.md.
 
 :func:`requantize` applies it to accumulators bit-exactly (with section 3.2's activation
 bounds and leaky ReLU's second multiplier); :func:`requant_params` chooses
@@ -24,7 +24,7 @@ __all__ = ["check_bounds", "requant_params", "requantize"]
 
 
 def requantize(acc, mult, shift, out_bits, *, mult_neg=None, act_min=None, act_max=None):
-    """Requantize, saturate and clamp accumulators, per sections 3 and 3.2 of the brief.
+    """Requantize, saturate and clamp accumulators, per docs/arithmetic.md.
 
     Computes ``p = acc * mult`` (``p = acc * mult_neg`` where ``acc < 0`` if ``mult_neg`` is
     given: leaky ReLU's sign-selected multiplier), ``r = (p + (1 << (shift - 1))) >> shift``

@@ -4,6 +4,8 @@ Each module holds a :class:`~hwgen.passes.base.Pass`: the kind's lowering and la
 :mod:`hwgen.compiler`), its cycle model (for :mod:`hwgen.cycles`) and its step of the program
 interpreter (for :mod:`sim.interpreter`):
 
+- :mod:`~hwgen.passes.depthwise`: a depthwise convolution or an average pool, each column a
+  channel and the rows its taps (on a device with the depthwise unit, where it can);
 - :mod:`~hwgen.passes.matrix`: ``x @ W``, then bias and requantization (Dense, Conv2D);
 - :mod:`~hwgen.passes.maxpool`: the lane-wise maximum of each window (MaxPool2D);
 - :mod:`~hwgen.passes.add`: two tensors' sum, each scaled per channel, requantized (Add).
@@ -31,11 +33,12 @@ def registry():
     on the first call, whichever package is imported first.
     """
     from .add import AddPass
+    from .depthwise import DepthwisePass
     from .matrix import MatrixPass
     from .maxpool import MaxPoolPass
 
     return {PassKind.MATRIX: MatrixPass(), PassKind.MAXPOOL: MaxPoolPass(),
-            PassKind.ADD: AddPass()}
+            PassKind.ADD: AddPass(), PassKind.DEPTHWISE: DepthwisePass()}
 
 
 def lookup(kind):
@@ -56,11 +59,24 @@ def lookup(kind):
                          f"{allowed}") from None
 
 
-def for_layer(layer):
-    """Return the :class:`Pass` that lowers the network layer ``layer``, or None."""
-    return next((p for p in registry().values() if isinstance(layer, p.layers)), None)
+def for_layer(layer, in_shape=None, config=None):
+    """Return the :class:`Pass` that lowers the network layer ``layer``, or None.
+
+    A kind that takes only some layers of its types (:meth:`Pass.accepts`: the depthwise
+    unit's, where a device has it) is asked first, for ``config`` and the layer's per-sample
+    ``in_shape``; then the first kind in the registry that lowers its type and takes every
+    such layer. Without ``config`` the latter alone.
+    """
+    found = registry().values()
+    picky = [k for k in found if type(k).accepts is not Pass.accepts]
+    if config is not None:
+        for kind in picky:
+            if isinstance(layer, kind.layers) and kind.accepts(layer, in_shape, config):
+                return kind
+    return next((k for k in found if k not in picky and isinstance(layer, k.layers)), None)
 
 
 def layer_types():
-    """Return the :mod:`hwgen.nn` layer types that some pass kind lowers, in registry order."""
-    return tuple(t for p in registry().values() for t in p.layers)
+    """Return the :mod:`hwgen.nn` layer types that some pass kind lowers, in registry order,
+    each once."""
+    return tuple(dict.fromkeys(t for p in registry().values() for t in p.layers))

@@ -85,6 +85,13 @@ class Pass(abc.ABC):
 
     # -- compiler hooks -------------------------------------------------------------------
 
+    def accepts(self, layer, in_shape, config):
+        """Return whether this kind runs network layer ``layer`` (one of :attr:`layers`) on
+        ``config`` given its per-sample input shape ``in_shape``; a kind that declines leaves
+        the layer to the next kind in the registry that lowers its type. Every layer by
+        default."""
+        return True
+
     @abc.abstractmethod
     def lower(self, index, layer, shapes, config):
         """Return the :class:`Lowered` pass of network layer ``index``, ``layer``, whose
@@ -117,10 +124,11 @@ class Pass(abc.ABC):
         """Return the geometry's ``cgs`` of spatial pass ``p`` whose input pixels take
         ``src_stride`` ACT words (:func:`hwgen.memmap.geometry_layout`)."""
 
-    def walk_fields(self, p, config):
-        """Return the geometry fields of spatial pass ``p`` that its kind decides besides
-        ``cgs``: ``{"wrep": ...}`` (:func:`~hwgen.memmap.geometry_layout`); none by default
-        (0)."""
+    def walk_fields(self, p, config, src_stride=1):
+        """Return the geometry fields of spatial pass ``p`` (whose input pixels take
+        ``src_stride`` ACT words) that its kind decides besides ``cgs``: ``{"wrep": ...}``,
+        or steps of its own (:func:`~hwgen.memmap.geometry_layout`), over the convolution's
+        walk; none by default."""
         return {}
 
     @abc.abstractmethod

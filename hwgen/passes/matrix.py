@@ -38,18 +38,14 @@ import math
 import numpy as np
 
 from ..compiler.images import diagonal_image, is_diagonal, param_image, weight_image
-from ..compiler.proofs import (
-    check_accumulator,
-    check_channel_params,
-    check_padded_reduction,
-    check_reduction,
-)
+from ..compiler.proofs import check_channel_params, check_padded_reduction, check_reduction
 from ..memmap import PassKind, Region, rotates_lanes
 from ..nn import AvgPool2D, Conv2D, Dense, GlobalAvgPool2D
 from . import taps
 from .base import Lowered, Pass, signed_range
 
-__all__ = ["MatrixPass", "grouped_matrix", "padded_matrix", "window_start"]
+__all__ = ["MatrixPass", "activation_fields", "finish_tile", "grouped_matrix", "padded_matrix",
+           "window_start"]
 
 # Controller: FETCH, DECODE, LOAD, two PRIME cycles and the feeders' first read come before
 # the engine's cycle 0 of the first chunk; NEXT, PRIME twice and the read before a later
@@ -123,12 +119,13 @@ def _repeats(matrix, config):
 def _checked(index, layer, weight, k, config, *, window=None):
     """Prove what the hardware needs of a matrix layer and return it as a Dense of
     ``weight``; a spatial layer's ``window`` is ``(KH, KW, C, name)``, its reduction padded
-    per position (:func:`padded_matrix`)."""
-    check_reduction(index, k, config)
-    if window is not None:
+    per position (:func:`padded_matrix`). (Its accumulator is proved from the Dense, with
+    its input's range, by :func:`~hwgen.compiler.kinds.lower_network`.)"""
+    if window is None:
+        check_reduction(index, k, config)
+    else:
         kh, kw, c, name = window
         check_padded_reduction(index, (kh, kw), c, config, window=name)
-    check_accumulator(index, layer, k, config)
     check_channel_params(index, layer, config)
     # The bounds resolved (the descriptor holds them), of a layer that requantizes.
     bounds = ({} if layer.output == "raw" else
@@ -182,7 +179,7 @@ class MatrixPass(Pass):
                 "p_base": p_base, "p_words": n_tiles}
 
     def fields(self, p, spec):
-        return {"n": spec.n, **_activation_fields(p.matrix)}
+        return {"n": spec.n, **activation_fields(p.matrix)}
 
     def cgs(self, p, config, src_stride):
         if p.taps:
@@ -204,7 +201,7 @@ class MatrixPass(Pass):
         return (p.grouped and not p.taps and not cls._wrep(p, config)
                 and is_diagonal(p.matrix.weight, config))
 
-    def walk_fields(self, p, config):
+    def walk_fields(self, p, config, src_stride=1):
         return {"wrep": int(self._wrep(p, config)), "wdiag": int(self._wdiag(p, config))}
 
     def images(self, p, config):
@@ -272,7 +269,7 @@ class MatrixPass(Pass):
                                       for i in range(rows)], dtype=dtype)
                     acc = acc + x[chunk.start:chunk.stop, kt * rows:(kt + 1) * rows] @ w
                     assert acc_low <= acc.min() and acc.max() <= acc_high
-                writes |= _finish_tile(device, d, nt, chunk, acc, window=_window(g))
+                writes |= finish_tile(device, d, nt, chunk, acc, window=_window(g))
         assert not reads & writes, "a layer overwrote its own input"
 
     def output_rows(self, d, channels):
@@ -318,7 +315,7 @@ def _patch_rows(device, d, g, m, first):
     return x.reshape(shape[0], -1), reads
 
 
-def _activation_fields(matrix):
+def activation_fields(matrix):
     """Return the descriptor fields of ``matrix``'s activation (its bounds resolved by
     :func:`_checked`): ``leaky``, ``act_min``, ``act_max``; none for a raw layer."""
     if matrix.output == "raw":
@@ -327,7 +324,7 @@ def _activation_fields(matrix):
             "act_max": matrix.act_max}
 
 
-def _finish_tile(device, d, nt, chunk, acc, *, window=1):
+def finish_tile(device, d, nt, chunk, acc, *, window=1):
     """Add the bias to output tile ``nt``'s sums of the output pixels ``chunk``, requantize
     and write them (or write the raw sums); return the ACT words written.
 

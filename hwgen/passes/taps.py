@@ -19,7 +19,7 @@ import dataclasses
 
 import numpy as np
 
-from ..memmap import act_addr_bits, walks_taps
+from ..memmap import PassKind, act_addr_bits, walks_taps
 from ..nn import Dense
 from .fused_pool import conv_steps, walk
 
@@ -31,10 +31,12 @@ def eligible(p, config):
     network's input, and its only reader) can take its input in the taps layout: a matrix
     pass that walks an image of fewer than ``rows`` channels on a device that
     :func:`~hwgen.memmap.walks_taps`, whose weight tiles are not one repeated tile (an
-    average pool's)."""
-    return (walks_taps(config) and p.spatial and p.matrix is not None and not p.repeat
+    average pool's) and whose kernel has at most ``max_k`` taps (the taps lanes' counters and
+    the geometry's ``kwc`` are sized by it; a larger kernel walks position by position)."""
+    return (walks_taps(config) and p.kind is PassKind.MATRIX and p.spatial
+            and p.matrix is not None and not p.repeat
             and len(p.in_shape) == 3 and p.in_shape[2] < config.rows
-            and p.kernel[4] == 0)
+            and p.kernel[4] == 0 and p.k <= config.max_k)
 
 
 def pitch(p, config):

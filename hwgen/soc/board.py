@@ -67,6 +67,21 @@ class BoardReport:
         lines.append(f"sys clock Fmax {fmax} (target {self.target_mhz:g} MHz)")
         return "\n".join(lines)
 
+    def figures(self):
+        """Return the build's figures for the record (:mod:`hwgen.figures`): the clock, its
+        Fmax and whether it passes, and the cells hwgen's build reports name (``lut``,
+        ``ff``, ``dsp``, ``bram``) used and available."""
+        figures = {"target_mhz": self.target_mhz, "build_s": self.seconds}
+        if self.fmax_mhz is not None:
+            figures.update({"fmax_mhz": self.fmax_mhz, "pass": self.fmax_mhz >= self.target_mhz})
+        names = {"TRELLIS_COMB": "lut", "TRELLIS_FF": "ff", "MULT18X18D": "dsp",
+                 "DP16KD": "bram"}
+        for cell, (used, total) in self.utilization.items():
+            if cell in names:
+                figures[names[cell]] = used
+                figures[f"{names[cell]}_available"] = total
+        return figures
+
 
 def parse_nextpnr(log, target_mhz):
     """Return ``({cell: (used, total)}, Fmax in MHz or None)`` of nextpnr's log: the cells it

@@ -16,7 +16,7 @@ from ..toolchain import setup_verilator
 from .firmware import compile_firmware
 from .logs import to_log
 
-__all__ = ["SIM_CLOCK_HZ", "run_sim"]
+__all__ = ["SIM_CLOCK_HZ", "console_figures", "run_sim"]
 
 #: The SoC's nominal clock in simulation: the firmware's rates are computed at it.
 SIM_CLOCK_HZ = 50_000_000
@@ -98,3 +98,21 @@ def run_sim(out, accelerator, firmware_src, *, clock_hz=SIM_CLOCK_HZ, timeout=18
         raise RuntimeError(f"the simulation failed (exit {ran.returncode}):\n{console[-3000:]}"
                            f"{ran.stderr.decode(errors='replace')[-2000:]}")
     return console
+
+
+def console_figures(console):
+    """Return the figures of the firmware's timing lines in ``console`` (its ``cycles per
+    inference`` and ``inferences per second at <clock> Hz``), for the record
+    (:mod:`hwgen.figures`); empty when they are not there."""
+    import re
+
+    figures = {}
+    cycles = re.search(r"^cycles per inference: (\d+) total = (\d+) copy in \+ (\d+) array",
+                       console, re.M)
+    if cycles:
+        figures.update(cycles_per_inference=int(cycles[1]), copy_in_cycles=int(cycles[2]),
+                       array_cycles=int(cycles[3]))
+    rate = re.search(r"^inferences per second at (\d+) Hz: (\d+)", console, re.M)
+    if rate:
+        figures.update(clock_mhz=int(rate[1]) / 1e6, inferences_per_s=int(rate[2]))
+    return figures

@@ -1,6 +1,6 @@
 """Float operands of the training's matrix products as integers of the configuration's widths.
 
-Symmetric and per tensor (section 3 of the architecture brief, without zero points): a float
+Symmetric and per tensor (as docs/arithmetic.md, without zero points): a float
 tensor ``a`` becomes ``q = rint(a / s)`` with ``s = max|a| / (2**(bits-1) - 1)``, so that
 ``a ≈ q * s`` and ``|q| <= 2**(bits-1) - 1``. One scale for the whole tensor keeps integer
 products of its parts summable: the sum over shards of ``x_dᵀ · q_d`` is exactly ``xᵀ · q``.

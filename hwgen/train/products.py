@@ -2,10 +2,11 @@
 
 A product ``a · b`` runs as the network ``QuantizedNetwork([Dense(b, 0, 1, 0,
 output="raw")])``: ``b`` is loaded as the weights, the rows of ``a`` stream through the array,
-and the raw accumulators come back, exact (section 3 of the architecture brief). A ``b`` too
-large for one program (its reduction beyond ``max_k`` or the weight memory, its columns beyond
-the parameter or output memory) is cut into blocks whose products are summed on the host, in
-integers, so the result is still exact.
+and the raw accumulators come back, exact (docs/arithmetic.md). A ``b`` too
+large for one program (its reduction beyond the descriptor's fields, the weight memory or
+what the accumulator holds for any operands, its columns beyond the parameter or output
+memory) is cut into blocks whose products are summed on the host, in integers, so the result
+is still exact.
 
 Two shapes of product spread the rows of a batch over the devices (shard ``d`` on device
 ``d``, see :meth:`DeviceGroup.shards <hwgen.train.devices.DeviceGroup.shards>`):
@@ -22,6 +23,7 @@ import math
 import numpy as np
 
 from ..compiler import compile_network
+from ..memmap import reduction_limits
 from ..nn import Dense, QuantizedNetwork
 
 __all__ = ["Products", "block_sizes", "product_network"]
@@ -46,15 +48,20 @@ def block_sizes(k, n, config):
     one raw single-layer program holds on ``config`` (reduction and columns).
 
     Columns: as many output tiles as PARAM, OUTPUT (one row) and WEIGHT (one reduction tile)
-    hold. Reduction: what ``max_k``, WEIGHT (for those columns) and ACT (one row) allow, in
-    whole ``rows`` tiles when at least one fits.
+    hold. Reduction: what the descriptor's fields (:func:`~hwgen.memmap.reduction_limits`),
+    WEIGHT (for those columns) and ACT (one row) allow, and the accumulator for any operands
+    (``k`` products of ``-2**(in_bits-1)`` by ``-2**(w_bits-1)`` within signed
+    ``acc_bits``: the compiler's proof of any ``b``), in whole ``rows`` tiles when at least
+    one fits.
     """
     c = config
     n_tiles = max(1, min(c.param_depth, c.out_depth, c.weight_depth // c.rows,
                          math.ceil(n / c.cols)))
     n_block = min(n, n_tiles * c.cols)
-    k_limit = min(c.max_k, (c.weight_depth // (n_tiles * c.rows)) * c.rows,
-                  c.act_depth * c.act_lanes)
+    tiles, words = reduction_limits(c)
+    worst = ((1 << (c.acc_bits - 1)) - 1) >> (c.in_bits + c.w_bits - 2)
+    k_limit = min(tiles * c.rows, words * c.act_lanes, worst,
+                  (c.weight_depth // (n_tiles * c.rows)) * c.rows, c.act_depth * c.act_lanes)
     if k_limit >= c.rows:
         k_limit -= k_limit % c.rows  # whole reduction tiles: no padding inside a block
     return max(1, min(k, k_limit)), max(1, n_block)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import yowasp_missing
+from support import TINY_DEVICE, yowasp_missing
 
 import hwgen
 from hwgen import boards
@@ -88,8 +88,8 @@ SMOKE = {
     "icebreaker-array": ("icebreaker", "array", {"rows": 4, "cols": 4, "clock_hz": 48_000_000}),
     "icebreaker-device": ("icebreaker", "device", {"rows": 2, "cols": 2,
                                                    "clock_hz": 24_000_000}),
-    # The default: the board's 12 MHz, one domain, no PLL.
-    "icebreaker-device-oscillator": ("icebreaker", "device", {"rows": 2, "cols": 2}),
+    # The default: the board's 12 MHz, one domain, no PLL (the session's shared build).
+    "icebreaker-device-oscillator": TINY_DEVICE,
     "ulx3s-12f-device": ("ulx3s-12f", "device", {
         "rows": 2, "cols": 2, "acc_bits": 20, "max_k": 16, "mult_bits": 8, "act_depth": 256,
         "weight_depth": 64, "out_depth": 64, "acc_depth": 32, "param_depth": 8,
@@ -97,8 +97,11 @@ SMOKE = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(SMOKE))
-def test_build_smoke(tmp_path, name):
+# The array alone is in the slow run: benchmarks/boards.py --quick builds the iCE40's 2x2 array
+# in the default run (tests/test_benchmarks.py checks its two products per SB_MAC16).
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow)
+                                  if SMOKE[n][1] == "array" else n for n in sorted(SMOKE)])
+def test_build_smoke(tmp_path, name, request):
     """A small design goes from configuration to bitstream and report on each family."""
     reason = yowasp_missing()
     if reason:
@@ -106,9 +109,13 @@ def test_build_smoke(tmp_path, name):
     board_name, top, options = SMOKE[name]
     board = BOARDS[board_name]
     config = boards.board_config(board, **options)
-    lines = []
-    report = boards.build(board, config, tmp_path, baud=115200, seed=1, top=top,
-                          log=lambda line, **k: lines.append(line.strip()))
+    if SMOKE[name] == TINY_DEVICE:   # built once for every test that needs a build
+        shared = request.getfixturevalue("tiny_build")
+        tmp_path, report, lines = Path(shared["out"]), shared["report"], shared["lines"]
+    else:
+        lines = []
+        report = boards.build(board, config, tmp_path, baud=115200, seed=1, top=top,
+                              log=lambda line, **k: lines.append(line.strip()))
     assert (tmp_path / report["bitstream"]).stat().st_size > 10_000
     # Progress: every step, and nextpnr's phases as it reached them (not counting the
     # router's arcs-left lines, which a slow machine prints too).

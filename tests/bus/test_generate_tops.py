@@ -24,7 +24,8 @@ SMALL = ["--rows", "2", "--cols", "3", "--act-depth", "64", "--weight-depth", "6
     ("wishbone", WB_PORTS, {"hwgen_regs.h", "hwgen_regs.json"}),
     ("axis", [*AXIS_PORTS, ("busy", "out", 1)], set()),
 ])
-def test_generate_is_byte_identical_with_the_documented_ports(top, ports, files, tmp_path):
+def test_generate_is_byte_identical_with_the_documented_ports(top, ports, files, tmp_path,
+                                                             capsys):
     for out in ("a", "b"):
         assert main(["generate", "--top", top, *SMALL, "--out", str(tmp_path / out)]) == 0
     (v_path,) = (tmp_path / "a").glob("*.v")
@@ -32,6 +33,9 @@ def test_generate_is_byte_identical_with_the_documented_ports(top, ports, files,
     assert name.startswith("hwgen_ws_2x3_i8w8_") and name.endswith(f"_{top}")
     written = {p.name for p in (tmp_path / "a").iterdir()}
     assert written == {f"{name}.v", f"{name}.json", *files}
+    # The command names every file it wrote.
+    said = capsys.readouterr().out.splitlines()[0]
+    assert {p.name for p in (tmp_path / "a").iterdir() if str(p) in said} == written
     for f in written:
         assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes(), f
     manifest = json.loads((tmp_path / "a" / f"{name}.json").read_text())

@@ -1,5 +1,6 @@
 """The main job, end to end: train, quantize, generate, simulated board, offload."""
 
+import json
 import subprocess
 import sys
 
@@ -8,9 +9,9 @@ import pytest
 from hwgen.config import AcceleratorConfig
 from sim.runner import simulator_missing
 
-# A small device keeps the board build short; the demo's default is the 8x8 configuration.
-SMALL = {"rows": 4, "cols": 4, "act_depth": 2048, "weight_depth": 1024, "param_depth": 32,
-         "acc_depth": 64, "out_depth": 256, "prog_depth": 4}
+# The demo's own design, the default 8x8 configuration: the README's tour builds its simulated
+# board in the same run (tests/test_readme.py), so it costs no build of its own.
+DEFAULT = AcceleratorConfig()
 
 
 @pytest.fixture(autouse=True)
@@ -22,7 +23,7 @@ def _needs_verilator():
 def test_demo_device_equals_int8_reference():
     from hwgen.cli.demo import run_demo
 
-    figures = run_demo(AcceleratorConfig(**SMALL), epochs=40, progress=False)
+    figures = run_demo(DEFAULT, epochs=40, progress=False)
     assert figures["float_accuracy"] >= 0.90
     assert figures["int8_accuracy"] >= figures["float_accuracy"] - 0.02
     # run_demo raises DemoMismatch unless every row equals the int8 reference exactly.
@@ -75,11 +76,20 @@ def test_demo_cnn_device_equals_int8_reference():
         figures["link_inferences_per_second"], figures["inferences_per_second"])
 
 
-def test_demo_command_prints_table():
-    args = [f"--{k.replace('_', '-')}={v}" for k, v in SMALL.items()]
-    proc = subprocess.run([sys.executable, "-m", "hwgen", "demo", "--no-progress", *args],
+def test_demo_command_prints_table_and_records_it(tmp_path):
+    """The command prints its table and, with --record, writes the same figures into the
+    record under its command line (without --no-progress, which changes nothing measured)."""
+    args = ["--rows=8", "--cols=8"]   # the defaults, given: the record's key names them
+    record = tmp_path / "figures.json"
+    record.write_text("{}\n")
+    (tmp_path / "performance.md").write_text("<!-- figures: begin -->\n<!-- figures: end -->\n")
+    proc = subprocess.run([sys.executable, "-m", "hwgen", "demo", "--no-progress", *args,
+                           "--record", str(record)],
                           capture_output=True, text=True, timeout=600, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
+    figures = json.loads(record.read_text())[" ".join(["hwgen demo", *args])]["figures"]
+    assert f"device accuracy             {figures['device_accuracy_pct']:.2f}%" in proc.stdout
+    assert f"cycles per inference        {figures['cycles_per_inference']:.1f}" in proc.stdout
     for label in ("float accuracy", "int8 reference accuracy", "device accuracy",
                   "cycles per inference", "array utilization", "compute-bound inferences/s",
                   "wire bytes per inference", "link-bound inferences/s",

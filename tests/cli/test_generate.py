@@ -60,7 +60,7 @@ def test_generate_default_folder(tmp_path, monkeypatch):
 @pytest.mark.parametrize(("args", "message"), [
     (["--rows", "0"], "rows=0 is out of range; allowed: 1..64"),
     (["--cols", "99"], "cols=99 is out of range; allowed: 1..64"),
-    (["--in-bits", "16", "--w-bits", "16"], "acc_bits >= 42"),
+    (["--in-bits", "16", "--w-bits", "16", "--acc-bits", "24"], "acc_bits >= 32"),
     (["--w-bits", "1"], "w_bits=1 is out of range; allowed: 2..16"),
 ])
 def test_generate_bad_parameter_is_one_line(args, message, tmp_path):

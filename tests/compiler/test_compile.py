@@ -171,7 +171,7 @@ def test_program_depth_counts_the_geometry_words():
     assert len(compile_network(network, fits).images[Region.PROGRAM][1]) == words
 
 
-def test_padded_kernel_tiles_each_position_and_is_refused_past_max_k():
+def test_padded_kernel_tiles_each_position_and_is_refused_past_the_k_tiles_field():
     # Each kernel position's channels fill whole tiles: 3 x 3 positions x ceil(5 / 4) groups.
     config = AcceleratorConfig(rows=4, cols=2, max_k=128, act_depth=1 << 10)
     network = QuantizedNetwork([_conv(3, 5, 2)], input_shape=(4, 4, 5))
@@ -179,15 +179,18 @@ def test_padded_kernel_tiles_each_position_and_is_refused_past_max_k():
     (layer,) = program.layers
     assert (layer.k, layer.k_tiles, program.descriptors[0]["k_tiles"]) == (45, 18, 18)
     assert layer.w_words == layer.n_tiles * 18 * config.rows
-    # K = 45 fits max_k = 48, but padded it is 3 * 3 * 8 = 72: the proof says so, in the
-    # user's terms, before any descriptor field is packed.
+    # max_k = 48 sizes k_tiles for 12 tiles of 4 rows: 4 bits, 15 tiles. K = 45 padded is
+    # 3 * 3 * 8 = 72, 18 tiles: the proof says so, in the user's terms, before any
+    # descriptor field is packed.
     narrow = dataclasses.replace(config, max_k=48)
     padded = 3 * 3 * math.ceil(5 / 4) * 4
     error = refused(network, narrow, "layer 0", "padded reduction", f"= {padded} exceeds "
-                    "max_k=48", "5 channels", "3x3 positions of the kernel", "K=45",
+                    "what the device's counters hold", "5 channels",
+                    "3x3 positions of the kernel", "K=45", "18 tiles",
+                    "k_tiles field (4 bits, sized by max_k=48) holds 15 tiles", "<= 60",
                     "at most 4 channels", "a smaller kernel", f"max_k >= {padded}")
-    assert (error.layer, error.resource, error.need, error.limit) == (0, "max_k", padded, 48)
-    assert "k_tiles" not in str(error)
+    assert (error.layer, error.resource, error.need, error.limit) == (0, "max_k", padded, 60)
+    assert "descriptor field k_tiles=" not in str(error)
     # The remedies it names do fit: 4 channels (no padding), or a smaller kernel.
     check_against_reference(QuantizedNetwork([_conv(3, 4, 2)], input_shape=(4, 4, 4)),
                             narrow, 3)
@@ -203,22 +206,26 @@ def _flatten_dense(shape, n=3):
     return QuantizedNetwork([Flatten(), dense], input_shape=shape)
 
 
-def test_dense_after_flatten_is_refused_past_max_k_in_whole_tiles():
-    # max_k = 50 is 13 tiles of 4 rows: a padded reduction of 52 fits what the device walks
-    # pixel by pixel (without the taps layout, which packs the 39 taps into 10 tiles).
+def test_dense_after_flatten_is_refused_past_the_k_tiles_field():
+    # max_k = 50 sizes k_tiles for 13 tiles of 4 rows: 4 bits, which hold 15. The device
+    # walks (1, 13, 3) pixel by pixel in 13 tiles (without the taps layout, which packs the
+    # 39 taps into 10) and (2, 7, 3) in 14: a padded reduction of 56 > max_k, within the field.
     config = AcceleratorConfig(rows=4, cols=2, max_k=50, act_depth=1 << 10, taps=False)
     program = check_against_reference(_flatten_dense((1, 13, 3)), config, 3)
     assert program.layers[0].k_tiles == 13
     taps = check_against_reference(_flatten_dense((1, 13, 3)),
                                    dataclasses.replace(config, taps=True), 3)
     assert taps.layers[0].k_tiles == 10
-    # (2, 7, 3): K = 42 <= 50, but 2 * 7 positions of ceil(3 / 4) = 1 tile: 56 > 52.
-    padded = 2 * 7 * math.ceil(3 / 4) * 4
-    error = refused(_flatten_dense((2, 7, 3)), config, "layer 1", f"= {padded} exceeds max_k=50",
-                    "2x7 positions of the image before the Flatten", "<= 52 (max_k=50 in "
-                    "whole tiles of rows=4)", "e.g. a smaller image before the Flatten or a "
+    program = check_against_reference(_flatten_dense((2, 7, 3)), config, 3)
+    assert program.layers[0].k_tiles == 14
+    # (2, 8, 3): 2 * 8 positions of ceil(3 / 4) = 1 tile: 16 > 15.
+    padded = 2 * 8 * math.ceil(3 / 4) * 4
+    error = refused(_flatten_dense((2, 8, 3)), config, "layer 1", f"= {padded} exceeds",
+                    "2x8 positions of the image before the Flatten", "<= 60",
+                    "k_tiles field (4 bits, sized by max_k=50) holds 15 tiles",
+                    "e.g. a smaller image before the Flatten or a "
                     f"configuration with max_k >= {padded}")
-    assert (error.need, error.limit) == (padded, 52)  # no number of channels would fit
+    assert (error.need, error.limit) == (padded, 60)  # no number of channels would fit
 
 
 def _conv(k, c, n, **kwargs):

@@ -24,6 +24,7 @@ from hwgen.memmap import (
     geometry_layout,
     geometry_words,
     param_lane_layout,
+    reduction_limits,
     regions,
 )
 from hwgen.nn import Dense, QuantizedNetwork
@@ -75,19 +76,26 @@ def test_spatial_layers_carry_their_geometry_words():
 
 def test_descriptor_fields_reach_their_bounds():
     # The widest layer a configuration takes fills its count fields to the top: the layout is
-    # as narrow as it can be, and whatever the checks before it allow still fits.
+    # as narrow as it can be, and whatever the checks before it allow still fits. max_k = 40
+    # sizes k_tiles for 20 tiles of 2 rows (5 bits: 31) and src_stride for 10 words of 4
+    # lanes (4 bits: 15): a row takes up to 60 inputs, in 30 tiles and 15 words.
     config = AcceleratorConfig(rows=2, cols=4, max_k=40, act_depth=256, weight_depth=1024,
                                param_depth=16, out_depth=64, acc_depth=4)
+    assert reduction_limits(config) == (31, 15)
     n = 16 * config.cols  # every PARAM word
-    wide = Dense(np.ones((40, n), int), np.zeros(n, int), np.ones(n, int), np.zeros(n, int),
+    wide = Dense(np.ones((60, n), int), np.zeros(n, int), np.ones(n, int), np.zeros(n, int),
                  output="raw")
     (d,) = compile_network(QuantizedNetwork([wide]), config, batch=1).descriptors
-    assert (d["k_tiles"], d["n_tiles"], d["n"], d["dst_stride"]) == (20, 16, 64, 16)
+    assert (d["k_tiles"], d["src_stride"], d["n_tiles"], d["n"], d["dst_stride"]) == \
+        (30, 15, 16, 64, 16)
     widths = dict(descriptor_fields(config))
-    for name in ("k_tiles", "n_tiles", "n", "dst_stride"):
+    for name in ("k_tiles", "src_stride", "n_tiles", "n", "dst_stride"):
         assert d[name].bit_length() == widths[name], name
-    refused(QuantizedNetwork([Dense(np.ones((41, 4), int), np.zeros(4, int), np.ones(4, int),
-                                    np.zeros(4, int))]), config, "K=41", "max_k=40")
+    error = refused(QuantizedNetwork([Dense(np.ones((61, 4), int), np.zeros(4, int),
+                                            np.ones(4, int), np.zeros(4, int))]), config,
+                    "K=61", "16 ACT words of act_lanes=4", "src_stride field (4 bits, sized by "
+                    "max_k=40) holds 15 words", "K <= 60", "max_k >= 61")
+    assert (error.resource, error.need, error.limit) == ("max_k", 61, 60)
 
 
 

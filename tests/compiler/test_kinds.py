@@ -73,14 +73,23 @@ def test_a_kind_without_lowering_is_refused_by_name():
 
 
 def test_lowering_proves_the_layer():
+    # max_k = 4 sizes k_tiles for one tile of 8 rows (1 bit): K <= 8 over rows.
     config = AcceleratorConfig(max_k=4)
-    net = QuantizedNetwork([Dense(np.ones((5, 2), int), [0, 0], [1, 1], [0, 0])])
-    with pytest.raises(CompileError, match="K=5"):
-        lower_network(net, config)
-    # A convolution's K is its patch: 3 x 3 x 1 = 9 > 4.
-    net = QuantizedNetwork([_conv(3, 3, 1, 2)], input_shape=(4, 4, 1))
+    lower_network(QuantizedNetwork([Dense(np.ones((8, 2), int), [0, 0], [1, 1], [0, 0])]),
+                  config)
+    net = QuantizedNetwork([Dense(np.ones((9, 2), int), [0, 0], [1, 1], [0, 0])])
     with pytest.raises(CompileError, match="K=9"):
         lower_network(net, config)
+    # A convolution's reduction is its patch: 3 x 3 positions of 1 channel, a tile each.
+    net = QuantizedNetwork([_conv(3, 3, 1, 2)], input_shape=(4, 4, 1))
+    with pytest.raises(CompileError, match=r"K=9 unpadded\), 9 tiles"):
+        lower_network(net, config)
+    # And its accumulator, from the weights: 9 products of 127 by -128 need more than 18 bits.
+    conv = Conv2D(np.full((3, 3, 1, 2), 127), np.zeros(2, int), np.ones(2, int),
+                  np.zeros(2, int))
+    net = QuantizedNetwork([conv], input_shape=(4, 4, 1), acc_bits=18)
+    with pytest.raises(CompileError, match=r"output channel 0 \(and 1 more"):
+        lower_network(net, AcceleratorConfig(acc_bits=18))
 
 
 #: A device without spatial layers (no patch walker over images, no pooler).

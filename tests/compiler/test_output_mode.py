@@ -27,17 +27,23 @@ def _bits_of(values):
 
 @pytest.mark.parametrize(("name", "seed", "style"), [("8x8", 0, "uniform"), ("8x8", 1, "sparse"),
                                                     ("2x3", 2, "uniform"), ("4x4", 3, "sparse")])
-def test_raw_wire_bits_hold_the_worst_case_of_the_last_layer(name, seed, style):
+def test_raw_wire_bits_hold_the_extremes_of_the_last_layer(name, seed, style):
     config = CONFIGS[name]
     rng = np.random.default_rng(seed)
     network = random_dense_network(rng, config, [12, 7, 5], style=style, last_raw=True)
     program = compile_network(network, config, batch=4)
     last = network.layers[-1]
-    # The worst case by hand: every input at -2**(in_bits-1) against the weights' signs.
+    # The extremes by hand: the last layer's inputs are the hidden layer's outputs, within its
+    # bounds (and zero); each at the end its weight's sign picks, the bias where it adds.
+    lo, hi = network.layers[-2].bounds(config.in_bits)
+    lo, hi = min(lo, 0), max(hi, 0)
+    ends = []
+    for n in range(last.weight.shape[1]):
+        w, b = last.weight[:, n], int(last.bias[n])
+        ends += [sum(max(int(v) * lo, int(v) * hi) for v in w) + max(b, 0),
+                 sum(min(int(v) * lo, int(v) * hi) for v in w) + min(b, 0)]
+    assert program.output.wire_bits == _bits_of(ends)
     low = -(1 << (config.in_bits - 1))
-    worst = [abs(low) * np.abs(last.weight[:, n]).sum() + abs(last.bias[n])
-             for n in range(last.weight.shape[1])]
-    assert program.output.wire_bits == _bits_of([max(worst), -max(worst)])
     x = np.full((4, 12), low)
     x[1] = -low - 1
     assert _bits_of(network.forward(x).ravel()) <= program.output.wire_bits

@@ -19,7 +19,16 @@ from hwgen.config import AcceleratorConfig
 from hwgen.cycles import program_cycles
 from hwgen.device.accelerator import AcceleratorCore
 from hwgen.implementation import Implementation
-from hwgen.nn import Conv2D, Dense, Flatten, MaxPool2D, QuantizedNetwork
+from hwgen.memmap import PassKind, reduction_limits
+from hwgen.nn import (
+    AvgPool2D,
+    Conv2D,
+    Dense,
+    Flatten,
+    GlobalAvgPool2D,
+    MaxPool2D,
+    QuantizedNetwork,
+)
 from sim.netgen import GRAPH_BLOCKS, random_graph, random_image, random_input, random_network
 
 PLAIN = Implementation()
@@ -380,6 +389,58 @@ def test_residual_graphs(images, name, options):
         _check_runs(cfg, prog, net, xs, impl)
 
 
+def _depthwise_net(rng, cfg, shape, *, stride=1):
+    """A depthwise block as MobileNets have it: a depthwise 3x3 (padded, ``stride``), a
+    pointwise 1x1, an average pool and a dense head over the pooled image."""
+    h, w, c = shape
+    n = c + 2
+
+    def conv(k, c_in, c_out, **kw):
+        return Conv2D(rng.integers(-128, 128, (k, k, c_in, c_out)), rng.integers(-900, 900, c_out),
+                      rng.integers(1, 1 << 14, c_out), rng.integers(13, 17, c_out), **kw)
+
+    oh, ow = -(-h // stride), -(-w // stride)
+    layers = [conv(3, 1, c, groups=c, stride=stride, padding=(1, 1, 1, 1) if stride == 1
+                   else (0, 1, 0, 1), activation="relu"),
+              conv(1, c, n, activation="relu"),
+              AvgPool2D(2, mult=rng.integers(1, 1 << 14, n), shift=rng.integers(12, 15, n)),
+              GlobalAvgPool2D(mult=rng.integers(1, 1 << 14, n), shift=rng.integers(8, 11, n)),
+              Flatten(),
+              Dense(rng.integers(-128, 128, (n, 3)), rng.integers(-99, 99, 3), np.ones(3, int),
+                    np.zeros(3, int), output="raw")]
+    assert oh >= 2 and ow >= 2
+    return QuantizedNetwork(layers, in_bits=8, w_bits=8, acc_bits=cfg.acc_bits,
+                            mult_bits=cfg.mult_bits, input_shape=shape)
+
+
+@pytest.mark.parametrize(("shape", "name", "stride"), [
+    ((2, 4), "plain", 1), ((3, 4), "registered-reads", 2), ((4, 4), "ecp5-85f", 1),
+    ((2, 4), "pipelined", 2), ((3, 3), "registered-array", 1)])
+def test_depthwise_passes_on_the_unit(shape, name, stride):
+    """A MobileNet block whose depthwise convolution and average pools run on the depthwise
+    unit (chunks of a few rows, several tiles and output tiles), between matrix passes: the
+    reference's outputs and the cycle model's cycles, over two runs."""
+    impl = VARIANTS[name]
+    cfg = _config(shape, depthwise=True, act_depth=600, acc_depth=12, dw_depth=16,
+                  prog_depth=24)
+    rng = np.random.default_rng(shape[0] * 5 + stride)
+    net = _depthwise_net(rng, cfg, (7, 6, 6), stride=stride)
+    prog = hwgen.compile(net, cfg)
+    kinds = [PassKind(d["kind"]) for d in prog.descriptors]
+    assert kinds.count(PassKind.DEPTHWISE) == 3, kinds
+    xs = [random_image(rng, cfg, min(prog.batch, 2), net.input_shape),
+          random_image(rng, cfg, 1, net.input_shape)]
+    _check_runs(cfg, prog, net, xs, impl)
+
+
+def test_a_depthwise_unit_only_with_depthwise():
+    for depthwise in (True, False):
+        dut = AcceleratorCore(_config((2, 3), depthwise=depthwise), ICE40)
+        names = [name for _, name, _ in Fragment.get(dut, None).subfragments]
+        assert ("depthwise" in names) == depthwise
+        assert ("depthwise" in dut.banks.kinds) == depthwise
+
+
 @pytest.mark.parametrize("residual", [True, False])
 def test_an_adder_only_with_residual_adds(residual):
     dut = AcceleratorCore(_config((2, 3), residual=residual), ICE40)
@@ -413,6 +474,29 @@ def test_a_one_pixel_pooling_window(stride):
     result = run_program(cfg, prog, x)
     np.testing.assert_array_equal(result["out"], net.forward(x))
     assert result["cycles"] == program_cycles(prog, 1)
+
+
+@pytest.mark.parametrize(("shape", "name"), [((2, 2), "plain"), ((2, 3), "ecp5-85f"),
+                                             ((3, 2), "pipelined")])
+def test_reductions_fill_the_fields_that_count_them(shape, name):
+    """A reduction runs up to what the descriptor's fields hold, past ``max_k``: max_k = 4
+    sizes ``k_tiles`` for ``ceil(4 / rows)`` tiles, and the field holds all ones of that
+    width (3 tiles: 6 inputs on 2 rows, 9 on 3). A Dense over rows and a Dense after a
+    Flatten with that many tiles run exact, in outputs and cycles."""
+    cfg = _config(shape, max_k=4)
+    tiles, words = reduction_limits(cfg)
+    k = min(tiles * cfg.rows, words * cfg.act_lanes)
+    assert tiles == 3 and k == 3 * cfg.rows > cfg.max_k
+    rng = np.random.default_rng(k)
+    dense = Dense(rng.integers(-128, 128, (k, 3)), rng.integers(-999, 1000, 3),
+                  np.ones(3, int), np.zeros(3, int), output="raw")
+    image = (1, tiles, cfg.rows)     # a tile of rows channels at each of its positions
+    for layers, x in (([dense], random_input(rng, cfg, 2, k)),
+                      ([Flatten(), dense], random_image(rng, cfg, 2, image))):
+        net = QuantizedNetwork(layers, input_shape=x.shape[1:])
+        prog = hwgen.compile(net, cfg, batch=2)
+        assert prog.descriptors[-1]["k_tiles"] == tiles
+        _check_runs(cfg, prog, net, [x], VARIANTS[name])
 
 
 @pytest.mark.parametrize(("registered", "staged"), [(False, False), (True, False),

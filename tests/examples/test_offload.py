@@ -13,8 +13,8 @@ from sim.board import SimulatedBoard
 from sim.netgen import random_input, random_network
 from sim.runner import simulator_missing
 
-SMALL = {"rows": 4, "cols": 4, "act_depth": 2048, "weight_depth": 1024, "param_depth": 32,
-         "acc_depth": 64, "out_depth": 256, "prog_depth": 4}
+# The default design, whose simulated board the README's tour builds in the same run.
+CONFIG = AcceleratorConfig()
 SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "offload.py"
 
 
@@ -22,7 +22,7 @@ def test_offload_example_script(tmp_path):
     """examples/offload.py, run as a user would, returns exactly the reference's answer."""
     if simulator_missing("verilator"):
         pytest.skip(simulator_missing("verilator"))
-    config = AcceleratorConfig(**SMALL)
+    config = CONFIG
     rng = np.random.default_rng(11)
     net = random_network(rng, config, widths=[20, 12, 7], raw=False)
     program = hwgen.compile(net, config)

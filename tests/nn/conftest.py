@@ -1,7 +1,7 @@
 """The naive models that the tests of :mod:`hwgen.nn` compare against.
 
-Python integers, one element at a time, rounding by exact fractions: written from sections 3
-and 3.1 of the architecture brief, sharing no code with :mod:`hwgen.nn`. The ``naive`` fixture
+Python integers, one element at a time, rounding by exact fractions: written from
+docs/arithmetic.md, sharing no code with :mod:`hwgen.nn`. The ``naive`` fixture
 hands them to the tests.
 """
 

@@ -1,4 +1,4 @@
-"""Post-training quantization of MLPs and CNNs: the scales of section 3 of the brief, accuracy."""
+"""Post-training quantization of MLPs and CNNs: the scales of docs/arithmetic.md, accuracy."""
 
 import numpy as np
 import pytest

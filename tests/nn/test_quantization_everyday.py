@@ -1,5 +1,5 @@
-"""Quantization of issue 31's float fields (§3.2): clamp bounds, the leaky multiplier, average
-pooling's multiplier, checked against the formulas on the calibrated scales, and the integer
+"""Quantization of the float fields of docs/arithmetic.md: clamp bounds, the leaky multiplier,
+average pooling's multiplier, checked against the formulas on the calibrated scales, and the integer
 network tracking the float one."""
 
 import numpy as np

@@ -155,14 +155,16 @@ def test_geometry_of_strides_and_padding_per_axis():
     assert (g["oh"], g["ow"]) == ((7 + 2 - 3) // 2 + 1, (9 + 4 - 2) // 3 + 1)
 
 
-def test_refuses_a_grouped_window_beyond_max_k():
-    # Depthwise 4x4 on a 4x4 array: each position's window is a tile of 4 rows, 16 * 4 = 64
-    # rows padded; max_k = 48 holds K = 16 but not the padded reduction.
+def test_refuses_a_grouped_window_beyond_the_k_tiles_field():
+    # Depthwise 4x4 on a 4x4 array: each position's window is a tile of 4 rows, 16 tiles, 64
+    # rows padded; max_k = 48 sizes k_tiles for 12 tiles, 4 bits, which hold 15: K = 16 but
+    # not the padded reduction.
     config = AcceleratorConfig(rows=4, cols=4, max_k=48, **_BUFFERS)
     rng = np.random.default_rng(4)
     net = QuantizedNetwork([_conv(rng, (4, 4, 8, 8), 8)], input_shape=(4, 4, 8))
-    error = refused(net, config, "layer 0", "max_k=48", "64")
-    assert (error.layer, error.resource, error.need, error.limit) == (0, "max_k", 64, 48)
+    error = refused(net, config, "layer 0", "16 tiles", "k_tiles field (4 bits, sized by "
+                    "max_k=48) holds 15 tiles", "<= 60", "max_k >= 64")
+    assert (error.layer, error.resource, error.need, error.limit) == (0, "max_k", 64, 60)
 
 
 def test_refuses_a_stride_per_axis_beyond_the_walk():

