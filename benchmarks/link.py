@@ -21,8 +21,8 @@ under Verilator, over TCP). For each batch size (rows per ``infer`` call) it pri
   and no host turnaround time.
 
 Every output is checked bit-exact against ``QuantizedNetwork.forward``. ``--quick`` (the tests'
-smoke run) takes one call of batch 1 and 16; ``--record`` writes the figures into the record
-(:mod:`hwgen.figures`).
+smoke run) takes one call of batch 1 and 16 of an MLP 24-16-10; ``--record`` writes the figures
+into the record (:mod:`hwgen.figures`).
 """
 
 import argparse
@@ -43,6 +43,8 @@ from sim.board import SimulatedBoard
 from sim.netgen import random_input, random_network
 
 WIDTHS = [64, 32, 10]
+#: --quick's network: one that fits the tests' small board (2x3, 512 weight words).
+QUICK_WIDTHS = [24, 16, 10]
 BATCHES = (1, 16, 64, 256)
 UART_BAUD = 3_000_000
 BITS_PER_BYTE = 10  # 8N1: start, 8 data, stop
@@ -59,18 +61,21 @@ def compute_rate(board, acc, program, samples=15):
     """Return ``[(cycles per wall second, cycles per CPU second)]`` measured inside runs.
 
     Only windows in which every simulated cycle was busy count, so this is the speed of the
-    model while the device computes; the CPU figure leaves out time other processes took.
+    model while the device computes; the CPU figure leaves out time other processes took. A
+    window that a run ends within halves the next (a short program); none may count.
     """
-    rates = []
+    rates, window = [], 0.004
     for _ in range(3 * samples):
         acc.client.run(program.batch)
         first = board.stats()
-        time.sleep(0.004)
+        time.sleep(window)
         second = board.stats()
         cycles = second.cycles - first.cycles
         if cycles and second.busy_cycles - first.busy_cycles == cycles:
             rates.append((cycles / (second.run_s - first.run_s),
                           cycles / (second.cpu_s - first.cpu_s)))
+        else:
+            window = max(window / 2, 0.0002)
         acc.client.wait_idle()
         if len(rates) == samples:
             break
@@ -88,16 +93,17 @@ def main(argv=None):
     add_config_options(parser)  # default: the default design, 8x8 int8 ws at 50 MHz
     args = parser.parse_args(argv)
     benchmark_record(parser, args)
+    widths = QUICK_WIDTHS if args.quick else WIDTHS
     try:
         config = config_from_args(args)
         rng = np.random.default_rng(0)
-        net = random_network(rng, config, widths=WIDTHS, raw=True)
+        net = random_network(rng, config, widths=widths, raw=True)
         program = hwgen.compile(net, config)
     except (UsageError, ValueError) as exc:
         print(f"link.py: error: {exc}", file=sys.stderr)
         return 2
     print("command: python " + " ".join(shlex.quote(a) for a in sys.argv))
-    print(f"network: MLP {'-'.join(map(str, WIDTHS))}, raw logits; accelerator {config.name} "
+    print(f"network: MLP {'-'.join(map(str, widths))}, raw logits; accelerator {config.name} "
           f"({config.rows}x{config.cols} {config.dataflow}, {config.clock_hz / 1e6:g} MHz), "
           f"compiled batch {program.batch}")
 
@@ -108,10 +114,10 @@ def main(argv=None):
     with SimulatedBoard(config, log=say) as board, \
             Accelerator(board.url, config=config) as acc:
         acc.load(program)
-        acc.infer(random_input(rng, config, 4, WIDTHS[0]))  # warm up: rate estimate, caches
+        acc.infer(random_input(rng, config, 4, widths[0]))  # warm up: rate estimate, caches
         for batch in BATCHES[:2] if args.quick else BATCHES:
             calls = 1 if args.quick else args.calls or max(20, 1024 // batch)
-            xs = [random_input(rng, config, batch, WIDTHS[0]) for _ in range(calls)]
+            xs = [random_input(rng, config, batch, widths[0]) for _ in range(calls)]
             before = board.stats()
             totals = {"rows": 0, "wire": 0, "payload": 0, "cycles": 0, "seconds": 0.0}
             for x in xs:
@@ -151,10 +157,17 @@ def main(argv=None):
     for batch, eff, ideal, ips, cps, per_byte, busy, wire, cyc, uart in rows_out:
         print(f"{batch:>5} {eff:>9.1%} {ideal:>6.1%} {ips:>10,.0f} {cps:>13,.0f} "
               f"{per_byte:>13.1f} {busy:>5.0%} {wire:>10.1f} {cyc:>10.1f} {uart:>18,.0f}")
-    wall, cpu = np.median(np.array(computing), axis=0)
-    print(f"\nsimulated cycles per second while the device computes (batch {program.batch}, "
-          f"median of {len(computing)} windows): {cpu:,.0f} per CPU second, {wall:,.0f} per "
-          f"wall second (load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
+    figures = {}
+    if computing:
+        wall, cpu = np.median(np.array(computing), axis=0)
+        figures = {"sim_cycles_per_cpu_s": cpu, "sim_cycles_per_wall_s": wall}
+        print(f"\nsimulated cycles per second while the device computes (batch {program.batch}, "
+              f"median of {len(computing)} windows): {cpu:,.0f} per CPU second, {wall:,.0f} "
+              f"per wall second (load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} "
+              "CPUs)")
+    else:
+        print(f"\nsimulated cycles per second while the device computes: no window fell inside "
+              f"a run (batch {program.batch}: each run too short to time)")
     print("\nlink eff.: input and output data bytes / all bytes sent and received (measured); "
           "ideal: the same with one COUNTERS poll per run, from hwgen.throughput's model.\n"
           "sim cycles/s: simulated clock cycles per CPU second of the harness; cycles/wire B: "
@@ -162,7 +175,6 @@ def main(argv=None):
           "computed.\n"
           f"UART projection: wire bytes x {BITS_PER_BYTE} bits / {UART_BAUD:,} baud + device "
           f"cycles / {config.clock_hz / 1e6:g} MHz per inference, no overlap, no host delays.")
-    figures = {"sim_cycles_per_cpu_s": cpu, "sim_cycles_per_wall_s": wall}
     for batch, eff, _, ips, cps, per_byte, _, wire, cyc, uart in rows_out:
         figures.update({f"batch{batch}_link_efficiency_pct": 100 * eff,
                         f"batch{batch}_inferences_per_s": ips,

@@ -1,7 +1,8 @@
 """Benchmark of the host on a link that damages bytes: batches completed, retries, bytes resent.
 
 Run: python benchmarks/lossy_link.py [--damage RATE ...] [--burst N] [--batches N] [--samples N]
-                                     [--timeout S] [--quick] [design options, as for hwgen generate]
+                                     [--timeout S] [--quick] [--record [FILE]]
+                                     [design options, as for hwgen generate]
 
 An MLP 64-32-10 (random int8 weights, raw logits) is compiled for the default 8x8 accelerator
 (or the design the options describe), loaded onto a simulated board (``sim.board``: the
@@ -13,8 +14,9 @@ it prints the batches that completed (the rest raised ``LinkError``), the answer
 wrong (checked against ``QuantizedNetwork.forward``: there must be none), the attempts sent
 again and the bytes they took, the attempts given up after a timeout, the damage the proxy did
 and the driver saw, the payload size the link settled at, and the inferences per second of the
-completed batches. ``--quick`` runs 3 calls of 16 rows per rate (a check that it works, not a
-figure).
+completed batches. ``--quick`` runs 3 calls of 16 rows per rate of an MLP 24-16-10 (a check
+that it works, not a figure); ``--record`` writes the figures into the record
+(:mod:`hwgen.figures`).
 """
 
 import argparse
@@ -29,14 +31,17 @@ import hwgen
 from host import Accelerator
 from host.errors import LinkError
 from hwgen.cli import UsageError, add_config_options, config_from_args
+from hwgen.figures import add_record_option, benchmark_record, record_benchmark
 from sim.board import SimulatedBoard
 from sim.lossy import Damage, LossyProxy
 from sim.netgen import random_input, random_network
 
 WIDTHS = [64, 32, 10]
+#: --quick's network: one that fits the tests' small board (2x3, 512 weight words).
+QUICK_WIDTHS = [24, 16, 10]
 
 
-def run_rate(board, net, program, args, *, rate, seed):
+def run_rate(board, net, program, args, *, rate, seed, inputs):
     """Run the batches through a proxy damaging ``rate`` of the bytes; return a result row."""
     config = program.config
     rng = np.random.default_rng(seed)
@@ -51,7 +56,7 @@ def run_rate(board, net, program, args, *, rate, seed):
         acc.load(program)
         to_device.rate = to_host.rate = rate
         for _ in range(args.batches):
-            x = random_input(rng, config, args.samples, WIDTHS[0])
+            x = random_input(rng, config, args.samples, inputs)
             start = time.perf_counter()
             try:
                 y = acc.infer(x)
@@ -85,10 +90,13 @@ def main(argv=None):
                         help="the driver's timeout (default 5 s, as Accelerator's)")
     parser.add_argument("--quick", action="store_true",
                         help="3 calls of 16 rows per rate: a check that it runs, not a figure")
+    add_record_option(parser)
     add_config_options(parser)
     args = parser.parse_args(argv)
+    benchmark_record(parser, args)
     if args.quick:
         args.batches, args.samples = 3, 16
+    widths = QUICK_WIDTHS if args.quick else WIDTHS
     try:
         config = config_from_args(args)
         for name in ("batches", "samples", "burst"):
@@ -99,18 +107,19 @@ def main(argv=None):
         for rate in args.damage:
             Damage(rate, args.burst)   # checks both
         rng = np.random.default_rng(0)
-        net = random_network(rng, config, widths=WIDTHS, raw=True)
+        net = random_network(rng, config, widths=widths, raw=True)
         program = hwgen.compile(net, config)
     except (UsageError, ValueError) as exc:
         print(f"lossy_link.py: error: {exc}", file=sys.stderr)
         return 2
     print("command: python " + " ".join(shlex.quote(a) for a in sys.argv))
-    print(f"network: MLP {'-'.join(map(str, WIDTHS))}, raw logits; accelerator {config.name}; "
+    print(f"network: MLP {'-'.join(map(str, widths))}, raw logits; accelerator {config.name}; "
           f"{args.batches} calls of {args.samples} rows per rate, bursts of {args.burst}")
     results = []
     with SimulatedBoard(config, log=lambda line: print(line, flush=True)) as board:
         for seed, rate in enumerate(args.damage, start=1):
-            results.append(run_rate(board, net, program, args, rate=rate, seed=seed))
+            results.append(run_rate(board, net, program, args, rate=rate, seed=seed,
+                                    inputs=widths[0]))
             print(f"  damage {rate:.2%}: done", flush=True)
     print()
     print(f"{'damage':>7} {'completed':>10} {'wrong':>5} {'retries':>8} {'bytes resent':>12} "
@@ -124,6 +133,13 @@ def main(argv=None):
     print(f"\n(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs) damaged B: bytes "
           "the proxy damaged, both ways; failures: attempts the driver saw fail (BAD_CRC, "
           "damaged answers, lost ones); payload: the payload size the link settled at.")
+    figures = {}
+    for r in results:
+        key = f"damage{r['rate'] * 100:g}pct"
+        figures.update({f"{key}_completed_pct": 100 * r["completed"] / args.batches,
+                        f"{key}_wrong": r["wrong"], f"{key}_retries": r["retries"],
+                        f"{key}_bytes_resent": r["resent"], f"{key}_inferences_per_s": r["ips"]})
+    record_benchmark(__file__, args, argv, figures)
     return 0 if all(r["wrong"] == 0 for r in results) else 1
 
 

@@ -25,7 +25,7 @@ DESIGN_OPTIONS = [f"--{f.name.replace('_', '-')}={getattr(BOARD_WS, f.name)}"
                   for f in dataclasses.fields(BOARD_WS)
                   if f.name in ("rows", "cols", "clock_hz", "act_depth", "weight_depth",
                                 "param_depth", "acc_depth", "out_depth", "prog_depth")]
-TAKE_DESIGN = {"link.py", "pool.py", "train.py"}
+TAKE_DESIGN = {"link.py", "lossy_link.py", "pool.py", "soak.py", "train.py"}
 #: What a benchmark needs beyond the default install: (module, reason to skip without it).
 NEEDS = {"mlperf_tiny.py": ("torch", "PyTorch is not installed (the zoo's models are torch's)")}
 #: The benchmarks that build bitstreams (the `[boards]` extra).
