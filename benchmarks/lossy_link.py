@@ -31,6 +31,7 @@ import hwgen
 from host import Accelerator
 from host.errors import LinkError
 from hwgen.cli import UsageError, add_config_options, config_from_args
+from hwgen.cli.options import number
 from hwgen.figures import add_record_option, benchmark_record, record_benchmark
 from sim.board import SimulatedBoard
 from sim.lossy import Damage, LossyProxy
@@ -78,15 +79,16 @@ def run_rate(board, net, program, args, *, rate, seed, inputs):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--damage", type=float, nargs="+", default=[0.002, 0.01],
-                        metavar="RATE", help="shares of the bytes damaged (default 0.002 0.01)")
-    parser.add_argument("--burst", type=int, default=1, metavar="N",
+    parser.add_argument("--damage", type=number(float, 0.0, 0.999), nargs="+",
+                        default=[0.002, 0.01], metavar="RATE",
+                        help="shares of the bytes damaged (default 0.002 0.01)")
+    parser.add_argument("--burst", type=number(int, 1), default=1, metavar="N",
                         help="bytes in a row each damage takes (default 1)")
-    parser.add_argument("--batches", type=int, default=50, metavar="N",
+    parser.add_argument("--batches", type=number(int, 1), default=50, metavar="N",
                         help="infer calls per rate (default 50)")
-    parser.add_argument("--samples", type=int, default=256, metavar="N",
+    parser.add_argument("--samples", type=number(int, 1), default=256, metavar="N",
                         help="rows per call (default 256)")
-    parser.add_argument("--timeout", type=float, default=5.0, metavar="S",
+    parser.add_argument("--timeout", type=number(float, above=0), default=5.0, metavar="S",
                         help="the driver's timeout (default 5 s, as Accelerator's)")
     parser.add_argument("--quick", action="store_true",
                         help="3 calls of 16 rows per rate: a check that it runs, not a figure")
@@ -99,13 +101,6 @@ def main(argv=None):
     widths = QUICK_WIDTHS if args.quick else WIDTHS
     try:
         config = config_from_args(args)
-        for name in ("batches", "samples", "burst"):
-            if getattr(args, name) < 1:
-                raise UsageError(f"--{name} {getattr(args, name)}: must be 1 or more")
-        if args.timeout <= 0:
-            raise UsageError(f"--timeout {args.timeout:g}: must be more than 0 s")
-        for rate in args.damage:
-            Damage(rate, args.burst)   # checks both
         rng = np.random.default_rng(0)
         net = random_network(rng, config, widths=widths, raw=True)
         program = hwgen.compile(net, config)

@@ -25,6 +25,7 @@ import numpy as np
 import hwgen
 from host import Accelerator
 from hwgen.cli import UsageError, add_config_options, config_from_args
+from hwgen.cli.options import number
 from hwgen.figures import add_record_option, benchmark_record, record_benchmark
 from sim.board import SimulatedBoard
 from sim.netgen import random_input, random_network
@@ -59,9 +60,9 @@ def soak(board, net, program, *, rows, largest, rng):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--inferences", type=int, default=100_000, metavar="N",
+    parser.add_argument("--inferences", type=number(int, 1), default=100_000, metavar="N",
                         help="inferences in all (default 100,000)")
-    parser.add_argument("--largest", type=int, default=2_000, metavar="N",
+    parser.add_argument("--largest", type=number(int, 1), default=2_000, metavar="N",
                         help="the largest call, in rows (default 2,000)")
     parser.add_argument("--seed", type=int, default=0, metavar="S",
                         help="the seed of the network, the inputs and the batch sizes")
@@ -74,9 +75,6 @@ def main(argv=None):
     if args.quick:
         args.inferences, args.largest = 3_000, 500
     try:
-        for name in ("inferences", "largest"):
-            if getattr(args, name) < 1:
-                raise UsageError(f"--{name} {getattr(args, name)}: must be 1 or more")
         config = config_from_args(args)
         rng = np.random.default_rng(args.seed)
         net = random_network(rng, config, widths=WIDTHS, raw=True)

@@ -115,6 +115,9 @@ class SimulatedBoard:
         Seconds to wait for the harness to listen, and for a :meth:`stats` answer.
     log : callable, optional
         Receives progress lines while building.
+    launcher : sequence of str
+        A command the harness runs under, its arguments following (a profiler:
+        ``["valgrind", "--tool=callgrind"]``); empty: the harness alone.
 
     Raises
     ------
@@ -122,7 +125,8 @@ class SimulatedBoard:
         From :meth:`start` (or ``with``) if the build fails or the harness does not start.
     """
 
-    def __init__(self, config, *, port=0, uart=False, build_dir=None, timeout=30.0, log=None):
+    def __init__(self, config, *, port=0, uart=False, build_dir=None, timeout=30.0, log=None,
+                 launcher=()):
         if not isinstance(config, AcceleratorConfig):
             raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")
         if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
@@ -134,6 +138,10 @@ class SimulatedBoard:
         self.build_dir = build_dir
         self.timeout = timeout
         self.log = log
+        if isinstance(launcher, str) or not all(isinstance(w, str) for w in launcher):
+            raise TypeError(f"launcher must be a sequence of str (a command's words), not "
+                            f"{launcher!r}")
+        self.launcher = list(launcher)
         self._want_port = port
         self.port = None
         self.process = None
@@ -179,7 +187,7 @@ class SimulatedBoard:
             binary = board_binary(self.config, uart=self.uart, cache_dir=self.build_dir,
                                   log=self.log)
             self._params = params = json.loads((binary.parent / "board.json").read_text())["run"]
-        cmd = [str(binary), "--port", str(self._want_port)]
+        cmd = [*self.launcher, str(binary), "--port", str(self._want_port)]
         for name, value in params.items():
             cmd += [f"--{name}", str(value)]
         # stdin is the harness's lifeline: it exits when the pipe closes (this process died).
