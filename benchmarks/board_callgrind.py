@@ -23,13 +23,12 @@ from pathlib import Path
 
 import numpy as np
 
-import hwgen
 from host import Accelerator
 from hwgen.cli import UsageError, add_config_options, config_from_args
 from hwgen.cli.options import number
 from hwgen.figures import add_record_option, benchmark_record, record_benchmark
 from sim.board import SimulatedBoard
-from sim.netgen import random_input, random_network
+from sim.netgen import compiled_mlp, random_input
 
 WIDTHS = [64, 32, 10]
 QUICK_WIDTHS = [24, 16, 10]
@@ -53,9 +52,7 @@ def main(argv=None):
     widths, batches, rows = (QUICK_WIDTHS, 1, 16) if args.quick else (WIDTHS, args.batches, 256)
     try:
         config = config_from_args(args)
-        rng = np.random.default_rng(0)
-        net = random_network(rng, config, widths=widths, raw=True)
-        program = hwgen.compile(net, config)
+        rng, net, program = compiled_mlp(config, widths)
     except (UsageError, ValueError) as exc:
         print(f"board_callgrind.py: error: {exc}", file=sys.stderr)
         return 2

@@ -33,14 +33,13 @@ import time
 
 import numpy as np
 
-import hwgen
 from host import Accelerator
 from hwgen.cli import UsageError, add_config_options, config_from_args
 from hwgen.cycles import program_cycles
 from hwgen.figures import add_record_option, benchmark_record, record_benchmark
 from hwgen.throughput import wire_bytes_per_run
 from sim.board import SimulatedBoard
-from sim.netgen import random_input, random_network
+from sim.netgen import compiled_mlp, random_input
 
 WIDTHS = [64, 32, 10]
 #: --quick's network: one that fits the tests' small board (2x3, 512 weight words).
@@ -96,9 +95,7 @@ def main(argv=None):
     widths = QUICK_WIDTHS if args.quick else WIDTHS
     try:
         config = config_from_args(args)
-        rng = np.random.default_rng(0)
-        net = random_network(rng, config, widths=widths, raw=True)
-        program = hwgen.compile(net, config)
+        rng, net, program = compiled_mlp(config, widths)
     except (UsageError, ValueError) as exc:
         print(f"link.py: error: {exc}", file=sys.stderr)
         return 2

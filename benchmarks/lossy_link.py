@@ -27,7 +27,6 @@ import time
 
 import numpy as np
 
-import hwgen
 from host import Accelerator
 from host.errors import LinkError
 from hwgen.cli import UsageError, add_config_options, config_from_args
@@ -35,7 +34,7 @@ from hwgen.cli.options import number
 from hwgen.figures import add_record_option, benchmark_record, record_benchmark
 from sim.board import SimulatedBoard
 from sim.lossy import Damage, LossyProxy
-from sim.netgen import random_input, random_network
+from sim.netgen import compiled_mlp, random_input
 
 WIDTHS = [64, 32, 10]
 #: --quick's network: one that fits the tests' small board (2x3, 512 weight words).
@@ -101,9 +100,7 @@ def main(argv=None):
     widths = QUICK_WIDTHS if args.quick else WIDTHS
     try:
         config = config_from_args(args)
-        rng = np.random.default_rng(0)
-        net = random_network(rng, config, widths=widths, raw=True)
-        program = hwgen.compile(net, config)
+        _, net, program = compiled_mlp(config, widths)
     except (UsageError, ValueError) as exc:
         print(f"lossy_link.py: error: {exc}", file=sys.stderr)
         return 2

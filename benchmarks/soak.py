@@ -22,13 +22,12 @@ import time
 
 import numpy as np
 
-import hwgen
 from host import Accelerator
 from hwgen.cli import UsageError, add_config_options, config_from_args
 from hwgen.cli.options import number
 from hwgen.figures import add_record_option, benchmark_record, record_benchmark
 from sim.board import SimulatedBoard
-from sim.netgen import random_input, random_network
+from sim.netgen import compiled_mlp, random_input
 
 WIDTHS = [37, 29, 11]
 
@@ -76,9 +75,7 @@ def main(argv=None):
         args.inferences, args.largest = 3_000, 500
     try:
         config = config_from_args(args)
-        rng = np.random.default_rng(args.seed)
-        net = random_network(rng, config, widths=WIDTHS, raw=True)
-        program = hwgen.compile(net, config)
+        rng, net, program = compiled_mlp(config, WIDTHS, seed=args.seed)
     except (UsageError, ValueError) as exc:
         print(f"soak.py: error: {exc}", file=sys.stderr)
         return 2
