@@ -6,18 +6,22 @@ interface (:class:`host.transport.Transport`): a pyserial URL it opens (``/dev/t
 :mod:`sim.inprocess` or the simulated gateware of the tests. Every constant comes from
 :mod:`hwgen.protocol`.
 
-Failure handling:
+Failure handling (:func:`host.pipeline.pipeline`, with the client's
+:class:`~host.frame_plan.FramePlan`, one per link):
 
-* a response with a bad payload CRC, or a BAD_CRC status (the request was damaged on the way),
-  makes the client send the request again, with a new sequence number, at most ``retries`` times;
-  so does silence for ``timeout`` seconds. Responses with another sequence number or opcode (late
-  answers to earlier attempts) are skipped;
+* a response with a bad payload CRC, a BAD_CRC status (the request was damaged on the way), or
+  no response within a few times the usual wait makes the client send the request again, with a
+  new sequence number, cut in smaller pieces (WRITE and READ in fewer words): each failure
+  halves the payload size the link's requests are cut to, intact answers double it back.
+  Responses with another sequence number or opcode (late answers to earlier attempts) are
+  skipped;
 * WRITE, READ, INFO, COUNTERS and RESET are idempotent, so sending them again is safe. RUN is not:
   when its answer is lost the client asks the device (COUNTERS' run count) whether it started,
   and sends it again only if it did not;
-* any other error status raises :class:`DeviceError`; running out of attempts raises
-  :class:`LinkTimeout` (silence) or :class:`LinkError` (only damaged answers). Nothing blocks for
-  longer than about ``(retries + 1) * timeout``.
+* any other error status raises :class:`DeviceError`; a dead link raises :class:`LinkTimeout`
+  (``retries + 1`` waits of ``timeout`` in a row that heard nothing) or :class:`LinkError`
+  (``4 * (retries + 1)`` failed attempts in a row, naming the sizes tried and the damage seen).
+  Nothing blocks for longer than about ``2 * (retries + 1) * timeout``.
 """
 
 import time
@@ -26,59 +30,28 @@ import numpy as np
 
 from hwgen.memmap import Region
 from hwgen.protocol import (
-    STATUS_TEXT,
     Opcode,
     Status,
     encode_request,
-    pack_access,
-    pack_read,
     pack_run,
     pack_words,
     unpack_counters,
     unpack_words,
 )
 
+from .errors import BusyTimeout, DeviceError, LinkError, LinkTimeout
+from .frame_plan import FramePlan, describe_damage
 from .frames import ResponseDecoder
 from .info import unpack_info
+from .pieces import Exchange, word_reads, word_writes
+from .pipeline import DEAD_AFTER, pipeline
 from .transport import open_transport
 
 __all__ = ["BusyTimeout", "DeviceClient", "DeviceError", "LinkError", "LinkTimeout"]
 
 # How long one port.read() may block at most, so that deadlines are kept on ports with long
 # timeouts.
-_POLL_SECONDS = 0.05
-
-
-class DeviceError(RuntimeError):
-    """The device answered a request with an error status.
-
-    Attributes
-    ----------
-    request : str
-        The request, e.g. ``"WRITE ACT[0:16]"``.
-    status : Status or int
-    """
-
-    def __init__(self, request, status):
-        self.request = request
-        self.status = status
-        if isinstance(status, Status):
-            text = f"{status.name} ({STATUS_TEXT[status]})"
-        else:
-            text = f"unknown status {status:#04x}"
-        super().__init__(f"{request} failed: {text}")
-
-
-class LinkError(OSError):
-    """No intact answer to a request after every attempt, or an answer that makes no sense."""
-
-
-class LinkTimeout(LinkError, TimeoutError):
-    """No answer at all to a request after every attempt."""
-
-
-class BusyTimeout(TimeoutError):
-    """The device stayed busy for longer than allowed."""
+_POLL_SECONDS = 0.005
 
 
 class DeviceClient:
@@ -91,15 +64,19 @@ class DeviceClient:
         ``write(bytes)`` and ``read(n) -> bytes`` (fewer bytes on timeout); a ``timeout``
         attribute, if it has one, is set to a short poll interval.
     timeout : float
-        Seconds to wait for the answer to one attempt; longer than the device's frame timeout.
+        Seconds to wait for the answer to one attempt at most (the first one's, before the
+        usual wait is known; see :meth:`FramePlan.attempt_timeout
+        <host.frame_plan.FramePlan.attempt_timeout>`).
     retries : int
-        Attempts after the first one.
+        Attempts after the first one that may hear nothing (see the module for damage).
 
     Attributes
     ----------
     stats : dict
-        Counts of ``"retries"``, ``"discarded"`` (answers to other requests) and ``"corrupt"``
-        answers, for tests and diagnostics.
+        Counts of ``"retries"`` (attempts sent again), ``"discarded"`` (answers to other
+        requests) and ``"corrupt"`` answers, for tests and diagnostics.
+    plan : FramePlan
+        The link's payload size and answer wait, and the damage it has seen.
     """
 
     def __init__(self, port, timeout=2.0, retries=3):
@@ -114,6 +91,7 @@ class DeviceClient:
         if hasattr(self.port, "timeout"):
             self.port.timeout = min(timeout, _POLL_SECONDS)
         self.stats = {"retries": 0, "discarded": 0, "corrupt": 0}
+        self.plan = FramePlan(timeout)
         self._seq = 0
         self._decoder = ResponseDecoder()
         self._info = None
@@ -127,70 +105,53 @@ class DeviceClient:
         self._seq = (self._seq + 1) & 0xFF
         return seq
 
+    def flush(self, nbytes):
+        """Send ``nbytes`` zeros: they complete a frame that the device holds only partly (a
+        byte of it was lost: the device answers it BAD_CRC) and are skipped otherwise."""
+        self.port.write(bytes(nbytes))
+
     def _exchange(self, opcode, payload):
-        """Send one attempt; return the matching :class:`Frame`, or None on silence."""
+        """Send one attempt; return the matching :class:`Frame`, or None once nothing has come
+        for the plan's attempt timeout (after sending zeros, see :meth:`flush`)."""
         seq = self.next_seq()
         # Anything still buffered belongs to earlier attempts.
         self._decoder.reset()
-        self.port.write(encode_request(opcode, seq, payload))
-        deadline = time.monotonic() + self.timeout
-        while time.monotonic() < deadline:
-            for frame in self._decoder.feed(self.port.read(self._decoder.wanted)):
-                if frame.seq == seq and frame.opcode == opcode:
-                    return frame
+        frame = encode_request(opcode, seq, payload)
+        self.port.write(frame)
+        start = last = time.monotonic()
+        wait = self.plan.attempt_timeout([opcode], len(frame), guess=opcode != Opcode.RUN)
+        while time.monotonic() - last < wait:
+            data = self.port.read(self._decoder.wanted)
+            if data:
+                last = time.monotonic()
+            for answer in self._decoder.feed(data):
+                if answer.seq == seq and answer.opcode == opcode:
+                    self.plan.intact(opcode, time.monotonic() - start)
+                    return answer
                 self.stats["discarded"] += 1
+        self.flush(len(frame))
         return None
 
     def request(self, opcode, payload, what):
         """Send an idempotent request until an intact answer with a status other than BAD_CRC
-        arrives (at most ``retries`` times more); return the answer's payload.
+        arrives (see the module); return the answer's payload.
 
         Raises
         ------
         DeviceError
             For an error status, naming ``what``.
         LinkError, LinkTimeout
-            When every attempt's answer was damaged, or none came.
+            When the link is dead (see the module).
         """
-        return self._request(opcode, payload, what)
-
-    def _request(self, opcode, payload, what):
-        """Send a request until an intact answer with a status other than BAD_CRC arrives.
-
-        Returns the response payload; raises :class:`DeviceError` for an error status.
-        """
-        problem = None
-        for attempt in range(self.retries + 1):
-            if attempt:
-                self.stats["retries"] += 1
-            frame = self._exchange(opcode, payload)
-            if frame is None:
-                continue
-            if not frame.crc_ok:
-                self.stats["corrupt"] += 1
-                problem = "the answer was damaged"
-            elif frame.status == Status.OK:
-                return frame.payload
-            elif frame.status == Status.BAD_CRC:
-                problem = "the device received a damaged request (BAD_CRC)"
-            else:
-                raise DeviceError(what, frame.status)
-        raise self._give_up(what, problem)
-
-    def _give_up(self, what, problem):
-        attempts = self.retries + 1
-        if problem is None:
-            return LinkTimeout(f"no answer to {what} within {self.timeout:g} s, "
-                               f"{attempts} attempt(s)")
-        return LinkError(f"no intact answer to {what} in {attempts} attempt(s); "
-                         f"last problem: {problem}")
+        return pipeline(self, [Exchange(opcode, payload, what, 0)], 0)[0]
 
     # -- commands --------------------------------------------------------------------------------
 
     def info(self, refresh=False):
         """Return the device's :class:`~host.info.DeviceInfo` (cached after the first call)."""
         if self._info is None or refresh:
-            self._info = unpack_info(self._request(Opcode.INFO, b"", "INFO"))
+            self._info = unpack_info(self.request(Opcode.INFO, b"", "INFO"))
+            self.plan.device(self._info.max_payload, self._info.baud)
         return self._info
 
     def check_config(self, config):
@@ -241,13 +202,7 @@ class DeviceClient:
             raw = pack_words(geometry, words)  # checks every word before anything is sent
         except ValueError as error:
             raise ValueError(f"{name}[{addr}:{addr + len(words)}]: {error}") from None
-        chunk = self.info().write_chunk_words(geometry.region)
-        nbytes = geometry.word_bytes
-        for start in range(0, len(words), chunk):
-            n = min(chunk, len(words) - start)
-            at = addr + start
-            payload = pack_access(geometry.region, at, n) + raw[start * nbytes:(start + n) * nbytes]
-            self._request(Opcode.WRITE, payload, f"{name}[{at}:{at + n}]")
+        pipeline(self, word_writes(geometry, addr, raw, self.plan.limit), 0)
 
     def read(self, region, addr, count):
         """Return ``count`` words of ``region`` from ``addr`` on, in as many READs as needed.
@@ -267,16 +222,12 @@ class DeviceClient:
         if isinstance(count, bool) or not isinstance(count, int | np.integer) or count < 0:
             raise ValueError(f"READ: count must be an int >= 0, not {count!r}")
         geometry = self._geometry(region, addr, count, "READ")
-        chunk = self.info().read_chunk_words(geometry.region)
+        reads = word_reads(geometry, addr, count, self.plan.limit)
         words = []
-        for start in range(0, count, chunk):
-            n = min(chunk, count - start)
-            at = addr + start
-            what = f"READ {geometry.region.name}[{at}:{at + n}]"
-            raw = self._request(Opcode.READ, pack_read(geometry, at, n), what)
-            if len(raw) != n * geometry.word_bytes:
-                raise LinkError(f"{what}: {len(raw)} bytes in the answer, expected "
-                                f"{n * geometry.word_bytes}")
+        for read, raw in zip(reads, pipeline(self, reads, 0), strict=True):
+            if len(raw) != read.data_bytes:
+                raise LinkError(f"{read.what}: {len(raw)} bytes in the answer, expected "
+                                f"{read.data_bytes}")
             words += unpack_words(geometry, raw)
         return np.array(words, dtype=np.uint64 if geometry.word_bits <= 64 else object)
 
@@ -301,7 +252,8 @@ class DeviceClient:
         if self._runs is None:
             self.counters()
         problem = None
-        for attempt in range(self.retries + 1):
+        attempts = DEAD_AFTER * (self.retries + 1)   # as a dead link counts in pipeline()
+        for attempt in range(attempts):
             if attempt:
                 self.stats["retries"] += 1
             before = self._runs
@@ -313,11 +265,13 @@ class DeviceClient:
                 if frame.status == Status.BAD_CRC:
                     # the device refused the damaged request, so it did not start
                     problem = "the device received a damaged request (BAD_CRC)"
+                    self.plan.damaged("bad_crc")
                     continue
                 raise DeviceError(what, frame.status)
             if frame is not None:
                 self.stats["corrupt"] += 1
                 problem = "the answer was damaged"
+            self.plan.damaged("lost" if frame is None else "damaged")
             # The answer is lost or damaged: ask the device rather than guess.
             runs = self.counters().runs
             if runs == before + 1:
@@ -325,11 +279,13 @@ class DeviceClient:
             if runs != before:
                 raise LinkError(f"{what}: the answer was lost and the device's run count went "
                                 f"from {before} to {runs}; cannot tell whether this RUN started")
-        raise self._give_up(what, problem)
+        raise LinkError(f"no intact answer to {what} in {attempts} attempt(s); last problem: "
+                        f"{problem or 'no answer'}; damage seen: "
+                        f"{describe_damage(self.plan.damage)}")
 
     def counters(self):
         """Return the device's :class:`~hwgen.protocol.CounterValues`."""
-        counters = unpack_counters(self._request(Opcode.COUNTERS, b"", "COUNTERS"))
+        counters = unpack_counters(self.request(Opcode.COUNTERS, b"", "COUNTERS"))
         self._runs = counters.runs
         return counters
 
@@ -353,7 +309,7 @@ class DeviceClient:
 
     def reset(self):
         """Clear the counters, the run count and the program-loaded flag of the device."""
-        self._request(Opcode.RESET, b"", "RESET")
+        self.request(Opcode.RESET, b"", "RESET")
         self._runs = 0
 
     def close(self):

@@ -90,7 +90,8 @@ def infer_chunks(port, program, x, outputs, mode):
     interleave = words_ahead(info)
     pending = None   # the chunk that has run and whose outputs are still on the device
     for plan in plans:
-        wire = run_wire(program, plan, mode, info)
+        # Frames cut to the link's payload size now (host.frame_plan): smaller while it damages.
+        wire = run_wire(program, plan, mode, info, port.acc.client.plan.limit)
         ahead = [] if pending is None else pending[1].outputs
         first = plan if pending is None else pending[0]
         port.stage = f"infer {unit} {first.start}..{plan.stop - 1} of {rows}"

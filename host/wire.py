@@ -13,7 +13,6 @@ it, both ways.
 """
 
 import dataclasses
-import typing
 
 import numpy as np
 
@@ -21,13 +20,11 @@ from hwgen.compiler.classes import class_count, classes_of
 from hwgen.compiler.codec import output_words, unpack_output
 from hwgen.memmap import Region
 from hwgen.protocol import (
+    AccessArgs,
     Features,
     Opcode,
-    pack_access,
-    pack_classes,
-    pack_fetch,
-    pack_load,
-    pack_read,
+    StreamArgs,
+    layout_bytes,
     pack_words,
     unpack_elements,
     unpack_indices,
@@ -41,21 +38,16 @@ from hwgen.streams import (
     fits_fetch,
     fits_load,
     load_chunks,
-    stream_of,
+    split_class_chunk,
+    split_stream_chunk,
 )
+
+from .pieces import Exchange, class_exchange, stream_exchange, word_reads, word_writes
 
 __all__ = ["Exchange", "RunWire", "device_classes", "host_classes", "packed_device",
            "pipelined_device", "run_wire", "words_ahead"]
 
-
-class Exchange(typing.NamedTuple):
-    """One request: its opcode, its payload, what error messages call it and the bytes of
-    data (input values sent, output values or indices answered) it moves."""
-
-    opcode: Opcode
-    payload: bytes
-    what: str
-    data_bytes: int
+_STREAM_BYTES = layout_bytes(StreamArgs)
 
 
 def packed_device(info):
@@ -120,47 +112,30 @@ class RunWire:
         return arrays
 
 
-def _loads(spec, samples, max_payload):
+def _loads(spec, samples, max_payload, limit):
     m = len(samples)
-    runs, run, _, _ = stream_of(spec)
-    values = np.asarray(samples, dtype=np.int64).reshape(m * runs, run)
-    out = []
-    for chunk in load_chunks(spec, m, max_payload):
-        args = chunk.args()
-        payload = pack_load(**args, values=values[chunk.first:chunk.first + chunk.runs])
-        out.append(Exchange(Opcode.LOAD, payload, _name("LOAD", chunk), chunk.data_bytes))
-    return out
+    values = np.asarray(samples, dtype=np.int64).reshape(-1)   # the runs' elements, in order
+    return [stream_exchange(Opcode.LOAD, piece, spec.lanes, values)
+            for chunk in load_chunks(spec, m, max_payload)
+            for piece in split_stream_chunk(chunk, spec.lanes, limit, _STREAM_BYTES)]
 
 
-def _writes(info, write, *, ahead=False):
-    """The WRITEs of a :class:`~host.plan.WordWrite`, each within the device's payload (and,
-    ``ahead``, each a frame its receive FIFO holds)."""
+def _writes(info, write, limit, *, ahead=False):
+    """The WRITEs of a :class:`~host.plan.WordWrite`, each within the device's payload and
+    ``limit`` (and, ``ahead``, each a frame its receive FIFO holds)."""
     geometry = info.regions[write.region]
-    words = [int(w) for w in write.words]
-    raw, nbytes = pack_words(geometry, words), geometry.word_bytes
-    chunk = write_ahead_words(geometry, info.max_payload, info.rx_fifo) if ahead else \
-        info.write_chunk_words(write.region)
-    out = []
-    for start in range(0, len(words), chunk):
-        n = min(chunk, len(words) - start)
-        at = write.base + start
-        out.append(Exchange(Opcode.WRITE, pack_access(write.region, at, n)
-                            + raw[start * nbytes:(start + n) * nbytes],
-                            f"WRITE {write.region.name}[{at}:{at + n}]", n * nbytes))
-    return out
+    raw = pack_words(geometry, [int(w) for w in write.words])
+    if ahead:
+        words = write_ahead_words(geometry, info.max_payload, info.rx_fifo)
+        limit = min(limit, layout_bytes(AccessArgs) + words * geometry.word_bytes)
+    return word_writes(geometry, write.base, raw, limit)
 
 
-def _reads(info, spec, program_batch, m):
+def _reads(info, spec, program_batch, m, limit):
     """The READs of ``m`` samples of ``spec``'s words, and their decoder."""
     region, base, count = output_words(spec, program_batch, m)
     geometry = info.regions[region]
-    chunk = info.read_chunk_words(region)
-    exchanges = []
-    for start in range(0, count, chunk):
-        n = min(chunk, count - start)
-        exchanges.append(Exchange(Opcode.READ, pack_read(geometry, base + start, n),
-                                  f"READ {region.name}[{base + start}:{base + start + n}]",
-                                  n * geometry.word_bytes))
+    exchanges = word_reads(geometry, base, count, limit)
 
     def decode(answers):
         words = [w for answer in answers for w in unpack_words(geometry, answer)]
@@ -169,15 +144,10 @@ def _reads(info, spec, program_batch, m):
     return exchanges, decode
 
 
-def _name(verb, chunk):
-    return (f"{verb} {chunk.region.name}[{chunk.addr}:] runs={chunk.runs} run={chunk.run} "
-            f"bits={chunk.bits}")
-
-
-def _fetches(spec, m, max_payload):
-    chunks = fetch_chunks(spec, m, max_payload)
-    exchanges = [Exchange(Opcode.FETCH, pack_fetch(**chunk.args()), _name("FETCH", chunk),
-                          chunk.data_bytes) for chunk in chunks]
+def _fetches(spec, m, max_payload, limit):
+    chunks = [piece for chunk in fetch_chunks(spec, m, max_payload)
+              for piece in split_stream_chunk(chunk, spec.lanes, limit, 0)]
+    exchanges = [stream_exchange(Opcode.FETCH, chunk, spec.lanes) for chunk in chunks]
 
     def decode(answers):
         parts = [unpack_elements(answer, chunk.bits, chunk.elements)
@@ -188,11 +158,10 @@ def _fetches(spec, m, max_payload):
     return exchanges, decode
 
 
-def _classes(spec, m, mode, max_payload):
-    chunks = class_chunks(spec, m, class_count(mode), max_payload)
-    exchanges = [Exchange(Opcode.CLASSES, pack_classes(**chunk.args()),
-                          f"CLASSES samples {chunk.first}..{chunk.first + chunk.samples - 1} "
-                          f"k={chunk.k}", chunk.data_bytes) for chunk in chunks]
+def _classes(spec, m, mode, max_payload, limit):
+    chunks = [piece for chunk in class_chunks(spec, m, class_count(mode), max_payload)
+              for piece in split_class_chunk(chunk, spec.lanes, limit)]
+    exchanges = [class_exchange(chunk, spec.lanes) for chunk in chunks]
 
     def decode(answers):
         parts = [unpack_indices(answer, chunk.samples, chunk.k, chunk.n)
@@ -203,31 +172,34 @@ def _classes(spec, m, mode, max_payload):
     return exchanges, decode
 
 
-def run_wire(program, plan, mode, info):
+def run_wire(program, plan, mode, info, limit=None):
     """Return the :class:`RunWire` of ``plan`` (a :class:`~host.plan.RunPlan` of ``program``,
     with its ``samples``) on a device of protocol version 6 with ``info``, for the output ``mode``
-    (the last kept output's classes; ``"scores"`` for none). Outputs whose classes the device
-    does not pick are fetched and their classes picked here. On a device without LOAD and
-    FETCH (:func:`words_ahead`) the input goes in WRITEs that its receive FIFO holds and the
-    outputs come in READs."""
+    (the last kept output's classes; ``"scores"`` for none), each frame's payload (or answer)
+    within ``limit`` bytes where whole words allow (:attr:`host.frame_plan.FramePlan.limit`;
+    None: the device's ``max_payload``). Outputs whose classes the device does not pick are
+    fetched and their classes picked here. On a device without LOAD and FETCH
+    (:func:`words_ahead`) the input goes in WRITEs that its receive FIFO holds and the outputs
+    come in READs."""
     max_payload = info.max_payload
+    limit = max_payload if limit is None else min(limit, max_payload)
     packed = packed_device(info)
     outputs, decoders, counts = [], [], []
     last = len(plan.specs) - 1
     for i, spec in enumerate(plan.specs):
         wanted = mode if i == last else "scores"
         if wanted != "scores" and classes_on_device(spec, wanted) and device_classes(info):
-            exchanges, decode = _classes(spec, plan.batch, wanted, max_payload)
+            exchanges, decode = _classes(spec, plan.batch, wanted, max_payload, limit)
         else:
-            exchanges, fetched = _fetches(spec, plan.batch, max_payload) \
+            exchanges, fetched = _fetches(spec, plan.batch, max_payload, limit) \
                 if packed and fits_fetch(spec, max_payload) else \
-                _reads(info, spec, plan.program_batch, plan.batch)
+                _reads(info, spec, plan.program_batch, plan.batch, limit)
             decode = fetched if wanted == "scores" else \
                 (lambda answers, f=fetched, w=wanted: classes_of(f(answers), w))
         outputs += exchanges
         decoders.append(decode)
         counts.append(len(exchanges))
-    loads = _loads(program.input, plan.samples, max_payload) \
+    loads = _loads(program.input, plan.samples, max_payload, limit) \
         if packed and fits_load(program.input, max_payload) else \
-        _writes(info, plan.write, ahead=not packed)
+        _writes(info, plan.write, limit, ahead=not packed)
     return RunWire(loads, outputs, decoders, counts)

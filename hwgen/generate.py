@@ -28,18 +28,18 @@ def _accelerator(config, pe_instances, implementation):
     return AcceleratorCore(config, implementation, pe_instances=pe_instances)
 
 
-def _device(config, pe_instances, implementation):
+def _device(config, pe_instances, implementation, **options):
     from .device import Device, Link
 
     return Device(config, link=Link.UART, pe_instances=pe_instances,
-                  implementation=implementation)
+                  implementation=implementation, **options)
 
 
-def _device_stream(config, pe_instances, implementation):
+def _device_stream(config, pe_instances, implementation, **options):
     from .device import Device, Link
 
     return Device(config, link=Link.STREAM, pe_instances=pe_instances,
-                  implementation=implementation)
+                  implementation=implementation, **options)
 
 
 def _axis(config, pe_instances, implementation):
@@ -60,21 +60,31 @@ def _wishbone(config, pe_instances, implementation):
 # Every top-level design `hwgen generate` can emit, by name.
 TOPS = {"device": _device, "device-stream": _device_stream, "accelerator": _accelerator,
         "engine": _engine, "axis": _axis, "wishbone": _wishbone}
+# The tops that are a whole hwgen.device.Device (and take its simulation option gate_idle).
+_DEVICE_TOPS = ("device", "device-stream")
 
 
-def build_top(config, top="engine", *, pe_instances=False, implementation=None):
+def build_top(config, top="engine", *, pe_instances=False, implementation=None,
+              gate_idle=False):
     """Return the Amaranth component of design ``top`` for ``config``, built with
     ``implementation`` (:class:`hwgen.implementation.Implementation`; ``None``: the plain
     netlist; the engine has none).
 
     With ``pe_instances`` the processing elements are instantiated by module name and must be
-    emitted separately, as :func:`emit_design` does.
+    emitted separately, as :func:`emit_design` does. ``gate_idle`` (a device top only) builds
+    the simulated board's device, whose idle parts stop their clocks
+    (:class:`hwgen.device.Device`).
     """
     try:
         factory = TOPS[top]
     except KeyError:
         raise ValueError(f"top={top!r} is not a design; allowed: {', '.join(TOPS)}") from None
-    return factory(config, pe_instances, implementation)
+    if not gate_idle:
+        return factory(config, pe_instances, implementation)
+    if top not in _DEVICE_TOPS:
+        raise ValueError(f"gate_idle=True is for the tops {', '.join(_DEVICE_TOPS)}, not "
+                         f"top={top!r}")
+    return factory(config, pe_instances, implementation, gate_idle=True)
 
 
 def ports(component):
@@ -124,13 +134,14 @@ def emit_verilog(component, name):
     return yosys.run(["-q", "-"], script, ignore_warnings=True)
 
 
-def emit_design(config, top, name, implementation=None):
-    """Return ``(component, verilog)`` of design ``top`` (built with ``implementation``, see
-    :func:`build_top`): the processing element module once, then the top module ``name`` that
-    instantiates it ``rows * cols`` times."""
+def emit_design(config, top, name, implementation=None, *, gate_idle=False):
+    """Return ``(component, verilog)`` of design ``top`` (built with ``implementation`` and
+    ``gate_idle``, see :func:`build_top`): the processing element module once, then the top
+    module ``name`` that instantiates it ``rows * cols`` times."""
     from .device.systolic import pe_component, pe_module_name
 
-    component = build_top(config, top, pe_instances=True, implementation=implementation)
+    component = build_top(config, top, pe_instances=True, implementation=implementation,
+                          gate_idle=gate_idle)
     # A weight-stationary array with its products in DSP blocks instantiates the cell without
     # a multiplier.
     xmul = (top != "engine" and implementation is not None

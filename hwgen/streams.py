@@ -26,7 +26,8 @@ from .memmap import Region
 from .protocol import StreamArgs, index_bytes, layout_bytes, packed_bytes
 
 __all__ = ["ClassChunk", "StreamChunk", "class_chunks", "classes_on_device", "fetch_chunks",
-           "fits_fetch", "fits_load", "load_chunks", "loads_may_pass", "stream_of"]
+           "fits_fetch", "fits_load", "load_chunks", "loads_may_pass", "split_class_chunk",
+           "split_stream_chunk", "stream_of"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,6 +147,40 @@ def _stream_chunks(spec, m, max_payload, overhead, what):
     return [StreamChunk(spec.region, spec.base + first * pitch // spec.lanes, count, run, lead,
                         pitch, spec.wire_bits, first)
             for first, count in _chunks(spec, m, max_payload, overhead, what)]
+
+
+def split_stream_chunk(chunk, lanes, max_payload, overhead):
+    """Return ``chunk`` (of a stream of ``lanes`` lanes a word) cut into :class:`StreamChunk` s
+    of whole words, in order, each carrying at most ``max_payload`` bytes after ``overhead``
+    (a LOAD's arguments; a FETCH's answer has none), but at least the runs of one whole word;
+    a dense stream (no lead, no gap, whole words) whose runs are longer is taken as runs of a
+    word first (``first`` then counts those). A host sends smaller frames than the device's
+    largest this way over a damaged link (:mod:`host.pieces`)."""
+    step = lanes // math.gcd(chunk.pitch, lanes)   # runs that end on a word boundary
+    fit = max(0, max_payload - overhead) * 8 // (chunk.run * chunk.bits)
+    elements = chunk.runs * chunk.run
+    if fit < step and chunk.lead == 0 and chunk.pitch == chunk.run and elements % lanes == 0 \
+            and chunk.run != lanes:
+        words = dataclasses.replace(chunk, runs=elements // lanes, run=lanes, pitch=lanes,
+                                    first=chunk.first * chunk.run // lanes)
+        return split_stream_chunk(words, lanes, max_payload, overhead)
+    most = max(step, min(fit, (1 << 16) - 1) // step * step)
+    return [dataclasses.replace(chunk, addr=chunk.addr + first * chunk.pitch // lanes,
+                                runs=min(most, chunk.runs - first), first=chunk.first + first)
+            for first in range(0, chunk.runs, most)]
+
+
+def split_class_chunk(chunk, lanes, max_payload):
+    """Return ``chunk`` (of scores ``lanes`` to a word) cut into :class:`ClassChunk` s of
+    whole samples that start on a word, in order, each answering at most ``max_payload`` bytes
+    (but the samples of one word at least)."""
+    step = lanes // math.gcd(chunk.pitch, lanes)   # samples that end on a word boundary
+    per_sample = chunk.data_bytes // chunk.samples
+    most = max(step, max_payload // per_sample // step * step)
+    return [dataclasses.replace(chunk, addr=chunk.addr + first * chunk.pitch // lanes,
+                                samples=min(most, chunk.samples - first),
+                                first=chunk.first + first)
+            for first in range(0, chunk.samples, most)]
 
 
 def load_chunks(spec, m, max_payload):

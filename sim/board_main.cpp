@@ -6,15 +6,16 @@
 // `feed_*` handshake (one byte per cycle) and collected from `out_*`; 1 = the 8N1 pins `rx` and
 // `tx` at `--divisor` clock cycles per bit.
 //
-// Usage: board --port P --quiesce N [--divisor D] [--host_bit Q]
+// Usage: board --port P [--quiesce N] [--divisor D] [--host_bit Q]
 //   --port 0 picks a free port. The chosen port is printed on stdout as "port P" once the socket
-//   listens. --quiesce is the number of cycles the model keeps running after the last byte in or
-//   out (at least the device's partial-frame timeout, so that a truncated request is dropped on
-//   time) before it sleeps in poll() until the next byte. With the byte streams the harness can
-//   tell when the device has taken every byte and answered after the last one: then no request
-//   can be partial, and it sleeps after SETTLE cycles instead. The process ends on SIGTERM or
-//   SIGINT, on EOF on stdin (the parent has gone) or when it is re-parented; it then writes its
-//   statistics.
+//   listens. The model sleeps in poll() until the next byte once nothing can change without one.
+//   With the byte streams the device says so itself: its `rest` output is high when its clocks
+//   have stopped (hwgen.device.Device's gate_idle: no run, no request under way, a partial
+//   request dropped at its timeout), so the harness clocks no idle cycle at all. With the UART
+//   it cannot see into the receive FIFO: --quiesce is the number of cycles the model keeps
+//   running after the last byte in or out (at least the device's partial-frame timeout, so that
+//   a truncated request is dropped on time). The process ends on SIGTERM or SIGINT, on EOF on
+//   stdin (the parent has gone) or when it is re-parented; it then writes its statistics.
 //
 // --host_bit is the host's (the USB bridge's) bit time in 1/65536 clock cycles (default: the
 // divisor's, D * 65536): the rx frames are driven and the tx frames sampled at that bit time, so
@@ -87,8 +88,6 @@ constexpr uint64_t OUT_PAUSE = 1;  // the line is slow: pass every byte on at on
 // Cycles without an output byte that end a burst: longer than the gaps inside a READ response
 // (one word fetched from memory), so that a response goes out in one piece.
 constexpr uint64_t OUT_PAUSE = 16;
-// Cycles the device may still need after the end of an answer (to finish a WRITE, say).
-constexpr uint64_t SETTLE = 1024;
 #endif
 // One clock cycle in the fixed point of --host_bit.
 constexpr uint64_t ONE_CYCLE = 1 << 16;
@@ -110,7 +109,7 @@ struct Board {
     size_t out_pos = 0;
     uint64_t last_in = 0;   // cycle of the last byte in (stream: the last one not yet taken)
     uint64_t last_out = 0;  // cycle of the last byte out
-    uint64_t quiesce = 0;
+    uint64_t quiesce = 0;   // UART: cycles clocked after the last byte
 
 #if BOARD_UART
     uint32_t divisor = 0;
@@ -146,14 +145,15 @@ struct Board {
 
     bool active() const {
         if (pending_in() || top.busy) return true;
-        uint64_t last = last_in > last_out ? last_in : last_out;
 #if BOARD_UART
         // Bytes may wait in the device's receive FIFO, out of sight: wait out the timeout.
         if (rx_bit >= 0 || tx_bit >= 0) return true;
+        uint64_t last = last_in > last_out ? last_in : last_out;
         return st.cycles - last < quiesce;
 #else
-        if (!top.feed_empty) return true;
-        return st.cycles - last < (last_out >= last_in ? SETTLE : quiesce);
+        // At rest (and the wrapper empty) the device's clocks are stopped: a cycle changes
+        // nothing, so none is clocked.
+        return !top.rest;
 #endif
     }
 

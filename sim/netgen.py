@@ -25,9 +25,9 @@ from hwgen.nn import (
     QuantizedNetwork,
 )
 
-__all__ = ["GRAPH_BLOCKS", "fitting_network", "general_cnn", "pooled_cnn", "random_add",
-           "random_cnn", "random_graph", "random_image", "random_input", "random_network",
-           "taps_cnn"]
+__all__ = ["GRAPH_BLOCKS", "compiled_mlp", "fitting_network", "general_cnn", "pooled_cnn",
+           "random_add", "random_cnn", "random_graph", "random_image", "random_input",
+           "random_network", "taps_cnn"]
 
 
 def random_network(rng, config, *, layers=None, max_width=200, raw=None, widths=None):
@@ -81,6 +81,23 @@ def fitting_network(rng, config, widths=(40, 24, 12, 6)):
         except CompileError:
             continue
     raise AssertionError(f"no random network of at most {widths[0]} features fits {config}")
+
+
+def compiled_mlp(config, widths, *, seed=0):
+    """Return ``(rng, net, program)``: a random MLP of ``widths`` (int8 weights of the
+    config's widths, raw logits) compiled for ``config``, and the generator it was drawn from
+    (seeded ``seed``; draw the inputs from it). The benchmarks' network.
+
+    Raises
+    ------
+    hwgen.compiler.CompileError
+        If it does not fit ``config`` (a ``ValueError``).
+    """
+    import hwgen
+
+    rng = np.random.default_rng(seed)
+    net = random_network(rng, config, widths=widths, raw=True)
+    return rng, net, hwgen.compile(net, config)
 
 
 def _activation(rng, config, mult):

@@ -11,6 +11,7 @@ takes the session's shared build (``tiny_build``).
 import dataclasses
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -25,9 +26,11 @@ DESIGN_OPTIONS = [f"--{f.name.replace('_', '-')}={getattr(BOARD_WS, f.name)}"
                   for f in dataclasses.fields(BOARD_WS)
                   if f.name in ("rows", "cols", "clock_hz", "act_depth", "weight_depth",
                                 "param_depth", "acc_depth", "out_depth", "prog_depth")]
-TAKE_DESIGN = {"link.py", "pool.py", "train.py"}
+TAKE_DESIGN = {"board_callgrind.py", "link.py", "lossy_link.py", "pool.py", "soak.py", "train.py"}
 #: What a benchmark needs beyond the default install: (module, reason to skip without it).
 NEEDS = {"mlperf_tiny.py": ("torch", "PyTorch is not installed (the zoo's models are torch's)")}
+#: What a benchmark needs on PATH: (program, reason to skip without it).
+NEEDS_PROGRAM = {"board_callgrind.py": ("valgrind", "valgrind is not installed")}
 #: The benchmarks that build bitstreams (the `[boards]` extra).
 BUILDS = {"boards.py", "netlist.py"}
 
@@ -42,6 +45,8 @@ def test_benchmark_runs_quick_and_records(script, tmp_path, request):
     if script in NEEDS:
         module, reason = NEEDS[script]
         pytest.importorskip(module, reason=reason)
+    if script in NEEDS_PROGRAM and shutil.which(NEEDS_PROGRAM[script][0]) is None:
+        pytest.skip(NEEDS_PROGRAM[script][1])
     if script in BUILDS and yowasp_missing():
         pytest.skip(yowasp_missing())
     args = ["--quick"]

@@ -38,6 +38,7 @@ from .accumulators import AccumulatorBank
 from .activation_feeder import ActivationFeeder
 from .adder import Adder
 from .bank_arbiter import BankArbiter
+from .clock_gate import run_clock
 from .controller import Controller
 from .counters import CounterBlock
 from .depthwise_feeder import DepthwiseFeeder
@@ -63,6 +64,11 @@ from .writeback import WriteBack
 
 __all__ = ["AcceleratorCore"]
 
+# The blocks that hold still between runs (``gate_idle``: clocked only while one runs); the
+# controller, the bank arbiter and the counters also answer the host.
+_RUN_UNITS = ("engine", "weight_feeder", "activation_feeder", "accumulators", "postprocess",
+              "pooler", "adder")
+
 
 class AcceleratorCore(wiring.Component):
     """Run quantized multi-layer networks on a systolic array.
@@ -77,6 +83,12 @@ class AcceleratorCore(wiring.Component):
     pe_instances : bool
         Instantiate the processing elements by Verilog module name (see
         :func:`hwgen.generate.emit_design`).
+    gate_idle : bool
+        For the simulated board (:class:`hwgen.device.Device`'s ``gate_idle``): the blocks
+        that only a run moves (the feeders, the engine, the accumulators, the
+        post-processing, the pooler, the adder) are clocked from a clock that stops while no
+        program runs (:func:`hwgen.device.clock_gate.gate_clock`), so that a simulator skips
+        them while the host reads and writes memory.
 
     Members
     -------
@@ -94,11 +106,12 @@ class AcceleratorCore(wiring.Component):
         ``pool`` (the pooler) and with ``config.residual`` ``add`` (the adder).
     """
 
-    def __init__(self, config, implementation=None, *, pe_instances=False):
+    def __init__(self, config, implementation=None, *, pe_instances=False, gate_idle=False):
         implementation = Implementation() if implementation is None else implementation
         if not isinstance(implementation, Implementation):
             raise TypeError(f"implementation must be an Implementation, not {implementation!r}")
         self.config = config
+        self.gate_idle = bool(gate_idle)
         self.implementation = implementation.check(config)
         self._memories = {}
         reg = implementation.registered_reads
@@ -156,11 +169,13 @@ class AcceleratorCore(wiring.Component):
         engine, ctrl, wf, af = (self.engine, self.controller, self.weight_feeder,
                                 self.activation_feeder)
         acc, pp, wb = self.accumulators, self.postprocess, self.writeback
+        in_run = run_clock(m, self.controller.busy) if self.gate_idle else (lambda unit: unit)
         for name in ("engine", "controller", "weight_feeder", "activation_feeder",
                      "accumulators", "postprocess", "writeback", "pooler", "adder", "depthwise",
                      "banks", "counters"):
             if getattr(self, name) is not None:
-                m.submodules[name] = getattr(self, name)
+                unit = getattr(self, name)
+                m.submodules[name] = in_run(unit) if name in _RUN_UNITS else unit
         self._memories = mems = make_memories(m, cfg, impl)
 
         busy = ctrl.busy
@@ -217,7 +232,7 @@ class AcceleratorCore(wiring.Component):
             self._host_reads_output(m, out_rd, access)
         if self.window_max is not None:
             # A fused pool's windows: only each window's maximum reaches the banks.
-            m.submodules.window_max = self.window_max
+            m.submodules.window_max = in_run(self.window_max)
             wiring.connect(m, pp.o_step, self.window_max.i_step)
             wiring.connect(m, self.window_max.o_step, wb.i_step)
         else:

@@ -7,7 +7,7 @@ byte).
 
 import enum
 
-from amaranth.hdl import DomainRenamer, Module
+from amaranth.hdl import DomainRenamer, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
@@ -18,6 +18,7 @@ from ..link.frame import FrameEngine
 from ..link.uart import UART, divisor_for
 from ..protocol import DEFAULT_BAUD, RX_FIFO, frame_timeout_cycles
 from .accelerator import AcceleratorCore
+from .clock_gate import RUN_LINGER, gate_clock
 
 __all__ = ["LINKS", "Device", "Link"]
 
@@ -35,6 +36,10 @@ LINKS = tuple(link.value for link in Link)
 #: Bytes the UART may deliver while the frame engine is busy answering (the default; INFO
 #: reports a device's own as ``rx_fifo``).
 RX_FIFO_DEPTH = RX_FIFO
+# Cycles a gated clock runs on after its logic's last activity (``gate_idle``): longer than
+# any latency from a host access to rest (a registered read's answer). After a run the core
+# runs on for RUN_LINGER cycles, as the run's blocks do.
+_LINGER = 2
 
 
 class Device(wiring.Component):
@@ -64,6 +69,13 @@ class Device(wiring.Component):
         more ahead of an answer it has not read); None: the implementation's ``rx_fifo``. A
         device with ``link="stream"`` reports it too, so that its host paces itself as a
         board's.
+    gate_idle : bool
+        For a simulator that evaluates a clock domain only on its edges (the simulated board's
+        Verilator): clock the accelerator from a clock that stops while it neither runs nor is
+        accessed (:func:`hwgen.device.clock_gate.gate_clock`), and, with ``link="stream"``,
+        the frame engine from one that stops while no request is under way; the device then
+        has a ``rest`` output. The behaviour is the same, cycle for cycle. Not with
+        ``link_clock_hz``; not for an FPGA, whose flip-flops take enables instead.
 
     Members
     -------
@@ -77,10 +89,13 @@ class Device(wiring.Component):
         Response bytes (``link="stream"``).
     busy : Out(1)
         A program is running (for an LED).
+    rest : Out(1)
+        (``gate_idle`` with ``link="stream"``.) Both gated clocks are stopped: until a request
+        byte arrives nothing in the device changes, so a simulator need not clock it.
     """
 
     def __init__(self, config, *, link=Link.UART, baud=DEFAULT_BAUD, implementation=None,
-                 pe_instances=False, link_clock_hz=None, rx_fifo=None):
+                 pe_instances=False, link_clock_hz=None, rx_fifo=None, gate_idle=False):
         if link not in LINKS:
             raise ValueError(f"link={link!r} is not supported; allowed: {', '.join(LINKS)}")
         link = Link(link)
@@ -94,25 +109,36 @@ class Device(wiring.Component):
         rx_fifo = implementation.rx_fifo if rx_fifo is None else rx_fifo
         if isinstance(rx_fifo, bool) or not isinstance(rx_fifo, int) or rx_fifo < 2:
             raise ValueError(f"rx_fifo must be an int >= 2 (bytes), not {rx_fifo!r}")
+        if gate_idle and link_clock_hz is not None:
+            raise ValueError("gate_idle=True needs the link and the accelerator on one clock "
+                             f"(link_clock_hz=None), not link_clock_hz={link_clock_hz!r}")
         self.rx_fifo = rx_fifo
+        self.gate_idle = bool(gate_idle)
         self.config = config
         self.link = link
         self.baud = baud
         self.link_clock_hz = link_clock_hz
         link_hz = config.clock_hz if link_clock_hz is None else link_clock_hz
         self.divisor = divisor_for(link_hz, baud) if link is Link.UART else None
-        self.accelerator = AcceleratorCore(config, implementation, pe_instances=pe_instances)
+        self.accelerator = AcceleratorCore(config, implementation, pe_instances=pe_instances,
+                                           gate_idle=self.gate_idle)
         self.implementation = implementation
         if link is Link.UART:
             members = {"rx": In(1, init=1), "tx": Out(1, init=1)}
         else:
             members = {"i_stream": In(stream.Signature(8)), "o_stream": Out(stream.Signature(8))}
+            if self.gate_idle:
+                members["rest"] = Out(1)
         super().__init__({**members, "busy": Out(1)})
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.accelerator = acc = self.accelerator
+        acc = self.accelerator
         split = self.link_clock_hz is not None
+        if self.gate_idle:
+            m.submodules.accelerator = self._gated_accelerator(m)
+        else:
+            m.submodules.accelerator = acc
 
         def in_link_domain(elaboratable):
             return DomainRenamer("link")(elaboratable) if split else elaboratable
@@ -125,8 +151,15 @@ class Device(wiring.Component):
                             baud=self.baud if self.link is Link.UART else 0,
                             rx_fifo=self.rx_fifo, features=self.implementation.features,
                             # byte streams may take a byte a cycle; a UART is far slower
-                            prefetch=self.link is Link.STREAM)
-        m.submodules.frame = in_link_domain(frame)
+                            prefetch=self.link is Link.STREAM, wide=self.link is Link.STREAM)
+        if self.gate_idle and self.link is Link.STREAM:
+            # The engine's state holds still while it hunts for a request with no byte coming.
+            enable = gate_clock(m, "frame", active=self.i_stream.valid | ~frame.idle,
+                                linger=_LINGER)
+            m.submodules.frame = DomainRenamer("frame")(frame)
+            m.d.comb += self.rest.eq(~enable & ~self._core_enable)
+        else:
+            m.submodules.frame = in_link_domain(frame)
         if split:
             m.submodules.bridge = bridge = HostPortBridge(self.config)
             wiring.connect(m, frame.host, bridge.link)
@@ -147,3 +180,13 @@ class Device(wiring.Component):
         wiring.connect(m, fifo.r_stream, frame.i_stream)
         wiring.connect(m, frame.o_stream, uart.i_data)
         return m
+
+    def _gated_accelerator(self, m):
+        """Return the accelerator in domain ``core``, clocked while it runs or the host port
+        uses it (and :data:`_LINGER` cycles after)."""
+        host = self.accelerator.host
+        ran = Signal(range(RUN_LINGER + 1))   # a run ended at most this many cycles ago
+        m.d.sync += ran.eq(Mux(host.busy, RUN_LINGER, Mux(ran == 0, 0, ran - 1)))
+        used = host.busy | (ran != 0) | host.we | host.re | host.start | host.clear
+        self._core_enable = gate_clock(m, "core", active=used, linger=_LINGER)
+        return DomainRenamer("core")(self.accelerator)

@@ -83,6 +83,11 @@ class CommandExecutor(wiring.Component):
         the widest word): the payload goes out at one byte a cycle if the port answers within
         ``word_bytes - 1`` cycles. Without it the response pauses for each word's read, which
         a link slower than a byte a cycle (a UART) hides.
+    wide : bool
+        LOAD and FETCH at up to a byte a cycle (the wide
+        :class:`~hwgen.link.repacker.Repacker`, a LOAD's payload read a byte a cycle), and the
+        words of WRITE and LOAD assembled a byte a cycle in place (then written from the
+        shift register, a cycle after their last byte) rather than shifted through all of it.
 
     Members
     -------
@@ -103,7 +108,7 @@ class CommandExecutor(wiring.Component):
     """
 
     def __init__(self, config, *, max_payload, spram=False, handshake=False, baud=0,
-                 rx_fifo=RX_FIFO, features=Features.ALL, prefetch=False):
+                 rx_fifo=RX_FIFO, features=Features.ALL, prefetch=False, wide=False):
         if not isinstance(config, AcceleratorConfig):
             raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")
         geometry = regions(config)
@@ -119,11 +124,13 @@ class CommandExecutor(wiring.Component):
         self._baud = baud
         self._rx_fifo = rx_fifo
         self._features = Features(features)
-        self._streams = (StreamCommands(config, self._features, handshake=handshake)
+        self._streams = (StreamCommands(config, self._features, handshake=handshake,
+                                        wide=wide)
                          if self._features else None)
         self._spram = spram
         self._handshake = handshake
         self._prefetch = prefetch
+        self._wide = bool(wide)
         super().__init__({
             "request": In(RequestSignature()),
             "response": Out(ResponseSignature()),
@@ -181,7 +188,7 @@ class CommandExecutor(wiring.Component):
                 m.next = "DISPATCH"
 
             self._dispatch(m, dp)
-            add_commit(m, host, dp, handshake=self._handshake)
+            add_commit(m, host, dp, handshake=self._handshake, wide=self._wide)
             if self._streams is not None:
                 self._streams.states(m, self, dp)
 
@@ -250,6 +257,8 @@ class CommandExecutor(wiring.Component):
         dp.data_phase = Signal(name="data_phase")                  # byte_pos < word_bytes
         dp.mem_addr = Signal.like(host.addr, name="mem_addr")
         dp.program_loaded = Signal()
+        # (Wide) a word is whole in `sr`: it is written in this cycle.
+        dp.pending = Signal(name="pending") if self._wide else None
         dp.runs = Signal(32)
         m.d.comb += [
             checks.header.eq(rq.header),
@@ -262,7 +271,8 @@ class CommandExecutor(wiring.Component):
             host.addr.eq(dp.mem_addr),
             host.batch.eq(RunArgs(args.as_value()[:RunArgs.as_shape().size]).batch),
             # Driven all the time (only `we` qualifies it): gating it would cost a LUT per bit.
-            host.wdata.eq(sr_next),
+            # (Wide: the word assembled in place, see `store_byte`.)
+            host.wdata.eq(sr if self._wide else sr_next),
             # The ROM answers a cycle late: it is asked for the byte the next cycle will show.
             rom_r.addr.eq(rs.next_index),
             dp.tx_byte.eq(sr[:8]),

@@ -82,6 +82,11 @@ class FrameEngine(wiring.Component):
         Send a READ's payload at one byte a cycle (see
         :class:`~hwgen.link.executor.CommandExecutor`):
         for links that take a byte a cycle.
+    wide : bool
+        Carry out LOAD, FETCH and WRITE at about a byte a cycle rather than a bit (LOAD,
+        FETCH: :class:`~hwgen.link.repacker.Repacker`'s wide form) or a word's width in
+        bytes (WRITE, LOAD: each word's bytes put in place, not shifted through the widest
+        word): for links that take a byte a cycle, at the cost of LUTs.
 
     Members
     -------
@@ -92,6 +97,9 @@ class FrameEngine(wiring.Component):
     host : In(HostPortSignature(config))
         The accelerator's host port, driven by the engine (region, addr, wdata, we, re, start,
         batch and clear are outputs of the engine; rdata, rvalid, busy and the counters inputs).
+    idle : Out(1)
+        No request is partly received or being carried out or answered: until the next byte
+        arrives the engine's state holds still.
 
     Raises
     ------
@@ -103,7 +111,7 @@ class FrameEngine(wiring.Component):
 
     def __init__(self, config, *, timeout_cycles=None, max_payload=MAX_PAYLOAD, spram=False,
                  handshake=False, baud=0, rx_fifo=RX_FIFO, features=Features.ALL,
-                 prefetch=False):
+                 prefetch=False, wide=False):
         if not isinstance(config, AcceleratorConfig):
             raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")
         if timeout_cycles is None:
@@ -112,12 +120,13 @@ class FrameEngine(wiring.Component):
         self._codec = FrameCodec(timeout_cycles=timeout_cycles)
         self._executor = CommandExecutor(config, max_payload=max_payload, spram=spram,
                                          handshake=handshake, baud=baud, rx_fifo=rx_fifo,
-                                         features=features, prefetch=prefetch)
+                                         features=features, prefetch=prefetch, wide=wide)
         self._config = config
         super().__init__({
             "i_stream": In(stream.Signature(8)),
             "o_stream": Out(stream.Signature(8)),
             "host": In(HostPortSignature(config)),
+            "idle": Out(1),
         })
 
     @property
@@ -143,4 +152,5 @@ class FrameEngine(wiring.Component):
         wiring.connect(m, executor.response, codec.response)
         wiring.connect(m, codec.o_stream, wiring.flipped(self.o_stream))
         wiring.connect(m, wiring.flipped(self.host), executor.host)
+        m.d.comb += self.idle.eq(codec.idle)
         return m

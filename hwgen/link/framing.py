@@ -120,6 +120,8 @@ class FrameCodec(wiring.Component):
         The request received.
     response : In(ResponseSignature())
         Its answer.
+    idle : Out(1)
+        Hunting for a sync byte: no request is partly received or being answered.
 
     Raises
     ------
@@ -137,6 +139,7 @@ class FrameCodec(wiring.Component):
             "o_stream": Out(stream.Signature(8)),
             "request": Out(RequestSignature()),
             "response": In(ResponseSignature()),
+            "idle": Out(1),
         })
 
     @property
@@ -149,9 +152,10 @@ class FrameCodec(wiring.Component):
         # (the residue), which is also the initial value: ready for the next field.
         m.submodules.crc = crc = CRC_PARAMETERS.create()
         idx = Signal(16)  # byte index within the current frame section, in both directions
-        with m.FSM():
+        with m.FSM() as fsm:
             self._receive(m, crc, idx)
             self._send(m, crc, idx)
+        m.d.comb += self.idle.eq(fsm.ongoing("HUNT"))
         return m
 
     def _receive(self, m, crc, idx):

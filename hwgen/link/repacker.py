@@ -1,4 +1,4 @@
-"""Element streams between a region's words and the packed wire, one bit per cycle.
+"""Element streams between a region's words and the packed wire, a bit or a byte per cycle.
 
 :class:`Repacker` walks an element stream of :mod:`hwgen.protocol` (``runs`` runs of ``run``
 elements, ``lead`` zeros before each, ``pitch`` elements apart; see
@@ -15,7 +15,11 @@ Why bit-serial: an element may start at any bit of a byte and at any lane of a w
 parallel converter needs barrel shifters as wide as a word on both sides (hundreds of LUTs on
 an iCE40); one bit per cycle needs two 8-bit shift registers and a few counters, and a word of
 ``w`` bits takes ``w`` cycles, which is shorter than its packed bytes take on the UART at any
-clock the boards run (ten clocks a bit at least).
+clock the boards run (ten clocks a bit at least). A link that takes a byte a cycle (the
+simulated board's byte streams, AXI4-Stream) gets the *wide* repacker: each cycle it moves as
+many bits as the current segment of the word (an element's data bits, the rest of its lane,
+the pad) and both byte registers allow, at most eight, through 8- and 16-bit shifters: about a
+byte a cycle where elements and lanes are bytes.
 """
 
 from types import SimpleNamespace
@@ -55,6 +59,9 @@ class Repacker(wiring.Component):
     ----------
     config : AcceleratorConfig
         Fixes the lanes of ACT and OUTPUT words.
+    wide : bool
+        Move up to a byte per cycle, not a bit (see the module); the component then has a
+        ``serial`` input.
 
     Members
     -------
@@ -75,11 +82,15 @@ class Repacker(wiring.Component):
         The bit entering the output register and that it enters (``produce``); ``element_end``
         pulses as a run element's last bit goes through (for :class:`ClassScanner
         <hwgen.link.classes.ClassScanner>`, which reads the elements whole).
+    serial : In(1)
+        (``wide`` only.) One bit per cycle, as the bit-serial repacker (for the scanner,
+        which takes ``bit`` a bit at a time); read while busy.
     """
 
-    def __init__(self, config):
+    def __init__(self, config, *, wide=False):
         if not isinstance(config, AcceleratorConfig):
             raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")
+        self._wide = bool(wide)
         geo = regions(config)
         # (lanes, lane bits, pad bits above the lanes) of each region's word
         self._shapes = {
@@ -93,6 +104,7 @@ class Repacker(wiring.Component):
             "i": In(stream.Signature(8)), "o": Out(stream.Signature(8)),
             "busy": Out(1), "done": Out(1),
             "bit": Out(1), "produce": Out(1), "element_end": Out(1),
+            **({"serial": In(1)} if self._wide else {}),
         })
 
     def elaborate(self, platform):
@@ -133,45 +145,57 @@ class Repacker(wiring.Component):
         walking = (phase != _Phase.IDLE) & (phase != _Phase.FLUSH)
         m.d.comb += [
             self.busy.eq(phase != _Phase.IDLE),
-            self.i.ready.eq(walking & (in_cnt == 0)),
+            *([] if self._wide else [self.i.ready.eq(walking & (in_cnt == 0))]),
             self.o.valid.eq(out_cnt == 8),
             self.o.payload.eq(out_sr),
         ]
-        with m.If(self.i.valid & self.i.ready):
-            m.d.sync += [in_sr.eq(self.i.payload), in_cnt.eq(8)]
-        with m.If(self.o.valid & self.o.ready):
-            m.d.sync += out_cnt.eq(0)
+        if not self._wide:
+            with m.If(self.i.valid & self.i.ready):
+                m.d.sync += [in_sr.eq(self.i.payload), in_cnt.eq(8)]
+            with m.If(self.o.valid & self.o.ready):
+                m.d.sync += out_cnt.eq(0)
 
-        # -- one step: one bit of the word ------------------------------------------------
+        # -- one step: one bit of the word (wide: up to a byte of it) ------------------------
         in_run = (phase == _Phase.RUN) & ~in_pad
         data = in_run & (bitc < bits)
         sign = Signal()  # the last data bit taken (load: the element's sign so far)
         needs_in = Mux(load, data, 1)
         gives_out = Mux(load, 1, data)
-        step = walking & (~needs_in | (in_cnt != 0)) & (~gives_out | (out_cnt != 8))
-        value = Mux(data | ~load, in_sr[0], in_run & sign)
-        m.d.comb += [self.bit.eq(value), self.produce.eq(step & gives_out)]
-        with m.If(step & needs_in):
-            m.d.sync += [in_sr.eq(in_sr[1:]), in_cnt.eq(in_cnt - 1)]
-            with m.If(data):
-                m.d.sync += sign.eq(in_sr[0])
-        with m.If(step & gives_out):
-            m.d.sync += [out_sr.eq(Cat(out_sr[1:], value)), out_cnt.eq(out_cnt + 1)]
+        w = SimpleNamespace(
+            phase=phase, left=left, runs_left=runs_left, load=load, run=run, lead=lead, gap=gap,
+            lead_zero=lead_zero, gap_zero=gap_zero)
+        if self._wide:
+            step, n, lane_end, pad_end = self._byte_step(m, SimpleNamespace(
+                walking=walking, in_sr=in_sr, in_cnt=in_cnt, out_sr=out_sr, out_cnt=out_cnt,
+                in_run=in_run, data=data, sign=sign, needs_in=needs_in, gives_out=gives_out,
+                load=load, bits=bits, bitc=bitc, in_pad=in_pad, lane_bits_m1=lane_bits_m1,
+                pad_m1=pad_m1, phase=phase, left=left, runs_left=runs_left))
+        else:
+            step = walking & (~needs_in | (in_cnt != 0)) & (~gives_out | (out_cnt != 8))
+            value = Mux(data | ~load, in_sr[0], in_run & sign)
+            m.d.comb += [self.bit.eq(value), self.produce.eq(step & gives_out)]
+            with m.If(step & needs_in):
+                m.d.sync += [in_sr.eq(in_sr[1:]), in_cnt.eq(in_cnt - 1)]
+                with m.If(data):
+                    m.d.sync += sign.eq(in_sr[0])
+            with m.If(step & gives_out):
+                m.d.sync += [out_sr.eq(Cat(out_sr[1:], value)), out_cnt.eq(out_cnt + 1)]
+            n = 1
+            lane_end = ~in_pad & (bitc == lane_bits_m1)
+            pad_end = bitc == pad_m1
 
-        lane_end = ~in_pad & (bitc == lane_bits_m1)
-        word_end = Mux(in_pad, bitc == pad_m1, lane_end & (lane == lanes_m1) & ~has_pad)
+        word_end = Mux(in_pad, pad_end, lane_end & (lane == lanes_m1) & ~has_pad)
         m.d.comb += self.element_end.eq(step & lane_end & (phase == _Phase.RUN))
         with m.If(step):
-            m.d.sync += bitc.eq(bitc + 1)
+            m.d.sync += bitc.eq(bitc + n)
             with m.If(in_pad & word_end):
                 m.d.sync += [in_pad.eq(0), bitc.eq(0)]
             with m.Elif(~in_pad & lane_end):
                 m.d.sync += [bitc.eq(0), lane.eq(lane + 1)]
                 with m.If(lane == lanes_m1):
                     m.d.sync += [lane.eq(0), in_pad.eq(has_pad)]
-                self._advance(m, SimpleNamespace(
-                    phase=phase, left=left, runs_left=runs_left, word_end=word_end, load=load,
-                    run=run, lead=lead, gap=gap, lead_zero=lead_zero, gap_zero=gap_zero))
+                w.word_end = word_end
+                self._advance(m, w)
             with m.If((phase == _Phase.TAIL) & word_end):
                 m.d.sync += phase.eq(_Phase.FLUSH)
 
@@ -181,7 +205,10 @@ class Repacker(wiring.Component):
                 m.d.sync += phase.eq(_Phase.IDLE)
                 m.d.comb += self.done.eq(1)
             with m.Elif(out_cnt != 8):
-                m.d.sync += [out_sr.eq(Cat(out_sr[1:], 0)), out_cnt.eq(out_cnt + 1)]
+                if self._wide:   # all of them at once
+                    m.d.sync += [out_sr.eq(out_sr >> (8 - out_cnt)[:4]), out_cnt.eq(8)]
+                else:
+                    m.d.sync += [out_sr.eq(Cat(out_sr[1:], 0)), out_cnt.eq(out_cnt + 1)]
 
         with m.If(self.start):
             m.d.sync += [phase.eq(Mux(self.lead == 0, _Phase.RUN, _Phase.LEAD)),
@@ -189,6 +216,49 @@ class Repacker(wiring.Component):
                          runs_left.eq(self.runs), lane.eq(0), bitc.eq(0), in_pad.eq(0),
                          in_cnt.eq(0), out_cnt.eq(0)]
         return m
+
+    def _byte_step(self, m, w):
+        """Add the wide step: as many bits as the segment of the word (an element's data, the
+        rest of its lane, the pad) and both byte registers allow, at most eight (one with
+        ``serial``); ``w`` holds the walker's registers and decisions. Return ``step``, the
+        bits it moves, and whether it ends the lane and the pad."""
+        in_sr, in_cnt, out_sr, out_cnt = w.in_sr, w.in_cnt, w.out_sr, w.out_cnt
+        # Where the segment ends: the data's, the lane's or the pad's.
+        seg_end = Mux(w.in_pad, w.pad_m1, Mux(w.data, w.bits - 1, w.lane_bits_m1)) + 1
+        seg = seg_end - w.bitc
+        emit = self.o.valid & self.o.ready     # the output register empties this cycle
+        space = Mux(emit, 8, 8 - out_cnt)
+        fit = Signal(range(9), name="fit")
+        m.d.comb += fit.eq(Mux(seg > 8, 8, seg))
+        fit_in = Signal(range(9), name="fit_in")
+        m.d.comb += fit_in.eq(Mux(w.needs_in & (in_cnt < fit), in_cnt, fit))
+        fit_out = Signal(range(9), name="fit_out")
+        m.d.comb += fit_out.eq(Mux(w.gives_out & (space < fit_in), space, fit_in))
+        n = Signal(range(9), name="n")     # bits moved this cycle
+        m.d.comb += n.eq(Mux(self.serial & (fit_out != 0), 1, fit_out))
+        step = w.walking & (n != 0)
+        # The input register takes the next byte in the cycle its last bits go, but in the
+        # stream's last element (fetch): the walk may end with them, and a byte asked for then
+        # would be a word read that a restart (CLASSES' next scan) finds under way.
+        last = ~w.load & (w.phase == _Phase.RUN) & (w.left == 1) & (w.runs_left == 1)
+        m.d.comb += self.i.ready.eq(w.walking & ((in_cnt == 0)
+                                                 | (step & w.needs_in & (n == in_cnt) & ~last)))
+        value = Mux(w.data | ~w.load, in_sr, Mux(w.in_run, w.sign.replicate(8), 0))
+        m.d.comb += [self.bit.eq(value[0]), self.produce.eq(step & w.gives_out)]
+        with m.If(step & w.needs_in):
+            m.d.sync += [in_sr.eq(in_sr >> n), in_cnt.eq(in_cnt - n)]
+            with m.If(w.data):
+                m.d.sync += w.sign.eq(in_sr.bit_select((n - 1)[:3], 1))
+        with m.If(self.i.valid & self.i.ready):
+            m.d.sync += [in_sr.eq(self.i.payload), in_cnt.eq(8)]
+        with m.If(step & w.gives_out):
+            m.d.sync += [out_sr.eq((Cat(out_sr, value) >> n)[:8]),
+                         out_cnt.eq(Mux(emit, 0, out_cnt) + n)]
+        with m.Elif(emit):
+            m.d.sync += out_cnt.eq(0)
+        next_bitc = w.bitc + n
+        return step, n, ~w.in_pad & (next_bitc == w.lane_bits_m1 + 1), \
+            next_bitc == w.pad_m1 + 1
 
     @staticmethod
     def _advance(m, w):

@@ -20,6 +20,7 @@ from amaranth.hdl import Const, Mux, Signal
 from ..memmap import Region, regions
 from ..protocol import ClassArgs, Features, Opcode, StreamArgs, layout_bytes
 from .classes import ClassScanner
+from .commit import store_byte, write_pending
 from .repacker import Repacker
 
 __all__ = ["StreamCommands"]
@@ -37,12 +38,16 @@ class StreamCommands:
         Which of LOAD and FETCH (``PACKED``) and CLASSES the device has; at least one.
     handshake : bool
         As the executor's: hold a write until the port answers with ``rvalid``.
+    wide : bool
+        As the executor's: the wide repacker, a LOAD's payload fed to it a byte a cycle and
+        its words assembled in place (:func:`hwgen.link.commit.store_byte`).
     """
 
-    def __init__(self, config, features, *, handshake):
+    def __init__(self, config, features, *, handshake, wide=False):
         self.config = config
         self.features = Features(features)
         self.handshake = handshake
+        self.wide = bool(wide)
         self.out_word_bytes = regions(config)[Region.OUTPUT].word_bytes
 
     def datapath(self, m, ex, dp):
@@ -50,7 +55,7 @@ class StreamCommands:
         (its namespace gains ``rp``, ``sc``, ``rp_start``, ``is_classes`` and the ``feed_*``
         registers); a FETCH's or CLASSES' response sends their bytes."""
         config, opcode = self.config, ex.request.header.opcode
-        m.submodules.repacker = dp.rp = rp = Repacker(config)
+        m.submodules.repacker = dp.rp = rp = Repacker(config, wide=self.wide)
         dp.rp_start = Signal()
         sa = dp.stream
         ca = ClassArgs(sa.as_value()[:ClassArgs.as_shape().size])
@@ -70,6 +75,8 @@ class StreamCommands:
                          rp.lead.eq(sa.lead), rp.pitch.eq(sa.pitch), rp.bits.eq(sa.bits)]
             return
         m.submodules.class_scanner = dp.sc = sc = ClassScanner(config)
+        if self.wide:   # the scanner takes the scores a bit at a time
+            m.d.comb += rp.serial.eq(is_classes)
         # CLASSES names no region (its arguments start with `addr`): it reads OUTPUT.
         region = dp.args.region[:Region.as_shape().width]
         m.d.comb += ex.host.region.eq(Mux(is_classes, Region.OUTPUT.value, region))
@@ -111,8 +118,36 @@ class StreamCommands:
     def states(self, m, ex, dp):
         """Add the states LOAD, STREAM, STREAM_READ and STREAM_WAIT."""
         if Features.PACKED in self.features:
-            self._load(m, ex, dp)
+            if self.wide:
+                self._load_wide(m, ex, dp)
+            else:
+                self._load(m, ex, dp)
         self._stream(m, ex, dp)
+
+    def _load_wide(self, m, ex, dp):
+        rp = dp.rp
+        with m.State("LOAD"):
+            # The payload buffer shows byte `feed_ptr` a cycle after it is addressed; that
+            # byte (`feed_wait`: it is there) goes to the repacker, or into `feed_byte` if the
+            # repacker does not take it. A byte is addressed whenever neither holds one that
+            # stays: a byte a cycle while the repacker takes one.
+            there = dp.feed_full | dp.feed_wait
+            m.d.comb += [dp.buf_r.addr.eq(dp.feed_ptr), rp.i.valid.eq(there),
+                         rp.i.payload.eq(Mux(dp.feed_full, dp.feed_byte, dp.buf_r.data))]
+            taken = there & rp.i.ready
+            ask = ~there | taken
+            m.d.sync += [dp.feed_wait.eq(ask),
+                         dp.feed_full.eq(there & ~taken),
+                         dp.feed_ptr.eq(dp.feed_ptr + ask)]
+            with m.If(dp.feed_wait & ~taken):
+                m.d.sync += dp.feed_byte.eq(dp.buf_r.data)
+            # The words: each byte in its place, the word written a cycle after its last.
+            hold, _ = write_pending(m, ex.host, dp, handshake=self.handshake)
+            m.d.comb += rp.o.ready.eq(~hold)
+            with m.If(rp.o.valid & ~hold):
+                store_byte(m, dp, rp.o.payload)
+            with m.If(~dp.pending & (dp.byte_pos == 0) & ~rp.busy):
+                m.next = "IDLE"
 
     def _load(self, m, ex, dp):
         host, rp = ex.host, dp.rp

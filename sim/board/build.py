@@ -63,11 +63,12 @@ def frame_timeout_cycles(config):
 
 def _run_params(config, divisor):
     """Return the harness's run-time arguments for a device of ``config`` whose UART has
-    ``divisor`` cycles per bit (None: the byte streams)."""
-    quiesce = frame_timeout_cycles(config) + _QUIESCE_MARGIN
+    ``divisor`` cycles per bit (None: the byte streams, whose device says when it is at rest:
+    none)."""
     if divisor is None:
-        return {"quiesce": quiesce}
+        return {}
     # A byte takes 10 bit periods on the line; the frame timeout counts from the FIFO side.
+    quiesce = frame_timeout_cycles(config) + _QUIESCE_MARGIN
     return {"quiesce": quiesce + 20 * divisor, "divisor": divisor}
 
 

@@ -123,8 +123,9 @@ def board_binary(config, *, uart=False, cache_dir=None, log=None, jobs=None):
         if binary.exists():
             os.utime(binary.parent)  # in use: not to be pruned
             return binary
+    # The idle parts' clocks stop (hwgen.device.Device's gate_idle): Verilator skips them.
     component, verilog = emit_design(config, "device" if uart else "device-stream",
-                                     _DEVICE_MODULE)
+                                     _DEVICE_MODULE, gate_idle=True)
     wrapper = _wrapper(component, uart)
     run = _run_params(config, component.divisor if component.link is Link.UART else None)
     name = f"{config.name}-{link}-{_binary_key(verilog, wrapper, run)}"

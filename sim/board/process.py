@@ -3,8 +3,9 @@
 The harness clocks the model in C++ (no Python per cycle): it feeds the bytes received from the
 socket to the device one per cycle (the ``device-stream`` top) or bit by bit on the ``rx`` pin
 at the UART's divisor (``uart=True``, the ``device`` top), sends what the device answers, and
-sleeps in ``poll()`` once the device is idle and no request can be partial (it has answered
-after the last byte, or its partial-frame timeout has run out in simulated cycles). One client
+sleeps in ``poll()`` once the device is idle and no request can be partial (the byte-stream
+device says so itself, see :class:`hwgen.device.Device`'s ``gate_idle``; over the UART, once its
+partial-frame timeout has run out in simulated cycles since the last byte). One client
 at a time; when it disconnects the board keeps its state and accepts the next one. The harness
 exits when its parent dies (end of its stdin pipe, or re-parenting), so none is left behind.
 """
@@ -114,6 +115,9 @@ class SimulatedBoard:
         Seconds to wait for the harness to listen, and for a :meth:`stats` answer.
     log : callable, optional
         Receives progress lines while building.
+    launcher : sequence of str
+        A command the harness runs under, its arguments following (a profiler:
+        ``["valgrind", "--tool=callgrind"]``); empty: the harness alone.
 
     Raises
     ------
@@ -121,7 +125,8 @@ class SimulatedBoard:
         From :meth:`start` (or ``with``) if the build fails or the harness does not start.
     """
 
-    def __init__(self, config, *, port=0, uart=False, build_dir=None, timeout=30.0, log=None):
+    def __init__(self, config, *, port=0, uart=False, build_dir=None, timeout=30.0, log=None,
+                 launcher=()):
         if not isinstance(config, AcceleratorConfig):
             raise TypeError(f"config must be an AcceleratorConfig, not {config!r}")
         if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
@@ -133,6 +138,10 @@ class SimulatedBoard:
         self.build_dir = build_dir
         self.timeout = timeout
         self.log = log
+        if isinstance(launcher, str) or not all(isinstance(w, str) for w in launcher):
+            raise TypeError(f"launcher must be a sequence of str (a command's words), not "
+                            f"{launcher!r}")
+        self.launcher = list(launcher)
         self._want_port = port
         self.port = None
         self.process = None
@@ -178,7 +187,7 @@ class SimulatedBoard:
             binary = board_binary(self.config, uart=self.uart, cache_dir=self.build_dir,
                                   log=self.log)
             self._params = params = json.loads((binary.parent / "board.json").read_text())["run"]
-        cmd = [str(binary), "--port", str(self._want_port)]
+        cmd = [*self.launcher, str(binary), "--port", str(self._want_port)]
         for name, value in params.items():
             cmd += [f"--{name}", str(value)]
         # stdin is the harness's lifeline: it exits when the pipe closes (this process died).

@@ -22,11 +22,13 @@ def _wrapper(component, uart):
     of Verilator's input-combinational region, which is evaluated on both clock edges; on a small
     design that makes the model about a third faster. The byte stream gets a two-entry FIFO so
     that one byte per cycle still gets through; the response bytes are captured in a register.
+    Its ``rest`` is the device's (built with ``gate_idle``) with the FIFO and the register
+    empty: the harness stops clocking while it is high and no byte waits.
     """
     names = {p["name"] for p in ports(component)}
     need = {"rx", "tx", "busy"} if uart else {
         "i_stream__payload", "i_stream__valid", "i_stream__ready", "o_stream__payload",
-        "o_stream__valid", "o_stream__ready", "busy"}
+        "o_stream__valid", "o_stream__ready", "busy", "rest"}
     if need - names:
         raise BoardError(f"the device has no port(s) {', '.join(sorted(need - names))}; the "
                          "simulated board needs them")
@@ -47,11 +49,11 @@ module {_WRAPPER_MODULE}(
   input clk, input reset,
   input feed_valid, input [7:0] feed_payload, output feed_ready,
   output reg out_valid, output reg [7:0] out_payload, input out_hold,
-  output feed_empty, output busy);
+  output feed_empty, output busy, output rest);
 {common}  reg [7:0] q0 = 8'h00, q1 = 8'h00;
   reg [1:0] n = 2'd0;
   reg hold_q = 1'b0;
-  wire dev_ready, dev_valid;
+  wire dev_ready, dev_valid, dev_rest;
   wire [7:0] dev_payload;
   wire take = (n != 2'd0) & dev_ready;
   wire put = feed_valid & (n != 2'd2);
@@ -84,6 +86,8 @@ module {_WRAPPER_MODULE}(
   {_DEVICE_MODULE} dut(.clk(clk), .rst(rst_q),
     .i_stream__payload(q0), .i_stream__valid(n != 2'd0), .i_stream__ready(dev_ready),
     .o_stream__payload(dev_payload), .o_stream__valid(dev_valid), .o_stream__ready(~hold_q),
-    .busy(busy));
+    .busy(busy), .rest(dev_rest));
+  // At rest with nothing in the FIFO and no byte captured, the next cycles change nothing.
+  assign rest = dev_rest & (n == 2'd0) & ~out_valid & ~rst_q;
 endmodule
 """

@@ -26,7 +26,9 @@ minutes), a later request (after a response, from a state that differs from rese
 buffer's old bytes, which the length check keeps out of a WRITE's words, and the program
 flag), the cycles of COMMIT after its first (each word takes 29 cycles, shifted through a
 register as wide as a COUNTERS answer; the addresses follow from one counter set in
-DISPATCH), LOAD (``Features.PACKED``). The simulation tests (tests/link) check them against
+DISPATCH), LOAD (``Features.PACKED``). The wide COMMIT (``wide=True``, the stream link's: a
+byte a cycle, each word written the cycle after its last byte) is proved through all its writes
+of a WRITE of two 1-byte words. The simulation tests (tests/link) check them against
 the model.
 """
 
@@ -39,6 +41,7 @@ from amaranth.lib import wiring
 from support.formal import Spec, any_inputs, assert_proved, assert_refuted
 from support.frame_proofs import ARGS, CONFIG, ENGINE, MAX_PAYLOAD
 
+from hwgen.link import commit as commit_module
 from hwgen.link import executor as executor_module
 from hwgen.link.checks import RequestChecks
 from hwgen.link.executor import CommandExecutor
@@ -131,8 +134,8 @@ class CommandLayerSpec(Spec):
                 & (host.addr >= addr) & (host.addr < addr + count))
 
 
-def executor(**bugs):
-    return CommandExecutor(CONFIG, max_payload=MAX_PAYLOAD, features=Features.NONE, **bugs)
+def executor(**options):
+    return CommandExecutor(CONFIG, max_payload=MAX_PAYLOAD, features=Features.NONE, **options)
 
 
 def command_depth(payload):
@@ -142,13 +145,20 @@ def command_depth(payload):
     return payload + CRC_BYTES + (payload - ARGS + 1) + 3
 
 
-def test_command_layer(tmp_path):
-    """BMC from reset to the first cycle of COMMIT for every WRITE of up to 9 bytes: WEIGHT,
-    ACT (one or two words) and OUTPUT (one word). PARAM and PROGRAM words (3 and 4 bytes) go
-    through the same states and the same count, one addition a word; the solver needs minutes
-    a byte beyond these."""
-    assert_proved(CommandLayerSpec(executor()), tmp_path, depth=command_depth(ARGS + 2),
-                  engine=ENGINE)
+# The wide COMMIT (the stream link's: a byte a cycle, each word written the cycle after its
+# last byte) writes its first word 2 cycles after entering COMMIT; 3 more cycles cover all of
+# a WRITE of two 1-byte words.
+WIDE_COMMIT_CYCLES = 3
+
+
+@pytest.mark.parametrize("wide", [False, True], ids=["serial", "wide"])
+def test_command_layer(tmp_path, wide):
+    """BMC from reset to the first cycle of COMMIT (wide: to its last write) for every WRITE of
+    up to 9 bytes: WEIGHT, ACT (one or two words) and OUTPUT (one word). PARAM and PROGRAM
+    words (3 and 4 bytes) go through the same states and the same count, one addition a word;
+    the solver needs minutes a byte beyond these."""
+    depth = command_depth(ARGS + 2) + (WIDE_COMMIT_CYCLES if wide else 0)
+    assert_proved(CommandLayerSpec(executor(wide=wide)), tmp_path, depth=depth, engine=ENGINE)
 
 
 class LetsThrough(wiring.Component):
@@ -211,3 +221,20 @@ def test_command_layer_seeded_bug_is_caught(tmp_path, monkeypatch, bug, broken):
                             functools.partial(LetsThrough, status=bug))
         spec = CommandLayerSpec(executor())
     assert_refuted(spec, tmp_path, depth=command_depth(ARGS + 2), engine=ENGINE, expect=broken)
+
+
+def test_wide_commit_seeded_bug_is_caught(tmp_path, monkeypatch):
+    """A wide COMMIT that moves on two addresses after each word written puts a WRITE's second
+    word outside the request's words: the proof refuses it."""
+    write_pending = commit_module.write_pending
+
+    def skips_a_word(m, host, dp, *, handshake):
+        hold, written = write_pending(m, host, dp, handshake=handshake)
+        with m.If(written):
+            m.d.sync += dp.mem_addr.eq(dp.mem_addr + 2)
+        return hold, written
+
+    monkeypatch.setattr(commit_module, "write_pending", skips_a_word)
+    assert_refuted(CommandLayerSpec(executor(wide=True)), tmp_path,
+                   depth=command_depth(ARGS + 2) + WIDE_COMMIT_CYCLES, engine=ENGINE,
+                   expect="commit_in_its_region")

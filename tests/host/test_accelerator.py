@@ -32,7 +32,14 @@ from host.client import LinkTimeout
 from hwgen import AcceleratorConfig
 from hwgen.cli import main
 from hwgen.cycles import program_cycles
-from hwgen.protocol import CRC_BYTES, FRAME_OVERHEAD, HEADER_BYTES, PROTOCOL_VERSION
+from hwgen.protocol import (
+    CRC_BYTES,
+    FRAME_OVERHEAD,
+    HEADER_BYTES,
+    PROTOCOL_VERSION,
+    SYNC_REQUEST,
+    SYNC_RESPONSE,
+)
 from sim.inprocess import InProcessDevice
 from sim.netgen import random_input, random_network
 
@@ -302,7 +309,11 @@ class CorruptingProxy:
                     dst.shutdown(socket.SHUT_WR)
                 return
             buf += chunk
-            # Every frame starts at a sync byte here: the host and the device send no garbage.
+            # Frames start at a sync byte; between them only the host's zeros (after a lost
+            # answer, or behind its last request on a damaging link) pass as they are.
+            while buf and buf[0] not in (SYNC_REQUEST, SYNC_RESPONSE):
+                dst.sendall(buf[:1])
+                del buf[:1]
             while len(buf) >= HEADER_BYTES:
                 end = HEADER_BYTES + CRC_BYTES + int.from_bytes(buf[4:6], "little") + CRC_BYTES
                 if len(buf) < end:
@@ -313,6 +324,9 @@ class CorruptingProxy:
                     frame[-1] ^= 0x10
                     self.flipped[direction] += 1
                 dst.sendall(frame)
+                while buf and buf[0] not in (SYNC_REQUEST, SYNC_RESPONSE):
+                    dst.sendall(buf[:1])
+                    del buf[:1]
 
     def close(self):
         self.listener.close()
@@ -354,8 +368,10 @@ class CorruptingTransport:
             self.flipped[direction] += 1
         return bytes(frame)
 
-    def write(self, data):  # the host writes one whole frame at a time
-        self.device.write(self._pass(data, "request"))
+    def write(self, data):  # the host writes one whole frame at a time (and zeros after it)
+        end = FRAME_OVERHEAD + int.from_bytes(data[4:6], "little") \
+            if data[:1] == bytes([SYNC_REQUEST]) else 0
+        self.device.write(self._pass(data[:end], "request") + data[end:] if end else data)
 
     def read(self, size):
         raw = self.device.read(1 << 16)

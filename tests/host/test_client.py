@@ -195,7 +195,11 @@ def test_sim_damaged_write_request_is_resent(sim_port):
     client.info()
     sim_port.corrupt_request(16)  # a word byte: the device answers BAD_CRC and writes nothing
     client.write(Region.OUTPUT, 1, [5, 6])
-    assert sum(r[1] == Opcode.WRITE.value for r in sim_port.requests) == 2
+    # The damaged frame goes again halved: a WRITE of each word.
+    writes = [unpack_access(r[8:-2])[1:3] for r in sim_port.requests
+              if r[1] == Opcode.WRITE.value]
+    assert writes == [(1, 2), (1, 1), (2, 1)]
+    assert client.plan.damage == {"bad_crc": 1}
     assert client.read(Region.OUTPUT, 0, 4).tolist() == [0, 5, 6, 0]
 
 
@@ -250,10 +254,12 @@ class PyDevice:
         self.starts = 0
         self.loaded = False
         self.handled = []
+        self.frames = []
 
     def answer(self, frame):
         """Return ``(status, payload)`` for a request frame."""
         self.handled.append(frame.opcode)
+        self.frames.append(frame)
         return getattr(self, f"_{frame.opcode.name.lower()}")(frame.payload)
 
     def _info(self, payload):
@@ -360,16 +366,34 @@ def test_stale_answer_is_discarded():
 def test_lost_answer_is_retried():
     client, device, _ = client_for({1: "drop"})
     client.write(Region.WEIGHT, 2, [7])
-    assert device.handled == [Opcode.INFO, Opcode.WRITE, Opcode.WRITE]
+    # The link has lost a frame lately: a probe (COUNTERS) follows the WRITE sent again.
+    assert device.handled == [Opcode.INFO, Opcode.WRITE, Opcode.WRITE, Opcode.COUNTERS]
     assert client.stats["retries"] == 1
 
 
 def test_only_damaged_answers_raise_link_error():
-    client, _, _ = client_for(dict.fromkeys(range(1, 4), "corrupt"))
+    # retries=2: 16 * 3 damaged answers in a row are a dead link; the READ went in halves.
+    client, _, _ = client_for(dict.fromkeys(range(1, 100), "corrupt"))
     client.info()
-    with pytest.raises(LinkError, match=r"no intact answer to READ WEIGHT\[0:2\] in 3 attempt"
-                                        r"\(s\); last problem: the answer was damaged"):
+    with pytest.raises(LinkError, match=r"^no intact answer to READ WEIGHT\[0:2\] in 48 "
+                                        r"attempts in a row \(pieces of 6, 3 data bytes tried\); "
+                                        r"damage seen: 48 damaged answers$"):
         client.read(Region.WEIGHT, 0, 2)
+
+
+def test_a_damaged_piece_alone_goes_again_in_halves():
+    """Of a WRITE of 8 words whose first attempt is damaged, halves go, then a half's halves
+    where it is damaged again; the words all land, and the link's payload size is halved until
+    intact answers grow it back."""
+    # Requests 3 and 5 are the probes (COUNTERS) behind each half on a link that damages.
+    client, device, _ = client_for({1: "corrupt", 4: "corrupt"})
+    client.write(Region.ACT, 0, list(range(1, 9)))
+    counts = [unpack_access(frame.payload)[2] for frame in device.frames
+              if frame.opcode == Opcode.WRITE]
+    # 8 (damaged) -> its halves 4 and 4 (damaged again) -> the second one's halves, 2 and 2.
+    assert counts == [8, 4, 4, 2, 2]
+    assert device.mem[Region.ACT][:8] == list(range(1, 9))
+    assert client.plan.damage == {"damaged": 2} and client.plan.limit < MAX_PAYLOAD
 
 
 def test_silent_port_raises_link_timeout_naming_the_request():
@@ -409,16 +433,16 @@ def test_run_answer_lost_but_started():
     client, device, _ = client_for({3: "drop"}, config=TINY)
     client.write(Region.PROGRAM, 0, [1])  # requests 0 (INFO) and 1 (WRITE)
     client.run(1)  # request 2: COUNTERS (first run), 3: RUN with its answer lost, 4: COUNTERS
-    assert device.starts == 1
-    assert device.handled[2:] == [Opcode.COUNTERS, Opcode.RUN, Opcode.COUNTERS]
+    assert device.starts == 1   # (5: the probe behind 4 on a link that has lost a frame)
+    assert device.handled[2:] == [Opcode.COUNTERS, Opcode.RUN, Opcode.COUNTERS, Opcode.COUNTERS]
 
 
 def test_run_request_lost_is_resent():
     client, device, _ = client_for({3: "drop-request"})
     client.write(Region.PROGRAM, 0, [1])
     client.run(1)
-    assert device.starts == 1
-    assert device.handled[2:] == [Opcode.COUNTERS, Opcode.COUNTERS, Opcode.RUN]
+    assert device.starts == 1   # the lost RUN's check (COUNTERS) and its probe, then the RUN
+    assert device.handled[2:] == [Opcode.COUNTERS, Opcode.COUNTERS, Opcode.COUNTERS, Opcode.RUN]
 
 
 def test_run_count_moved_unexpectedly():

@@ -10,7 +10,7 @@ import hwgen
 from host import Accelerator
 from host.frames import ResponseDecoder
 from hwgen.boards import BOARDS, board_config
-from hwgen.protocol import RX_FIFO, Features, Opcode
+from hwgen.protocol import RX_FIFO, SYNC_REQUEST, Features, Opcode
 from sim.netgen import random_input, random_network
 
 
@@ -26,7 +26,8 @@ class Recorder:
         self.writes = []     # READs in flight as each WRITE went out
 
     def write(self, data):
-        opcode = Opcode(data[1]) if len(data) > 1 else None
+        # (a driver's zeros after a lost answer are no request)
+        opcode = Opcode(data[1]) if len(data) > 1 and data[0] == SYNC_REQUEST else None
         if opcode == Opcode.WRITE:
             self.writes.append(self.reads_sent - self.reads_answered)
         self.reads_sent += opcode == Opcode.READ

@@ -131,11 +131,11 @@ def _script(rng, config, max_payload, n):
 
 
 def _run(config, requests, *, max_payload, handshake, latency, seed, gap=0.3, stall=0.3,
-         prefetch=False):
+         prefetch=False, wide=False):
     """Simulate; return ``(answers, port)``: ``(status, payload)`` per request, and the port."""
     rng = random.Random(seed)
     dut = CommandExecutor(config, max_payload=max_payload, handshake=handshake,
-                          prefetch=prefetch)
+                          prefetch=prefetch, wide=wide)
     rq, rs, host = dut.request, dut.response, dut.host
     geo = regions(config)
     port = _Port({r: [0] * g.depth for r, g in geo.items()})
@@ -283,18 +283,24 @@ def _effect(ctx, port, host, strobe, geo):
     (False, 1, False, False), (False, 0, False, False), (False, 2, True, False),
     (True, None, False, False), (True, None, True, False),
     (False, 1, False, True), (False, 0, True, True), (False, 2, False, True),
-    (True, None, False, True)],
+    (True, None, False, True), (False, 1, False, "wide"), (False, 0, True, "wide"),
+    (True, None, False, "wide"), (True, None, True, "wide")],
     ids=["latency-1", "latency-0", "latency-2-least-payload", "handshake",
          "handshake-least-payload", "prefetch-latency-1", "prefetch-latency-0-least-payload",
-         "prefetch-latency-2", "prefetch-handshake"])
+         "prefetch-latency-2", "prefetch-handshake", "wide-latency-1",
+         "wide-latency-0-least-payload", "wide-handshake", "wide-handshake-least-payload"])
 def test_random_requests(handshake, latency, least, prefetch):
+    """(``prefetch="wide"``: the executor of a byte-stream device, prefetch and wide.)"""
     config = TINY
     geo = regions(config)
     max_payload = _ARGS + max(g.word_bytes for g in geo.values()) if least else 64
-    rng = random.Random((hash((handshake, latency, least)) & 0xFFFF) + 0x10000 * prefetch)
+    wide = prefetch == "wide"
+    rng = random.Random((hash((handshake, latency, least)) & 0xFFFF) + 0x10000 * bool(prefetch)
+                        + 0x20000 * wide)
     requests, words = _script(rng, config, max_payload, 80)
     answers, port = _run(config, requests, max_payload=max_payload, handshake=handshake,
-                         latency=latency, seed=rng.getrandbits(16), prefetch=prefetch)
+                         latency=latency, seed=rng.getrandbits(16), prefetch=bool(prefetch),
+                         wide=wide)
     snapshots = iter(port.snapshots)
     for req, (status, payload) in zip(requests, answers, strict=True):
         assert status == req.status, req

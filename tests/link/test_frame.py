@@ -193,17 +193,19 @@ def test_info(config):
 BRIDGED = [0.29, 1.37]
 
 
-@pytest.mark.parametrize(("config", "gap", "stall", "core_period"), [
-    (TINY, 0.0, 0.0, None),
-    (TINY, 0.4, 0.5, None),
-    (NARROW, 0.3, 0.3, None),
-    (TINY, 0.0, 0.0, BRIDGED[0]),
-    (NARROW, 0.3, 0.3, BRIDGED[1]),
+@pytest.mark.parametrize(("config", "gap", "stall", "core_period", "wide"), [
+    (TINY, 0.0, 0.0, None, False),
+    (TINY, 0.4, 0.5, None, False),
+    (NARROW, 0.3, 0.3, None, False),
+    (TINY, 0.0, 0.0, BRIDGED[0], False),
+    (NARROW, 0.3, 0.3, BRIDGED[1], False),
+    (TINY, 0.0, 0.0, None, True),
+    (NARROW, 0.3, 0.3, BRIDGED[1], True),
 ], ids=["tiny-streaming", "tiny-gaps-backpressure", "narrow", "tiny-bridged-core-faster",
-        "narrow-bridged-core-slower"])
-def test_write_read_every_region(config, gap, stall, core_period):
+        "narrow-bridged-core-slower", "tiny-wide-streaming", "narrow-wide-bridged"])
+def test_write_read_every_region(config, gap, stall, core_period, wide):
     bench = Bench(config, gap=gap, stall=stall, seed=hash((gap, stall)) & 0xFFFF,
-                  core_period=core_period)
+                  core_period=core_period, wide=wide)
 
     async def script(bench, ctx):
         rng = bench.rng

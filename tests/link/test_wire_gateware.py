@@ -113,11 +113,13 @@ def _shape(rng, lanes, lane_bits, depth):
             "bits": rng.randint(1, lane_bits)}
 
 
-@pytest.mark.parametrize(("config", "core_period"), [(TINY, None), (ODD, None), (TINY, 0.7),
-                                                     (ODD, 2.3)],
-                         ids=["tiny", "odd", "tiny-bridged-faster", "odd-bridged-slower"])
-def test_load_and_fetch_as_the_model(config, core_period):
-    bench = WireBench(config, seed=3, core_period=core_period)
+@pytest.mark.parametrize(("config", "core_period", "wide"), [
+    (TINY, None, False), (ODD, None, False), (TINY, 0.7, False), (ODD, 2.3, False),
+    (TINY, None, True), (ODD, 1.6, True)],
+    ids=["tiny", "odd", "tiny-bridged-faster", "odd-bridged-slower", "tiny-wide",
+         "odd-wide-bridged"])
+def test_load_and_fetch_as_the_model(config, core_period, wide):
+    bench = WireBench(config, seed=3, core_period=core_period, wide=wide)
 
     async def script(bench, ctx):
         rng = bench.rng
@@ -143,10 +145,12 @@ def test_load_and_fetch_as_the_model(config, core_period):
     bench.run(script)
 
 
-@pytest.mark.parametrize(("config", "core_period"), [(TINY, None), (ODD, None), (ODD, 1.7)],
-                         ids=["tiny", "odd", "odd-bridged"])
-def test_classes_as_numpy(config, core_period):
-    bench = WireBench(config, seed=4, core_period=core_period)
+@pytest.mark.parametrize(("config", "core_period", "wide"), [
+    (TINY, None, False), (ODD, None, False), (ODD, 1.7, False), (ODD, None, True),
+    (ODD, 1.7, True)],
+    ids=["tiny", "odd", "odd-bridged", "odd-wide", "odd-wide-bridged"])
+def test_classes_as_numpy(config, core_period, wide):
+    bench = WireBench(config, seed=4, core_period=core_period, wide=wide)
     cols, acc_bits = config.cols, config.acc_bits
     out = regions(config)[Region.OUTPUT]
 

@@ -3,7 +3,8 @@
 ``.ci/run`` installs every tool the README's two commands install (Icarus included, and the
 importers' optional packages) and sets :data:`NO_TOOL_SKIPS`: a skip then means a tool went
 missing, and its runs would vanish silently. What the README's commands do not install (the
-LiteX SoC's tools) and what the machine's network does not offer may still skip.
+LiteX SoC's tools, valgrind for the callgrind benchmark) and what the machine's network does not
+offer may still skip.
 tests/conftest.py takes the hook; tests/test_ci_skips.py runs it on skipping tests.
 """
 
@@ -14,7 +15,8 @@ import pytest
 #: The environment variable that turns the skips into failures.
 NO_TOOL_SKIPS = "HWGEN_NO_TOOL_SKIPS"
 #: Reasons that may still skip with it set.
-MAY_SKIP = ("hwgen[soc]", "riscv64-unknown-elf", "no address but loopback", "cannot listen on")
+MAY_SKIP = ("hwgen[soc]", "riscv64-unknown-elf", "valgrind is not installed",
+            "no address but loopback", "cannot listen on")
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -176,13 +176,14 @@ def rows_per_run(busy_cycles):
 
 
 def build_frame_bench(config=TINY, *, timeout_cycles=300, max_payload=MAX_PAYLOAD,
-          busy_cycles=BUSY_CYCLES, seed=1, bridged=False, device=None, baud=0):
+          busy_cycles=BUSY_CYCLES, seed=1, bridged=False, device=None, baud=0, wide=False):
     """Return ``(top, engine, target, link)``: the engine between the link and the target.
 
     ``bridged``: the link and the engine run in domain ``link``, the target in ``sync``, joined
     by a :class:`HostPortBridge` (the engine in handshake mode). ``device``: a
     :class:`hwgen.device.Device` with ``link="stream"`` and ``link_clock_hz`` replaces engine
-    and target.
+    and target. ``wide``: the engine of a byte-stream device (prefetch and wide, see
+    :class:`FrameEngine`).
     """
     link = ByteLink(seed)
     m = Module()
@@ -195,7 +196,7 @@ def build_frame_bench(config=TINY, *, timeout_cycles=300, max_payload=MAX_PAYLOA
         wiring.connect(m, device.o_stream, link.i_stream)
         return m, None, device, link
     engine = FrameEngine(config, timeout_cycles=timeout_cycles, max_payload=max_payload,
-                         handshake=bridged, baud=baud)
+                         handshake=bridged, baud=baud, prefetch=wide, wide=wide)
     target = FakeAccelerator(config, busy_cycles)
     m.submodules.target = target
     if bridged:

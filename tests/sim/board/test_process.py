@@ -318,6 +318,8 @@ def test_board_arguments_are_checked():
         SimulatedBoard({"rows": 2})
     with pytest.raises(ValueError, match="port"):
         SimulatedBoard(WS, port=70000)
+    with pytest.raises(TypeError, match=r"^launcher must be a sequence of str"):
+        SimulatedBoard(WS, launcher="valgrind --tool=callgrind")
 
 
 def test_client_over_pyserial(board):
