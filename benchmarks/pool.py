@@ -30,14 +30,15 @@ import time
 
 import numpy as np
 
-import hwgen
 from host import Accelerator, AcceleratorPool
 from hwgen.cli import UsageError, add_config_options, config_from_args
 from hwgen.figures import add_record_option, benchmark_record, record_benchmark
 from sim.board import SimulatedBoard
-from sim.netgen import random_input, random_network
+from sim.netgen import compiled_mlp, random_input
 
 WIDTHS = [64, 32, 10]
+#: The network of --quick: one that fits the tests' small board.
+QUICK_WIDTHS = [24, 16, 10]
 
 
 def _cpu_seconds(boards):
@@ -84,20 +85,19 @@ def main(argv=None):
         if args.inputs < 1 or args.repeat < 1:
             raise UsageError("--inputs and --repeat must be at least 1")
         config = config_from_args(args)
-        rng = np.random.default_rng(0)
-        net = random_network(rng, config, widths=WIDTHS, raw=True)
-        program = hwgen.compile(net, config)
+        widths = QUICK_WIDTHS if args.quick else WIDTHS
+        rng, net, program = compiled_mlp(config, widths)
     except (UsageError, ValueError) as exc:
         print(f"pool.py: error: {exc}", file=sys.stderr)
         return 2
     if args.quick:
         args.inputs, args.repeat = 2 * program.batch, 1
     print("command: python " + " ".join(shlex.quote(a) for a in sys.argv))
-    print(f"network: MLP {'-'.join(map(str, WIDTHS))}, raw logits; accelerator {config.name} "
+    print(f"network: MLP {'-'.join(map(str, widths))}, raw logits; accelerator {config.name} "
           f"({config.rows}x{config.cols} {config.dataflow}), compiled batch {program.batch}; "
           f"{args.inputs} rows per call, best of {args.repeat}; {os.cpu_count()} CPUs, load "
           f"average {os.getloadavg()[0]:.1f}", flush=True)
-    xs = [random_input(rng, config, args.inputs, WIDTHS[0]) for _ in range(args.repeat)]
+    xs = [random_input(rng, config, args.inputs, widths[0]) for _ in range(args.repeat)]
     reference = [net.forward(x) for x in xs]
 
     def say(text):

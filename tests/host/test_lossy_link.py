@@ -3,6 +3,8 @@ hwgen.nn at 1 % of the bytes damaged each way (flipped bits, dropped and inserte
 alone and mixed, single and in bursts), with fixed seeds; the frames cut smaller while the link
 damages them and grown back after; a pool of such links; a dead link named in its error."""
 
+import time
+
 import numpy as np
 import pytest
 
@@ -130,3 +132,30 @@ def test_a_dead_link_names_the_request_the_sizes_and_the_damage():
                                             r"attempts in a row \(pieces of [\d, ]+ data bytes "
                                             r"tried\); damage seen: 16 BAD_CRC$"):
             acc.infer(random_input(rng, CONFIG, 8, WIDTHS[0]))
+
+
+class _Trickle(LossyTransport):
+    """A clean link whose answers come a byte at a time with pauses in between, as from a
+    gate-level board or a USB bridge's latency timer: slow, not damaged."""
+
+    _next = 0.0
+
+    def read(self, size=1):
+        now = time.monotonic()
+        if now < self._next:    # nothing yet, as a serial port's read timing out
+            time.sleep(0.001)
+            return b""
+        data = self.transport.read(1)
+        if data:
+            self._next = now + 0.02
+        return data
+
+
+def test_a_slow_clean_answer_is_waited_for_not_sent_again():
+    net, program, rng = _network(5, batch=4)
+    x = random_input(rng, CONFIG, 4, WIDTHS[0])
+    with Accelerator(_Trickle(InProcessDevice(CONFIG)), config=CONFIG, timeout=5) as acc:
+        acc.load(program)
+        np.testing.assert_array_equal(acc.infer(x), net.forward(x))
+        assert acc.client.stats["retries"] == 0
+        assert acc.client.plan.timeouts == 0
