@@ -78,7 +78,7 @@ class AcceleratorConfig:
     acc_bits : int
         Signed accumulator width. The compiler proves for each layer, from its weights and
         bias, that no partial sum can leave it (:func:`hwgen.compiler.proofs.check_accumulator`);
-        the width itself is not tied to ``max_k``.
+        the width itself is not tied to ``max_k``, but must hold one product.
     mult_bits : int
         Unsigned width of the per-channel requantization multiplier.
     max_k : int
@@ -206,7 +206,6 @@ class AcceleratorConfig:
                 raise ValueError(f"{field.name}={value!r} must be an integer in {low}..{high}")
             if not low <= value <= high:
                 raise ValueError(f"{field.name}={value} is out of range; allowed: {low}..{high}")
-        # Sums are proved per layer; a single product must fit, or no layer could run.
         need = self.min_acc_bits(self.in_bits, self.w_bits, 1)
         if self.acc_bits < need:
             raise ValueError(

@@ -46,6 +46,7 @@ from .engine import MatmulEngine
 from .host_access import (
     HostAccess,
     act_banks,
+    host_read,
     host_write,
     same_word_port,
     share_read,
@@ -229,7 +230,7 @@ class AcceleratorCore(wiring.Component):
             out_rd, out_wr = mems["out"].read_port(), mems["out"].write_port()
             share_write(m, out_wr, access, Region.OUTPUT, addr=pp.raw_addr, data=pp.raw_data,
                         en=pp.raw_we)
-            self._host_reads_output(m, out_rd, access)
+            host_read(m, out_rd, access, Region.OUTPUT, name="out")
         if self.window_max is not None:
             # A fused pool's windows: only each window's maximum reaches the banks.
             m.submodules.window_max = in_run(self.window_max)
@@ -366,14 +367,3 @@ class AcceleratorCore(wiring.Component):
             if unit is not None:
                 same_word_port(m, arb.port(name), cfg, read=unit, write=unit)
         act_banks(m, mems, access, arb.banks, cfg)
-
-    @staticmethod
-    def _host_reads_output(m, port, access):
-        """Only the host reads the output memory (a cycle more with registered reads)."""
-        m.d.comb += [port.addr.eq(access.host.addr), port.en.eq(access.rd)]
-        word = port.data
-        if access.registered:
-            word = Signal.like(port.data, name="out_q", reset_less=True)
-            with m.If(access.rd_q):
-                m.d.sync += word.eq(port.data)
-        access.words[Region.OUTPUT] = word

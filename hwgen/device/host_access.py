@@ -19,8 +19,8 @@ from amaranth.hdl import Cat, Const, Mux, Signal
 from ..memmap import HostPortSignature, Region
 from .shared_ports import split_act_banks
 
-__all__ = ["HostAccess", "act_banks", "host_write", "same_word_port", "share_read", "share_write",
-           "stage_host"]
+__all__ = ["HostAccess", "act_banks", "host_read", "host_write", "same_word_port", "share_read",
+           "share_write", "stage_host"]
 
 #: The host port's members that the host drives, and those the accelerator answers with.
 _REQUESTS = ("region", "addr", "wdata", "we", "re", "start", "batch", "clear", "snapshot")
@@ -179,6 +179,19 @@ def host_write(m, port, access, region):
     host = access.host
     m.d.comb += [port.addr.eq(host.addr), port.data.eq(host.wdata),
                  port.en.eq(access.we[region])]
+
+
+def host_read(m, port, access, region, *, name):
+    """Drive read ``port`` of ``region``'s memory from the host alone (the output memory);
+    with registered reads its word passes a register ``<name>_q``, as the shared memories'
+    do."""
+    m.d.comb += [port.addr.eq(access.host.addr), port.en.eq(access.rd)]
+    word = port.data
+    if access.registered:
+        word = Signal.like(port.data, name=f"{name}_q", reset_less=True)
+        with m.If(access.rd_q):
+            m.d.sync += word.eq(port.data)
+    access.words[region] = word
 
 
 def act_banks(m, mems, access, banks, config):
