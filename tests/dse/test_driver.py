@@ -227,6 +227,9 @@ def test_a_build_tier_point_in_a_dask_worker(model, tmp_path):
         assert row[res] == report["resources"][res]["used"]
         assert 0 < row[res] <= BOARD.capacity[res]
     timing = report["timing"]
+    # The board's oscillator, no PLL: one clock domain, its one constraint (the tests' shared
+    # build is the two-domain one).
+    assert [c["target_mhz"] for c in timing["clocks"].values()] == [12.0], timing
     assert row["fmax_mhz"] == timing["fmax_mhz"] > 0
     assert row["timing_pass"] is bool(timing["pass"])
     assert row["timing_pass"] == (row["fmax_mhz"] >= 12)

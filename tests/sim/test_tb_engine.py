@@ -1,5 +1,6 @@
 """cocotb regression of the matmul engine (sim/tb_engine.py) over generator parameters: every
-configuration on Verilator, a few on Icarus by default and all of them with ``-m slow``
+configuration on Verilator in one dataflow and a few on Icarus by default, with the other
+dataflow of each configuration on one of the two, and all of them with ``-m slow``
 (:func:`support.on_simulators`)."""
 
 import pytest
@@ -24,7 +25,9 @@ CONFIGS = {
 
 @pytest.mark.parametrize(("name", "dataflow", "simulator"), on_simulators(
     [(name, dataflow) for name in CONFIGS for dataflow in ("ws", "os")],
-    icarus={("2x3", "ws"), ("4x4", "os"), ("3x2_w4", "os"), ("3x2_w16", "ws")}))
+    icarus={("2x3", "ws"), ("4x4", "os"), ("3x2_w4", "os"), ("3x2_w16", "ws")},
+    verilator={("1x1", "os"), ("2x3", "os"), ("4x4", "ws"), ("8x8", "os"), ("16x16", "ws"),
+               ("3x2_w4", "ws"), ("3x2_w16", "os")}))
 def test_engine(name, dataflow, simulator, tmp_path):
     need_simulator(simulator)
     config = AcceleratorConfig(dataflow=dataflow, **CONFIGS[name])

@@ -9,9 +9,9 @@ rows) and random CNNs whose first convolution reads fewer channels than rows (it
 the taps layout) and random CNNs whose max pools run fused into their convolutions' passes,
 checks the device output against hwgen.nn bit for bit and the device
 counters against the cycle model. Across the configurations below, each CI run checks well
-over 30 random networks, 20 random CNNs and 15 random graphs on Verilator, and fewer of each
-on Icarus: a case per dataflow by default, every case with ``-m slow``
-(:func:`support.on_simulators`).
+over 50 random networks, 20 random CNNs and 10 random graphs on Verilator, and fewer of each
+on Icarus: each configuration once on Verilator and a case per dataflow on Icarus by default,
+every case on both with ``-m slow`` (:func:`support.on_simulators`).
 """
 
 import pytest
@@ -58,7 +58,9 @@ def _run_networks(case, config, simulator, tmp_path, *, name):
 
 @pytest.mark.parametrize(("name", "dataflow", "simulator"), on_simulators(
     [(name, dataflow) for name in CASES for dataflow in ("ws", "os")],
-    icarus={("2x3", "ws"), ("3x2", "os")}))
+    icarus={("2x3", "ws"), ("3x2", "os")},
+    verilator={("1x1", "ws"), ("2x3", "os"), ("3x2", "ws"), ("4x4", "os"), ("8x8", "ws"),
+               ("3x5_w4", "os")}))
 def test_network(name, dataflow, simulator, tmp_path):
     need_simulator(simulator)
     config = AcceleratorConfig(dataflow=dataflow, **SMALL, **CASES[name][0])
