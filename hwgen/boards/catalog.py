@@ -45,6 +45,9 @@ class Family(enum.StrEnum):
     ICE40 = "ice40"
     #: Lattice ECP5 (nextpnr-ecp5, ecppack; MULT18X18D, DP16KD).
     ECP5 = "ecp5"
+    #: Gowin GW1N/GW2A (nextpnr-himbaechel's gowin uarch, Apicula's gowin_pack; MULT9X9 and
+    #: MULT18X18 in DSP blocks, 18 Kbit BSRAM).
+    GOWIN = "gowin"
 
 
 #: The iCEBreaker preset: a 4x4 int8 array whose 16 MACs share the UP5K's 8 SB_MAC16s, one
@@ -83,6 +86,10 @@ ULX3S_PRESET = {"rows": 8, "cols": 8, "dataflow": "ws", "in_bits": 8, "w_bits": 
 ULX3S_45F_PRESET = {"rows": 8, "cols": 6, "dataflow": "ws", "in_bits": 8, "w_bits": 8}
 ULX3S_SMALL_PRESET = {"rows": 4, "cols": 4, "dataflow": "ws", "in_bits": 8, "w_bits": 8,
                       "act_depth": 1024, "weight_depth": 512, "out_depth": 256}
+
+
+# The bitstream file each family's packer writes.
+_BITSTREAM_SUFFIX = {Family.ICE40: ".bin", Family.ECP5: ".bit", Family.GOWIN: ".fs"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,6 +134,9 @@ class Board:
         The fastest rate the bridge runs reliably: the default of ``hwgen build`` (when the
         board's clocks make it; :func:`hwgen.boards.baud.default_baud`), ``hwgen infer`` and
         ``hwgen serve``.
+    chip : str
+        The chip database nextpnr and the bitstream packer name the FPGA by, where it is not
+        ``device`` (Gowin: ``GW1N-9C`` for the GW1NR-9C, ``GW2A-18C``); empty elsewhere.
 
     Raises
     ------
@@ -148,6 +158,7 @@ class Board:
     bridge: str = ""
     bridge_hz: int = 3_000_000
     baud: int = 1_000_000
+    chip: str = ""
 
     def __post_init__(self):
         try:
@@ -163,7 +174,7 @@ class Board:
     @property
     def bitstream_suffix(self):
         """The file suffix of the family's bitstream."""
-        return ".bin" if self.family is Family.ICE40 else ".bit"
+        return _BITSTREAM_SUFFIX[self.family]
 
     def make_platform(self):
         """Return a fresh instance of the board's ``amaranth-boards`` platform."""
@@ -209,6 +220,21 @@ ECP5_12F_IMPLEMENTATION = dataclasses.replace(ECP5_IMPLEMENTATION, class_output=
 ECP5_85F_IMPLEMENTATION = dataclasses.replace(ECP5_IMPLEMENTATION, registered_array=True)
 
 
+#: How the Gowin boards build it: the array's products and the requantization's (one per 17-bit
+#: slice of the accumulator, as on the ECP5: an 18x18 multiplier each) left to Yosys's
+#: ``synth_gowin``, which puts them into the DSP blocks' MULT9X9 and MULT18X18, the
+#: requantization pipelined, the memories in BSRAM (their reads unregistered: no pass moves a
+#: read register into the BSRAM yet), the link on the oscillator when a PLL makes the design's
+#: clock.
+GOWIN_IMPLEMENTATION = Implementation(post_pipeline=True, split_operand=17,
+                                      link_on_oscillator=True)
+#: The Tang Nano 9K's: without LOAD, FETCH and CLASSES (the host falls back to WRITE, READ and
+#: its own argsort, the same answers), whose logic the GW1NR-9's 8,640 LUT4s cannot spare: a
+#: 2x2 device with them and the default widths took 8,336 LUT4s and ALUs.
+GOWIN_9K_IMPLEMENTATION = dataclasses.replace(GOWIN_IMPLEMENTATION, packed_wire=False,
+                                              class_output=False)
+
+
 def _ulx3s(size, luts, ebr, mults, preset, *, implementation=ECP5_IMPLEMENTATION):
     return Board(
         name=f"ulx3s-{size}f", family=Family.ECP5,
@@ -221,6 +247,27 @@ def _ulx3s(size, luts, ebr, mults, preset, *, implementation=ECP5_IMPLEMENTATION
         program="openFPGALoader --board ulx3s {bitstream}",
         # The FT231X's top rate, 3 Mbaud.
         serial="/dev/ttyUSB0", bridge="FT231X", bridge_hz=3_000_000, baud=3_000_000)
+
+
+#: The Tang Nano 9K preset: dense networks (the demo MLP) on a 4x4 int8 array with the
+#: iCEBreaker preset's widths (22-bit accumulators, reductions up to 64 tiles, one
+#: requantization lane, no bounds, no adder), its buffers in BSRAM.
+TANG_NANO_9K_PRESET = {**ICEBREAKER_PRESET, "act_spram_depth": 0}
+#: The Tang Primer 20K preset: the spatial device (CNNs) on a 4x4 int8 array.
+TANG_PRIMER_20K_PRESET = {"rows": 4, "cols": 4, "dataflow": "ws", "in_bits": 8, "w_bits": 8,
+                          "act_depth": 1024, "weight_depth": 2048, "out_depth": 256}
+
+
+def _gowin(name, platform, device, chip, loader_board, *, capacity, preset,
+           implementation=GOWIN_IMPLEMENTATION):
+    return Board(
+        name=name, family=Family.GOWIN, platform=f"amaranth_boards.{platform}", device=device,
+        chip=chip, osc_hz=27_000_000, clock_hz=27_000_000, capacity=capacity, preset=preset,
+        implementation=implementation,
+        program=f"openFPGALoader -b {loader_board} {{bitstream}}",
+        # The BL702 on both boards is a USB-UART that answers as an FTDI H-series bridge
+        # (12 MHz base); 3 Mbaud is the rate users report clean, 9 cycles of 27 MHz exactly.
+        serial="/dev/ttyUSB1", bridge="BL702", bridge_hz=12_000_000, baud=3_000_000)
 
 
 #: Every board ``hwgen build`` knows, by name. Capacities from the Lattice data sheets.
@@ -240,6 +287,15 @@ BOARDS = {
     "ulx3s-45f": _ulx3s(45, 43_848, 108, 72, ULX3S_45F_PRESET),
     "ulx3s-85f": _ulx3s(85, 83_640, 208, 156, ULX3S_PRESET,
                         implementation=ECP5_85F_IMPLEMENTATION),
+    "tang-nano-9k": _gowin("tang-nano-9k", "tang_nano_9k:TangNano9kPlatform",
+                           "GW1NR-LV9QN88PC6/I5", "GW1N-9C", "tangnano9k",
+                           capacity={"lut": 8640, "ff": 6480, "dsp": 20, "bram": 26},
+                           preset=TANG_NANO_9K_PRESET,
+                           implementation=GOWIN_9K_IMPLEMENTATION),
+    "tang-primer-20k": _gowin("tang-primer-20k", "tang_primer_20k:TangPrimer20kDockPlatform",
+                              "GW2A-LV18PG256C8/I7", "GW2A-18C", "tangprimer20k",
+                              capacity={"lut": 20736, "ff": 15552, "dsp": 48, "bram": 46},
+                              preset=TANG_PRIMER_20K_PRESET),
 }
 
 #: The 85F design for the model zoo (:mod:`hwgen.models`): the array shape that minimises the

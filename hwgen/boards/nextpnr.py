@@ -5,12 +5,13 @@ phase it has reached and the arcs its router has left.
 nextpnr (:func:`nextpnr_phases`, :func:`nextpnr_arcs_left`) so that a build can say where it is.
 """
 
+import math
 import re
 
 from .catalog import Family
 
-__all__ = ["NEXTPNR_CELLS", "LogWatch", "nextpnr_arcs_left", "nextpnr_overuse",
-           "nextpnr_phases", "parse_nextpnr_log"]
+__all__ = ["NEXTPNR_CELLS", "NEXTPNR_SHARED_CELLS", "LogWatch", "nextpnr_arcs_left",
+           "nextpnr_overuse", "nextpnr_phases", "parse_nextpnr_log", "util_of"]
 
 _UTIL_RE = re.compile(r"^Info:\s+(\w+):\s+(\d+)/\s*(\d+)\s+\d+%", re.M)
 _FMAX_RE = re.compile(
@@ -29,7 +30,13 @@ NEXTPNR_CELLS = {
                    "spram": "ICESTORM_SPRAM", "pll": "ICESTORM_PLL", "io": "SB_IO"},
     Family.ECP5: {"lut": "TRELLIS_COMB", "ff": "TRELLIS_FF", "dsp": "MULT18X18D",
                   "bram": "DP16KD", "pll": "EHXPLLL", "io": "TRELLIS_IO"},
+    Family.GOWIN: {"lut": "LUT4", "ff": "DFF", "dsp": "MULT18X18", "bram": "BSRAM",
+                   "pll": "rPLL", "io": "IOB"},
 }
+#: Cells that take sites of a report resource besides its own cell, per family, with the share
+#: of a site each takes: a Gowin ALU (a carry cell) is a LUT4 of its slice in carry mode, a
+#: MULT9X9 half of a MULT18X18.
+NEXTPNR_SHARED_CELLS = {Family.GOWIN: {"lut": (("ALU", 1),), "dsp": (("MULT9X9", 0.5),)}}
 
 
 def parse_nextpnr_log(text):
@@ -59,6 +66,16 @@ def parse_nextpnr_log(text):
         if found:
             phases[phase] = float(found[-1])
     return {"utilisation": util, "clocks": clocks, "phases_s": phases}
+
+
+def util_of(family, res, util):
+    """Return ``(used, available)`` of the report resource ``res`` (``lut``, ``dsp``, ...) in
+    nextpnr's utilisation table ``util`` (:func:`parse_nextpnr_log`) of a ``family`` design:
+    its cell's line, with the cells that take its sites too (:data:`NEXTPNR_SHARED_CELLS`)."""
+    used, avail = util.get(NEXTPNR_CELLS[family].get(res), (0, 0))
+    shared = sum(util.get(cell, (0, 0))[0] * share
+                 for cell, share in NEXTPNR_SHARED_CELLS.get(family, {}).get(res, ()))
+    return used + math.ceil(shared), avail
 
 
 # Log lines that start nextpnr's long phases, and what the progress line calls them.

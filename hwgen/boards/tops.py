@@ -143,8 +143,7 @@ def _add_oscillator(m, platform, board):
     if board.family is not Family.ECP5:
         return
     m.domains.sync = ClockDomain("sync")
-    m.submodules.clk_buf = buf = io.Buffer("i", platform.request(platform.default_clk, dir="-"))
-    m.d.comb += ClockSignal("sync").eq(buf.i)
+    m.d.comb += ClockSignal("sync").eq(_oscillator(m, platform))
     m.submodules.reset_sync = ResetSynchronizer(Const(0), domain="sync")
 
 
@@ -157,7 +156,12 @@ def _add_pll(m, platform, board, clock, *, link=False):
     if board.family is Family.ICE40:
         _ice40_pll(m, platform, clock["pll"], clk=clk, lock=lock, link=link)
     else:
-        _ecp5_pll(m, platform, board, clock, clk=clk, lock=lock, link=link)
+        # Behind the oscillator's input buffer, whose clock is the link domain's with `link`.
+        ref = _oscillator(m, platform)
+        make = _gowin_pll if board.family is Family.GOWIN else _ecp5_pll
+        m.submodules.pll = make(board, clock, ref=ref, clk=clk, lock=lock)
+        if link:
+            _link_domain(m, ref, lock)
     # No constraints on the PLL's outputs: nextpnr derives them from the oscillator pin's and
     # the PLL's dividers. (Constraints on `clk` and `link_clk` named nets that synthesis had
     # merged into the domains' clocks, and nextpnr ignored them with a warning.)
@@ -183,15 +187,11 @@ def _ice40_pll(m, platform, p, *, clk, lock, link):
         m.submodules.pll = Instance("SB_PLL40_PAD", o_PLLOUTGLOBAL=clk, **ports)
 
 
-def _ecp5_pll(m, platform, board, clock, *, clk, lock, link):
-    """Instantiate the EHXPLLL behind the oscillator's input buffer (whose clock is the
-    ``link`` domain's with ``link``)."""
+def _ecp5_pll(board, clock, *, ref, clk, lock):
+    """Return the EHXPLLL that makes ``clk`` from the oscillator's ``ref``."""
     p = clock["pll"]
     zero = Const(0, 1)
-    m.submodules.clk_buf = ref_buf = io.Buffer("i", platform.request(
-        platform.default_clk, dir="-"))
-    ref = ref_buf.i
-    m.submodules.pll = Instance(
+    return Instance(
         "EHXPLLL",
         # Loop filter settings as `ecppll` writes them.
         a_FREQUENCY_PIN_CLKI=f"{board.osc_hz / 1e6:g}",
@@ -208,8 +208,34 @@ def _ecp5_pll(m, platform, board, clock, *, clk, lock, link):
         i_PHASESEL1=zero, i_PHASEDIR=zero, i_PHASESTEP=zero, i_PHASELOADREG=zero,
         i_PLLWAKESYNC=zero, i_ENCLKOP=zero,
         o_CLKOP=clk, o_LOCK=lock)
-    if link:
-        # The oscillator's own clock (its pin's constraint covers it).
-        m.domains.link = ClockDomain("link")
-        m.d.comb += ClockSignal("link").eq(ref)
-        m.submodules.reset_sync_link = ResetSynchronizer(~lock, domain="link")
+
+
+def _oscillator(m, platform):
+    """Return the oscillator's clock behind its input buffer."""
+    m.submodules.clk_buf = ref_buf = io.Buffer("i", platform.request(
+        platform.default_clk, dir="-"))
+    return ref_buf.i
+
+
+def _link_domain(m, ref, lock):
+    """Make the ``link`` domain from the oscillator's own clock ``ref`` (its pin's constraint
+    covers it), in reset until the PLL locks."""
+    m.domains.link = ClockDomain("link")
+    m.d.comb += ClockSignal("link").eq(ref)
+    m.submodules.reset_sync_link = ResetSynchronizer(~lock, domain="link")
+
+
+def _gowin_pll(board, clock, *, ref, clk, lock):
+    """Return the Gowin rPLL that makes ``clk`` from the oscillator's ``ref``."""
+    p = clock["pll"]
+    zero = Const(0, 1)
+    return Instance(
+        "rPLL",
+        p_FCLKIN=f"{board.osc_hz / 1e6:g}", p_DEVICE=board.chip.replace("GW1N-", "GW1NR-"),
+        p_IDIV_SEL=p["IDIV_SEL"], p_FBDIV_SEL=p["FBDIV_SEL"], p_ODIV_SEL=p["ODIV_SEL"],
+        p_DYN_IDIV_SEL="false", p_DYN_FBDIV_SEL="false", p_DYN_ODIV_SEL="false",
+        p_DYN_DA_EN="false", p_DYN_SDIV_SEL=2, p_CLKFB_SEL="internal",
+        p_CLKOUT_BYPASS="false", p_CLKOUTP_BYPASS="false", p_CLKOUTD_BYPASS="false",
+        i_CLKIN=ref, i_CLKFB=zero, i_RESET=zero, i_RESET_P=zero, i_FBDSEL=Const(0, 6),
+        i_IDSEL=Const(0, 6), i_ODSEL=Const(0, 6), i_PSDA=Const(0, 4), i_DUTYDA=Const(0, 4),
+        i_FDLY=Const(0, 4), o_CLKOUT=clk, o_LOCK=lock)

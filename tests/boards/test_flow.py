@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import TINY_DEVICE, yowasp_missing
+from support import TINY_DEVICE, TINY_GOWIN_DEVICE, yowasp_missing
 
 import hwgen
 from hwgen import boards
@@ -88,6 +88,8 @@ def test_failing_tool_is_reported_with_its_step_and_output(tmp_path, monkeypatch
 SMOKE = {
     "icebreaker-array": ("icebreaker", "array", {"rows": 4, "cols": 4, "clock_hz": 48_000_000}),
     "icebreaker-device": TINY_DEVICE,
+    # Gowin: the Tang Nano 9K at its 27 MHz oscillator (the session's shared Gowin build).
+    "tang-nano-9k-device": TINY_GOWIN_DEVICE,
     "ulx3s-12f-device": ("ulx3s-12f", "device", {
         "rows": 2, "cols": 2, "acc_bits": 20, "max_k": 16, "mult_bits": 8, "act_depth": 256,
         "weight_depth": 64, "out_depth": 64, "acc_depth": 32, "param_depth": 8,
@@ -97,18 +99,22 @@ SMOKE = {
 
 # The array alone is in the slow run: benchmarks/boards.py --quick builds the iCE40's 2x2 array
 # in the default run (tests/test_benchmarks.py checks its two products per SB_MAC16).
+# The Gowin device too: its 2x2 took 6 minutes (nextpnr-himbaechel's placer and router 5.4 of
+# them) on the shared 2-core machine, past what the default run affords.
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow)
-                                  if SMOKE[n][1] == "array" else n for n in sorted(SMOKE)])
+                                  if SMOKE[n][1] == "array" or SMOKE[n] == TINY_GOWIN_DEVICE
+                                  else n for n in sorted(SMOKE)])
 def test_build_smoke(tmp_path, name, request):
     """A small design goes from configuration to bitstream and report on each family."""
-    reason = yowasp_missing()
-    if reason:
-        pytest.skip(reason)
     board_name, top, options = SMOKE[name]
     board = BOARDS[board_name]
+    reason = yowasp_missing(gowin=board.family == "gowin")
+    if reason:
+        pytest.skip(reason)
     config = boards.board_config(board, **options)
-    if SMOKE[name] == TINY_DEVICE:   # built once for every test that needs a build
-        shared = request.getfixturevalue("tiny_build")
+    shared_as = {TINY_DEVICE: "tiny_build", TINY_GOWIN_DEVICE: "tiny_gowin"}
+    if SMOKE[name] in shared_as:   # built once for every test that needs a build
+        shared = request.getfixturevalue(shared_as[SMOKE[name]])
         tmp_path, report, lines = Path(shared["out"]), shared["report"], shared["lines"]
     else:
         lines = []
@@ -133,9 +139,17 @@ def test_build_smoke(tmp_path, name, request):
     assert config.clock_hz / 1e6 in targets, report["timing"]
     if name == "icebreaker-device":
         assert targets == [12.0, 24.0], report["timing"]   # the link's clock and the design's
+    elif name == "tang-nano-9k-device":
+        assert targets == [27.0], report["timing"]
+        assert report["bitstream"].endswith(".fs")
+        assert report["program"] == f"openFPGALoader -b tangnano9k {report['bitstream']}"
+        # Memories in BSRAM (a MULT9X9 counts half a MULT18X18 in the report's DSPs).
+        assert report["resources"]["bram"]["used"] > 0
     dsp = report["resources"]["dsp"]["used"]
     if board.family == "ice40":
         assert dsp == config.cols * math.ceil(config.rows / 2)   # two MACs per SB_MAC16
+    elif board.family == "gowin":
+        assert dsp >= math.ceil(config.rows * config.cols / 2)   # a MULT9X9 per product
     else:
         assert dsp >= config.rows * config.cols
     assert 0 < report["resources"]["lut"]["percent"] < 100

@@ -27,3 +27,18 @@ def test_pll_refuses_inexact_clock():
 
 def test_board_clock_needs_no_pll():
     assert boards.clock_plan(BOARDS["icebreaker"], 12_000_000)["pll"] is None
+
+
+@pytest.mark.parametrize(("board", "mhz"), [("tang-nano-9k", 54), ("tang-primer-20k", 40.5)])
+def test_gowin_pll_exact(board, mhz):
+    """The rPLL's dividers make the clock from the boards' 27 MHz, its VCO in the chip's
+    range."""
+    board = BOARDS[board]
+    hz = int(mhz * 1e6)
+    pll = boards.clock_plan(board, hz)["pll"]
+    assert 27_000_000 * (pll["FBDIV_SEL"] + 1) == hz * (pll["IDIV_SEL"] + 1)
+    low, high = boards.pll.GOWIN_PLL_LIMITS[board.chip]["vco"]
+    assert low <= pll["vco_hz"] == hz * pll["ODIV_SEL"] <= high
+    with pytest.raises(PLLError, match=r"Gowin GW1N-9C PLL cannot make 50 MHz exactly from "
+                                       r"the board's 27 MHz; nearest exact clocks: .*49.5 MHz"):
+        boards.clock_plan(BOARDS["tang-nano-9k"], 50_000_000)

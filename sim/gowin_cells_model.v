@@ -1,0 +1,205 @@
+// Behavioural models of the Gowin primitives that Yosys's synth_gowin maps hwgen's memories
+// and multipliers onto and for which Yosys ships only declarations: the BSRAM modes (the
+// body, sim/gowin_bsram_body.vh) and MULT9X9/MULT18X18 (the subset hwgen uses: input, pipeline
+// and output registers on CLK/CE/RESET, signed or unsigned operands, no shift chain). Not
+// vendor models. sim/board/netlist.py renames the netlist's cells to HWGEN_SIM_<cell>.
+
+module HWGEN_SIM_SP(output [31:0] DO, input [31:0] DI, input [2:0] BLKSEL, input [13:0] AD, input WRE, input CLK, input CE, input OCE, input RESET);
+  parameter READ_MODE = 1'b0;
+  parameter WRITE_MODE = 2'b00;
+  parameter BIT_WIDTH = 32;
+  parameter BLK_SEL = 3'b000;
+  parameter BLK_SEL_0 = 3'b000;
+  parameter BLK_SEL_1 = 3'b000;
+  localparam X9 = 0;
+  localparam WA = BIT_WIDTH, WB = BIT_WIDTH, RMA = READ_MODE, RMB = 0, WMA = WRITE_MODE, WMB = 0;
+  wire clka = CLK, cea = CE & (BLKSEL == BLK_SEL), wea = WRE, rea = 1'b1, ocea = OCE, rsta = RESET;
+  wire [13:0] ada = AD;
+  wire [35:0] dia = DI;
+  wire clkb = 1'b0, ceb = 1'b0, web = 1'b0, reb = 1'b0, oceb = 1'b0, rstb = 1'b0;
+  wire [13:0] adb = 14'd0;
+  wire [35:0] dib = 36'd0;
+  assign DO = oa;
+`include "gowin_bsram_body.vh"
+endmodule
+
+module HWGEN_SIM_SPX9(output [35:0] DO, input [35:0] DI, input [2:0] BLKSEL, input [13:0] AD, input WRE, input CLK, input CE, input OCE, input RESET);
+  parameter READ_MODE = 1'b0;
+  parameter WRITE_MODE = 2'b00;
+  parameter BIT_WIDTH = 36;
+  parameter BLK_SEL = 3'b000;
+  parameter BLK_SEL_0 = 3'b000;
+  parameter BLK_SEL_1 = 3'b000;
+  localparam X9 = 1;
+  localparam WA = BIT_WIDTH, WB = BIT_WIDTH, RMA = READ_MODE, RMB = 0, WMA = WRITE_MODE, WMB = 0;
+  wire clka = CLK, cea = CE & (BLKSEL == BLK_SEL), wea = WRE, rea = 1'b1, ocea = OCE, rsta = RESET;
+  wire [13:0] ada = AD;
+  wire [35:0] dia = DI;
+  wire clkb = 1'b0, ceb = 1'b0, web = 1'b0, reb = 1'b0, oceb = 1'b0, rstb = 1'b0;
+  wire [13:0] adb = 14'd0;
+  wire [35:0] dib = 36'd0;
+  assign DO = oa;
+`include "gowin_bsram_body.vh"
+endmodule
+
+module HWGEN_SIM_SDPB(input CLKA, CEA, CLKB, CEB, OCE, RESETA, RESETB, input [13:0] ADA, ADB, input [31:0] DI, input [2:0] BLKSELA, BLKSELB, output [31:0] DO);
+  parameter READ_MODE = 1'b0;
+  parameter BIT_WIDTH_0 = 32;
+  parameter BIT_WIDTH_1 = 32;
+  parameter BLK_SEL = 3'b000;
+  parameter BLK_SEL_0 = 3'b000;
+  parameter BLK_SEL_1 = 3'b000;
+  localparam X9 = 0;
+  localparam WA = BIT_WIDTH_0, WB = BIT_WIDTH_1, RMA = 0, RMB = READ_MODE, WMA = 0, WMB = 0;
+  // Port A writes on CEA, port B reads on CEB.
+  wire clka = CLKA, cea = CEA & (BLKSELA == BLK_SEL_0), wea = 1'b1, rea = 1'b0, ocea = 1'b0;
+  wire rsta = RESETA;
+  wire [13:0] ada = ADA;
+  wire [35:0] dia = DI;
+  wire clkb = CLKB, ceb = CEB & (BLKSELB == BLK_SEL_1), web = 1'b0, reb = 1'b1, oceb = OCE;
+  wire rstb = RESETB;
+  wire [13:0] adb = ADB;
+  wire [35:0] dib = 36'd0;
+  assign DO = ob;
+`include "gowin_bsram_body.vh"
+endmodule
+
+module HWGEN_SIM_SDPX9B(input CLKA, CEA, CLKB, CEB, OCE, RESETA, RESETB, input [13:0] ADA, ADB, input [35:0] DI, input [2:0] BLKSELA, BLKSELB, output [35:0] DO);
+  parameter READ_MODE = 1'b0;
+  parameter BIT_WIDTH_0 = 36;
+  parameter BIT_WIDTH_1 = 36;
+  parameter BLK_SEL = 3'b000;
+  parameter BLK_SEL_0 = 3'b000;
+  parameter BLK_SEL_1 = 3'b000;
+  localparam X9 = 1;
+  localparam WA = BIT_WIDTH_0, WB = BIT_WIDTH_1, RMA = 0, RMB = READ_MODE, WMA = 0, WMB = 0;
+  // Port A writes on CEA, port B reads on CEB.
+  wire clka = CLKA, cea = CEA & (BLKSELA == BLK_SEL_0), wea = 1'b1, rea = 1'b0, ocea = 1'b0;
+  wire rsta = RESETA;
+  wire [13:0] ada = ADA;
+  wire [35:0] dia = DI;
+  wire clkb = CLKB, ceb = CEB & (BLKSELB == BLK_SEL_1), web = 1'b0, reb = 1'b1, oceb = OCE;
+  wire rstb = RESETB;
+  wire [13:0] adb = ADB;
+  wire [35:0] dib = 36'd0;
+  assign DO = ob;
+`include "gowin_bsram_body.vh"
+endmodule
+
+module HWGEN_SIM_DPB(input CLKA, CEA, CLKB, CEB, OCEA, OCEB, RESETA, RESETB, WREA, WREB, input [13:0] ADA, ADB, input [2:0] BLKSELA, BLKSELB, input [15:0] DIA, DIB, output [15:0] DOA, DOB);
+  parameter READ_MODE0 = 1'b0;
+  parameter READ_MODE1 = 1'b0;
+  parameter WRITE_MODE0 = 2'b00;
+  parameter WRITE_MODE1 = 2'b00;
+  parameter BIT_WIDTH_0 = 16;
+  parameter BIT_WIDTH_1 = 16;
+  parameter BLK_SEL = 3'b000;
+  parameter BLK_SEL_0 = 3'b000;
+  parameter BLK_SEL_1 = 3'b000;
+  localparam X9 = 0;
+  localparam WA = BIT_WIDTH_0, WB = BIT_WIDTH_1, RMA = READ_MODE0, RMB = READ_MODE1;
+  localparam WMA = WRITE_MODE0, WMB = WRITE_MODE1;
+  wire clka = CLKA, cea = CEA & (BLKSELA == BLK_SEL_0), wea = WREA, rea = 1'b1, ocea = OCEA;
+  wire rsta = RESETA;
+  wire [13:0] ada = ADA;
+  wire [35:0] dia = {20'd0, DIA};
+  wire clkb = CLKB, ceb = CEB & (BLKSELB == BLK_SEL_1), web = WREB, reb = 1'b1, oceb = OCEB;
+  wire rstb = RESETB;
+  wire [13:0] adb = ADB;
+  wire [35:0] dib = {20'd0, DIB};
+  assign DOA = oa[15:0];
+  assign DOB = ob[15:0];
+`include "gowin_bsram_body.vh"
+endmodule
+
+module HWGEN_SIM_DPX9B(input CLKA, CEA, CLKB, CEB, OCEA, OCEB, RESETA, RESETB, WREA, WREB, input [13:0] ADA, ADB, input [2:0] BLKSELA, BLKSELB, input [17:0] DIA, DIB, output [17:0] DOA, DOB);
+  parameter READ_MODE0 = 1'b0;
+  parameter READ_MODE1 = 1'b0;
+  parameter WRITE_MODE0 = 2'b00;
+  parameter WRITE_MODE1 = 2'b00;
+  parameter BIT_WIDTH_0 = 18;
+  parameter BIT_WIDTH_1 = 18;
+  parameter BLK_SEL = 3'b000;
+  parameter BLK_SEL_0 = 3'b000;
+  parameter BLK_SEL_1 = 3'b000;
+  localparam X9 = 1;
+  localparam WA = BIT_WIDTH_0, WB = BIT_WIDTH_1, RMA = READ_MODE0, RMB = READ_MODE1;
+  localparam WMA = WRITE_MODE0, WMB = WRITE_MODE1;
+  wire clka = CLKA, cea = CEA & (BLKSELA == BLK_SEL_0), wea = WREA, rea = 1'b1, ocea = OCEA;
+  wire rsta = RESETA;
+  wire [13:0] ada = ADA;
+  wire [35:0] dia = {18'd0, DIA};
+  wire clkb = CLKB, ceb = CEB & (BLKSELB == BLK_SEL_1), web = WREB, reb = 1'b1, oceb = OCEB;
+  wire rstb = RESETB;
+  wire [13:0] adb = ADB;
+  wire [35:0] dib = {18'd0, DIB};
+  assign DOA = oa[17:0];
+  assign DOB = ob[17:0];
+`include "gowin_bsram_body.vh"
+endmodule
+
+module HWGEN_SIM_MULT9X9(input [8:0] A, SIA, B, SIB, input ASIGN, BSIGN, ASEL, BSEL,
+    input CE, CLK, RESET, output [17:0] DOUT, output [8:0] SOA, SOB);
+  parameter AREG = 1'b0;
+  parameter BREG = 1'b0;
+  parameter OUT_REG = 1'b0;
+  parameter PIPE_REG = 1'b0;
+  parameter ASIGN_REG = 1'b0;
+  parameter BSIGN_REG = 1'b0;
+  parameter SOA_REG = 1'b0;
+  parameter MULT_RESET_MODE = "SYNC";
+  reg [8:0] ra = 0, rb = 0;
+  reg sa = 0, sb = 0;
+  reg [17:0] rp = 0, ro = 0;
+  wire [8:0] ia = AREG ? ra : (ASEL ? SIA : A);
+  wire [8:0] ib = BREG ? rb : (BSEL ? SIB : B);
+  wire ias = ASIGN_REG ? sa : ASIGN, ibs = BSIGN_REG ? sb : BSIGN;
+  wire signed [9:0] ea = {ias & ia[8], ia};
+  wire signed [9:0] eb = {ibs & ib[8], ib};
+  wire signed [19:0] prod = ea * eb;
+  wire [17:0] p = PIPE_REG ? rp : prod[17:0];
+  always @(posedge CLK) begin
+    if (RESET) begin
+      ra <= 0; rb <= 0; sa <= 0; sb <= 0; rp <= 0; ro <= 0;
+    end else if (CE) begin
+      ra <= ASEL ? SIA : A; rb <= BSEL ? SIB : B; sa <= ASIGN; sb <= BSIGN;
+      rp <= prod[17:0]; ro <= p;
+    end
+  end
+  assign DOUT = OUT_REG ? ro : p;
+  assign SOA = ia;
+  assign SOB = ib;
+endmodule
+
+module HWGEN_SIM_MULT18X18(input [17:0] A, SIA, B, SIB, input ASIGN, BSIGN, ASEL, BSEL,
+    input CE, CLK, RESET, output [35:0] DOUT, output [17:0] SOA, SOB);
+  parameter AREG = 1'b0;
+  parameter BREG = 1'b0;
+  parameter OUT_REG = 1'b0;
+  parameter PIPE_REG = 1'b0;
+  parameter ASIGN_REG = 1'b0;
+  parameter BSIGN_REG = 1'b0;
+  parameter SOA_REG = 1'b0;
+  parameter MULT_RESET_MODE = "SYNC";
+  reg [17:0] ra = 0, rb = 0;
+  reg sa = 0, sb = 0;
+  reg [35:0] rp = 0, ro = 0;
+  wire [17:0] ia = AREG ? ra : (ASEL ? SIA : A);
+  wire [17:0] ib = BREG ? rb : (BSEL ? SIB : B);
+  wire ias = ASIGN_REG ? sa : ASIGN, ibs = BSIGN_REG ? sb : BSIGN;
+  wire signed [18:0] ea = {ias & ia[17], ia};
+  wire signed [18:0] eb = {ibs & ib[17], ib};
+  wire signed [37:0] prod = ea * eb;
+  wire [35:0] p = PIPE_REG ? rp : prod[35:0];
+  always @(posedge CLK) begin
+    if (RESET) begin
+      ra <= 0; rb <= 0; sa <= 0; sb <= 0; rp <= 0; ro <= 0;
+    end else if (CE) begin
+      ra <= ASEL ? SIA : A; rb <= BSEL ? SIB : B; sa <= ASIGN; sb <= BSIGN;
+      rp <= prod[35:0]; ro <= p;
+    end
+  end
+  assign DOUT = OUT_REG ? ro : p;
+  assign SOA = ia;
+  assign SOB = ib;
+endmodule
