@@ -16,6 +16,7 @@ from .config import Dataflow
 from .latency import FIFO_LATENCY, fifo_depth, os_latency, requant_tail, ws_latency
 from .memmap import geometry_words
 from .passes import lookup
+from .timing import unit_latencies
 
 __all__ = ["FIFO_LATENCY", "EngineTiming", "engine_timing", "fifo_depth", "layer_busy_rows",
            "matmul_tiles", "matmul_timing", "os_latency", "program_cycles", "requant_tail",
@@ -188,17 +189,16 @@ def chunk_cycles(config, k_tiles, n_tiles, rows, raw, *, implementation=None):
     counted (see :func:`layer_cycles`).
 
     ``implementation`` (an :class:`~hwgen.implementation.Implementation`, the plain one by
-    default) adds the stages of its requantization pipeline to a requantized layer, and the
-    register before its array (:attr:`~hwgen.implementation.Implementation.registered_array`),
-    with registered reads and one requantization step also the walker's staged rows (the
-    first activation row a cycle later, which the weights' first tile may hide).
+    default) adds what its units state (:func:`hwgen.timing.unit_latencies`): the stages of
+    the requantization pipeline and the write-back to a requantized layer, the register before
+    the array, and the walker's staged rows (the first activation row a cycle later, which the
+    weights' first tile may hide).
     """
-    registered = implementation is not None and implementation.registered_array
-    staged = implementation is not None and implementation.stages_rows(config)
+    units = unit_latencies(config, implementation)
     timing = engine_timing(config, [rows] * (k_tiles * n_tiles),
-                           layer_spacing(config, k_tiles, n_tiles, raw), registered=registered,
-                           first_row=int(staged))
-    return timing.last + requant_tail(config, raw, implementation) + 1
+                           layer_spacing(config, k_tiles, n_tiles, raw), registered=units.array,
+                           first_row=units.first_row)
+    return timing.last + requant_tail(config, raw, units.requant) + 1
 
 
 def layer_cycles(config, descriptor, m, *, implementation=None):

@@ -3,10 +3,11 @@
 An :class:`~hwgen.config.AcceleratorConfig` says *what* the device computes (array, widths,
 buffers, clock) and is what the host checks; an :class:`Implementation` says *how* it is built
 for a chip (DSP blocks, pipeline registers, memory primitives, clock domains). The results are
-the same for every implementation; the cycles are too, but for
-:attr:`Implementation.requant_latency` cycles more per requantized layer, which
-:mod:`hwgen.cycles` counts. Boards choose their implementation (:mod:`hwgen.boards`); the
-simulations use the plain one unless told.
+the same for every implementation; the cycles differ by the registers it adds, each counted
+where its unit states it (the requantizer's stages, the write-back's, the array's input
+register, the walker's staged rows), which :mod:`hwgen.cycles` reads from those units. Boards
+choose their implementation (:mod:`hwgen.boards`); the simulations use the plain one unless
+told.
 """
 
 import dataclasses
@@ -14,7 +15,8 @@ import enum
 
 from .protocol import RX_FIFO, Features
 
-__all__ = ["DSP_OPERAND_BITS", "SB_MAC16_OPERAND_BITS", "DspPacking", "Implementation"]
+__all__ = ["DSP_OPERAND_BITS", "SB_MAC16_OPERAND_BITS", "DspPacking", "Implementation",
+           "Registers"]
 
 #: Signed operand width of an ECP5 MULT18X18D.
 DSP_OPERAND_BITS = 18
@@ -37,6 +39,36 @@ class DspPacking(enum.StrEnum):
                 DspPacking.MULT18X18D: DSP_OPERAND_BITS}[self]
 
 
+class Registers(enum.IntEnum):
+    """The register levels that a board's timing closure adds, each with every one before it.
+
+    Each level is what a board builds (:mod:`hwgen.boards.catalog`); the cycles each adds are
+    stated by the unit that builds its registers, and read from there by :mod:`hwgen.cycles`.
+    """
+
+    #: No register beyond the plain design's (the iCE40, the simulations).
+    NONE = 0
+    #: A register right after every memory's read port (an ECP5 build folds it into the
+    #: DP16KD: the block RAM's output then takes a fraction of a cycle, not most of one); the
+    #: readers address their memories a cycle ahead, so that the cycles stay, but for the
+    #: host's reads (a cycle more) and a pooling pass (one per pass). The ULX3S-12F's.
+    READS = 1
+    #: And the host port's requests staged in a register before the memories and the
+    #: controller, its answers in another (every access and ``start`` a cycle later, reads two
+    #: cycles more; on the 85F the link's decoding into all 64 WEIGHT blocks was the longest
+    #: path, 67.7 MHz after it), and the write-back's bank writes from registers (a cycle more
+    #: per chunk of a requantized layer: the lane rotation and a fused pool's maximum no longer
+    #: reach the banks in the cycle; 73.9 MHz after it). The ULX3S-25F's and -45F's.
+    HOST = 2
+    #: And a weight-stationary array's inputs registered before its skew (a cycle more from a
+    #: row's admission to its result), and the patch walker's rows staged in a register of
+    #: their own where its step is a register (one requantization step): a chunk's first row a
+    #: cycle later, which a weight-stationary array's first weight tile hides. The first row's
+    #: lane has no skew register: without it the feeder's row crossed the 85F's die into that
+    #: row's DSP inputs in one cycle. The ULX3S-85F's.
+    ARRAY = 3
+
+
 def _bool(name, value):
     if not isinstance(value, bool):
         raise ValueError(f"Implementation: {name}={value!r}; allowed: True or False")
@@ -46,6 +78,11 @@ def _bool(name, value):
 @dataclasses.dataclass(frozen=True)
 class Implementation:
     """Options that change the netlist of a design but not its results.
+
+    Some add cycles, each stated by the unit that builds it: the requantizer's three options
+    a cycle per stage per chunk of a requantized layer
+    (:meth:`hwgen.device.requantizer.Requantizer.stages_for`), ``registers`` what
+    :class:`Registers` says of each level.
 
     Parameters
     ----------
@@ -63,29 +100,8 @@ class Implementation:
         Build each requantization product from slices of this many bits of the biased
         accumulator, from operands registered once more, each product registered (two
         stages): 17 makes every product one ECP5 MULT18X18D. Not with ``split_multiplier``.
-    registered_reads : bool
-        A register right after every memory's read port (an ECP5 build folds it into the
-        DP16KD); the readers address their memories a cycle ahead, so that the cycles stay.
-    staged_host : bool
-        The host port's requests (strobes, region, address, data, start) pass a register
-        before the memories and the controller, and a read's answer another: every access,
-        and ``start``, take effect a cycle later, reads answer two cycles later
-        (:attr:`host_read_latency`), ``busy`` still rises the cycle after ``start``. The
-        memories' write enables and addresses then leave flip-flops, not the link's decoding
-        (routed across a large ECP5, its longest path).
-    registered_writeback : bool
-        The write-back's bank writes (address, data, enable) leave registers, after the lane
-        rotation and a fused pool's maximum: a cycle more per chunk of a requantized layer
-        (counted in :attr:`requant_latency`).
-    registered_array : bool
-        A weight-stationary array's inputs (the activation row, the weight row and what
-        travels with them) pass a register before its skew: a cycle more from a row's
-        admission to its result (:func:`hwgen.cycles.ws_latency`). The first row's lane has no
-        skew register, so without it the activation feeder's row ran from the banks' registers
-        across the die into that row's DSP inputs in one cycle. An output-stationary array
-        ignores it. With ``registered_reads`` (and one requantization step) the patch walker's
-        rows also pass a register of their own (its ``staged_rows``): a chunk's first row
-        comes a cycle later, which a weight-stationary array's first weight tile hides.
+    registers : Registers or int
+        The register levels for the clock (:class:`Registers`: what each adds, and costs).
     spram : bool
         Put the single-port buffers (weights, the frame payload) into iCE40UP SB_SPRAM256KA.
     link_on_oscillator : bool
@@ -106,7 +122,7 @@ class Implementation:
         One memory for OUTPUT and PARAM (:func:`hwgen.device.memories.out_param_layout`): the
         host reads OUTPUT and writes PARAM only while idle, a run only reads PARAM and writes
         OUTPUT, so one port of each kind serves both: a 140-bit memory of 208 words is nine
-        iCE40 block RAMs where the two took fifteen. Not with ``registered_reads``.
+        iCE40 block RAMs where the two took fifteen. Only with ``Registers.NONE``.
     rx_fifo : int
         Bytes of the UART's receive FIFO (INFO's ``rx_fifo``: what a host may send ahead of
         an answer it has not read, so the deeper, the more the next request overlaps the last
@@ -122,10 +138,7 @@ class Implementation:
     post_pipeline: bool = False
     split_multiplier: int = 1
     split_operand: int | None = None
-    registered_reads: bool = False
-    staged_host: bool = False
-    registered_writeback: bool = False
-    registered_array: bool = False
+    registers: Registers = Registers.NONE
     spram: bool = False
     link_on_oscillator: bool = False
     adder_dsp: bool = True
@@ -142,13 +155,21 @@ class Implementation:
                 raise ValueError(
                     f"Implementation: dsp_packing={self.dsp_packing!r}; allowed: None, "
                     + ", ".join(repr(p.value) for p in DspPacking)) from None
-        for name in ("post_pipeline", "registered_reads", "staged_host", "registered_writeback",
-                     "registered_array", "spram", "link_on_oscillator", "adder_dsp",
+        for name in ("post_pipeline", "spram", "link_on_oscillator", "adder_dsp",
                      "packed_wire", "class_output", "out_param_shared"):
             _bool(name, getattr(self, name))
-        if self.out_param_shared and self.registered_reads:
-            raise ValueError("Implementation: out_param_shared=True goes without "
-                             "registered_reads; allowed: one of the two")
+        try:
+            if isinstance(self.registers, bool):
+                raise ValueError
+            object.__setattr__(self, "registers", Registers(self.registers))
+        except ValueError:
+            raise ValueError(
+                f"Implementation: registers={self.registers!r}; allowed: "
+                + ", ".join(f"Registers.{r.name} ({r.value})" for r in Registers)) from None
+        if self.out_param_shared and self.registers:
+            raise ValueError(f"Implementation: out_param_shared=True goes without registers, not "
+                             f"with registers=Registers.{self.registers.name}; allowed: "
+                             "Registers.NONE, or out_param_shared=False")
         if isinstance(self.rx_fifo, bool) or not isinstance(self.rx_fifo, int) \
                 or self.rx_fifo < 2:
             raise ValueError(f"Implementation: rx_fifo={self.rx_fifo!r}; allowed: an int >= 2 "
@@ -176,10 +197,11 @@ class Implementation:
             If ``split_multiplier`` has more pieces than the multiplier has bits, or the DSP
             packing cannot multiply the configuration's operands.
         """
-        if config.act_spram_depth and self.registered_reads:
-            raise ValueError(f"Implementation: registered_reads=True cannot read ACT split at "
-                             f"act_spram_depth={config.act_spram_depth}; allowed: "
-                             "registered_reads=False, or act_spram_depth=0")
+        if config.act_spram_depth and self.registers:
+            raise ValueError(f"Implementation: registers=Registers.{self.registers.name} cannot "
+                             f"read ACT split at act_spram_depth={config.act_spram_depth} (its "
+                             "reads are not registered); allowed: registers=Registers.NONE, or "
+                             "act_spram_depth=0")
         if self.split_multiplier > config.mult_bits:
             raise ValueError(
                 f"Implementation: split_multiplier={self.split_multiplier} cuts the "
@@ -205,34 +227,6 @@ class Implementation:
         ``features``)."""
         return ((Features.PACKED if self.packed_wire else Features.NONE)
                 | (Features.CLASSES if self.class_output else Features.NONE))
-
-    @property
-    def host_read_latency(self):
-        """Cycles from the host port's ``re`` to its ``rvalid``: one, one more with
-        ``registered_reads`` and two more with ``staged_host``."""
-        return 1 + self.registered_reads + 2 * self.staged_host
-
-    @property
-    def requantizer_stages(self):
-        """Pipeline stages these options add to the requantizer itself."""
-        stages = 3 if self.post_pipeline else 0
-        if self.split_multiplier > 1:
-            stages += 1
-        if self.split_operand is not None:
-            stages += 2
-        return stages
-
-    @property
-    def requant_latency(self):
-        """Cycles a requantized layer takes beyond the plain design (each chunk of it): one
-        per pipeline stage these options add to the requantizer and its write-back."""
-        return self.requantizer_stages + self.registered_writeback
-
-    def stages_rows(self, config):
-        """Return whether the patch walker's rows pass a register of their own
-        (``registered_array`` where the feeder has its skid: registered reads, one
-        requantization step): a chunk's first activation row a cycle later."""
-        return self.registered_array and self.registered_reads and config.requant_steps == 1
 
     def requant_in_dsp(self, config):
         """Return whether the requantization's slice products are MULT18X18Ds with their

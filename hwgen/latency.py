@@ -1,6 +1,7 @@
 """The device's fixed latencies: the array's, the engine's output FIFO's and the
 post-processing's tail, which the cycle models (:mod:`hwgen.cycles`, the pass kinds'
-:mod:`hwgen.passes`) and the blocks that have them read alike."""
+:mod:`hwgen.passes`) and the blocks that have them read alike (the cycles an implementation's
+units add: :mod:`hwgen.timing`)."""
 
 from .config import Dataflow
 
@@ -12,8 +13,7 @@ FIFO_LATENCY = 2
 
 def ws_latency(config, registered=False):
     """Cycles from admitting an activation row to its result leaving the array (WS), one more
-    with ``registered`` inputs
-    (:attr:`hwgen.implementation.Implementation.registered_array`)."""
+    with ``registered`` inputs (:attr:`hwgen.timing.UnitLatencies.array`)."""
     return config.rows + config.cols + 1 + int(registered)
 
 
@@ -36,13 +36,10 @@ _RAW_TAIL = 2
 _REQUANT_TAIL = 4
 
 
-def requant_tail(config, raw, implementation=None):
+def requant_tail(config, raw, stages=0):
     """Return the cycles from a chunk's last result row leaving the engine to its last write:
-    the accumulate stage and the post-processing (bias, requantize with ``implementation``'s
-    pipeline, write), or a raw row's write."""
+    the accumulate stage and the post-processing (bias, requantize, write, with ``stages``
+    more: :attr:`hwgen.timing.UnitLatencies.requant`), or a raw row's write."""
     if raw:
         return _RAW_TAIL
-    tail = _REQUANT_TAIL + config.requant_steps - 1
-    if implementation is not None:
-        tail += implementation.requant_latency
-    return tail
+    return _REQUANT_TAIL + config.requant_steps - 1 + stages

@@ -1,24 +1,65 @@
 """The implementation options: validation (each error names the option, its value and what is
-allowed), the requantization's extra cycles, the check against a configuration, the DSP
-packing per dataflow and where the requantization's products go."""
+allowed), the register levels, the requantization's extra cycles, the check against a
+configuration, the DSP packing per dataflow and where the requantization's products go."""
 
 import dataclasses
 
 import pytest
 
 from hwgen.config import AcceleratorConfig
-from hwgen.implementation import DspPacking, Implementation
+from hwgen.device.requantizer import Requantizer
+from hwgen.implementation import DspPacking, Implementation, Registers
 
-BOOL_OPTIONS = ("post_pipeline", "registered_reads", "spram", "link_on_oscillator")
+BOOL_OPTIONS = ("post_pipeline", "spram", "link_on_oscillator", "out_param_shared")
 
 
 def test_defaults_are_the_plain_design():
     impl = Implementation()
     assert impl.dsp_packing is None
-    assert not (impl.post_pipeline or impl.registered_reads or impl.spram
-                or impl.link_on_oscillator)
+    assert not (impl.post_pipeline or impl.spram or impl.link_on_oscillator)
+    assert impl.registers is Registers.NONE
     assert impl.split_multiplier == 1 and impl.split_operand is None
-    assert impl.requant_latency == 0
+    assert Requantizer.stages_for(impl) == 0
+
+
+@pytest.mark.parametrize("value", [0, 1, 2, 3, *Registers])
+def test_registers_take_a_level_or_its_number(value):
+    impl = Implementation(registers=value)
+    assert impl.registers is Registers(value)
+    assert Implementation(registers=Registers(value)) == impl
+
+
+@pytest.mark.parametrize("value", [4, -1, True, 1.5, "HOST", None])
+def test_registers_outside_the_levels_are_refused(value):
+    with pytest.raises(ValueError, match=(
+            rf"Implementation: registers={value!r}; allowed: Registers.NONE \(0\), "
+            r"Registers.READS \(1\), Registers.HOST \(2\), Registers.ARRAY \(3\)")) as info:
+        Implementation(registers=value)
+    assert info.value.__cause__ is None
+
+
+def test_levels_add_their_registers_in_order():
+    """Each level has every one before it: the boards' three and the plain design."""
+    assert [level.value for level in Registers] == [0, 1, 2, 3]
+    assert Registers.NONE < Registers.READS < Registers.HOST < Registers.ARRAY
+
+
+@pytest.mark.parametrize("level", [Registers.READS, Registers.HOST, Registers.ARRAY])
+def test_registers_refuse_what_has_no_registered_reads(level):
+    """One memory for OUTPUT and PARAM, and ACT split into single-port memories, are built
+    for plain reads only."""
+    with pytest.raises(ValueError, match=(
+            rf"Implementation: out_param_shared=True goes without registers, not with "
+            rf"registers=Registers.{level.name}; allowed: Registers.NONE, or "
+            r"out_param_shared=False")):
+        Implementation(registers=level, out_param_shared=True)
+    cfg = AcceleratorConfig(rows=2, cols=2, act_depth=128, act_spram_depth=64, spatial=False,
+                            residual=False)
+    with pytest.raises(ValueError, match=(
+            rf"Implementation: registers=Registers.{level.name} cannot read ACT split at "
+            r"act_spram_depth=64 .*; allowed: registers=Registers.NONE, or act_spram_depth=0")):
+        Implementation(registers=level).check(cfg)
+    Implementation(out_param_shared=True).check(cfg)
 
 
 @pytest.mark.parametrize("value", ["sb_mac16", "mult18x18d", DspPacking.SB_MAC16])
@@ -90,14 +131,14 @@ def test_options_are_frozen():
     ({"post_pipeline": True, "split_multiplier": 4}, 4),
     ({"post_pipeline": True, "split_operand": 17}, 5),
     # Options outside the requantization add no stage.
-    ({"registered_reads": True, "spram": True, "link_on_oscillator": True,
+    ({"registers": Registers.ARRAY, "spram": True, "link_on_oscillator": True,
       "dsp_packing": "mult18x18d"}, 0),
 ], ids=["plain", "pipelined", "split2", "split16", "operand7", "ice40-like", "ecp5-like",
         "others"])
-def test_requant_latency_counts_the_stages_the_options_add(options, stages):
+def test_requantizer_counts_the_stages_the_options_add(options, stages):
     """Three pipeline stages for post_pipeline, one for a split multiplier, two for a split
     operand (as the options' documentation says); the Requantizer's tests measure them."""
-    assert Implementation(**options).requant_latency == stages
+    assert Requantizer.stages_for(Implementation(**options)) == stages
 
 
 def test_check_refuses_more_multiplier_pieces_than_bits():

@@ -19,7 +19,7 @@ import dataclasses
 import enum
 import importlib
 
-from ..implementation import DspPacking, Implementation
+from ..implementation import DspPacking, Implementation, Registers
 
 __all__ = [
     "BOARDS",
@@ -195,29 +195,29 @@ ICE40_IMPLEMENTATION = Implementation(dsp_packing=DspPacking.SB_MAC16, post_pipe
                                       packed_wire=False, class_output=False,
                                       out_param_shared=True, rx_fifo=1024)
 #: How the ULX3S builds it: a MULT18X18D per processing element, the requantization pipelined
-#: with one MULT18X18D per 17-bit slice, every read registered, the host's requests staged in
-#: a register before the memories (their write enables and addresses from flip-flops: on the
-#: 85F the link's decoding into all 64 WEIGHT blocks was the longest path), the write-back's
-#: bank writes from registers, the link on the 25 MHz oscillator. The receive FIFO keeps its
+#: with one MULT18X18D per 17-bit slice, the registers of ``Registers.HOST`` (every read
+#: registered, the host's requests staged in a register before the memories, their write
+#: enables and addresses from flip-flops: on the 85F the link's decoding into all 64 WEIGHT
+#: blocks was the longest path; the write-back's bank writes from registers), the link on the
+#: 25 MHz oscillator. The receive FIFO keeps its
 #: default depth: a 2048-byte FIFO in a DP16KD made the netlist's block RAM model report a
 #: read of a byte written in the same cycle (not yet explained), so the ULX3S does not build
 #: it until that is understood.
 ECP5_IMPLEMENTATION = Implementation(dsp_packing=DspPacking.MULT18X18D, post_pipeline=True,
-                                     split_operand=17, registered_reads=True,
-                                     staged_host=True, registered_writeback=True,
+                                     split_operand=17, registers=Registers.HOST,
                                      link_on_oscillator=True)
 #: The 12F's: without CLASSES (the host picks the classes itself, the same answers), whose
 #: scanner would take the 4x4 preset past the LFE5U-12F's 12,096 LUT4s by the fit estimate
 #: (12,299 with it, 11,666 without; a Yosys synthesis of the preset with it projects 12,265).
-#: Its host port is not staged nor its write-back registered: its memories are few and near,
-#: and its fit was measured so.
+#: Its registers only ``Registers.READS`` (its host port not staged nor its write-back
+#: registered): its memories are few and near, and its fit was measured so.
 ECP5_12F_IMPLEMENTATION = dataclasses.replace(ECP5_IMPLEMENTATION, class_output=False,
-                                              staged_host=False, registered_writeback=False)
-#: The 85F's: the array's inputs registered too (a cycle more per pass): the first row's lane
-#: has no skew register, and across the 85F's die the activation feeder's row did not reach
-#: that row's DSP inputs in one cycle at the ResNet-8 preset's clock (docs/performance.md,
-#: "Toward 84.375 MHz").
-ECP5_85F_IMPLEMENTATION = dataclasses.replace(ECP5_IMPLEMENTATION, registered_array=True)
+                                              registers=Registers.READS)
+#: The 85F's: ``Registers.ARRAY``, the array's inputs registered too (a cycle more per pass):
+#: the first row's lane has no skew register, and across the 85F's die the activation
+#: feeder's row did not reach that row's DSP inputs in one cycle at the ResNet-8 preset's
+#: clock (docs/performance.md, "Toward 84.375 MHz").
+ECP5_85F_IMPLEMENTATION = dataclasses.replace(ECP5_IMPLEMENTATION, registers=Registers.ARRAY)
 
 
 #: How the Gowin boards build it: the array's products and the requantization's (one per 17-bit

@@ -4,9 +4,9 @@ block's own output register.
 Yosys maps every memory onto DP16KD blocks without their output register (``REGMODE NOREG``),
 and an unregistered DP16KD output takes most of a clock cycle in nextpnr's timing model (a
 registered one a fraction of it; docs/performance.md has the figures). The ECP5 builds register
-every memory read (``Implementation.registered_reads``); this pass, run before nextpnr, puts
-those registers into the blocks. Yosys has no pass for it (its memory library has no output
-registers).
+every memory read (``Implementation.registers`` from ``Registers.READS`` on); this pass, run
+before nextpnr, puts those registers into the blocks. Yosys has no pass for it (its memory
+library has no output registers).
 """
 
 import json
@@ -17,7 +17,7 @@ __all__ = ["fold_netlist_file", "fold_output_registers"]
 def fold_output_registers(netlist):
     """Move flip-flops that take a DP16KD's read data into the block's own output register.
 
-    A read port of :class:`hwgen.device.accelerator.AcceleratorCore` with ``registered_reads``
+    A read port of :class:`hwgen.device.accelerator.AcceleratorCore` with registered reads
     feeds each data bit to one flip-flop of its own, without reset, on the port's clock: this
     pass sets ``REGMODE`` to ``OUTREG``, drives the port's output clock enable with the
     flip-flops' enable, moves their outputs onto the block's pins and deletes them.

@@ -1,7 +1,5 @@
 """The accelerator on a Wishbone bus: registers and memory windows a CPU reads and writes."""
 
-import dataclasses
-
 from amaranth.hdl import Cat, Const, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
@@ -35,8 +33,9 @@ class WishboneTop(wiring.Component):
     ----------
     config : AcceleratorConfig
     implementation : Implementation or None
-        Its ``staged_host`` is ignored: the bus side holds the window's region and address in
-        registers already, so the core's host port is not staged (the latency above stays).
+        Its staging of the host port is left out (the core's ``host_in_registers``): the bus
+        side holds the window's region and address in registers already (the latency above
+        stays).
     pe_instances : bool
         Instantiate the processing elements by Verilog module name (for emission).
 
@@ -56,9 +55,8 @@ class WishboneTop(wiring.Component):
     def __init__(self, config, implementation=None, *, pe_instances=False):
         self.regmap = RegisterMap(config)
         self.config = config
-        if implementation is not None:
-            implementation = dataclasses.replace(implementation, staged_host=False)
-        self.accelerator = AcceleratorCore(config, implementation, pe_instances=pe_instances)
+        self.accelerator = AcceleratorCore(config, implementation, pe_instances=pe_instances,
+                                           host_in_registers=True)
         super().__init__({"bus": In(WishboneSignature(addr_width=ADDR_WIDTH)), "irq": Out(1)})
 
     def elaborate(self, platform):

@@ -47,18 +47,20 @@ from .host_access import (
     HostAccess,
     act_banks,
     host_read,
+    host_read_latency,
+    host_stages,
     host_write,
     same_word_port,
     share_read,
     share_write,
     stage_host,
 )
-from .memories import make_memories
+from .memories import make_memories, read_latency
 from .pass_starts import PassStarts
 from .pooler import Pooler
 from .postprocess import PostProcessor
 from .shared_ports import out_param_ports
-from .systolic import delay
+from .systolic import WeightStationaryArray, delay
 from .weight_feeder import WeightFeeder
 from .window_max import WindowMax
 from .writeback import WriteBack
@@ -78,9 +80,8 @@ class AcceleratorCore(wiring.Component):
     ----------
     config : AcceleratorConfig
     implementation : Implementation
-        How the blocks are built (DSP blocks, pipeline registers, registered reads, SPRAM);
-        the results are the same for every implementation, the cycles too but for
-        :attr:`Implementation.requant_latency` more per requantized layer.
+        How the blocks are built (DSP blocks, registers, SPRAM): the same results, and the
+        cycles but for the stages its units add, which :mod:`hwgen.cycles` reads from them.
     pe_instances : bool
         Instantiate the processing elements by Verilog module name (see
         :func:`hwgen.generate.emit_design`).
@@ -90,6 +91,8 @@ class AcceleratorCore(wiring.Component):
         post-processing, the pooler, the adder) are clocked from a clock that stops while no
         program runs (:func:`hwgen.device.clock_gate.gate_clock`), so that a simulator skips
         them while the host reads and writes memory.
+    host_in_registers : bool
+        The host port's driver registers its requests (a bus top's): the port is never staged.
 
     Members
     -------
@@ -101,13 +104,16 @@ class AcceleratorCore(wiring.Component):
     memories : dict
         Each :class:`amaranth.lib.memory.Memory` by name, once elaborated (the tests watch
         their ports for collisions).
+    host_read_latency : int
+        Cycles from the host port's ``re`` to its ``rvalid``.
     banks : BankArbiter
         Which pass unit uses the activation banks: ``matrix`` (the feeders, the engine, the
         accumulators, the post-processing and the write-back), with ``config.spatial``
         ``pool`` (the pooler) and with ``config.residual`` ``add`` (the adder).
     """
 
-    def __init__(self, config, implementation=None, *, pe_instances=False, gate_idle=False):
+    def __init__(self, config, implementation=None, *, pe_instances=False, gate_idle=False,
+                 host_in_registers=False):
         implementation = Implementation() if implementation is None else implementation
         if not isinstance(implementation, Implementation):
             raise TypeError(f"implementation must be an Implementation, not {implementation!r}")
@@ -115,30 +121,31 @@ class AcceleratorCore(wiring.Component):
         self.gate_idle = bool(gate_idle)
         self.implementation = implementation.check(config)
         self._memories = {}
-        reg = implementation.registered_reads
+        reads = read_latency(implementation)
+        self.host_stages = 0 if host_in_registers else host_stages(implementation)
+        self.host_read_latency = host_read_latency(reads, self.host_stages)
         # The controller takes every result row as it comes (`o_result.ready` is tied high).
         self.engine = MatmulEngine(config, pe_instances=pe_instances,
                                    dsp_packing=implementation.packing_for(config), gated=True,
-                                   always_ready=True,
-                                   input_register=implementation.registered_array)
+                                   always_ready=True, input_register=bool(
+                                       WeightStationaryArray.input_stages_for(implementation)))
         self.controller = Controller(config, registered_bounds=implementation.post_pipeline)
-        self.weight_feeder = WeightFeeder(config, registered_reads=reg)
-        self.activation_feeder = ActivationFeeder(
-            config, registered_reads=reg, staged_rows=self.implementation.stages_rows(config))
-        self.accumulators = AccumulatorBank(config, registered_reads=reg)
+        self.weight_feeder = WeightFeeder(config, registered_reads=reads > 1)
+        self.activation_feeder = ActivationFeeder(config, implementation)
+        self.accumulators = AccumulatorBank(config, registered_reads=reads > 1)
         self.postprocess = PostProcessor(config, implementation)
         self.writeback = WriteBack(config, self.postprocess.addr_width,
-                                   registered=implementation.registered_writeback)
+                                   stages=WriteBack.stages_for(implementation))
         self.window_max = (WindowMax(config, self.postprocess.addr_width)
                            if fuses_pool(config) else None)
         # Pooling layers need the spatial walk too; without it there is no pooler.
-        self.pooler = Pooler(config, read_latency=1 + reg) if config.spatial else None
+        self.pooler = Pooler(config, read_latency=reads) if config.spatial else None
         # Residual adds (images or rows) run on the adder; a design without them has none.
-        self.adder = (Adder(config, read_latency=1 + reg,
+        self.adder = (Adder(config, read_latency=reads,
                             logic_products=not implementation.adder_dsp)
                       if config.residual else None)
         # Depthwise passes stream through the depthwise unit into the matrix datapath's array.
-        self.depthwise = (DepthwiseFeeder(config, read_latency=1 + reg)
+        self.depthwise = (DepthwiseFeeder(config, read_latency=reads)
                           if has_depthwise(config) else None)
         self.counters = CounterBlock(config)
         # The pass units that use the activation banks, by the kinds they run: the one place
@@ -162,11 +169,9 @@ class AcceleratorCore(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        cfg, impl = self.config, self.implementation
-        reg = impl.registered_reads
-        host, host_we = self.host, None
-        if impl.staged_host:
-            host, host_we = stage_host(m, self.host, cfg)
+        cfg = self.config
+        reg = self.weight_feeder.registered_reads
+        host, host_we = stage_host(m, self.host, cfg, self.host_stages)
         engine, ctrl, wf, af = (self.engine, self.controller, self.weight_feeder,
                                 self.activation_feeder)
         acc, pp, wb = self.accumulators, self.postprocess, self.writeback
@@ -174,10 +179,9 @@ class AcceleratorCore(wiring.Component):
         for name in ("engine", "controller", "weight_feeder", "activation_feeder",
                      "accumulators", "postprocess", "writeback", "pooler", "adder", "depthwise",
                      "banks", "counters"):
-            if getattr(self, name) is not None:
-                unit = getattr(self, name)
+            if (unit := getattr(self, name)) is not None:
                 m.submodules[name] = in_run(unit) if name in _RUN_UNITS else unit
-        self._memories = mems = make_memories(m, cfg, impl)
+        self._memories = mems = make_memories(m, cfg, self.implementation)
 
         busy = ctrl.busy
         # The array runs only during runs: it is empty between them (a run ends after its last
@@ -243,8 +247,7 @@ class AcceleratorCore(wiring.Component):
         # (Registered reads pass the rows through a register first: a cycle of it.)
         # (A pooling layer's end takes the same delay: its reads take the same cycle more.)
         # (A registered write-back writes a cycle later: the layer ends a cycle later too.)
-        done = Mux(desc.raw, pp.raw_end,
-                   delay(m, pp.o_step.p.end, int(impl.registered_writeback), name="wb_end"))
+        done = Mux(desc.raw, pp.raw_end, delay(m, pp.o_step.p.end, wb.stages, name="wb_end"))
         if self.pooler is not None:
             done = Mux(self.banks.grant.pool, self.pooler.done, done)
         if self.adder is not None:
@@ -300,8 +303,7 @@ class AcceleratorCore(wiring.Component):
             wf.wdiag.eq(ctrl.geom.wdiag),
             af.start_layer.eq(go.start_matrix), af.begin_chunk.eq(go.begin_matrix),
             af.prime.eq(go.prime_matrix), af.desc.eq(desc), af.geom.eq(ctrl.geom),
-            *([af.prime_next.eq(ctrl.prime_next & go.now_matrix)]
-              if self.implementation.registered_reads else []),
+            *([af.prime_next.eq(ctrl.prime_next & go.now_matrix)] if af.registered_reads else []),
             af.last_row.eq(ctrl.last_row),
             acc.start_layer.eq(go.start_array), acc.begin_chunk.eq(go.begin_array),
             acc.desc.eq(desc), acc.k_end.eq(ctrl.k_end), acc.n_end.eq(ctrl.n_end),

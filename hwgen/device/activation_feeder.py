@@ -5,6 +5,7 @@ from amaranth.hdl import Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from ..implementation import Implementation, Registers
 from ..memmap import (
     act_addr_bits,
     batch_bits,
@@ -13,6 +14,7 @@ from ..memmap import (
     geometry_layout,
 )
 from .engine import act_row_layout
+from .memories import read_latency
 from .patch_walker import PatchWalker
 from .skid import Skid
 
@@ -32,13 +34,13 @@ class ActivationFeeder(wiring.Component):
     config : AcceleratorConfig
         With ``requant_steps > 1`` the rows of a requantized layer's last reduction tile enter
         the engine ``requant_steps`` cycles apart, as fast as the requantization takes them.
-    registered_reads : bool
-        The banks' words pass registers: the walker addresses them a cycle ahead, from
+    implementation : Implementation or None
+        Its registers set the walker's stages (:meth:`walk_stages_for`): with registered reads
+        the banks' words pass registers, the walker addresses them a cycle ahead, from
         registers, and a :class:`~hwgen.device.skid.Skid` lets the feeder move on without
-        waiting for the engine's ``ready`` (one requantization step only).
-    staged_rows : bool
-        With the skid: the walker's rows pass a register more
-        (:class:`~hwgen.device.patch_walker.PatchWalker`'s ``staged_rows``), a cycle per chunk.
+        waiting for the engine's ``ready`` (one requantization step only); from
+        ``Registers.ARRAY`` on, with the skid, the walker's rows pass a register more, a cycle
+        per chunk (:meth:`first_row_for`). None: the plain one.
 
     Members
     -------
@@ -66,13 +68,35 @@ class ActivationFeeder(wiring.Component):
         To the engine's ``i_act``.
     """
 
-    def __init__(self, config, *, registered_reads=False, staged_rows=False):
+    @staticmethod
+    def walk_stages_for(config, implementation):
+        """Return the stages of the feeder's walker (:class:`PatchWalker`'s ``stages``) on a
+        device built with ``implementation``: none with plain reads; with registered reads
+        (:func:`~hwgen.device.memories.read_latency` two) the look-ahead, its step from a
+        register where a skid takes the rows (one requantization step), its rows staged too
+        from ``Registers.ARRAY`` on."""
+        if read_latency(implementation) == 1:
+            return PatchWalker.PLAIN
+        if config.requant_steps > 1:
+            return PatchWalker.LOOKAHEAD
+        if implementation.registers >= Registers.ARRAY:
+            return PatchWalker.STAGED_ROWS
+        return PatchWalker.REGISTERED_STEP
+
+    @classmethod
+    def first_row_for(cls, config, implementation):
+        """Return the cycles the feeder adds before a chunk's first row on a device built with
+        ``implementation`` (one with staged rows, which :mod:`hwgen.cycles` counts)."""
+        return int(cls.walk_stages_for(config, implementation) == PatchWalker.STAGED_ROWS)
+
+    def __init__(self, config, implementation=None):
+        implementation = Implementation() if implementation is None else implementation
         self.config = config
-        self.registered_reads = registered_reads
-        # With the skid, `take` is a register whose next value the skid gives.
-        skid = registered_reads and config.requant_steps == 1
-        self.walker = PatchWalker(config, lookahead=registered_reads, registered_step=skid,
-                                  staged_rows=staged_rows and skid)
+        stages = self.walk_stages_for(config, implementation)
+        self.registered_reads = stages >= PatchWalker.LOOKAHEAD
+        # With the skid (REGISTERED_STEP on), `take` is a register whose next value the skid
+        # gives.
+        self.walker = PatchWalker(config, stages=stages)
         lanes = config.act_lanes
         super().__init__({
             "start_layer": In(1),
@@ -87,7 +111,7 @@ class ActivationFeeder(wiring.Component):
             "rd_take": Out(1),
             "rd_data": In(data.ArrayLayout(signed(config.in_bits), lanes)),
             "o_act": Out(stream.Signature(act_row_layout(config))),
-            **({"prime_next": In(1)} if registered_reads else {}),
+            **({"prime_next": In(1)} if self.registered_reads else {}),
         })
 
     def elaborate(self, platform):
@@ -109,7 +133,7 @@ class ActivationFeeder(wiring.Component):
         o = self.o_act
         feed = Signal(o.payload.shape(), name="feed")   # the row in `valid`
         steps = cfg.requant_steps
-        if self.registered_reads and steps == 1:
+        if self.walker.registered_step:
             m.submodules.skid = skid = Skid(o.payload.shape())
             m.d.comb += [skid.valid.eq(valid), skid.payload.eq(feed), take.eq(skid.take),
                          walker.prime_next.eq(self.prime_next),

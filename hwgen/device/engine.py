@@ -68,8 +68,8 @@ class MatmulEngine(wiring.Component):
         than :mod:`hwgen.cycles` counts for the engine.
     input_register : bool
         The weight-stationary array's inputs pass a register
-        (:class:`hwgen.device.systolic.WeightStationaryArray`): a cycle more per row. An
-        output-stationary array ignores it.
+        (:meth:`hwgen.device.systolic.WeightStationaryArray.input_stages_for`): a cycle more
+        per row. An output-stationary array ignores it.
 
     Members
     -------

@@ -5,22 +5,24 @@ accelerator's own blocks drive them; while it is idle the host port does. :class
 decodes the host's requests and :func:`share_read` / :func:`share_write` put the two users of
 a port behind one multiplexer, so that the blocks see a plain port of their own.
 
-With ``registered_reads`` every read port ends at a register of its own, which takes the word
-the cycle after the memory does (an ECP5 build folds it into the block RAM): the blocks address
-their ports a cycle ahead, and the host's reads take a cycle more.
+With registered reads (:func:`hwgen.device.memories.read_latency` two) every read port ends at
+a register of its own, which takes the word the cycle after the memory does (an ECP5 build
+folds it into the block RAM): the blocks address their ports a cycle ahead, and the host's
+reads take a cycle more.
 
-With ``staged_host`` (:func:`stage_host`) the host's requests pass a register first, each
-region's write enable decoded into a flip-flop of its own: a large ECP5's memories then see
-flip-flops, not the link's decoding routed across the die.
+With a staged host port (:func:`host_stages`, :func:`stage_host`) the host's requests pass a
+register first, each region's write enable decoded into a flip-flop of its own: a large ECP5's
+memories then see flip-flops, not the link's decoding routed across the die.
 """
 
 from amaranth.hdl import Cat, Const, Mux, Signal
 
+from ..implementation import Registers
 from ..memmap import HostPortSignature, Region
 from .shared_ports import split_act_banks
 
-__all__ = ["HostAccess", "act_banks", "host_read", "host_write", "same_word_port", "share_read",
-           "share_write", "stage_host"]
+__all__ = ["HostAccess", "act_banks", "host_read", "host_read_latency", "host_stages",
+           "host_write", "same_word_port", "share_read", "share_write", "stage_host"]
 
 #: The host port's members that the host drives, and those the accelerator answers with.
 _REQUESTS = ("region", "addr", "wdata", "we", "re", "start", "batch", "clear", "snapshot")
@@ -28,9 +30,23 @@ _ANSWERS = ("rdata", "rvalid")
 _COUNTERS = ("cycles", "busy_cycles", "macs")
 
 
-def stage_host(m, host, config):
+def host_stages(implementation):
+    """Return the registers the host port's requests pass on a device built with
+    ``implementation`` (:func:`stage_host`): one from ``Registers.HOST`` on, none before."""
+    return int(implementation.registers >= Registers.HOST)
+
+
+def host_read_latency(read_latency, stages):
+    """Return the cycles from the host port's ``re`` to its ``rvalid``: the memories'
+    ``read_latency`` (:func:`hwgen.device.memories.read_latency`), two more with a staged port
+    (``stages`` 1, :func:`host_stages`: the request and the answer each pass a register)."""
+    return read_latency + 2 * stages
+
+
+def stage_host(m, host, config, stages=1):
     """Put a register between the host port ``host`` and the accelerator; return the port the
-    accelerator's blocks use instead, and each region's write strobe (a flip-flop).
+    accelerator's blocks use instead, and each region's write strobe (a flip-flop). With
+    ``stages`` 0 (:func:`host_stages`) return ``host`` itself and None (no strobes).
 
     Every request takes effect a cycle later, in the order it came; the strobes (``we``,
     ``re``, ``start``) are dropped while ``busy`` is high, as the accelerator drops them, so
@@ -43,9 +59,13 @@ def stage_host(m, host, config):
     Returns
     -------
     inner : the staged port (:class:`hwgen.memmap.HostPortSignature`'s members)
-    we : dict of Region to Signal
+    we : dict of Region to Signal or None
         ``inner.we`` for that region, decoded before the register.
     """
+    if stages not in (0, 1):
+        raise ValueError(f"stage_host: stages={stages!r}; allowed: 0, 1")
+    if not stages:
+        return host, None
     inner = HostPortSignature(config).create(path=("host_q",))
     idle = ~host.busy
     m.d.sync += [getattr(inner, name).eq(getattr(host, name)) for name in _REQUESTS]

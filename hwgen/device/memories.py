@@ -1,14 +1,24 @@
-"""The accelerator's memories: which exist, their shapes, and which never see a collision."""
+"""The accelerator's memories: which exist, their shapes, their read latency, and which never
+see a collision."""
 
 import math
 
 from amaranth.hdl import signed, unsigned
 from amaranth.lib import memory
 
+from ..implementation import Registers
 from ..memattrs import NO_COLLISION_ATTRS, SPRAM_ATTRS, SPRAM_SUFFIX
 from ..memmap import Region, regions
 
-__all__ = ["act_groups", "collision_free_memories", "make_memories", "out_param_layout"]
+__all__ = ["act_groups", "collision_free_memories", "make_memories", "out_param_layout",
+           "read_latency"]
+
+
+def read_latency(implementation):
+    """Return the cycles from a memory read's address to the word its reader takes: one, two
+    where every read port ends at a register (``Registers.READS`` on; the readers address
+    their ports a cycle ahead, see :mod:`hwgen.device.host_access`)."""
+    return 1 + (implementation.registers >= Registers.READS)
 
 
 def out_param_layout(config):
@@ -39,7 +49,8 @@ def collision_free_memories(config, implementation):
     activations to an area the compiler keeps apart from the one it reads. So a board build may
     tell Yosys that a collision cannot happen (``COLLISION_X_MASK``): otherwise it adds a
     register and a multiplexer per bit of the word to return the old word on a collision.
-    The accumulators' read-modify-write needs that bypass, unless ``registered_reads``: that
+    The accumulators' read-modify-write needs that bypass, unless reads are registered
+    (:func:`read_latency`): that
     read skips a colliding cycle and forwards the word itself. (The single-port memories below
     ``act_spram_depth`` read only when they do not write.)
     """
@@ -47,7 +58,7 @@ def collision_free_memories(config, implementation):
     names = ["prog", *shared, *(f"act{b}" for b in range(config.act_lanes))]
     if not implementation.spram:
         names.append("weight")
-    if implementation.registered_reads:
+    if read_latency(implementation) > 1:
         names.append("acc")
     return names
 

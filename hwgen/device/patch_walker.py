@@ -24,9 +24,10 @@ are kept beside it (set from comparisons with the bound less two, one step early
 pixel's counters also keep a "last but one" flag, from the bound less three, so that the next
 pixel's "last" flags are registers too), and the
 first input pixel of the current kernel position and its coordinates are kept too, so that a
-step is one adder behind a multiplexer. With ``lookahead`` the walk runs two rows ahead of the
-row the feeder takes: one stage steps the position, the next forms the banks' addresses (with
-``staged_rows`` three: the formed row passes a register of its own).
+step is one adder behind a multiplexer. With the look-ahead (:attr:`PatchWalker.LOOKAHEAD`
+stages and more) the walk runs two rows ahead of the row the feeder takes: one stage steps the
+position, the next forms the banks' addresses (with :attr:`PatchWalker.STAGED_ROWS` three: the
+formed row passes a register of its own).
 
 A device without spatial layers (``config.spatial`` False) walks rows only, and its walker has
 nothing else: no image or kernel coordinates, no geometry, and one chunk per layer (a batch is
@@ -148,7 +149,7 @@ class PatchWalker(wiring.Component):
     ``begin_chunk`` loads a chunk: the layer's first with ``start_layer``, the next one (the
     pixel after the last chunk's) without; ``prime``, high for two cycles after it, moves the
     first row into :attr:`cur`; then each ``take`` of a valid row moves the next one in. With
-    ``lookahead`` (registered reads) the walker keeps the rows after :attr:`cur` too, so that
+    the look-ahead (registered reads) the walker keeps the rows after :attr:`cur` too, so that
     the banks are addressed a cycle ahead from registers: ``rd_addr``/``rd_en`` are for the row
     :attr:`cur` holds after this cycle. Without it they are :attr:`cur`'s, read when taken.
 
@@ -158,18 +159,18 @@ class PatchWalker(wiring.Component):
         Without ``spatial`` every image is one pixel and every kernel one position, and a
         layer is one chunk (``begin_chunk`` starts it over; ``geom`` is not read, and
         ``more_chunks`` is always low).
-    lookahead : bool
-    registered_step : bool
-        With ``lookahead``: the step comes from a register, set a cycle early from the next
-        values of ``prime`` and ``take`` (``prime_next``, ``take_next``), which must be
-        registers, and so do the banks' reads (``rd_addr``, ``rd_en``): the step drives the
-        enables of every position and row register, and the reads go to every bank, across
-        the die on a large ECP5.
-    staged_rows : bool
-        With ``registered_step``: a row formed from the position passes a register before
-        :attr:`cur`'s successor takes it, so that the banks' reads come from registers through
-        multiplexers only. ``prime`` then leaves :attr:`cur` empty, and a step of its own
-        fills it: the first row comes a cycle later.
+    stages : int
+        The registers between the walk and the banks' reads, each level with the ones before:
+        :attr:`PLAIN` (0), :attr:`LOOKAHEAD` (1: the rows after :attr:`cur` kept, the banks
+        addressed a cycle ahead, for registered reads), :attr:`REGISTERED_STEP` (2: the step
+        comes from a register, set a cycle early from the next values of ``prime`` and
+        ``take``, ``prime_next`` and ``take_next``, which must be registers, and so do the
+        banks' reads, ``rd_addr`` and ``rd_en``: the step drives the enables of every position
+        and row register, and the reads go to every bank, across the die on a large ECP5),
+        :attr:`STAGED_ROWS` (3: a row formed from the position passes a register before
+        :attr:`cur`'s successor takes it, so that the banks' reads come from registers
+        through multiplexers only; ``prime`` then leaves :attr:`cur` empty, and a step of its
+        own fills it: the first row comes a cycle later).
 
     Members
     -------
@@ -177,7 +178,7 @@ class PatchWalker(wiring.Component):
         ``begin_chunk`` is high with ``start_layer`` too: one register, so that no gate
         between the controller's two starts comes before the position's load.
     prime_next, take_next : In(1)
-        With ``registered_step``: ``prime`` and ``take`` of the next cycle.
+        From :attr:`REGISTERED_STEP` on: ``prime`` and ``take`` of the next cycle.
     desc : In(descriptor_layout(config))
     geom : In(geometry_layout(config))
         From ``start_layer`` on; a spatial layer's from :func:`~.controller.geometry_lead`
@@ -194,15 +195,18 @@ class PatchWalker(wiring.Component):
         Pixels remain after the current chunk (valid once its first pass has walked it).
     """
 
-    def __init__(self, config, *, lookahead=False, registered_step=False, staged_rows=False):
-        if registered_step and not lookahead:
-            raise ValueError("PatchWalker: registered_step=True needs lookahead=True")
-        if staged_rows and not registered_step:
-            raise ValueError("PatchWalker: staged_rows=True needs registered_step=True")
-        self.staged_rows = staged_rows
+    #: The walker's register levels (``stages``).
+    PLAIN, LOOKAHEAD, REGISTERED_STEP, STAGED_ROWS = range(4)
+
+    def __init__(self, config, *, stages=PLAIN):
+        if not isinstance(stages, int) or isinstance(stages, bool) or stages not in range(4):
+            raise ValueError(f"PatchWalker: stages={stages!r}; allowed: 0 (plain), 1 "
+                             "(look-ahead), 2 (its step from a register), 3 (and staged rows)")
+        self.stages = stages
+        self.lookahead = stages >= self.LOOKAHEAD
+        self.registered_step = stages >= self.REGISTERED_STEP
+        self.staged_rows = stages >= self.STAGED_ROWS
         self.config = config
-        self.lookahead = lookahead
-        self.registered_step = registered_step
         # Without spatial layers (config.spatial False) every image is one pixel and every
         # kernel one position: the walk is the rows', in one chunk.
         self.spatial = config.spatial
@@ -222,7 +226,7 @@ class PatchWalker(wiring.Component):
             "rd_addr": Out(data.ArrayLayout(unsigned(act_addr_bits(config)), lanes)),
             "rd_en": Out(lanes),
             "more_chunks": Out(1),
-            **({"prime_next": In(1), "take_next": In(1)} if registered_step else {}),
+            **({"prime_next": In(1), "take_next": In(1)} if self.registered_step else {}),
         })
 
     def elaborate(self, platform):

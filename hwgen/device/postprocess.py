@@ -13,6 +13,7 @@ from .layouts import (
     step_layout,
     summed_row_layout,
 )
+from .memories import read_latency
 from .positions import advance
 from .requantizer import Requantizer
 
@@ -29,7 +30,8 @@ class PostProcessor(wiring.Component):
         With ``requant_steps > 1`` a row is requantized over that many cycles (rows then come
         that many cycles apart, as the activation feeder spaces them).
     implementation : Implementation
-        The requantizer's pipeline; with ``registered_reads`` the raw write leaves registers.
+        The requantizer's pipeline; with registered reads
+        (:func:`~hwgen.device.memories.read_latency`) the raw write leaves registers.
 
     Members
     -------
@@ -104,7 +106,7 @@ class PostProcessor(wiring.Component):
             m.d.comb += biased[j].eq(p1_sum[j] + par[j].bias)
         raw = [self.raw_addr.eq(p1_pos.dst + p1_pos.nt), self.raw_data.eq(biased),
                self.raw_we.eq(p1_valid & desc.raw)]
-        if self.implementation.registered_reads:
+        if read_latency(self.implementation) > 1:
             # The raw write from registers: the bias adder, behind the parameter memory, ends
             # at a register, not at the output memory. A cycle later is still in time: the
             # layer ends FIFO_LATENCY cycles after its last row.

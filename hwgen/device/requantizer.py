@@ -161,8 +161,8 @@ class Requantizer(wiring.Component):
     config : AcceleratorConfig
         ``acc_bits``, ``mult_bits``, ``in_bits`` (the outputs) and ``requant_lanes`` (the lanes).
     implementation : Implementation
-        ``post_pipeline`` (three more stages), ``split_multiplier`` (one more),
-        ``split_operand`` (two more), and whether the slice products are MULT18X18Ds.
+        ``post_pipeline``, ``split_multiplier``, ``split_operand`` (:meth:`stages_for`), and
+        whether the slice products are MULT18X18Ds.
     pos_shape : shape-like
         Of ``pos``, which the requantizer only carries.
 
@@ -207,10 +207,19 @@ class Requantizer(wiring.Component):
             "o_pos": Out(pos_shape),
         })
 
+    @staticmethod
+    def stages_for(implementation):
+        """Return the pipeline stages ``implementation`` adds to the requantizer (a cycle
+        each per chunk of a requantized layer, which :mod:`hwgen.cycles` counts): three for
+        ``post_pipeline``, one for ``split_multiplier``, two for ``split_operand``."""
+        impl = implementation
+        return (3 * impl.post_pipeline + (impl.split_multiplier > 1)
+                + 2 * (impl.split_operand is not None))
+
     @property
     def latency(self):
         """Cycles from a step's ``valid`` to its ``o_valid``."""
-        return 2 + self.implementation.requantizer_stages
+        return 2 + self.stages_for(self.implementation)
 
     def elaborate(self, platform):
         m = Module()

@@ -25,7 +25,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..config import Dataflow
-from ..implementation import DspPacking
+from ..implementation import DspPacking, Registers
 from ..latency import ws_latency
 from ..memmap import has_depthwise
 from .layouts import dw_lines_layout, dw_sel_layout
@@ -348,7 +348,7 @@ class WeightStationaryArray(wiring.Component):
     input_register : bool
         Every input (activation and weight rows with what travels with them) passes a register
         before the skew: ``LATENCY`` is a cycle more, and the write rule below holds with the
-        same cycles (:attr:`hwgen.implementation.Implementation.registered_array`).
+        same cycles (:meth:`input_stages_for`).
 
     Members
     -------
@@ -391,6 +391,13 @@ class WeightStationaryArray(wiring.Component):
             **_tile_signature(config),
             **_depthwise_signature(config),
         })
+
+    @staticmethod
+    def input_stages_for(implementation):
+        """Return the registers before the skew on a device built with ``implementation``: one
+        from ``Registers.ARRAY`` on (a cycle more from a row's admission to its result, which
+        :func:`hwgen.latency.ws_latency` and so :mod:`hwgen.cycles` count), none before."""
+        return int(implementation.registers >= Registers.ARRAY)
 
     @property
     def latency(self):

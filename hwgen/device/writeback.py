@@ -4,6 +4,7 @@ from amaranth.hdl import Const, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from ..implementation import Registers
 from .layouts import step_layout
 
 __all__ = ["WriteBack"]
@@ -22,15 +23,15 @@ class WriteBack(wiring.Component):
     config : AcceleratorConfig
     addr_width : int
         Of the banks' addresses.
-    registered : bool
-        The writes leave registers, a cycle after their step came (the banks see flip-flops,
-        not the lane rotation; :attr:`hwgen.implementation.Implementation.registered_writeback`).
+    stages : int
+        0, or 1: the writes leave registers, a cycle after their step came (the banks see
+        flip-flops, not the lane rotation; :meth:`stages_for`).
 
     Members
     -------
     i_step : In(stream.Signature(step_layout(config, addr_width), always_ready=True))
         The requantized steps (``end`` is not used here). Each is written in the cycle it
-        comes (the next, ``registered``): the banks take a write every cycle, so the stream
+        comes (the next, with ``stages``): the banks take a write every cycle, so the stream
         has no ``ready``.
     wr_addr : Out(ArrayLayout(unsigned(addr_width), act_lanes))
     wr_data : Out(ArrayLayout(signed(in_bits), act_lanes))
@@ -38,9 +39,18 @@ class WriteBack(wiring.Component):
         Each bank's write.
     """
 
-    def __init__(self, config, addr_width, *, registered=False):
+    @staticmethod
+    def stages_for(implementation):
+        """Return the write-back's stages on a device built with ``implementation``: one from
+        ``Registers.HOST`` on (a cycle more per chunk of a requantized layer, which
+        :mod:`hwgen.cycles` counts), none before."""
+        return int(implementation.registers >= Registers.HOST)
+
+    def __init__(self, config, addr_width, *, stages=0):
+        if stages not in (0, 1):
+            raise ValueError(f"WriteBack: stages={stages!r}; allowed: 0, 1")
         self.config = config
-        self.registered = registered
+        self.stages = stages
         lanes = config.act_lanes
         value = signed(config.in_bits)
         super().__init__({
@@ -56,7 +66,7 @@ class WriteBack(wiring.Component):
         lanes, n_req = cfg.act_lanes, cfg.requant_lanes
         step = self.i_step.payload
         rem = step.pos.rem
-        write = m.d.sync if self.registered else m.d.comb
+        write = m.d.sync if self.stages else m.d.comb
         for b in range(lanes):
             # Lane j that lands in bank b: j = (b - rem) mod lanes.
             j = Signal(range(lanes), name=f"lane{b}")

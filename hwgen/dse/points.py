@@ -76,17 +76,18 @@ def _clock_plan(board, clock_hz):
 def _cycle_key(program, m, implementation=None):
     # What hwgen.cycles.program_cycles reads: the array's shape and dataflow, the
     # requantization's steps per row, the chunk size, each layer's kind, walk and the fields
-    # its kind's cycle model reads, and the implementation's requantization pipeline
+    # its kind's cycle model reads, and the cycles the implementation's units add
     # (tests/dse/test_points.py checks that configurations alike in these count alike).
     from ..memmap import geometry_words
     from ..passes import lookup
+    from ..timing import unit_latencies
 
     config = program.config
     layers = tuple((d["kind"], d["spatial"],
                     tuple(d[name] for name in lookup(d["kind"]).cycle_fields),
                     tuple(sorted((d.get("geometry") or {}).items())))
                    for d in program.descriptors)
-    latency = getattr(implementation, "requant_latency", 0)
+    latency = unit_latencies(config, implementation)
     # Spatial layers run in chunks of acc_depth pixels, after their geometry words.
     return (config.rows, config.cols, config.dataflow, config.requant_steps, config.acc_depth,
             geometry_words(config), layers, m, latency)

@@ -151,8 +151,9 @@ class Pass(abc.ABC):
         ``chunk(k_tiles, n_tiles, rows, raw)`` is the array's model of a chunk of ``rows``
         output pixels (:func:`hwgen.cycles.chunk_cycles`); ``implementation`` is the
         :class:`~hwgen.implementation.Implementation` the device is built with (None: the
-        plain one), for a kind whose unit's latency depends on it (a sweep's cycle cache keys
-        on its ``requant_latency``: :mod:`hwgen.dse.points`)."""
+        plain one), for a kind whose unit's latency depends on it
+        (:func:`hwgen.timing.unit_latencies`, on which a sweep's cycle cache keys:
+        :mod:`hwgen.dse.points`)."""
 
     @abc.abstractmethod
     def busy_rows(self, d, g, m):

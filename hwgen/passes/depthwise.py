@@ -46,6 +46,7 @@ from ..compiler.proofs import check_channel_params
 from ..latency import FIFO_LATENCY, requant_tail, ws_latency
 from ..memmap import GEOMETRY_LIMITS, PassKind, Region, has_depthwise, reduction_limits
 from ..nn import AvgPool2D, Conv2D, Dense, GlobalAvgPool2D
+from ..timing import unit_latencies
 from .base import Lowered, Pass, signed_range
 from .matrix import activation_fields, finish_tile
 
@@ -231,11 +232,10 @@ class DepthwisePass(Pass):
                 spec.pixels * spec.k_tiles * config.rows * spec.n_tiles * config.cols)
 
     def cycles(self, config, d, g, m, chunk, *, implementation=None):
-        registered = implementation is not None and implementation.registered_reads
-        latency = 1 + int(registered) + STREAM_LATENCY
-        array = (ws_latency(config, implementation is not None
-                            and implementation.registered_array) + FIFO_LATENCY)
-        tail = requant_tail(config, bool(d["raw"]), implementation)
+        units = unit_latencies(config, implementation)
+        latency = units.read + STREAM_LATENCY
+        array = ws_latency(config, units.array) + FIFO_LATENCY
+        tail = requant_tail(config, bool(d["raw"]), units.requant)
         plans = [tile_plan(kt, config.rows, g["kh"], g["kw"]) for kt in range(d["k_tiles"])]
         total = _LAYER_LEAD - _CHUNK_LEAD
         for _, _, rows in chunks(g, m):

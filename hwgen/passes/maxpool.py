@@ -11,6 +11,7 @@ import numpy as np
 
 from ..memmap import PassKind, Region
 from ..nn import MaxPool2D
+from ..timing import unit_latencies
 from .base import Lowered, Pass
 
 __all__ = ["MaxPoolPass"]
@@ -54,7 +55,7 @@ class MaxPoolPass(Pass):
         # kh * kw reads per output word, one a cycle.
         reads = m * g["oh"] * g["ow"] * d["src_stride"] * g["kh"] * g["kw"]
         # With registered reads the words pass a register of the pooler's too.
-        staged = implementation is not None and implementation.registered_reads
+        staged = unit_latencies(config, implementation).read - 1
         return _POOL_LEAD + reads + _POOL_TAIL + staged
 
     def busy_rows(self, d, g, m):

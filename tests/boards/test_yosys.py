@@ -12,6 +12,7 @@ from hwgen import boards
 from hwgen.boards import BOARDS
 from hwgen.boards.yosys import YOSYS_HIDE_BRACKETED_NAMES, parse_yosys_log, yosys_options
 from hwgen.config import AcceleratorConfig
+from hwgen.implementation import Registers
 
 
 def test_spram_memories_are_named_and_marked_for_yosys():
@@ -52,7 +53,7 @@ def test_collision_free_reads_are_marked_on_exactly_those_memories(tmp_path, spr
                             param_depth=4, acc_depth=16, prog_depth=2)
     board = BOARDS["icebreaker" if spram else "ulx3s-12f"]
     impl = dataclasses.replace(board.implementation, dsp_packing=None)
-    registered = impl.registered_reads
+    registered = impl.registers >= Registers.READS
     assert registered is not spram         # the ECP5 boards register the accumulators' reads
     device = Device(cfg, link="stream", implementation=impl)
     (tmp_path / "top.il").write_text(rtlil.convert(device, name="top"))

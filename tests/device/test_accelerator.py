@@ -18,7 +18,8 @@ from hwgen.boards.catalog import ICEBREAKER_PRESET
 from hwgen.config import AcceleratorConfig
 from hwgen.cycles import program_cycles
 from hwgen.device.accelerator import AcceleratorCore
-from hwgen.implementation import Implementation
+from hwgen.device.requantizer import Requantizer
+from hwgen.implementation import Implementation, Registers
 from hwgen.memmap import PassKind, reduction_limits
 from hwgen.nn import (
     AvgPool2D,
@@ -33,16 +34,16 @@ from sim.netgen import GRAPH_BLOCKS, random_graph, random_image, random_input, r
 
 PLAIN = Implementation()
 PIPELINED = Implementation(post_pipeline=True)
-REGISTERED = Implementation(registered_reads=True)
-#: Every variant the boards build (their DSP blocks aside), and their parts one at a time.
+REGISTERED = Implementation(registers=Registers.READS)
+#: Every variant the boards build (their DSP blocks aside), and their parts one at a time:
+#: each register level alone.
 VARIANTS = {"plain": PLAIN, "pipelined": PIPELINED, "registered-reads": REGISTERED,
             "split-multiplier": Implementation(post_pipeline=True, split_multiplier=3),
             "split-operand": Implementation(post_pipeline=True, split_operand=7),
-            "staged-host": Implementation(staged_host=True),
-            "registered-writeback": Implementation(registered_writeback=True),
+            "registered-host": Implementation(registers=Registers.HOST),
             "spram": Implementation(spram=True), "ice40": without_dsp(ICE40),
             "out-param-shared": Implementation(out_param_shared=True),
-            "registered-array": Implementation(registered_array=True),
+            "registered-array": Implementation(registers=Registers.ARRAY),
             "ecp5": without_dsp(ECP5), "ecp5-85f": without_dsp(ECP5_85F)}
 
 
@@ -74,11 +75,13 @@ def test_random_network(shape, dataflow):
 @pytest.mark.parametrize("name", list(VARIANTS))
 @pytest.mark.parametrize("dataflow", ["ws", "os"])
 def test_every_variant_is_exact_in_outputs_and_cycles(name, dataflow):
-    """Each implementation computes what the reference does, and hwgen.cycles counts its
-    cycles exactly (a requantized layer's pipeline stages included, and a cycle per chunk
-    of a weight-stationary array with registered inputs, or on this small output-stationary
-    array of the walker's staged rows, which come with registered reads: its first tile's
-    weights do not hide the first row's cycle)."""
+    """Each implementation (each register level among them) computes what the reference
+    does, and hwgen.cycles counts its cycles exactly, which are the plain design's and the
+    cycles the levels' documentation states: a requantized chunk's pipeline stages and
+    write-back register (from ``Registers.HOST`` on), and from ``Registers.ARRAY`` on a cycle
+    per chunk of a weight-stationary array with registered inputs, or on this small
+    output-stationary array of the walker's staged rows (its first tile's weights do not hide
+    the first row's cycle)."""
     impl = VARIANTS[name]
     cfg = _config((2, 3), dataflow=dataflow)
     result, prog, m, net = run_random_network(cfg, 23 + len(name), layers=3, max_width=9,
@@ -86,9 +89,10 @@ def test_every_variant_is_exact_in_outputs_and_cycles(name, dataflow):
     assert result["cycles"] == program_cycles(prog, m, impl)
     requantized = sum(layer.output != "raw" for layer in net.layers)
     chunks = len(net.layers) * -(-m // cfg.acc_depth)
-    registered = impl.registered_array and (dataflow == "ws" or impl.registered_reads)
-    assert result["cycles"] - program_cycles(prog, m) == (impl.requant_latency * requantized
-                                                           + registered * chunks)
+    requant = Requantizer.stages_for(impl) + (impl.registers >= Registers.HOST)
+    array = impl.registers >= Registers.ARRAY
+    assert result["cycles"] - program_cycles(prog, m) == (requant * requantized
+                                                           + array * chunks)
 
 
 @pytest.mark.parametrize(("shape", "name"), [((2, 2), "plain"), ((3, 1), "plain"),
@@ -148,8 +152,9 @@ def _unsaturated_layer(cfg, seed, impl):
     ((4, 4), 1, Implementation(post_pipeline=True, split_multiplier=4)),
     ((3, 4), 2, Implementation(post_pipeline=True, split_multiplier=3)),
     ((2, 3), None, Implementation(post_pipeline=True, split_operand=17,
-                                  registered_reads=True)),
-    ((3, 4), 2, Implementation(post_pipeline=True, split_operand=7, registered_reads=True)),
+                                  registers=Registers.READS)),
+    ((3, 4), 2, Implementation(post_pipeline=True, split_operand=7,
+                               registers=Registers.READS)),
 ], ids=["pipelined-2x3", "pipelined-3x2", "split2", "split4-lanes1", "split3-lanes2",
         "operand17", "operand7-lanes2"])
 def test_products_of_the_pipelined_requantization(shape, post_lanes, impl):
@@ -185,7 +190,7 @@ def test_accumulator_reads_skip_writes_between_spaced_rows(post_pipeline):
     net = random_network(rng, cfg, layers=2, max_width=9)
     prog = hwgen.compile(net, cfg, batch=3)
     xs = [random_input(rng, cfg, m, net.in_features) for m in (2, 1, 3)]
-    impl = Implementation(registered_reads=True, post_pipeline=post_pipeline)
+    impl = Implementation(registers=Registers.READS, post_pipeline=post_pipeline)
     _check_runs(cfg, prog, net, xs, impl, cycles=False)
 
 
@@ -206,7 +211,7 @@ def test_a_run_after_a_raw_layer_is_exact(name):
 
 @pytest.mark.parametrize(("shape", "widths", "batch", "impl"), [
     ((2, 3), (5, 7, 7), 3, PLAIN),
-    ((1, 3), (5, 10, 9), 1, Implementation(post_pipeline=True, registered_reads=True,
+    ((1, 3), (5, 10, 9), 1, Implementation(post_pipeline=True, registers=Registers.READS,
                                            split_operand=17)),
 ], ids=["plain", "ecp5"])
 def test_activation_reads_skip_words_past_the_row(shape, widths, batch, impl):
@@ -285,7 +290,7 @@ def test_max_pools_fused_into_convolutions(shape, name, dataflow, post_lanes):
 
 @pytest.mark.parametrize("options", [
     {"split_multiplier": 1}, {"split_multiplier": 4},
-    {"split_operand": 17, "registered_reads": True},     # the ECP5 boards'
+    {"split_operand": 17, "registers": Registers.READS},     # the ECP5 boards'
     {"split_operand": 5},
 ], ids=["whole", "split-multiplier", "ecp5", "split-operand-5"])
 def test_pipelined_requantization_saturates_on_any_bit_of_the_product(options):
@@ -499,26 +504,25 @@ def test_reductions_fill_the_fields_that_count_them(shape, name):
         _check_runs(cfg, prog, net, [x], VARIANTS[name])
 
 
-@pytest.mark.parametrize(("registered", "staged"), [(False, False), (True, False),
-                                                   (False, True), (True, True)],
-                         ids=["plain", "registered-reads", "staged-host", "both"])
-def test_host_port_reads_back_every_region(registered, staged):
+@pytest.mark.parametrize(("level", "in_registers", "latency"), [
+    (Registers.NONE, False, 1), (Registers.READS, False, 2), (Registers.HOST, False, 4),
+    (Registers.HOST, True, 2)], ids=["plain", "registered-reads", "staged-host", "bus"])
+def test_host_port_reads_back_every_region(level, in_registers, latency):
     """Words written through the host port read back from every region, each with ``rvalid``
     a fixed latency after ``re`` (one cycle, one more with registered reads, two more with a
-    staged host port) and zeros above the region's word; reads follow one another back to
-    back."""
+    staged host port, which ``Registers.HOST`` brings but for a driver that registers its
+    requests itself, a bus top) and zeros above the region's word; reads follow one another
+    back to back."""
     from hwgen.memmap import regions
 
     cfg = _config((2, 3))
-    impl = Implementation(registered_reads=registered, staged_host=staged)
-    dut = AcceleratorCore(cfg, impl)
+    dut = AcceleratorCore(cfg, Implementation(registers=level), host_in_registers=in_registers)
     h = dut.host
     rng = np.random.default_rng(5)
     images = {r: [int.from_bytes(rng.bytes(g.word_bits // 8 + 1), "little") % (1 << g.word_bits)
                   for _ in range(min(g.depth, 9))]
               for r, g in regions(cfg).items()}
-    latency = 1 + registered + 2 * staged
-    assert impl.host_read_latency == latency
+    assert dut.host_read_latency == latency
     seen = {}
 
     async def bench(ctx):

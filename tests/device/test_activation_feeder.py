@@ -28,6 +28,7 @@ from support import (
 from hwgen.config import AcceleratorConfig
 from hwgen.device.activation_feeder import ActivationFeeder
 from hwgen.device.controller import geometry_lead
+from hwgen.implementation import Implementation, Registers
 
 POISON = -99       # what a bank reads past its end (outside every test's value range)
 MAX_ROWS = 250     # rows of a random image layer
@@ -129,20 +130,23 @@ class ReadChecker:
         self.primed = self.primed or last_prime
 
 
-def run_feeder(config, registered, runs, ready, *, seed, staged=False):
+def run_feeder(config, level, runs, ready, *, seed):
     """Run ``runs`` as the controller would (FETCH and DECODE, LOAD, PRIME and PRIME2, the
     chunk, its results, NEXT and PRIME for the next chunk, ...), each step a few cycles after
     the previous chunk's rows all left; return the ``(cycle, chunk, data, last)`` of every row
     taken by the engine (chunks numbered across layers), each chunk's first ``prime`` cycle and
-    rows, the stream of every cycle and the banks' contents. ``staged``: the walker's staged
-    rows (with ``registered``), each chunk's first row a cycle later."""
-    dut = ActivationFeeder(config, registered_reads=registered, staged_rows=staged)
+    rows, the stream of every cycle and the banks' contents. ``level``: the device's register
+    level (registered reads from ``Registers.READS`` on, the walker's staged rows from
+    ``Registers.ARRAY`` on with one requantization step, each chunk's first row a cycle
+    later)."""
+    dut = ActivationFeeder(config, Implementation(registers=level))
+    registered = level >= Registers.READS
     lanes = config.act_lanes
     rng = np.random.default_rng(seed)
     banks = [{a: int(v) for a, v in enumerate(rng.integers(-128, 128, config.act_depth))}
              for _ in range(lanes)]
     ports = [ReadPortModel(bank, registered=registered, poison=POISON) for bank in banks]
-    checker = ReadChecker(registered, staged and dut.walker.staged_rows)
+    checker = ReadChecker(registered, _staged(config, level))
     sent, primes, chunks, stream = [], [], [], []
     # The controller's steps: ("wait", ...) a gap, then what it pulses once the chunk before
     # has left.
@@ -289,21 +293,31 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize(("registered", "staged"), [(False, False), (True, False), (True, True)],
-                         ids=["plain", "registered", "staged"])
+def _staged(config, level):
+    """Whether the feeder's walker stages its rows: from ``Registers.ARRAY`` on, where its step
+    is a register (one requantization step)."""
+    return level >= Registers.ARRAY and config.requant_steps == 1
+
+
+#: The register levels whose feeders differ (``Registers.HOST`` adds nothing to the feeder).
+LEVELS = [Registers.NONE, Registers.READS, Registers.ARRAY]
+
+
+@pytest.mark.parametrize("level", LEVELS, ids=["plain", "registered", "staged"])
 @pytest.mark.parametrize("case", list(CASES))
-def test_rows_back_to_back(case, registered, staged):
+def test_rows_back_to_back(case, level):
     """With the engine always ready: every row as the model says; a chunk's first row three
     cycles after its first ``prime`` (PRIME2, a read, then the row; four with the walker's
-    staged rows, which it has with the skid: one requantization step), then one row per cycle,
-    but ``requant_steps`` cycles after a requantized layer's last-tile row."""
+    staged rows, which it has with the skid: one requantization step, as the feeder states to
+    the cycle model), then one row per cycle, but ``requant_steps`` cycles after a
+    requantized layer's last-tile row."""
     cfg = _config(*CASES[case])
     rng = np.random.default_rng(len(case))
     runs = random_runs(rng, cfg, 3)
-    sent, primes, chunks, _, banks = run_feeder(cfg, registered, runs, [1] * 4000, seed=5,
-                                                staged=staged)
+    sent, primes, chunks, _, banks = run_feeder(cfg, level, runs, [1] * 4000, seed=5)
     check_rows(sent, chunks, banks)
-    fill = staged and cfg.requant_steps == 1
+    fill = _staged(cfg, level)
+    assert fill == ActivationFeeder.first_row_for(cfg, Implementation(registers=level))
     for c, ((part, desc), prime) in enumerate(zip(chunks, primes, strict=True)):
         cycles = [cycle for cycle, i, _, _ in sent if i == c]
         want = [prime + ControllerOutputs.PRIME_CYCLES + 1 + fill]
@@ -323,8 +337,7 @@ def test_rows_under_backpressure(case, p_ready):
     rng = np.random.default_rng(len(case) + int(p_ready * 100))
     runs = random_runs(rng, cfg, 3)
     ready = [int(v) for v in rng.random(8000) < p_ready]
-    results = [run_feeder(cfg, registered, runs, ready, seed=6, staged=staged)
-               for registered, staged in ((False, False), (True, False), (True, True))]
+    results = [run_feeder(cfg, level, runs, ready, seed=6) for level in LEVELS]
     for sent, _, chunks, stream, banks in results:
         zeros = check_rows(sent, chunks, banks)
         assert zeros > 0

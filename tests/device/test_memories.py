@@ -10,14 +10,14 @@ from support import ECP5, ICE40, SMALL, without_dsp
 from hwgen.config import AcceleratorConfig
 from hwgen.device.accelerator import AcceleratorCore
 from hwgen.device.memories import collision_free_memories, make_memories
-from hwgen.implementation import Implementation
+from hwgen.implementation import Implementation, Registers
 from hwgen.memattrs import NO_COLLISION_ATTRS, SPRAM_ATTRS, SPRAM_SUFFIX
 from hwgen.memmap import descriptor_layout
 
 IMPLEMENTATIONS = {
     "plain": Implementation(),
     "pipelined": Implementation(post_pipeline=True),
-    "registered-reads": Implementation(registered_reads=True),
+    "registered-reads": Implementation(registers=Registers.READS),
     "spram": Implementation(spram=True),
     "ice40": without_dsp(ICE40),
     "ecp5": without_dsp(ECP5),
@@ -65,7 +65,7 @@ def test_collision_free_memories(impl, config):
     want = {"prog", *shared, *(f"act{b}" for b in range(cfg.act_lanes))}
     if not implementation.spram:
         want.add("weight")
-    if implementation.registered_reads:
+    if implementation.registers >= Registers.READS:
         want.add("acc")
     assert set(names) == want
     # Every name is one of the accelerator's memories (so that the collision watch of the
@@ -75,7 +75,7 @@ def test_collision_free_memories(impl, config):
     others = set(dut.memories) - set(names)
     assert set(names) <= set(dut.memories)
     assert others == ({"weight" + SPRAM_SUFFIX} if implementation.spram else set()) | \
-        (set() if implementation.registered_reads else {"acc"})
+        (set() if implementation.registers >= Registers.READS else {"acc"})
 
 
 @pytest.mark.parametrize("config", list(CONFIGS))
@@ -119,7 +119,7 @@ def test_spram_needs_its_suffix_and_nothing_else_changes():
         Fragment.get(m, None)
     assert set(spram) - set(plain) == {"weight" + SPRAM_SUFFIX}
     assert set(plain) - set(spram) == {"weight"}
-    impl = dataclasses.replace(Implementation(), spram=True, registered_reads=True)
+    impl = dataclasses.replace(Implementation(), spram=True, registers=Registers.READS)
     assert "weight" not in collision_free_memories(cfg, impl)
 
 

@@ -166,7 +166,7 @@ def check_outputs(ctx, dut, where, *, row, read, more=None):
 def run_walker(config, lookahead, runs, *, seed):
     """Walk every layer of ``runs`` as the controller and the feeder would; return how many
     rows were checked and how many chunks started with ``start_chunk``."""
-    dut = PatchWalker(config, lookahead=lookahead)
+    dut = PatchWalker(config, stages=PatchWalker.LOOKAHEAD if lookahead else PatchWalker.PLAIN)
     rng = np.random.default_rng(seed)
     stats = {"rows": 0, "chunks": 0}
 
@@ -345,7 +345,16 @@ def test_no_process_holds_only_a_constant(config):
     from hwgen.generate import emit_verilog
 
     cfg = {**CONFIGS, **TAPS_CONFIGS}[config]
-    for lookahead in (False, True):
-        text = emit_verilog(PatchWalker(cfg, lookahead=lookahead), "walker")
+    for stages in (PatchWalker.PLAIN, PatchWalker.LOOKAHEAD):
+        text = emit_verilog(PatchWalker(cfg, stages=stages), "walker")
         found = re.findall(r"always @\*\n\s+(\S+) = [0-9]+'[hbd][0-9a-fA-F_]+;", text)
         assert not found, found
+
+
+@pytest.mark.parametrize("stages", [-1, 4, True, 1.0, "1"])
+def test_stages_outside_the_levels_are_refused(stages, refused):
+    """The walker's levels are 0..3 (the feeder picks one: ActivationFeeder.walk_stages_for);
+    anything else is refused, naming what is allowed."""
+    refused(r"PatchWalker: stages=.*; allowed: 0 \(plain\), 1 \(look-ahead\), 2 \(its step "
+            r"from a register\), 3 \(and staged rows\)",
+            lambda: PatchWalker(CONFIGS["2x3-acc5"], stages=stages))

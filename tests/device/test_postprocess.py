@@ -12,7 +12,7 @@ from support import ECP5, ICE40, SMALL, descriptor, random_bits, without_dsp
 
 from hwgen.config import AcceleratorConfig
 from hwgen.device.postprocess import PostProcessor
-from hwgen.implementation import Implementation
+from hwgen.implementation import Implementation, Registers
 from hwgen.memmap import descriptor_layout
 from hwgen.nn import requantize
 from sim.interpreter import signed
@@ -20,7 +20,7 @@ from sim.interpreter import signed
 VARIANTS = {
     "plain": Implementation(),
     "pipelined": Implementation(post_pipeline=True),
-    "registered-reads": Implementation(registered_reads=True),
+    "registered-reads": Implementation(registers=Registers.READS),
     "ice40": without_dsp(ICE40),
     "ecp5": without_dsp(ECP5),
 }
@@ -187,7 +187,7 @@ def test_rows_steps_and_raw_writes(variant, config):
     params = random_params(rng, cfg)
     layers = random_layers(rng, cfg, 16)
     slots = plan(cfg, layers, params, latency=latency, addr_width=dut.addr_width,
-                 raw_registered=impl.registered_reads, rng=rng)
+                 raw_registered=impl.registers >= Registers.READS, rng=rng)
     nt_bits = descriptor_layout(cfg).members["n_tiles"].width
     stats = {"raw": 0, "steps": 0, "en_low": 0, "holds": 0, "inside": 0}
 

@@ -14,7 +14,7 @@ from hwgen.config import AcceleratorConfig
 from hwgen.device.accelerator import AcceleratorCore
 from hwgen.device.requantizer import Requantizer
 from hwgen.generate import emit_verilog
-from hwgen.implementation import Implementation
+from hwgen.implementation import Implementation, Registers
 from hwgen.nn import requantize
 
 
@@ -89,7 +89,7 @@ def test_ecp5_requantization_products_use_the_dsp_registers(mult_bits, in_dsp):
     it against the reference); operands wider than the block keep the fabric's registers."""
     cfg = AcceleratorConfig(rows=2, cols=3, acc_bits=32, mult_bits=mult_bits)
     acc = AcceleratorCore(cfg, Implementation(dsp_packing="mult18x18d", post_pipeline=True,
-                                          split_operand=17, registered_reads=True))
+                                          split_operand=17, registers=Registers.READS))
     verilog = emit_verilog(acc, "acc")
     blocks = {name: body for name, body in re.findall(r"module (\S+)(.*?)endmodule", verilog, re.S)
               if "MULT18X18D #(" in body}

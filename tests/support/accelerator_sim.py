@@ -10,7 +10,7 @@ import hwgen
 from host.plan import execute_load_async, execute_run_async, run_plans
 from hwgen.device.accelerator import AcceleratorCore
 from hwgen.device.memories import collision_free_memories
-from hwgen.implementation import Implementation
+from hwgen.implementation import Implementation, Registers
 from sim.netgen import random_input, random_network
 
 #: Small buffers, so that Amaranth simulations of whole accelerators stay quick.
@@ -21,10 +21,9 @@ SMALL = {"act_depth": 100, "weight_depth": 256, "param_depth": 32, "acc_depth": 
 ICE40 = Implementation(dsp_packing="sb_mac16", post_pipeline=True, split_multiplier=4,
                        spram=True, link_on_oscillator=True, out_param_shared=True)
 ECP5 = Implementation(dsp_packing="mult18x18d", post_pipeline=True, split_operand=17,
-                      registered_reads=True, staged_host=True, registered_writeback=True,
-                      link_on_oscillator=True)
+                      registers=Registers.HOST, link_on_oscillator=True)
 #: The 85F's: the ECP5 boards' with the array's inputs registered.
-ECP5_85F = dataclasses.replace(ECP5, registered_array=True)
+ECP5_85F = dataclasses.replace(ECP5, registers=Registers.ARRAY)
 
 
 def without_dsp(implementation):
@@ -94,7 +93,7 @@ def run_program(cfg, prog, x, *more, implementation=None):
     """
     dut = AcceleratorCore(cfg, implementation)
     h = dut.host
-    read_latency = dut.implementation.host_read_latency
+    read_latency = dut.host_read_latency
     result = {}
 
     async def bench(ctx):
