@@ -112,9 +112,12 @@ def test_build_smoke(tmp_path, name, request):
     if reason:
         pytest.skip(reason)
     config = boards.board_config(board, **options)
-    shared_as = {TINY_DEVICE: "tiny_build", TINY_GOWIN_DEVICE: "tiny_gowin"}
-    if SMOKE[name] in shared_as:   # built once for every test that needs a build
-        shared = request.getfixturevalue(shared_as[SMOKE[name]])
+    # The session's shared builds, built once for every test that needs a build.
+    shared_as = next((fixture for spec, fixture in ((TINY_DEVICE, "tiny_build"),
+                                                    (TINY_GOWIN_DEVICE, "tiny_gowin"))
+                      if SMOKE[name] == spec), None)
+    if shared_as:
+        shared = request.getfixturevalue(shared_as)
         tmp_path, report, lines = Path(shared["out"]), shared["report"], shared["lines"]
     else:
         lines = []
