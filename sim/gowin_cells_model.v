@@ -140,66 +140,12 @@ endmodule
 
 module HWGEN_SIM_MULT9X9(input [8:0] A, SIA, B, SIB, input ASIGN, BSIGN, ASEL, BSEL,
     input CE, CLK, RESET, output [17:0] DOUT, output [8:0] SOA, SOB);
-  parameter AREG = 1'b0;
-  parameter BREG = 1'b0;
-  parameter OUT_REG = 1'b0;
-  parameter PIPE_REG = 1'b0;
-  parameter ASIGN_REG = 1'b0;
-  parameter BSIGN_REG = 1'b0;
-  parameter SOA_REG = 1'b0;
-  parameter MULT_RESET_MODE = "SYNC";
-  reg [8:0] ra = 0, rb = 0;
-  reg sa = 0, sb = 0;
-  reg [17:0] rp = 0, ro = 0;
-  wire [8:0] ia = AREG ? ra : (ASEL ? SIA : A);
-  wire [8:0] ib = BREG ? rb : (BSEL ? SIB : B);
-  wire ias = ASIGN_REG ? sa : ASIGN, ibs = BSIGN_REG ? sb : BSIGN;
-  wire signed [9:0] ea = {ias & ia[8], ia};
-  wire signed [9:0] eb = {ibs & ib[8], ib};
-  wire signed [19:0] prod = ea * eb;
-  wire [17:0] p = PIPE_REG ? rp : prod[17:0];
-  always @(posedge CLK) begin
-    if (RESET) begin
-      ra <= 0; rb <= 0; sa <= 0; sb <= 0; rp <= 0; ro <= 0;
-    end else if (CE) begin
-      ra <= ASEL ? SIA : A; rb <= BSEL ? SIB : B; sa <= ASIGN; sb <= BSIGN;
-      rp <= prod[17:0]; ro <= p;
-    end
-  end
-  assign DOUT = OUT_REG ? ro : p;
-  assign SOA = ia;
-  assign SOB = ib;
+  localparam W = 9;
+`include "gowin_mult_body.vh"
 endmodule
 
 module HWGEN_SIM_MULT18X18(input [17:0] A, SIA, B, SIB, input ASIGN, BSIGN, ASEL, BSEL,
     input CE, CLK, RESET, output [35:0] DOUT, output [17:0] SOA, SOB);
-  parameter AREG = 1'b0;
-  parameter BREG = 1'b0;
-  parameter OUT_REG = 1'b0;
-  parameter PIPE_REG = 1'b0;
-  parameter ASIGN_REG = 1'b0;
-  parameter BSIGN_REG = 1'b0;
-  parameter SOA_REG = 1'b0;
-  parameter MULT_RESET_MODE = "SYNC";
-  reg [17:0] ra = 0, rb = 0;
-  reg sa = 0, sb = 0;
-  reg [35:0] rp = 0, ro = 0;
-  wire [17:0] ia = AREG ? ra : (ASEL ? SIA : A);
-  wire [17:0] ib = BREG ? rb : (BSEL ? SIB : B);
-  wire ias = ASIGN_REG ? sa : ASIGN, ibs = BSIGN_REG ? sb : BSIGN;
-  wire signed [18:0] ea = {ias & ia[17], ia};
-  wire signed [18:0] eb = {ibs & ib[17], ib};
-  wire signed [37:0] prod = ea * eb;
-  wire [35:0] p = PIPE_REG ? rp : prod[35:0];
-  always @(posedge CLK) begin
-    if (RESET) begin
-      ra <= 0; rb <= 0; sa <= 0; sb <= 0; rp <= 0; ro <= 0;
-    end else if (CE) begin
-      ra <= ASEL ? SIA : A; rb <= BSEL ? SIB : B; sa <= ASIGN; sb <= BSIGN;
-      rp <= prod[35:0]; ro <= p;
-    end
-  end
-  assign DOUT = OUT_REG ? ro : p;
-  assign SOA = ia;
-  assign SOB = ib;
+  localparam W = 18;
+`include "gowin_mult_body.vh"
 endmodule
