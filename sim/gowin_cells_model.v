@@ -87,55 +87,13 @@ module HWGEN_SIM_SDPX9B(input CLKA, CEA, CLKB, CEB, OCE, RESETA, RESETB, input [
 endmodule
 
 module HWGEN_SIM_DPB(input CLKA, CEA, CLKB, CEB, OCEA, OCEB, RESETA, RESETB, WREA, WREB, input [13:0] ADA, ADB, input [2:0] BLKSELA, BLKSELB, input [15:0] DIA, DIB, output [15:0] DOA, DOB);
-  parameter READ_MODE0 = 1'b0;
-  parameter READ_MODE1 = 1'b0;
-  parameter WRITE_MODE0 = 2'b00;
-  parameter WRITE_MODE1 = 2'b00;
-  parameter BIT_WIDTH_0 = 16;
-  parameter BIT_WIDTH_1 = 16;
-  parameter BLK_SEL = 3'b000;
-  parameter BLK_SEL_0 = 3'b000;
-  parameter BLK_SEL_1 = 3'b000;
-  localparam X9 = 0;
-  localparam WA = BIT_WIDTH_0, WB = BIT_WIDTH_1, RMA = READ_MODE0, RMB = READ_MODE1;
-  localparam WMA = WRITE_MODE0, WMB = WRITE_MODE1;
-  wire clka = CLKA, cea = CEA & (BLKSELA == BLK_SEL_0), wea = WREA, rea = 1'b1, ocea = OCEA;
-  wire rsta = RESETA;
-  wire [13:0] ada = ADA;
-  wire [35:0] dia = {20'd0, DIA};
-  wire clkb = CLKB, ceb = CEB & (BLKSELB == BLK_SEL_1), web = WREB, reb = 1'b1, oceb = OCEB;
-  wire rstb = RESETB;
-  wire [13:0] adb = ADB;
-  wire [35:0] dib = {20'd0, DIB};
-  assign DOA = oa[15:0];
-  assign DOB = ob[15:0];
-`include "gowin_bsram_body.vh"
+  localparam D = 16, X9 = 0;
+`include "gowin_dp_body.vh"
 endmodule
 
 module HWGEN_SIM_DPX9B(input CLKA, CEA, CLKB, CEB, OCEA, OCEB, RESETA, RESETB, WREA, WREB, input [13:0] ADA, ADB, input [2:0] BLKSELA, BLKSELB, input [17:0] DIA, DIB, output [17:0] DOA, DOB);
-  parameter READ_MODE0 = 1'b0;
-  parameter READ_MODE1 = 1'b0;
-  parameter WRITE_MODE0 = 2'b00;
-  parameter WRITE_MODE1 = 2'b00;
-  parameter BIT_WIDTH_0 = 18;
-  parameter BIT_WIDTH_1 = 18;
-  parameter BLK_SEL = 3'b000;
-  parameter BLK_SEL_0 = 3'b000;
-  parameter BLK_SEL_1 = 3'b000;
-  localparam X9 = 1;
-  localparam WA = BIT_WIDTH_0, WB = BIT_WIDTH_1, RMA = READ_MODE0, RMB = READ_MODE1;
-  localparam WMA = WRITE_MODE0, WMB = WRITE_MODE1;
-  wire clka = CLKA, cea = CEA & (BLKSELA == BLK_SEL_0), wea = WREA, rea = 1'b1, ocea = OCEA;
-  wire rsta = RESETA;
-  wire [13:0] ada = ADA;
-  wire [35:0] dia = {18'd0, DIA};
-  wire clkb = CLKB, ceb = CEB & (BLKSELB == BLK_SEL_1), web = WREB, reb = 1'b1, oceb = OCEB;
-  wire rstb = RESETB;
-  wire [13:0] adb = ADB;
-  wire [35:0] dib = {18'd0, DIB};
-  assign DOA = oa[17:0];
-  assign DOB = ob[17:0];
-`include "gowin_bsram_body.vh"
+  localparam D = 18, X9 = 1;
+`include "gowin_dp_body.vh"
 endmodule
 
 module HWGEN_SIM_MULT9X9(input [8:0] A, SIA, B, SIB, input ASIGN, BSIGN, ASEL, BSEL,
