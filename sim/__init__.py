@@ -10,7 +10,8 @@ from pathlib import Path
 __all__ = ["DATA_FILES", "data_path"]
 
 DATA_FILES = ("board_main.cpp", "dp16kd_body.v", "mult18x18d_model.v", "gowin_cells_model.v",
-              "gowin_bsram_body.vh")
+              "gowin_bsram_body.vh", "gowin_sp_body.vh", "gowin_sdp_body.vh", "gowin_dp_body.vh",
+              "gowin_mult_body.vh")
 
 
 def data_path(name):
