@@ -99,9 +99,10 @@ _LUT_MODEL = {
 # Gowin counts LUT4s and ALUs (a carry cell takes a LUT4's site), nextpnr-himbaechel's table
 # after `hwgen build`: the ECP5's terms on a base 1,365 higher, fitted on the Tang Nano 9K's
 # 2x2 device with its preset's widths (4,803 placed and routed against the ECP5 model's 3,438;
-# 2026-12-02). Its 4x4 preset then comes out 6.9 % high (5,799 against 5,423 built): Yosys's
-# Gowin mapping grows less per MAC and column than its ECP5 mapping, so keeping the ECP5's
-# slopes errs high on larger arrays, as a fit check should.
+# 2026-12-02). Its 4x4 preset then comes out 6.9 % high (5,799 against the 5,423 of its
+# recorded build, `hwgen build --board tang-nano-9k`): Yosys's Gowin mapping grows less per
+# MAC and column than its ECP5 mapping, so keeping the ECP5's slopes errs high on larger
+# arrays, as a fit check should.
 _LUT_MODEL[Family.GOWIN] = {**_LUT_MODEL[Family.ECP5], "base": 4077.6}
 # Logic cells per product bit of a multiplier that Yosys builds from iCE40 logic cells (an
 # unpacked, output-stationary array).
