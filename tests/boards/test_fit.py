@@ -105,10 +105,10 @@ def test_lut_estimate_is_within_7_percent_of_measured_builds(name, overrides, me
     assert abs(lut - measured) <= 0.07 * measured, (lut, measured)
 
 
-#: The Gowin builds the model is fitted on besides the record's preset: the Tang Nano 9K's 2x2
-#: device with its preset's widths (the tests' shared Gowin build; LUT4 + ALU, placed and
-#: routed, 2026-12-02).
-_GOWIN_LUTS = [("tang-nano-9k", {"rows": 2, "cols": 2}, 4803)]
+#: The Gowin builds the model is fitted on besides the record's preset (LUT4 + ALU,
+#: 2026-12-02): the Tang Nano 9K's 2x2 device with its preset's widths (the tests' shared Gowin
+#: build, placed and routed) and the Tang Primer 20K's preset (nextpnr's count after packing).
+_GOWIN_LUTS = [("tang-nano-9k", {"rows": 2, "cols": 2}, 4803), ("tang-primer-20k", {}, 16548)]
 
 
 def _recorded_preset_luts(name):
