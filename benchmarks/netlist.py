@@ -14,8 +14,10 @@ runs 4 rows; ``--record`` writes the figures into the record (:mod:`hwgen.figure
 trains it, compiled with the device's argmax at its largest batch) on the first N test digits
 through the host driver at the build's baud rate, checked against the argmax of hwgen.nn's
 scores, and prints the inferences per second of simulated time (the N digits over the cycles
-the board clocked for them, at the build's clock: the harness clocks no cycle while the device
-is at rest, so the host's own time is left out) and the digits' accuracy.
+the board clocked for them, at the build's clock) and the digits' accuracy. The harness stops
+clocking only once the device has been quiet for its partial-frame timeout, so the host's
+turnarounds between answer and request count, in cycles of the slow simulation: the count
+moves by about a percent between runs.
 """
 
 import argparse
