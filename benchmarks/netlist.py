@@ -63,17 +63,13 @@ def measure(out_dir, *, rows=16, rebuild=True):
 
 
 def demo_network(model, config):
-    """Return ``(network, test digits, their labels)``: the demo's ``model`` ("mlp": the MLP
-    trained 40 epochs, "cnn": the CNN trained 30; seed 0) quantized at ``config``'s widths, as
-    ``hwgen demo`` makes it, and the test split quantized for it."""
-    from hwgen.nn import MLP, load_digits_images, load_digits_split, quantize, train_digits_cnn
+    """Return ``(network, test digits, their labels)``: the demo's ``model`` ("mlp" or "cnn",
+    :func:`hwgen.cli.models.train_demo`) quantized at ``config``'s widths, as ``hwgen demo``
+    makes it, and the test split quantized for it."""
+    from hwgen.cli.models import train_demo
+    from hwgen.nn import quantize
 
-    if model == "mlp":
-        x_train, y_train, x_test, y_test = load_digits_split()
-        trained = MLP([64, 32, 10], seed=0).fit(x_train, y_train, epochs=40, seed=0)
-    else:
-        x_train, _, x_test, y_test = load_digits_images()
-        trained = train_digits_cnn(epochs=30, seed=0)
+    trained, x_train, x_test, y_test = train_demo(model)
     net = quantize(trained, x_train, in_bits=config.in_bits, w_bits=config.w_bits,
                    acc_bits=config.acc_bits, mult_bits=config.mult_bits)
     return net, net.quantize_input(x_test), y_test
@@ -128,12 +124,10 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true",
                         help="a cached simulation, 4 rows (a smoke run)")
     demo = parser.add_mutually_exclusive_group()
-    demo.add_argument("--mlp", type=int, metavar="N",
-                      help="the demo's MLP on N test digits (1..360) instead, its rate in "
-                           "simulated time")
-    demo.add_argument("--cnn", type=int, metavar="N",
-                      help="the demo's CNN on N test digits (1..360) instead (a spatial "
-                           "device)")
+    for model, what in (("mlp", "MLP"), ("cnn", "CNN (a spatial device)")):
+        demo.add_argument(f"--{model}", type=int, metavar="N",
+                          help=f"the demo's {what} on N test digits (1..360) instead, its "
+                               "rate in simulated time")
     add_record_option(parser)
     args = parser.parse_args(argv)
     benchmark_record(parser, args)
