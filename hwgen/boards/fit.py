@@ -105,8 +105,9 @@ _LUT_MODEL = {
 # so keeping the ECP5's slopes errs high on larger arrays, as a fit check should. The
 # features (spatial layers, bounds, the adder, the taps walk, the fused pool, the packed wire,
 # the class output, the depthwise unit) at 1.55 times the ECP5's: the Primer 20K's preset,
-# which has them all, took 16,548 (12,274 LUT4, 4,274 ALU, after packing) against 13,354
-# with the ECP5's (1.52 times would meet it; one build, so rounded up).
+# which has them all, took 16,548 (12,274 LUT4, 4,274 ALU; `hwgen build --board
+# tang-primer-20k`) against 13,354 with the ECP5's (1.52 times would meet it; one build, so
+# rounded up).
 _LUT_MODEL[Family.GOWIN] = {**_LUT_MODEL[Family.ECP5], "base": 4077.6}
 _LUT_MODEL[Family.GOWIN].update({
     key: 1.55 * _LUT_MODEL[Family.ECP5][key]
