@@ -1,7 +1,7 @@
 """Build the gate-level board of finished board builds and print its build time and speed.
 
     python benchmarks/netlist.py build/ulx3s-12f/<name> [more build folders] [--quick]
-                                 [--record [FILE]]
+                                 [--mlp N | --cnn N] [--record [FILE]]
 
 For each folder (the ``--out`` of ``hwgen build``): the seconds to build the simulation (a
 cached one is deleted first), then a random two-layer network (at most 9 wide, to fit small
@@ -9,9 +9,19 @@ buffers) loaded and run on 16 rows over the UART at the build's baud rate, check
 the NumPy reference, and the simulated cycles per second of the time spent clocking the model
 (the harness's run_s). ``--quick`` (the tests' smoke run) keeps a simulation already built and
 runs 4 rows; ``--record`` writes the figures into the record (:mod:`hwgen.figures`).
+
+``--mlp N`` runs the demo's MLP instead (64-32-10, trained and quantized as ``hwgen demo``
+trains it, compiled with the device's argmax at its largest batch; ``--cnn N`` the demo's CNN,
+on a spatial device) on the first N test digits through the host driver at the build's baud
+rate, checked against the argmax of hwgen.nn's scores, and prints the inferences per second of
+simulated time (the N digits over the cycles the board clocked for them, at the build's clock)
+and the digits' accuracy. The harness stops clocking only once the device has been quiet for
+its partial-frame timeout, so the host's turnarounds between answer and request count, in
+cycles of the slow simulation: the count moves by about a percent between runs.
 """
 
 import argparse
+import json
 import shutil
 import sys
 import time
@@ -52,14 +62,82 @@ def measure(out_dir, *, rows=16, rebuild=True):
             "divisor": board.divisor}
 
 
+def demo_network(model, config):
+    """Return ``(network, test digits, their labels)``: the demo's ``model`` ("mlp" or "cnn",
+    :func:`hwgen.cli.models.train_demo`) quantized at ``config``'s widths, as ``hwgen demo``
+    makes it, and the test split quantized for it."""
+    from hwgen.cli.models import train_demo
+    from hwgen.nn import quantize
+
+    trained, x_train, x_test, y_test = train_demo(model)
+    net = quantize(trained, x_train, in_bits=config.in_bits, w_bits=config.w_bits,
+                   acc_bits=config.acc_bits, mult_bits=config.mult_bits)
+    return net, net.quantize_input(x_test), y_test
+
+
+def measure_demo(out_dir, model, digits):
+    """Return the figures of the demo's ``model`` (:func:`demo_network`) on ``digits`` test
+    digits on the gate-level board of build ``out_dir`` (its simulation as cached) as a
+    dict."""
+    report = json.loads((Path(out_dir) / "report.json").read_text())
+    with SimulatedBoard.from_build(out_dir, timeout=600) as board:
+        config = board.config
+        net, x, labels = demo_network(model, config)
+        x, labels = x[:digits], labels[:digits]
+        program = hwgen.compile(net, config, output="argmax")
+        with Accelerator(board.url, config=config, timeout=600) as acc:
+            acc.load(program)
+            before = board.stats()
+            classes = acc.infer(x)
+            after = board.stats()
+    cycles = after.cycles - before.cycles
+    return {"config": config.name, "exact": bool((classes == net.forward(x).argmax(1)).all()),
+            "accuracy_pct": 100 * float((classes == labels).mean()), "digits": len(x),
+            "batch": program.batch, "cycles": cycles, "baud": report["baud"],
+            # The harness counts cycles of the oscillator, the link's clock (a PLL's output is
+            # a stand-in that passes it through).
+            "inferences_per_s": len(x) * report["link"]["clock_hz"] / cycles}
+
+
+def main_demo(args, argv, model, digits):
+    """``--mlp N`` / ``--cnn N``: the demo's ``model`` on each build's gate-level board."""
+    print(f"{'build':40} {'exact':>5} {'digits':>6} {'batch':>5} {'accuracy':>8} "
+          f"{'cycles':>9} {'baud':>9} {'inf/s':>7}")
+    ok, figures = True, {}
+    for out in args.builds:
+        f = measure_demo(out, model, digits)
+        ok &= f["exact"]
+        figures.update({f"{f['config']}_{model}_{k}": f[k] for k in
+                        ("exact", "accuracy_pct", "digits", "batch", "cycles", "baud",
+                         "inferences_per_s")})
+        print(f"{str(out)[-40:]:40} {f['exact']!s:>5} {f['digits']:6d} {f['batch']:5d} "
+              f"{f['accuracy_pct']:7.1f}% {f['cycles']:9d} {f['baud']:9d} "
+              f"{f['inferences_per_s']:7.0f}")
+    if ok:
+        record_benchmark(__file__, args, argv, figures)
+    return 0 if ok else 1
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("builds", nargs="+", type=Path, help="output folders of hwgen build")
     parser.add_argument("--quick", action="store_true",
                         help="a cached simulation, 4 rows (a smoke run)")
+    demo = parser.add_mutually_exclusive_group()
+    for model, what in (("mlp", "MLP"), ("cnn", "CNN (a spatial device)")):
+        demo.add_argument(f"--{model}", type=int, metavar="N",
+                          help=f"the demo's {what} on N test digits (1..360) instead, its "
+                               "rate in simulated time")
     add_record_option(parser)
     args = parser.parse_args(argv)
     benchmark_record(parser, args)
+    for model in ("mlp", "cnn"):
+        digits = getattr(args, model)
+        if digits is None:
+            continue
+        if not 1 <= digits <= 360:
+            parser.error(f"--{model} {digits}: the test split has 360 digits; allowed: 1..360")
+        return main_demo(args, argv, model, digits)
     print(f"{'build':40} {'build s':>7} {'exact':>5} {'cycles':>9} {'cycles/s':>9} "
           f"{'cyc/bit':>7}")
     ok = True

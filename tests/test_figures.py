@@ -102,8 +102,7 @@ def test_the_readme_demo_output_is_the_records(data):
 
 def test_boards_md_presets_are_the_records(data):
     rows = table_rows((ROOT / "docs" / "boards.md").read_text(), "| board | preset |")
-    # The Gowin boards' presets have no recorded build yet (issue 53): no row until one is.
-    unbuilt = {"ulx3s-25f", "tang-nano-9k", "tang-primer-20k"}
+    unbuilt = {"ulx3s-25f"}
     assert {row[0].split("`")[1] for row in rows} >= set(BOARDS) - unbuilt
     assert check_rows(rows, data, -2, "docs/boards.md") == []
 

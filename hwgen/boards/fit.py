@@ -96,8 +96,23 @@ _LUT_MODEL = {
                   "taps": 415, "taps0": -421, "fuse_pool": 285,
                   "packed_wire": 1037, "class_output": 633, "dw_cell": 1.5, "dw": 700},
 }
-# Gowin's LUT4s and carry (ALU) cells as the ECP5's, until refitted on its builds.
-_LUT_MODEL[Family.GOWIN] = _LUT_MODEL[Family.ECP5]
+# Gowin counts LUT4s and ALUs (a carry cell takes a LUT4's site), nextpnr-himbaechel's table
+# (the same after packing as after routing). Fitted on three builds of 2026-12-02: the ECP5's
+# terms on a base 1,365 higher, from the Tang Nano 9K's 2x2 device with its preset's widths
+# (4,803 placed and routed against the ECP5 model's 3,438); its 4x4 preset then comes out
+# 6.9 % high (5,799 against the 5,423 of its recorded build, `hwgen build --board
+# tang-nano-9k`): Yosys's Gowin mapping grows less per MAC and column than its ECP5 mapping,
+# so keeping the ECP5's slopes errs high on larger arrays, as a fit check should. The
+# features (spatial layers, bounds, the adder, the taps walk, the fused pool, the packed wire,
+# the class output, the depthwise unit) at 1.55 times the ECP5's: the Primer 20K's preset,
+# which has them all, took 16,548 (12,274 LUT4, 4,274 ALU; `hwgen build --board
+# tang-primer-20k`) against 13,354 with the ECP5's (1.52 times would meet it; one build, so
+# rounded up).
+_LUT_MODEL[Family.GOWIN] = {**_LUT_MODEL[Family.ECP5], "base": 4077.6}
+_LUT_MODEL[Family.GOWIN].update({
+    key: 1.55 * _LUT_MODEL[Family.ECP5][key]
+    for key in ("spatial", "bounds", "adder", "taps", "taps0", "fuse_pool", "packed_wire",
+                "class_output", "dw_cell", "dw")})
 # Logic cells per product bit of a multiplier that Yosys builds from iCE40 logic cells (an
 # unpacked, output-stationary array).
 _ICE40_CELLS_PER_PRODUCT_BIT = 3.2

@@ -13,7 +13,7 @@ import numpy as np
 
 from .options import UsageError, input_file
 
-__all__ = ["DEMO_MODELS", "SAMPLES", "Source", "load_array", "load_source"]
+__all__ = ["DEMO_MODELS", "SAMPLES", "Source", "load_array", "load_source", "train_demo"]
 
 #: The demo's models (``hwgen demo --model``), trained as the demo trains them.
 DEMO_MODELS = {"mlp": "mlp (the demo's 64-32-10 MLP, trained on the digits)",
@@ -46,15 +46,23 @@ def _allowed():
             f"(the demo's), {', '.join(MODELS)} (the zoo's, with torch)")
 
 
-def _demo(name):
+def train_demo(name):
+    """Return ``(float model, training inputs, test inputs, test labels)`` of the demo's model
+    ``name`` ("mlp": the 64-32-10 MLP trained 40 epochs, "cnn": the CNN trained 30; seed 0)
+    on the bundled digits."""
     from hwgen.nn import MLP, load_digits_images, load_digits_split, train_digits_cnn
 
     if name == "mlp":
-        x_train, y_train, x_test, _ = load_digits_split()
+        x_train, y_train, x_test, y_test = load_digits_split()
         model = MLP([64, 32, 10], seed=0).fit(x_train, y_train, epochs=40, seed=0)
     else:
-        x_train, _, x_test, _ = load_digits_images()
+        x_train, _, x_test, y_test = load_digits_images()
         model = train_digits_cnn(epochs=30, seed=0)
+    return model, x_train, x_test, y_test
+
+
+def _demo(name):
+    model, x_train, x_test, _ = train_demo(name)
     return Source(model, DEMO_MODELS[name], x_train, x_test[:SAMPLES])
 
 

@@ -1,6 +1,7 @@
 """The fit model against measured builds, its refusals, and nextpnr's overfull placement."""
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ from hwgen.boards import BOARDS, FitError
 from hwgen.boards.fit import raise_if_overfull
 
 DATA = Path(__file__).parents[1] / "data"
+RECORD = Path(__file__).parents[2] / "docs" / "figures.json"
 
 def test_icebreaker_estimate_counts_spram_blocks():
     board = BOARDS["icebreaker"]
@@ -101,6 +103,37 @@ def test_lut_estimate_is_within_7_percent_of_measured_builds(name, overrides, me
     board = BOARDS[name] if overrides.pop("wire", False) else _no_wire(BOARDS[name])
     lut = boards.estimate(board, boards.board_config(board, **overrides))["lut"]
     assert abs(lut - measured) <= 0.07 * measured, (lut, measured)
+
+
+#: The Gowin build the model is fitted on besides the record's presets (LUT4 + ALU, placed and
+#: routed, 2026-12-02): the Tang Nano 9K's 2x2 device with its preset's widths (the tests'
+#: shared Gowin build).
+_GOWIN_LUTS = [("tang-nano-9k", {"rows": 2, "cols": 2}, 4803)]
+
+
+def _recorded_preset_luts(name):
+    """Return the LUTs of ``name``'s preset build in the record (``hwgen build --board name``),
+    or None."""
+    entry = json.loads(RECORD.read_text()).get(f"hwgen build --board {name}")
+    return None if entry is None else entry["figures"]["lut"]
+
+
+@pytest.mark.parametrize("name", ["tang-nano-9k", "tang-primer-20k"])
+def test_gowin_lut_estimate_is_not_below_the_recorded_preset_build(name):
+    """The fit check refuses only what the estimate puts past the device: an estimate below
+    a build would let a design through that does not fit. At most 10 % above it."""
+    measured = _recorded_preset_luts(name)
+    assert measured is not None, f"no build of the {name} preset in the record"
+    board = BOARDS[name]
+    lut = boards.estimate(board, boards.board_config(board))["lut"]
+    assert measured <= lut <= 1.1 * measured, (lut, measured)
+
+
+@pytest.mark.parametrize(("name", "overrides", "measured"), _GOWIN_LUTS)
+def test_gowin_lut_estimate_is_not_below_its_builds(name, overrides, measured):
+    board = BOARDS[name]
+    lut = boards.estimate(board, boards.board_config(board, **overrides))["lut"]
+    assert measured <= lut <= 1.1 * measured, (lut, measured)
 
 
 def test_features_add_their_luts_only_where_built():

@@ -3,7 +3,10 @@ both families, each bitstream's netlist simulated against the reference)."""
 
 import json
 import math
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -224,3 +227,27 @@ def test_netlist_at_the_bridge_rate(tmp_path, name):
           pytest.raises((LinkError, DeviceError)),
           Accelerator(sim.url, config=config, timeout=5) as acc):
         acc.load(hwgen.compile(net, config, batch=1))
+
+
+@pytest.mark.slow
+def test_demo_mlp_on_the_tang_nano_9k_preset_netlist(tmp_path):
+    """The Tang Nano 9K's preset meets its 27 MHz, and its synthesized netlist, at the BL702's
+    3 Mbaud, answers the demo's MLP through the host driver as hwgen.nn does
+    (``benchmarks/netlist.py --mlp``, which exits 0 only when every class is the reference's
+    argmax)."""
+    reason = yowasp_missing(gowin=True)
+    if reason:
+        pytest.skip(reason)
+    board = BOARDS["tang-nano-9k"]
+    config = boards.board_config(board)
+    baud, _ = boards.default_baud(board, config)
+    assert baud == 3_000_000
+    report = boards.build(board, config, tmp_path, baud=baud, log=lambda *a, **k: None)
+    assert report["timing"]["pass"], report["timing"]
+    root = Path(__file__).parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (str(root), os.environ.get("PYTHONPATH")) if p)}
+    done = subprocess.run([sys.executable, str(root / "benchmarks" / "netlist.py"),
+                           str(tmp_path), "--mlp", "16"], env=env, text=True,
+                          capture_output=True, timeout=3600, check=False)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]

@@ -91,6 +91,29 @@ def test_a_sweep_from_the_command_line(capsys, tmp_path, saved_program):
     assert (out / "pareto.png").stat().st_size > 0
 
 
+def test_an_estimate_sweep_on_the_tang_nano_9k(capsys, tmp_path):
+    """The estimate tier on a Gowin board: the demo's MLP on its 4x4 preset and a 2x4, with
+    the fit model's Gowin estimate (LUT4s with ALUs, MULT18X18s) and the board's 27 MHz; the
+    2x2, whose weight buffer cannot hold the MLP, fails saying so."""
+    out = tmp_path / "sweep"
+    status = main(["dse", "--board", "tang-nano-9k", "--rows", "2,4", "--cols", "2,4",
+                   "--workers", "1", "--no-progress", "--out", str(out)])
+    text = capsys.readouterr().out
+    assert status == 0, text
+    rows = {(r["rows"], r["cols"]): r for r in ResultsFile(out / "results.csv").read()}
+    assert rows[2, 2]["status"] == "no-compile"
+    assert "weight words do not fit" in rows[2, 2]["reason"]
+    board = BOARDS["tang-nano-9k"]
+    for shape in ((2, 4), (4, 4)):
+        row = rows[shape]
+        assert row["status"] == "ok", row
+        est = hwgen.boards.estimate(board, board_config(board, rows=shape[0], cols=shape[1]))
+        assert (row["est_lut"], row["est_dsp"], row["est_bram"]) == \
+            (est["lut"], est["dsp"], est["bram"])
+        assert row["clock_mhz"] == 27.0
+    assert "Pareto front, inferences/s against LUTs:" in text
+
+
 def _data_rows(path):
     with contextlib.suppress(FileNotFoundError), open(path, newline="") as f:
         return max(0, len(list(csv.reader(f))) - 1)
