@@ -72,9 +72,10 @@ def test_spatial_refusal_names_the_presets_with_the_walker():
     presets = re.search(r"the presets of (.*)$", str(error)).group(1).split(", ")
     # The 12F's and 25F's presets have the walker and too little WEIGHT (512 words) for the
     # first convolution's taps kernel position by position, enough for them packed (the
-    # taps layout); the zoo's, ResNet-8's and VWW's 85F designs take networks of acc_bits <= 26.
-    assert presets == ["ulx3s-12f", "ulx3s-25f", "ulx3s-45f", "ulx3s-85f", "ulx3s-85f-zoo",
-                       "ulx3s-85f-resnet8", "ulx3s-85f-vww"]
+    # taps layout); the zoo's, ResNet-8's and VWW's 85F designs take networks of acc_bits <= 26;
+    # the Tang Primer 20K's is the spatial device too (the Tang Nano 9K's has no walker).
+    assert presets == ["ulx3s-12f", "ulx3s-25f", "ulx3s-45f", "ulx3s-85f", "tang-primer-20k",
+                       "ulx3s-85f-zoo", "ulx3s-85f-resnet8", "ulx3s-85f-vww"]
     for name, (board, _) in NAMED_PRESETS.items():
         hwgen.compile(net, board_config(BOARDS[board], preset=name))
     for name in BOARDS:
