@@ -200,7 +200,8 @@ def test_an_unreachable_scheduler_or_bad_arguments(model, tmp_path, monkeypatch)
         sweep(BOARD.name, {"rows": [1], "cols": [1]}, model=model,
               scheduler=f"tcp://127.0.0.1:{_free_port()}", out=tmp_path)
     for kwargs, match in [
-        ({"board": "nexys"}, r"board='nexys'; allowed: icebreaker, tang-nano-9k, tang-primer-20k, ulx3s-12f"),
+        ({"board": "nexys"},
+         r"board='nexys'; allowed: icebreaker, tang-nano-9k, tang-primer-20k, ulx3s-12f"),
         ({"tier": "synth"}, r"tier='synth'; allowed: estimate, build"),
         ({"workers": 0}, r"workers=0; allowed: an integer >= 1"),
         ({"workers": 2, "scheduler": "tcp://x:1"}, r"workers applies to the local cluster"),
