@@ -12,11 +12,15 @@
   :class:`Tensor`), :func:`requantize`, :func:`accumulator_bound`: the bit-exact integer
   reference of docs/arithmetic.md, which every hardware test
   compares against (:class:`MaxPool2D` and :class:`Flatten` serve the float :class:`CNN` too);
+- :func:`to_bf16`: a float model rounded to the :class:`Bf16Network`, the bit-exact
+  bfloat16 reference (bf16 multiplies, fp32 sums in the array's tile order; see
+  :mod:`hwgen.nn.bf16`);
 - :func:`from_torch`, :func:`from_onnx`: importers (PyTorch and ONNX are optional).
 """
 
 from .add import Add
 from .avgpool import AvgPool2D, GlobalAvgPool2D
+from .bf16_network import Bf16Network, to_bf16
 from .cnn import CNN
 from .conv import Conv2D
 from .dense import Dense, accumulator_bound
@@ -41,6 +45,7 @@ __all__ = [
     "MLP",
     "Add",
     "AvgPool2D",
+    "Bf16Network",
     "Conv2D",
     "Dense",
     "Flatten",
@@ -64,5 +69,6 @@ __all__ = [
     "quantize",
     "requant_params",
     "requantize",
+    "to_bf16",
     "train_digits_cnn",
 ]
