@@ -14,6 +14,8 @@ values are all bf16 are accepted too (:func:`as_bf16`). Inside, bf16 values trav
 arrays, which hold them exactly.
 """
 
+import numbers
+
 import ml_dtypes
 import numpy as np
 
@@ -169,9 +171,9 @@ def as_bf16(x, where="bf16", field="x"):
         inexact = (bits & np.uint32(0xFFFF)) != 0
         if inexact.any():
             index = first_index(inexact)
-            raise ValueError(f"{where}: field {field!r} holds {x[index]!r} at index {index}, "
-                             "not a bf16 value; allowed: ml_dtypes.bfloat16 values, or float32 "
-                             "values whose low 16 bits are 0 (see round_to_bf16)")
+            raise ValueError(f"{where}: field {field!r} holds {float(x[index])!r} at index "
+                             f"{index}, not a bf16 value; allowed: ml_dtypes.bfloat16 values, "
+                             "or float32 values whose low 16 bits are 0 (see round_to_bf16)")
     else:
         raise ValueError(f"{where}: field {field!r} has dtype {x.dtype}; allowed: "
                          "ml_dtypes.bfloat16, or float32 holding bf16 values")
@@ -212,7 +214,7 @@ def bf16_matmul(x, w, b, rows):
     if x.shape[-1] != w.shape[-2]:
         raise ValueError(f"bf16_matmul: x has shape {x.shape} and w {w.shape}; allowed: "
                          "x (..., M, K) and w (..., K, N)")
-    if isinstance(rows, bool) or not isinstance(rows, int | np.integer) or rows < 1:
+    if isinstance(rows, bool) or not isinstance(rows, numbers.Integral) or rows < 1:
         raise ValueError(f"bf16_matmul: rows={rows!r}; allowed: an int >= 1")
     k_total = x.shape[-1]
     shape = np.broadcast_shapes((*x.shape[:-1], 1), (*w.shape[:-2], 1, w.shape[-1]))

@@ -18,7 +18,7 @@ import dataclasses
 import ml_dtypes
 import numpy as np
 
-from .bf16 import activate, bf16_matmul, flush, round_to_bf16
+from .bf16 import activate, as_bf16, bf16_matmul, flush, round_to_bf16
 from .patches import im2col
 
 __all__ = ["Bf16Add", "Bf16AvgPool2D", "Bf16Conv2D", "Bf16Dense"]
@@ -34,13 +34,8 @@ class _Finish:
 
     def finish(self, acc):
         """Return ``bf16(bounds(activation(acc)))`` as float32 holding bf16 values."""
-        return as_float32(round_to_bf16(activate(acc, self.activation, self.act_min,
-                                                 self.act_max)))
-
-
-def as_float32(bf16):
-    """Return an array of ``ml_dtypes.bfloat16`` as float32 (exact)."""
-    return (np.asarray(bf16).view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+        return as_bf16(round_to_bf16(activate(acc, self.activation, self.act_min,
+                                              self.act_max)))
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

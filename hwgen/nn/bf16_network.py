@@ -12,8 +12,8 @@ import numbers
 
 import numpy as np
 
-from .bf16 import as_bf16, first_index, round_to_bf16, round_to_fp32
-from .bf16_layers import Bf16Add, Bf16AvgPool2D, Bf16Conv2D, Bf16Dense, as_float32
+from .bf16 import as_bf16, bf16_array, first_index, round_to_bf16, round_to_fp32
+from .bf16_layers import Bf16Add, Bf16AvgPool2D, Bf16Conv2D, Bf16Dense
 from .cnn import CNN
 from .flatten import Flatten
 from .float_add import FloatAdd
@@ -107,7 +107,7 @@ class Bf16Network:
         x = np.asarray(x, dtype=np.float64)
         _refuse_nonfinite(x, "quantize_input", "x")
         rounded = round_to_bf16(x)
-        _refuse_nonfinite(as_float32(rounded), "quantize_input", "x", " once rounded to bf16")
+        _refuse_nonfinite(as_bf16(rounded), "quantize_input", "x", " once rounded to bf16")
         return rounded
 
     def forward_tensors(self, x):
@@ -141,7 +141,7 @@ class Bf16Network:
             else:
                 values[node.name] = layer.forward(args[0], self.rows)
         last = self.nodes[-1].name
-        return {name: value if name == last and self.raw else _bf16(value)
+        return {name: value if name == last and self.raw else bf16_array(value)
                 for name, value in values.items()}
 
     def forward(self, x):
@@ -173,11 +173,6 @@ class Bf16Network:
                              f"(M, {', '.join(map(str, shape))})")
         _refuse_nonfinite(x, "input", "x")
         return x
-
-
-def _bf16(value):
-    """float32 bf16 values as ``ml_dtypes.bfloat16`` (the top 16 bits)."""
-    return round_to_bf16(np.asarray(value, dtype=np.float32))
 
 
 def _refuse_nonfinite(values, at, field, how=""):
@@ -302,7 +297,7 @@ def _rounded(values, at, field, dtype):
     _refuse_nonfinite(values, at, field)
     if dtype == "bf16":
         rounded = round_to_bf16(values)
-        _refuse_nonfinite(as_float32(rounded), at, field, " once rounded to bf16")
+        _refuse_nonfinite(as_bf16(rounded), at, field, " once rounded to bf16")
     else:
         rounded = round_to_fp32(values)
         _refuse_nonfinite(rounded, at, field, " once rounded to fp32")
