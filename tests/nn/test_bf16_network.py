@@ -21,6 +21,7 @@ from hwgen.nn import (
     MaxPool2D,
     Node,
     UnsupportedModelError,
+    from_torch,
     load_digits_split,
     to_bf16,
 )
@@ -172,6 +173,35 @@ def test_graph_with_an_add_matches_the_scalar_model(output):
     assert [node.name for node in net.nodes] == ["c1", "c2", "add", "gap", "flat", "fc"]
     assert net.raw == (output == "raw")
     assert got["fc"].shape == (2, 4)
+
+
+def test_imported_model_with_batchnorm_and_relu6():
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+    nn = torch.nn
+    torch.manual_seed(0)
+    batchnorm = nn.BatchNorm2d(3)
+    with torch.no_grad():
+        batchnorm.running_mean.uniform_(-0.5, 0.5)
+        batchnorm.running_var.uniform_(0.5, 2.0)
+        batchnorm.weight.uniform_(0.5, 1.5)
+        batchnorm.bias.uniform_(-0.5, 0.5)
+    module = nn.Sequential(nn.Conv2d(2, 3, 3, padding=1), batchnorm, nn.ReLU6(),
+                           nn.MaxPool2d(2), nn.Flatten(), nn.Linear(12, 4),
+                           nn.LeakyReLU(0.1), nn.Linear(4, 3)).eval()
+    with pytest.raises(UnsupportedModelError, match=r"layer 3 \(FloatDense\): a leaky ReLU"):
+        to_bf16(from_torch(module, input_shape=(4, 4, 2)))
+    del module[6]  # the LeakyReLU
+    model = from_torch(module, input_shape=(4, 4, 2))
+    # The BatchNorm folded into the convolution, the ReLU6 its bound.
+    assert [type(layer).__name__ for layer in model.layers] == [
+        "FloatConv2D", "MaxPool2D", "Flatten", "FloatDense", "FloatDense"]
+    assert model.layers[0].act_max == 6.0
+    x = np.random.default_rng(0).normal(size=(3, 4, 4, 2))
+    _, got = _check_against_reference(model, x, 4)
+    with torch.no_grad():
+        expected = module(torch.tensor(x.transpose(0, 3, 1, 2), dtype=torch.float32)).numpy()
+    # bf16 keeps about 3 significant digits.
+    np.testing.assert_allclose(got["layer4"], expected, rtol=0.05, atol=0.05)
 
 
 def test_overflow_and_nan_propagate_as_the_scalar_model_says():
