@@ -181,7 +181,7 @@ def _refuse_nonfinite(values, at, field, how=""):
     if bad.any():
         index = first_index(bad)
         raise ValueError(f"{at}: field {field!r} is {values[index]}{how} at index {index}; "
-                         "allowed: finite values (bf16 has no Inf or NaN operands)")
+                         "allowed: finite values (Inf and NaN arise only inside the datapath)")
 
 
 def to_bf16(model, *, rows=8, output="raw"):
