@@ -12,8 +12,13 @@
   :class:`Tensor`), :func:`requantize`, :func:`accumulator_bound`: the bit-exact integer
   reference of docs/arithmetic.md, which every hardware test
   compares against (:class:`MaxPool2D` and :class:`Flatten` serve the float :class:`CNN` too);
+- :func:`to_bf16`: a float model rounded to the :class:`Bf16Network`, the bit-exact
+  bfloat16 reference (bf16 multiplies, fp32 sums in the array's tile order; see
+  :mod:`hwgen.nn.bf16`);
 - :func:`from_torch`, :func:`from_onnx`: importers (PyTorch and ONNX are optional).
 """
+
+import importlib
 
 from .add import Add
 from .avgpool import AvgPool2D, GlobalAvgPool2D
@@ -41,6 +46,7 @@ __all__ = [
     "MLP",
     "Add",
     "AvgPool2D",
+    "Bf16Network",
     "Conv2D",
     "Dense",
     "Flatten",
@@ -64,5 +70,23 @@ __all__ = [
     "quantize",
     "requant_params",
     "requantize",
+    "to_bf16",
     "train_digits_cnn",
 ]
+
+# The bf16 reference needs ml_dtypes, whose import takes about a second: loaded on first use,
+# so that `import hwgen.nn` (the CLI, every int8 test) does not pay for it.
+_LAZY = {"Bf16Network": "bf16_network", "to_bf16": "bf16_network"}
+
+
+def __getattr__(name):
+    """Import the lazily loaded names on first use (PEP 562)."""
+    if name in _LAZY:
+        module = importlib.import_module(f".{_LAZY[name]}", __name__)
+        return getattr(module, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    """The module's names, the lazily loaded ones included."""
+    return sorted({*globals(), *_LAZY})

@@ -14,6 +14,8 @@
   blocks alone, their neighbours as Python models (one file per model).
 - :mod:`.formal`: the SymbiYosys runner of the proofs (tests/formal), and :mod:`.frame_proofs`
   what the frame engine's two proofs share.
+- :mod:`.bf16_reference`: a scalar model of the bfloat16 rules (exact fractions, one float32
+  operation at a time), for :mod:`hwgen.nn.bf16` and :class:`hwgen.nn.Bf16Network`.
 
 The one Python model of the whole device is :class:`sim.interpreter.ProgramInterpreter`.
 """
