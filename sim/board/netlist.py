@@ -273,9 +273,13 @@ def netlist_run_params(out_dir, *, skew=None):
     return config, params
 
 
-def netlist_board_binary(out_dir, *, log=None, jobs=None):
+def netlist_board_binary(out_dir, *, log=None, jobs=None, optimize=None):
     """Return the path of the gate-level board executable of build ``out_dir``, building it
     (about a minute of Verilator and C++ for a small device) if it is not cached there.
+
+    ``optimize``: compile the C++ with optimization (``True``: slower to build, faster to run)
+    or without (``False``: about three times faster to build, for short runs such as the
+    tests'); ``None``, the default, takes whichever is cached there, else builds optimized.
 
     Raises
     ------
@@ -310,10 +314,14 @@ def netlist_board_binary(out_dir, *, log=None, jobs=None):
                  *(f.read_bytes() for f in files + models),
                  *(f.read_bytes() for d in includes for f in sorted(Path(d).glob("*.vh")))):
         digest.update(hashlib.sha256(part).digest())
-    folder = out_dir / "sim" / digest.hexdigest()[:16]
+    # One cached board per optimization level, named by the inputs' digest and the level.
+    folders = {level: out_dir / "sim" / f"{digest.hexdigest()[:16]}-O{int(level)}"
+               for level in (True, False)}
+    for level in (True, False) if optimize is None else (optimize,):
+        if (folders[level] / "board").exists():
+            return folders[level] / "board"
+    folder = folders[True if optimize is None else optimize]
     binary = folder / "board"
-    if binary.exists():
-        return binary
     reason = board_missing()
     if reason:
         raise NetlistError(reason)
@@ -338,7 +346,8 @@ def netlist_board_binary(out_dir, *, log=None, jobs=None):
         # Yosys's cell models, then ours: the stand-ins, the netlist and the wrapper.
         sources = [*files, *models, "stand_ins.v", "netlist.v", "wrapper.v"]
         _run_logged(_harness_command(sources, uart=True, jobs=jobs,
-                                     flags=["-Wno-style", *(f"-I{d}" for d in includes)]),
+                                     flags=["-Wno-style", *(f"-I{d}" for d in includes)],
+                                     optimize=optimize is not False),
                     tmp, "building the gate-level board (Verilator)", NetlistError)
         shutil.rmtree(tmp / "obj", ignore_errors=True)
         (tmp / "board.json").write_text(json.dumps(
@@ -348,7 +357,8 @@ def netlist_board_binary(out_dir, *, log=None, jobs=None):
             shutil.rmtree(folder)
         os.replace(tmp, folder)
         for old in (out_dir / "sim").iterdir():   # boards of an older netlist or hwgen
-            if old.is_dir() and old != folder and not old.name.startswith("."):
+            if (old.is_dir() and old not in folders.values()
+                    and not old.name.startswith(".")):
                 shutil.rmtree(old, ignore_errors=True)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

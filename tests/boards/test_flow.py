@@ -100,6 +100,11 @@ SMOKE = {
 }
 
 
+# The 12F device's rate: one the 25 MHz oscillator makes exactly (25 cycles a bit), so that the
+# link keeps its own domain, and fast enough that the gate-level check's bytes take few cycles.
+SMOKE_BAUD = {"ulx3s-12f-device": 1_000_000}
+
+
 # The array alone is in the slow run: benchmarks/boards.py --quick builds the iCE40's 2x2 array
 # in the default run (tests/test_benchmarks.py checks its two products per SB_MAC16).
 # The Gowin device too: its 2x2 took 6 minutes (nextpnr-himbaechel's placer and router 5.4 of
@@ -124,7 +129,8 @@ def test_build_smoke(tmp_path, name, request):
         tmp_path, report, lines = Path(shared["out"]), shared["report"], shared["lines"]
     else:
         lines = []
-        report = boards.build(board, config, tmp_path, baud=115200, seed=1, top=top,
+        report = boards.build(board, config, tmp_path, baud=SMOKE_BAUD.get(name, 115200),
+                              seed=1, top=top,
                               log=lambda line, **k: lines.append(line.strip()))
     assert (tmp_path / report["bitstream"]).stat().st_size > 10_000
     # Progress: every step, and nextpnr's phases as it reached them (not counting the
@@ -145,6 +151,8 @@ def test_build_smoke(tmp_path, name, request):
     assert config.clock_hz / 1e6 in targets, report["timing"]
     if name == "icebreaker-device":
         assert targets == [12.0, 24.0], report["timing"]   # the link's clock and the design's
+    elif name == "ulx3s-12f-device":
+        assert targets == [25.0, 50.0], report["timing"]   # the link's oscillator, the PLL's
     elif name == "tang-nano-9k-device":
         assert targets == [27.0], report["timing"]
         assert report["bitstream"].endswith(".fs")
@@ -161,6 +169,13 @@ def test_build_smoke(tmp_path, name, request):
     assert 0 < report["resources"]["lut"]["percent"] < 100
     if top == "device":
         _check_netlist_board(tmp_path, config)
+        # The unoptimized gate-level board is cached beside the build, and a board started
+        # without asking for a level takes it rather than building the optimized one.
+        from sim.board.netlist import netlist_board_binary
+
+        unoptimized = netlist_board_binary(tmp_path, optimize=False)
+        assert unoptimized.parent.name.endswith("-O0")
+        assert netlist_board_binary(tmp_path) == unoptimized
 
 
 def _check_netlist_board(out_dir, config, *, skew=None):
@@ -170,7 +185,10 @@ def _check_netlist_board(out_dir, config, *, skew=None):
     build's rate (:meth:`SimulatedBoard.from_build`)."""
     from host import Accelerator
     from sim.board import SimulatedBoard
+    from sim.board.netlist import netlist_board_binary
 
+    # Its C++ unoptimized: a third of the build time, for a run of a few thousand cycles.
+    netlist_board_binary(out_dir, optimize=False)
     with SimulatedBoard.from_build(out_dir, timeout=120, skew=skew) as board:
         assert board.config == config
         rng = np.random.default_rng(config.rows * 7 + config.clock_hz % 97)
