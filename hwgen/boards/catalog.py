@@ -298,20 +298,6 @@ BOARDS = {
                               preset=TANG_PRIMER_20K_PRESET),
 }
 
-#: The 85F design for the model zoo (:mod:`hwgen.models`): the array shape that minimises the
-#: zoo's latency among those whose buffers hold each of its five sequential models at batch 1
-#: within the 85F's 208 DP16KDs by the fit estimate (docs/performance.md, "MLPerf Tiny"). AD's
-#: 265K weights (WEIGHT) and VWW's 96x96x3 input, one activation word per pixel in each of
-#: max(rows, cols) banks (ACT), take most of them; a wider array needs more banks or pads
-#: more, and overflows. The accumulators (a batch of at most 32) are LUT RAM, and the zoo's
-#: ReLU and identity layers need no activation bounds (``bounds`` would take 4 DP16KDs more).
-ULX3S_85F_ZOO_PRESET = {"rows": 5, "cols": 5, "dataflow": "ws", "in_bits": 8, "w_bits": 8,
-                        "acc_bits": 26, "max_k": 1024, "weight_depth": 55296,
-                        "act_depth": 18432, "param_depth": 1024, "prog_depth": 256,
-                        "acc_depth": 32, "out_depth": 512, "bounds": False,
-                        # Nearly every block RAM: routing, not logic, sets its Fmax.
-                        "clock_hz": 50_000_000}
-
 #: The 85F design for ResNet-8 (MLPerf Tiny's image classification, :mod:`hwgen.models`): an
 #: 8x8 array with eight requantization lanes (the 85F preset's logic: 88 of its 156
 #: MULT18X18D) with buffers that hold ResNet-8 at batch 1: ACT 8,192 words on 8 banks (its
@@ -340,6 +326,14 @@ ULX3S_85F_RESNET8_PRESET = {"rows": 8, "cols": 8, "dataflow": "ws", "in_bits": 8
 #: docs/figures.json). AD's 33,024 words do not fit it (the zoo design).
 ULX3S_85F_VWW_PRESET = {**ULX3S_85F_RESNET8_PRESET, "weight_depth": 32768, "param_depth": 512,
                         "prog_depth": 128, "clock_hz": 45_000_000}
+
+#: The 85F design for the model zoo (:mod:`hwgen.models`): the VWW design's 8x8 array, bounds
+#: (ReLU6, leaky ReLU) and buffers, with WEIGHT 33,792 words, which hold AD's 33,024 (its 265K
+#: weights, eight to a word): the one design whose buffers hold each of the zoo's six models at
+#: batch 1 (AD, KWS, VWW, ResNet-8, LeNet-5, the tutorial CNN). 205 of the 208 DP16KD (WEIGHT's
+#: depth, 16.5 blocks of 2,048, takes 17 a lane); routed with router2 at the VWW design's
+#: 45 MHz (its build's figures: the record, docs/figures.json).
+ULX3S_85F_ZOO_PRESET = {**ULX3S_85F_VWW_PRESET, "weight_depth": 33792}
 
 #: Designs besides the boards' presets, by name: ``(board, fields over its preset)``
 #: (``hwgen.boards.board_config(BOARDS[board], **fields)``).

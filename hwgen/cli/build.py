@@ -92,7 +92,7 @@ def register(sub):
     p.add_argument("--board", required=True, choices=sorted(BOARDS))
     p.add_argument("--preset", choices=sorted(NAMED_PRESETS),
                    help="a named design of the board instead of its preset (ulx3s-85f-zoo: "
-                        "the 5x5 design that holds the MLPerf Tiny zoo; ulx3s-85f-resnet8: "
+                        "the 8x8 design that holds all of the MLPerf Tiny zoo; ulx3s-85f-resnet8: "
                         "the 8x8 design that holds ResNet-8; ulx3s-85f-vww: the 8x8 design "
                         "that holds VWW and the zoo's other CNNs)")
     add_config_options(p)

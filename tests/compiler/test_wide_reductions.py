@@ -85,17 +85,26 @@ def test_the_tutorial_cnn_is_refused_by_the_buffer_or_field_that_is_short(tutori
     config = _preset("ulx3s-85f")
     error = compile_refused(_quantized(tutorial_cnn, config), config,
                             "limit weight_depth=2048",
-                            "the presets of ulx3s-85f-resnet8, ulx3s-85f-vww")
+                            "the presets of ulx3s-85f-zoo, ulx3s-85f-resnet8, ulx3s-85f-vww")
     assert error.resource == "weight_depth"
-    # The zoo's 5x5 design: the classifier's 32 channels pad to 35 at each of 49 positions,
-    # 343 tiles of 5 rows, and its k_tiles field holds 255 (8 bits for max_k=1024).
+    # The zoo's design holds it.
     config = _preset("ulx3s-85f-zoo")
+    net = _quantized(tutorial_cnn, config)
+    x = random_image(np.random.default_rng(1), config, 1, INPUT_SHAPE)
+    program = hwgen.compile(net, config, batch=1)
+    np.testing.assert_array_equal(_run_in_process(config, program, x), net.forward(x))
+    # A 5x5 array (the zoo's design before it): the classifier's 32 channels pad to 35 at each
+    # of 49 positions, 343 tiles of 5 rows, and its k_tiles field holds 255 (8 bits for
+    # max_k=1024).
+    config = board_config(BOARDS["ulx3s-85f"], rows=5, cols=5, acc_bits=26, max_k=1024,
+                          weight_depth=55296, act_depth=18432, param_depth=1024,
+                          prog_depth=256, acc_depth=32, out_depth=512, bounds=False)
     net = _quantized(tutorial_cnn, config)
     error = compile_refused(net, config, "layer 5", "= 1715 exceeds", "343 tiles",
                             "k_tiles field (8 bits, sized by max_k=1024) holds 255 tiles",
                             "max_k >= 1715")
     assert (error.resource, error.need, error.limit) == ("max_k", 1715, 1275)
-    # Sized for it, the same buffers run it, with the zoo's 26-bit accumulators.
+    # Sized for it, the same buffers run it, with 26-bit accumulators.
     grown = AcceleratorConfig.from_dict({**config.to_dict(), "max_k": 1715})
     program = hwgen.compile(net, grown, batch=1)
     x = random_image(np.random.default_rng(2), grown, 1, INPUT_SHAPE)
