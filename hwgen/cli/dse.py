@@ -103,7 +103,6 @@ def register(subparsers):
     from hwgen.config import AcceleratorConfig
     from hwgen.dse.points import TIERS
     from hwgen.dse.space import DEFAULT_SPACE
-    from hwgen.throughput import DEFAULT_BAUD
 
     from .options import BAUD_RANGE, number
 
@@ -137,8 +136,10 @@ def register(subparsers):
                    help="results folder (default: dse_out/<board>-<tier>/)")
     p.add_argument("--fresh", action="store_true",
                    help="start results.csv afresh instead of skipping points already in it")
-    p.add_argument("--baud", type=number(int, *BAUD_RANGE), default=DEFAULT_BAUD,
-                   help=f"UART rate for the link bound and builds (default {DEFAULT_BAUD})")
+    p.add_argument("--baud", type=number(int, *BAUD_RANGE),
+                   help="UART rate for the link bound and builds (default: each point's as "
+                        "hwgen build takes it, the board's bridge rate where the point's "
+                        "clocks make it)")
     p.add_argument("--seed", type=number(int, 0, _SEED_MAX), metavar="N",
                    help="nextpnr placement seed (build tier)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")

@@ -24,7 +24,6 @@ import os
 import time
 from pathlib import Path
 
-from ..throughput import DEFAULT_BAUD
 from .model import FloatModel, IntegerModel, load_model
 from .pareto import render_markdown
 from .plot import plot_pareto
@@ -69,8 +68,8 @@ def _check_args(board, tier, scheduler, workers, baud):
     if scheduler is not None and (not isinstance(scheduler, str) or not scheduler):
         raise ValueError(f"scheduler={scheduler!r}; allowed: an address such as "
                          f"tcp://HOST:8786")
-    if isinstance(baud, bool) or not isinstance(baud, int) or baud < 1:
-        raise ValueError(f"baud={baud!r}; allowed: an integer >= 1")
+    if baud is not None and (isinstance(baud, bool) or not isinstance(baud, int) or baud < 1):
+        raise ValueError(f"baud={baud!r}; allowed: None (the board's rate) or an integer >= 1")
     return board
 
 
@@ -211,7 +210,7 @@ def _run(client, todo, *, board, model, tier, baud, seed, record, progress):
 
 
 def sweep(board, space=None, *, model=None, calib=None, tier="estimate", scheduler=None,
-          workers=None, out="dse_out", fresh=False, baud=DEFAULT_BAUD, seed=None,
+          workers=None, out="dse_out", fresh=False, baud=None, seed=None,
           progress=False, on_row=None):
     """Evaluate every point of ``space`` on ``board`` in parallel; return the rows.
 
@@ -240,8 +239,9 @@ def sweep(board, space=None, *, model=None, calib=None, tier="estimate", schedul
         Folder of ``results.csv``, ``pareto.md`` and ``pareto.png``.
     fresh : bool
         Start ``results.csv`` afresh instead of skipping the points already in it.
-    baud : int
-        UART rate for the link bound and the builds.
+    baud : int, optional
+        UART rate for the link bound and the builds; by default each point's rate as ``hwgen
+        build`` takes it, the board's bridge rate where the point's clocks make it.
     seed : int, optional
         nextpnr placement seed (build tier).
     progress : bool

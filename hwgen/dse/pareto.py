@@ -8,7 +8,8 @@ tier); the UART's bound at the sweep's baud rate is listed beside it. The resour
 build's measurements where the point was built, the fit estimate otherwise.
 """
 
-__all__ = ["FAMILY_UNITS", "RESOURCES", "cost", "fronts", "pareto_front", "render_markdown"]
+__all__ = ["FAMILY_UNITS", "RESOURCES", "cost", "fronts", "pareto_front", "rate_text",
+           "render_markdown"]
 
 #: The resources a front is drawn against.
 RESOURCES = ("lut", "dsp")
@@ -70,6 +71,18 @@ def _number(value, digits=0):
     return f"{value:,.{digits}f}" if isinstance(value, float) else f"{value:,}"
 
 
+def rate_text(rows, baud):
+    """Name the sweep's UART rate: ``baud``, or (None) the points' own rates (results.csv's
+    ``baud``, the board's bridge rate where a point's clocks make it)."""
+    if baud is not None:
+        return f"{baud:,} baud"
+    rates = sorted({r["baud"] for r in rows if r.get("baud")})
+    if len(rates) == 1:
+        return f"{rates[0]:,} baud (the board's rate)"
+    return ("each point's rate (column baud: the board's bridge rate where the point's clocks "
+            "make it" + (f"; {', '.join(f'{r:,}' for r in rates)}" if rates else "") + ")")
+
+
 def render_markdown(rows, board, *, tier, model, baud):
     """Return the text of ``pareto.md`` for the rows of one sweep on ``board``."""
     from .space import FIELDS
@@ -89,9 +102,9 @@ def render_markdown(rows, board, *, tier, model, baud):
         f"{len(rows)} point{'s' * (len(rows) != 1)}: {len(ok)} ok, {sum(failed.values())} failed"
         + (f" ({detail})" if detail else "") + ".", "",
         f"Throughput: inferences per second the device computes at {clock}, from the exact "
-        f"cycle model at full batches; 'link-bound' is the rate the UART allows at {baud:,} "
-        f"baud. Resources: from {measured}. The {board.name} has {_number(cap.get('lut'))} "
-        f"{units['lut']}, {_number(cap.get('dsp'))} {units['dsp']} and "
+        f"cycle model at full batches; 'link-bound' is the rate the UART allows at "
+        f"{rate_text(rows, baud)}. Resources: from {measured}. The {board.name} has "
+        f"{_number(cap.get('lut'))} {units['lut']}, {_number(cap.get('dsp'))} {units['dsp']} and "
         f"{_number(cap.get('bram'))} {units['bram']}.",
     ]
     shown = _varying(rows, [f for f in FIELDS if f not in ("clock_hz",)]) or ["rows", "cols"]

@@ -11,7 +11,7 @@ give the same file.
 """
 
 from ..config import Dataflow
-from .pareto import FAMILY_UNITS, RESOURCES, cost, fronts
+from .pareto import FAMILY_UNITS, RESOURCES, cost, fronts, rate_text
 
 __all__ = ["plot_pareto"]
 
@@ -62,7 +62,7 @@ def _panel(ax, rows, front, board, resource, *, link, baud):
                    label=f"{board.name}: {capacity:,} {units}")
     if link:
         ax.axhline(link, color="tab:green", linestyle=":", linewidth=1.2,
-                   label=f"UART bound at {baud:,} baud: {link:,.0f}/s")
+                   label=f"UART bound at {rate_text(rows, baud)}: {link:,.0f}/s")
     ax.set_yscale("log")
     ax.set_xlabel(f"{units} (count)")
     ax.set_ylabel("inferences per second (1/s)")
@@ -80,8 +80,9 @@ def plot_pareto(rows, path, board, *, title, baud):
     path : path-like
     board : hwgen.boards.Board
     title : str
-    baud : int
-        The sweep's UART rate, named beside its bound.
+    baud : int or None
+        The sweep's UART rate, named beside its bound (None: the points' own,
+        :func:`hwgen.dse.pareto.rate_text`).
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure

@@ -126,6 +126,19 @@ def _record_config(row, config):
     row["config_hash"] = config.hash
 
 
+def _rate(board, config, baud):
+    """The point's UART rate: ``baud``, or (None) the one ``hwgen build`` takes by default, the
+    board's bridge rate where the point's clocks make it."""
+    from ..boards import BaudError, default_baud
+
+    if baud is not None:
+        return baud
+    try:
+        return default_baud(board, config)[0]
+    except BaudError as exc:
+        raise _Failed("no-clock", exc) from None
+
+
 def _estimate(row, board, config, model, baud):
     """Fill the estimate tier's columns; return the compiled program (None if it failed)."""
     from ..boards import FitError, PLLError, check_fit, estimate
@@ -156,7 +169,10 @@ def _estimate(row, board, config, model, baud):
     cycles = _program_cycles(program, program.batch, getattr(board, "implementation", None))
     row.update(batch=program.batch, cycles_per_run=cycles,
                cycles_per_inference=round(cycles / program.batch, 3),
-               link_infer_per_s=round(link_bound_rate(program, baud), 1))
+               # The wire the board builds: the packed one, or words through its receive FIFO.
+               link_infer_per_s=round(link_bound_rate(
+                   program, baud, packed=board.implementation.packed_wire,
+                   rx_fifo=board.implementation.rx_fifo), 1))
     _rates(row, config.clock_hz)
     if failure is not None:
         raise failure
@@ -215,8 +231,9 @@ def evaluate_point(board, model, tier, values, *, key=None, baud, seed=None):
         The point's design values (fields of :class:`~hwgen.config.AcceleratorConfig`).
     key : str, optional
         The point's key in ``results.csv`` (:func:`hwgen.dse.space.point_key`).
-    baud : int
-        Link rate for the link bound (and the UART of a build).
+    baud : int or None
+        Link rate for the link bound (and the UART of a build); None: the rate ``hwgen
+        build`` takes by default, the board's bridge rate where the point's clocks make it.
     seed : int, optional
         nextpnr's placement seed (build tier).
 
@@ -236,9 +253,10 @@ def evaluate_point(board, model, tier, values, *, key=None, baud, seed=None):
             raise ValueError(f"tier={tier!r}; allowed: {', '.join(TIERS)}")
         config = _resolve(board, values)
         _record_config(row, config)
-        _estimate(row, board, config, model, baud)
+        row["baud"] = rate = _rate(board, config, baud)
+        _estimate(row, board, config, model, rate)
         if tier == "build":
-            _build(row, extra, board, config, baud=baud, seed=seed)
+            _build(row, extra, board, config, baud=rate, seed=seed)
         row["status"], row["reason"] = "ok", ""
     except _Failed as failed:
         row["status"], row["reason"] = failed.status, _one_line(failed.exc)

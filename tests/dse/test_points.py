@@ -64,7 +64,8 @@ def test_an_ok_point_records_the_library_figures(model, values):
         [est[r] for r in ("lut", "ff", "dsp", "bram")]
     assert (row["batch"], row["cycles_per_run"]) == (program.batch, cycles)
     device = config.clock_hz * program.batch / cycles
-    link = link_bound_rate(program, BAUD)
+    # The wire the iCEBreaker builds: words, the next WRITEs behind the READs (1 KiB FIFO).
+    link = link_bound_rate(program, BAUD, packed=False, rx_fifo=1024)
     assert row["clock_mhz"] == config.clock_hz / 1e6
     assert row["device_infer_per_s"] == pytest.approx(device, abs=0.06)
     assert row["link_infer_per_s"] == pytest.approx(link, abs=0.06)
@@ -179,3 +180,20 @@ def test_dask_setup_leaves_ctrl_c_to_the_sweep():
     thread.start()
     thread.join()
     assert signal.getsignal(signal.SIGINT) is before
+
+
+@pytest.mark.parametrize(("clock_hz", "rate"), [(12_000_000, 3_000_000),
+                                                (24_000_000, 6_000_000)])
+def test_a_point_without_a_rate_takes_the_boards(model, clock_hz, rate):
+    """With no rate given, a point's link bound is at the rate ``hwgen build`` takes: the
+    FT2232H's 6 Mbaud where the clock makes it (4 cycles a bit of 24 MHz), else 3 Mbaud (the
+    12 MHz oscillator cannot make 6)."""
+    values = {"rows": 2, "cols": 2, "clock_hz": clock_hz}
+    row = evaluate_point(BOARD, model, "estimate", values, baud=None)
+    assert row["status"] == "ok", row["reason"]
+    _, program, _ = _expected(model, values)
+    assert row["baud"] == rate
+    assert row["link_infer_per_s"] == pytest.approx(
+        link_bound_rate(program, rate, packed=False, rx_fifo=1024), abs=0.06)
+    assert row["link_infer_per_s"] > evaluate_point(BOARD, model, "estimate", values,
+                                                    baud=BAUD)["link_infer_per_s"]
