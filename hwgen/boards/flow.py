@@ -29,7 +29,7 @@ from .gowin import SDC_FILE, clock_sdc, himbaechel_argv
 from .nextpnr import LogWatch
 from .pll import clock_plan
 from .report import make_report, write_report
-from .tops import ArrayTop, BoardTop
+from .tops import OSCILLATOR_NET, ArrayTop, BoardTop
 from .yosys import yosys_options
 
 __all__ = ["PROGRESS_EVERY_S", "build", "run_tool"]
@@ -128,7 +128,9 @@ def _elaborate(board, config, top, build_dir, *, baud, seed, pe_instances):
                           nextpnr_opts=" ".join(nextpnr_opts), **yosys_options(board, config))
     plan.extract(str(build_dir))
     if board.family is Family.GOWIN:
-        (build_dir / SDC_FILE).write_text(clock_sdc(platform))
+        # With a PLL, the top's own oscillator buffer feeds the PLL and the link's domain.
+        nets = [(OSCILLATOR_NET, board.osc_hz)] if config.clock_hz != board.osc_hz else []
+        (build_dir / SDC_FILE).write_text(clock_sdc(platform, nets))
     return plan
 
 

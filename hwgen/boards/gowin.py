@@ -38,9 +38,18 @@ def himbaechel_argv(nextpnr_argv, pack_argv, clock_mhz):
     return [*out, "--sdc", SDC_FILE, "--freq", f"{clock_mhz:g}"]
 
 
-def clock_sdc(platform):
+def clock_sdc(platform, nets=()):
     """Return the SDC text of the clock constraints of an elaborated Amaranth ``platform``
-    (the oscillator's pin): a period in nanoseconds per clock port."""
+    (the oscillator's pin) and of ``nets`` (``(net name, Hz)``): a period in nanoseconds per
+    clock port or net.
+
+    nextpnr-himbaechel does not carry a pin's constraint through its input buffer, and its
+    ``--freq`` takes every clock left unconstrained: where a PLL makes the design's clock, the
+    oscillator's net behind the buffer (the link's domain) needs a constraint of its own, or
+    it is timed at the PLL's clock.
+    """
     lines = [f"create_clock -period {1e9 / hz:.4f} -name {port.name} [get_ports {port.name}]"
              for port, hz in platform.iter_port_clock_constraints()]
+    lines += [f"create_clock -period {1e9 / hz:.4f} -name {net.replace('.', '_')} "
+              f"[get_nets {net}]" for net, hz in nets]
     return "\n".join(lines) + "\n"

@@ -25,7 +25,12 @@ from .catalog import Family
 from .fit import implementation_for
 from .pll import clock_plan
 
-__all__ = ["ArrayTop", "BoardTop"]
+__all__ = ["OSCILLATOR_NET", "ArrayTop", "BoardTop"]
+
+#: The oscillator's input buffer where a top makes its clocks itself (a PLL, or the ECP5's
+#: reset), and the net behind it that Yosys names after the buffer's output.
+_OSCILLATOR_BUFFER = "clk_buf"
+OSCILLATOR_NET = f"{_OSCILLATOR_BUFFER}.i"
 
 
 class BoardTop(Elaboratable):
@@ -212,7 +217,7 @@ def _ecp5_pll(board, clock, *, ref, clk, lock):
 
 def _oscillator(m, platform):
     """Return the oscillator's clock behind its input buffer."""
-    m.submodules.clk_buf = ref_buf = io.Buffer("i", platform.request(
+    m.submodules[_OSCILLATOR_BUFFER] = ref_buf = io.Buffer("i", platform.request(
         platform.default_clk, dir="-"))
     return ref_buf.i
 

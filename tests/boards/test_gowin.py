@@ -3,7 +3,7 @@ and the clock constraints it is given."""
 
 from hwgen.boards import BOARDS, board_config
 from hwgen.boards.gowin import SDC_FILE, clock_sdc, himbaechel_argv
-from hwgen.boards.tops import BoardTop
+from hwgen.boards.tops import OSCILLATOR_NET, BoardTop
 
 
 def test_nextpnr_gowin_options_become_himbaechel_vopts():
@@ -27,3 +27,12 @@ def test_the_oscillators_pin_is_constrained(tmp_path):
                    do_build=False)
     assert clock_sdc(platform) == \
         "create_clock -period 37.0370 -name clk27_0__io [get_ports clk27_0__io]\n"
+
+
+def test_the_oscillators_net_is_constrained_behind_a_pll():
+    """With the design's clock from the rPLL, the oscillator's net behind its input buffer
+    (the link's domain) gets the oscillator's period: nextpnr-himbaechel would otherwise time
+    it at the PLL's clock (``--freq``)."""
+    text = clock_sdc(BOARDS["tang-nano-9k"].make_platform(), [(OSCILLATOR_NET, 27_000_000)])
+    assert text.splitlines() == [
+        "create_clock -period 37.0370 -name clk_buf_i [get_nets clk_buf.i]"]
