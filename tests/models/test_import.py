@@ -125,11 +125,13 @@ def test_zoo_model_imports_and_runs_bit_exact(torch, name, route):
 def test_zoo_design_fits_the_85f():
     """The fit estimate puts the zoo's design on the 85F (the build is the last word)."""
     from hwgen.boards import check_fit
+    from hwgen.boards.fit import nextpnr_options
 
     board, _ = NAMED_PRESETS["ulx3s-85f-zoo"]
     est = check_fit(BOARDS[board], zoo_config())
-    assert est["bram"] <= BOARDS[board].capacity["bram"]
-    assert zoo_config().acc_depth <= 32      # the accumulators in LUT RAM
+    assert 0.9 * BOARDS[board].capacity["bram"] < est["bram"] <= BOARDS[board].capacity["bram"]
+    # Nearly every block RAM (its build took 205 of 208): nextpnr routes it with router2.
+    assert nextpnr_options(BOARDS[board], zoo_config()) == ["--router", "router2"]
 
 
 def test_vww_design_holds_the_cnns_but_not_ad_and_routes_with_router2(torch):
