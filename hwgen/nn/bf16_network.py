@@ -14,7 +14,6 @@ import numpy as np
 
 from .bf16 import as_bf16, bf16_array, first_index, round_to_bf16, round_to_fp32
 from .bf16_layers import Bf16Add, Bf16AvgPool2D, Bf16Conv2D, Bf16Dense
-from .cnn import CNN
 from .flatten import Flatten
 from .float_add import FloatAdd
 from .float_layers import FloatConv2D, FloatDense
@@ -22,7 +21,7 @@ from .float_pool import FloatAvgPool2D, FloatGlobalAvgPool2D
 from .graph import INPUT, Node, where
 from .import_chain import UnsupportedModelError
 from .maxpool import MaxPool2D
-from .mlp import MLP
+from .quantization import as_cnn
 
 __all__ = ["Bf16Network", "to_bf16"]
 
@@ -225,7 +224,7 @@ def to_bf16(model, *, rows=8, output="raw"):
         raise ValueError(f"to_bf16: rows={rows!r}; allowed: an int >= 1")
     if output not in ("raw", "bf16"):
         raise ValueError(f"to_bf16: output={output!r}; allowed: 'raw', 'bf16'")
-    cnn = _as_cnn(model)
+    cnn = as_cnn(model, "to_bf16")
     shapes = cnn.tensor_shapes
     nodes = cnn.nodes
     last = len(nodes) - 1
@@ -244,16 +243,6 @@ def to_bf16(model, *, rows=8, output="raw"):
     return Bf16Network(converted, rows=int(rows), tensor_shapes=shapes,
                        output_function=cnn.output_function)
 
-
-def _as_cnn(model):
-    """Return ``model`` as a :class:`CNN` (an MLP becomes a chain of :class:`FloatDense`)."""
-    if isinstance(model, CNN):
-        return model
-    if isinstance(model, MLP):
-        return CNN([FloatDense(w, b, relu=r)
-                    for (w, b), r in zip(model.layers, model.relu, strict=True)],
-                   output_function=model.output_function)
-    raise TypeError(f"to_bf16: model is a {type(model).__name__}; allowed: MLP or CNN")
 
 
 def _unsupported(layer, *, raw):

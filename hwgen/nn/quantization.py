@@ -35,7 +35,7 @@ from .mlp import MLP
 from .quantized_network import QuantizedNetwork
 from .requantization import requant_params
 
-__all__ = ["quantize"]
+__all__ = ["as_cnn", "quantize"]
 
 
 def _scale(max_abs, qmax):
@@ -43,15 +43,16 @@ def _scale(max_abs, qmax):
     return float(max_abs) / qmax if max_abs > 0 else 1.0
 
 
-def _as_cnn(model):
-    """Return ``model`` as a :class:`CNN` (an MLP becomes a chain of :class:`FloatDense`)."""
+def as_cnn(model, caller="quantize"):
+    """Return ``model`` as a :class:`CNN` (an MLP becomes a chain of :class:`FloatDense`);
+    ``caller`` names the function in the error for anything else."""
     if isinstance(model, CNN):
         return model
     if isinstance(model, MLP):
         return CNN([FloatDense(w, b, relu=r)
                     for (w, b), r in zip(model.layers, model.relu, strict=True)],
                    output_function=getattr(model, "output_function", None))
-    raise TypeError(f"quantize: model is a {type(model).__name__}; allowed: MLP or CNN")
+    raise TypeError(f"{caller}: model is a {type(model).__name__}; allowed: MLP or CNN")
 
 
 def _calibration(cnn, calib_x):
@@ -132,7 +133,7 @@ def quantize(mlp, calib_x, *, in_bits=8, w_bits=8, acc_bits=32, mult_bits=16, ou
     """
     if output not in ("raw", "requant"):
         raise ValueError(f"quantize: output={output!r}; allowed: 'raw', 'requant'")
-    cnn = _as_cnn(mlp)
+    cnn = as_cnn(mlp)
     calib_x = _calibration(cnn, calib_x)
     nodes = cnn.nodes
     count = len(nodes)
