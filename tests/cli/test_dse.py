@@ -114,6 +114,27 @@ def test_an_estimate_sweep_on_the_tang_nano_9k(capsys, tmp_path):
     assert "Pareto front, inferences/s against LUTs:" in text
 
 
+def test_an_estimate_sweep_on_the_tang_primer_20k(capsys, tmp_path):
+    """The estimate tier on the other Gowin board: the demo's MLP on its spatial 4x4 preset
+    and a 2x4, each at the board's 27 MHz and the BL702's 3 Mbaud on the packed wire."""
+    out = tmp_path / "sweep"
+    status = main(["dse", "--board", "tang-primer-20k", "--rows", "2,4", "--cols", "4",
+                   "--workers", "1", "--no-progress", "--out", str(out)])
+    text = capsys.readouterr().out
+    assert status == 0, text
+    board = BOARDS["tang-primer-20k"]
+    rows = ResultsFile(out / "results.csv").read()
+    assert sorted((r["rows"], r["cols"]) for r in rows) == [(2, 4), (4, 4)]
+    for row in rows:
+        assert row["status"] == "ok", row
+        config = board_config(board, rows=row["rows"], cols=row["cols"])
+        est = hwgen.boards.estimate(board, config)
+        assert (row["est_lut"], row["est_dsp"], row["est_bram"]) == \
+            (est["lut"], est["dsp"], est["bram"])
+        assert (row["clock_mhz"], row["baud"]) == (27.0, 3_000_000)
+        assert 0 < row["link_infer_per_s"] < row["device_infer_per_s"]
+
+
 def _data_rows(path):
     with contextlib.suppress(FileNotFoundError), open(path, newline="") as f:
         return max(0, len(list(csv.reader(f))) - 1)

@@ -9,6 +9,7 @@ build inside a Dask worker.
 """
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -19,6 +20,7 @@ import time
 
 import numpy as np
 import pytest
+from support import yowasp_missing
 
 from hwgen.boards import BOARDS, board_config
 from hwgen.dse import sweep
@@ -243,3 +245,25 @@ def test_a_build_tier_point_in_a_dask_worker(model, tmp_path):
     assert row["clock_mhz"] == pytest.approx(row["fmax_mhz"], abs=0.001)
     assert row["device_infer_per_s"] == pytest.approx(
         row["fmax_mhz"] * 1e6 * row["batch"] / row["cycles_per_run"], rel=1e-3)
+
+
+@pytest.mark.slow
+def test_a_build_tier_point_on_a_gowin_board(model, tmp_path):
+    """The build tier on the Tang Nano 9K (Yosys, nextpnr-himbaechel, gowin_pack in a Dask
+    worker): the row takes the build's figures and its rate the board's 3 Mbaud."""
+    reason = yowasp_missing(gowin=True)
+    if reason:
+        pytest.skip(reason)
+    board = BOARDS["tang-nano-9k"]
+    (row,) = sweep(board.name, {"rows": [2], "cols": [2]}, model=model, tier="build",
+                   workers=1, out=tmp_path, seed=1)
+    assert row["status"] == "ok", row["reason"]
+    assert row["baud"] == 3_000_000
+    report = json.loads((tmp_path / "points" / row["point"] / "report.json").read_text())
+    assert report["bitstream"].endswith(".fs")
+    for res in ("lut", "ff", "dsp", "bram"):
+        assert row[res] == report["resources"][res]["used"]
+        assert 0 < row[res] <= board.capacity[res]
+    timing = report["timing"]
+    assert [c["target_mhz"] for c in timing["clocks"].values()] == [27.0], timing
+    assert row["fmax_mhz"] == timing["fmax_mhz"] > 0
