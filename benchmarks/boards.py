@@ -39,7 +39,8 @@ CASES = {
                       "whole device, 2x2, small buffers"),
     "ulx3s-12f-4x4": ("ulx3s-12f", "device", {},
                       "whole device, 4x4 int8 (board preset): the build-time target"),
-    "ulx3s-85f-8x8": ("ulx3s-85f", "device", {}, "whole device, 8x8 int8 (board preset)"),
+    "ulx3s-85f-8x8": ("ulx3s-85f", "device", {},
+                      "whole device, 8x8 int8, the zoo's buffers (board preset)"),
 }
 
 

@@ -4,7 +4,8 @@ Run: python benchmarks/taps.py [--designs ulx3s-85f,...] [--models kws,demo-cnn,
                                [--batch N] [--quick] [--record [FILE]]
 
 For each design (a board's preset or a named one of ``hwgen.boards.catalog.NAMED_PRESETS``;
-``8x8-kws`` is the 85F's 8x8 preset with WEIGHT and PROGRAM large enough for the KWS DS-CNN)
+``8x8-kws`` is the 85F's small 8x8 preset, ``ulx3s-85f-small``, with WEIGHT and PROGRAM large
+enough for the KWS DS-CNN)
 and model (the zoo's, ``hwgen.models``, imported with ``from_torch``; ``demo-cnn``, the
 demo's digits CNN), quantized at the design's widths and compiled at the batch twice, pixel
 by pixel (``hwgen.compile(..., taps=False)``) and with the first convolution's taps packed
@@ -38,8 +39,8 @@ def design(name):
     """Return ``(board, config)`` of design ``name``."""
     if name == "8x8-kws":
         board = BOARDS["ulx3s-85f"]
-        return board, dataclasses.replace(board_config(board), weight_depth=8192,
-                                          prog_depth=64)
+        return board, dataclasses.replace(board_config(board, preset="ulx3s-85f-small"),
+                                          weight_depth=8192, prog_depth=64)
     if name in NAMED_PRESETS:
         board = BOARDS[NAMED_PRESETS[name][0]]
         return board, board_config(board, preset=name)

@@ -52,7 +52,7 @@ RATES = (("1 Mbaud", 1_000_000), ("ULX3S 3M", 3_000_000), ("iCEBr. 6M", 6_000_00
 #: features: the iCEBreaker's has no LOAD, FETCH nor CLASSES, so its host writes and reads
 #: words, picks the classes itself and waits for each answer).
 DESIGNS = {"mlp": ("icebreaker", "default", "ulx3s-85f"),
-           "cnn": ("default", "ulx3s-85f"), "kws": ("ulx3s-85f-zoo", "ulx3s-85f")}
+           "cnn": ("default", "ulx3s-85f"), "kws": ("ulx3s-85f",)}
 
 
 def design(name):
@@ -61,8 +61,7 @@ def design(name):
         return hwgen.AcceleratorConfig()
     if name in BOARDS:
         return board_config(BOARDS[name])
-    board, fields = NAMED_PRESETS[name]
-    return board_config(BOARDS[board], **fields)
+    return board_config(BOARDS[NAMED_PRESETS[name][0]], preset=name)
 
 
 def features(name):

@@ -27,6 +27,8 @@ __all__ = [
     "ICE40_IMPLEMENTATION",
     "ICEBREAKER_PRESET",
     "NAMED_PRESETS",
+    "PRESET_ALIASES",
+    "PRESET_NAMES",
     "ULX3S_45F_PRESET",
     "ULX3S_85F_RESNET8_PRESET",
     "ULX3S_85F_ZOO_PRESET",
@@ -86,6 +88,45 @@ ULX3S_PRESET = {"rows": 8, "cols": 8, "dataflow": "ws", "in_bits": 8, "w_bits": 
 ULX3S_45F_PRESET = {"rows": 8, "cols": 6, "dataflow": "ws", "in_bits": 8, "w_bits": 8}
 ULX3S_SMALL_PRESET = {"rows": 4, "cols": 4, "dataflow": "ws", "in_bits": 8, "w_bits": 8,
                       "act_depth": 1024, "weight_depth": 512, "out_depth": 256}
+
+
+#: The 85F design for ResNet-8 (MLPerf Tiny's image classification, :mod:`hwgen.models`): an
+#: 8x8 array with eight requantization lanes (the 85F preset's logic: 88 of its 156
+#: MULT18X18D) with buffers that hold ResNet-8 at batch 1: ACT 8,192 words on 8 banks (its
+#: input and three live 32x32x16 tensors take 6,144, two words a pixel), WEIGHT 16,384 words
+#: (it takes 9,736), PROGRAM 64 words (its 14 passes take 42). Both depths are powers of two so
+#: that every block RAM holds the memory's full depth in a slice of its width: no multiplexer
+#: after the blocks, and each read's register goes into the block (OUTREG; 6,144 and 10,240
+#: words folded 36 of 102). Its clock, 84.375 MHz, is an exact PLL clock that its builds meet
+#: with the taps lanes' first counters registered from a geometry whole before the layer's load
+#: (the figures of its newest build and of ResNet-8 on it: the record, docs/figures.json). An
+#: 8x16 array did not route at the clock it needed: its 16 activation banks and the adder's
+#: sixteen lanes congested nextpnr (docs/performance.md, "ResNet-8 on a design that routes").
+ULX3S_85F_RESNET8_PRESET = {"rows": 8, "cols": 8, "dataflow": "ws", "in_bits": 8,
+                            "w_bits": 8, "weight_depth": 16384, "act_depth": 8192,
+                            "param_depth": 128, "prog_depth": 64, "acc_depth": 256,
+                            "out_depth": 512, "clock_hz": 84_375_000}
+
+#: The 85F design for VWW (MLPerf Tiny's visual wake words, MobileNetV1) and the zoo's other
+#: convolutional models: the ResNet-8 design's 8x8 array with WEIGHT 32,768 words (VWW takes
+#: 26,219, its depthwise tiles one word each, ``wdiag``), PARAM 512 (375) and PROGRAM 128
+#: (87): 198 of the 208 DP16KDs, routed with router2 (``fit.nextpnr_options``). Its WEIGHT
+#: blocks span the die, and their read enable and address from the feeder's registers take
+#: most of a cycle of routing: 45 MHz, a PLL clock that makes the UART's 3 Mbaud exactly, is
+#: the clock its builds meet (faster ones did not route: docs/performance.md, "VWW on an 8x8
+#: design" and "The 85F presets rebuilt"; its newest build's figures: the record,
+#: docs/figures.json). AD's 33,024 words do not fit it (the zoo design).
+ULX3S_85F_VWW_PRESET = {**ULX3S_85F_RESNET8_PRESET, "weight_depth": 32768, "param_depth": 512,
+                        "prog_depth": 128, "clock_hz": 45_000_000}
+
+#: The 85F's preset, the design for the model zoo (:mod:`hwgen.models`), which
+#: ``hwgen build --board ulx3s-85f`` builds: the VWW design's 8x8 array, bounds
+#: (ReLU6, leaky ReLU) and buffers, with WEIGHT 33,792 words, which hold AD's 33,024 (its 265K
+#: weights, eight to a word): the one design whose buffers hold each of the zoo's six models at
+#: batch 1 (AD, KWS, VWW, ResNet-8, LeNet-5, the tutorial CNN). 205 of the 208 DP16KD (WEIGHT's
+#: depth, 16.5 blocks of 2,048, takes 17 a lane); routed with router2 at the VWW design's
+#: 45 MHz (its build's figures: the record, docs/figures.json).
+ULX3S_85F_ZOO_PRESET = {**ULX3S_85F_VWW_PRESET, "weight_depth": 33792}
 
 
 # The bitstream file each family's packer writes.
@@ -285,7 +326,7 @@ BOARDS = {
                         implementation=ECP5_12F_IMPLEMENTATION),
     "ulx3s-25f": _ulx3s(25, 24_288, 56, 28, ULX3S_SMALL_PRESET),
     "ulx3s-45f": _ulx3s(45, 43_848, 108, 72, ULX3S_45F_PRESET),
-    "ulx3s-85f": _ulx3s(85, 83_640, 208, 156, ULX3S_PRESET,
+    "ulx3s-85f": _ulx3s(85, 83_640, 208, 156, ULX3S_85F_ZOO_PRESET,
                         implementation=ECP5_85F_IMPLEMENTATION),
     "tang-nano-9k": _gowin("tang-nano-9k", "tang_nano_9k:TangNano9kPlatform",
                            "GW1NR-LV9QN88PC6/I5", "GW1N-9C", "tangnano9k",
@@ -298,45 +339,16 @@ BOARDS = {
                               preset=TANG_PRIMER_20K_PRESET),
 }
 
-#: The 85F design for ResNet-8 (MLPerf Tiny's image classification, :mod:`hwgen.models`): an
-#: 8x8 array with eight requantization lanes (the 85F preset's logic: 88 of its 156
-#: MULT18X18D) with buffers that hold ResNet-8 at batch 1: ACT 8,192 words on 8 banks (its
-#: input and three live 32x32x16 tensors take 6,144, two words a pixel), WEIGHT 16,384 words
-#: (it takes 9,736), PROGRAM 64 words (its 14 passes take 42). Both depths are powers of two so
-#: that every block RAM holds the memory's full depth in a slice of its width: no multiplexer
-#: after the blocks, and each read's register goes into the block (OUTREG; 6,144 and 10,240
-#: words folded 36 of 102). Its clock, 84.375 MHz, is an exact PLL clock that its builds meet
-#: with the taps lanes' first counters registered from a geometry whole before the layer's load
-#: (the figures of its newest build and of ResNet-8 on it: the record, docs/figures.json). An
-#: 8x16 array did not route at the clock it needed: its 16 activation banks and the adder's
-#: sixteen lanes congested nextpnr (docs/performance.md, "ResNet-8 on a design that routes").
-ULX3S_85F_RESNET8_PRESET = {"rows": 8, "cols": 8, "dataflow": "ws", "in_bits": 8,
-                            "w_bits": 8, "weight_depth": 16384, "act_depth": 8192,
-                            "param_depth": 128, "prog_depth": 64, "acc_depth": 256,
-                            "out_depth": 512, "clock_hz": 84_375_000}
-
-#: The 85F design for VWW (MLPerf Tiny's visual wake words, MobileNetV1) and the zoo's other
-#: convolutional models: the ResNet-8 design's 8x8 array with WEIGHT 32,768 words (VWW takes
-#: 26,219, its depthwise tiles one word each, ``wdiag``), PARAM 512 (375) and PROGRAM 128
-#: (87): 198 of the 208 DP16KDs, routed with router2 (``fit.nextpnr_options``). Its WEIGHT
-#: blocks span the die, and their read enable and address from the feeder's registers take
-#: most of a cycle of routing: 45 MHz, a PLL clock that makes the UART's 3 Mbaud exactly, is
-#: the clock its builds meet (faster ones did not route: docs/performance.md, "VWW on an 8x8
-#: design" and "The 85F presets rebuilt"; its newest build's figures: the record,
-#: docs/figures.json). AD's 33,024 words do not fit it (the zoo design).
-ULX3S_85F_VWW_PRESET = {**ULX3S_85F_RESNET8_PRESET, "weight_depth": 32768, "param_depth": 512,
-                        "prog_depth": 128, "clock_hz": 45_000_000}
-
-#: The 85F design for the model zoo (:mod:`hwgen.models`): the VWW design's 8x8 array, bounds
-#: (ReLU6, leaky ReLU) and buffers, with WEIGHT 33,792 words, which hold AD's 33,024 (its 265K
-#: weights, eight to a word): the one design whose buffers hold each of the zoo's six models at
-#: batch 1 (AD, KWS, VWW, ResNet-8, LeNet-5, the tutorial CNN). 205 of the 208 DP16KD (WEIGHT's
-#: depth, 16.5 blocks of 2,048, takes 17 a lane); routed with router2 at the VWW design's
-#: 45 MHz (its build's figures: the record, docs/figures.json).
-ULX3S_85F_ZOO_PRESET = {**ULX3S_85F_VWW_PRESET, "weight_depth": 33792}
-
-#: Designs besides the boards' presets, by name: ``(board, fields over its preset)``
-#: (``hwgen.boards.board_config(BOARDS[board], **fields)``).
-NAMED_PRESETS = {"ulx3s-85f-zoo": ("ulx3s-85f", ULX3S_85F_ZOO_PRESET),
+#: Designs besides the boards' presets, by name: ``(board, fields)``, each a whole design that
+#: replaces the board's preset
+#: (``hwgen.boards.board_config(BOARDS[board], preset=name)``). ``ulx3s-85f-small``, the 8x8
+#: with the default buffers at the board's 62.5 MHz, was the 85F's preset before the zoo
+#: design: its block RAM leaves room for a LiteX SoC (``hwgen soc`` takes it).
+NAMED_PRESETS = {"ulx3s-85f-small": ("ulx3s-85f", ULX3S_PRESET),
                  "ulx3s-85f-resnet8": ("ulx3s-85f", ULX3S_85F_RESNET8_PRESET),
                  "ulx3s-85f-vww": ("ulx3s-85f", ULX3S_85F_VWW_PRESET)}
+#: Names that stay accepted for a board's own preset: ``--preset ulx3s-85f-zoo`` named the zoo
+#: design before it became the 85F's preset.
+PRESET_ALIASES = {"ulx3s-85f-zoo": "ulx3s-85f"}
+#: Every name ``--preset`` takes.
+PRESET_NAMES = tuple(sorted({*NAMED_PRESETS, *PRESET_ALIASES}))

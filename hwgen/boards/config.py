@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 
 from ..config import AcceleratorConfig, Dataflow
-from .catalog import BOARDS, NAMED_PRESETS, UNSPLIT_ACT
+from . import catalog
+from .catalog import BOARDS, PRESET_ALIASES, UNSPLIT_ACT
 
 __all__ = ["board_config", "preset_of"]
 
@@ -75,19 +76,23 @@ def _unsplit_if_needed(values, given):
 
 
 def _named_preset(board, name):
-    """Return the fields of the named preset ``name`` of ``board``, or raise ValueError."""
-    ours = sorted(n for n, (b, _) in NAMED_PRESETS.items() if BOARDS[b] is board)
+    """Return the fields of the named preset ``name`` of ``board`` (an alias of
+    :data:`~hwgen.boards.catalog.PRESET_ALIASES`: the board's own), or raise ValueError."""
+    if BOARDS.get(PRESET_ALIASES.get(name)) is board:
+        return board.preset
+    # Looked up when called, so that a preset added to the catalog counts.
+    ours = sorted(n for n, (b, _) in catalog.NAMED_PRESETS.items() if BOARDS[b] is board)
     if name not in ours:
         raise ValueError(f"preset {name!r} is not one of the board's named presets; allowed: "
                          + (", ".join(ours) if ours else "none for this board"))
-    return NAMED_PRESETS[name][1]
+    return catalog.NAMED_PRESETS[name][1]
 
 
 def preset_of(board, config):
     """Return the name of the preset ``config`` is, at whatever clock: ``board.name`` for the
     board's own, a key of :data:`~hwgen.boards.catalog.NAMED_PRESETS` for a named one of the
     board's; None for any other design."""
-    named = [name for name, (b, _) in NAMED_PRESETS.items() if BOARDS[b] is board]
+    named = [name for name, (b, _) in catalog.NAMED_PRESETS.items() if BOARDS[b] is board]
     for name, preset in ((board.name, None), *((n, n) for n in named)):
         if board_config(board, preset=preset, clock_hz=config.clock_hz) == config:
             return name

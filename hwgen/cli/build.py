@@ -80,7 +80,7 @@ def _run(args):
 def register(sub):
     """Add ``hwgen build``."""
     from hwgen.boards import BOARDS
-    from hwgen.boards.catalog import NAMED_PRESETS
+    from hwgen.boards.catalog import PRESET_NAMES
 
     p = sub.add_parser(
         "build", help="build a bitstream for a board with the YoWASP tools",
@@ -90,11 +90,12 @@ def register(sub):
                     "--clock-hz must be a clock the board makes (its oscillator or an exact "
                     "PLL setting).")
     p.add_argument("--board", required=True, choices=sorted(BOARDS))
-    p.add_argument("--preset", choices=sorted(NAMED_PRESETS),
-                   help="a named design of the board instead of its preset (ulx3s-85f-zoo: "
-                        "the 8x8 design that holds all of the MLPerf Tiny zoo; ulx3s-85f-resnet8: "
-                        "the 8x8 design that holds ResNet-8; ulx3s-85f-vww: the 8x8 design "
-                        "that holds VWW and the zoo's other CNNs)")
+    p.add_argument("--preset", choices=PRESET_NAMES,
+                   help="a named design of the board instead of its preset (the 85F's preset "
+                        "holds all of the MLPerf Tiny zoo; ulx3s-85f-small: the 8x8 with small "
+                        "buffers at 62.5 MHz; ulx3s-85f-resnet8: the 8x8 design that holds "
+                        "ResNet-8 at 84.375 MHz; ulx3s-85f-vww: VWW and the zoo's other CNNs; "
+                        "ulx3s-85f-zoo: the 85F's preset, by its former name)")
     add_config_options(p)
     # A design option that is not given takes the board's preset, not AcceleratorConfig's
     # default, so tell the two apart.

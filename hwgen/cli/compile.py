@@ -221,7 +221,7 @@ def _run(args):
 def register(sub):
     """Add ``hwgen compile``."""
     from hwgen.boards import BOARDS
-    from hwgen.boards.catalog import NAMED_PRESETS
+    from hwgen.boards.catalog import PRESET_NAMES
 
     from .models import SAMPLES
 
@@ -242,7 +242,7 @@ def register(sub):
                    help="the design of a build: DIR/report.json of `hwgen build --out DIR`")
     p.add_argument("--board", choices=sorted(BOARDS),
                    help="the board's preset design (design options given override it)")
-    p.add_argument("--preset", choices=sorted(NAMED_PRESETS),
+    p.add_argument("--preset", choices=PRESET_NAMES,
                    help="a named design of --board instead of its preset")
     add_config_options(p)
     # A design option that is not given takes the board's preset, or the default.

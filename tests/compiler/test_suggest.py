@@ -42,7 +42,7 @@ def _suggested(message):
 
 
 def test_weights_refusal_names_the_design_and_board_that_hold_them(autoencoder):
-    config = board_config(BOARDS["ulx3s-85f"])
+    config = board_config(BOARDS["ulx3s-85f"], preset="ulx3s-85f-small")
     error = _refusal(autoencoder, config)
     # The refusal itself is unchanged: layer, buffer, need and capacity.
     assert (error.layer, error.resource, error.limit) == (0, "weight_depth", 2048)
@@ -72,10 +72,10 @@ def test_spatial_refusal_names_the_presets_with_the_walker():
     presets = re.search(r"the presets of (.*)$", str(error)).group(1).split(", ")
     # The 12F's and 25F's presets have the walker and too little WEIGHT (512 words) for the
     # first convolution's taps kernel position by position, enough for them packed (the
-    # taps layout); the zoo's, ResNet-8's and VWW's 85F designs take networks of acc_bits <= 26;
+    # taps layout); the 85F's designs (its preset the zoo's) take networks of acc_bits <= 26;
     # the Tang Primer 20K's is the spatial device too (the Tang Nano 9K's has no walker).
     assert presets == ["ulx3s-12f", "ulx3s-25f", "ulx3s-45f", "ulx3s-85f", "tang-primer-20k",
-                       "ulx3s-85f-zoo", "ulx3s-85f-resnet8", "ulx3s-85f-vww"]
+                       "ulx3s-85f-small", "ulx3s-85f-resnet8", "ulx3s-85f-vww"]
     for name, (board, _) in NAMED_PRESETS.items():
         hwgen.compile(net, board_config(BOARDS[board], preset=name))
     for name in BOARDS:
@@ -115,12 +115,16 @@ def test_named_presets_are_listed_only_where_they_fit_their_board(autoencoder, m
     from hwgen.boards import catalog
 
     small = {"weight_depth": 66048, "param_depth": 512}   # the 12F's 4x4 array
+    # A named preset is a whole design (it replaces the board's preset).
     monkeypatch.setattr(catalog, "NAMED_PRESETS", {
-        "85f-ad": ("ulx3s-85f", {"weight_depth": 33024, "param_depth": 256}),
-        "12f-ad": ("ulx3s-12f", small),  # compiles the network, but needs 130 of 32 DP16KDs
+        "85f-ad": ("ulx3s-85f", {**catalog.ULX3S_PRESET, "weight_depth": 33024,
+                                 "param_depth": 256}),
+        # It compiles the network, but needs 130 of the 12F's 32 DP16KDs.
+        "12f-ad": ("ulx3s-12f", {**catalog.ULX3S_SMALL_PRESET, **small}),
     })
     error = _refusal(autoencoder, board_config(BOARDS["ulx3s-45f"]))
-    assert str(error).endswith(", or the preset of 85f-ad")
+    # The 85F's own preset (the zoo's design) holds it too.
+    assert str(error).endswith(", or the presets of ulx3s-85f, 85f-ad")
     hwgen.compile(autoencoder, board_config(BOARDS["ulx3s-12f"], **small))
     with pytest.raises(FitError):
         check_fit(BOARDS["ulx3s-12f"], board_config(BOARDS["ulx3s-12f"], **small))

@@ -47,8 +47,9 @@ def tutorial_cnn(torch):
 
 
 def _preset(name):
-    board, fields = NAMED_PRESETS.get(name, (name, {}))
-    return board_config(BOARDS[board], **fields)
+    if name in BOARDS:
+        return board_config(BOARDS[name])
+    return board_config(BOARDS[NAMED_PRESETS[name][0]], preset=name)
 
 
 def _quantized(model, config):
@@ -81,14 +82,14 @@ def test_the_tutorial_cnn_runs_on_the_presets_that_hold_it(tutorial_cnn, name):
 
 
 def test_the_tutorial_cnn_is_refused_by_the_buffer_or_field_that_is_short(tutorial_cnn):
-    # The 85F's default design: its 2,048 WEIGHT words are short (a real buffer).
-    config = _preset("ulx3s-85f")
+    # The 85F's small design: its 2,048 WEIGHT words are short (a real buffer).
+    config = _preset("ulx3s-85f-small")
     error = compile_refused(_quantized(tutorial_cnn, config), config,
                             "limit weight_depth=2048",
-                            "the presets of ulx3s-85f-zoo, ulx3s-85f-resnet8, ulx3s-85f-vww")
+                            "the presets of ulx3s-85f, ulx3s-85f-resnet8, ulx3s-85f-vww")
     assert error.resource == "weight_depth"
-    # The zoo's design holds it.
-    config = _preset("ulx3s-85f-zoo")
+    # The 85F's preset, the zoo's design, holds it.
+    config = _preset("ulx3s-85f")
     net = _quantized(tutorial_cnn, config)
     x = random_image(np.random.default_rng(1), config, 1, INPUT_SHAPE)
     program = hwgen.compile(net, config, batch=1)

@@ -61,9 +61,11 @@ def _cases():
             yield pytest.param(name, route, marks=marks, id=f"{name}-{route}")
 
 
-def zoo_config(name="ulx3s-85f-zoo"):
-    board, fields = NAMED_PRESETS[name]
-    return board_config(BOARDS[board], **fields)
+def zoo_config(name="ulx3s-85f"):
+    """The configuration of design ``name``: a board's preset or a named preset."""
+    if name in BOARDS:
+        return board_config(BOARDS[name])
+    return board_config(BOARDS[NAMED_PRESETS[name][0]], preset=name)
 
 
 def imported(torch, name, route):
@@ -111,7 +113,7 @@ def test_zoo_model_imports_and_runs_bit_exact(torch, name, route):
     np.testing.assert_allclose(float_model.forward(x),
                                scores(torch, module, zoo.calibration(8, seed=7, layout="nchw")),
                                rtol=1e-3, atol=1e-3)
-    config = zoo_config(DESIGNS.get(name, "ulx3s-85f-zoo"))
+    config = zoo_config(DESIGNS.get(name, "ulx3s-85f"))
     net = quantize(float_model, zoo.calibration(64), in_bits=config.in_bits,
                    w_bits=config.w_bits, acc_bits=config.acc_bits, mult_bits=config.mult_bits)
     program = hwgen.compile(net, config, batch=1)
@@ -123,15 +125,16 @@ def test_zoo_model_imports_and_runs_bit_exact(torch, name, route):
 
 
 def test_zoo_design_fits_the_85f():
-    """The fit estimate puts the zoo's design on the 85F (the build is the last word)."""
+    """The fit estimate puts the zoo's design, the 85F's preset, on the 85F (the build is the
+    last word)."""
     from hwgen.boards import check_fit
     from hwgen.boards.fit import nextpnr_options
 
-    board, _ = NAMED_PRESETS["ulx3s-85f-zoo"]
-    est = check_fit(BOARDS[board], zoo_config())
-    assert 0.9 * BOARDS[board].capacity["bram"] < est["bram"] <= BOARDS[board].capacity["bram"]
+    board = BOARDS["ulx3s-85f"]
+    est = check_fit(board, zoo_config())
+    assert 0.9 * board.capacity["bram"] < est["bram"] <= board.capacity["bram"]
     # Nearly every block RAM (its build took 205 of 208): nextpnr routes it with router2.
-    assert nextpnr_options(BOARDS[board], zoo_config()) == ["--router", "router2"]
+    assert nextpnr_options(board, zoo_config()) == ["--router", "router2"]
 
 
 def test_vww_design_holds_the_cnns_but_not_ad_and_routes_with_router2(torch):

@@ -1,11 +1,13 @@
-"""The board build's pieces that run without LiteX: the YoWASP shims and nextpnr's report."""
+"""The board build's pieces that run without LiteX: the YoWASP shims, nextpnr's report and the
+accelerator's design."""
 
 import shutil
 import subprocess
 
 import pytest
 
-from hwgen.soc.board import parse_nextpnr, yowasp_shims
+from hwgen.boards import BOARDS, check_fit
+from hwgen.soc.board import SOC_CLOCK_HZ, parse_nextpnr, soc_config, yowasp_shims
 
 LOG = """Info: Device utilisation:
 Info: \t          TRELLIS_IO:       6/    365     1%
@@ -41,3 +43,19 @@ def test_shims_run_the_yowasp_tools(tmp_path):
     done = subprocess.run([str(folder / "ecppack"), "--help"], capture_output=True, text=True,
                           timeout=300, check=False)
     assert "ecppack" in done.stdout + done.stderr
+
+
+def test_the_85f_soc_takes_the_small_design_the_45f_its_preset():
+    """The 85F's preset (the zoo's design) takes 205 of its 208 block RAMs: the SoC's
+    accelerator is ``ulx3s-85f-small``, which leaves the CPU and its main RAM room."""
+    from argparse import Namespace
+
+    from hwgen.boards import board_config
+
+    board = BOARDS["ulx3s-85f"]
+    config = soc_config(board)
+    assert config == board_config(board, preset="ulx3s-85f-small", clock_hz=SOC_CLOCK_HZ)
+    assert check_fit(board, config)["bram"] < board.capacity["bram"] // 2
+    assert soc_config(board, Namespace(clock_hz=40_000_000, rows=4)).rows == 4
+    small = BOARDS["ulx3s-45f"]
+    assert soc_config(small) == board_config(small, clock_hz=SOC_CLOCK_HZ)

@@ -33,7 +33,7 @@ def test_the_soc_classifies_like_the_reference(tmp_path, capsys):
     console = capsys.readouterr().out
     printed = {int(s): int(c) for s, c in re.findall(r"sample (\d+): class (\d+)", console)}
     # The reference, independently: the demo's MLP compiled for the same design, hwgen.nn.
-    config = board_config(BOARDS["ulx3s-85f"], clock_hz=50_000_000)
+    config = board_config(BOARDS["ulx3s-85f"], clock_hz=50_000_000, preset="ulx3s-85f-small")
     source = load_source("mlp")
     network, _ = hwgen.compile_for(source.model, config, source.calibration)
     x = network.quantize_input(source.samples[:SAMPLES])
