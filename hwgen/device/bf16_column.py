@@ -42,6 +42,8 @@ class BF16Column(wiring.Component):
         The processing elements, ``R >= 1``: the length of a tile.
     mul_latency : int
         The multipliers' latency (:class:`~hwgen.device.bf16_multiplier.BF16Multiplier`).
+        The default, 3, registers the product, so that the multiplier's last stage and the
+        adder's alignment are not one path (together they miss 50 MHz on an ECP5).
     add_latency : int
         The adders' latency (:class:`~hwgen.device.fp32_adder.FP32Adder`).
 
@@ -64,7 +66,7 @@ class BF16Column(wiring.Component):
     acc_valid : Out(1)
     """
 
-    def __init__(self, rows, *, mul_latency=2, add_latency=4):
+    def __init__(self, rows, *, mul_latency=3, add_latency=4):
         if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
             raise ValueError(f"BF16Column: rows={rows!r}; allowed: an int >= 1")
         self._rows = rows

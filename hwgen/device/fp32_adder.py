@@ -103,13 +103,13 @@ def _align(m, a, b):
     swap = Signal()
     m.d.comb += swap.eq(b.as_value()[:31] > a.as_value()[:31])
     big_exp = Mux(swap, b.exponent, a.exponent)
-    small_exp = Mux(swap, a.exponent, b.exponent)
     big = Mux(swap, significand(b), significand(a))
     small = Mux(swap, significand(a), significand(b))
-    # A difference of _WIDTH or more shifts every bit out: clamp it to 5 bits.
+    # A difference of _WIDTH or more shifts every bit out: clamp it to 5 bits. Both
+    # differences are computed beside the comparison, which then only picks one.
     diff = Signal(8)
     shift = Signal(range(_WIDTH + 1))
-    m.d.comb += [diff.eq(big_exp - small_exp),
+    m.d.comb += [diff.eq(Mux(swap, b.exponent - a.exponent, a.exponent - b.exponent)),
                  shift.eq(Mux(diff >= _WIDTH, _WIDTH, diff))]
     # The small significand above _WIDTH zeros, shifted right: the top half is the aligned
     # value, the bottom half what fell out.

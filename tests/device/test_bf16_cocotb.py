@@ -12,7 +12,7 @@ from sim.runner import run_cocotb_source
 def test_column_on_simulator(tmp_path, simulator):
     """Three rows, the multipliers' and adders' default latencies: tile sums and accumulators
     bit for bit (the ``simulator`` fixture skips, with the reason, a missing simulator)."""
-    params = {"rows": 3, "mul_latency": 2, "add_latency": 4, "seed": 52, "accumulations": 12}
+    params = {"rows": 3, "mul_latency": 3, "add_latency": 4, "seed": 52, "accumulations": 12}
     column = BF16Column(params["rows"], mul_latency=params["mul_latency"],
                         add_latency=params["add_latency"])
     src = tmp_path / "bf16_column.v"
