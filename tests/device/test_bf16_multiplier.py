@@ -81,3 +81,21 @@ def test_edge_cases(latency):
 def test_refused_latency(refused, latency):
     """A latency outside 0..3 is refused, naming the parameter and what is allowed."""
     refused(r"latency=.*allowed: an int in 0\.\.3", lambda: BF16Multiplier(latency))
+
+
+def test_every_significand_pair():
+    """All 2**14 pairs of fractions, each with signs and exponents drawn around the ends of
+    the range (products that just overflow, just underflow, or stay normal by the
+    normalisation's carry) and in the middle."""
+    rng = np.random.default_rng(52)
+    fa, fb = (v.ravel() for v in np.meshgrid(np.arange(128), np.arange(128)))
+    ea = rng.choice([1, 2, 63, 64, 127, 190, 191, 254], fa.size)
+    # b's exponent puts the product's exponent ea + eb - 127 at -1..1 or 253..255, or
+    # anywhere.
+    near = rng.choice([126, 127, 128, 380, 381, 382], fa.size) - ea
+    eb = np.where(rng.random(fa.size) < 0.7, near, rng.integers(1, 255, fa.size))
+    eb = np.clip(eb, 1, 254)
+    signs = rng.integers(0, 4, fa.size)
+    a = ((signs & 1) << 15) | (ea << 7) | fa
+    b = ((signs >> 1) << 15) | (eb << 7) | fb
+    check(1, list(zip(a, b, strict=True)))
