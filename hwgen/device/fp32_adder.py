@@ -118,7 +118,7 @@ def _align(m, a, b):
     # With the sticky bit in the lowest place, the computed sum lies strictly between the
     # same two multiples of 2 (in units of that place) as the exact sum, and rounding points
     # are such multiples: rounding the computed sum rounds the exact one. (Only a difference
-    # of 3 or more sets it, and then normalisation shifts left by 1 at most.)
+    # of 4 or more sets it, and then normalisation shifts left by 1 at most.)
     aligned = wide[_WIDTH:] | Cat(wide[:_WIDTH].any(), Const(0, _WIDTH - 1))
     return {"big": big, "small": aligned, "exp": big_exp,
             "sign": Mux(swap, b.sign, a.sign), "sub": a.sign ^ b.sign,
