@@ -12,7 +12,8 @@ from pathlib import Path
 from hwgen.generate import emit_design
 from hwgen.toolchain import icarus_available, setup_verilator
 
-__all__ = ["SIMULATORS", "CocotbFailure", "run_cocotb", "simulator_missing"]
+__all__ = ["SIMULATORS", "CocotbFailure", "run_cocotb", "run_cocotb_source",
+           "simulator_missing"]
 
 SIMULATORS = ("verilator", "icarus")
 
@@ -124,8 +125,6 @@ def run_cocotb(config, test_module, build_dir, *, top="engine", simulator="veril
     RuntimeError
         If the simulator is missing or the build fails.
     """
-    from cocotb_tools.runner import get_runner
-
     reason = simulator_missing(simulator)
     if reason:
         raise RuntimeError(reason)
@@ -134,6 +133,33 @@ def run_cocotb(config, test_module, build_dir, *, top="engine", simulator="veril
     name = "dut"
     src = build_dir / f"{name}.v"
     src.write_text(emit_design(config, top, name)[1])
+    return run_cocotb_source(src, name, test_module, build_dir, label=config.name,
+                             simulator=simulator, env={"HWGEN_CONFIG": config.to_json(),
+                                                       **(env or {})},
+                             waves=waves, testcase=testcase, seed=seed, optimize=optimize)
+
+
+def run_cocotb_source(src, toplevel, test_module, build_dir, *, label, simulator="verilator",
+                      env=None, waves=False, testcase=None, seed=None, optimize=False):
+    """Build the Verilog file ``src`` (top module ``toplevel``) with ``simulator`` and run
+    ``test_module`` on it: :func:`run_cocotb` for any design, the Verilog already written.
+    ``label`` names the design in the failures; ``env`` is the test bench's environment.
+    Returns the number of cocotb tests that ran.
+
+    Raises
+    ------
+    CocotbFailure
+        Naming each failing cocotb test with its message, and the log file.
+    RuntimeError
+        If the simulator is missing or the build fails.
+    """
+    from cocotb_tools.runner import get_runner
+
+    reason = simulator_missing(simulator)
+    if reason:
+        raise RuntimeError(reason)
+    build_dir = Path(build_dir).resolve()
+    build_dir.mkdir(parents=True, exist_ok=True)
 
     runner = _lean_verilator() if simulator == "verilator" else get_runner(simulator)
     build_kwargs = {}
@@ -151,7 +177,7 @@ def run_cocotb(config, test_module, build_dir, *, top="engine", simulator="veril
     if extra:
         os.environ["MAKEFLAGS"] = f"{saved_makeflags or ''} {extra}".strip()
     try:
-        runner.build(sources=[src], hdl_toplevel=name, build_dir=build_dir, waves=waves,
+        runner.build(sources=[src], hdl_toplevel=toplevel, build_dir=build_dir, waves=waves,
                      log_file=build_dir / "build.log", **build_kwargs)
     finally:
         if saved_makeflags is None:
@@ -161,13 +187,13 @@ def run_cocotb(config, test_module, build_dir, *, top="engine", simulator="veril
     if simulator == "verilator":
         _save_runtime(build_dir, waves, optimize)
 
-    test_env = {"HWGEN_CONFIG": config.to_json(), **(env or {})}
+    test_env = dict(env or {})
     results = build_dir / "results.xml"
     log = build_dir / "sim.log"
     # The runner exits the process on failures under pytest; we report them ourselves.
     saved = os.environ.pop("PYTEST_CURRENT_TEST", None)
     try:
-        runner.test(test_module=test_module, hdl_toplevel=name, hdl_toplevel_lang="verilog",
+        runner.test(test_module=test_module, hdl_toplevel=toplevel, hdl_toplevel_lang="verilog",
                     build_dir=build_dir, test_dir=build_dir, extra_env=test_env,
                     results_xml=str(results), waves=waves, testcase=testcase, seed=seed,
                     log_file=log,
@@ -182,7 +208,7 @@ def run_cocotb(config, test_module, build_dir, *, top="engine", simulator="veril
     if failed or total == 0:
         tail = log.read_text(errors="replace")[-3000:] if log.exists() else ""
         raise CocotbFailure(
-            f"{len(failed)} of {total} cocotb tests failed ({simulator}, {config.name}):\n"
+            f"{len(failed)} of {total} cocotb tests failed ({simulator}, {label}):\n"
             + "\n".join(failed) + f"\nlog: {log}\n{tail}")
     return total
 
