@@ -4,8 +4,8 @@ Two panels, inferences per second (log scale) against LUTs and against DSP block
 are the designs that are ok, the coloured line and dots their front, red crosses the designs
 the fit estimate refuses (drawn where their estimate puts them, when the model compiled onto
 them), the dashed vertical line the device's capacity (only named in the legend when it lies
-far beyond every design) and the dotted horizontal line the best rate the UART allows at
-the sweep's baud rate. The figure is drawn with Matplotlib's Agg
+far beyond every design) and a dotted horizontal line for the best rate the UART allows at
+each baud rate of the sweep (:func:`link_bounds`). The figure is drawn with Matplotlib's Agg
 canvas, without ``pyplot``'s global state, and saved without a time stamp, so the same rows
 give the same file.
 """
@@ -13,11 +13,13 @@ give the same file.
 from ..config import Dataflow
 from .pareto import FAMILY_UNITS, RESOURCES, cost, fronts, rate_text
 
-__all__ = ["plot_pareto"]
+__all__ = ["link_bounds", "plot_pareto"]
 
 _VALUE = "device_infer_per_s"
 # A capacity this many times the largest design drawn is only named in the legend.
 _FAR = 2.5
+# The UART bounds' line styles, one per rate.
+_LINK_STYLES = (":", "-.", "--")
 
 
 def _label(row):
@@ -27,7 +29,22 @@ def _label(row):
     return label
 
 
-def _panel(ax, rows, front, board, resource, *, link, baud):
+def link_bounds(rows, baud):
+    """Return ``[(label, inferences/s)]``, the UART's bound at each rate of the ok ``rows``:
+    the best ``link_infer_per_s`` of the points at that rate, ``baud`` for all of them when
+    given, else each point's own (results.csv's ``baud``), slowest rate first."""
+    best = {}
+    for r in rows:
+        if r.get("status") == "ok" and r.get("link_infer_per_s"):
+            rate = baud if baud is not None else r.get("baud")
+            best[rate] = max(best.get(rate, 0), r["link_infer_per_s"])
+    if len(best) == 1:
+        return [(f"UART bound at {rate_text(rows, baud)}", *best.values())]
+    return [(f"UART bound at {rate:,} baud" if rate else "UART bound", bound)
+            for rate, bound in sorted(best.items(), key=lambda kv: kv[0] or 0)]
+
+
+def _panel(ax, rows, front, board, resource, *, links):
     units = FAMILY_UNITS.get(board.family, {}).get(resource, resource.upper())
     ok = [r for r in rows if r.get("status") == "ok" and cost(r, resource) is not None]
     refused = [r for r in rows if r.get("status") == "no-fit" and r.get(_VALUE)
@@ -60,9 +77,10 @@ def _panel(ax, rows, front, board, resource, *, link, baud):
     elif capacity:
         ax.axvline(capacity, color="tab:red", linestyle="--", linewidth=1,
                    label=f"{board.name}: {capacity:,} {units}")
-    if link:
-        ax.axhline(link, color="tab:green", linestyle=":", linewidth=1.2,
-                   label=f"UART bound at {rate_text(rows, baud)}: {link:,.0f}/s")
+    for n, (label, bound) in enumerate(links):
+        ax.axhline(bound, color="tab:green", linestyle=_LINK_STYLES[n % len(_LINK_STYLES)],
+                   linewidth=1.2,
+                   label=f"{label}: {bound:,.0f}/s")
     ax.set_yscale("log")
     ax.set_xlabel(f"{units} (count)")
     ax.set_ylabel("inferences per second (1/s)")
@@ -89,12 +107,10 @@ def plot_pareto(rows, path, board, *, title, baud):
 
     fig = Figure(figsize=(11, 4.6), dpi=110)
     FigureCanvasAgg(fig)
-    links = [r["link_infer_per_s"] for r in rows
-             if r.get("status") == "ok" and r.get("link_infer_per_s")]
-    link = max(links, default=None)
+    links = link_bounds(rows, baud)
     axes = fig.subplots(1, len(RESOURCES))
     for ax, (resource, front) in zip(axes, fronts(rows).items(), strict=True):
-        _panel(ax, rows, front, board, resource, link=link, baud=baud)
+        _panel(ax, rows, front, board, resource, links=links)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     fig.savefig(path, format="png", metadata={"Software": None})

@@ -3,7 +3,7 @@
 import matplotlib.image
 
 from hwgen.boards import BOARDS
-from hwgen.dse.plot import plot_pareto
+from hwgen.dse.plot import link_bounds, plot_pareto
 
 
 def _rows():
@@ -44,3 +44,22 @@ def test_the_plot_of_a_sweep_without_ok_points(tmp_path):
     plot_pareto([{"point": "x", "status": "invalid"}], path, BOARDS["ulx3s-85f"], title="none",
                 baud=115_200)
     assert path.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_each_rate_of_a_sweep_gets_its_own_uart_bound(tmp_path):
+    """Points whose boards' rates differ (the 9K at its bridge's 3 Mbaud where its clocks
+    make it, 1 Mbaud elsewhere) each have their bound; a --baud sweep has one."""
+    rows = _rows()[:5]
+    for n, r in enumerate(rows):
+        r["baud"], r["link_infer_per_s"] = (1_000_000, 1500.0 + n) if n < 2 else \
+            (3_000_000, 4500.0 + n)
+    assert link_bounds(rows, None) == [("UART bound at 1,000,000 baud", 1501.0),
+                                       ("UART bound at 3,000,000 baud", 4504.0)]
+    assert link_bounds(rows, 115_200) == [("UART bound at 115,200 baud", 4504.0)]
+    assert link_bounds(rows[:2], None) == [
+        ("UART bound at 1,000,000 baud (the board's rate)", 1501.0)]
+    assert link_bounds([], None) == []
+    one, two = tmp_path / "one.png", tmp_path / "two.png"
+    plot_pareto(rows, one, BOARDS["icebreaker"], title="t", baud=115_200)
+    plot_pareto(rows, two, BOARDS["icebreaker"], title="t", baud=None)
+    assert one.read_bytes() != two.read_bytes()
