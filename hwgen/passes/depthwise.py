@@ -48,7 +48,7 @@ from ..memmap import GEOMETRY_LIMITS, PassKind, Region, has_depthwise, reduction
 from ..nn import AvgPool2D, Conv2D, Dense, GlobalAvgPool2D
 from ..timing import unit_latencies
 from .base import Lowered, Pass, signed_range
-from .matrix import activation_fields, finish_tile
+from .matrix import activation_fields, finish_tile, tile_macs
 
 __all__ = ["STREAM_LATENCY", "DepthwisePass", "TilePlan", "chunks", "refusal", "tile_plan"]
 
@@ -228,8 +228,7 @@ class DepthwisePass(Pass):
         return weights, param_image(p.matrix, config)
 
     def macs(self, spec, config):
-        return (spec.pixels * spec.k * spec.n,
-                spec.pixels * spec.k_tiles * config.rows * spec.n_tiles * config.cols)
+        return tile_macs(spec, config)
 
     def cycles(self, config, d, g, m, chunk, *, implementation=None):
         units = unit_latencies(config, implementation)

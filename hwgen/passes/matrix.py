@@ -45,7 +45,7 @@ from . import taps
 from .base import Lowered, Pass, signed_range
 
 __all__ = ["MatrixPass", "activation_fields", "finish_tile", "grouped_matrix", "padded_matrix",
-           "window_start"]
+           "tile_macs", "window_start"]
 
 # Controller: FETCH, DECODE, LOAD, two PRIME cycles and the feeders' first read come before
 # the engine's cycle 0 of the first chunk; NEXT, PRIME twice and the read before a later
@@ -134,6 +134,13 @@ def _checked(index, layer, weight, k, config, *, window=None):
                  output=layer.output, mult_neg=layer.mult_neg, **bounds)
 
 
+def tile_macs(spec, config):
+    """Return ``(useful, issued)`` multiply-accumulates per sample of a pass that runs ``spec``
+    in tiles of the array: the layer's own, and every row and column of its padded tiles."""
+    return (spec.pixels * spec.k * spec.n,
+            spec.pixels * spec.k_tiles * config.rows * spec.n_tiles * config.cols)
+
+
 class MatrixPass(Pass):
     """The matrix pass's hooks (see :class:`~hwgen.passes.base.Pass`)."""
 
@@ -213,8 +220,7 @@ class MatrixPass(Pass):
         return weights, param_image(p.matrix, config)
 
     def macs(self, spec, config):
-        return (spec.pixels * spec.k * spec.n,
-                spec.pixels * spec.k_tiles * config.rows * spec.n_tiles * config.cols)
+        return tile_macs(spec, config)
 
     def cycles(self, config, d, g, m, chunk, *, implementation=None):
         # The output pixels run in chunks of at most acc_depth, each a pass per reduction and
