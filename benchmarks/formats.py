@@ -30,7 +30,7 @@ from hwgen.figures import add_record_option, benchmark_record, record_benchmark
 #: name -> (board, top, rows x cols, clock in Hz, more nextpnr options). The same board and
 #: clock for both formats: 50 MHz, which one bf16 element (multiplier latency 3, adder latency
 #: 4) meets on an ECP5. The 8x8 bf16 array fills 72 % of the 85F's LUT4: router1 made no
-#: headway on it in ten minutes (docs/performance.md), router2 routes it.
+#: headway on it in nine minutes (docs/performance.md), router2 routes it.
 CASES = {
     "ecp5-int8-4x4": ("ulx3s-85f", "array", 4, 50_000_000, ""),
     "ecp5-bf16-4x4": ("ulx3s-85f", "bf16-array", 4, 50_000_000, ""),
