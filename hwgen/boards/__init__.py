@@ -11,7 +11,8 @@ packages through the board's ``amaranth-boards`` platform, and writes the bitstr
   divisor;
 - :mod:`~hwgen.boards.baud`: the link's baud rate: the check against the receivers' tolerance
   (:class:`BaudError`), the clock the UART runs from, the bridge's rates and the default;
-- :mod:`~hwgen.boards.tops`: the board tops (:class:`BoardTop`, :class:`ArrayTop`): pins, LEDs,
+- :mod:`~hwgen.boards.tops`: the board tops (:class:`BoardTop`, :class:`ArrayTop`,
+  :class:`BF16ArrayTop`): pins, LEDs,
   the PLL instances;
 - :mod:`~hwgen.boards.fit`: the resource model and the fit checks (:class:`FitError`);
 - :mod:`~hwgen.boards.config`: the configuration a board builds (preset, ``--config``, options);
@@ -31,12 +32,13 @@ from .fold import fold_output_registers
 from .nextpnr import nextpnr_arcs_left, nextpnr_phases, parse_nextpnr_log
 from .pll import PLLError, clock_plan, ecp5_pll, ice40_pll, link_clock_hz
 from .report import make_report, render_markdown, resources, tool_versions, write_report
-from .tops import ArrayTop, BoardTop
+from .tops import ArrayTop, BF16ArrayTop, BoardTop
 from .yosys import parse_yosys_log
 
 __all__ = [
     "BOARDS",
     "ArrayTop",
+    "BF16ArrayTop",
     "BaudError",
     "Board",
     "BoardTop",

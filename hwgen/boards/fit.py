@@ -360,9 +360,11 @@ def check_fit(board, config):
         f"{est[res]} {names[res]}, the device has {board.capacity[res]}{hint}{also}")
 
 
-def check_array_fit(board, config):
+def check_array_fit(board, config, *, packed=True):
     """Return ``{"dsp": blocks}`` of the array alone (:class:`hwgen.boards.tops.ArrayTop`) on
-    ``board``: one DSP block per product, or one per pair on a packed iCE40 array.
+    ``board``: one DSP block per product, or one per pair on a packed iCE40 array (not with
+    ``packed=False``: the bf16 array, :class:`hwgen.boards.tops.BF16ArrayTop`, multiplies
+    each pair of significands in a block of its own).
 
     Raises
     ------
@@ -372,7 +374,7 @@ def check_array_fit(board, config):
     from ..implementation import DspPacking
 
     dsp = config.rows * config.cols
-    if board.packing_for(config) is DspPacking.SB_MAC16:
+    if packed and board.packing_for(config) is DspPacking.SB_MAC16:
         dsp = sb_mac16_pairs(config)
     if dsp > board.capacity["dsp"]:
         raise FitError(f"the {config.rows}x{config.cols} array needs {dsp} "

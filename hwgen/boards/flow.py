@@ -29,7 +29,7 @@ from .gowin import SDC_FILE, clock_sdc, himbaechel_argv
 from .nextpnr import LogWatch
 from .pll import clock_plan
 from .report import make_report, write_report
-from .tops import OSCILLATOR_NET, ArrayTop, BoardTop
+from .tops import OSCILLATOR_NET, ArrayTop, BF16ArrayTop, BoardTop
 from .yosys import yosys_options
 
 __all__ = ["PROGRESS_EVERY_S", "build", "run_tool"]
@@ -44,6 +44,8 @@ _STEP_VARS = {
     Family.ECP5: {"yosys": "YOSYS", "nextpnr": "NEXTPNR_ECP5", "pack": "ECPPACK"},
     Family.GOWIN: {"yosys": "YOSYS", "nextpnr": "NEXTPNR_GOWIN", "pack": "GOWIN_PACK"},
 }
+#: The board tops :func:`build` makes, and what each holds.
+_TOPS = {"device": "device", "array": "array", "bf16-array": "bf16 array"}
 _STEP_LABELS = {"yosys": "synthesis (Yosys)", "nextpnr": "place and route (nextpnr)",
                 "pack": "bitstream packing"}
 
@@ -90,7 +92,8 @@ def _setup_tools(board, log):
 def _check(board, config, top, *, baud, clock, log):
     """Check the fit of ``top`` before synthesis, then say what is built; return the
     estimate."""
-    est = check_fit(board, config) if top == "device" else check_array_fit(board, config)
+    est = (check_fit(board, config) if top == "device"
+           else check_array_fit(board, config, packed=top == "array"))
     log(f"{board.name}: {config.name} at {config.clock_hz / 1e6:g} MHz "
         f"({'PLL' if clock['pll'] else 'board oscillator'}), {baud} baud")
     if top == "device":
@@ -102,7 +105,7 @@ def _check(board, config, top, *, baud, clock, log):
             f"DSPs, {est['bram']} block RAMs (of {board.capacity['lut']}, "
             f"{board.capacity['dsp']}, {board.capacity['bram']})")
     else:
-        log(f"array alone: {est['dsp']} DSPs of {board.capacity['dsp']}")
+        log(f"{_TOPS[top]} alone: {est['dsp']} DSPs of {board.capacity['dsp']}")
     return est
 
 
@@ -112,6 +115,8 @@ def _elaborate(board, config, top, build_dir, *, baud, seed, pe_instances):
     platform = board.make_platform()
     if top == "array":
         design = ArrayTop(board, config)
+    elif top == "bf16-array":
+        design = BF16ArrayTop(board, config)
     else:
         design = BoardTop(board, config, baud=baud, pe_instances=pe_instances)
     if pe_instances and top == "device":
@@ -178,7 +183,9 @@ def build(board, config, out_dir, *, baud, seed=None, pe_instances=True, top="de
 
     ``top="device"`` builds :class:`~hwgen.boards.tops.BoardTop` (what a user programs);
     ``top="array"`` builds :class:`~hwgen.boards.tops.ArrayTop`, the array alone, for
-    measurements (its fit check covers DSPs only).
+    measurements (its fit check covers DSPs only); ``top="bf16-array"``
+    :class:`~hwgen.boards.tops.BF16ArrayTop`, the bf16 array alone (``config.rows``,
+    ``config.cols`` and ``config.clock_hz``; DSPs only too).
 
     Checks the fit, elaborates the board top, runs Yosys, nextpnr and the packer (printing
     progress through ``log``), copies the bitstream to ``out_dir`` and writes ``report.json``
@@ -195,9 +202,10 @@ def build(board, config, out_dir, *, baud, seed=None, pe_instances=True, top="de
     RuntimeError
         If a tool fails; the message names the step and its log.
     """
+    if top not in _TOPS:
+        raise ValueError(f"top={top!r} is not a board top; allowed: "
+                         + ", ".join(repr(t) for t in _TOPS))
     tools = _setup_tools(board, log)
-    if top not in ("device", "array"):
-        raise ValueError(f"top={top!r} is not a board top; allowed: 'device', 'array'")
     clock = clock_plan(board, config.clock_hz)
     est = _check(board, config, top, baud=baud, clock=clock, log=log)
     out_dir = Path(out_dir)

@@ -96,7 +96,8 @@ def render_markdown(report):
     lines = [
         f"# {report['config_name']} on {report['board']} ({report['device']})", "",
         f"- top: {report['top']}"
-        + (" (the array alone, for measurements)" if report["top"] == "array" else ""),
+        + (" (the array alone, for measurements)"
+           if report["top"] in ("array", "bf16-array") else ""),
         f"- config hash `{report['config_hash']}`, UART {report['baud']} baud"
         + (f" ({lk['divisor']} cycles a bit of {lk['clock_hz'] / 1e6:g} MHz, "
            f"{lk['error_percent']:+g} %)" if (lk := report.get("link")) else ""),

@@ -3,7 +3,7 @@
 :class:`BoardTop` wraps :class:`hwgen.device.Device` for a board: the UART on the board's
 USB-serial pins, a heartbeat LED and a busy LED, and a PLL when the target clock is not the
 board's oscillator. :class:`ArrayTop` puts the systolic array alone on a board, for
-measurements.
+measurements, and :class:`BF16ArrayTop` the bf16 array (:mod:`hwgen.device.bf16_array`).
 """
 
 from amaranth.hdl import (
@@ -25,7 +25,7 @@ from .catalog import Family
 from .fit import implementation_for
 from .pll import clock_plan
 
-__all__ = ["OSCILLATOR_NET", "ArrayTop", "BoardTop"]
+__all__ = ["OSCILLATOR_NET", "ArrayTop", "BF16ArrayTop", "BoardTop"]
 
 #: The oscillator's input buffer where a top makes its clocks itself (a PLL, or the ECP5's
 #: reset), and the net behind it that Yosys names after the buffer's output.
@@ -111,26 +111,78 @@ class ArrayTop(Elaboratable):
         else:
             _add_oscillator(m, platform, self.board)
         m.submodules.array = arr = self.array
-        inputs = [arr.a_data, arr.a_valid, arr.a_last, arr.a_sel, arr.w_data, arr.w_row,
-                  arr.w_valid, arr.w_bank]
-        width = sum(len(Value.cast(v)) for v in inputs)
-        lfsr = Signal(max(64, width), init=1)
-        # x^64 + x^63 + x^61 + x^60 + 1, shifted by one bit per cycle.
-        fb = lfsr[63] ^ lfsr[62] ^ lfsr[60] ^ lfsr[59]
-        m.d.sync += lfsr.eq(Cat(fb, lfsr[:-1]))
-        pos = 0
-        for v in inputs:
-            n = len(Value.cast(v))
-            m.d.comb += Value.cast(v).eq(lfsr[pos:pos + n])
-            pos += n
-        # Reduce the outputs in two registered steps, so that the harness is not the
-        # critical path: one parity bit per result column, then their parity.
+        _drive_from_lfsr(m, [arr.a_data, arr.a_valid, arr.a_last, arr.a_sel, arr.w_data,
+                             arr.w_row, arr.w_valid, arr.w_bank])
         parts = [Value.cast(arr.o_data[j]).xor() for j in range(self.config.cols)]
-        partial = Signal(len(parts) + 2)
-        sink = Signal()
-        m.d.sync += [partial.eq(Cat(*parts, arr.o_valid, arr.o_last)), sink.eq(partial.xor())]
-        m.d.comb += _led(m, platform, 0).eq(sink)
+        m.d.comb += _led(m, platform, 0).eq(_registered_parity(m, [*parts, arr.o_valid,
+                                                                    arr.o_last]))
         return m
+
+
+class BF16ArrayTop(Elaboratable):
+    """The bf16 array alone on a board, for measuring its size and Fmax beside
+    :class:`ArrayTop`'s int8 array.
+
+    As :class:`ArrayTop`: an LFSR drives every input of
+    :class:`hwgen.device.bf16_array.BF16Array` (``config.rows x config.cols``; nothing else
+    of ``config`` but its clock is used) and the registered XOR of all its outputs drives
+    LED 0.
+
+    Parameters
+    ----------
+    board : Board
+    config : AcceleratorConfig
+    mul_latency, add_latency : int
+        The latencies of the array's multipliers and adders.
+    """
+
+    def __init__(self, board, config, *, mul_latency=3, add_latency=4):
+        from ..device.bf16_array import BF16Array
+
+        self.board = board
+        self.config = config
+        self.clock = clock_plan(board, config.clock_hz)
+        self.array = BF16Array(config.rows, config.cols, mul_latency=mul_latency,
+                               add_latency=add_latency)
+
+    def elaborate(self, platform):
+        m = Module()
+        if self.clock["pll"] is not None:
+            _add_pll(m, platform, self.board, self.clock)
+        else:
+            _add_oscillator(m, platform, self.board)
+        m.submodules.array = arr = self.array
+        _drive_from_lfsr(m, [arr.a_data, arr.a_valid, arr.a_first, arr.a_sel, arr.bias,
+                             arr.w_data, arr.w_row, arr.w_valid, arr.w_bank])
+        parts = [Value.cast(out[j]).xor() for out in (arr.s, arr.acc)
+                 for j in range(self.config.cols)]
+        m.d.comb += _led(m, platform, 0).eq(_registered_parity(m, [*parts, arr.s_valid,
+                                                                    arr.acc_valid]))
+        return m
+
+
+def _drive_from_lfsr(m, inputs):
+    """Drive ``inputs`` from the bits of an LFSR of at least 64 bits (random traffic:
+    nothing is computed, but no logic can be optimised away)."""
+    width = sum(len(Value.cast(v)) for v in inputs)
+    lfsr = Signal(max(64, width), init=1)
+    # x^64 + x^63 + x^61 + x^60 + 1, shifted by one bit per cycle.
+    fb = lfsr[63] ^ lfsr[62] ^ lfsr[60] ^ lfsr[59]
+    m.d.sync += lfsr.eq(Cat(fb, lfsr[:-1]))
+    pos = 0
+    for v in inputs:
+        n = len(Value.cast(v))
+        m.d.comb += Value.cast(v).eq(lfsr[pos:pos + n])
+        pos += n
+
+
+def _registered_parity(m, parts):
+    """Return the parity of the bits ``parts`` in two registered steps, so that the harness
+    is not the critical path: the parts registered, then their parity."""
+    partial = Signal(len(parts))
+    sink = Signal()
+    m.d.sync += [partial.eq(Cat(*parts)), sink.eq(partial.xor())]
+    return sink
 
 
 def _led(m, platform, index):

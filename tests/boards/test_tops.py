@@ -44,14 +44,35 @@ def test_icebreaker_pll_instance_has_the_planned_dividers(link, primitive):
     assert ("PLLOUTGLOBALB \\clk" in cell) == link
 
 
-@pytest.mark.parametrize("top", ["device", "array"])
+@pytest.mark.parametrize("top", ["device", "array", "bf16-array"])
 def test_ecp5_at_the_oscillator_has_a_sync_domain_with_a_reset(top):
     # Amaranth's own ECP5 domain is reset-less, and the DSP blocks take the domain's reset: a
     # ULX3S design at 25 MHz (no PLL) failed to elaborate with a DomainError.
     board = BOARDS["ulx3s-12f"]
     config = boards.board_config(board, clock_hz=25_000_000, rows=2, cols=2)
-    design = (boards.BoardTop(board, config, baud=1_000_000) if top == "device"
-              else boards.ArrayTop(board, config))
+    design = {"device": lambda: boards.BoardTop(board, config, baud=1_000_000),
+              "array": lambda: boards.ArrayTop(board, config),
+              "bf16-array": lambda: boards.BF16ArrayTop(board, config)}[top]()
     il = board.make_platform().build(design, name="top", do_build=False).files["top.il"]
     assert "EHXPLLL" not in il
     assert re.search(r"cell \S+ \\reset_sync", il)
+
+
+def test_bf16_array_top_drives_every_input_and_is_deterministic():
+    """The bf16 array's top reads every output into LED 0, and elaborates to the same RTLIL
+    twice."""
+    board = BOARDS["ulx3s-85f"]
+    config = boards.board_config(board, clock_hz=50_000_000, rows=2, cols=2)
+    ils = [board.make_platform().build(boards.BF16ArrayTop(board, config), name="top",
+                                       do_build=False).files["top.il"] for _ in range(2)]
+    assert ils[0] == ils[1]
+    assert "EHXPLLL" in ils[0]
+
+
+def test_build_refuses_an_unknown_top(tmp_path):
+    """An unknown top is refused before any tool runs, naming those allowed."""
+    board = BOARDS["ulx3s-85f"]
+    config = boards.board_config(board, rows=2, cols=2)
+    with pytest.raises(ValueError, match=r"top='bf16' is not a board top; allowed: 'device', "
+                                         r"'array', 'bf16-array'"):
+        boards.build(board, config, tmp_path, baud=1_000_000, top="bf16")

@@ -1,0 +1,183 @@
+"""int8 against bfloat16: the weight-stationary arrays alone, built for the same board and
+clock, side by side (issue 52).
+
+Each case is a real build (:func:`hwgen.boards.build`) of the int8 array alone
+(``top="array"``, :class:`hwgen.boards.tops.ArrayTop`) or the bf16 array alone
+(``top="bf16-array"``, :class:`hwgen.boards.tops.BF16ArrayTop`); the table gives per design
+the MACs, LUT4, flip-flops, DSP blocks, LUT4 and DSPs per MAC, Fmax and the peak rate (MACs
+x Fmax: one vector a cycle, the tile sums of every column), then the bf16/int8 ratios of each
+size built in both formats.
+
+Run ``python benchmarks/formats.py`` (all cases) or ``python benchmarks/formats.py NAME...``;
+``--list`` shows the cases; ``--reuse`` reads a case's ``report.json`` from an earlier run
+(``build/formats/<case>/``) instead of building it again; ``--record`` writes the figures into
+the record (:mod:`hwgen.figures`). ``--quick`` (the tests' smoke run) builds nothing: a bf16
+build takes minutes, so it checks a 2x2 bf16 array in the Amaranth simulator against
+:func:`hwgen.nn.bf16.bf16_matmul` and says so.
+"""
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from hwgen import boards
+from hwgen.figures import add_record_option, benchmark_record, record_benchmark
+
+#: name -> (board, top, rows x cols, clock in Hz, more nextpnr options). The same board and
+#: clock for both formats: 50 MHz, which one bf16 element (multiplier latency 3, adder latency
+#: 4) meets on an ECP5. The 8x8 bf16 array fills 72 % of the 85F's LUT4: router1 made no
+#: headway on it in nine minutes (docs/performance.md), router2 routes it.
+CASES = {
+    "ecp5-int8-4x4": ("ulx3s-85f", "array", 4, 50_000_000, ""),
+    "ecp5-bf16-4x4": ("ulx3s-85f", "bf16-array", 4, 50_000_000, ""),
+    "ecp5-int8-8x8": ("ulx3s-85f", "array", 8, 50_000_000, ""),
+    "ecp5-bf16-8x8": ("ulx3s-85f", "bf16-array", 8, 50_000_000, "--router router2"),
+}
+OUT = Path("build") / "formats"
+
+
+def run(name, *, seed, reuse):
+    """Build case ``name`` (or read its earlier report with ``reuse``); return the report."""
+    board_name, top, n, clock_hz, nextpnr_opts = CASES[name]
+    out = OUT / name
+    if reuse and (out / "report.json").is_file():
+        return json.loads((out / "report.json").read_text())
+    board = boards.BOARDS[board_name]
+    config = boards.board_config(board, rows=n, cols=n, clock_hz=clock_hz)
+    # The build's hook for more nextpnr options (hwgen.boards.flow), set for this case only.
+    before = os.environ.get("HWGEN_NEXTPNR_OPTS")
+    os.environ["HWGEN_NEXTPNR_OPTS"] = nextpnr_opts
+    try:
+        return boards.build(board, config, out, baud=1_000_000, seed=seed, top=top,
+                            log=lambda *a, **k: None)
+    finally:
+        if before is None:
+            del os.environ["HWGEN_NEXTPNR_OPTS"]
+        else:
+            os.environ["HWGEN_NEXTPNR_OPTS"] = before
+
+
+def figures_of(report):
+    """Return the table's figures of one build's report."""
+    res, cfg = report["resources"], report["config"]
+    macs = cfg["rows"] * cfg["cols"]
+    fmax = report["timing"]["fmax_mhz"] or 0
+    return {"macs": macs, "lut": res["lut"]["used"], "ff": res["ff"]["used"],
+            "dsp": res["dsp"]["used"], "lut_per_mac": res["lut"]["used"] / macs,
+            "dsp_per_mac": res["dsp"]["used"] / macs, "fmax_mhz": fmax,
+            "peak_gmacs": macs * fmax / 1e3, "target_mhz": report["timing"]["target_mhz"],
+            "pass": report["timing"]["pass"], "build_s": report["times"]["total_s"]}
+
+
+def print_table(results):
+    """Print the designs and the bf16/int8 ratio of each size built in both formats."""
+    print(f"{'design':14} {'MACs':>4} {'LUT4':>6} {'FF':>6} {'DSP':>4} {'LUT4/MAC':>8} "
+          f"{'DSP/MAC':>7} {'Fmax':>6} {'GMAC/s':>6} {'target':>6} {'build s':>7}")
+    for name, f in results.items():
+        print(f"{name:14} {f['macs']:4} {f['lut']:6} {f['ff']:6} {f['dsp']:4} "
+              f"{f['lut_per_mac']:8.1f} {f['dsp_per_mac']:7.3f} {f['fmax_mhz']:6.1f} "
+              f"{f['peak_gmacs']:6.2f} {f['target_mhz']:6g} {f['build_s']:7.1f}"
+              + ("" if f["pass"] else "  (timing FAIL)"))
+    ratios = {}
+    for name, f in results.items():
+        other = name.replace("-bf16-", "-int8-")
+        if other != name and other in results:
+            i = results[other]
+            size = name.rsplit("-", 1)[1]
+            ratios[size] = {k: f[k] / i[k] if i[k] else 0.0
+                            for k in ("lut", "ff", "dsp", "fmax_mhz", "peak_gmacs")}
+            r = ratios[size]
+            print(f"bf16/int8 {size:>4}: LUT4 x{r['lut']:.1f}, FF x{r['ff']:.1f}, "
+                  f"DSP x{r['dsp']:.2f}, Fmax x{r['fmax_mhz']:.2f}, "
+                  f"peak MACs/s x{r['peak_gmacs']:.2f}")
+    return ratios
+
+
+def quick_check(vectors=6, seed=1):
+    """Run ``vectors`` random tiles through a 2x2 bf16 array in the Amaranth simulator and
+    return how many tile sums differ from :func:`hwgen.nn.bf16.bf16_matmul`'s."""
+    import ml_dtypes
+    from amaranth.sim import Simulator
+
+    from hwgen.device.bf16_array import BF16Array
+    from hwgen.nn.bf16 import bf16_matmul
+
+    rng = np.random.default_rng(seed)
+    array = BF16Array(2, 2)
+    w = rng.standard_normal((2, 2)).astype(ml_dtypes.bfloat16)
+    xs = rng.standard_normal((vectors, 2)).astype(ml_dtypes.bfloat16)
+    got = []
+
+    async def bench(ctx):
+        for r in range(2):
+            ctx.set(array.w_valid, 1)
+            ctx.set(array.w_row, r)
+            for c in range(2):
+                ctx.set(array.w_data[c].as_value(), int(w[r, c].view(np.uint16)))
+            await ctx.tick()
+        ctx.set(array.w_valid, 0)
+        for cycle in range(vectors + array.sum_latency + 1):
+            ctx.set(array.a_valid, cycle < vectors)     # one vector a cycle: tile sums only
+            for r in range(2):
+                value = xs[cycle, r].view(np.uint16) if cycle < vectors else 0
+                ctx.set(array.a_data[r].as_value(), int(value))
+            if ctx.get(array.s_valid):
+                got.append([ctx.get(array.s[c].as_value()) for c in range(2)])
+            await ctx.tick()
+
+    sim = Simulator(array)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    want = bf16_matmul(xs, w, 0.0, 2).view(np.uint32).tolist()
+    if len(got) != vectors:
+        return vectors
+    return sum(g != [int(v) for v in row] for g, row in zip(got, want, strict=True))
+
+
+def main(argv=None):
+    """Run the benchmark; return the exit status."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("cases", nargs="*", help="case names (default: all)")
+    parser.add_argument("--list", action="store_true", help="list the cases and exit")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--reuse", action="store_true",
+                        help="read a case's report.json from an earlier run, if there is one")
+    parser.add_argument("--quick", action="store_true",
+                        help="no build: a 2x2 bf16 array in the simulator against the "
+                             "reference (a smoke run)")
+    add_record_option(parser)
+    args = parser.parse_args(argv)
+    benchmark_record(parser, args)
+    if args.list:
+        for name, (board, top, n, hz, opts) in CASES.items():
+            print(f"{name:14} {n}x{n} {top} on the {board} at {hz / 1e6:g} MHz"
+                  + (f" (nextpnr {opts})" if opts else ""))
+        return 0
+    if args.quick:
+        bad = quick_check()
+        print(f"quick: a 2x2 bf16 array in the Amaranth simulator, 6 tile sums against "
+              f"bf16_matmul: {bad} differ; nothing was built (a bf16 build takes minutes)")
+        record_benchmark(__file__, args, argv, {"quick_sim_tiles": 6, "quick_sim_differ": bad})
+        return 1 if bad else 0
+    names = args.cases or list(CASES)
+    unknown = [n for n in names if n not in CASES]
+    if unknown:
+        parser.error(f"unknown case(s) {', '.join(unknown)}; see --list")
+    results = {}
+    for name in names:
+        results[name] = figures_of(run(name, seed=args.seed, reuse=args.reuse))
+    ratios = print_table(results)
+    figures = {f"{name}_{k}": v for name, f in results.items() for k, v in f.items()}
+    figures |= {f"bf16_over_int8_{size}_{k}": v for size, r in ratios.items()
+                for k, v in r.items()}
+    record_benchmark(__file__, args, argv, figures)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
