@@ -69,10 +69,7 @@ class BoardTop(Elaboratable):
 
     def elaborate(self, platform):
         m = Module()
-        if self.clock["pll"] is not None:
-            _add_pll(m, platform, self.board, self.clock, link=self.link_clock_hz is not None)
-        else:
-            _add_oscillator(m, platform, self.board)
+        _add_clock(m, platform, self.board, self.clock, link=self.link_clock_hz is not None)
         m.submodules.device = dev = self.device
         uart = platform.request("uart", 0, dir="-")
         m.submodules.rx_buf = rx = io.Buffer("i", uart.rx)
@@ -106,10 +103,7 @@ class ArrayTop(Elaboratable):
 
     def elaborate(self, platform):
         m = Module()
-        if self.clock["pll"] is not None:
-            _add_pll(m, platform, self.board, self.clock)
-        else:
-            _add_oscillator(m, platform, self.board)
+        _add_clock(m, platform, self.board, self.clock)
         m.submodules.array = arr = self.array
         _drive_from_lfsr(m, [arr.a_data, arr.a_valid, arr.a_last, arr.a_sel, arr.w_data,
                              arr.w_row, arr.w_valid, arr.w_bank])
@@ -147,10 +141,7 @@ class BF16ArrayTop(Elaboratable):
 
     def elaborate(self, platform):
         m = Module()
-        if self.clock["pll"] is not None:
-            _add_pll(m, platform, self.board, self.clock)
-        else:
-            _add_oscillator(m, platform, self.board)
+        _add_clock(m, platform, self.board, self.clock)
         m.submodules.array = arr = self.array
         _drive_from_lfsr(m, [arr.a_data, arr.a_valid, arr.a_first, arr.a_sel, arr.bias,
                              arr.w_data, arr.w_row, arr.w_valid, arr.w_bank])
@@ -190,6 +181,14 @@ def _led(m, platform, index):
     buf = io.Buffer("o", platform.request("led", index, dir="-"))
     m.submodules[f"led{index}_buf"] = buf
     return buf.o
+
+
+def _add_clock(m, platform, board, clock, *, link=False):
+    """The sync domain from the PLL when ``clock`` needs one, else from the oscillator."""
+    if clock["pll"] is not None:
+        _add_pll(m, platform, board, clock, link=link)
+    else:
+        _add_oscillator(m, platform, board)
 
 
 def _add_oscillator(m, platform, board):
