@@ -52,7 +52,9 @@ class BF16Finish(wiring.Component):
     ----------
     latency : int
         Registers from the accumulator to ``y``, 0..3: 1 registers the result; 2 the
-        comparisons as well; 3 the clamped value too (a register after each stage).
+        comparisons as well; 3 the clamped value too (a register after each stage). With 2,
+        the default, no stage is more than one 32-bit comparison or one 16-bit increment
+        deep: well above 50 MHz on an ECP5.
 
     Members
     -------
