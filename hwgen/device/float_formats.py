@@ -6,14 +6,16 @@ units read an exponent of 0 as +0.0 (the zero rule: no subnormal enters the data
 exponent of 255 as Inf (fraction 0) or NaN (any other fraction).
 """
 
-from amaranth.hdl import Signal, Value
+from amaranth.hdl import Cat, Signal, Value
 from amaranth.lib import data
 
-__all__ = ["BF16", "EXP_MAX", "FP32", "FP32_INF", "FP32_NAN", "cut", "float_layout",
-           "stage_plan"]
+__all__ = ["BF16", "BF16_NAN", "EXP_MAX", "FP32", "FP32_INF", "FP32_NAN", "cut",
+           "float_layout", "ordered", "stage_plan"]
 
 #: The canonical quiet NaN of fp32: every NaN the units give.
 FP32_NAN = 0x7FC00000
+#: The canonical quiet NaN of bf16.
+BF16_NAN = 0x7FC0
 #: The bits of +Inf in fp32 (the sign bit is set for -Inf).
 FP32_INF = 0x7F800000
 #: The exponent field of Inf and NaN.
@@ -60,3 +62,14 @@ def cut(m, values, registered, name):
         m.d.sync += reg.eq(value)
         out[key] = reg
     return out
+
+
+def ordered(bits):
+    """Return a float's bit pattern (sign on top) as an unsigned integer in the order of the
+    values: the magnitude's bits inverted for a negative value, the sign bit inverted.
+
+    Only -0.0 and +0.0 compare unequal, and the zero rule leaves no -0.0; NaNs must be decided
+    apart.
+    """
+    sign = bits[-1]
+    return Cat(bits[:-1] ^ sign.replicate(len(bits) - 1), ~sign)

@@ -7,9 +7,10 @@ from amaranth.sim import Simulator
 from hypothesis import strategies as st
 
 from hwgen.nn.bf16 import as_bf16, flush
+from hwgen.nn.bf16_layers import Bf16Add
 
-__all__ = ["bf16_bits_strategy", "fp32_bits_strategy", "fp32_of", "ref_product", "ref_sum",
-           "run_pipeline"]
+__all__ = ["bf16_bits_strategy", "fp32_bits_strategy", "fp32_of", "ref_finish", "ref_product",
+           "ref_sum", "run_pipeline"]
 
 
 def run_pipeline(dut, inputs, output):
@@ -56,6 +57,20 @@ def ref_sum(a_bits, b_bits):
     a, b = (flush(fp32_of(v)) for v in (a_bits, b_bits))
     with np.errstate(over="ignore", invalid="ignore"):
         return flush(a + b).view(np.uint32)
+
+
+def ref_finish(acc_bits, relu=False, raw=False, act_min=None, act_max=None):
+    """The contract's finish of fp32 accumulators (uint32 bit patterns), as uint32 bit
+    patterns: the accumulator unchanged when ``raw``; else, the zero rule on the accumulator
+    and on the bounds (fp32 bit patterns, ``None`` for unbounded), the layer's
+    :meth:`~hwgen.nn.bf16_layers._Finish.finish` (a float32 holding a bf16 value)."""
+    acc_bits = np.asarray(acc_bits, dtype=np.uint32)
+    if raw:
+        return acc_bits.copy()
+    lo, hi = (None if v is None else float(flush(fp32_of([v]))[0]) for v in (act_min, act_max))
+    layer = Bf16Add(activation="relu" if relu else "identity", act_min=lo, act_max=hi)
+    with np.errstate(invalid="ignore"):
+        return layer.finish(flush(fp32_of(acc_bits))).view(np.uint32)
 
 
 def _pattern(fraction_bits):
