@@ -228,6 +228,19 @@ def test_chunk_cycles(m_rows):
     assert bank.chunk_cycles(m_rows, 3) == 2 * max(m_rows, 6) + m_rows
 
 
+def test_single_tile():
+    """Chunks of one reduction tile (each row ``first`` and ``final``: the bias plus the tile
+    sum, nothing written), back to back with different biases, and one of two tiles."""
+    bank = BF16AccumulatorBank(3, 8, add_latency=2, checked=True)
+    x = [[0x3FC0, 0xC000, 0x4040], [0x3F80, 0x7F80, 0], [0xBF80, 0x3F80, 0x4000]]
+    w = [[0x3F80, 0xBF80, 0x4000]] * 3
+    chunks = [Chunk(x, w, [0x3F800000, 0x40000000, 0xC0400000], 3),
+              Chunk(x, w, [0xC0000000, 0x7F800000, 0], 3),
+              Chunk(x, w, [0, 0, 0x3F800000], 2)]
+    assert [chunk.tiles for chunk in chunks] == [1, 1, 2]
+    check(bank, chunks)
+
+
 def test_rule_check_fires():
     """A row's tile a cycle sooner than the row rule allows trips the simulation check."""
     bank = BF16AccumulatorBank(3, 8, add_latency=2, checked=True)
