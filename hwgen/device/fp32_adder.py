@@ -142,7 +142,7 @@ def _normalize(m, v):
     for i in range(_SUM):
         with m.If(total[i]):
             m.d.comb += zeros.eq(_SUM - 1 - i)
-    shifted, exponent = Signal(_SUM), Signal(signed(10))
+    shifted, exponent = Signal(_SUM, name="shifted"), Signal(signed(10), name="exponent")
     m.d.comb += [shifted.eq(total << zeros),
                  exponent.eq(v["exp"] + 1 - zeros)]
     return {**{k: v[k] for k in ("sign", "nan", "inf", "inf_sign")},
