@@ -13,7 +13,9 @@ Run ``python benchmarks/formats.py`` (all cases) or ``python benchmarks/formats.
 (``build/formats/<case>/``) instead of building it again; ``--record`` writes the figures into
 the record (:mod:`hwgen.figures`). ``--quick`` (the tests' smoke run) builds nothing: a bf16
 build takes minutes, so it checks a 2x2 bf16 array in the Amaranth simulator against
-:func:`hwgen.nn.bf16.bf16_matmul` and says so.
+:func:`hwgen.nn.bf16.bf16_matmul` and says so. ``--accuracy`` builds nothing either: it trains
+the demo's MLP and CNN as ``hwgen demo`` does and prints their test accuracy in float, int8
+and bf16, from each format's bit-exact reference.
 """
 
 import argparse
@@ -139,6 +141,43 @@ def quick_check(vectors=6, seed=1):
     return sum(g != [int(v) for v in row] for g, row in zip(got, want, strict=True))
 
 
+def accuracies(models=("mlp", "cnn"), *, rows=8, epochs=None, seed=0):
+    """Return, for each of the demo's ``models`` trained as ``hwgen demo`` trains it, its
+    test accuracy in float, in int8 (:func:`hwgen.nn.quantize`, the default design's widths)
+    and in bf16 (:func:`hwgen.nn.to_bf16` with ``rows``, the order of the sums), each from the
+    bit-exact reference of its format, which the devices equal bit for bit."""
+    from hwgen import AcceleratorConfig
+    from hwgen.cli.demo import train_model
+    from hwgen.nn import quantize, to_bf16
+
+    config = AcceleratorConfig()
+    results = {}
+    for model in models:
+        _, trained, x_train, x_test, y_test = train_model(model, epochs, seed)
+        int8 = quantize(trained, x_train, in_bits=config.in_bits, w_bits=config.w_bits,
+                        acc_bits=config.acc_bits, mult_bits=config.mult_bits)
+        bf16 = to_bf16(trained, rows=rows)
+        results[model] = {
+            "float": trained.accuracy(x_test, y_test),
+            "int8": _accuracy(int8.forward(int8.quantize_input(x_test)), y_test),
+            "bf16": _accuracy(bf16.forward(bf16.quantize_input(x_test)), y_test),
+        }
+    return results
+
+
+def _accuracy(scores, labels):
+    return float(np.mean(np.argmax(scores.reshape(len(labels), -1), axis=1) == labels))
+
+
+def print_accuracies(results):
+    """Print each model's accuracy per format and each format's points below float."""
+    print(f"{'model':6} {'float':>7} {'int8':>7} {'bf16':>7} {'int8-float':>10} "
+          f"{'bf16-float':>10}  (test accuracy, %; points)")
+    for model, a in results.items():
+        print(f"{model:6} {100 * a['float']:7.2f} {100 * a['int8']:7.2f} {100 * a['bf16']:7.2f} "
+              f"{100 * (a['int8'] - a['float']):+10.2f} {100 * (a['bf16'] - a['float']):+10.2f}")
+
+
 def main(argv=None):
     """Run the benchmark; return the exit status."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -147,6 +186,9 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--reuse", action="store_true",
                         help="read a case's report.json from an earlier run, if there is one")
+    parser.add_argument("--accuracy", action="store_true",
+                        help="only the demo models' accuracy in float, int8 and bf16 (from "
+                             "the references; nothing is built)")
     parser.add_argument("--quick", action="store_true",
                         help="no build: a 2x2 bf16 array in the simulator against the "
                              "reference (a smoke run)")
@@ -162,8 +204,17 @@ def main(argv=None):
         bad = quick_check()
         print(f"quick: a 2x2 bf16 array in the Amaranth simulator, 6 tile sums against "
               f"bf16_matmul: {bad} differ; nothing was built (a bf16 build takes minutes)")
+        # The accuracy table's path on the MLP, trained briefly.
+        print_accuracies(accuracies(("mlp",), epochs=3, seed=args.seed))
         record_benchmark(__file__, args, argv, {"quick_sim_tiles": 6, "quick_sim_differ": bad})
         return 1 if bad else 0
+    if args.accuracy:
+        results = accuracies(seed=0)
+        print_accuracies(results)
+        record_benchmark(__file__, args, argv, {f"{model}_{fmt}_accuracy": v
+                                                for model, a in results.items()
+                                                for fmt, v in a.items()})
+        return 0
     names = args.cases or list(CASES)
     unknown = [n for n in names if n not in CASES]
     if unknown:

@@ -45,16 +45,15 @@ def _step(message):
 MODELS = {"mlp": 40, "cnn": 30}
 
 
-def _train(model, epochs, seed, config):
-    """Return ``(description, float accuracy, quantized network, test images, labels)``."""
-    from hwgen.nn import (
-        MLP,
-        load_digits_images,
-        load_digits_split,
-        quantize,
-        train_digits_cnn,
-    )
+def train_model(model, epochs=None, seed=0):
+    """Train the demo's float ``model`` (``"mlp"`` or ``"cnn"``) as ``hwgen demo`` does;
+    return ``(description, trained model, x_train, x_test, y_test)``. ``epochs`` defaults to
+    the model's (:data:`MODELS`)."""
+    from hwgen.nn import MLP, load_digits_images, load_digits_split, train_digits_cnn
 
+    if model not in MODELS:
+        raise ValueError(f"model={model!r}; allowed: {', '.join(MODELS)}")
+    epochs = MODELS[model] if epochs is None else epochs
     if model == "mlp":
         x_train, y_train, x_test, y_test = load_digits_split()
         _step(f"training the float MLP on {len(x_train)} images ({epochs} epochs) ...")
@@ -65,6 +64,14 @@ def _train(model, epochs, seed, config):
         _step(f"training the float CNN on {len(x_train)} images ({epochs} epochs) ...")
         trained = train_digits_cnn(epochs=epochs, seed=seed)
         what = "digits CNN (conv 3x3 8, pool 2, conv 3x3 16, pool 2, dense 10)"
+    return what, trained, x_train, x_test, y_test
+
+
+def _train(model, epochs, seed, config):
+    """Return ``(description, float accuracy, quantized network, test images, labels)``."""
+    from hwgen.nn import quantize
+
+    what, trained, x_train, x_test, y_test = train_model(model, epochs, seed)
     float_acc = trained.accuracy(x_test, y_test)
     _step("quantizing to int8 with the training split as calibration data ...")
     net = quantize(trained, x_train, in_bits=config.in_bits, w_bits=config.w_bits,
