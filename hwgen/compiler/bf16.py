@@ -1,0 +1,164 @@
+"""Compile a :class:`~hwgen.nn.Bf16Network` for a ``dtype="bf16"`` design (issue 52).
+
+The program has the int8 program's shape (docs/arithmetic.md, "bfloat16", and
+:mod:`hwgen.memmap`): matrix passes whose WEIGHT words hold bf16 bit patterns in the tile
+order of :func:`~hwgen.compiler.images.weight_image`, one PARAM word per output tile of fp32
+biases (:func:`~hwgen.memmap.param_lane_layout`), the bounds as bf16 bit patterns in the
+descriptor (:func:`~hwgen.memmap.descriptor_layout`), activations as 16-bit ACT lanes and a
+raw last layer's fp32 scores as 32-bit OUTPUT lanes. Nothing is quantized or proved: fp32
+sums cannot overflow a width (they reach Inf, as the reference does).
+
+Dense layers over rows only, for now: convolutions, pools, adds and flatten are refused,
+each named.
+"""
+
+import dataclasses
+
+import numpy as np
+
+from ..memmap import BF16_UNBOUNDED, PassKind
+from ..nn.bf16 import as_bf16, bf16_array, bf16_bits, first_index, round_to_bf16
+from ..nn.graph import where
+from ..passes.bf16_matrix import lanes_of_bits, signed_bits
+from .errors import CompileError
+from .kinds import DeviceLayer
+
+__all__ = ["Bf16Matrix", "bf16_input_lanes", "bf16_output_values", "bf16_passes",
+           "check_bf16_arguments"]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Bf16Matrix:
+    """What a bf16 matrix pass runs, as bit patterns: the fields of a :class:`~hwgen.nn.Dense`
+    the matrix pass's layout reads (:mod:`hwgen.passes.matrix`).
+
+    Attributes
+    ----------
+    weight : numpy.ndarray of int64, shape (K, N)
+        bf16 bit patterns (0..0xFFFF).
+    bias : numpy.ndarray of int64, shape (N,)
+        fp32 bit patterns (0..0xFFFFFFFF).
+    activation : str
+        ``"relu"`` or ``"identity"`` (informative: ReLU is in ``act_min``).
+    output : str
+        ``"raw"`` (fp32 scores to OUTPUT) or ``"bf16"``.
+    act_min, act_max : int or None
+        bf16 bit patterns of the bounds (None for a raw layer).
+    """
+
+    weight: np.ndarray
+    bias: np.ndarray
+    activation: str
+    output: str
+    act_min: int | None = None
+    act_max: int | None = None
+    # No requantization: param_image's lanes that the bf16 layout does not have.
+    mult = shift = 0
+    mult_neg = None
+
+
+def check_bf16_arguments(network, config):
+    """Refuse an int8 network on a bf16 design and a bf16 network on an int8 one (naming
+    ``dtype``), and a network whose ``rows`` (the order of its sums) is not the design's.
+
+    Raises
+    ------
+    CompileError
+    """
+    net_dtype = getattr(network, "dtype", "int8")
+    if net_dtype != config.dtype:
+        fix = ("hwgen.nn.to_bf16(model, rows=config.rows)" if config.dtype == "bf16" else
+               "hwgen.nn.quantize(...) or hwgen.compile_for(...)")
+        raise CompileError(f"the network is {type(network).__name__} ({net_dtype}) and the "
+                           f"design has dtype={config.dtype!r}; allowed: a {config.dtype} "
+                           f"network ({fix}), or a design with dtype={net_dtype!r}",
+                           resource="dtype")
+    if net_dtype == "bf16" and network.rows != config.rows:
+        raise CompileError(f"the network's sums are in tiles of rows={network.rows} and the "
+                           f"design has rows={config.rows}: fp32 sums in another order give "
+                           "other bits; allowed: hwgen.nn.to_bf16(model, "
+                           f"rows={config.rows})", resource="rows", need=network.rows,
+                           limit=config.rows)
+
+
+def _bounds(layer):
+    """Return ``(act_min, act_max)`` of a non-raw bf16 layer as bf16 bit patterns: its fp32
+    bounds rounded to bf16 (monotone rounding: the same output bits), ReLU folded into
+    ``act_min`` (``relu(a) = max(a, +0.0)``), :data:`~hwgen.memmap.BF16_UNBOUNDED` else."""
+    low, high = BF16_UNBOUNDED
+    pattern = {}
+    for name, value in (("act_min", layer.act_min), ("act_max", layer.act_max)):
+        if value is not None:
+            pattern[name] = int(bf16_bits(np.asarray(round_to_bf16(np.float32(value)),
+                                                     dtype=np.float32)))
+    act_min = layer.act_min
+    if layer.activation == "relu" and (act_min is None or act_min < 0):
+        pattern["act_min"] = 0   # +0.0
+    return pattern.get("act_min", low), pattern.get("act_max", high)
+
+
+def _matrix(layer):
+    """Return the :class:`Bf16Matrix` of a :class:`~hwgen.nn.bf16_layers.Bf16Dense`."""
+    weight = np.asarray(layer.weight).view(np.uint16).astype(np.int64)
+    bias = np.asarray(layer.bias, dtype=np.float32).view(np.uint32).astype(np.int64)
+    if layer.raw:
+        return Bf16Matrix(weight, bias, "identity", "raw")
+    act_min, act_max = _bounds(layer)
+    return Bf16Matrix(weight, bias, layer.activation, "bf16", act_min, act_max)
+
+
+def bf16_passes(network, config):
+    """Return the :class:`~hwgen.compiler.kinds.DeviceLayer` matrix passes of a chain of
+    :class:`~hwgen.nn.bf16_layers.Bf16Dense` layers over rows.
+
+    Raises
+    ------
+    CompileError
+        Listing every layer the bf16 compiler does not take yet (by index, name and kind).
+    """
+    from ..nn.bf16_layers import Bf16Dense
+
+    shapes = network.tensor_shapes
+    offenders = []
+    for index, node in enumerate(network.nodes):
+        layer = node.layer
+        if not isinstance(layer, Bf16Dense):
+            offenders.append(f"{where(index, node.name)} ({type(layer).__name__})")
+        elif len(shapes[node.inputs[0]]) != 1:
+            offenders.append(f"{where(index, node.name)} (Bf16Dense over an image)")
+    if offenders:
+        raise CompileError(f"the bf16 compiler takes dense layers over rows only (Bf16Dense) "
+                           f"for now; not yet: {', '.join(offenders)}", resource="layer")
+    passes = []
+    for index, node in enumerate(network.nodes):
+        k, n = node.layer.weight.shape
+        passes.append(DeviceLayer(index, PassKind.MATRIX, _matrix(node.layer), k, (k,), (n,),
+                                  None, name=node.name, inputs=tuple(node.inputs)))
+    return passes
+
+
+def bf16_input_lanes(x, what):
+    """Return bf16 inputs ``x`` as the signed 16-bit lanes of their bit patterns.
+
+    Raises
+    ------
+    ValueError
+        Starting with ``what``: ``x`` is not bf16 (see :func:`~hwgen.nn.bf16.as_bf16`), or
+        holds an Inf or NaN (naming the first index; the contract refuses them as inputs).
+    """
+    values = as_bf16(x, what, "x")
+    bad = ~np.isfinite(values)
+    if bad.any():
+        index = first_index(bad)
+        raise ValueError(f"{what}: field 'x' is {values[index]} at index {index}; allowed: "
+                         "finite bf16 values (Bf16Network.quantize_input)")
+    return signed_bits(values, 16)
+
+
+def bf16_output_values(program, values):
+    """Return a program's output lanes ``values`` (signed ints) as what they hold on a bf16
+    design: fp32 scores (``raw``) or bf16 values; unchanged on an int8 one."""
+    if program.config.dtype != "bf16":
+        return values
+    floats = lanes_of_bits(values, program.output.lane_bits)
+    return floats if program.output.kind == "raw" else bf16_array(floats)
