@@ -70,8 +70,9 @@ def check_bf16_arguments(network, config):
         fix = ("hwgen.nn.to_bf16(model, rows=config.rows)" if config.dtype == "bf16" else
                "hwgen.nn.quantize(...) or hwgen.compile_for(...)")
         raise CompileError(f"the network is {type(network).__name__} ({net_dtype}) and the "
-                           f"design has dtype={config.dtype!r}; allowed: a {config.dtype} "
-                           f"network ({fix}), or a design with dtype={net_dtype!r}",
+                           f"design has dtype={config.dtype!r}; allowed: a network for "
+                           f"dtype={config.dtype!r} ({fix}), or a design with "
+                           f"dtype={net_dtype!r}",
                            resource="dtype")
     if net_dtype == "bf16" and network.rows != config.rows:
         raise CompileError(f"the network's sums are in tiles of rows={network.rows} and the "

@@ -1,0 +1,164 @@
+"""bf16 programs (issue 52): a Bf16Network compiled for a dtype="bf16" design and run on the
+program interpreter gives Bf16Network.forward's bits; what the bf16 compiler refuses."""
+
+import ml_dtypes
+import numpy as np
+import pytest
+from support import COMPILER_CONFIGS, run_on_interpreter, small_dense_network
+
+import hwgen
+from hwgen.compiler import CompileError
+from hwgen.nn import INPUT, MLP, Flatten, MaxPool2D, Node, to_bf16
+from hwgen.nn.bf16 import round_to_bf16, round_to_fp32
+from hwgen.nn.bf16_layers import Bf16Conv2D, Bf16Dense
+from hwgen.nn.bf16_network import Bf16Network
+
+
+def _config(rows, cols, **kwargs):
+    return hwgen.AcceleratorConfig(dtype="bf16", rows=rows, cols=cols, **kwargs)
+
+
+def _mlp(sizes, seed, *, scale=1.0):
+    """A float MLP with random biases and some zero weights (to_bf16 flushes them to +0.0)."""
+    mlp = MLP(sizes, seed=seed)
+    rng = np.random.default_rng(seed)
+    for weight, bias in mlp.layers:
+        weight[:] *= scale * (rng.random(weight.shape) > 0.2)
+        bias[:] = rng.normal(size=bias.shape) * scale
+    return mlp
+
+
+def _inputs(net, m, seed, *, scale=1.0):
+    """``m`` bf16 rows of normal values, one row of zeros and some zero elements."""
+    rng = np.random.default_rng(seed + 100)
+    x = rng.normal(size=(m, net.input_shape[0])) * scale * (rng.random((m, net.input_shape[0]))
+                                                            > 0.3)
+    x[0] = 0.0
+    return net.quantize_input(x)
+
+
+def _same_bits(got, want):
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    view = np.uint16 if want.dtype == ml_dtypes.bfloat16 else np.uint32
+    np.testing.assert_array_equal(got.view(view), want.view(view))
+
+
+def _check(net, config, x, **kwargs):
+    program = hwgen.compile(net, config, **kwargs)
+    want = net.forward(x)
+    interpreted, unpacked = run_on_interpreter(program, x, seed=3)
+    _same_bits(interpreted, want)
+    _same_bits(unpacked, want)
+    return program, want
+
+
+@pytest.mark.parametrize(("rows", "cols", "sizes"), [
+    (1, 1, [3, 2, 2]), (1, 8, [5, 9, 3]), (8, 1, [11, 4, 2]), (3, 5, [7, 6, 4]),
+    (5, 3, [13, 8, 7, 5]), (8, 8, [20, 17, 10]), (2, 7, [9, 15, 8]), (4, 4, [4, 4, 4]),
+])
+@pytest.mark.parametrize("output", ["raw", "bf16"])
+def test_mlps_run_bit_for_bit(rows, cols, sizes, output):
+    net = to_bf16(_mlp(sizes, seed=rows * 10 + cols), rows=rows, output=output)
+    config = _config(rows, cols)
+    program, want = _check(net, config, _inputs(net, 6, seed=rows + cols), batch=8)
+    assert want.dtype == (np.float32 if output == "raw" else ml_dtypes.bfloat16)
+    assert program.output.kind == ("raw" if output == "raw" else "requant")
+    # A smaller run of the same program, and the largest batch by default.
+    _check(net, config, _inputs(net, 1, seed=7))
+
+
+def test_overflow_inf_and_nan_inside_the_datapath_run_bit_for_bit():
+    # Products beyond fp32 give Inf, Inf - Inf gives NaN: the scores and the hidden values
+    # carry them as the contract says (a hidden NaN meets the next layer's zero weights too).
+    net = to_bf16(_mlp([6, 5, 4], seed=3, scale=1e30), rows=2, output="raw")
+    x = _inputs(net, 4, seed=3, scale=1e10)
+    _, want = _check(net, _config(2, 3), x)
+    assert np.isinf(want).any() and np.isnan(want).any()
+
+
+def _dense_net(layers, k, rows):
+    nodes = [Node(f"fc{i}", layer, INPUT if i == 0 else f"fc{i - 1}")
+             for i, layer in enumerate(layers)]
+    shapes = {INPUT: (k,), **{f"fc{i}": (layer.weight.shape[1],)
+                              for i, layer in enumerate(layers)}}
+    return Bf16Network(nodes, rows=rows, tensor_shapes=shapes)
+
+
+def _dense(k, n, seed, **finish):
+    rng = np.random.default_rng(seed)
+    return Bf16Dense(weight=round_to_bf16(rng.normal(size=(k, n))),
+                     bias=round_to_fp32(rng.normal(size=n)), **finish)
+
+
+@pytest.mark.parametrize("finish", [
+    {"activation": "identity", "act_min": -0.3, "act_max": 0.7},
+    {"activation": "relu", "act_max": 0.45},
+    {"activation": "relu", "act_min": 0.1},
+    {"activation": "relu", "act_min": -2.0, "act_max": 1.3},
+    {"activation": "identity", "act_max": -0.2},
+])
+def test_bounds_not_bf16_values_clamp_as_the_reference(finish):
+    # Bounds that are not bf16 values: the descriptor holds them rounded to bf16, which gives
+    # the same bits (rounding is monotone).
+    bounds = {name: float(round_to_fp32(v)) for name, v in finish.items() if name != "activation"}
+    layers = [_dense(9, 6, 1, activation=finish["activation"], **bounds),
+              _dense(6, 5, 2, activation="relu"), _dense(5, 3, 3, raw=True)]
+    net = _dense_net(layers, 9, rows=4)
+    _check(net, _config(4, 3), _inputs(net, 5, seed=1))
+    # Each hidden layer's output too, as the last layer of a shorter network.
+    short = _dense_net(layers[:1], 9, rows=4)
+    _check(short, _config(4, 3), _inputs(short, 5, seed=1))
+
+
+def test_quantize_input_and_pack_input_refuse_inf_and_nan():
+    net = to_bf16(_mlp([3, 2], seed=0), rows=2)
+    program = hwgen.compile(net, _config(2, 2))
+    for bad in (np.inf, -np.inf, np.nan, 1e39):
+        with pytest.raises(ValueError, match=r"quantize_input: field 'x'.*at index \(0, 1\)"):
+            net.quantize_input(np.array([[0.5, bad, 1.0]]))
+    x = np.array([[0.5, np.inf, 1.0]], dtype=ml_dtypes.bfloat16)
+    with pytest.raises(ValueError, match=r"pack_input: field 'x' is inf at index \(0, 1\)"):
+        program.pack_input(x)
+
+
+def test_a_bf16_network_on_an_int8_design_is_refused():
+    net = to_bf16(_mlp([3, 2], seed=0), rows=8)
+    with pytest.raises(CompileError, match=r"Bf16Network \(bf16\) and the design has "
+                                           r"dtype='int8'; allowed: a network for dtype='int8'"):
+        hwgen.compile(net, hwgen.AcceleratorConfig())
+
+
+def test_an_int8_network_on_a_bf16_design_is_refused():
+    config = COMPILER_CONFIGS["2x3"]
+    net = small_dense_network(config, (5, 4), last_raw=True, acc_bits=24, seed=4)
+    with pytest.raises(CompileError, match=r"QuantizedNetwork \(int8\) and the design has "
+                                           r"dtype='bf16'.*to_bf16"):
+        hwgen.compile(net, _config(2, 3))
+
+
+def test_other_rows_are_refused_naming_the_order_of_the_sums():
+    net = to_bf16(_mlp([3, 2], seed=0), rows=4)
+    with pytest.raises(CompileError, match=r"tiles of rows=4 and the design has rows=8.*"
+                                           r"to_bf16\(model, rows=8\)"):
+        hwgen.compile(net, _config(8, 8))
+
+
+def test_layers_not_covered_yet_are_all_listed():
+    conv = Bf16Conv2D(weight=round_to_bf16(np.ones((3, 3, 2, 4))),
+                      bias=np.zeros(4, dtype=np.float32), activation="relu")
+    nodes = [Node("conv", conv, INPUT), Node("pool", MaxPool2D(2), "conv"),
+             Node("flat", Flatten(), "pool"), Node("fc", _dense(12, 3, 0, raw=True), "flat")]
+    shapes = {INPUT: (6, 6, 2), "conv": (4, 4, 4), "pool": (2, 2, 4), "flat": (16,),
+              "fc": (3,)}
+    net = Bf16Network(nodes, rows=8, tensor_shapes=shapes)
+    with pytest.raises(CompileError, match=r"dense layers over rows only .* not yet: layer 0 "
+                                           r"\('conv'\) \(Bf16Conv2D\), layer 1 \('pool'\) "
+                                           r"\(MaxPool2D\), layer 2 \('flat'\) \(Flatten\)$"):
+        hwgen.compile(net, _config(8, 8))
+
+
+def test_readout_is_refused():
+    net = to_bf16(_mlp([3, 2], seed=0), rows=2)
+    with pytest.raises(CompileError, match=r"readout=True: a bf16 program"):
+        hwgen.compile(net, _config(2, 2), readout=True)
