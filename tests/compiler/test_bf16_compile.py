@@ -162,3 +162,13 @@ def test_readout_is_refused():
     net = to_bf16(_mlp([3, 2], seed=0), rows=2)
     with pytest.raises(CompileError, match=r"readout=True: a bf16 program"):
         hwgen.compile(net, _config(2, 2), readout=True)
+
+
+def test_a_saved_program_loads_and_runs_the_same(tmp_path):
+    net = to_bf16(_mlp([5, 6, 3], seed=1), rows=4)
+    program = hwgen.compile(net, _config(4, 4))
+    program.save(tmp_path / "p.npz")
+    loaded = type(program).load(tmp_path / "p.npz")
+    assert loaded == program and loaded.config.dtype == "bf16"
+    x = _inputs(net, 3, seed=2)
+    _same_bits(run_on_interpreter(loaded, x)[1], net.forward(x))
