@@ -8,8 +8,9 @@ descriptor (:func:`~hwgen.memmap.descriptor_layout`), activations as 16-bit ACT 
 raw last layer's fp32 scores as 32-bit OUTPUT lanes. Nothing is quantized or proved: fp32
 sums cannot overflow a width (they reach Inf, as the reference does).
 
-Dense layers over rows only, for now: convolutions, pools, adds and flatten are refused,
-each named.
+Dense layers, convolutions (any ``groups``), average pools through the matrix pass as for
+int8, max pools through the max-pooling pass (on bf16 values), flatten for free; residual
+adds are refused, each named.
 """
 
 import dataclasses
@@ -18,10 +19,14 @@ import numpy as np
 
 from ..memmap import BF16_UNBOUNDED, PassKind
 from ..nn.bf16 import as_bf16, bf16_array, bf16_bits, first_index, round_to_bf16
-from ..nn.graph import where
+from ..nn.flatten import Flatten
+from ..nn.graph import INPUT, where
+from ..nn.maxpool import MaxPool2D
+from ..passes import lookup
 from ..passes.bf16_matrix import lanes_of_bits, signed_bits
 from .errors import CompileError
 from .kinds import DeviceLayer
+from .proofs import check_padded_reduction
 
 __all__ = ["Bf16Matrix", "bf16_input_lanes", "bf16_output_values", "bf16_passes",
            "check_bf16_arguments"]
@@ -108,33 +113,102 @@ def _matrix(layer):
     return Bf16Matrix(weight, bias, layer.activation, "bf16", act_min, act_max)
 
 
+def _refused(network, config):
+    """Return every node the bf16 compiler does not take, as ``"layer i ('name') (Kind)"``."""
+    from ..nn.bf16_layers import Bf16AvgPool2D, Bf16Conv2D, Bf16Dense
+
+    taken = (Bf16Dense, Bf16Conv2D, Bf16AvgPool2D, MaxPool2D, Flatten)
+    spatial = (Bf16Conv2D, Bf16AvgPool2D, MaxPool2D)
+    offenders = []
+    for index, node in enumerate(network.nodes):
+        kind = type(node.layer).__name__
+        if not isinstance(node.layer, taken):
+            offenders.append(f"{where(index, node.name)} ({kind})")
+        elif not config.spatial and isinstance(node.layer, spatial):
+            offenders.append(f"{where(index, node.name)} ({kind}: walks images, and the "
+                             "design has spatial=False)")
+    return offenders
+
+
+def _spatial_matrix(index, layer, in_shape, config):
+    """Return ``(matrix, k, kernel, repeat, grouped)`` of a matrix pass that walks images: a
+    convolution, an average pool (its depthwise convolution of ``bf16(1/(kh*kw))``) or a
+    dense layer after a Flatten (a convolution whose kernel is the whole image), laid out as
+    the int8 matrix pass lays them (:mod:`hwgen.passes.matrix`), on bit patterns (+0.0 is 0)."""
+    from ..nn.bf16_layers import Bf16AvgPool2D, Bf16Conv2D
+
+    # (Imported here: the matrix pass imports the compiler's images and proofs.)
+    from ..passes.matrix import grouped_matrix, padded_matrix
+
+    h, w, c = in_shape
+    finish = {"activation": layer.activation, "act_min": layer.act_min,
+              "act_max": layer.act_max}
+    repeat = isinstance(layer, Bf16AvgPool2D)
+    if repeat:
+        kh, kw = (h, w) if layer.kernel_size is None else layer.kernel_size
+        weight = np.full((kh, kw, 1, c), round_to_bf16(1.0 / (kh * kw)))
+        layer = Bf16Conv2D(weight=weight, bias=np.zeros(c, dtype=np.float32),
+                           strides=layer.strides, groups=c, **finish)
+    if not isinstance(layer, Bf16Conv2D):   # a Bf16Dense after a Flatten
+        matrix = _matrix(layer)
+        image = matrix.weight.reshape(h, w, c, -1)
+        check_padded_reduction(index, (h, w), c, config, window="image before the Flatten")
+        return (dataclasses.replace(matrix, weight=padded_matrix(image, config.rows)),
+                h * w * c, (h, w, (1, 1), (0, 0, 0, 0), 0), False, False)
+    matrix = _matrix(layer)
+    kh, kw, cg, _ = matrix.weight.shape
+    weight, window = grouped_matrix(matrix.weight, layer.groups, config)
+    channels = weight.shape[0] // (kh * kw) if window else cg * layer.groups
+    check_padded_reduction(index, (kh, kw), channels, config, window="kernel")
+    return (dataclasses.replace(matrix, weight=weight), kh * kw * cg,
+            (kh, kw, tuple(layer.strides), tuple(layer.pads), window), repeat,
+            layer.groups > 1)
+
+
 def bf16_passes(network, config):
-    """Return the :class:`~hwgen.compiler.kinds.DeviceLayer` matrix passes of a chain of
-    :class:`~hwgen.nn.bf16_layers.Bf16Dense` layers over rows.
+    """Return the :class:`~hwgen.compiler.kinds.DeviceLayer` passes of a bf16 network: matrix
+    passes of its dense layers, convolutions and average pools, max-pooling passes; a
+    Flatten costs nothing (the pass after it walks the image), as for int8.
 
     Raises
     ------
     CompileError
-        Listing every layer the bf16 compiler does not take yet (by index, name and kind).
+        Listing every layer the bf16 compiler does not take yet (by index, name and kind),
+        or naming a layer that does not fit the design.
     """
     from ..nn.bf16_layers import Bf16Dense
 
-    shapes = network.tensor_shapes
-    offenders = []
-    for index, node in enumerate(network.nodes):
-        layer = node.layer
-        if not isinstance(layer, Bf16Dense):
-            offenders.append(f"{where(index, node.name)} ({type(layer).__name__})")
-        elif len(shapes[node.inputs[0]]) != 1:
-            offenders.append(f"{where(index, node.name)} (Bf16Dense over an image)")
+    offenders = _refused(network, config)
     if offenders:
-        raise CompileError(f"the bf16 compiler takes dense layers over rows only (Bf16Dense) "
-                           f"for now; not yet: {', '.join(offenders)}", resource="layer")
+        raise CompileError("the bf16 compiler takes Bf16Dense, Bf16Conv2D, Bf16AvgPool2D, "
+                           "MaxPool2D and Flatten layers of a chain; not yet: "
+                           + ", ".join(offenders), resource="layer")
+    shapes = network.tensor_shapes
+    stored = {INPUT: (INPUT, shapes[INPUT])}
     passes = []
     for index, node in enumerate(network.nodes):
-        k, n = node.layer.weight.shape
-        passes.append(DeviceLayer(index, PassKind.MATRIX, _matrix(node.layer), k, (k,), (n,),
-                                  None, name=node.name, inputs=tuple(node.inputs)))
+        layer, out_shape = node.layer, shapes[node.name]
+        source, in_shape = stored[node.inputs[0]]
+        if isinstance(layer, Flatten):
+            stored[node.name] = (source, in_shape)
+            continue
+        try:
+            if isinstance(layer, MaxPool2D):
+                kernel = lookup(PassKind.MAXPOOL).lower(index, layer, (in_shape, out_shape),
+                                                        config).kernel
+                found = (PassKind.MAXPOOL, None, 0, kernel, False, False)
+            elif isinstance(layer, Bf16Dense) and len(in_shape) == 1:
+                k = layer.weight.shape[0]
+                found = (PassKind.MATRIX, _matrix(layer), k, None, False, False)
+            else:
+                found = (PassKind.MATRIX, *_spatial_matrix(index, layer, in_shape, config))
+        except CompileError as error:
+            raise error.named(node.name) from None
+        kind, matrix, k, kernel, repeat, grouped = found
+        passes.append(DeviceLayer(index, kind, matrix, k, in_shape, out_shape, kernel,
+                                  name=node.name, inputs=(source,), repeat=repeat,
+                                  grouped=grouped))
+        stored[node.name] = (node.name, out_shape)
     return passes
 
 

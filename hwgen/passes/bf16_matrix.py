@@ -1,7 +1,8 @@
 """The interpreter step of a matrix pass on a ``dtype="bf16"`` design (issue 52).
 
-The addressing is the int8 matrix pass's (:mod:`hwgen.passes.matrix`): rows of ``k_tiles``
-reduction tiles from ``src_base``, weight tile ``(nt, kt)`` at ``w_base + (nt * k_tiles + kt)
+The addressing is the int8 matrix pass's (:mod:`hwgen.passes.matrix`): rows (or output
+pixels walked by the geometry, each tile's channel window) of ``k_tiles`` reduction tiles,
+weight tile ``(nt, kt)`` at ``w_base + (nt * k_tiles + kt)
 * rows``, output tile ``nt``'s PARAM word at ``p_base + nt``. The words hold bit patterns:
 ACT lanes and WEIGHT lanes bf16, PARAM lanes the fp32 bias, OUTPUT lanes the fp32 scores of a
 raw layer; the descriptor's ``act_min``, ``act_max`` bf16 (:func:`hwgen.memmap.descriptor_layout`).
@@ -21,7 +22,7 @@ import numpy as np
 from ..memmap import Region
 from ..nn.bf16 import activate, bf16_matmul, flush, round_to_bf16
 
-__all__ = ["interpret_bf16", "lanes_of_bits", "signed_bits"]
+__all__ = ["bf16_max", "interpret_bf16", "lanes_of_bits", "signed_bits"]
 
 
 def lanes_of_bits(lanes, bits):
@@ -42,31 +43,69 @@ def signed_bits(values, bits):
     return np.where(patterns >> (bits - 1), patterns - (1 << bits), patterns)
 
 
+def _rows(device, d, g, m, *, first, patch_rows):
+    """Return ``(x, reads)``: the rows of an output tile whose channel window starts at
+    ``first`` (:func:`~hwgen.passes.matrix._patch_rows`) as float32 bf16 values, +0.0 where
+    the device reads zeros (padding pixels, and channels past a pixel's ``src_stride``
+    words, where the interpreter would read the next pixel's)."""
+    rows, b = device.config.rows, device.b
+    lanes, reads = patch_rows(device, d, g, m, first)
+    kts = np.arange(d["k_tiles"])
+    channel = first + (kts % g["cgs"])[:, None] * rows + np.arange(rows)[None, :]
+    lanes[:, (channel // b >= d["src_stride"]).reshape(-1)] = 0
+    return lanes_of_bits(lanes, 16), reads
+
+
+def _weights(device, d, g, nt, kt):
+    """Return weight tile ``(nt, kt)`` as float32 bf16 values ``[rows, cols]``: its ``rows``
+    words, the first tile's with ``wrep``, one word (the diagonal) with ``wdiag``."""
+    rows, cols = device.config.rows, device.config.cols
+    tile = 0 if g["wrep"] else nt * d["k_tiles"] + kt
+    if g.get("wdiag"):
+        word = device.lanes(Region.WEIGHT, d["w_base"] + tile)
+        lanes = [[word[j] if i == j else 0 for j in range(cols)] for i in range(rows)]
+    else:
+        base = d["w_base"] + tile * rows
+        lanes = [device.lanes(Region.WEIGHT, base + i) for i in range(rows)]
+    return lanes_of_bits(lanes, 16)
+
+
 def interpret_bf16(device, d, g, m, patch_rows):
-    """Run the bf16 matrix pass of descriptor ``d`` over rows on ``m`` samples in ``device``;
-    ``patch_rows(device, d, g, m, first)`` reads the rows' lanes as the int8 pass does."""
+    """Run the bf16 matrix pass of descriptor ``d`` and geometry ``g`` on ``m`` samples in
+    ``device``; ``patch_rows(device, d, g, m, first)`` reads the rows' lanes as the int8
+    pass does (:func:`~hwgen.passes.matrix._patch_rows`), per output tile's channel window."""
+    from .matrix import window_start
+
     c = device.config
-    rows, cols, b = c.rows, c.cols, device.b
-    assert not d["spatial"], "a bf16 matrix pass runs over rows"
-    lanes, reads = patch_rows(device, d, g, m, 0)
-    # The device reads zeros past a row's words (lanes beyond its src_stride words).
-    lanes[:, np.arange(lanes.shape[1]) >= d["src_stride"] * b] = 0
-    x = lanes_of_bits(lanes, 16)
+    rows, cols = c.rows, c.cols
+    assert not g.get("taps") and not g.get("pool"), "no taps or fused pool in bf16 passes"
+    window = g["cb_word"] * device.b + g["cb_rem"]
+    xs, reads = {}, set()
+    for nt in range(d["n_tiles"]) if window else (0,):
+        xs[nt], read = _rows(device, d, g, m, first=int(window_start(nt, window, c)),
+                            patch_rows=patch_rows)
+        reads |= read
     writes = set()
     for nt in range(d["n_tiles"]):
+        x = xs[nt if window else 0]
         word = device.read(Region.PARAM, d["p_base"] + nt)
         bias = lanes_of_bits([word >> (32 * j) & 0xFFFFFFFF for j in range(cols)], 32)
         acc = np.broadcast_to(bias, (len(x), cols)).copy()
         for kt in range(d["k_tiles"]):
-            base = d["w_base"] + (nt * d["k_tiles"] + kt) * rows
-            w = lanes_of_bits([device.lanes(Region.WEIGHT, base + i) for i in range(rows)], 16)
-            s = bf16_matmul(x[:, kt * rows:(kt + 1) * rows], w, np.float32(0), rows)
+            s = bf16_matmul(x[:, kt * rows:(kt + 1) * rows], _weights(device, d, g, nt, kt),
+                            np.float32(0), rows)
             with np.errstate(over="ignore", invalid="ignore"):
                 acc = flush(acc + s)
         writes |= _finish(device, d, nt, acc)
     if not d["raw"]:
-        _zero_past_n(device, d, len(x))
+        _zero_past_n(device, d, len(xs[0]))
     assert not reads & writes, "a layer overwrote its own input"
+
+
+def bf16_max(lanes):
+    """Return the maximum over axis 1 of bf16 lanes (signed 16-bit patterns) as such lanes:
+    a window with a NaN gives NaN (the canonical one, the only NaN the datapath holds)."""
+    return signed_bits(np.max(lanes_of_bits(lanes, 16), axis=1), 16)
 
 
 def _finish(device, d, nt, acc):

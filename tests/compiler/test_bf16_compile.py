@@ -8,9 +8,21 @@ from support import COMPILER_CONFIGS, run_on_interpreter, small_dense_network
 
 import hwgen
 from hwgen.compiler import CompileError
-from hwgen.nn import INPUT, MLP, Flatten, MaxPool2D, Node, to_bf16
+from hwgen.nn import (
+    CNN,
+    INPUT,
+    MLP,
+    Flatten,
+    FloatAvgPool2D,
+    FloatConv2D,
+    FloatDense,
+    FloatGlobalAvgPool2D,
+    MaxPool2D,
+    Node,
+    to_bf16,
+)
 from hwgen.nn.bf16 import round_to_bf16, round_to_fp32
-from hwgen.nn.bf16_layers import Bf16Conv2D, Bf16Dense
+from hwgen.nn.bf16_layers import Bf16Add, Bf16Dense
 from hwgen.nn.bf16_network import Bf16Network
 
 
@@ -47,7 +59,8 @@ def _same_bits(got, want):
 def _check(net, config, x, **kwargs):
     program = hwgen.compile(net, config, **kwargs)
     want = net.forward(x)
-    interpreted, unpacked = run_on_interpreter(program, x, seed=3)
+    interpreted, unpacked = run_on_interpreter(program, x, seed=3, out_shape=net.output_shape,
+                                               channels=net.output_shape[-1])
     _same_bits(interpreted, want)
     _same_bits(unpacked, want)
     return program, want
@@ -144,18 +157,67 @@ def test_other_rows_are_refused_naming_the_order_of_the_sums():
         hwgen.compile(net, _config(8, 8))
 
 
-def test_layers_not_covered_yet_are_all_listed():
-    conv = Bf16Conv2D(weight=round_to_bf16(np.ones((3, 3, 2, 4))),
-                      bias=np.zeros(4, dtype=np.float32), activation="relu")
-    nodes = [Node("conv", conv, INPUT), Node("pool", MaxPool2D(2), "conv"),
-             Node("flat", Flatten(), "pool"), Node("fc", _dense(12, 3, 0, raw=True), "flat")]
-    shapes = {INPUT: (6, 6, 2), "conv": (4, 4, 4), "pool": (2, 2, 4), "flat": (16,),
-              "fc": (3,)}
+def _cnn(seed, channels):
+    """A float CNN of every layer the bf16 compiler takes: a padded, strided convolution, a
+    max pool, a depthwise convolution, average pools (a window, global), flatten, dense."""
+    rng = np.random.default_rng(seed)
+    c = channels
+
+    def normal(*shape):
+        return rng.normal(size=shape) * (rng.random(shape) > 0.2)
+
+    return CNN([FloatConv2D(normal(3, 3, 2, c), normal(c), stride=(1, 2),
+                            padding=(1, 1, 1, 0), activation="relu", act_max=1.5),
+                MaxPool2D(2),
+                FloatConv2D(normal(3, 3, 1, c), normal(c), padding=1, groups=c,
+                            activation="identity", act_min=-0.7),
+                FloatAvgPool2D(2, 1), FloatGlobalAvgPool2D(), Flatten(),
+                FloatDense(normal(c, 3), normal(3))], input_shape=(9, 10, 2))
+
+
+@pytest.mark.parametrize(("rows", "cols", "channels"), [
+    (3, 5, 4), (4, 4, 4), (8, 2, 3), (2, 8, 6), (1, 3, 2),
+])
+@pytest.mark.parametrize("output", ["raw", "bf16"])
+def test_cnns_run_bit_for_bit(rows, cols, channels, output):
+    net = to_bf16(_cnn(rows + cols, channels), rows=rows, output=output)
+    rng = np.random.default_rng(rows)
+    x = rng.normal(size=(3, *net.input_shape)) * (rng.random((3, *net.input_shape)) > 0.2)
+    x[0] = 0.0
+    _check(net, _config(rows, cols, prog_depth=32), net.quantize_input(x), batch=4)
+
+
+def test_a_strided_average_pool_and_a_spatial_output_run_bit_for_bit():
+    rng = np.random.default_rng(5)
+    layers = [FloatConv2D(rng.normal(size=(2, 2, 3, 5)), rng.normal(size=5), activation="relu"),
+              FloatAvgPool2D(2, 2), FloatConv2D(rng.normal(size=(1, 1, 5, 4)),
+                                                rng.normal(size=4))]
+    for output in ("raw", "bf16"):
+        net = to_bf16(CNN(layers, input_shape=(7, 6, 3)), rows=3, output=output)
+        x = net.quantize_input(rng.normal(size=(2, 7, 6, 3)))
+        _check(net, _config(3, 4), x)
+    pool_last = to_bf16(CNN([*layers[:1], MaxPool2D(2)], input_shape=(7, 6, 3)), rows=3,
+                        output="bf16")
+    _check(pool_last, _config(3, 4), pool_last.quantize_input(rng.normal(size=(2, 7, 6, 3))))
+
+
+def test_adds_are_refused_and_listed():
+    a = _dense(4, 4, 0, activation="relu")
+    nodes = [Node("a", a, INPUT), Node("b", _dense(4, 4, 1), "a"),
+             Node("sum", Bf16Add(), ("a", "b")), Node("c", Bf16Add(), ("sum", "a")),
+             Node("fc", _dense(4, 2, 2, raw=True), "c")]
+    shapes = {INPUT: (4,), "a": (4,), "b": (4,), "sum": (4,), "c": (4,), "fc": (2,)}
     net = Bf16Network(nodes, rows=8, tensor_shapes=shapes)
-    with pytest.raises(CompileError, match=r"dense layers over rows only .* not yet: layer 0 "
-                                           r"\('conv'\) \(Bf16Conv2D\), layer 1 \('pool'\) "
-                                           r"\(MaxPool2D\), layer 2 \('flat'\) \(Flatten\)$"):
+    with pytest.raises(CompileError, match=r"not yet: layer 2 \('sum'\) \(Bf16Add\), "
+                                           r"layer 3 \('c'\) \(Bf16Add\)$"):
         hwgen.compile(net, _config(8, 8))
+
+
+def test_spatial_layers_need_a_spatial_design():
+    net = to_bf16(_cnn(0, 2), rows=4)
+    with pytest.raises(CompileError, match=r"layer 0 \(Bf16Conv2D: walks images, and the "
+                                           r"design has spatial=False\)"):
+        hwgen.compile(net, _config(4, 4, spatial=False))
 
 
 def test_readout_is_refused():
