@@ -8,9 +8,12 @@ descriptor (:func:`~hwgen.memmap.descriptor_layout`), activations as 16-bit ACT 
 raw last layer's fp32 scores as 32-bit OUTPUT lanes. Nothing is quantized or proved: fp32
 sums cannot overflow a width (they reach Inf, as the reference does).
 
-Dense layers, convolutions (any ``groups``), average pools through the matrix pass as for
-int8, max pools through the max-pooling pass (on bf16 values), flatten for free; residual
-adds are refused, each named.
+Dense layers and convolutions through the matrix pass as for int8, where its order of the
+sums is the contract's (:func:`_order_differs`: ``groups=1``, a kernel position's channels
+a multiple of ``rows`` or a 1x1 kernel; a dense layer after a Flatten alike), max pools
+through the max-pooling pass (on bf16 values), flatten for free, residual adds through the
+add pass (``fl32(a + b)``, no PARAM words). Average pools and grouped convolutions are
+refused, each named.
 """
 
 import dataclasses
@@ -28,7 +31,7 @@ from .errors import CompileError
 from .kinds import DeviceLayer
 from .proofs import check_padded_reduction
 
-__all__ = ["Bf16Matrix", "bf16_input_lanes", "bf16_output_values", "bf16_passes",
+__all__ = ["Bf16AddParams", "Bf16Matrix", "bf16_input_lanes", "bf16_output_values", "bf16_passes",
            "check_bf16_arguments"]
 
 
@@ -115,9 +118,9 @@ def _matrix(layer):
 
 def _refused(network, config):
     """Return every node the bf16 compiler does not take, as ``"layer i ('name') (Kind)"``."""
-    from ..nn.bf16_layers import Bf16AvgPool2D, Bf16Conv2D, Bf16Dense
+    from ..nn.bf16_layers import Bf16Add, Bf16AvgPool2D, Bf16Conv2D, Bf16Dense
 
-    taken = (Bf16Dense, Bf16Conv2D, Bf16AvgPool2D, MaxPool2D, Flatten)
+    taken = (Bf16Dense, Bf16Conv2D, Bf16AvgPool2D, Bf16Add, MaxPool2D, Flatten)
     spatial = (Bf16Conv2D, Bf16AvgPool2D, MaxPool2D)
     offenders = []
     for index, node in enumerate(network.nodes):
@@ -127,7 +130,65 @@ def _refused(network, config):
         elif not config.spatial and isinstance(node.layer, spatial):
             offenders.append(f"{where(index, node.name)} ({kind}: walks images, and the "
                              "design has spatial=False)")
+        elif not config.residual and isinstance(node.layer, Bf16Add):
+            offenders.append(f"{where(index, node.name)} ({kind}: the design has no adder, "
+                             "residual=False)")
+        elif reason := _order_differs(node, network, config.rows):
+            offenders.append(f"{where(index, node.name)} ({kind}: {reason})")
     return offenders
+
+
+def _order_differs(node, network, rows):
+    """Why the matrix pass would not sum ``node``'s products as the contract does, or ``""``.
+
+    The contract cuts a patch's ``(ky, kx, c)`` products into tiles of ``rows`` across
+    kernel positions; the matrix pass pads each position's channels to whole tiles. The two
+    agree where a position's channels fill whole tiles, or there is one position. A grouped
+    convolution's tiles are block-diagonal: the pass multiplies the other groups' channels
+    by +0.0 (an Inf among them gives NaN) and sums other tiles than the contract's.
+    """
+    from ..nn.bf16_layers import Bf16AvgPool2D, Bf16Conv2D, Bf16Dense
+
+    layer = node.layer
+    order = ("the matrix pass pads each kernel position's {c} channels to tiles of "
+             f"rows={rows}, the contract's tiles run across positions; allowed: channels a "
+             f"multiple of {rows}, or one kernel position")
+    if isinstance(layer, Bf16AvgPool2D) or (isinstance(layer, Bf16Conv2D) and
+                                            layer.groups > 1):
+        return ("a depthwise (grouped) reduction, whose block-diagonal tiles give other "
+                "bits than the contract's (Inf times the +0.0 off the diagonal, the order "
+                "of the sums)")
+    if isinstance(layer, Bf16Conv2D):
+        kh, kw, c, _ = layer.weight.shape
+    elif isinstance(layer, Bf16Dense):
+        source = {n.name: n for n in network.nodes}.get(node.inputs[0])
+        if source is None or not isinstance(source.layer, Flatten):
+            return ""
+        kh, kw, c = network.tensor_shapes[source.inputs[0]]
+    else:
+        return ""
+    return "" if kh * kw == 1 or c % rows == 0 else order.format(c=c)
+
+
+@dataclasses.dataclass(frozen=True)
+class Bf16AddParams:
+    """What a bf16 add pass needs besides its inputs: its activation (informative) and its
+    bounds as bf16 bit patterns (:func:`_bounds`); it has no PARAM words."""
+
+    activation: str
+    act_min: int
+    act_max: int
+
+
+def _add(index, node, stored):
+    """Return ``(inputs, shape)`` of an add node: the stored tensors it reads, which must be
+    stored alike (a pass reads both with one stride)."""
+    (first, shape), (second, other) = (stored[name] for name in node.inputs)
+    if shape != other:
+        raise CompileError(f"node {node.name!r} adds {node.inputs[0]!r} stored as {shape} and "
+                           f"{node.inputs[1]!r} stored as {other}; allowed: inputs stored "
+                           "alike", layer=index, resource="layout", name=node.name)
+    return (first, second), shape
 
 
 def _spatial_matrix(index, layer, in_shape, config):
@@ -176,12 +237,12 @@ def bf16_passes(network, config):
         Listing every layer the bf16 compiler does not take yet (by index, name and kind),
         or naming a layer that does not fit the design.
     """
-    from ..nn.bf16_layers import Bf16Dense
+    from ..nn.bf16_layers import Bf16Add, Bf16Dense
 
     offenders = _refused(network, config)
     if offenders:
         raise CompileError("the bf16 compiler takes Bf16Dense, Bf16Conv2D, Bf16AvgPool2D, "
-                           "MaxPool2D and Flatten layers of a chain; not yet: "
+                           "Bf16Add, MaxPool2D and Flatten layers; not: "
                            + ", ".join(offenders), resource="layer")
     shapes = network.tensor_shapes
     stored = {INPUT: (INPUT, shapes[INPUT])}
@@ -191,6 +252,16 @@ def bf16_passes(network, config):
         source, in_shape = stored[node.inputs[0]]
         if isinstance(layer, Flatten):
             stored[node.name] = (source, in_shape)
+            continue
+        if isinstance(layer, Bf16Add):
+            inputs, in_shape = _add(index, node, stored)
+            # Images are walked as a 1x1 pool, rows as rows (the int8 add pass's walk).
+            kernel = (1, 1, (1, 1), (0, 0, 0, 0), 0) if len(in_shape) == 3 else None
+            passes.append(DeviceLayer(index, PassKind.ADD, None, 0, in_shape, in_shape,
+                                      kernel, name=node.name, inputs=inputs,
+                                      params=Bf16AddParams(layer.activation,
+                                                           *_bounds(layer))))
+            stored[node.name] = (node.name, in_shape)
             continue
         try:
             if isinstance(layer, MaxPool2D):

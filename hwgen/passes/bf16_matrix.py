@@ -22,7 +22,7 @@ import numpy as np
 from ..memmap import Region
 from ..nn.bf16 import activate, bf16_matmul, flush, round_to_bf16
 
-__all__ = ["bf16_max", "interpret_bf16", "lanes_of_bits", "signed_bits"]
+__all__ = ["bf16_max", "interpret_bf16", "interpret_bf16_add", "lanes_of_bits", "signed_bits"]
 
 
 def lanes_of_bits(lanes, bits):
@@ -142,3 +142,29 @@ def _zero_past_n(device, d, m):
         for r in range(m):
             addr = d["dst_base"] + r * d["dst_stride"] + (n - 1) // b
             device.write_lanes(Region.ACT, addr, [0] * (b - n % b), n % b)
+
+
+def interpret_bf16_add(device, d, g, m):
+    """Run the bf16 add pass of ``d`` on ``m`` samples: for each of the ``m * oh * ow`` rows
+    and each of its ``src_stride`` words, lane by lane, ``fl32(a + b)`` of the words from
+    ``src_base`` and ``src2_base``, clamped to the descriptor's bf16 bounds and rounded to
+    bf16, written from ``dst_base`` (every lane: the inputs' +0.0 padding gives +0.0)."""
+    c = device.config
+    stride, rows = d["src_stride"], m * g["oh"] * g["ow"]
+    if d["spatial"]:
+        assert (g["kh"], g["kw"], g["oh"], g["ow"]) == (1, 1, g["h"], g["w"]), \
+            "an add walks every pixel once"
+    offsets = (np.arange(rows)[:, None] * stride + np.arange(stride)[None, :]).reshape(-1)
+    first, second, out = ((d[name] + offsets) % device.wrap
+                          for name in ("src_base", "src2_base", "dst_base"))
+    assert max(first.max(), second.max(), out.max()) < c.act_depth, "a word past ACT"
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = flush(lanes_of_bits(device.gather(first), 16)
+                      + lanes_of_bits(device.gather(second), 16))
+    low, high = lanes_of_bits([d["act_min"], d["act_max"]], 16)
+    lanes = signed_bits(round_to_bf16(activate(total, "identity", low, high))
+                        .astype(np.float32), 16)
+    for addr, word in zip(out.tolist(), lanes.tolist(), strict=True):
+        device.write_lanes(Region.ACT, addr, word)
+    assert not (set(first.tolist()) | set(second.tolist())) & set(out.tolist()), \
+        "a layer overwrote its own input"

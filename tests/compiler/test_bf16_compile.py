@@ -13,16 +13,16 @@ from hwgen.nn import (
     INPUT,
     MLP,
     Flatten,
+    FloatAdd,
     FloatAvgPool2D,
     FloatConv2D,
     FloatDense,
-    FloatGlobalAvgPool2D,
     MaxPool2D,
     Node,
     to_bf16,
 )
 from hwgen.nn.bf16 import round_to_bf16, round_to_fp32
-from hwgen.nn.bf16_layers import Bf16Add, Bf16Dense
+from hwgen.nn.bf16_layers import Bf16Dense
 from hwgen.nn.bf16_network import Bf16Network
 
 
@@ -157,60 +157,103 @@ def test_other_rows_are_refused_naming_the_order_of_the_sums():
         hwgen.compile(net, _config(8, 8))
 
 
-def _cnn(seed, channels):
-    """A float CNN of every layer the bf16 compiler takes: a padded, strided convolution, a
-    max pool, a depthwise convolution, average pools (a window, global), flatten, dense."""
+def _wide(rng, *shape):
+    """Normal values times powers of two over a wide range (so that fp32 sums round), a
+    fifth of them zero."""
+    return (rng.normal(size=shape) * 2.0 ** rng.integers(-12, 12, size=shape)
+            * (rng.random(shape) > 0.2))
+
+
+def _cnn(seed, rows):
+    """A float CNN whose reductions the matrix pass sums in the contract's order: a padded,
+    strided 3x3 convolution of ``rows`` channels, a max pool, 1x1 convolutions of any
+    channels, flatten (of ``rows`` channels) and dense."""
     rng = np.random.default_rng(seed)
-    c = channels
-
-    def normal(*shape):
-        return rng.normal(size=shape) * (rng.random(shape) > 0.2)
-
-    return CNN([FloatConv2D(normal(3, 3, 2, c), normal(c), stride=(1, 2),
+    return CNN([FloatConv2D(_wide(rng, 3, 3, rows, rows), _wide(rng, rows), stride=(1, 2),
                             padding=(1, 1, 1, 0), activation="relu", act_max=1.5),
                 MaxPool2D(2),
-                FloatConv2D(normal(3, 3, 1, c), normal(c), padding=1, groups=c,
-                            activation="identity", act_min=-0.7),
-                FloatAvgPool2D(2, 1), FloatGlobalAvgPool2D(), Flatten(),
-                FloatDense(normal(c, 3), normal(3))], input_shape=(9, 10, 2))
+                FloatConv2D(_wide(rng, 1, 1, rows, 5), _wide(rng, 5), activation="relu"),
+                FloatConv2D(_wide(rng, 1, 1, 5, rows), _wide(rng, rows), act_min=-0.7),
+                Flatten(),
+                FloatDense(_wide(rng, 4 * 2 * rows, 3), _wide(rng, 3))],
+               input_shape=(9, 10, rows))
 
 
-@pytest.mark.parametrize(("rows", "cols", "channels"), [
-    (3, 5, 4), (4, 4, 4), (8, 2, 3), (2, 8, 6), (1, 3, 2),
-])
+@pytest.mark.parametrize(("rows", "cols"), [(3, 5), (4, 4), (8, 2), (2, 8), (1, 3)])
 @pytest.mark.parametrize("output", ["raw", "bf16"])
-def test_cnns_run_bit_for_bit(rows, cols, channels, output):
-    net = to_bf16(_cnn(rows + cols, channels), rows=rows, output=output)
+def test_cnns_run_bit_for_bit(rows, cols, output):
+    net = to_bf16(_cnn(rows + cols, rows), rows=rows, output=output)
     rng = np.random.default_rng(rows)
-    x = rng.normal(size=(3, *net.input_shape)) * (rng.random((3, *net.input_shape)) > 0.2)
+    x = _wide(rng, 3, *net.input_shape)
     x[0] = 0.0
     _check(net, _config(rows, cols, prog_depth=32), net.quantize_input(x), batch=4)
 
 
-def test_a_strided_average_pool_and_a_spatial_output_run_bit_for_bit():
+def test_reductions_in_another_order_than_the_contract_are_all_listed():
+    rng = np.random.default_rng(0)
+    model = CNN([FloatConv2D(_wide(rng, 3, 3, 3, 4), _wide(rng, 4), padding=1),
+                 FloatConv2D(_wide(rng, 3, 3, 1, 4), _wide(rng, 4), padding=1, groups=4),
+                 FloatAvgPool2D(2, 1),
+                 FloatConv2D(_wide(rng, 1, 1, 4, 3), _wide(rng, 3)),
+                 Flatten(),
+                 FloatDense(_wide(rng, 75, 2), _wide(rng, 2))], input_shape=(6, 6, 3))
+    with pytest.raises(CompileError) as info:
+        hwgen.compile(to_bf16(model, rows=2), _config(2, 2))
+    message = str(info.value)
+    for fragment in ("layer 0 (Bf16Conv2D: the matrix pass pads each kernel position's 3 "
+                     "channels to tiles of rows=2",
+                     "layer 1 (Bf16Conv2D: a depthwise (grouped) reduction",
+                     "layer 2 (Bf16AvgPool2D: a depthwise", "layer 5 (Bf16Dense: the matrix "
+                     "pass pads each kernel position's 3 channels"):
+        assert fragment in message, message
+    assert "layer 3" not in message and "layer 4" not in message
+
+
+def test_a_spatial_output_and_a_max_pool_last_run_bit_for_bit():
     rng = np.random.default_rng(5)
-    layers = [FloatConv2D(rng.normal(size=(2, 2, 3, 5)), rng.normal(size=5), activation="relu"),
-              FloatAvgPool2D(2, 2), FloatConv2D(rng.normal(size=(1, 1, 5, 4)),
-                                                rng.normal(size=4))]
+    layers = [FloatConv2D(_wide(rng, 2, 2, 3, 5), _wide(rng, 5), activation="relu"),
+              MaxPool2D(2), FloatConv2D(_wide(rng, 1, 1, 5, 4), _wide(rng, 4))]
     for output in ("raw", "bf16"):
         net = to_bf16(CNN(layers, input_shape=(7, 6, 3)), rows=3, output=output)
-        x = net.quantize_input(rng.normal(size=(2, 7, 6, 3)))
-        _check(net, _config(3, 4), x)
-    pool_last = to_bf16(CNN([*layers[:1], MaxPool2D(2)], input_shape=(7, 6, 3)), rows=3,
-                        output="bf16")
-    _check(pool_last, _config(3, 4), pool_last.quantize_input(rng.normal(size=(2, 7, 6, 3))))
+        _check(net, _config(3, 4), net.quantize_input(_wide(rng, 2, 7, 6, 3)))
+    pool_last = to_bf16(CNN(layers[:2], input_shape=(7, 6, 3)), rows=3, output="bf16")
+    _check(pool_last, _config(3, 4), pool_last.quantize_input(_wide(rng, 2, 7, 6, 3)))
 
 
-def test_adds_are_refused_and_listed():
-    a = _dense(4, 4, 0, activation="relu")
-    nodes = [Node("a", a, INPUT), Node("b", _dense(4, 4, 1), "a"),
-             Node("sum", Bf16Add(), ("a", "b")), Node("c", Bf16Add(), ("sum", "a")),
-             Node("fc", _dense(4, 2, 2, raw=True), "c")]
-    shapes = {INPUT: (4,), "a": (4,), "b": (4,), "sum": (4,), "c": (4,), "fc": (2,)}
-    net = Bf16Network(nodes, rows=8, tensor_shapes=shapes)
-    with pytest.raises(CompileError, match=r"not yet: layer 2 \('sum'\) \(Bf16Add\), "
-                                           r"layer 3 \('c'\) \(Bf16Add\)$"):
-        hwgen.compile(net, _config(8, 8))
+def _residual(seed, *, image, c=3):
+    """A float graph with two residual adds of ``c`` channels, over images (convolutions) or
+    rows (dense)."""
+    rng = np.random.default_rng(seed)
+    if image:
+        def layer(**kw):
+            return FloatConv2D(_wide(rng, 3, 3, c, c), _wide(rng, c), padding=1, **kw)
+        tail = [Node("flat", Flatten(), "sum2"),
+                Node("out", FloatDense(_wide(rng, 5 * 4 * c, 4), _wide(rng, 4)), "flat")]
+    else:
+        def layer(**kw):
+            return FloatDense(_wide(rng, c, c), _wide(rng, c), **kw)
+        tail = [Node("out", FloatDense(_wide(rng, c, 4), _wide(rng, 4)), "sum2")]
+    nodes = [Node("a", layer(activation="relu"), INPUT), Node("b", layer(), "a"),
+             Node("sum", FloatAdd(activation="relu", act_max=1.2), ("a", "b")),
+             Node("c", layer(activation="relu"), "sum"),
+             Node("sum2", FloatAdd(act_min=-0.4), ("c", "sum")), *tail]
+    return CNN(nodes, input_shape=(5, 4, c) if image else (c,))
+
+
+@pytest.mark.parametrize("image", [False, True])
+@pytest.mark.parametrize(("rows", "cols"), [(2, 3), (4, 4), (3, 1)])
+def test_residual_adds_run_bit_for_bit(rows, cols, image):
+    net = to_bf16(_residual(rows * cols, image=image, c=rows if image else 3), rows=rows)
+    rng = np.random.default_rng(cols)
+    x = net.quantize_input(_wide(rng, 3, *net.input_shape))
+    _check(net, _config(rows, cols, prog_depth=32), x)
+
+
+def test_adds_need_the_adder():
+    net = to_bf16(_residual(0, image=False), rows=2)
+    with pytest.raises(CompileError, match=r"not: layer 2 \('sum'\) \(Bf16Add: the design has "
+                                           r"no adder, residual=False\), layer 4 \('sum2'\)"):
+        hwgen.compile(net, _config(2, 2, residual=False))
 
 
 def test_spatial_layers_need_a_spatial_design():
