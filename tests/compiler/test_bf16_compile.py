@@ -35,16 +35,17 @@ def _mlp(sizes, seed, *, scale=1.0):
     mlp = MLP(sizes, seed=seed)
     rng = np.random.default_rng(seed)
     for weight, bias in mlp.layers:
-        weight[:] *= scale * (rng.random(weight.shape) > 0.2)
+        # Powers of two over a wide range, so that fp32 sums round.
+        weight[:] *= scale * (rng.random(weight.shape) > 0.2) * 2.0 ** rng.integers(
+            -12, 12, size=weight.shape)
         bias[:] = rng.normal(size=bias.shape) * scale
     return mlp
 
 
 def _inputs(net, m, seed, *, scale=1.0):
-    """``m`` bf16 rows of normal values, one row of zeros and some zero elements."""
+    """``m`` bf16 rows of :func:`_wide` values, one row of zeros."""
     rng = np.random.default_rng(seed + 100)
-    x = rng.normal(size=(m, net.input_shape[0])) * scale * (rng.random((m, net.input_shape[0]))
-                                                            > 0.3)
+    x = _wide(rng, m, net.input_shape[0]) * scale
     x[0] = 0.0
     return net.quantize_input(x)
 
