@@ -1,12 +1,12 @@
 """Compile a :class:`~hwgen.nn.Bf16Network` for a ``dtype="bf16"`` design (issue 52).
 
 The program has the int8 program's shape (docs/arithmetic.md, "bfloat16", and
-:mod:`hwgen.memmap`): matrix passes whose WEIGHT words hold bf16 bit patterns in the tile
-order of :func:`~hwgen.compiler.images.weight_image`, one PARAM word per output tile of fp32
-biases (:func:`~hwgen.memmap.param_lane_layout`), the bounds as bf16 bit patterns in the
-descriptor (:func:`~hwgen.memmap.descriptor_layout`), activations as 16-bit ACT lanes and a
-raw last layer's fp32 scores as 32-bit OUTPUT lanes. Nothing is quantized or proved: fp32
-sums cannot overflow a width (they reach Inf, as the reference does).
+:mod:`hwgen.memmap`), its words holding bit patterns: a matrix pass's WEIGHT words bf16
+weights in the tile order of :func:`~hwgen.compiler.images.weight_image`, its one PARAM word
+per output tile fp32 biases (:func:`~hwgen.memmap.param_lane_layout`); the bounds bf16 in the
+descriptor (:func:`~hwgen.memmap.descriptor_layout`); activations 16-bit ACT lanes and a raw
+last layer's fp32 scores 32-bit OUTPUT lanes. Nothing is quantized or proved: fp32 sums
+cannot overflow a width (they reach Inf, as the reference does).
 
 Dense layers and convolutions through the matrix pass as for int8, where its order of the
 sums is the contract's (:func:`_order_differs`: ``groups=1``, a kernel position's channels

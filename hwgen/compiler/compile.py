@@ -266,8 +266,8 @@ def compile_network(network, config, *, batch=None, readout=False, taps=True, ou
     network : hwgen.nn.QuantizedNetwork or hwgen.nn.Bf16Network
         Its ``in_bits`` and ``w_bits`` must equal the configuration's; its ``acc_bits`` and
         ``mult_bits`` may be narrower. A ``dtype="bf16"`` design takes a
-        :class:`~hwgen.nn.Bf16Network` of the design's ``rows`` instead (dense layers over
-        rows so far, :mod:`hwgen.compiler.bf16`; ``taps`` and ``fuse_pool`` do not apply).
+        :class:`~hwgen.nn.Bf16Network` of the design's ``rows`` instead (what it takes:
+        :mod:`hwgen.compiler.bf16`; ``taps`` and ``fuse_pool`` do not apply).
     config : AcceleratorConfig
     batch : int, optional
         Rows per run (``1 .. acc_depth``) to lay the activation and output memories out for.
