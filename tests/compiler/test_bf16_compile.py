@@ -278,3 +278,19 @@ def test_a_saved_program_loads_and_runs_the_same(tmp_path):
     assert loaded == program and loaded.config.dtype == "bf16"
     x = _inputs(net, 3, seed=2)
     _same_bits(run_on_interpreter(loaded, x)[1], net.forward(x))
+
+
+def test_inf_and_nan_through_convolutions_pools_and_adds_run_bit_for_bit():
+    # Overflowing products make Inf and NaN in hidden images: the max pool keeps a window's
+    # NaN, the add makes Inf - Inf, the padding lanes stay +0.0.
+    net = to_bf16(_residual(2, image=True, c=2), rows=2, output="bf16")
+    big = to_bf16(CNN([FloatConv2D(_wide(np.random.default_rng(1), 3, 3, 2, 2) * 1e30,
+                                   np.ones(2), padding=1), MaxPool2D(2)],
+                      input_shape=(5, 4, 2)), rows=2, output="bf16")
+    rng = np.random.default_rng(9)
+    tensors = []
+    for network in (net, big):
+        x = network.quantize_input(_wide(rng, 3, *network.input_shape) * 1e30)
+        _check(network, _config(2, 2, prog_depth=32), x)
+        tensors += [np.asarray(v, np.float32) for v in network.forward_tensors(x).values()]
+    assert any(np.isinf(v).any() for v in tensors) and any(np.isnan(v).any() for v in tensors)
