@@ -294,3 +294,13 @@ def test_inf_and_nan_through_convolutions_pools_and_adds_run_bit_for_bit():
         _check(network, _config(2, 2, prog_depth=32), x)
         tensors += [np.asarray(v, np.float32) for v in network.forward_tensors(x).values()]
     assert any(np.isinf(v).any() for v in tensors) and any(np.isnan(v).any() for v in tensors)
+
+
+def test_compile_for_rounds_a_float_model_on_a_bf16_design():
+    model = _mlp([6, 5, 3], seed=4)
+    config = _config(2, 4)
+    for output, dtype in (("raw", np.float32), ("requant", ml_dtypes.bfloat16)):
+        net, program = hwgen.compile_for(model, config, output=output)
+        assert net.rows == 2 and net.forward(_inputs(net, 2, seed=0)).dtype == dtype
+        _check(net, config, _inputs(net, 4, seed=1))
+        assert program == hwgen.compile(net, config)
