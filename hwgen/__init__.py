@@ -10,7 +10,8 @@ __version__ = package_version("hwgen")
 
 
 def compile(network, config, **kwargs):
-    """Compile a :class:`hwgen.nn.QuantizedNetwork` for ``config``; see :mod:`hwgen.compiler`."""
+    """Compile a :class:`hwgen.nn.QuantizedNetwork` (or, for a ``dtype="bf16"`` design, a
+    :class:`hwgen.nn.Bf16Network`) for ``config``; see :mod:`hwgen.compiler`."""
     from .compiler import compile_network
 
     return compile_network(network, config, **kwargs)

@@ -10,7 +10,7 @@ import hashlib
 import json
 import math
 
-__all__ = ["DATAFLOWS", "AcceleratorConfig", "Dataflow"]
+__all__ = ["DATAFLOWS", "DTYPES", "AcceleratorConfig", "Dataflow"]
 
 
 class Dataflow(enum.StrEnum):
@@ -24,6 +24,9 @@ class Dataflow(enum.StrEnum):
 
 #: The values ``AcceleratorConfig.dataflow`` accepts, as strings (command lines, JSON).
 DATAFLOWS = tuple(d.value for d in Dataflow)
+
+#: The values ``AcceleratorConfig.dtype`` accepts: int8 integers (the default) or bfloat16.
+DTYPES = ("int8", "bf16")
 
 #: The boolean fields: parts of the device that a design may leave out (``True`` by default).
 _FLAGS = ("spatial", "bounds", "residual", "taps", "fuse_pool")
@@ -151,6 +154,13 @@ class AcceleratorConfig:
     dw_depth : int
         With ``depthwise``: words of each delay line (1..4096): a depthwise pass needs
         ``(ow - 1) * sx`` of them (the output row's span in the input).
+    dtype : {"int8", "bf16"}
+        The arithmetic (docs/arithmetic.md): ``"int8"`` (the default) integers of ``in_bits``
+        and ``w_bits``, requantized; ``"bf16"`` bfloat16 multiplies and fp32 sums. A bf16
+        design's values are 16 bits wide: ``in_bits`` and ``w_bits`` become 16 (given, they
+        must be 16; 8, their default, counts as not given) and ``acc_bits`` must be 32;
+        ``mult_bits`` is unused (reset to its default). It is weight-stationary with
+        ``bounds`` and has no ``post_lanes``, ``depthwise`` or ``act_spram_depth`` yet.
 
     Raises
     ------
@@ -183,6 +193,7 @@ class AcceleratorConfig:
     depthwise: bool = False
     dw_lines: int = 2
     dw_depth: int = 64
+    dtype: str = "int8"
 
     def __post_init__(self):
         for field in dataclasses.fields(self):
@@ -193,6 +204,11 @@ class AcceleratorConfig:
                 if value not in (True, False) or not isinstance(value, int):
                     raise ValueError(f"{field.name}={value!r}; allowed: True or False (1 or 0)")
                 object.__setattr__(self, field.name, bool(value))
+                continue
+            if field.name == "dtype":
+                if value not in DTYPES:
+                    raise ValueError(f"dtype={value!r} is not supported; allowed: "
+                                     + ", ".join(map(repr, DTYPES)))
                 continue
             if field.name == "dataflow":
                 if value not in DATAFLOWS:
@@ -224,38 +240,9 @@ class AcceleratorConfig:
                 raise ValueError(
                     f"post_lanes={self.post_lanes} needs dataflow='ws' (an output-stationary "
                     f"array delivers its rows back to back); allowed with 'os': {self.cols}")
-        self._check_act_spram()
-        self._check_depthwise()
-
-    def _check_act_spram(self):
-        depth = self.act_spram_depth
-        if not depth:
-            return
-        if depth & (depth - 1) or not self.act_depth // 2 <= depth < self.act_depth:
-            raise ValueError(
-                f"act_spram_depth={depth} with act_depth={self.act_depth}; allowed: 0 or a "
-                f"power of two in {(self.act_depth + 1) // 2}..{self.act_depth - 1}")
-        if self.spatial or self.dataflow is not Dataflow.WS or self.rows < self.cols:
-            raise ValueError(
-                f"act_spram_depth={depth} needs spatial=False, dataflow='ws' and rows >= cols "
-                "(every bank at the same word); got "
-                f"spatial={self.spatial}, dataflow={self.dataflow.value!r}, "
-                f"rows={self.rows}, cols={self.cols}")
-
-    def _check_depthwise(self):
-        if not self.depthwise:
-            # The same hardware whatever the unit's sizes: one spelling, one hash.
-            for name, default in _DEPTHWISE_FIELDS.items():
-                object.__setattr__(self, name, default)
-            return
-        needs = {"spatial": (self.spatial, "True"),
-                 "dataflow": (self.dataflow is Dataflow.WS, "'ws'"),
-                 "rows": (self.rows <= self.cols, f"<= cols={self.cols}"),
-                 "post_lanes": (self.post_lanes is None, f"all {self.cols} columns")}
-        wrong = [f"{name}={getattr(self, name)!r} (allowed: {allowed})"
-                 for name, (ok, allowed) in needs.items() if not ok]
-        if wrong:
-            raise ValueError("depthwise=True needs " + ", ".join(wrong))
+        _check_act_spram(self)
+        _check_depthwise(self)
+        _check_dtype(self)
 
     @staticmethod
     def min_acc_bits(in_bits, w_bits, k):
@@ -309,7 +296,8 @@ class AcceleratorConfig:
         ``post_lanes`` is left out while it is ``None`` and ``spatial``, ``bounds``,
         ``residual``, ``taps`` and ``fuse_pool`` while they are ``True``, ``act_spram_depth``
         while it is 0 and ``depthwise`` while it is ``False`` (with ``dw_lines`` and
-        ``dw_depth`` while they are their defaults, or without ``depthwise``), so that
+        ``dw_depth`` while they are their defaults, or without ``depthwise``) and ``dtype``
+        while it is ``"int8"``, so that
         configurations from before they existed keep their :attr:`hash` and load as before.
         """
         d = dataclasses.asdict(self)
@@ -326,6 +314,8 @@ class AcceleratorConfig:
         for name, default in _DEPTHWISE_FIELDS.items():
             if d[name] == default:
                 del d[name]
+        if d["dtype"] == "int8":
+            del d["dtype"]
         return d
 
     @classmethod
@@ -361,3 +351,63 @@ class AcceleratorConfig:
     def tiles(self, k, n):
         """Return ``(k_tiles, n_tiles)`` for a ``K x N`` weight matrix."""
         return math.ceil(k / self.rows), math.ceil(n / self.cols)
+
+
+def _check_act_spram(self):
+    """Refuse an ``act_spram_depth`` the device cannot have (a method moved out of the class
+    for its length)."""
+    depth = self.act_spram_depth
+    if not depth:
+        return
+    if depth & (depth - 1) or not self.act_depth // 2 <= depth < self.act_depth:
+        raise ValueError(
+            f"act_spram_depth={depth} with act_depth={self.act_depth}; allowed: 0 or a "
+            f"power of two in {(self.act_depth + 1) // 2}..{self.act_depth - 1}")
+    if self.spatial or self.dataflow is not Dataflow.WS or self.rows < self.cols:
+        raise ValueError(
+            f"act_spram_depth={depth} needs spatial=False, dataflow='ws' and rows >= cols "
+            "(every bank at the same word); got "
+            f"spatial={self.spatial}, dataflow={self.dataflow.value!r}, "
+            f"rows={self.rows}, cols={self.cols}")
+
+def _check_depthwise(self):
+    """Refuse a depthwise unit on a design that cannot run it; reset its sizes without it."""
+    if not self.depthwise:
+        # The same hardware whatever the unit's sizes: one spelling, one hash.
+        for name, default in _DEPTHWISE_FIELDS.items():
+            object.__setattr__(self, name, default)
+        return
+    needs = {"spatial": (self.spatial, "True"),
+             "dataflow": (self.dataflow is Dataflow.WS, "'ws'"),
+             "rows": (self.rows <= self.cols, f"<= cols={self.cols}"),
+             "post_lanes": (self.post_lanes is None, f"all {self.cols} columns")}
+    wrong = [f"{name}={getattr(self, name)!r} (allowed: {allowed})"
+             for name, (ok, allowed) in needs.items() if not ok]
+    if wrong:
+        raise ValueError("depthwise=True needs " + ", ".join(wrong))
+
+
+def _check_dtype(self):
+    """Give a bf16 design its 16-bit values and refuse what the bf16 path does not cover."""
+    if self.dtype != "bf16":
+        return
+    for name in ("in_bits", "w_bits"):
+        # 8 is the int8 default: a user writes only dtype="bf16".
+        if getattr(self, name) not in (8, 16):
+            raise ValueError(f"{name}={getattr(self, name)} with dtype='bf16', whose values "
+                             f"are 16-bit bfloat16; allowed: {name}=16 (or left out)")
+        object.__setattr__(self, name, 16)
+    if self.acc_bits != 32:
+        raise ValueError(f"acc_bits={self.acc_bits} with dtype='bf16', whose sums are fp32; "
+                         "allowed: acc_bits=32")
+    # No requantization: the same hardware whatever mult_bits, one spelling, one hash.
+    object.__setattr__(self, "mult_bits", 16)
+    needs = {"dataflow": (self.dataflow is Dataflow.WS, "'ws'"),
+             "bounds": (self.bounds, "True"),
+             "post_lanes": (self.post_lanes is None, f"all {self.cols} columns"),
+             "depthwise": (not self.depthwise, "False"),
+             "act_spram_depth": (not self.act_spram_depth, "0")}
+    wrong = [f"{name}={str(getattr(self, name)) if name == 'dataflow' else getattr(self, name)!r}"
+             f" (allowed: {allowed})" for name, (ok, allowed) in needs.items() if not ok]
+    if wrong:
+        raise ValueError("dtype='bf16' does not cover yet " + ", ".join(wrong))

@@ -12,6 +12,7 @@ from amaranth.lib import data, enum, wiring
 from amaranth.lib.wiring import In, Out
 
 __all__ = [
+    "BF16_UNBOUNDED",
     "DESCRIPTOR_BOUNDS",
     "DIAG_FIELDS",
     "DW_FIELDS",
@@ -73,6 +74,9 @@ class PassKind(enum.Enum, shape=unsigned(3)):
 _DESCRIPTOR_FLAGS = ("leaky", "raw", "last", "spatial")
 #: The descriptor's signed ``in_bits`` fields, after the numeric ones.
 DESCRIPTOR_BOUNDS = ("act_min", "act_max")
+#: A bf16 design's ``(act_min, act_max)`` of a side not bounded: -Inf and +Inf, as bf16 bit
+#: patterns (a clamp to them changes nothing, a NaN staying NaN).
+BF16_UNBOUNDED = (0xFF80, 0x7F80)
 #: The largest stride (per axis) and top or left padding of a spatial layer (four bits each in
 #: its geometry), and the largest window side of a fused max pool (``p - 1`` in three bits).
 GEOMETRY_LIMITS = {"stride": 15, "pad": 15, "pool": 8}
@@ -172,7 +176,12 @@ def descriptor_layout(config):
     act_min, act_max
         Signed ``in_bits``: the requantized values are clamped to ``[act_min, act_max]``
         after saturation (the saturation range itself for ``identity``, ``act_min = 0`` for
-        ReLU); unused by a ``raw`` layer.
+        ReLU); unused by a ``raw`` layer. A ``dtype="bf16"`` design holds bf16 bit patterns
+        (16 bits, unsigned) instead, :data:`BF16_UNBOUNDED` where a side is not bounded and
+        ``act_min`` at least +0.0 for ReLU (``relu(a)`` is ``max(a, +0.0)``, no -0.0 being
+        left by the zero rule): the fp32 result is clamped to them, widened to fp32, then
+        rounded to bf16. Rounding is monotone, so that equals rounding the result clamped
+        to the layer's fp32 bounds (docs/arithmetic.md, "bfloat16").
     """
     flags = _DESCRIPTOR_FLAGS if config.bounds else ("relu", *_DESCRIPTOR_FLAGS[1:])
     fields = {name: unsigned(1) for name in flags}
@@ -181,7 +190,7 @@ def descriptor_layout(config):
         fields[name] = unsigned(max(1, limit.bit_length()))
     if config.bounds:
         for name in DESCRIPTOR_BOUNDS:
-            fields[name] = signed(config.in_bits)
+            fields[name] = unsigned(16) if config.dtype == "bf16" else signed(config.in_bits)
     return data.StructLayout(fields)
 
 
@@ -434,7 +443,15 @@ def param_lane_layout(config):
         The multiplier of a negative biased accumulator in a ``leaky`` layer
         (:func:`descriptor_layout`); unused otherwise (zero in a compiled program). Only in a
         design with ``bounds``.
+
+    A ``dtype="bf16"`` design has one field, no requantization:
+
+    bias
+        The channel's fp32 bias as its 32-bit pattern (unsigned): the accumulator of each
+        output pixel starts at it (docs/arithmetic.md, "bfloat16").
     """
+    if config.dtype == "bf16":
+        return data.StructLayout({"bias": unsigned(32)})
     fields = {
         "bias": signed(config.acc_bits),
         "mult": unsigned(config.mult_bits),

@@ -18,6 +18,7 @@ import random
 import numpy as np
 from amaranth.hdl import Shape
 
+from hwgen.compiler.bf16 import bf16_output_values
 from hwgen.memmap import (
     Region,
     descriptor_layout,
@@ -225,6 +226,9 @@ def run_on_interpreter(program, x, seed=0, *, out_shape=None, channels=None):
     device.load(program, x)
     last = device.run(m)
     interpreted = device.result(last, m, channels)
+    if program.config.dtype == "bf16":
+        # The lanes' bit patterns as the bf16 values (fp32 scores) they are.
+        interpreted = bf16_output_values(program, interpreted)
     if out_shape is not None:
         interpreted = interpreted.reshape(m, *out_shape)
     region, base, count = program.output_words(m)

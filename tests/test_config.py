@@ -97,14 +97,14 @@ def test_bad_post_lanes(kwargs, message):
 
 def _old_json(cfg):
     """The canonical JSON of a configuration as written before ``spatial`` (and ``bounds``,
-    ``residual``, ``taps``, ``fuse_pool``, ``depthwise`` and its sizes) existed: every other
-    field, ``post_lanes`` and ``act_spram_depth`` (newer still) only when set."""
+    ``residual``, ``taps``, ``fuse_pool``, ``depthwise`` and its sizes, ``dtype``) existed:
+    every other field, ``post_lanes`` and ``act_spram_depth`` (newer still) only when set."""
     import dataclasses
     import json
 
     fields = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)
               if f.name not in ("spatial", "bounds", "residual", "taps", "fuse_pool",
-                                "depthwise", "dw_lines", "dw_depth")
+                                "depthwise", "dw_lines", "dw_depth", "dtype")
               and not (f.name == "post_lanes" and cfg.post_lanes is None)
               and not (f.name == "act_spram_depth" and not cfg.act_spram_depth)}
     return json.dumps({k: str(v) if k == "dataflow" else v for k, v in fields.items()},
@@ -245,4 +245,42 @@ def test_depthwise_is_off_by_default_and_on_is_another_device():
 def test_depthwise_needs_what_the_unit_runs_on(kwargs, fragment):
     with pytest.raises(ValueError) as info:
         AcceleratorConfig(depthwise=True, **kwargs)
+    assert fragment in str(info.value), str(info.value)
+
+
+def test_int8_is_the_default_dtype_and_keeps_every_hash():
+    # Hashes computed before dtype existed: "int8" is left out of the JSON.
+    assert AcceleratorConfig().dtype == "int8"
+    assert AcceleratorConfig().hash == "8eb279894b3d45f2"
+    assert AcceleratorConfig(dtype="int8").hash == "8eb279894b3d45f2"
+    assert AcceleratorConfig(rows=4, cols=4, spatial=False).hash == "46b12fb06763c16d"
+    assert AcceleratorConfig(depthwise=True).hash == "8148cbeb48bd0309"
+    assert "dtype" not in AcceleratorConfig().to_json()
+
+
+def test_bf16_is_another_design_with_16_bit_values():
+    cfg = AcceleratorConfig(dtype="bf16")
+    assert (cfg.in_bits, cfg.w_bits, cfg.acc_bits) == (16, 16, 32)
+    assert '"dtype":"bf16"' in cfg.to_json() and cfg.hash != AcceleratorConfig().hash
+    assert AcceleratorConfig.from_json(cfg.to_json()) == cfg
+    assert cfg.name.startswith("hwgen_ws_8x8_i16w16") and "dtypebf16" in cfg.name
+    # The widths spelled out, and mult_bits (unused), are the same design.
+    assert AcceleratorConfig(dtype="bf16", in_bits=16, w_bits=16, mult_bits=12) == cfg
+
+
+@pytest.mark.parametrize(("kwargs", "fragment"), [
+    ({"dtype": "fp8"}, "dtype='fp8' is not supported; allowed: 'int8', 'bf16'"),
+    ({"dtype": "bf16", "in_bits": 12}, "in_bits=12 with dtype='bf16'"),
+    ({"dtype": "bf16", "w_bits": 4}, "allowed: w_bits=16 (or left out)"),
+    ({"dtype": "bf16", "acc_bits": 48}, "whose sums are fp32; allowed: acc_bits=32"),
+    ({"dtype": "bf16", "dataflow": "os"}, "does not cover yet dataflow='os' (allowed: 'ws')"),
+    ({"dtype": "bf16", "bounds": False}, "bounds=False (allowed: True)"),
+    ({"dtype": "bf16", "post_lanes": 4}, "post_lanes=4 (allowed: all 8 columns)"),
+    ({"dtype": "bf16", "depthwise": True}, "depthwise=True (allowed: False)"),
+    ({"dtype": "bf16", "spatial": False, "act_spram_depth": 2048},
+     "act_spram_depth=2048 (allowed: 0)"),
+])
+def test_bf16_refuses_what_it_does_not_cover(kwargs, fragment):
+    with pytest.raises(ValueError) as info:
+        AcceleratorConfig(**kwargs)
     assert fragment in str(info.value), str(info.value)

@@ -14,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-from hwgen.config import DATAFLOWS, AcceleratorConfig
+from hwgen.config import DATAFLOWS, DTYPES, AcceleratorConfig
 
 __all__ = ["Parser", "UsageError", "add_config_options", "config_from_args", "input_dir",
            "input_file", "number", "output_dir", "output_file", "read_key_file", "record_figures",
@@ -167,6 +167,10 @@ def add_config_options(parser):
                                help="the first N words of every ACT bank single-ported (the "
                                     "network's input area; SPRAM on the iCE40UP): 0 (default) "
                                     "or a power of two >= act_depth / 2")
+        elif field.name == "dtype":
+            group.add_argument(flag, choices=DTYPES, default=field.default,
+                               help="int8: integers, requantized (default); bf16: bfloat16 "
+                                    "multiplies, fp32 sums (16-bit values)")
         elif field.name == "post_lanes":
             group.add_argument(flag, type=number(int), default=None, metavar="N",
                                help="channels requantized per cycle, a divisor of --cols "

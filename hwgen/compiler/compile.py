@@ -5,6 +5,7 @@ import numbers
 
 from ..config import AcceleratorConfig
 from ..memmap import (
+    BF16_UNBOUNDED,
     DIAG_FIELDS,
     DW_FIELDS,
     GEOMETRY_LIMITS,
@@ -19,6 +20,7 @@ from ..nn import CNN, INPUT, MLP, QuantizedNetwork
 from ..nn.graph import where as node_label
 from ..passes import fused_pool, layer_types, lookup, taps
 from .activations import matrix_shape, pass_inputs, plan_activations
+from .bf16 import bf16_passes, check_bf16_arguments
 from .classes import output_mode
 from .descriptors import activation_fields, check_field, descriptor_fields, pack_layer
 from .errors import CompileError
@@ -33,11 +35,11 @@ __all__ = ["activation_plan", "compile_network"]
 
 
 def _check_arguments(network, config, batch, readout):
-    if not isinstance(network, QuantizedNetwork):
+    if not isinstance(network, QuantizedNetwork) and getattr(network, "dtype", None) != "bf16":
         hint = (" (a float model: hwgen.compile_for(model, config, calibration) quantizes it "
                 "with the design's widths)" if isinstance(network, MLP | CNN) else "")
         raise TypeError(f"compile: network is {type(network).__name__}; "
-                        f"allowed: hwgen.nn.QuantizedNetwork{hint}")
+                        f"allowed: hwgen.nn.QuantizedNetwork or Bf16Network{hint}")
     if not isinstance(config, AcceleratorConfig):
         raise TypeError(f"compile: config is {type(config).__name__}; "
                         "allowed: hwgen.AcceleratorConfig")
@@ -45,6 +47,10 @@ def _check_arguments(network, config, batch, readout):
         raise TypeError(f"compile: batch={batch!r}; allowed: an integer or None")
     if not isinstance(readout, bool):
         raise TypeError(f"compile: readout={readout!r}; allowed: True or False")
+    check_bf16_arguments(network, config)
+    if readout and config.dtype == "bf16":
+        raise CompileError("readout=True: a bf16 program does not keep its layers' outputs "
+                           "yet; allowed: readout=False", resource="readout")
 
 
 def _place_layers(passes, config, network):
@@ -174,10 +180,11 @@ def _descriptor(index, p, spec, plan, config, *, last):
     the layout's order, each checked against its bound."""
     is_raw = spec.output == "raw"
     own = lookup(p.kind).fields(p, spec)
-    # Not leaky, the saturation range, unless the kind says otherwise.
-    activation = {"leaky": own.pop("leaky", 0),
-                  "act_min": own.pop("act_min", -(1 << (config.in_bits - 1))),
-                  "act_max": own.pop("act_max", (1 << (config.in_bits - 1)) - 1)}
+    # Not leaky, the saturation range (bf16: unbounded), unless the kind says otherwise.
+    low, high = BF16_UNBOUNDED if config.dtype == "bf16" else \
+        (-(1 << (config.in_bits - 1)), (1 << (config.in_bits - 1)) - 1)
+    activation = {"leaky": own.pop("leaky", 0), "act_min": own.pop("act_min", low),
+                  "act_max": own.pop("act_max", high)}
     fields = {
         **activation_fields(config, p.source, **activation),
         "raw": int(is_raw),
@@ -219,7 +226,9 @@ def _output_matrix(passes, plan, config, sample_shape):
     if last.raw:
         return _matrix(Region.OUTPUT, 0, plan.out_stride, last.out_shape, lanes=config.cols,
                        bits=config.acc_bits, kind="raw", sample_shape=sample_shape,
-                       wire_bits=raw_wire_bits(last.matrix, config, last.in_range))
+                       # fp32 scores take every bit; int8 sums as their proof bounds them.
+                       wire_bits=config.acc_bits if config.dtype == "bf16" else
+                       raw_wire_bits(last.matrix, config, last.in_range))
     index = len(passes)
     return _matrix(Region.ACT, plan.base(index), plan.strides[index], last.out_shape,
                    lanes=config.act_lanes, bits=config.in_bits, kind="requant",
@@ -254,9 +263,11 @@ def compile_network(network, config, *, batch=None, readout=False, taps=True, ou
 
     Parameters
     ----------
-    network : hwgen.nn.QuantizedNetwork
+    network : hwgen.nn.QuantizedNetwork or hwgen.nn.Bf16Network
         Its ``in_bits`` and ``w_bits`` must equal the configuration's; its ``acc_bits`` and
-        ``mult_bits`` may be narrower.
+        ``mult_bits`` may be narrower. A ``dtype="bf16"`` design takes a
+        :class:`~hwgen.nn.Bf16Network` of the design's ``rows`` instead (what it takes:
+        :mod:`hwgen.compiler.bf16`; ``taps`` and ``fuse_pool`` do not apply).
     config : AcceleratorConfig
     batch : int, optional
         Rows per run (``1 .. acc_depth``) to lay the activation and output memories out for.
@@ -315,6 +326,10 @@ def compile_network(network, config, *, batch=None, readout=False, taps=True, ou
         if not isinstance(value, bool):
             raise TypeError(f"compile: {name}={value!r}; allowed: True or False")
     mode = output_mode(output, "compile", k=k)
+    if config.dtype == "bf16":
+        program = _compile(network, config, batch, readout, False, fuse_pool=False)
+        output_mode(mode, "compile", spec=program.output)
+        return dataclasses.replace(program, output_mode=mode)
     network.validate()  # layers are mutable: check them as they are now
     try:
         program = _compile(network, config, batch, readout, taps, fuse_pool=fuse_pool)
@@ -332,6 +347,8 @@ def compile_network(network, config, *, batch=None, readout=False, taps=True, ou
 
 def _passes(network, config, readout, taps_layout, fuse_pool):
     """Return the passes :func:`compile_network` runs ``network`` as."""
+    if config.dtype == "bf16":
+        return bf16_passes(network, config)
     check_widths(network, config)
     passes = lower_network(network, config)
     if not passes:
@@ -346,8 +363,14 @@ def _passes(network, config, readout, taps_layout, fuse_pool):
     return passes
 
 
+def _input_shape(network):
+    """Return the per-sample input shape of an int8 or a bf16 network."""
+    return network.input_shape if getattr(network, "dtype", None) == "bf16" else \
+        network.shapes[0][0]
+
+
 def _plan(network, passes, config, batch, readout):
-    in_shape = network.shapes[0][0]
+    in_shape = _input_shape(network)
     input_words = None
     if passes[0].taps:
         # The stream of a sample's image rows (samples follow each other element by element).
@@ -395,12 +418,12 @@ def _compile(network, config, batch, readout, taps_layout, *, fuse_pool=True):
         images={Region.PROGRAM: (0, words),
                 Region.WEIGHT: (0, [w for image in w_images for w in image]),
                 Region.PARAM: (0, [w for image in p_images for w in image])},
-        input=_input_matrix(passes, plan, config, network.shapes[0][0]),
+        input=_input_matrix(passes, plan, config, _input_shape(network)),
         output=_output_matrix(passes, plan, config, network.output_shape),
         macs_per_row=sum(useful for useful, _ in macs),
         padded_macs_per_row=sum(issued for _, issued in macs),
         layer_outputs=_layer_matrices(network, passes, plan, config) if readout else (),
         output_function=network.output_function,
-        output_scale=(None if network.output_scale is None
+        output_scale=(None if getattr(network, "output_scale", None) is None
                       else tuple(float(v) for v in network.output_scale)),
     )

@@ -80,7 +80,9 @@ def activation_fields(config, index, leaky, act_min, act_max):
 def check_field(config, index, name, value):
     """Raise :class:`CompileError` if field ``name`` of layer ``index`` exceeds its bound."""
     # The checks before packing imply every bound; this one guards descriptor_limits itself.
-    if name in DESCRIPTOR_BOUNDS:   # signed in_bits
+    if name in DESCRIPTOR_BOUNDS and config.dtype == "bf16":   # bf16 bit patterns
+        low, limit = 0, 0xFFFF
+    elif name in DESCRIPTOR_BOUNDS:   # signed in_bits
         low, limit = -(1 << (config.in_bits - 1)), (1 << (config.in_bits - 1)) - 1
     else:
         low, limit = 0, {**_ENUM_LIMITS, **descriptor_limits(config)}.get(name, 1)  # a flag: 1

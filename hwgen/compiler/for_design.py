@@ -8,14 +8,14 @@ the designs that would hold it).
 
 import typing
 
-from ..nn import CNN, MLP, QuantizedNetwork, quantize
+from ..nn import CNN, MLP, QuantizedNetwork, quantize, to_bf16
 from .compile import compile_network
 
 __all__ = ["Compiled", "compile_for", "design_widths"]
 
 
 class Compiled(typing.NamedTuple):
-    """What :func:`compile_for` returns: the integer network and its program.
+    """What :func:`compile_for` returns: the integer (or bf16) network and its program.
 
     ``network.quantize_input(x)`` turns float inputs into the program's;
     ``network.forward`` is the reference the device must equal.
@@ -34,6 +34,10 @@ def design_widths(config):
 
 def compile_for(model, config, calibration=None, *, output="raw", batch=None, readout=False):
     """Quantize ``model`` with the widths of ``config`` and compile it for ``config``.
+
+    On a ``dtype="bf16"`` design a float model is rounded instead (:func:`hwgen.nn.to_bf16`
+    with the design's ``rows``, ``output="requant"`` giving bf16 outputs; ``calibration`` is
+    not needed and is ignored), and a :class:`~hwgen.nn.Bf16Network` is compiled as it is.
 
     Parameters
     ----------
@@ -65,7 +69,12 @@ def compile_for(model, config, calibration=None, *, output="raw", batch=None, re
         If the network does not fit the design: each refusal names the layer, the buffer or
         field, the need and the limit, and the designs that would hold it.
     """
-    if isinstance(model, QuantizedNetwork):
+    if config.dtype == "bf16" and (isinstance(model, MLP | CNN)
+                                   or getattr(model, "dtype", None) == "bf16"):
+        # Nothing to calibrate: bf16 weights and fp32 biases, summed in the design's rows.
+        network = to_bf16(model, rows=config.rows, output="raw" if output == "raw" else
+                          "bf16") if isinstance(model, MLP | CNN) else model
+    elif isinstance(model, QuantizedNetwork):
         if calibration is not None:
             raise ValueError("compile_for: the model is already quantized; calibration "
                              "applies to a float model (hwgen.nn.MLP, CNN or an imported one)")

@@ -5,6 +5,7 @@ import dataclasses
 from ..config import AcceleratorConfig
 from ..nn.output_function import scores_to_probabilities
 from . import codec, fileformat, report
+from .bf16 import bf16_input_lanes, bf16_output_values
 from .specs import MatrixSpec
 
 __all__ = ["Program"]
@@ -73,8 +74,10 @@ class Program:
         Parameters
         ----------
         x : array_like of int, shape (M, K) or (M, H, W, C)
-            Signed ``in_bits`` inputs, ``0 <= M <= batch``, each sample of the network's input
-            shape (``K`` features, or an NHWC image when the first layer is spatial).
+            Signed ``in_bits`` inputs (a ``dtype="bf16"`` design: finite bf16 values, as
+            :meth:`hwgen.nn.Bf16Network.quantize_input` gives them), ``0 <= M <= batch``,
+            each sample of the network's input shape (``K`` features, or an NHWC image when
+            the first layer is spatial).
 
         Returns
         -------
@@ -88,6 +91,8 @@ class Program:
             Naming the problem: a non-integer dtype, a wrong shape, too many rows or a value
             outside signed ``in_bits``.
         """
+        if self.config.dtype == "bf16":
+            x = bf16_input_lanes(x, "pack_input")
         return codec.pack_input(self.input, self.batch, x)
 
     def output_words(self, m):
@@ -108,8 +113,9 @@ class Program:
         -------
         numpy.ndarray of int64, shape (m, N) or (m, H', W', C')
             Saturated activations (``requant``) or accumulators (``raw``), as
-            :meth:`hwgen.nn.QuantizedNetwork.forward` returns them (images when the last layer
-            is spatial). Padding lanes are ignored.
+            :meth:`hwgen.nn.QuantizedNetwork.forward` returns them (a ``dtype="bf16"``
+            design: bf16 values, or fp32 scores, as :meth:`hwgen.nn.Bf16Network.forward`)
+            (images when the last layer is spatial). Padding lanes are ignored.
 
         Raises
         ------
@@ -117,7 +123,8 @@ class Program:
             If ``m`` is out of range, the word count is wrong or a word is not an unsigned
             integer of the region's width.
         """
-        return codec.unpack_output(self.output, self.batch, words, m)
+        values = codec.unpack_output(self.output, self.batch, words, m)
+        return bf16_output_values(self, values)
 
     def _layer_output(self, index, what):
         if not self.layer_outputs:

@@ -32,7 +32,7 @@ __all__ = ["DEFAULT_SPACE", "FIELDS", "MAX_POINTS", "SpaceError", "parse_values"
 #: Every design field a space may sweep, in the order of :class:`AcceleratorConfig`.
 FIELDS = tuple(f.name for f in dataclasses.fields(AcceleratorConfig))
 #: Fields whose values are words, not integers.
-_WORD_FIELDS = ("dataflow",)
+_WORD_FIELDS = ("dataflow", "dtype")
 #: What a sweep tries when the space names neither ``rows`` nor ``cols``.
 DEFAULT_SPACE = {"rows": (2, 4, 8), "cols": (2, 4, 8)}
 #: Points a sweep may have; more is almost certainly a typo in a range.

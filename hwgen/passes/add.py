@@ -26,6 +26,7 @@ from ..compiler.words import pack_words
 from ..memmap import PassKind, Region, param_lane_layout
 from ..nn import Add
 from .base import Lowered, Pass, signed_range
+from .bf16_matrix import interpret_bf16_add
 
 __all__ = ["AddParams", "AddPass", "param_words_per_channel_word"]
 
@@ -108,7 +109,9 @@ class AddPass(Pass):
                 "activation": p.params.activation, "output": "requant", "w_base": 0,
                 "w_words": 0,
                 "p_base": p_base,
-                "p_words": 2 * param_words_per_channel_word(config) * words}
+                # A bf16 add has no multipliers: fl32(a + b).
+                "p_words": 0 if config.dtype == "bf16" else
+                2 * param_words_per_channel_word(config) * words}
 
     def fields(self, p, spec):
         return {"n": spec.n, "leaky": 0, "act_min": p.params.act_min,
@@ -119,6 +122,8 @@ class AddPass(Pass):
         return src_stride
 
     def images(self, p, config):
+        if config.dtype == "bf16":
+            return [], []
         params, lanes, cols = p.params, config.act_lanes, config.cols
         big_p = param_words_per_channel_word(config)
         words = math.ceil(len(params.shift) / lanes)
@@ -165,6 +170,9 @@ class AddPass(Pass):
         ``cw``)."""
         c, b = device.config, device.b
         assert d["k_tiles"] == d["n_tiles"] == 0, "an add pass has no weight tiles"
+        if c.dtype == "bf16":
+            interpret_bf16_add(device, d, g, m)
+            return
         low, high = signed_range(c.in_bits)
         if "act_min" not in d:   # a design without bounds
             d = {**d, "act_min": 0 if d["relu"] else low, "act_max": high}

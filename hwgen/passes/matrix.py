@@ -43,6 +43,7 @@ from ..memmap import PassKind, Region, rotates_lanes
 from ..nn import AvgPool2D, Conv2D, Dense, GlobalAvgPool2D
 from . import taps
 from .base import Lowered, Pass, signed_range
+from .bf16_matrix import interpret_bf16
 
 __all__ = ["MatrixPass", "activation_fields", "finish_tile", "grouped_matrix", "padded_matrix",
            "tile_macs", "window_start"]
@@ -240,6 +241,9 @@ class MatrixPass(Pass):
         the tile's channel window, then bias, requantization and activation (or the raw
         sums)."""
         c = device.config
+        if c.dtype == "bf16":
+            interpret_bf16(device, d, g, m, _patch_rows)
+            return
         rows, cols = c.rows, c.cols
         assert not (d["raw"] and (d.get("leaky") or d.get("relu"))), \
             "leaky and relu are documented for requantized layers only"

@@ -13,6 +13,7 @@ from ..memmap import PassKind, Region
 from ..nn import MaxPool2D
 from ..timing import unit_latencies
 from .base import Lowered, Pass
+from .bf16_matrix import bf16_max
 
 __all__ = ["MaxPoolPass"]
 
@@ -73,7 +74,9 @@ class MaxPoolPass(Pass):
         addr = ((pix[:, None, None] + np.array([off for _, _, off in window])[None, :, None]
                  + np.arange(words)[None, None, :]) % device.wrap)      # [P, window, words]
         assert addr.max() < device.config.act_depth, "a window's word lies past ACT"
-        best = self.combine(device.gather(addr.reshape(-1)).reshape(*addr.shape, device.b))
+        lanes = device.gather(addr.reshape(-1)).reshape(*addr.shape, device.b)
+        # bf16 lanes are bit patterns, whose order as integers is not the values'.
+        best = bf16_max(lanes) if device.config.dtype == "bf16" else self.combine(lanes)
         out = d["dst_base"] + np.arange(len(pix) * words)
         assert out.max() < device.config.act_depth, "pooled words past ACT"
         for a, lanes in zip(out.tolist(), best.reshape(-1, device.b).tolist(), strict=True):

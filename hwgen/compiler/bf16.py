@@ -1,0 +1,310 @@
+"""Compile a :class:`~hwgen.nn.Bf16Network` for a ``dtype="bf16"`` design (issue 52).
+
+The program has the int8 program's shape (docs/arithmetic.md, "bfloat16", and
+:mod:`hwgen.memmap`), its words holding bit patterns: a matrix pass's WEIGHT words bf16
+weights in the tile order of :func:`~hwgen.compiler.images.weight_image`, its one PARAM word
+per output tile fp32 biases (:func:`~hwgen.memmap.param_lane_layout`); the bounds bf16 in the
+descriptor (:func:`~hwgen.memmap.descriptor_layout`); activations 16-bit ACT lanes and a raw
+last layer's fp32 scores 32-bit OUTPUT lanes. Nothing is quantized or proved: fp32 sums
+cannot overflow a width (they reach Inf, as the reference does).
+
+Dense layers and convolutions through the matrix pass as for int8, where its order of the
+sums is the contract's (:func:`_order_differs`: ``groups=1``, a kernel position's channels
+a multiple of ``rows`` or a 1x1 kernel; a dense layer after a Flatten alike), max pools
+through the max-pooling pass (on bf16 values), flatten for free, residual adds through the
+add pass (``fl32(a + b)``, no PARAM words). Average pools and grouped convolutions are
+refused, each named.
+"""
+
+import dataclasses
+
+import numpy as np
+
+from ..memmap import BF16_UNBOUNDED, PassKind
+from ..nn.bf16 import as_bf16, bf16_array, bf16_bits, first_index, round_to_bf16
+from ..nn.flatten import Flatten
+from ..nn.graph import INPUT, where
+from ..nn.maxpool import MaxPool2D
+from ..passes import lookup
+from ..passes.bf16_matrix import lanes_of_bits, signed_bits
+from .errors import CompileError
+from .kinds import DeviceLayer
+from .proofs import check_padded_reduction
+
+__all__ = ["Bf16AddParams", "Bf16Matrix", "bf16_input_lanes", "bf16_output_values", "bf16_passes",
+           "check_bf16_arguments"]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Bf16Matrix:
+    """What a bf16 matrix pass runs, as bit patterns: the fields of a :class:`~hwgen.nn.Dense`
+    the matrix pass's layout reads (:mod:`hwgen.passes.matrix`).
+
+    Attributes
+    ----------
+    weight : numpy.ndarray of int64, shape (K, N)
+        bf16 bit patterns (0..0xFFFF).
+    bias : numpy.ndarray of int64, shape (N,)
+        fp32 bit patterns (0..0xFFFFFFFF).
+    activation : str
+        ``"relu"`` or ``"identity"`` (informative: ReLU is in ``act_min``).
+    output : str
+        ``"raw"`` (fp32 scores to OUTPUT) or ``"bf16"``.
+    act_min, act_max : int or None
+        bf16 bit patterns of the bounds (None for a raw layer).
+    """
+
+    weight: np.ndarray
+    bias: np.ndarray
+    activation: str
+    output: str
+    act_min: int | None = None
+    act_max: int | None = None
+    # No requantization: param_image's lanes that the bf16 layout does not have.
+    mult = shift = 0
+    mult_neg = None
+
+
+def check_bf16_arguments(network, config):
+    """Refuse an int8 network on a bf16 design and a bf16 network on an int8 one (naming
+    ``dtype``), and a network whose ``rows`` (the order of its sums) is not the design's.
+
+    Raises
+    ------
+    CompileError
+    """
+    net_dtype = getattr(network, "dtype", "int8")
+    if net_dtype != config.dtype:
+        fix = ("hwgen.nn.to_bf16(model, rows=config.rows)" if config.dtype == "bf16" else
+               "hwgen.nn.quantize(...) or hwgen.compile_for(...)")
+        raise CompileError(f"the network is {type(network).__name__} ({net_dtype}) and the "
+                           f"design has dtype={config.dtype!r}; allowed: a network for "
+                           f"dtype={config.dtype!r} ({fix}), or a design with "
+                           f"dtype={net_dtype!r}",
+                           resource="dtype")
+    if net_dtype == "bf16" and network.rows != config.rows:
+        raise CompileError(f"the network's sums are in tiles of rows={network.rows} and the "
+                           f"design has rows={config.rows}: fp32 sums in another order give "
+                           "other bits; allowed: hwgen.nn.to_bf16(model, "
+                           f"rows={config.rows})", resource="rows", need=network.rows,
+                           limit=config.rows)
+
+
+def _bounds(layer):
+    """Return ``(act_min, act_max)`` of a non-raw bf16 layer as bf16 bit patterns: its fp32
+    bounds rounded to bf16 (monotone rounding: the same output bits), ReLU folded into
+    ``act_min`` (``relu(a) = max(a, +0.0)``), :data:`~hwgen.memmap.BF16_UNBOUNDED` else."""
+    low, high = BF16_UNBOUNDED
+    pattern = {}
+    for name, value in (("act_min", layer.act_min), ("act_max", layer.act_max)):
+        if value is not None:
+            pattern[name] = int(bf16_bits(np.asarray(round_to_bf16(np.float32(value)),
+                                                     dtype=np.float32)))
+    act_min = layer.act_min
+    if layer.activation == "relu" and (act_min is None or act_min < 0):
+        pattern["act_min"] = 0   # +0.0
+    return pattern.get("act_min", low), pattern.get("act_max", high)
+
+
+def _matrix(layer):
+    """Return the :class:`Bf16Matrix` of a :class:`~hwgen.nn.bf16_layers.Bf16Dense`."""
+    weight = np.asarray(layer.weight).view(np.uint16).astype(np.int64)
+    bias = np.asarray(layer.bias, dtype=np.float32).view(np.uint32).astype(np.int64)
+    if layer.raw:
+        return Bf16Matrix(weight, bias, "identity", "raw")
+    act_min, act_max = _bounds(layer)
+    return Bf16Matrix(weight, bias, layer.activation, "bf16", act_min, act_max)
+
+
+def _refused(network, config):
+    """Return every node the bf16 compiler does not take, as ``"layer i ('name') (Kind)"``."""
+    from ..nn.bf16_layers import Bf16Add, Bf16AvgPool2D, Bf16Conv2D, Bf16Dense
+
+    taken = (Bf16Dense, Bf16Conv2D, Bf16AvgPool2D, Bf16Add, MaxPool2D, Flatten)
+    spatial = (Bf16Conv2D, Bf16AvgPool2D, MaxPool2D)
+    offenders = []
+    for index, node in enumerate(network.nodes):
+        kind = type(node.layer).__name__
+        if not isinstance(node.layer, taken):
+            offenders.append(f"{where(index, node.name)} ({kind})")
+        elif not config.spatial and isinstance(node.layer, spatial):
+            offenders.append(f"{where(index, node.name)} ({kind}: walks images, and the "
+                             "design has spatial=False)")
+        elif not config.residual and isinstance(node.layer, Bf16Add):
+            offenders.append(f"{where(index, node.name)} ({kind}: the design has no adder, "
+                             "residual=False)")
+        elif reason := _order_differs(node, network, config.rows):
+            offenders.append(f"{where(index, node.name)} ({kind}: {reason})")
+    return offenders
+
+
+def _order_differs(node, network, rows):
+    """Why the matrix pass would not sum ``node``'s products as the contract does, or ``""``.
+
+    The contract cuts a patch's ``(ky, kx, c)`` products into tiles of ``rows`` across
+    kernel positions; the matrix pass pads each position's channels to whole tiles. The two
+    agree where a position's channels fill whole tiles, or there is one position. A grouped
+    convolution's tiles are block-diagonal: the pass multiplies the other groups' channels
+    by +0.0 (an Inf among them gives NaN) and sums other tiles than the contract's.
+    """
+    from ..nn.bf16_layers import Bf16AvgPool2D, Bf16Conv2D, Bf16Dense
+
+    layer = node.layer
+    order = ("the matrix pass pads each kernel position's {c} channels to tiles of "
+             f"rows={rows}, the contract's tiles run across positions; allowed: channels a "
+             f"multiple of {rows}, or one kernel position")
+    if isinstance(layer, Bf16AvgPool2D) or (isinstance(layer, Bf16Conv2D) and
+                                            layer.groups > 1):
+        return ("a depthwise (grouped) reduction, whose block-diagonal tiles give other "
+                "bits than the contract's (Inf times the +0.0 off the diagonal, the order "
+                "of the sums)")
+    if isinstance(layer, Bf16Conv2D):
+        kh, kw, c, _ = layer.weight.shape
+    elif isinstance(layer, Bf16Dense):
+        source = {n.name: n for n in network.nodes}.get(node.inputs[0])
+        if source is None or not isinstance(source.layer, Flatten):
+            return ""
+        kh, kw, c = network.tensor_shapes[source.inputs[0]]
+    else:
+        return ""
+    return "" if kh * kw == 1 or c % rows == 0 else order.format(c=c)
+
+
+@dataclasses.dataclass(frozen=True)
+class Bf16AddParams:
+    """What a bf16 add pass needs besides its inputs: its activation (informative) and its
+    bounds as bf16 bit patterns (:func:`_bounds`); it has no PARAM words."""
+
+    activation: str
+    act_min: int
+    act_max: int
+
+
+def _add(index, node, stored):
+    """Return ``(inputs, shape)`` of an add node: the stored tensors it reads, which must be
+    stored alike (a pass reads both with one stride)."""
+    (first, shape), (second, other) = (stored[name] for name in node.inputs)
+    if shape != other:
+        raise CompileError(f"node {node.name!r} adds {node.inputs[0]!r} stored as {shape} and "
+                           f"{node.inputs[1]!r} stored as {other}; allowed: inputs stored "
+                           "alike", layer=index, resource="layout", name=node.name)
+    return (first, second), shape
+
+
+def _spatial_matrix(index, layer, in_shape, config):
+    """Return ``(matrix, k, kernel, repeat, grouped)`` of a matrix pass that walks images: a
+    convolution, an average pool (its depthwise convolution of ``bf16(1/(kh*kw))``) or a
+    dense layer after a Flatten (a convolution whose kernel is the whole image), laid out as
+    the int8 matrix pass lays them (:mod:`hwgen.passes.matrix`), on bit patterns (+0.0 is 0)."""
+    from ..nn.bf16_layers import Bf16AvgPool2D, Bf16Conv2D
+
+    # (Imported here: the matrix pass imports the compiler's images and proofs.)
+    from ..passes.matrix import grouped_matrix, padded_matrix
+
+    h, w, c = in_shape
+    finish = {"activation": layer.activation, "act_min": layer.act_min,
+              "act_max": layer.act_max}
+    repeat = isinstance(layer, Bf16AvgPool2D)
+    if repeat:
+        kh, kw = (h, w) if layer.kernel_size is None else layer.kernel_size
+        weight = np.full((kh, kw, 1, c), round_to_bf16(1.0 / (kh * kw)))
+        layer = Bf16Conv2D(weight=weight, bias=np.zeros(c, dtype=np.float32),
+                           strides=layer.strides, groups=c, **finish)
+    if not isinstance(layer, Bf16Conv2D):   # a Bf16Dense after a Flatten
+        matrix = _matrix(layer)
+        image = matrix.weight.reshape(h, w, c, -1)
+        check_padded_reduction(index, (h, w), c, config, window="image before the Flatten")
+        return (dataclasses.replace(matrix, weight=padded_matrix(image, config.rows)),
+                h * w * c, (h, w, (1, 1), (0, 0, 0, 0), 0), False, False)
+    matrix = _matrix(layer)
+    kh, kw, cg, _ = matrix.weight.shape
+    weight, window = grouped_matrix(matrix.weight, layer.groups, config)
+    channels = weight.shape[0] // (kh * kw) if window else cg * layer.groups
+    check_padded_reduction(index, (kh, kw), channels, config, window="kernel")
+    return (dataclasses.replace(matrix, weight=weight), kh * kw * cg,
+            (kh, kw, tuple(layer.strides), tuple(layer.pads), window), repeat,
+            layer.groups > 1)
+
+
+def bf16_passes(network, config):
+    """Return the :class:`~hwgen.compiler.kinds.DeviceLayer` passes of a bf16 network: matrix
+    passes of its dense layers, convolutions and average pools, max-pooling passes; a
+    Flatten costs nothing (the pass after it walks the image), as for int8.
+
+    Raises
+    ------
+    CompileError
+        Listing every layer the bf16 compiler does not take yet (by index, name and kind),
+        or naming a layer that does not fit the design.
+    """
+    from ..nn.bf16_layers import Bf16Add, Bf16Dense
+
+    offenders = _refused(network, config)
+    if offenders:
+        raise CompileError("the bf16 compiler takes Bf16Dense, Bf16Conv2D, Bf16AvgPool2D, "
+                           "Bf16Add, MaxPool2D and Flatten layers; not: "
+                           + ", ".join(offenders), resource="layer")
+    shapes = network.tensor_shapes
+    stored = {INPUT: (INPUT, shapes[INPUT])}
+    passes = []
+    for index, node in enumerate(network.nodes):
+        layer, out_shape = node.layer, shapes[node.name]
+        source, in_shape = stored[node.inputs[0]]
+        if isinstance(layer, Flatten):
+            stored[node.name] = (source, in_shape)
+            continue
+        if isinstance(layer, Bf16Add):
+            inputs, in_shape = _add(index, node, stored)
+            # Images are walked as a 1x1 pool, rows as rows (the int8 add pass's walk).
+            kernel = (1, 1, (1, 1), (0, 0, 0, 0), 0) if len(in_shape) == 3 else None
+            passes.append(DeviceLayer(index, PassKind.ADD, None, 0, in_shape, in_shape,
+                                      kernel, name=node.name, inputs=inputs,
+                                      params=Bf16AddParams(layer.activation,
+                                                           *_bounds(layer))))
+            stored[node.name] = (node.name, in_shape)
+            continue
+        try:
+            if isinstance(layer, MaxPool2D):
+                kernel = lookup(PassKind.MAXPOOL).lower(index, layer, (in_shape, out_shape),
+                                                        config).kernel
+                found = (PassKind.MAXPOOL, None, 0, kernel, False, False)
+            elif isinstance(layer, Bf16Dense) and len(in_shape) == 1:
+                k = layer.weight.shape[0]
+                found = (PassKind.MATRIX, _matrix(layer), k, None, False, False)
+            else:
+                found = (PassKind.MATRIX, *_spatial_matrix(index, layer, in_shape, config))
+        except CompileError as error:
+            raise error.named(node.name) from None
+        kind, matrix, k, kernel, repeat, grouped = found
+        passes.append(DeviceLayer(index, kind, matrix, k, in_shape, out_shape, kernel,
+                                  name=node.name, inputs=(source,), repeat=repeat,
+                                  grouped=grouped))
+        stored[node.name] = (node.name, out_shape)
+    return passes
+
+
+def bf16_input_lanes(x, what):
+    """Return bf16 inputs ``x`` as the signed 16-bit lanes of their bit patterns.
+
+    Raises
+    ------
+    ValueError
+        Starting with ``what``: ``x`` is not bf16 (see :func:`~hwgen.nn.bf16.as_bf16`), or
+        holds an Inf or NaN (naming the first index; the contract refuses them as inputs).
+    """
+    values = as_bf16(x, what, "x")
+    bad = ~np.isfinite(values)
+    if bad.any():
+        index = first_index(bad)
+        raise ValueError(f"{what}: field 'x' is {values[index]} at index {index}; allowed: "
+                         "finite bf16 values (Bf16Network.quantize_input)")
+    return signed_bits(values, 16)
+
+
+def bf16_output_values(program, values):
+    """Return a program's output lanes ``values`` (signed ints) as what they hold on a bf16
+    design: fp32 scores (``raw``) or bf16 values; unchanged on an int8 one."""
+    if program.config.dtype != "bf16":
+        return values
+    floats = lanes_of_bits(values, program.output.lane_bits)
+    return floats if program.output.kind == "raw" else bf16_array(floats)
