@@ -70,12 +70,12 @@ def _weights(device, d, g, nt, kt):
     return lanes_of_bits(lanes, 16)
 
 
-def interpret_bf16(device, d, g, m, patch_rows):
+def interpret_bf16(device, d, g, m, patch_rows, window_start):
     """Run the bf16 matrix pass of descriptor ``d`` and geometry ``g`` on ``m`` samples in
     ``device``; ``patch_rows(device, d, g, m, first)`` reads the rows' lanes as the int8
-    pass does (:func:`~hwgen.passes.matrix._patch_rows`), per output tile's channel window."""
-    from .matrix import window_start
-
+    pass does (:func:`~hwgen.passes.matrix._patch_rows`), per output tile's channel window,
+    which starts at ``window_start(nt, window, config)`` (the matrix pass's, passed in so
+    that this module does not import the one that imports it)."""
     c = device.config
     rows, cols = c.rows, c.cols
     assert not g.get("taps") and not g.get("pool"), "no taps or fused pool in bf16 passes"
