@@ -68,7 +68,8 @@ class BF16MatrixDatapath(wiring.Component):
     i_weight : In(stream.Signature(bf16_weight_row_layout(rows, cols)))
     i_act : In(stream.Signature(bf16_act_row_layout(rows, cols)))
     k_tiles, n_tiles : In(tile_bits)
-        The layer's reduction and output tiles (``>= 1``), steady through its passes.
+        The layer's reduction and output tiles (``>= 1``), steady until its last row has
+        left the engine (the counters at both of its ends read them).
     bias_nt : Out(tile_bits)
         The output tile whose bias ``bias`` must hold in the next cycle: the address of a
         synchronous read port.
