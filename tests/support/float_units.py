@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 from hwgen.nn.bf16 import as_bf16, flush
 from hwgen.nn.bf16_layers import Bf16Add
 
-__all__ = ["bf16_bits_strategy", "fp32_bits_strategy", "fp32_of", "ref_finish", "ref_product",
+__all__ = ["bf16_bits_strategy", "bf16_moderate", "bf16_special", "bf16_tiny",
+           "fp32_bias_strategy", "fp32_bits_strategy", "fp32_of", "ref_finish", "ref_product",
            "ref_sum", "run_pipeline"]
 
 
@@ -89,3 +90,18 @@ def _pattern(fraction_bits):
 #: Strategies of bf16 and fp32 bit patterns.
 bf16_bits_strategy = _pattern(7)
 fp32_bits_strategy = _pattern(23)
+
+# bf16 values mostly of moderate exponents (their sums round, cancel and carry), tiny ones
+# whose products flush, and zeros, Inf, NaN and the largest finite values: the matrix tests'
+# parts of a value strategy.
+bf16_moderate = st.builds(lambda s, e, f: (s << 15) | (e << 7) | f, st.integers(0, 1),
+                          st.integers(120, 134), st.integers(0, 127))
+bf16_tiny = st.builds(lambda s, e, f: (s << 15) | (e << 7) | f, st.integers(0, 1),
+                      st.integers(1, 40), st.integers(0, 127))
+bf16_special = st.sampled_from([0x0000, 0x8000, 0x7F80, 0xFF80, 0x7FC0, 0x7F81, 0x7F7F,
+                                0xFF7F])
+#: fp32 biases: any pattern, moderate values, zeros of either sign, a subnormal, Inf and NaN.
+fp32_bias_strategy = st.one_of(st.integers(0, 2 ** 32 - 1),
+                               bf16_moderate.map(lambda v: v << 16),
+                               st.sampled_from([0, 0x80000000, 0x00000001, 0x7F800000,
+                                                0xFFC00001]))
