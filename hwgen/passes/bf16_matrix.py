@@ -70,7 +70,7 @@ def _weights(device, d, g, nt, kt):
     return lanes_of_bits(lanes, 16)
 
 
-def interpret_bf16(device, d, g, m, patch_rows, window_start):
+def interpret_bf16(device, d, g, m, *, patch_rows, window_start):
     """Run the bf16 matrix pass of descriptor ``d`` and geometry ``g`` on ``m`` samples in
     ``device``; ``patch_rows(device, d, g, m, first)`` reads the rows' lanes as the int8
     pass does (:func:`~hwgen.passes.matrix._patch_rows`), per output tile's channel window,

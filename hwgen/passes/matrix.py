@@ -242,7 +242,7 @@ class MatrixPass(Pass):
         sums)."""
         c = device.config
         if c.dtype == "bf16":
-            interpret_bf16(device, d, g, m, _patch_rows, window_start)
+            interpret_bf16(device, d, g, m, patch_rows=_patch_rows, window_start=window_start)
             return
         rows, cols = c.rows, c.cols
         assert not (d["raw"] and (d.get("leaky") or d.get("relu"))), \
