@@ -145,3 +145,15 @@ def test_probabilities_of_a_program_without_its_scale(tmp_path, capsys, monkeypa
     err = capsys.readouterr().err.strip()
     assert err.startswith("hwgen infer: error: --probabilities with "
                           "tests/data/program_v4_cnn.npz: the program has no output_scale"), err
+
+
+def test_a_bf16_design_from_a_config_file_is_refused_without_a_traceback(tmp_path, capsys):
+    # No command takes a bf16 design until a bf16 device exists: a config file that asks for
+    # one gets a usage error naming dtype and what is allowed.
+    path = tmp_path / "bf16.json"
+    path.write_text('{"rows": 2, "cols": 2, "dtype": "bf16"}')
+    assert main(["generate", "--config", str(path), "--out", str(tmp_path / "rtl")]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1, err
+    assert "dtype='bf16'" in err and "allowed: 'int8'" in err
+    assert not (tmp_path / "rtl").exists()
