@@ -20,6 +20,7 @@ from support.float_units import (
     fp32_bias_strategy,
     fp32_of,
 )
+from support.gapped_streams import GappedSources
 
 from hwgen.device.bf16_datapath import BF16MatrixDatapath
 from hwgen.generate import emit_verilog
@@ -131,9 +132,8 @@ def run(dp, layer, w_gaps=(), a_gaps=()):
         ctx.set(dp.n_tiles, n_tiles)
         for name, value in layer.settings().items():
             ctx.set(Value.cast(getattr(dp.layer, name)), value)
-        streams = [(dp.i_weight, w_items, list(w_gaps), []),
-                   (dp.i_act, a_items, list(a_gaps), a_cycles)]
-        idle = [(gaps[0] if gaps else 0) for _, _, gaps, _ in streams]
+        sources = GappedSources([(dp.i_weight, w_items, w_gaps, []),
+                                 (dp.i_act, a_items, a_gaps, a_cycles)])
         bias_nt, drain = 0, dp.latency + 4
         for cycle in range(budget):
             if len(got) >= want:
@@ -143,24 +143,14 @@ def run(dp, layer, w_gaps=(), a_gaps=()):
             for c in range(cols):
                 ctx.set(dp.bias[c].as_value(), int(bias[bias_nt * cols + c]))
             bias_nt = ctx.get(dp.bias_nt)
-            offered = []
-            for s, (port, items, _, done) in enumerate(streams):
-                valid = idle[s] == 0 and len(done) < len(items)
-                ctx.set(port.valid, valid)
-                ctx.set(port.payload.as_value(), items[len(done)] if valid else 0)
-                offered.append(valid)
+            offered = sources.offer(ctx)
             if ctx.get(dp.o_valid):
                 nt = ctx.get(dp.o_row.nt)
                 got.append((cycle, ctx.get(dp.o_row.m), nt,
                             [hex(ctx.get(dp.o_row.data[c].as_value()))
                              for c in range(min(cols, real - nt * cols))]))
             assert ctx.get(dp.issue) == (offered[1] and ctx.get(dp.i_act.ready))
-            for s, (port, _, gaps, done) in enumerate(streams):
-                if offered[s] and ctx.get(port.ready):
-                    done.append(cycle)
-                    idle[s] = gaps[len(done)] if len(done) < len(gaps) else 0
-                elif not offered[s] and idle[s]:
-                    idle[s] -= 1
+            sources.advance(ctx, cycle)
             await ctx.tick()
         raise AssertionError(f"{len(got)} of {want} rows in {budget} cycles")
 

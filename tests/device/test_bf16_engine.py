@@ -18,6 +18,7 @@ from support.float_units import (
     bf16_special,
     bf16_tiny,
 )
+from support.gapped_streams import GappedSources
 
 from hwgen.device.bf16_engine import BF16MatmulEngine
 from hwgen.device.systolic import delay
@@ -88,22 +89,15 @@ def run_engine(engine, tiles, batches, *, w_gaps=(), a_gaps=(), ready=None, seed
     budget = 40 * (len(w_items) + len(a_items)) + 10 * engine.latency + 2000
 
     async def bench(ctx):
-        streams = [(engine.i_weight, w_items, list(w_gaps), w_cycles),
-                   (engine.i_act, a_items, list(a_gaps), a_cycles)]
-        idle = [(gaps[0] if gaps else 0) for _, _, gaps, _ in streams]
+        sources = GappedSources([(engine.i_weight, w_items, w_gaps, w_cycles),
+                                 (engine.i_act, a_items, a_gaps, a_cycles)])
         held, drain = None, engine.latency + 4
         for cycle in range(budget):
             if len(got) >= len(a_items):
                 if drain == 0:
                     return
                 drain -= 1
-            offered = []
-            for s, (port, items, _, done) in enumerate(streams):
-                valid = idle[s] == 0 and len(done) < len(items)
-                ctx.set(port.valid, valid)
-                ctx.set(port.payload.as_value(), items[len(done)] if valid
-                        else noise.getrandbits(len(port.payload.as_value())))
-                offered.append(valid)
+            sources.offer(ctx, lambda port: noise.getrandbits(len(port.payload.as_value())))
             take = ready(cycle) or len(got) >= len(a_items)
             ctx.set(engine.o_result.ready, take)
             out = engine.o_result
@@ -118,12 +112,7 @@ def run_engine(engine, tiles, batches, *, w_gaps=(), a_gaps=(), ready=None, seed
                 check.cycle(ctx, cycle)
             if ctx.get(engine.issue):
                 issues.append(cycle)
-            for s, (port, _, gaps, done) in enumerate(streams):
-                if offered[s] and ctx.get(port.ready):
-                    done.append(cycle)
-                    idle[s] = gaps[len(done)] if len(done) < len(gaps) else 0
-                elif not offered[s] and idle[s]:
-                    idle[s] -= 1
+            sources.advance(ctx, cycle)
             await ctx.tick()
         raise AssertionError(f"{len(got)} of {len(a_items)} rows in {budget} cycles")
 
