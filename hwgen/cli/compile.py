@@ -4,18 +4,20 @@
 
     hwgen compile model.onnx --calibration x.npy --build build/icebreaker/NAME --out model.npz
     hwgen compile mlp --board icebreaker --rows 2 --cols 2 --out mlp.npz --save-input xq.npy
+    hwgen compile cnn --dtype bf16 --out cnn_bf16.npz
 
 The design comes from a build folder (``--build DIR``: its ``report.json``), a board's preset
 (``--board``, ``--preset``), a ``--config`` file or the design options, as ``hwgen build``
-takes them. A float model is quantized with the design's widths (:func:`hwgen.compile_for`);
-``--save-input`` writes integer samples for ``hwgen infer --input``.
+takes them. A float model is quantized with the design's widths, or on a ``--dtype bf16``
+design rounded to bf16 (:func:`hwgen.compile_for`); ``--save-input`` writes the samples the
+program takes (integers, or bf16 values as float32) for ``hwgen infer --input``.
 """
 
 import dataclasses
 import json
 import sys
 
-from hwgen.config import AcceleratorConfig
+from hwgen.config import DTYPES, AcceleratorConfig
 
 from .options import (
     UsageError,
@@ -77,7 +79,7 @@ def design(args):
     for name in _DESIGN_FIELDS:
         if getattr(args, name) is None:
             setattr(args, name, getattr(defaults, name))
-    return config_from_args(args), None
+    return config_from_args(args, dtypes=DTYPES), None
 
 
 def _input_shape(model):
@@ -101,6 +103,10 @@ def _network(source, config, calibration, output):
                              "quantized; calibration applies to a float model")
         if model.config_hash == config.hash:
             return None, model
+        if "bf16" in (model.config.dtype, config.dtype):
+            raise UsageError(f"MODEL {source.what}: compiled for {model.config.name}; a "
+                             f"program is recompiled for another int8 design only: compile "
+                             "the model itself (its .onnx file) for this design")
         if any(d["kind"] != PassKind.MATRIX.value or d["spatial"] for d in model.descriptors):
             raise UsageError(f"MODEL {source.what}: compiled for {model.config.name}; a "
                              "program of other than dense layers cannot be recompiled for "
@@ -115,6 +121,8 @@ def _network(source, config, calibration, output):
             raise UsageError(f"MODEL {exc}; a program's integers keep the widths they were "
                              "quantized to: compile the float model (its .onnx file) for "
                              "this design") from None
+    elif config.dtype == "bf16":
+        calibration = None   # a float model is rounded to bf16: nothing to calibrate
     elif not isinstance(model, QuantizedNetwork) and calibration is None:
         shape = ", ".join(map(str, _input_shape(model)))
         raise UsageError(f"MODEL {source.what} is a float model: quantizing it needs "
@@ -179,6 +187,12 @@ def _samples(args, source, network):
     else:
         raise UsageError("--save-input: give --input X.npy, the float samples to quantize "
                          "(a named model brings its own)")
+    if getattr(network, "dtype", None) == "bf16":
+        try:
+            # bf16 values in float32: np.save keeps no ml_dtypes type, and the host takes both.
+            return network.quantize_input(x).astype("float32")
+        except ValueError as exc:
+            raise UsageError(f"--input: {exc}") from None
     if network is None or network.input_scale is None:
         raise UsageError("--save-input: the MODEL has no input scale (a compiled program); "
                          "quantize the samples with the model they were calibrated for")
@@ -200,6 +214,9 @@ def _run(args):
     elif args.input is not None:
         raise UsageError("--input: the samples are quantized for --save-input; give it too")
     config, board = design(args)
+    if config.dtype == "bf16" and args.calibration is not None:
+        raise UsageError("--calibration with --dtype bf16: a float model is rounded to bf16, "
+                         "nothing is calibrated; leave out --calibration")
     source = load_source(args.model)
     calibration = (load_array(args.calibration, "--calibration")
                    if args.calibration is not None else source.calibration)
@@ -227,7 +244,8 @@ def register(sub):
 
     p = sub.add_parser(
         "compile", help="compile a model into a program for a design (a build, a board)",
-        description="Quantize MODEL with the design's widths and compile it into a program "
+        description="Quantize MODEL with the design's widths (with --dtype bf16: round it "
+                    "to bf16, no calibration) and compile it into a program "
                     "file for `hwgen infer --program`. The design: --build DIR (the folder of "
                     "`hwgen build`), --board with its preset (design options override it), "
                     "--config FILE, or the design options alone. MODEL: an ONNX file (with "
@@ -244,7 +262,7 @@ def register(sub):
                    help="the board's preset design (design options given override it)")
     p.add_argument("--preset", choices=PRESET_NAMES,
                    help="a named design of --board instead of its preset")
-    add_config_options(p)
+    add_config_options(p, dtypes=DTYPES)
     # A design option that is not given takes the board's preset, or the default.
     p.set_defaults(**dict.fromkeys(_DESIGN_FIELDS))
     p.add_argument("--calibration", metavar="X.npy",

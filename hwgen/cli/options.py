@@ -122,8 +122,9 @@ def input_dir(path, option):
     return path
 
 
-def add_config_options(parser):
-    """Add one option per :class:`AcceleratorConfig` field (and ``--config JSON``)."""
+def add_config_options(parser, *, dtypes=("int8",)):
+    """Add one option per :class:`AcceleratorConfig` field (and ``--config JSON``); ``--dtype``
+    where the command takes more ``dtypes`` than int8."""
     group = parser.add_argument_group("design parameters (see hwgen.AcceleratorConfig)")
     for field in dataclasses.fields(AcceleratorConfig):
         flag = "--" + field.name.replace("_", "-")
@@ -168,9 +169,11 @@ def add_config_options(parser):
                                     "network's input area; SPRAM on the iCE40UP): 0 (default) "
                                     "or a power of two >= act_depth / 2")
         elif field.name == "dtype":
-            # Not on the command line until a bf16 device exists (issue 52): every command
-            # that takes design options builds, simulates or runs one.
-            continue
+            # Only where the command can use it: no bf16 device is built yet (issue 52).
+            if len(dtypes) > 1:
+                group.add_argument(flag, choices=dtypes, default=field.default,
+                                   help="the arithmetic: int8 integers (default) or bf16 "
+                                        "products summed in fp32 (docs/arithmetic.md)")
         elif field.name == "post_lanes":
             group.add_argument(flag, type=number(int), default=None, metavar="N",
                                help="channels requantized per cycle, a divisor of --cols "
@@ -184,8 +187,9 @@ def add_config_options(parser):
                             "(options given on the command line override it)")
 
 
-def config_from_args(args):
-    """Build the :class:`AcceleratorConfig` the options describe; raise UsageError if bad."""
+def config_from_args(args, *, dtypes=("int8",)):
+    """Build the :class:`AcceleratorConfig` the options describe; raise UsageError if bad,
+    or if its dtype is not among the command's ``dtypes``."""
     values = {}
     if getattr(args, "config", None):
         path = input_file(args.config, "--config")
@@ -206,10 +210,10 @@ def config_from_args(args):
         config = AcceleratorConfig.from_dict(values)
     except (TypeError, ValueError) as exc:
         raise UsageError(str(exc)) from None
-    if config.dtype != "int8":
-        raise UsageError(f"dtype={config.dtype!r}: no bf16 device is built yet, so no command "
-                         "takes one; allowed: 'int8'. In Python, hwgen.compile compiles a "
-                         "bf16 network for AcceleratorConfig(dtype='bf16')")
+    if config.dtype not in dtypes:
+        raise UsageError(f"dtype={config.dtype!r}: no bf16 device is built yet, so this "
+                         f"command takes {', '.join(map(repr, dtypes))} only; `hwgen compile "
+                         "--dtype bf16` compiles a bf16 program")
     return config
 
 

@@ -190,3 +190,42 @@ def test_the_icebreaker_preset_holds_the_demo_mlp(tmp_path, capsys, demo_mlp):
     np.testing.assert_array_equal(got, np.argmax(net.forward(x), axis=1))
     assert (counters.bytes_sent, counters.bytes_received) == wire_bytes_by_direction(
         program, program.batch, output="argmax", packed=False)
+
+
+def test_an_onnx_model_for_a_bf16_design_is_rounded_without_calibration(tmp_path, capsys):
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("onnx")
+    from hwgen.nn import from_onnx, to_bf16
+    from sim.interpreter import run_on_interpreter
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(12, 6), torch.nn.ReLU(), torch.nn.Linear(6, 4))
+    path = tmp_path / "model.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # the legacy exporter's deprecation
+        torch.onnx.export(model, torch.zeros(1, 12), str(path), dynamo=False)
+    x = np.random.default_rng(0).standard_normal((5, 12)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    out, xb = tmp_path / "p.npz", tmp_path / "xb.npy"
+    design = ["--dtype", "bf16", "--rows", "4", "--cols", "4", "--spatial", "0"]
+    err = _refused(capsys, ["compile", str(path), *design, "--calibration",
+                            str(tmp_path / "x.npy"), "--out", str(out)])
+    assert "--calibration with --dtype bf16" in err and "leave out --calibration" in err
+    assert main(["compile", str(path), *design, "--out", str(out), "--save-input", str(xb),
+                 "--input", str(tmp_path / "x.npy")]) == 0
+    text = capsys.readouterr().out
+    assert "dtypebf16" in text and f"wrote {xb}: 5 x 12 float32" in text
+    # The program and the samples are the Python API's; the program runs the reference's bits.
+    config = hwgen.AcceleratorConfig(dtype="bf16", rows=4, cols=4, spatial=False)
+    net = to_bf16(from_onnx(path), rows=4)
+    program = Program.load(out)
+    assert program.config == config and program.images == hwgen.compile(net, config).images
+    samples = np.load(xb)
+    np.testing.assert_array_equal(samples, net.quantize_input(x).astype(np.float32))
+    got, _ = run_on_interpreter(program, net.quantize_input(x))
+    np.testing.assert_array_equal(np.asarray(got, np.float32).view(np.uint32),
+                                  np.asarray(net.forward(net.quantize_input(x)),
+                                             np.float32).view(np.uint32))
+    # A bf16 program is not recompiled for another design.
+    err = _refused(capsys, ["compile", str(out), "--out", str(tmp_path / "q.npz")])
+    assert "a program is recompiled for another int8 design only" in err

@@ -155,5 +155,9 @@ def test_a_bf16_design_from_a_config_file_is_refused_without_a_traceback(tmp_pat
     assert main(["generate", "--config", str(path), "--out", str(tmp_path / "rtl")]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1, err
-    assert "dtype='bf16'" in err and "allowed: 'int8'" in err
+    assert "dtype='bf16'" in err and "takes 'int8' only" in err and "hwgen compile" in err
     assert not (tmp_path / "rtl").exists()
+    # Nor is there a --dtype option on the commands that build or run a device.
+    with pytest.raises(SystemExit) as exit_:
+        main(["generate", "--dtype", "bf16", "--out", str(tmp_path / "rtl")])
+    assert exit_.value.code == 2 and "--dtype" in capsys.readouterr().err
