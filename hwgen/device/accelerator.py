@@ -117,11 +117,9 @@ class AcceleratorCore(wiring.Component):
         implementation = Implementation() if implementation is None else implementation
         if not isinstance(implementation, Implementation):
             raise TypeError(f"implementation must be an Implementation, not {implementation!r}")
-        if config.dtype != "int8":
-            # The bf16 units exist (BF16MatrixDatapath and its parts), not yet composed here.
-            raise ValueError(f"dtype={config.dtype!r}: the accelerator is built for 'int8' "
-                             "only so far; a bf16 program runs on the program interpreter "
-                             "(sim.interpreter)")
+        if config.dtype != "int8":   # the bf16 units (BF16MatrixDatapath) are not composed here
+            raise ValueError(f"dtype={config.dtype!r}: the accelerator is built for 'int8' only "
+                             "so far; a bf16 program runs on the program interpreter")
         self.config = config
         self.gate_idle = bool(gate_idle)
         self.implementation = implementation.check(config)
