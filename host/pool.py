@@ -41,7 +41,7 @@ from .accelerator import Accelerator, InferCounters, as_program
 from .auth import read_key
 from .client import DeviceError
 from .info import IncompatibleDevice
-from .plan import check_samples, infer_mode, readout_specs, sample_unit
+from .plan import check_samples, infer_mode, output_dtype, readout_specs, sample_unit
 from .runner import empty_output
 
 __all__ = ["AcceleratorPool", "NoDeviceLeft", "PoolCounters", "chunk_runs"]
@@ -454,8 +454,8 @@ class AcceleratorPool:
         kept = readout_specs(program, outputs, "infer")
         x = check_samples(program, x, "infer")
         rows = len(x)
-        outs = [empty_output(s, mode if i == len(kept) - 1 else "scores", rows)
-                for i, s in enumerate(kept)]
+        outs = [empty_output(s, mode if i == len(kept) - 1 else "scores", rows,
+                             output_dtype(program, s)) for i, s in enumerate(kept)]
         start = time.perf_counter()
         for member in self._members:
             member.chunks = []
