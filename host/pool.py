@@ -419,7 +419,7 @@ class AcceleratorPool:
         ----------
         x : array_like of int, shape (M, *program.input.sample_shape)
             As for :meth:`Accelerator.infer`: rows ``(M, K)`` or NHWC images ``(M, H, W,
-            C)``; ``M`` may be 0.
+            C)``; ``M`` may be 0 (bf16 values for a ``dtype="bf16"`` program).
         outputs : {"last", "all"}
             As for :meth:`Accelerator.infer`: ``"all"`` also reads every layer's output of
             each run (a program compiled with ``readout=True``).
@@ -432,7 +432,8 @@ class AcceleratorPool:
         numpy.ndarray of int64, shape (M, *program.output.sample_shape), or list of them
             ``[i]`` is the network's output for ``x[i]``, whichever device ran it; with
             ``outputs="all"``, one such array per layer (its own sample shape); for a class
-            output, ``(M,)`` indices of argmax or ``(M, k)`` of top-k.
+            output, ``(M,)`` indices of argmax or ``(M, k)`` of top-k (floats for a
+            ``dtype="bf16"`` program's scores, as for :meth:`Accelerator.infer`).
 
         Raises
         ------
