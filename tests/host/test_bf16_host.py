@@ -129,6 +129,16 @@ def test_the_wire_carries_two_bytes_an_input_and_four_a_score():
         assert acc.counters().payload_bytes == 3 * 10 * 2 + 3   # one index byte a sample
 
 
+def test_a_saved_program_loads_from_its_file(tmp_path):
+    net = to_bf16(_mlp([5, 4, 3], seed=8), rows=2)
+    config = _config(2, 2)
+    path = tmp_path / "bf16.npz"
+    hwgen.compile(net, config).save(path)
+    x = net.quantize_input(_wide(np.random.default_rng(8), 4, 5))
+    with _open(config, path) as acc:
+        _same_bits(acc.infer(x), net.forward(x))
+
+
 @pytest.mark.parametrize("features", FEATURES)
 def test_inf_and_nan_scores_rank_as_the_contract_says(features):
     # Products beyond fp32 give Inf, Inf - Inf NaN: the scores carry both, and the classes
