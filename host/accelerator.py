@@ -289,7 +289,9 @@ class Accelerator:
         x : array_like of int, shape (M, *program.input.sample_shape)
             Signed ``in_bits`` integers: rows ``(M, K)`` of the program's ``K`` input features,
             or NHWC images ``(M, H, W, C)`` when the network's first layer is spatial; ``M``
-            may be 0.
+            may be 0. A ``dtype="bf16"`` program takes finite bf16 values: an
+            ``ml_dtypes.bfloat16`` array, or float32 holding bf16 values
+            (:meth:`hwgen.nn.Bf16Network.quantize_input` rounds floats to them).
         outputs : {"last", "all"}
             ``"all"``: after each run, also read every layer's output of that run (at
             :attr:`Program.layer_outputs <hwgen.compiler.Program>`); the program must have
@@ -311,7 +313,10 @@ class Accelerator:
             LogSoftmax or Sigmoid gives it, in float64, applied here on the host
             (:meth:`Program.probabilities <hwgen.compiler.Program.probabilities>`; the device
             returns the raw scores, and the argmax is the same). For a class output, int64
-            indices: shape ``(M,)`` of argmax, ``(M, k)`` of top-k.
+            indices: shape ``(M,)`` of argmax, ``(M, k)`` of top-k. A ``dtype="bf16"``
+            program's output is :meth:`hwgen.nn.Bf16Network.forward`'s: float32 scores (a raw
+            last layer) or ``ml_dtypes.bfloat16`` values; its classes rank the scores as
+            floats, a NaN above +Inf (docs/arithmetic.md, "bfloat16").
 
         Raises
         ------
@@ -321,7 +326,9 @@ class Accelerator:
             Before anything is sent, if ``x`` is not integer, not of the program's sample shape
             (naming it, and how to convert NCHW images) or outside signed ``in_bits`` (naming
             the first bad element), or ``outputs``, ``output`` or ``probabilities`` are not
-            allowed together or for the program (saying why).
+            allowed together or for the program (saying why); for a ``dtype="bf16"``
+            program, if ``x`` is neither bf16 nor float32, or holds a value that is not bf16,
+            an Inf or a NaN (naming the first index).
         BusyTimeout
             If a run is still going ``timeout`` seconds after it should have ended.
         DeviceError, LinkError, LinkTimeout

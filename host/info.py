@@ -200,6 +200,28 @@ def _explained(headline, differences, unreported):
     return f"{headline}; differing fields:{lines}\n{REMEDY}"
 
 
+def _dtype_headline(info, config, theirs, where):
+    """Return ``"the <theirs> is for dtype=X and the device at <where> is dtype=Y"`` when INFO
+    shows that the device's dtype is not ``config``'s, or None when it does not.
+
+    INFO has no dtype field. It shows one where ``config`` with the other dtype and the
+    device's widths hashes to the device's hash (the same design of the other dtype), and a
+    device whose widths no bf16 design has is int8 (every bf16 design is 16-bit, fp32 sums)."""
+    other = "int8" if config.dtype == "bf16" else "bf16"
+    widths = {"in_bits": info.in_bits, "w_bits": info.w_bits, "acc_bits": info.acc_bits,
+              "mult_bits": info.mult_bits}
+    try:
+        same_design = dataclasses.replace(config, dtype=other, **widths).hash_int \
+            == info.config_hash
+    except ValueError:   # config is no design of the other dtype with these widths
+        same_design = False
+    not_bf16 = (info.in_bits, info.w_bits, info.acc_bits) != (16, 16, 32)
+    if not (same_design or (other == "int8" and not_bf16)):
+        return None
+    return (f"the {theirs} is for dtype={config.dtype!r} and the device at {where} is "
+            f"dtype={other!r}")
+
+
 def check_device(info, config, where):
     """Raise :class:`IncompatibleDevice` unless the device at ``where`` (its :class:`DeviceInfo`
     ``info``) speaks this host's protocol version and, given a ``config``, was built from it.
@@ -216,7 +238,9 @@ def check_device(info, config, where):
     if config is not None and info.config_hash != config.hash_int:
         differences = [d for d in info.mismatches(config, "config")
                        if not d.startswith("config_hash:")]
+        dtype = _dtype_headline(info, config, "config", where)
         raise IncompatibleDevice(_explained(
+            (f"{dtype}: " if dtype else "") +
             f"the device at {where} was built from config hash {info.config_hash:016x}, not "
             f"from {config.name} (config hash {config.hash})", differences,
             "INFO's fields agree, so a field INFO does not report differs, e.g. a buffer "
@@ -236,7 +260,9 @@ def check_program(info, program, where):
     if program.config_hash != device_hash:
         differences = [d for d in info.mismatches(program.config, "program")
                        if not d.startswith("config_hash:")]
+        dtype = _dtype_headline(info, program.config, "program", where)
         raise IncompatibleDevice(_explained(
+            (f"{dtype}: " if dtype else "") +
             f"the program was compiled for {program.config.name} (config hash "
             f"{program.config_hash}); the device at {where} was built from config hash "
             f"{device_hash}", differences,

@@ -16,18 +16,28 @@ the cocotb one in :mod:`sim.tb_network`), where each call is awaited.
 
 Also here, because every executor's caller needs them: the checks of the samples
 (:func:`check_samples`) and of ``outputs`` (:func:`readout_specs`).
+
+Plans, words and wire elements hold signed lanes. On a ``dtype="bf16"`` design a lane is a
+value's bit pattern: :func:`sample_lanes` makes the input's, :func:`output_values` turns an
+output's back into floats (fp32 scores, bf16 values), and :func:`float_bits` says how wide
+the patterns are where classes are picked from lanes.
 """
 
 import dataclasses
 import typing
 
+import ml_dtypes
+import numpy as np
+
+from hwgen.compiler.bf16 import bf16_input_lanes
 from hwgen.compiler.classes import output_mode
-from hwgen.compiler.codec import check_input_samples, output_words, unpack_output
+from hwgen.compiler.codec import check_input_samples, output_words, pack_input, unpack_output
 from hwgen.memmap import Region
 
 __all__ = ["RunPlan", "WordRead", "WordWrite", "check_samples", "execute_load",
-           "execute_load_async", "execute_run", "execute_run_async", "infer_mode", "load_plan",
-           "readout_specs", "run_plans", "sample_unit"]
+           "execute_load_async", "execute_run", "execute_run_async", "float_bits",
+           "infer_mode", "load_plan", "output_dtype", "output_values", "readout_specs",
+           "run_plans", "sample_lanes", "sample_unit"]
 
 
 class WordWrite(typing.NamedTuple):
@@ -65,7 +75,8 @@ class RunPlan:
     program_batch : int
         The compiled batch (fixes the output layout).
     samples : numpy.ndarray or None
-        The chunk's checked samples (what the packed wire's LOADs carry, :mod:`host.wire`).
+        The chunk's checked samples as lanes (:func:`sample_lanes`: what the packed wire's
+        LOADs carry, :mod:`host.wire`).
     """
 
     start: int
@@ -82,8 +93,8 @@ class RunPlan:
         return self.start + self.batch
 
     def unpack(self, words):
-        """Return one int64 array ``[batch, *spec.sample_shape]`` per kept output, from the
-        words each read returned (in the order of :attr:`reads`)."""
+        """Return one int64 array ``[batch, *spec.sample_shape]`` of lanes per kept output,
+        from the words each read returned (in the order of :attr:`reads`)."""
         return [unpack_output(spec, self.program_batch, list(map(int, w)), self.batch)
                 for spec, w in zip(self.specs, words, strict=True)]
 
@@ -96,17 +107,60 @@ def sample_unit(program):
 
 def check_samples(program, x, what):
     """Return ``x`` as an int64 ``[M, *program.input.sample_shape]`` array of the program's
-    signed input values.
+    signed input values; on a ``dtype="bf16"`` design, as an ``ml_dtypes.bfloat16`` array.
 
     Raises
     ------
     ValueError
         Starting with ``what``, naming the allowed shape (and, for images given NCHW, how to
-        convert them), dtype or range (see :func:`hwgen.compiler.codec.check_input_samples`).
+        convert them), dtype or range (see :func:`hwgen.compiler.codec.check_input_samples`);
+        on a bf16 design, a dtype other than bf16 or float32, a float32 value that is not a
+        bf16 value, or an Inf or NaN (naming the first index).
     """
     spec = program.input
-    return check_input_samples(x, spec.sample_shape, spec.lane_bits, what,
-                               rows=sample_unit(program))
+    lanes = sample_lanes(program, x, what)
+    checked = check_input_samples(lanes, spec.sample_shape, spec.lane_bits, what,
+                                  rows=sample_unit(program))
+    if program.config.dtype != "bf16":
+        return checked
+    return checked.astype(np.int16).view(ml_dtypes.bfloat16)
+
+
+def sample_lanes(program, x, what):
+    """Return samples ``x`` as the signed lanes the wire carries: ``x`` itself on an int8
+    design, the bf16 bit patterns on a ``dtype="bf16"`` one
+    (:func:`hwgen.compiler.bf16.bf16_input_lanes`: finite bf16 values, or float32 holding
+    them, refused otherwise with ``ValueError`` naming ``what``)."""
+    if program.config.dtype != "bf16":
+        return x
+    return bf16_input_lanes(x, what)
+
+
+def float_bits(program, spec):
+    """Return the width of the float patterns in the lanes of ``spec`` (an output of
+    ``program``): 32 for fp32 scores, 16 for bf16 values; None on an int8 design."""
+    return spec.lane_bits if program.config.dtype == "bf16" else None
+
+
+def output_dtype(program, spec):
+    """Return the dtype of the values of ``spec`` (an output of ``program``) that
+    :func:`output_values` gives: int64; float32 scores or ``ml_dtypes.bfloat16`` on a
+    ``dtype="bf16"`` design."""
+    if program.config.dtype != "bf16":
+        return np.dtype(np.int64)
+    return np.dtype(np.float32 if spec.lane_bits == 32 else ml_dtypes.bfloat16)
+
+
+def output_values(program, spec, lanes):
+    """Return the signed lanes of ``spec`` (an output of ``program``) as its values: the lanes
+    on an int8 design; on a ``dtype="bf16"`` one, the floats of their bit patterns, as
+    :meth:`hwgen.nn.Bf16Network.forward` gives them (:func:`output_dtype`)."""
+    if program.config.dtype != "bf16":
+        return lanes
+    bits = spec.lane_bits
+    patterns = np.asarray(lanes, dtype=np.int64) & ((1 << bits) - 1)
+    return patterns.astype(np.uint32 if bits == 32 else np.uint16).view(
+        output_dtype(program, spec))
 
 
 def readout_specs(program, outputs, what):
@@ -181,11 +235,11 @@ def run_plans(program, x, outputs="last"):
     specs = tuple(readout_specs(program, outputs, "run_plans"))
     for start in range(0, len(x), program.batch):
         m = min(program.batch, len(x) - start)
-        words = program.pack_input(x[start:start + m])
+        lanes = sample_lanes(program, x[start:start + m], "run_plans")
+        words = pack_input(program.input, program.batch, lanes)
         reads = tuple(WordRead(*output_words(spec, program.batch, m)) for spec in specs)
         yield RunPlan(start=start, batch=m, write=WordWrite(Region.ACT, program.input.base, words),
-                      reads=reads, specs=specs, program_batch=program.batch,
-                      samples=x[start:start + m])
+                      reads=reads, specs=specs, program_batch=program.batch, samples=lanes)
 
 
 def execute_load(port, program):

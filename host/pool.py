@@ -41,7 +41,7 @@ from .accelerator import Accelerator, InferCounters, as_program
 from .auth import read_key
 from .client import DeviceError
 from .info import IncompatibleDevice
-from .plan import check_samples, infer_mode, readout_specs, sample_unit
+from .plan import check_samples, infer_mode, output_dtype, readout_specs, sample_unit
 from .runner import empty_output
 
 __all__ = ["AcceleratorPool", "NoDeviceLeft", "PoolCounters", "chunk_runs"]
@@ -419,7 +419,7 @@ class AcceleratorPool:
         ----------
         x : array_like of int, shape (M, *program.input.sample_shape)
             As for :meth:`Accelerator.infer`: rows ``(M, K)`` or NHWC images ``(M, H, W,
-            C)``; ``M`` may be 0.
+            C)``; ``M`` may be 0 (bf16 values for a ``dtype="bf16"`` program).
         outputs : {"last", "all"}
             As for :meth:`Accelerator.infer`: ``"all"`` also reads every layer's output of
             each run (a program compiled with ``readout=True``).
@@ -432,7 +432,8 @@ class AcceleratorPool:
         numpy.ndarray of int64, shape (M, *program.output.sample_shape), or list of them
             ``[i]`` is the network's output for ``x[i]``, whichever device ran it; with
             ``outputs="all"``, one such array per layer (its own sample shape); for a class
-            output, ``(M,)`` indices of argmax or ``(M, k)`` of top-k.
+            output, ``(M,)`` indices of argmax or ``(M, k)`` of top-k (floats for a
+            ``dtype="bf16"`` program's scores, as for :meth:`Accelerator.infer`).
 
         Raises
         ------
@@ -454,8 +455,8 @@ class AcceleratorPool:
         kept = readout_specs(program, outputs, "infer")
         x = check_samples(program, x, "infer")
         rows = len(x)
-        outs = [empty_output(s, mode if i == len(kept) - 1 else "scores", rows)
-                for i, s in enumerate(kept)]
+        outs = [empty_output(s, mode if i == len(kept) - 1 else "scores", rows,
+                             output_dtype(program, s)) for i, s in enumerate(kept)]
         start = time.perf_counter()
         for member in self._members:
             member.chunks = []

@@ -20,7 +20,15 @@ from hwgen.compiler.classes import class_count
 from hwgen.streams import loads_may_pass
 
 from .pipeline import pipeline
-from .plan import execute_run, readout_specs, run_plans, sample_unit
+from .plan import (
+    execute_run,
+    float_bits,
+    output_dtype,
+    output_values,
+    readout_specs,
+    run_plans,
+    sample_unit,
+)
 from .wire import host_classes, pipelined_device, run_wire, words_ahead
 
 __all__ = ["StagedPort", "empty_output", "infer_chunks", "progress_bar", "run_all"]
@@ -74,7 +82,15 @@ class StagedPort:
 def infer_chunks(port, program, x, outputs, mode):
     """Yield ``(plan, arrays)`` for each chunk of the checked samples ``x``, in order:
     ``arrays`` one per kept output (:func:`host.plan.readout_specs`), the last one the classes
-    of ``mode`` (``"scores"``: the output itself)."""
+    of ``mode`` (``"scores"``: the output itself), as values (:func:`host.plan.output_values`)."""
+    for plan, arrays in _chunk_lanes(port, program, x, outputs, mode):
+        last = len(arrays) - 1
+        yield plan, [a if i == last and mode != "scores" else output_values(program, spec, a)
+                     for i, (spec, a) in enumerate(zip(plan.specs, arrays, strict=True))]
+
+
+def _chunk_lanes(port, program, x, outputs, mode):
+    """:func:`infer_chunks` with the outputs as the lanes read (the classes as they are)."""
     info = port.acc.info
     unit, rows = sample_unit(program), len(x)
     plans = run_plans(program, x, outputs)
@@ -82,7 +98,8 @@ def infer_chunks(port, program, x, outputs, mode):
         for plan in plans:
             port.stage = f"infer {unit} {plan.start}..{plan.stop - 1} of {rows}"
             arrays = execute_run(port, plan)
-            yield plan, arrays if mode == "scores" else host_classes(arrays, mode)
+            yield plan, arrays if mode == "scores" else \
+                host_classes(arrays, mode, float_bits(program, plan.specs[-1]))
         return
     overlap = loads_may_pass(program, readout_specs(program, outputs, "infer"))
     # WRITEs go one behind each READ: each one what the device's receive FIFO holds while
@@ -126,11 +143,12 @@ def _alternate(first, second):
     return merged, at
 
 
-def empty_output(spec, mode, rows=0):
-    """Return an int64 array of ``rows`` samples of the output ``spec`` in ``mode``: ``(rows,
-    *sample_shape)`` of scores, ``(rows,)`` of argmax, ``(rows, k)`` of top-k."""
+def empty_output(spec, mode, rows=0, dtype=np.int64):
+    """Return an array of ``rows`` samples of the output ``spec`` in ``mode``: ``(rows,
+    *sample_shape)`` of scores of ``dtype`` (:func:`host.plan.output_dtype`), int64 ``(rows,)``
+    of argmax, ``(rows, k)`` of top-k."""
     if mode == "scores":
-        return np.zeros((rows, *spec.sample_shape), dtype=np.int64)
+        return np.zeros((rows, *spec.sample_shape), dtype=dtype)
     return np.zeros((rows,) if mode == "argmax" else (rows, class_count(mode)), dtype=np.int64)
 
 
@@ -138,8 +156,8 @@ def run_all(port, program, x, outputs, mode, *, kept, bar=None):
     """Return one array per kept output (``kept``, :func:`host.plan.readout_specs`) over all
     samples of ``x``: the chunks of :func:`infer_chunks` put in place (``bar`` updated after
     each)."""
-    outs = [empty_output(spec, mode if i == len(kept) - 1 else "scores", len(x))
-            for i, spec in enumerate(kept)]
+    outs = [empty_output(spec, mode if i == len(kept) - 1 else "scores", len(x),
+                         output_dtype(program, spec)) for i, spec in enumerate(kept)]
     for plan, arrays in infer_chunks(port, program, x, outputs, mode):
         for out, array in zip(outs, arrays, strict=True):
             out[plan.start:plan.stop] = array

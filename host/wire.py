@@ -43,6 +43,7 @@ from hwgen.streams import (
 )
 
 from .pieces import Exchange, class_exchange, stream_exchange, word_reads, word_writes
+from .plan import float_bits
 
 __all__ = ["Exchange", "RunWire", "device_classes", "host_classes", "packed_device",
            "pipelined_device", "run_wire", "words_ahead"]
@@ -75,10 +76,11 @@ def pipelined_device(info):
     return packed_device(info) or words_ahead(info)
 
 
-def host_classes(outputs, mode):
-    """Return ``outputs`` (the arrays read after a run) with the last one's classes for
-    ``mode`` picked on the host (:func:`hwgen.compiler.classes.classes_of`)."""
-    return [*outputs[:-1], classes_of(outputs[-1], mode)]
+def host_classes(outputs, mode, float_bits=None):
+    """Return ``outputs`` (the arrays of lanes read after a run) with the last one's classes
+    for ``mode`` picked on the host (:func:`hwgen.compiler.classes.classes_of`; lanes of
+    ``float_bits``-bit float patterns rank as floats, as on the device)."""
+    return [*outputs[:-1], classes_of(outputs[-1], mode, float_bits=float_bits)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -172,6 +174,12 @@ def _classes(spec, m, mode, max_payload, limit):
     return exchanges, decode
 
 
+def _picked(fetched, mode, bits):
+    """Return ``decode(answers)``: the classes of ``mode`` of ``fetched(answers)``'s lanes
+    (``bits``-bit float patterns ranked as floats, :func:`~hwgen.compiler.classes.classes_of`)."""
+    return lambda answers: classes_of(fetched(answers), mode, float_bits=bits)
+
+
 def run_wire(program, plan, mode, info, limit=None):
     """Return the :class:`RunWire` of ``plan`` (a :class:`~host.plan.RunPlan` of ``program``,
     with its ``samples``) on a device of protocol version 6 with ``info``, for the output ``mode``
@@ -195,7 +203,7 @@ def run_wire(program, plan, mode, info, limit=None):
                 if packed and fits_fetch(spec, max_payload) else \
                 _reads(info, spec, plan.program_batch, plan.batch, limit)
             decode = fetched if wanted == "scores" else \
-                (lambda answers, f=fetched, w=wanted: classes_of(f(answers), w))
+                _picked(fetched, wanted, float_bits(program, spec))
         outputs += exchanges
         decoders.append(decode)
         counts.append(len(exchanges))

@@ -10,6 +10,7 @@ the gateware does through the host port.
 
 import numpy as np
 
+from hwgen.compiler.classes import score_keys
 from hwgen.memmap import Region
 from hwgen.protocol import (
     Status,
@@ -122,11 +123,14 @@ def top_k(scores, k):
 def classes(interpreter, config, payload):
     """Carry out a checked CLASSES: per sample, the indices of its ``k`` largest scores in
     descending order, ties to the lowest index, :func:`~hwgen.protocol.index_bytes` bytes each,
-    little-endian."""
+    little-endian. A ``dtype="bf16"`` design's scores are fp32, ranked by
+    :func:`~hwgen.compiler.classes.score_keys` (as floats, a NaN above +Inf)."""
     args = unpack_classes(payload)
     samples, pitch, n, k = (args[name] for name in ("samples", "pitch", "n", "k"))
     words = stream_words(samples, pitch, config.cols)
     stream = _read_lanes(interpreter, config, Region.OUTPUT, args["addr"], words)
+    if config.dtype == "bf16":
+        stream = score_keys(stream, config.acc_bits).tolist()
     width = index_bytes(n)
     out = bytearray()
     for s in range(samples):

@@ -8,13 +8,20 @@ classes are NumPy's ``np.argmax(s, axis=1)`` and ``np.argsort(-s, axis=1,
 kind="stable")[:, :k]`` of the raw scores ``s``. A device of protocol version 6 computes them
 (CLASSES, :mod:`hwgen.protocol`); :func:`classes_of` is the same on the host, for older devices
 and as the tests' reference.
+
+A ``dtype="bf16"`` design's scores are floats (fp32, or bf16 for a hidden output), ordered as
+floats, not as the integers of their bit patterns: :func:`score_keys` maps each pattern to an
+integer of the same order (the device compares those), a NaN above +Inf (docs/arithmetic.md,
+"bfloat16").
 """
 
 import numbers
 
+import ml_dtypes
 import numpy as np
 
-__all__ = ["OUTPUT_MODES", "class_count", "classes_of", "output_mode", "output_mode_to_json"]
+__all__ = ["OUTPUT_MODES", "class_count", "classes_of", "output_mode", "output_mode_to_json",
+           "score_keys"]
 
 #: The names of the output modes (``"top_k"`` takes a ``k``).
 OUTPUT_MODES = ("scores", "argmax", "top_k")
@@ -87,13 +94,41 @@ def class_count(mode):
     return 1 if mode == "argmax" else mode[1]
 
 
-def classes_of(scores, mode):
+def score_keys(scores, float_bits=None):
+    """Return ``scores`` as int64 keys whose integer order is the order in which the device
+    ranks them.
+
+    Integers are their own keys. IEEE floats (an array of ``float32`` or
+    ``ml_dtypes.bfloat16``, or signed ``float_bits``-bit lanes of their bit patterns) are
+    sign-magnitude: a negative pattern's other bits are inverted, ``s ^ (2**(bits-1) - 1)``,
+    which orders the finite values and the infinities as floats, and puts the canonical NaN
+    (``0x7FC00000``, ``0x7FC0``: a bf16 design's only NaN) above +Inf. The device's CLASSES
+    compares these keys (:mod:`sim.wire_streams`, :mod:`hwgen.link.classes`).
+
+    Parameters
+    ----------
+    scores : array_like
+    float_bits : {None, 16, 32}
+        ``scores`` are signed lanes of bf16 (16) or fp32 (32) bit patterns.
+    """
+    arr = np.asarray(scores)
+    if arr.dtype in (np.dtype(np.float32), np.dtype(ml_dtypes.bfloat16)):
+        float_bits = arr.dtype.itemsize * 8
+        arr = arr.view(np.int32 if float_bits == 32 else np.int16)
+    if float_bits is None:
+        return arr
+    lanes = arr.astype(np.int64)
+    return lanes ^ ((lanes >> (float_bits - 1)) & ((1 << (float_bits - 1)) - 1))
+
+
+def classes_of(scores, mode, *, float_bits=None):
     """Return the classes of ``scores`` (``[M, n]``, or ``[M, 1, 1, n]`` and the like: one
     row per sample) for ``mode``: int64 ``(M,)`` for ``"argmax"``, ``(M, k)`` for
-    ``("top_k", k)``; ``scores`` as they are for ``"scores"``."""
+    ``("top_k", k)``; ``scores`` as they are for ``"scores"``. Floats (or lanes of their
+    patterns, ``float_bits``) rank by :func:`score_keys`."""
     if mode == "scores":
         return scores
-    flat = np.asarray(scores).reshape(len(scores), -1)
+    flat = score_keys(scores, float_bits).reshape(len(scores), -1)
     order = np.argsort(-flat, axis=1, kind="stable")[:, :class_count(mode)].astype(np.int64)
     return order[:, 0] if mode == "argmax" else order
 

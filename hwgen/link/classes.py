@@ -12,6 +12,10 @@ total, so ``k`` scans give the top ``k`` in order without remembering which scor
 no mask of ``n`` bits, no sorting network, only three registers of a score and three of an
 index. The cost is time, ``k`` passes over the sample's words (``k`` is small: 1 for argmax),
 and the link is slower than a pass anyway.
+
+A ``dtype="bf16"`` design's scores are fp32 patterns, sign-magnitude: each is compared as its
+key (:func:`hwgen.compiler.classes.score_keys`), the other bits of a negative one inverted,
+whose signed order is the floats' (a NaN above +Inf).
 """
 
 from amaranth.hdl import Cat, Module, Signal, signed
@@ -91,8 +95,11 @@ class ClassScanner(wiring.Component):
         candidate = Signal(signed(acc_bits), name="candidate")
         ended = Signal(name="ended")
         m.d.sync += ended.eq(self.element_end)
+        whole = Cat(score[1:], self.bit)
+        if config.dtype == "bf16":   # fp32 patterns: the float order as a signed one
+            whole = Cat(whole[:-1] ^ whole[-1].replicate(acc_bits - 1), whole[-1])
         with m.If(self.element_end):
-            m.d.sync += candidate.eq(Cat(score[1:], self.bit))
+            m.d.sync += candidate.eq(whole)
         eligible = first | (candidate < prev) | ((candidate == prev) & (j > prev_j))
         with m.If(ended):
             m.d.sync += j.eq(j + 1)

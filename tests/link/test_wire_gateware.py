@@ -202,6 +202,35 @@ def test_classes_of_unaligned_samples_and_two_byte_indices():
     bench.run(script)
 
 
+def test_classes_of_fp32_scores_rank_as_floats():
+    """A bf16 design's scores are fp32 patterns: ranked as floats (negatives by magnitude,
+    -Inf last, the canonical NaN above +Inf, ties to the lowest index), as the model ranks
+    them."""
+    config = AcceleratorConfig(dtype="bf16", rows=2, cols=2, act_depth=16, weight_depth=16,
+                               param_depth=2, acc_depth=4, out_depth=16, prog_depth=2)
+    bench = WireBench(config, seed=7)
+    rng = np.random.default_rng(7)
+    special = [np.inf, -np.inf, np.nan, 0.0, -1.5, -1.5, 2.0**-126, -3e38, 1.0]
+    scores = np.concatenate([special, rng.normal(size=7) * 10.0 ** rng.integers(-3, 4, 7)])
+    rng.shuffle(scores)
+    n, samples = 8, 2
+    patterns = scores.astype(np.float32).view(np.uint32).astype(int).tolist()
+    words = [patterns[w] | patterns[w + 1] << 32 for w in range(0, len(patterns), 2)]
+
+    def ranked(row, k):
+        return sorted(range(n), key=lambda j: (not np.isnan(row[j]),
+                                               0.0 if np.isnan(row[j]) else -row[j], j))[:k]
+
+    async def script(bench, ctx):
+        await bench.fill(ctx, Region.OUTPUT, words + [0] * (16 - len(words)))
+        for k in (1, 3, n):
+            frame = await bench.request(ctx, Opcode.CLASSES, pack_classes(0, samples, n, n, k))
+            expect = [ranked(scores[s * n:(s + 1) * n].tolist(), k) for s in range(samples)]
+            assert (unpack_indices(frame.payload, samples, k, n) == expect).all()
+
+    bench.run(script)
+
+
 def test_stream_errors_as_the_model():
     """Each malformed LOAD, FETCH and CLASSES gets its status and changes nothing."""
     bench = WireBench(TINY, seed=5)
