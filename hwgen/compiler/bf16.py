@@ -10,7 +10,8 @@ cannot overflow a width (they reach Inf, as the reference does).
 
 Dense layers and convolutions through the matrix pass as for int8, where its order of the
 sums is the contract's (:func:`_order_differs`: ``groups=1``, a kernel position's channels
-a multiple of ``rows`` or a 1x1 kernel; a dense layer after a Flatten alike), max pools
+a multiple of ``rows`` or a 1x1 kernel; a dense layer after a Flatten alike; or the first
+pass in the taps layout, :func:`_taps_node`, whose tiles are the contract's), max pools
 through the max-pooling pass (on bf16 values), flatten for free, residual adds through the
 add pass (``fl32(a + b)``, no PARAM words). Average pools and grouped convolutions are
 refused, each named.
@@ -25,7 +26,7 @@ from ..nn.bf16 import as_bf16, bf16_array, bf16_bits, first_index, round_to_bf16
 from ..nn.flatten import Flatten
 from ..nn.graph import INPUT, where
 from ..nn.maxpool import MaxPool2D
-from ..passes import lookup
+from ..passes import lookup, taps
 from ..passes.bf16_matrix import lanes_of_bits, signed_bits
 from .errors import CompileError
 from .kinds import DeviceLayer
@@ -116,8 +117,9 @@ def _matrix(layer):
     return Bf16Matrix(weight, bias, layer.activation, "bf16", act_min, act_max)
 
 
-def _refused(network, config):
-    """Return every node the bf16 compiler does not take, as ``"layer i ('name') (Kind)"``."""
+def _refused(network, config, taps_node=None):
+    """Return every node the bf16 compiler does not take, as ``"layer i ('name') (Kind)"``;
+    node ``taps_node`` takes its input in the taps layout, whose order is the contract's."""
     from ..nn.bf16_layers import Bf16Add, Bf16AvgPool2D, Bf16Conv2D, Bf16Dense
 
     taken = (Bf16Dense, Bf16Conv2D, Bf16AvgPool2D, Bf16Add, MaxPool2D, Flatten)
@@ -133,7 +135,7 @@ def _refused(network, config):
         elif not config.residual and isinstance(node.layer, Bf16Add):
             offenders.append(f"{where(index, node.name)} ({kind}: the design has no adder, "
                              "residual=False)")
-        elif reason := _order_differs(node, network, config.rows):
+        elif index != taps_node and (reason := _order_differs(node, network, config.rows)):
             offenders.append(f"{where(index, node.name)} ({kind}: {reason})")
     return offenders
 
@@ -226,10 +228,53 @@ def _spatial_matrix(index, layer, in_shape, config):
             layer.groups > 1)
 
 
-def bf16_passes(network, config):
+def _taps_node(network, config):
+    """Return the index of the node whose pass takes the network's input in the taps layout
+    (:mod:`hwgen.passes.taps`), or None: the first pass, where it is the input's only reader
+    and :func:`~hwgen.passes.taps.eligible` (a convolution, or a dense layer after a Flatten,
+    of fewer channels than ``rows``, on a device that walks taps). Its flattened kernel is
+    summed in tiles of ``rows`` consecutive ``(ky, kx, c)`` taps: the contract's order."""
+    from ..nn.bf16_layers import Bf16Conv2D, Bf16Dense
+
+    source = {INPUT: INPUT}   # a Flatten's output is its input's tensor
+    readers = []
+    for index, node in enumerate(network.nodes):
+        inputs = [source.get(name, name) for name in node.inputs]
+        if isinstance(node.layer, Flatten):
+            source[node.name] = inputs[0]
+        elif INPUT in inputs:
+            readers.append(index)
+    first = next((i for i, n in enumerate(network.nodes) if not isinstance(n.layer, Flatten)),
+                 None)
+    if readers != [first] or first is None:
+        return None
+    node = network.nodes[first]
+    layer, in_shape = node.layer, network.input_shape
+    if len(in_shape) != 3 or not ((isinstance(layer, Bf16Conv2D) and layer.groups == 1)
+                                  or isinstance(layer, Bf16Dense)):
+        return None
+    try:
+        matrix, k, kernel, _, _ = _spatial_matrix(first, layer, in_shape, config)
+    except CompileError:
+        return None   # lowered again below, where the error names the layer
+    p = DeviceLayer(first, PassKind.MATRIX, matrix, k, in_shape,
+                    network.tensor_shapes[node.name], kernel, name=node.name)
+    return first if taps.eligible(p, config) else None
+
+
+def _in_taps(p, config):
+    """Return matrix pass ``p`` with its input in the taps layout: the kernel flattened in
+    ``(ky, kx, c)`` order, ``taps`` its row pitch (as :func:`hwgen.passes.taps.lowered`)."""
+    matrix = dataclasses.replace(p.matrix, weight=taps.flat_kernel(p))
+    return dataclasses.replace(p, matrix=matrix, taps=taps.pitch(p, config))
+
+
+def bf16_passes(network, config, *, taps_layout=True):
     """Return the :class:`~hwgen.compiler.kinds.DeviceLayer` passes of a bf16 network: matrix
     passes of its dense layers, convolutions and average pools, max-pooling passes; a
-    Flatten costs nothing (the pass after it walks the image), as for int8.
+    Flatten costs nothing (the pass after it walks the image), as for int8. With
+    ``taps_layout`` the first pass takes the input in the taps layout where it can
+    (:func:`_taps_node`), so that its channels need not fill tiles of ``rows``.
 
     Raises
     ------
@@ -239,7 +284,8 @@ def bf16_passes(network, config):
     """
     from ..nn.bf16_layers import Bf16Add, Bf16Dense
 
-    offenders = _refused(network, config)
+    taps_node = _taps_node(network, config) if taps_layout else None
+    offenders = _refused(network, config, taps_node)
     if offenders:
         raise CompileError("the bf16 compiler takes Bf16Dense, Bf16Conv2D, Bf16AvgPool2D, "
                            "Bf16Add, MaxPool2D and Flatten layers; not: "
@@ -280,6 +326,8 @@ def bf16_passes(network, config):
                                   name=node.name, inputs=(source,), repeat=repeat,
                                   grouped=grouped))
         stored[node.name] = (node.name, out_shape)
+    if taps_node is not None:
+        passes[0] = _in_taps(passes[0], config)
     return passes
 
 

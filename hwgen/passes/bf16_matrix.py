@@ -1,7 +1,8 @@
 """The interpreter step of a matrix pass on a ``dtype="bf16"`` design (issue 52).
 
 The addressing is the int8 matrix pass's (:mod:`hwgen.passes.matrix`): rows (or output
-pixels walked by the geometry, each tile's channel window) of ``k_tiles`` reduction tiles,
+pixels walked by the geometry, each tile's channel window, or a first convolution's taps
+layout, :mod:`hwgen.passes.taps`) of ``k_tiles`` reduction tiles,
 weight tile ``(nt, kt)`` at ``w_base + (nt * k_tiles + kt)
 * rows``, output tile ``nt``'s PARAM word at ``p_base + nt``. The words hold bit patterns:
 ACT lanes and WEIGHT lanes bf16, PARAM lanes the fp32 bias, OUTPUT lanes the fp32 scores of a
@@ -21,6 +22,7 @@ import numpy as np
 
 from ..memmap import Region
 from ..nn.bf16 import activate, bf16_matmul, flush, round_to_bf16
+from . import taps
 
 __all__ = ["bf16_max", "interpret_bf16", "interpret_bf16_add", "lanes_of_bits", "signed_bits"]
 
@@ -78,10 +80,14 @@ def interpret_bf16(device, d, g, m, *, patch_rows, window_start):
     that this module does not import the one that imports it)."""
     c = device.config
     rows, cols = c.rows, c.cols
-    assert not g.get("taps") and not g.get("pool"), "no taps or fused pool in bf16 passes"
+    assert not g.get("pool"), "no fused pool in bf16 passes"
     window = g["cb_word"] * device.b + g["cb_rem"]
     xs, reads = {}, set()
-    for nt in range(d["n_tiles"]) if window else (0,):
+    if g.get("taps"):
+        # The taps layout's rows: tap kt * rows + r, the contract's dense (ky, kx, c) order.
+        lanes, reads = taps.patch_rows(device, d, g, m)
+        xs[0] = lanes_of_bits(lanes, 16)
+    for nt in () if g.get("taps") else range(d["n_tiles"]) if window else (0,):
         xs[nt], read = _rows(device, d, g, m, first=int(window_start(nt, window, c)),
                             patch_rows=patch_rows)
         reads |= read
