@@ -179,7 +179,7 @@ def test_reductions_in_another_order_than_the_contract_are_all_listed():
     message = str(info.value)
     for fragment in ("layer 0 (Bf16Conv2D: the matrix pass pads each kernel position's 3 "
                      "channels to tiles of rows=2",
-                     "layer 1 (Bf16Conv2D: a depthwise (grouped) reduction",
+                     "layer 1 (Bf16Conv2D: a depthwise reduction, which needs the depthwise unit",
                      "layer 2 (Bf16AvgPool2D: a depthwise", "layer 5 (Bf16Dense: the matrix "
                      "pass pads each kernel position's 3 channels"):
         assert fragment in message, message
