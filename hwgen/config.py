@@ -160,7 +160,7 @@ class AcceleratorConfig:
         design's values are 16 bits wide: ``in_bits`` and ``w_bits`` become 16 (given, they
         must be 16; 8, their default, counts as not given) and ``acc_bits`` must be 32;
         ``mult_bits`` is unused (reset to its default). It is weight-stationary with
-        ``bounds`` and has no ``post_lanes``, ``depthwise`` or ``act_spram_depth`` yet.
+        ``bounds`` and has no ``post_lanes`` or ``act_spram_depth`` yet.
 
     Raises
     ------
@@ -405,7 +405,6 @@ def _check_dtype(self):
     needs = {"dataflow": (self.dataflow is Dataflow.WS, "'ws'"),
              "bounds": (self.bounds, "True"),
              "post_lanes": (self.post_lanes is None, f"all {self.cols} columns"),
-             "depthwise": (not self.depthwise, "False"),
              "act_spram_depth": (not self.act_spram_depth, "0")}
     wrong = [f"{name}={str(getattr(self, name)) if name == 'dataflow' else getattr(self, name)!r}"
              f" (allowed: {allowed})" for name, (ok, allowed) in needs.items() if not ok]

@@ -266,6 +266,9 @@ def test_bf16_is_another_design_with_16_bit_values():
     assert cfg.name.startswith("hwgen_ws_8x8_i16w16") and "dtypebf16" in cfg.name
     # The widths spelled out, and mult_bits (unused), are the same design.
     assert AcceleratorConfig(dtype="bf16", in_bits=16, w_bits=16, mult_bits=12) == cfg
+    # The depthwise unit, which the bf16 compiler gives depthwise convolutions and pools.
+    unit = AcceleratorConfig(dtype="bf16", depthwise=True)
+    assert unit.depthwise and AcceleratorConfig.from_json(unit.to_json()) == unit
 
 
 @pytest.mark.parametrize(("kwargs", "fragment"), [
@@ -276,7 +279,6 @@ def test_bf16_is_another_design_with_16_bit_values():
     ({"dtype": "bf16", "dataflow": "os"}, "does not cover yet dataflow='os' (allowed: 'ws')"),
     ({"dtype": "bf16", "bounds": False}, "bounds=False (allowed: True)"),
     ({"dtype": "bf16", "post_lanes": 4}, "post_lanes=4 (allowed: all 8 columns)"),
-    ({"dtype": "bf16", "depthwise": True}, "depthwise=True (allowed: False)"),
     ({"dtype": "bf16", "spatial": False, "act_spram_depth": 2048},
      "act_spram_depth=2048 (allowed: 0)"),
 ])

@@ -10,22 +10,25 @@ cannot overflow a width (they reach Inf, as the reference does).
 
 Dense layers and convolutions through the matrix pass as for int8, where its order of the
 sums is the contract's (:func:`_order_differs`: ``groups=1``, a kernel position's channels
-a multiple of ``rows`` or a 1x1 kernel; a dense layer after a Flatten alike), max pools
+a multiple of ``rows`` or a 1x1 kernel; a dense layer after a Flatten alike; or the first
+pass in the taps layout, :func:`_taps_node`, whose tiles are the contract's), max pools
 through the max-pooling pass (on bf16 values), flatten for free, residual adds through the
-add pass (``fl32(a + b)``, no PARAM words). Average pools and grouped convolutions are
-refused, each named.
+add pass (``fl32(a + b)``, no PARAM words). Depthwise convolutions and average pools through
+the depthwise pass (:func:`_depthwise`), whose tiles are the contract's ``(ky, kx)`` taps, on
+a design with the depthwise unit; refused without it, as other grouped convolutions are
+always (the matrix pass's block-diagonal tiles sum in another order), each named.
 """
 
 import dataclasses
 
 import numpy as np
 
-from ..memmap import BF16_UNBOUNDED, PassKind
+from ..memmap import BF16_UNBOUNDED, PassKind, has_depthwise
 from ..nn.bf16 import as_bf16, bf16_array, bf16_bits, first_index, round_to_bf16
 from ..nn.flatten import Flatten
 from ..nn.graph import INPUT, where
 from ..nn.maxpool import MaxPool2D
-from ..passes import lookup
+from ..passes import lookup, taps
 from ..passes.bf16_matrix import lanes_of_bits, signed_bits
 from .errors import CompileError
 from .kinds import DeviceLayer
@@ -116,8 +119,9 @@ def _matrix(layer):
     return Bf16Matrix(weight, bias, layer.activation, "bf16", act_min, act_max)
 
 
-def _refused(network, config):
-    """Return every node the bf16 compiler does not take, as ``"layer i ('name') (Kind)"``."""
+def _refused(network, config, taps_node=None):
+    """Return every node the bf16 compiler does not take, as ``"layer i ('name') (Kind)"``;
+    node ``taps_node`` takes its input in the taps layout, whose order is the contract's."""
     from ..nn.bf16_layers import Bf16Add, Bf16AvgPool2D, Bf16Conv2D, Bf16Dense
 
     taken = (Bf16Dense, Bf16Conv2D, Bf16AvgPool2D, Bf16Add, MaxPool2D, Flatten)
@@ -133,13 +137,14 @@ def _refused(network, config):
         elif not config.residual and isinstance(node.layer, Bf16Add):
             offenders.append(f"{where(index, node.name)} ({kind}: the design has no adder, "
                              "residual=False)")
-        elif reason := _order_differs(node, network, config.rows):
+        elif index != taps_node and (reason := _order_differs(node, network, config)):
             offenders.append(f"{where(index, node.name)} ({kind}: {reason})")
     return offenders
 
 
-def _order_differs(node, network, rows):
-    """Why the matrix pass would not sum ``node``'s products as the contract does, or ``""``.
+def _order_differs(node, network, config):
+    """Why the matrix pass would not sum ``node``'s products as the contract does, or ``""``;
+    for a depthwise reduction, why the depthwise unit would not (:func:`_depthwise_refusal`).
 
     The contract cuts a patch's ``(ky, kx, c)`` products into tiles of ``rows`` across
     kernel positions; the matrix pass pads each position's channels to whole tiles. The two
@@ -147,17 +152,19 @@ def _order_differs(node, network, rows):
     convolution's tiles are block-diagonal: the pass multiplies the other groups' channels
     by +0.0 (an Inf among them gives NaN) and sums other tiles than the contract's.
     """
-    from ..nn.bf16_layers import Bf16AvgPool2D, Bf16Conv2D, Bf16Dense
+    from ..nn.bf16_layers import Bf16Conv2D, Bf16Dense
 
-    layer = node.layer
+    layer, rows = node.layer, config.rows
     order = ("the matrix pass pads each kernel position's {c} channels to tiles of "
              f"rows={rows}, the contract's tiles run across positions; allowed: channels a "
              f"multiple of {rows}, or one kernel position")
-    if isinstance(layer, Bf16AvgPool2D) or (isinstance(layer, Bf16Conv2D) and
-                                            layer.groups > 1):
-        return ("a depthwise (grouped) reduction, whose block-diagonal tiles give other "
-                "bits than the contract's (Inf times the +0.0 off the diagonal, the order "
-                "of the sums)")
+    if _is_depthwise(layer):
+        return _depthwise_refusal(layer, network.tensor_shapes[node.inputs[0]], config)
+    if isinstance(layer, Bf16Conv2D) and layer.groups > 1:
+        return ("a grouped convolution, whose block-diagonal tiles give other bits than the "
+                "contract's (Inf times the +0.0 off the diagonal, the order of the sums); "
+                "allowed: groups=1, or a depthwise convolution (groups = input channels = "
+                "output channels) on a design with depthwise=True")
     if isinstance(layer, Bf16Conv2D):
         kh, kw, c, _ = layer.weight.shape
     elif isinstance(layer, Bf16Dense):
@@ -168,6 +175,69 @@ def _order_differs(node, network, rows):
     else:
         return ""
     return "" if kh * kw == 1 or c % rows == 0 else order.format(c=c)
+
+
+def _is_depthwise(layer):
+    """Whether ``layer`` is a depthwise reduction: an average pool, or a convolution of one
+    input and one output channel per group (more than one group)."""
+    from ..nn.bf16_layers import Bf16AvgPool2D, Bf16Conv2D
+
+    if isinstance(layer, Bf16AvgPool2D):
+        return True
+    return (isinstance(layer, Bf16Conv2D) and layer.groups > 1
+            and layer.weight.shape[2] == 1 and layer.weight.shape[3] == layer.groups)
+
+
+def _depthwise_conv(layer, in_shape):
+    """Return the depthwise :class:`~hwgen.nn.bf16_layers.Bf16Conv2D` of a depthwise
+    reduction on ``in_shape`` images: itself, or an average pool's (weights
+    ``bf16(1/(kh*kw))``, bias +0.0, no padding, as the reference computes it)."""
+    from ..nn.bf16_layers import Bf16AvgPool2D, Bf16Conv2D
+
+    if not isinstance(layer, Bf16AvgPool2D):
+        return layer
+    h, w, c = in_shape
+    kh, kw = (h, w) if layer.kernel_size is None else layer.kernel_size
+    weight = np.full((kh, kw, 1, c), round_to_bf16(1.0 / (kh * kw)))
+    return Bf16Conv2D(weight=weight, bias=np.zeros(c, dtype=np.float32), strides=layer.strides,
+                      groups=c, activation=layer.activation, act_min=layer.act_min,
+                      act_max=layer.act_max)
+
+
+def _depthwise_refusal(layer, in_shape, config):
+    """Why the depthwise unit of ``config`` would not run depthwise reduction ``layer`` on
+    ``in_shape`` images, or ``""``: its pass sums each channel's taps in ``(ky, kx)`` order,
+    in tiles of ``rows``, the contract's order; the matrix pass's block-diagonal tiles do
+    not."""
+    # (Imported here: the depthwise pass imports the compiler's images and proofs.)
+    from ..passes.depthwise import kernel_refusal
+
+    if not has_depthwise(config):
+        return ("a depthwise reduction, which needs the depthwise unit (the matrix pass's "
+                "block-diagonal tiles give other bits than the contract's: Inf times the "
+                "+0.0 off the diagonal, the order of the sums); allowed: a design with "
+                "depthwise=True")
+    conv = _depthwise_conv(layer, in_shape)
+    kh, kw, _, _ = conv.weight.shape
+    (sy, sx), (_, _, left, right) = conv.strides, conv.pads
+    ow = (in_shape[1] + left + right - kw) // sx + 1
+    why = kernel_refusal((kh, kw, (sy, sx), conv.pads), ow, config)
+    return f"a depthwise reduction the depthwise unit cannot run: {why}" if why else ""
+
+
+def _depthwise(layer, in_shape, config):
+    """Return ``(matrix, k, kernel, repeat, grouped)`` of the depthwise pass of a depthwise
+    reduction (:mod:`hwgen.passes.depthwise`): row ``t`` tap ``t`` of the kernel in ``(ky,
+    kx)`` order for every channel, bit patterns, +0.0 past the kernel; an average pool's
+    tiles all alike (``repeat``)."""
+    from ..passes.depthwise import depthwise_matrix
+
+    conv = _depthwise_conv(layer, in_shape)
+    matrix = _matrix(conv)
+    kh, kw = conv.weight.shape[:2]
+    return (dataclasses.replace(matrix, weight=depthwise_matrix(matrix, config.rows)),
+            kh * kw, (kh, kw, tuple(conv.strides), tuple(conv.pads), 0), conv is not layer,
+            False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -193,43 +263,76 @@ def _add(index, node, stored):
 
 def _spatial_matrix(index, layer, in_shape, config):
     """Return ``(matrix, k, kernel, repeat, grouped)`` of a matrix pass that walks images: a
-    convolution, an average pool (its depthwise convolution of ``bf16(1/(kh*kw))``) or a
-    dense layer after a Flatten (a convolution whose kernel is the whole image), laid out as
-    the int8 matrix pass lays them (:mod:`hwgen.passes.matrix`), on bit patterns (+0.0 is 0)."""
-    from ..nn.bf16_layers import Bf16AvgPool2D, Bf16Conv2D
+    convolution (``groups=1``) or a dense layer after a Flatten (a convolution whose kernel
+    is the whole image), laid out as the int8 matrix pass lays them
+    (:mod:`hwgen.passes.matrix`), on bit patterns (+0.0 is 0)."""
+    from ..nn.bf16_layers import Bf16Conv2D
 
     # (Imported here: the matrix pass imports the compiler's images and proofs.)
-    from ..passes.matrix import grouped_matrix, padded_matrix
+    from ..passes.matrix import padded_matrix
 
-    h, w, c = in_shape
-    finish = {"activation": layer.activation, "act_min": layer.act_min,
-              "act_max": layer.act_max}
-    repeat = isinstance(layer, Bf16AvgPool2D)
-    if repeat:
-        kh, kw = (h, w) if layer.kernel_size is None else layer.kernel_size
-        weight = np.full((kh, kw, 1, c), round_to_bf16(1.0 / (kh * kw)))
-        layer = Bf16Conv2D(weight=weight, bias=np.zeros(c, dtype=np.float32),
-                           strides=layer.strides, groups=c, **finish)
-    if not isinstance(layer, Bf16Conv2D):   # a Bf16Dense after a Flatten
-        matrix = _matrix(layer)
-        image = matrix.weight.reshape(h, w, c, -1)
-        check_padded_reduction(index, (h, w), c, config, window="image before the Flatten")
-        return (dataclasses.replace(matrix, weight=padded_matrix(image, config.rows)),
-                h * w * c, (h, w, (1, 1), (0, 0, 0, 0), 0), False, False)
     matrix = _matrix(layer)
-    kh, kw, cg, _ = matrix.weight.shape
-    weight, window = grouped_matrix(matrix.weight, layer.groups, config)
-    channels = weight.shape[0] // (kh * kw) if window else cg * layer.groups
-    check_padded_reduction(index, (kh, kw), channels, config, window="kernel")
-    return (dataclasses.replace(matrix, weight=weight), kh * kw * cg,
-            (kh, kw, tuple(layer.strides), tuple(layer.pads), window), repeat,
-            layer.groups > 1)
+    if isinstance(layer, Bf16Conv2D):
+        kh, kw, c, _ = matrix.weight.shape
+        kernel = (kh, kw, tuple(layer.strides), tuple(layer.pads), 0)
+        what = "kernel"
+    else:   # a Bf16Dense after a Flatten
+        kh, kw, c = in_shape
+        kernel = (kh, kw, (1, 1), (0, 0, 0, 0), 0)
+        what = "image before the Flatten"
+    check_padded_reduction(index, (kh, kw), c, config, window=what)
+    weight = padded_matrix(matrix.weight.reshape(kh, kw, c, -1), config.rows)
+    return dataclasses.replace(matrix, weight=weight), kh * kw * c, kernel, False, False
 
 
-def bf16_passes(network, config):
+def _taps_node(network, config):
+    """Return the index of the node whose pass takes the network's input in the taps layout
+    (:mod:`hwgen.passes.taps`), or None: the first pass, where it is the input's only reader
+    and :func:`~hwgen.passes.taps.eligible` (a convolution, or a dense layer after a Flatten,
+    of fewer channels than ``rows``, on a device that walks taps). Its flattened kernel is
+    summed in tiles of ``rows`` consecutive ``(ky, kx, c)`` taps: the contract's order."""
+    from ..nn.bf16_layers import Bf16Conv2D, Bf16Dense
+
+    source = {INPUT: INPUT}   # a Flatten's output is its input's tensor
+    readers = []
+    for index, node in enumerate(network.nodes):
+        inputs = [source.get(name, name) for name in node.inputs]
+        if isinstance(node.layer, Flatten):
+            source[node.name] = inputs[0]
+        elif INPUT in inputs:
+            readers.append(index)
+    first = next((i for i, n in enumerate(network.nodes) if not isinstance(n.layer, Flatten)),
+                 None)
+    if readers != [first] or first is None:
+        return None
+    node = network.nodes[first]
+    layer, in_shape = node.layer, network.input_shape
+    if len(in_shape) != 3 or not ((isinstance(layer, Bf16Conv2D) and layer.groups == 1)
+                                  or isinstance(layer, Bf16Dense)):
+        return None
+    try:
+        matrix, k, kernel, _, _ = _spatial_matrix(first, layer, in_shape, config)
+    except CompileError:
+        return None   # lowered again below, where the error names the layer
+    p = DeviceLayer(first, PassKind.MATRIX, matrix, k, in_shape,
+                    network.tensor_shapes[node.name], kernel, name=node.name)
+    return first if taps.eligible(p, config) else None
+
+
+def _in_taps(p, config):
+    """Return matrix pass ``p`` with its input in the taps layout: the kernel flattened in
+    ``(ky, kx, c)`` order, ``taps`` its row pitch (as :func:`hwgen.passes.taps.lowered`)."""
+    matrix = dataclasses.replace(p.matrix, weight=taps.flat_kernel(p))
+    return dataclasses.replace(p, matrix=matrix, taps=taps.pitch(p, config))
+
+
+def bf16_passes(network, config, *, taps_layout=True):
     """Return the :class:`~hwgen.compiler.kinds.DeviceLayer` passes of a bf16 network: matrix
-    passes of its dense layers, convolutions and average pools, max-pooling passes; a
-    Flatten costs nothing (the pass after it walks the image), as for int8.
+    passes of its dense layers and convolutions, depthwise passes of its depthwise
+    convolutions and average pools, max-pooling and add passes; a
+    Flatten costs nothing (the pass after it walks the image), as for int8. With
+    ``taps_layout`` the first pass takes the input in the taps layout where it can
+    (:func:`_taps_node`), so that its channels need not fill tiles of ``rows``.
 
     Raises
     ------
@@ -239,7 +342,8 @@ def bf16_passes(network, config):
     """
     from ..nn.bf16_layers import Bf16Add, Bf16Dense
 
-    offenders = _refused(network, config)
+    taps_node = _taps_node(network, config) if taps_layout else None
+    offenders = _refused(network, config, taps_node)
     if offenders:
         raise CompileError("the bf16 compiler takes Bf16Dense, Bf16Conv2D, Bf16AvgPool2D, "
                            "Bf16Add, MaxPool2D and Flatten layers; not: "
@@ -268,6 +372,8 @@ def bf16_passes(network, config):
                 kernel = lookup(PassKind.MAXPOOL).lower(index, layer, (in_shape, out_shape),
                                                         config).kernel
                 found = (PassKind.MAXPOOL, None, 0, kernel, False, False)
+            elif _is_depthwise(layer):   # _refused checked that the unit runs it
+                found = (PassKind.DEPTHWISE, *_depthwise(layer, in_shape, config))
             elif isinstance(layer, Bf16Dense) and len(in_shape) == 1:
                 k = layer.weight.shape[0]
                 found = (PassKind.MATRIX, _matrix(layer), k, None, False, False)
@@ -280,6 +386,8 @@ def bf16_passes(network, config):
                                   name=node.name, inputs=(source,), repeat=repeat,
                                   grouped=grouped))
         stored[node.name] = (node.name, out_shape)
+    if taps_node is not None:
+        passes[0] = _in_taps(passes[0], config)
     return passes
 
 

@@ -267,7 +267,7 @@ def compile_network(network, config, *, batch=None, readout=False, taps=True, ou
         Its ``in_bits`` and ``w_bits`` must equal the configuration's; its ``acc_bits`` and
         ``mult_bits`` may be narrower. A ``dtype="bf16"`` design takes a
         :class:`~hwgen.nn.Bf16Network` of the design's ``rows`` instead (what it takes:
-        :mod:`hwgen.compiler.bf16`; ``taps`` and ``fuse_pool`` do not apply).
+        :mod:`hwgen.compiler.bf16`; ``fuse_pool`` does not apply).
     config : AcceleratorConfig
     batch : int, optional
         Rows per run (``1 .. acc_depth``) to lay the activation and output memories out for.
@@ -327,7 +327,7 @@ def compile_network(network, config, *, batch=None, readout=False, taps=True, ou
             raise TypeError(f"compile: {name}={value!r}; allowed: True or False")
     mode = output_mode(output, "compile", k=k)
     if config.dtype == "bf16":
-        program = _compile(network, config, batch, readout, False, fuse_pool=False)
+        program = _compile(network, config, batch, readout, taps, fuse_pool=False)
         output_mode(mode, "compile", spec=program.output)
         return dataclasses.replace(program, output_mode=mode)
     network.validate()  # layers are mutable: check them as they are now
@@ -348,7 +348,7 @@ def compile_network(network, config, *, batch=None, readout=False, taps=True, ou
 def _passes(network, config, readout, taps_layout, fuse_pool):
     """Return the passes :func:`compile_network` runs ``network`` as."""
     if config.dtype == "bf16":
-        return bf16_passes(network, config)
+        return bf16_passes(network, config, taps_layout=taps_layout)
     check_widths(network, config)
     passes = lower_network(network, config)
     if not passes:

@@ -1,7 +1,8 @@
 """The interpreter step of a matrix pass on a ``dtype="bf16"`` design (issue 52).
 
 The addressing is the int8 matrix pass's (:mod:`hwgen.passes.matrix`): rows (or output
-pixels walked by the geometry, each tile's channel window) of ``k_tiles`` reduction tiles,
+pixels walked by the geometry, each tile's channel window, or a first convolution's taps
+layout, :mod:`hwgen.passes.taps`) of ``k_tiles`` reduction tiles,
 weight tile ``(nt, kt)`` at ``w_base + (nt * k_tiles + kt)
 * rows``, output tile ``nt``'s PARAM word at ``p_base + nt``. The words hold bit patterns:
 ACT lanes and WEIGHT lanes bf16, PARAM lanes the fp32 bias, OUTPUT lanes the fp32 scores of a
@@ -21,8 +22,10 @@ import numpy as np
 
 from ..memmap import Region
 from ..nn.bf16 import activate, bf16_matmul, flush, round_to_bf16
+from . import taps
 
-__all__ = ["bf16_max", "interpret_bf16", "interpret_bf16_add", "lanes_of_bits", "signed_bits"]
+__all__ = ["bf16_bias", "bf16_max", "finish_bf16", "interpret_bf16", "interpret_bf16_add",
+           "lanes_of_bits", "signed_bits", "zero_past_n"]
 
 
 def lanes_of_bits(lanes, bits):
@@ -78,27 +81,29 @@ def interpret_bf16(device, d, g, m, *, patch_rows, window_start):
     that this module does not import the one that imports it)."""
     c = device.config
     rows, cols = c.rows, c.cols
-    assert not g.get("taps") and not g.get("pool"), "no taps or fused pool in bf16 passes"
+    assert not g.get("pool"), "no fused pool in bf16 passes"
     window = g["cb_word"] * device.b + g["cb_rem"]
     xs, reads = {}, set()
-    for nt in range(d["n_tiles"]) if window else (0,):
+    if g.get("taps"):
+        # The taps layout's rows: tap kt * rows + r, the contract's dense (ky, kx, c) order.
+        lanes, reads = taps.patch_rows(device, d, g, m)
+        xs[0] = lanes_of_bits(lanes, 16)
+    for nt in () if g.get("taps") else range(d["n_tiles"]) if window else (0,):
         xs[nt], read = _rows(device, d, g, m, first=int(window_start(nt, window, c)),
                             patch_rows=patch_rows)
         reads |= read
     writes = set()
     for nt in range(d["n_tiles"]):
         x = xs[nt if window else 0]
-        word = device.read(Region.PARAM, d["p_base"] + nt)
-        bias = lanes_of_bits([word >> (32 * j) & 0xFFFFFFFF for j in range(cols)], 32)
-        acc = np.broadcast_to(bias, (len(x), cols)).copy()
+        acc = np.broadcast_to(bf16_bias(device, d, nt), (len(x), cols)).copy()
         for kt in range(d["k_tiles"]):
             s = bf16_matmul(x[:, kt * rows:(kt + 1) * rows], _weights(device, d, g, nt, kt),
                             np.float32(0), rows)
             with np.errstate(over="ignore", invalid="ignore"):
                 acc = flush(acc + s)
-        writes |= _finish(device, d, nt, acc)
+        writes |= finish_bf16(device, d, nt, acc)
     if not d["raw"]:
-        _zero_past_n(device, d, len(xs[0]))
+        zero_past_n(device, d, range(len(xs[0])))
     assert not reads & writes, "a layer overwrote its own input"
 
 
@@ -108,17 +113,26 @@ def bf16_max(lanes):
     return signed_bits(np.max(lanes_of_bits(lanes, 16), axis=1), 16)
 
 
-def _finish(device, d, nt, acc):
-    """Write output tile ``nt`` of every row: the raw fp32 sums to OUTPUT, or the clamp to
-    the descriptor's bf16 bounds and the rounding to bf16 to ACT; return the ACT words
-    written."""
+def bf16_bias(device, d, nt):
+    """Return output tile ``nt``'s fp32 biases (float32 ``[cols]``): its PARAM word's
+    32-bit lanes."""
+    word = device.read(Region.PARAM, d["p_base"] + nt)
+    return lanes_of_bits([word >> (32 * j) & 0xFFFFFFFF for j in range(device.config.cols)],
+                         32)
+
+
+def finish_bf16(device, d, nt, acc, *, start=0):
+    """Write output tile ``nt`` of output rows ``start ..`` (``acc``'s rows): the raw fp32
+    sums to OUTPUT, or the clamp to the descriptor's bf16 bounds and the rounding to bf16 to
+    ACT; return the ACT words written."""
     c, b = device.config, device.b
     cols = c.cols
     if d["raw"]:
         values = signed_bits(acc, 32)
         for r in range(len(acc)):
             channels = [j for j in range(cols) if nt * cols + j < d["n"]]
-            device.write_lanes(Region.OUTPUT, d["dst_base"] + r * d["dst_stride"] + nt,
+            device.write_lanes(Region.OUTPUT,
+                               d["dst_base"] + (start + r) * d["dst_stride"] + nt,
                                [values[r, j] for j in channels])
         return set()
     low, high = lanes_of_bits([d["act_min"], d["act_max"]], 16)
@@ -129,17 +143,18 @@ def _finish(device, d, nt, acc):
         for j in range(cols):
             n = nt * cols + j
             if n < d["n"]:
-                addr = d["dst_base"] + r * d["dst_stride"] + n // b
+                addr = d["dst_base"] + (start + r) * d["dst_stride"] + n // b
                 device.write_lane(Region.ACT, addr, n % b, out[r, j])
                 writes.add(addr)
     return writes
 
 
-def _zero_past_n(device, d, m):
-    """Write +0.0 to the lanes past ``n`` of each output row's last ACT word."""
+def zero_past_n(device, d, rows):
+    """Write +0.0 to the lanes past ``n`` of the last ACT word of each of the output
+    ``rows``."""
     b, n = device.b, d["n"]
     if n % b:
-        for r in range(m):
+        for r in rows:
             addr = d["dst_base"] + r * d["dst_stride"] + (n - 1) // b
             device.write_lanes(Region.ACT, addr, [0] * (b - n % b), n % b)
 

@@ -31,6 +31,10 @@ tap of a new output pixel every cycle: on a 3x3 kernel, ``9 / (rows * k_tiles)``
 over the stream (the rows of a tile past the kernel idle), less the streamed cells that are no
 output position (a row's last ``kw - 1`` cells; with stride 2, three in four).
 
+**bf16** (a ``dtype="bf16"`` design): the same layout on bit patterns, its interpreter step
+:mod:`hwgen.passes.bf16_depthwise` (each tile's taps summed in fp32 from +0.0, in the order of
+the rows, then added to the accumulator: the contract's depthwise order).
+
 **Cycles** (:meth:`DepthwisePass.cycles`): the unit starts a pass's stream once its weight tile
 is in the array and the pass before has its first result row coming (``lag``), a cycle after the
 last pass's stream; the chunk ends as a matrix pass's chunk does after its last result row.
@@ -48,9 +52,11 @@ from ..memmap import GEOMETRY_LIMITS, PassKind, Region, has_depthwise, reduction
 from ..nn import AvgPool2D, Conv2D, Dense, GlobalAvgPool2D
 from ..timing import unit_latencies
 from .base import Lowered, Pass, signed_range
+from .bf16_depthwise import interpret_bf16_depthwise
 from .matrix import activation_fields, finish_tile, tile_macs
 
-__all__ = ["STREAM_LATENCY", "DepthwisePass", "TilePlan", "chunks", "refusal", "tile_plan"]
+__all__ = ["STREAM_LATENCY", "DepthwisePass", "TilePlan", "chunks", "depthwise_matrix",
+           "kernel_refusal", "refusal", "tile_plan"]
 
 #: Cycles from a stream element's read to its word in line 0, beyond the banks' read latency
 #: (the padding's zeros and lane 0 of the lane skew; lane ``j`` is ``j`` cycles later).
@@ -133,8 +139,15 @@ def refusal(layer, in_shape, config):
     if conv is None:
         return "it is no depthwise convolution (one output channel per input channel)"
     kh, kw, _, _ = conv.weight.shape
-    (sy, sx), (top, _, left, _) = conv.strides, conv.pads
-    _, ow, _ = conv.output_shape(in_shape)
+    return kernel_refusal((kh, kw, conv.strides, conv.pads), conv.output_shape(in_shape)[1],
+                          config)
+
+
+def kernel_refusal(kernel, ow, config):
+    """Return why the depthwise unit of ``config`` cannot walk a depthwise convolution of
+    ``kernel`` ``(kh, kw, (sy, sx), (top, bottom, left, right))`` whose output rows have
+    ``ow`` pixels (a string), or None if it can."""
+    kh, kw, (sy, sx), (top, _, left, _) = kernel
     k_tiles = math.ceil(kh * kw / config.rows)
     span = max(tile_plan(kt, config.rows, kh, kw).span for kt in range(k_tiles))
     limits = (
@@ -252,6 +265,9 @@ class DepthwisePass(Pass):
         c = device.config
         rows, cols = c.rows, c.cols
         assert device.b == cols, "the depthwise unit reads a word's lanes as its columns"
+        if c.dtype == "bf16":
+            interpret_bf16_depthwise(device, d, g, m, chunks=chunks, tap=self._tap)
+            return
         acc_low, acc_high = signed_range(c.acc_bits)
         dtype = object if c.acc_bits > 62 else np.int64
         kh, kw, sy, sx = g["kh"], g["kw"], g["sy"], g["sx"]

@@ -23,7 +23,7 @@ from ..memmap import PassKind, act_addr_bits, walks_taps
 from ..nn import Dense
 from .fused_pool import conv_steps, walk
 
-__all__ = ["eligible", "geometry", "lowered", "patch_rows", "pitch", "stream"]
+__all__ = ["eligible", "flat_kernel", "geometry", "lowered", "patch_rows", "pitch", "stream"]
 
 
 def eligible(p, config):
@@ -65,16 +65,23 @@ def stream(p, config):
 def lowered(p, config):
     """Return pass ``p`` in the taps layout: its matrix the kernel flattened in ``(ky, kx,
     c)`` order (``[KH * KW * C, N]``, no padding per position) and ``taps`` its pitch."""
-    kh, kw = p.kernel[:2]
-    c = p.in_shape[2]
-    weight = p.matrix.weight
-    n = weight.shape[1]
-    flat = weight.reshape(kh, kw, -1, n)[:, :, :c, :].reshape(kh * kw * c, n)
+    flat = flat_kernel(p)
     old = p.matrix
     matrix = Dense(flat, old.bias, old.mult, old.shift, activation=old.activation,
                    output=old.output, act_min=old.act_min, act_max=old.act_max,
                    mult_neg=old.mult_neg)
     return dataclasses.replace(p, matrix=matrix, taps=pitch(p, config))
+
+
+def flat_kernel(p):
+    """Return the weights of pass ``p`` (its matrix padded per kernel position,
+    :func:`~hwgen.passes.matrix.padded_matrix`) flattened in ``(ky, kx, c)`` order, without
+    the padding: ``[KH * KW * C, N]``, the taps layout's matrix."""
+    kh, kw = p.kernel[:2]
+    c = p.in_shape[2]
+    weight = p.matrix.weight
+    n = weight.shape[1]
+    return weight.reshape(kh, kw, -1, n)[:, :, :c, :].reshape(kh * kw * c, n)
 
 
 def geometry(p, config, base):

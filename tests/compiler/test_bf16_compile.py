@@ -5,6 +5,10 @@ import ml_dtypes
 import numpy as np
 import pytest
 from support import COMPILER_CONFIGS, run_on_interpreter, small_dense_network
+from support.bf16_programs import bf16_config as _config
+from support.bf16_programs import check_program as _check
+from support.bf16_programs import same_bits as _same_bits
+from support.bf16_programs import wide as _wide
 
 import hwgen
 from hwgen.compiler import CompileError
@@ -26,10 +30,6 @@ from hwgen.nn.bf16_layers import Bf16Dense
 from hwgen.nn.bf16_network import Bf16Network
 
 
-def _config(rows, cols, **kwargs):
-    return hwgen.AcceleratorConfig(dtype="bf16", rows=rows, cols=cols, **kwargs)
-
-
 def _mlp(sizes, seed, *, scale=1.0):
     """A float MLP with random biases and some zero weights (to_bf16 flushes them to +0.0)."""
     mlp = MLP(sizes, seed=seed)
@@ -48,23 +48,6 @@ def _inputs(net, m, seed, *, scale=1.0):
     x = _wide(rng, m, net.input_shape[0]) * scale
     x[0] = 0.0
     return net.quantize_input(x)
-
-
-def _same_bits(got, want):
-    got, want = np.asarray(got), np.asarray(want)
-    assert got.dtype == want.dtype and got.shape == want.shape
-    view = np.uint16 if want.dtype == ml_dtypes.bfloat16 else np.uint32
-    np.testing.assert_array_equal(got.view(view), want.view(view))
-
-
-def _check(net, config, x, **kwargs):
-    program = hwgen.compile(net, config, **kwargs)
-    want = net.forward(x)
-    interpreted, unpacked = run_on_interpreter(program, x, seed=3, out_shape=net.output_shape,
-                                               channels=net.output_shape[-1])
-    _same_bits(interpreted, want)
-    _same_bits(unpacked, want)
-    return program, want
 
 
 @pytest.mark.parametrize(("rows", "cols", "sizes"), [
@@ -158,13 +141,6 @@ def test_other_rows_are_refused_naming_the_order_of_the_sums():
         hwgen.compile(net, _config(8, 8))
 
 
-def _wide(rng, *shape):
-    """Normal values times powers of two over a wide range (so that fp32 sums round), a
-    fifth of them zero."""
-    return (rng.normal(size=shape) * 2.0 ** rng.integers(-12, 12, size=shape)
-            * (rng.random(shape) > 0.2))
-
-
 def _cnn(seed, rows):
     """A float CNN whose reductions the matrix pass sums in the contract's order: a padded,
     strided 3x3 convolution of ``rows`` channels, a max pool, 1x1 convolutions of any
@@ -203,7 +179,7 @@ def test_reductions_in_another_order_than_the_contract_are_all_listed():
     message = str(info.value)
     for fragment in ("layer 0 (Bf16Conv2D: the matrix pass pads each kernel position's 3 "
                      "channels to tiles of rows=2",
-                     "layer 1 (Bf16Conv2D: a depthwise (grouped) reduction",
+                     "layer 1 (Bf16Conv2D: a depthwise reduction, which needs the depthwise unit",
                      "layer 2 (Bf16AvgPool2D: a depthwise", "layer 5 (Bf16Dense: the matrix "
                      "pass pads each kernel position's 3 channels"):
         assert fragment in message, message
