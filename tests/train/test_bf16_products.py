@@ -7,6 +7,7 @@ import pytest
 from support.bf16_tiled import bf16, tiled_matmul
 
 from hwgen import AcceleratorConfig
+from hwgen.nn.bf16 import bf16_matmul
 from hwgen.train import Bf16Products, DeviceGroup
 
 CONFIG = AcceleratorConfig(dtype="bf16", rows=3, cols=2)
@@ -34,6 +35,19 @@ def test_weight_gradient_has_one_devices_bits_on_any_number(interpreted, m):
         got = products(interpreted, n).transposed(x, dy)
         assert got.dtype == np.float32
         assert np.array_equal(bits(got), bits(want)), f"{n} device(s), batch {m}"
+
+
+def test_the_zero_rule_holds_in_the_hosts_sum_of_the_tiles(interpreted):
+    # Values near 2**-126: products and sums fall below the smallest normal and become +0.0,
+    # in the device's tile sums and in the host's chain of them alike (the contract's
+    # reference, bf16_matmul, applies the rule; the plain float32 model does not).
+    rng = np.random.default_rng(3)
+    x, dy = bf16(rng.normal(size=(20, 7)) * 2.0**-63), bf16(rng.normal(size=(20, 5)) * 2.0**-62)
+    want = bf16_matmul(x.T, dy, np.float32(0), CONFIG.rows)
+    assert not np.array_equal(bits(tiled_matmul(x.T, dy, 0.0, CONFIG.rows)), bits(want))
+    for n in (1, 2, 3):
+        got = products(interpreted, n).transposed(x, dy)
+        assert np.array_equal(bits(got), bits(want)), f"{n} device(s)"
 
 
 def test_the_order_of_the_sums_shows_in_these_values():
