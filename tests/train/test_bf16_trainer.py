@@ -24,9 +24,9 @@ def bits(arrays):
     return [np.asarray(a, dtype=np.float32).view(np.uint32).copy() for a in arrays]
 
 
-def steps_on(devices, digits, batches, config=CONFIG):
-    """Train a fresh 64-8-10 MLP on ``batches``; return the parameters' bits after each step."""
-    trainer = Bf16Trainer(MLP([64, 8, 10], seed=1), config, devices, lr=0.1, momentum=0.9)
+def steps_on(devices, digits, batches, sizes=(64, 8, 10)):
+    """Train a fresh MLP on ``batches``; return the parameters' bits after each step."""
+    trainer = Bf16Trainer(MLP(list(sizes), seed=1), CONFIG, devices, lr=0.1, momentum=0.9)
     after = []
     for batch in batches:
         trainer.step(digits[0][batch], digits[1][batch])
@@ -34,8 +34,11 @@ def steps_on(devices, digits, batches, config=CONFIG):
     return after
 
 
-def test_one_step_equals_numpy(interpreted, digits):
+@pytest.mark.parametrize("wide", [False, True])
+def test_one_step_equals_numpy(interpreted, digits, wide):
     x, y = digits[0][:20], digits[1][:20]
+    if wide:   # exponents over a wide range: the order of every fp32 sum shows in the bits
+        x = x * np.exp2(np.random.default_rng(2).integers(-8, 8, size=x.shape))
     mlp = MLP([64, 8, 10], seed=3)
     (w0, b0), (w1, b1) = [(w.astype(np.float32), b.astype(np.float32)) for w, b in mlp.layers]
     trainer = Bf16Trainer(mlp, CONFIG, interpreted(CONFIG, 2), lr=0.1, momentum=0.9)
@@ -57,11 +60,17 @@ def test_one_step_equals_numpy(interpreted, digits):
     assert not np.array_equal(bits([w0])[0], bits(got[:1])[0])
 
 
-def test_n_devices_give_the_weights_of_one_after_every_step(interpreted, digits):
-    # Batches of 20 and 13 rows: tiles of 3 split over 2 and 3 devices unevenly.
-    order = np.random.default_rng(0).permutation(60)
+@pytest.mark.parametrize("sizes", [(64, 8, 10), (64, 9, 5, 10)])
+def test_n_devices_give_the_weights_of_one_after_every_step(interpreted, sizes):
+    # Inputs over a wide range of exponents, so that fp32 sums round and their order shows
+    # (the digits' sums are mostly exact); batches of 20, 13 and 7 rows: tiles of 3 split
+    # over 2 and 3 devices unevenly.
+    rng = np.random.default_rng(0)
+    data = (rng.normal(size=(60, 64)) * np.exp2(rng.integers(-8, 8, size=(60, 64))),
+            rng.integers(0, 10, size=60))
+    order = rng.permutation(60)
     batches = [order[:20], order[20:33], order[33:53], order[53:]]
-    runs = [steps_on(interpreted(CONFIG, n), digits, batches) for n in (1, 2, 3)]
+    runs = [steps_on(interpreted(CONFIG, n), data, batches, sizes) for n in (1, 2, 3)]
     for step, (first, *others) in enumerate(zip(*runs, strict=True)):
         for other in others:
             for a, b in zip(first, other, strict=True):
@@ -104,6 +113,12 @@ def test_learns_as_the_float_training_does_and_counts_the_work(interpreted, digi
 def test_what_it_does_not_take_is_refused(interpreted, make, error, message):
     with pytest.raises(error, match=message):
         make(interpreted(CONFIG, 1))
+
+
+def test_make_trainer_picks_the_trainer_of_the_dtype(interpreted):
+    int8 = AcceleratorConfig(rows=3, cols=2)
+    assert type(make_trainer(MLP([4, 3]), int8, interpreted(int8, 1))) is Trainer
+    assert type(make_trainer(MLP([4, 3]), CONFIG, interpreted(CONFIG, 1))) is Bf16Trainer
 
 
 def test_an_int8_config_is_refused(interpreted):
