@@ -194,7 +194,7 @@ def _run(args):
         devices = _open_devices(stack, args, config)
         try:
             trainer = make_trainer(model, config, devices, lr=args.lr, momentum=args.momentum)
-        except ValueError as exc:   # a layer one program cannot hold
+        except ValueError as exc:   # a layer one program cannot hold, a device of another design
             raise UsageError(f"--model {args.model} on {config.name}: {exc}") from None
         steps = -(-len(x_train) // args.batch)
         print(f"hwgen train: {args.model} on {len(devices)} device(s) of {config.name}, "
