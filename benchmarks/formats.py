@@ -15,10 +15,15 @@ the record (:mod:`hwgen.figures`). ``--quick`` (the tests' smoke run) builds not
 build takes minutes, so it checks a 2x2 bf16 array in the Amaranth simulator against
 :func:`hwgen.nn.bf16.bf16_matmul` and says so. ``--accuracy`` builds nothing either: it trains
 the demo's MLP and CNN as ``hwgen demo`` does and prints their test accuracy in float, int8
-and bf16, from each format's bit-exact reference.
+and bf16, from each format's bit-exact reference. ``--training`` trains the demo's 64-32-10
+MLP by SGD twice with the same epochs, seed, learning rate and minibatches: in float
+(:meth:`hwgen.nn.MLP.fit`) and on bf16 devices (:class:`hwgen.train.Bf16Trainer`: fp32
+master weights, every product in bf16 summed in fp32 on in-process devices), and prints both
+test accuracies.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -178,6 +183,44 @@ def print_accuracies(results):
               f"{100 * (a['int8'] - a['float']):+10.2f} {100 * (a['bf16'] - a['float']):+10.2f}")
 
 
+def training_accuracies(*, epochs=10, seed=0, lr=0.05, momentum=0.9, batch=64, samples=None,
+                        devices=1):
+    """Train the demo's 64-32-10 MLP by SGD with momentum in float and on ``devices`` bf16
+    in-process devices (the same epochs, seed, minibatches and update); return the test
+    accuracies (``float``, ``bf16``: the trained bf16 network as the devices run it), the
+    bf16 training's seconds and its share of MACs on the devices. ``samples`` cuts the
+    training split (the quick run)."""
+    from host import Accelerator
+    from hwgen import AcceleratorConfig
+    from hwgen.nn import MLP, load_digits_split
+    from hwgen.train import Bf16Trainer
+    from sim.inprocess import InProcessDevice
+
+    x, y, x_test, y_test = load_digits_split()
+    x, y = x[:samples], y[:samples]
+    fit = {"epochs": epochs, "batch_size": batch, "seed": seed}
+    floats = MLP([64, 32, 10], seed=seed).fit(x, y, lr=lr, optimizer="sgd", momentum=momentum,
+                                              **fit)
+    config = AcceleratorConfig(dtype="bf16")
+    with contextlib.ExitStack() as stack:
+        opened = [stack.enter_context(Accelerator(InProcessDevice(config), config=config,
+                                                  progress=False)) for _ in range(devices)]
+        trainer = Bf16Trainer(MLP([64, 32, 10], seed=seed), config, opened, lr=lr,
+                              momentum=momentum)
+        reports = trainer.fit(x, y, x_test=x_test, y_test=y_test, **fit)
+    return {"float": floats.accuracy(x_test, y_test), "bf16": reports[-1].test_accuracy,
+            "bf16_seconds": sum(r.seconds for r in reports),
+            "bf16_device_share": reports[-1].device_share}
+
+
+def print_training(results, what):
+    """Print the float and bf16 trainings' test accuracies and their difference."""
+    print(f"{what}: test accuracy float {100 * results['float']:.2f} %, bf16 on the devices "
+          f"{100 * results['bf16']:.2f} % ({100 * (results['bf16'] - results['float']):+.2f} "
+          f"points; {results['bf16_seconds']:.1f} s, "
+          f"{100 * results['bf16_device_share']:.2f} % of the MACs on the devices)")
+
+
 def main(argv=None):
     """Run the benchmark; return the exit status."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -189,6 +232,11 @@ def main(argv=None):
     parser.add_argument("--accuracy", action="store_true",
                         help="only the demo models' accuracy in float, int8 and bf16 (from "
                              "the references; nothing is built)")
+    parser.add_argument("--training", action="store_true",
+                        help="only the digits MLP trained by SGD in float and on bf16 "
+                             "in-process devices (fp32 master weights), test accuracies")
+    parser.add_argument("--epochs", type=int, default=10,
+                        help="epochs of --training (default 10)")
     parser.add_argument("--quick", action="store_true",
                         help="no build: a 2x2 bf16 array in the simulator against the "
                              "reference (a smoke run)")
@@ -206,6 +254,8 @@ def main(argv=None):
               f"bf16_matmul: {bad} differ; nothing was built (a bf16 build takes minutes)")
         # The accuracy table's path on the MLP, trained briefly.
         print_accuracies(accuracies(("mlp",), epochs=3, seed=args.seed))
+        # The training's path, on 128 samples for one epoch.
+        print_training(training_accuracies(epochs=1, samples=128), "quick bf16 training")
         record_benchmark(__file__, args, argv, {"quick_sim_tiles": 6, "quick_sim_differ": bad})
         return 1 if bad else 0
     if args.accuracy:
@@ -214,6 +264,12 @@ def main(argv=None):
         record_benchmark(__file__, args, argv, {f"{model}_{fmt}_accuracy": v
                                                 for model, a in results.items()
                                                 for fmt, v in a.items()})
+        return 0
+    if args.training:
+        results = training_accuracies(epochs=args.epochs)
+        print_training(results, f"digits 64-32-10 MLP, SGD lr 0.05 momentum 0.9, batch 64, "
+                                f"{args.epochs} epochs, seed 0")
+        record_benchmark(__file__, args, argv, {f"training_{k}": v for k, v in results.items()})
         return 0
     names = args.cases or list(CASES)
     unknown = [n for n in names if n not in CASES]

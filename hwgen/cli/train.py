@@ -10,11 +10,19 @@ its 16-bit variant with ``--bits 16``) or opens the boards at ``--url``, trains 
 (or CNN) data parallel across them with :class:`hwgen.train.Trainer`, prints each epoch's
 figures and saves the trained network and its program (``--out``, a program file that
 ``hwgen infer`` takes as it is).
+
+``--dtype bf16`` trains the MLP as TPUs train (:class:`hwgen.train.Bf16Trainer`: fp32 master
+weights, bf16 products summed in fp32 on the devices). No bf16 board exists yet, so
+``--devices`` then opens in-process devices (:class:`sim.inprocess.InProcessDevice`, the
+program interpreter behind the real host driver and byte protocol); ``--url`` still opens
+boards.
 """
 
 import contextlib
 import dataclasses
 import time
+
+from hwgen.config import DTYPES
 
 from .options import (
     SEED_MAX,
@@ -46,7 +54,15 @@ def training_config(config, bits):
 
 
 def _config(args):
-    config = config_from_args(args)
+    config = config_from_args(args, dtypes=DTYPES)
+    if config.dtype == "bf16":
+        if args.bits is not None:
+            raise UsageError(f"--bits {args.bits} with --dtype bf16, whose operands are bf16 "
+                             "and sums fp32; allowed: --bits with --dtype int8 only")
+        if args.model != "mlp":
+            raise UsageError(f"--model {args.model} with --dtype bf16; allowed: --model mlp "
+                             "(convolutions are not trained in bf16 yet)")
+        return config
     if args.bits is None:
         return config
     if (config.in_bits, config.w_bits) not in ((8, 8), (args.bits, args.bits)):
@@ -68,18 +84,35 @@ def _model(args):
 
 
 def _check_compiles(model, data, config):
-    """Refuse, before any board starts, a model the configuration cannot run with read-out."""
+    """Refuse, before any board starts, a model the configuration cannot run with read-out
+    (int8), or at all (bf16, whose training runs a program per layer)."""
     import hwgen
     from hwgen.compiler import CompileError
-    from hwgen.nn import quantize
+    from hwgen.nn import quantize, to_bf16
 
-    network = quantize(model, data[0][:64], in_bits=config.in_bits, w_bits=config.w_bits,
-                       acc_bits=config.acc_bits, mult_bits=config.mult_bits)
+    if config.dtype == "bf16":
+        network, how = to_bf16(model, rows=config.rows), ""
+    else:
+        network = quantize(model, data[0][:64], in_bits=config.in_bits, w_bits=config.w_bits,
+                           acc_bits=config.acc_bits, mult_bits=config.mult_bits)
+        how = " with every layer's output read out"
     try:
-        hwgen.compile(network, config, readout=True)
+        hwgen.compile(network, config, readout=config.dtype != "bf16")
     except CompileError as exc:
         raise UsageError(f"--model {model.__class__.__name__.lower()} cannot run on "
-                         f"{config.name} with every layer's output read out: {exc}") from None
+                         f"{config.name}{how}: {exc}") from None
+
+
+def _in_process(stack, args, config):
+    """Open ``--devices`` in-process devices of a bf16 ``config``: no bf16 board exists yet."""
+    from host import Accelerator
+    from sim.inprocess import InProcessDevice
+
+    say(f"bf16: {args.devices} in-process device(s) of {config.name} (the program "
+        "interpreter behind the host driver; no bf16 simulated board exists yet) ...")
+    return [stack.enter_context(Accelerator(InProcessDevice(config), config=config,
+                                            progress=False))
+            for _ in range(args.devices)]
 
 
 def _open_devices(stack, args, config):
@@ -90,6 +123,8 @@ def _open_devices(stack, args, config):
 
     key = read_key_file(args.key_file)
     urls = args.url
+    if not urls and config.dtype == "bf16":
+        return _in_process(stack, args, config)
     if not urls:
         say(f"starting {args.devices} simulated board(s) of {config.name} ...")
         try:
@@ -127,9 +162,10 @@ def _summary(trainer, started):
     wire = sum(r.wire_bytes for r in reports)
     last = reports[-1]
     test = "-" if last.test_accuracy is None else f"{last.test_accuracy:.2%}"
+    calibration = f" (the host's {host:,}: calibration)" if host else ""
     return (f"trained {len(reports)} epoch(s) on {len(trainer.group)} device(s): test accuracy "
             f"{test}; {device / (device + host):.2%} of the training's {device + host:,} MACs on "
-            f"the devices (the host's {host:,}: calibration); device cycles {cycles:,}; wire "
+            f"the devices{calibration}; device cycles {cycles:,}; wire "
             f"{wire / 1e6:.2f} MB; {time.perf_counter() - started:.1f} s")
 
 
@@ -142,7 +178,7 @@ def _wrote_line(path, layers, program):
 
 
 def _run(args):
-    from hwgen.train import Trainer, save_trained
+    from hwgen.train import make_trainer, save_trained
 
     started = time.perf_counter()
     if args.out is not None:
@@ -156,7 +192,10 @@ def _run(args):
     _check_compiles(model, (x_train,), config)
     with contextlib.ExitStack() as stack:
         devices = _open_devices(stack, args, config)
-        trainer = Trainer(model, config, devices, lr=args.lr, momentum=args.momentum)
+        try:
+            trainer = make_trainer(model, config, devices, lr=args.lr, momentum=args.momentum)
+        except ValueError as exc:   # a layer one program cannot hold, a device of another design
+            raise UsageError(f"--model {args.model} on {config.name}: {exc}") from None
         steps = -(-len(x_train) // args.batch)
         print(f"hwgen train: {args.model} on {len(devices)} device(s) of {config.name}, "
               f"{args.epochs} epoch(s) of {steps} steps of {args.batch}, lr {args.lr:g}, "
@@ -194,10 +233,13 @@ def register(sub):
                     "products run on the devices: the forward pass with every layer's output "
                     "read out, and the backward products dW = X^T dY and dX = dY W^T; the "
                     "loss and the update on the host. By default on simulated boards of the "
-                    "design the options describe (8x8 int8).")
+                    "design the options describe (8x8 int8). --dtype bf16 trains as TPUs do: "
+                    "fp32 master weights, bf16 products summed in fp32 on the devices, on "
+                    "in-process devices until a bf16 board exists.")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--devices", type=number(int, 1, 16), default=1, metavar="N",
-                       help="simulated boards to start, 1..16 (default 1)")
+                       help="simulated boards to start, 1..16 (default 1); with --dtype "
+                            "bf16, in-process devices (no bf16 board exists yet)")
     where.add_argument("--url", action="append", metavar="URL",
                        help="a board's pyserial URL (socket://HOST:PORT of hwgen serve, "
                             "/dev/ttyUSB1, ...); repeat for more boards")
@@ -214,7 +256,7 @@ def register(sub):
                    help="minibatch size, 1..4096, split across the devices (default 64)")
     p.add_argument("--bits", type=int, choices=(8, 16), default=None,
                    help="operand width: 8 (the default design) or 16 (in_bits = w_bits = 16 "
-                        f"and acc_bits >= {WIDE_ACC_BITS}, for finer gradients)")
+                        f"and acc_bits >= {WIDE_ACC_BITS}, for finer gradients); int8 only")
     p.add_argument("--lr", type=number(float, above=0), default=0.05,
                    help="learning rate, > 0 (default 0.05)")
     p.add_argument("--momentum", type=number(float, 0, 0.999), default=0.9,
@@ -224,6 +266,6 @@ def register(sub):
     p.add_argument("--out", metavar="FILE",
                    help="write the trained network and its program here (.npz)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    add_config_options(p)
+    add_config_options(p, dtypes=DTYPES)
     p.set_defaults(func=_run)
     return p

@@ -5,7 +5,9 @@ The file is a program file (:meth:`hwgen.compiler.Program.save`): :meth:`Program
 <hwgen.compiler.Program.load>`, ``host.Accelerator.load`` and ``hwgen infer`` take it as it
 is. Next to the program's entries it holds ``trained_meta`` (UTF-8 JSON: the model's kind and
 layers, its input shape, the activation scales, the configuration and the epochs' reports) and
-the float parameters ``trained_weight<i>``, ``trained_bias<i>`` of layer ``i``.
+the float parameters ``trained_weight<i>``, ``trained_bias<i>`` of layer ``i``. A bf16
+training (``config.dtype == "bf16"``) saves its fp32 master weights and the program of their
+:func:`~hwgen.nn.to_bf16` network; it has no scales (``null``).
 """
 
 import dataclasses
@@ -17,7 +19,7 @@ import numpy as np
 
 from ..compiler import Program, compile_network
 from ..config import AcceleratorConfig
-from ..nn import CNN, MLP, Flatten, FloatConv2D, FloatDense, MaxPool2D
+from ..nn import CNN, MLP, Flatten, FloatConv2D, FloatDense, MaxPool2D, to_bf16
 from .layers import quantize_model
 from .scales import ActivationScales
 
@@ -35,11 +37,13 @@ class TrainedModel:
     ----------
     model : MLP or CNN
         The float model.
-    network : QuantizedNetwork
-        Its quantized network at the saved scales (what the devices ran).
+    network : QuantizedNetwork or Bf16Network
+        Its quantized network at the saved scales (what the devices ran), or for a bf16
+        configuration its :func:`~hwgen.nn.to_bf16` network.
     program : Program
         That network compiled for :attr:`config`, as saved.
-    scales : ActivationScales
+    scales : ActivationScales or None
+        None for bf16.
     config : AcceleratorConfig
     history : list of dict
         The saved epochs' reports (:meth:`EpochReport.to_dict`).
@@ -48,7 +52,7 @@ class TrainedModel:
     model: object
     network: object
     program: Program
-    scales: ActivationScales
+    scales: ActivationScales | None
     config: AcceleratorConfig
     history: list
 
@@ -78,8 +82,8 @@ def save_trained(path, trainer):
     Returns
     -------
     Program
-        The saved program (the quantized network compiled for the trainer's configuration,
-        without read-out: the largest batch).
+        The saved program (the trainer's network, :meth:`~hwgen.train.Trainer.network`,
+        compiled for its configuration without read-out: the largest batch).
 
     Raises
     ------
@@ -98,7 +102,8 @@ def save_trained(path, trainer):
             "model": "mlp" if isinstance(trainer.model, MLP) else "cnn",
             "layers": [_describe(layer) for layer in trainer.layers],
             "input_shape": None if trainer.input_shape is None else list(trainer.input_shape),
-            "scales": trainer.scales.to_dict(), "config": trainer.config.to_dict(),
+            "scales": None if getattr(trainer, "scales", None) is None
+            else trainer.scales.to_dict(), "config": trainer.config.to_dict(),
             "history": [report.to_dict() for report in trainer.history]}
     arrays["trained_meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
     for index, layer in enumerate(trainer.layers):
@@ -155,9 +160,12 @@ def load_trained(path):
                                     relu=[layer.relu for layer in layers])
         else:
             model = CNN(layers, input_shape=shape)
-        scales = ActivationScales.from_dict(meta["scales"])
         config = AcceleratorConfig.from_dict(meta["config"])
-        network = quantize_model(layers, scales, config, shape)
+        if config.dtype == "bf16":
+            scales, network = None, to_bf16(model, rows=config.rows)
+        else:
+            scales = ActivationScales.from_dict(meta["scales"])
+            network = quantize_model(layers, scales, config, shape)
     except (KeyError, TypeError, ValueError, UnicodeDecodeError) as exc:
         raise ValueError(f"{path}: the trained model is damaged ({exc})") from None
     return TrainedModel(model=model, network=network, program=program, scales=scales,

@@ -51,17 +51,20 @@ def block_sizes(k, n, config):
     hold. Reduction: what the descriptor's fields (:func:`~hwgen.memmap.reduction_limits`),
     WEIGHT (for those columns) and ACT (one row) allow, and the accumulator for any operands
     (``k`` products of ``-2**(in_bits-1)`` by ``-2**(w_bits-1)`` within signed
-    ``acc_bits``: the compiler's proof of any ``b``), in whole ``rows`` tiles when at least
-    one fits.
+    ``acc_bits``: the compiler's proof of any ``b``; not for bf16, whose fp32 sums have no
+    width to overflow), in whole ``rows`` tiles when at least one fits.
     """
     c = config
     n_tiles = max(1, min(c.param_depth, c.out_depth, c.weight_depth // c.rows,
                          math.ceil(n / c.cols)))
     n_block = min(n, n_tiles * c.cols)
     tiles, words = reduction_limits(c)
-    worst = ((1 << (c.acc_bits - 1)) - 1) >> (c.in_bits + c.w_bits - 2)
-    k_limit = min(tiles * c.rows, words * c.act_lanes, worst,
-                  (c.weight_depth // (n_tiles * c.rows)) * c.rows, c.act_depth * c.act_lanes)
+    limits = [tiles * c.rows, words * c.act_lanes,
+              (c.weight_depth // (n_tiles * c.rows)) * c.rows, c.act_depth * c.act_lanes]
+    # fp32 sums reach Inf rather than overflow a width: only an integer reduction is bounded.
+    if c.dtype != "bf16":
+        limits.append(((1 << (c.acc_bits - 1)) - 1) >> (c.in_bits + c.w_bits - 2))
+    k_limit = min(limits)
     if k_limit >= c.rows:
         k_limit -= k_limit % c.rows  # whole reduction tiles: no padding inside a block
     return max(1, min(k, k_limit)), max(1, n_block)

@@ -62,6 +62,25 @@ def test_trains_on_two_boards_and_saves(tmp_path, capsys):
     assert accuracy == np.mean(reference == y_test)  # the devices ran the saved network
 
 
+def test_bf16_trains_on_in_process_devices_and_saves(tmp_path, capsys):
+    out = tmp_path / "bf16.npz"
+    status = main(["train", "--dtype", "bf16", "--devices", "2", "--epochs", "1", "--hidden",
+                   "12", "--batch", "128", "--lr", "0.1", "--no-progress", "--out", str(out)])
+    captured = capsys.readouterr()
+    printed = captured.out
+    assert status == 0, printed + captured.err
+    assert "2 in-process device(s) of hwgen_ws_8x8_i16w16_dtypebf16" in captured.err
+    epochs = [line for line in printed.splitlines() if line.startswith("epoch")]
+    losses = [float(line.split("loss ")[1].split()[0]) for line in epochs]
+    assert len(losses) == 1 and losses[0] < np.log(10)   # below a uniform guess's loss
+    assert "on devices 100.00%" in epochs[0] and "calibration" not in printed
+    trained = load_trained(out)
+    assert trained.config.dtype == "bf16" and trained.scales is None
+    x_test, y_test = load_digits_images()[2].reshape(-1, 64), load_digits_images()[3]
+    accuracy = float(trained.history[-1]["test_accuracy"])
+    assert accuracy == np.mean(trained.network.predict(x_test) == y_test)
+
+
 @pytest.mark.parametrize("model", ["mlp", "cnn"])
 def test_saved_file_line_counts_the_network_layers_and_the_passes(model):
     # The digits CNN has 6 layers (its Flatten included) and runs in 3 device passes: each
@@ -124,6 +143,16 @@ CASES = [
                                               "prog_depth8 with every layer's output read "
                                               "out: layer 5: the program takes 15 words"),
     (["--url", "socket://127.0.0.1:1"], "socket://127.0.0.1:1"),
+    (["--dtype", "bf16", "--bits", "16"], "--bits 16 with --dtype bf16, whose operands are "
+                                          "bf16 and sums fp32; allowed: --bits with --dtype "
+                                          "int8 only"),
+    (["--dtype", "bf16", "--bits", "8"], "--bits 8 with --dtype bf16"),
+    (["--dtype", "bf16", "--model", "cnn"], "--model cnn with --dtype bf16; allowed: --model "
+                                            "mlp"),
+    (["--dtype", "fp8"], "--dtype: invalid choice: 'fp8' (choose from 'int8', 'bf16')"),
+    (["--dtype", "bf16", "--weight-depth", "64"], "--model mlp cannot run on "
+                                                  "hwgen_ws_8x8_i16w16_weight_depth64_dtypebf16: "
+                                                  "layer 0: weight words do not fit"),
 ]
 
 

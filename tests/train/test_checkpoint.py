@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 from support import COMPILER_CONFIGS
 
+from hwgen import AcceleratorConfig
 from hwgen.compiler import CompileError, Program, compile_network
 from hwgen.nn import MLP, digits_cnn
-from hwgen.train import ActivationScales, Trainer, load_trained, save_trained
+from hwgen.train import ActivationScales, Bf16Trainer, Trainer, load_trained, save_trained
 from hwgen.train.layers import quantize_model
 
 CONFIG = COMPILER_CONFIGS["3x2"]
@@ -39,6 +40,29 @@ def test_round_trip(trained, tmp_path):
         np.testing.assert_array_equal(b, b0)
     x_q = trainer.network().quantize_input(x)
     np.testing.assert_array_equal(loaded.network.forward(x_q), trainer.network().forward(x_q))
+
+
+def test_bf16_round_trip(interpreted, tmp_path):
+    # A bf16 training saves its fp32 master weights and the program of their bf16 network.
+    config = AcceleratorConfig(dtype="bf16", rows=3, cols=2)
+    rng = np.random.default_rng(1)
+    x, y = rng.random((30, 64)), rng.integers(0, 10, size=30)
+    devices = interpreted(config, 1)
+    trainer = Bf16Trainer(MLP([64, 8, 10], seed=3), config, devices)
+    trainer.fit(x, y, epochs=1, batch_size=15)
+    path = tmp_path / "bf16.npz"
+    program = save_trained(path, trainer)
+    loaded = load_trained(path)
+    assert loaded.program == program == Program.load(path)
+    assert loaded.config == config and loaded.scales is None
+    for (w, b), (w0, b0) in zip(loaded.model.layers, trainer.model.layers, strict=True):
+        np.testing.assert_array_equal(w, w0)
+        np.testing.assert_array_equal(b, b0)
+    x_b = loaded.network.quantize_input(x)
+    devices[0].load(path)
+    scores = devices[0].infer(x_b)
+    np.testing.assert_array_equal(scores.view(np.uint32),
+                                  trainer.network().forward(x_b).view(np.uint32))
 
 
 def test_cnn_round_trip(tmp_path):
