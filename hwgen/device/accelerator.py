@@ -118,10 +118,9 @@ class AcceleratorCore(wiring.Component):
         if not isinstance(implementation, Implementation):
             raise TypeError(f"implementation must be an Implementation, not {implementation!r}")
         if config.dtype != "int8":
-            # The bf16 units exist (BF16MatrixDatapath and its parts), not yet composed here.
-            raise ValueError(f"dtype={config.dtype!r}: the accelerator is built for 'int8' "
-                             "only so far; a bf16 program runs on the program interpreter "
-                             "(sim.interpreter)")
+            raise ValueError(f"dtype={config.dtype!r}: AcceleratorCore is the 'int8' device; "
+                             "a bf16 design's is hwgen.device.bf16_core.BF16AcceleratorCore "
+                             "(hwgen.device.cores.accelerator_core chooses by dtype)")
         self.config = config
         self.gate_idle = bool(gate_idle)
         self.implementation = implementation.check(config)
