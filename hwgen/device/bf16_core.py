@@ -15,7 +15,7 @@ So far it runs dense networks (``spatial``, ``residual`` off): every pass is a m
                             └─ out ◄─────────────────────── raw rows ────────────┘
 """
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import Out
 
@@ -58,12 +58,9 @@ def check_bf16_core(config, implementation):
         raise ValueError(f"BF16AcceleratorCore: dtype={config.dtype!r}; the int8 device is "
                          "hwgen.device.accelerator.AcceleratorCore")
     wrong = [f"{name}=True" for name in ("spatial", "residual") if getattr(config, name)]
-    if read_latency(implementation) > 1:
-        # The datapath reads its bias from a port that answers in the next cycle.
-        wrong.append(f"registers={implementation.registers.name} (registered reads)")
     if wrong:
         raise ValueError("the bf16 device runs dense networks only so far (spatial=False, "
-                         "residual=False, plain reads); not " + ", ".join(wrong))
+                         "residual=False); not " + ", ".join(wrong))
 
 
 class BF16AcceleratorCore(wiring.Component):
@@ -83,7 +80,9 @@ class BF16AcceleratorCore(wiring.Component):
     config : AcceleratorConfig
         With ``dtype="bf16"``, ``spatial`` and ``residual`` off (:func:`check_bf16_core`).
     implementation : Implementation
-        Plain reads only so far; the DSP options do not apply (the bf16 units are logic).
+        Its memories' reads (plain or registered), host port stages, SPRAM and shared OUTPUT
+        and PARAM memory, as the int8 core's; the DSP options do not apply (the bf16 units
+        are logic).
     pe_instances : bool
         Unused (the int8 core's processing elements); taken for the same call.
     gate_idle : bool
@@ -113,13 +112,14 @@ class BF16AcceleratorCore(wiring.Component):
         self.gate_idle = bool(gate_idle)
         self.implementation = implementation.check(config)
         self.memories = {}
+        reads = read_latency(implementation)
         self.host_stages = 0 if host_in_registers else host_stages(implementation)
-        self.host_read_latency = host_read_latency(1, self.host_stages)
+        self.host_read_latency = host_read_latency(reads, self.host_stages)
         tiles = descriptor_layout(config).members["n_tiles"].width
         self.datapath = BF16MatrixDatapath(config.rows, config.cols, config.acc_depth,
-                                           tile_bits=tiles)
+                                           tile_bits=tiles, bias_latency=reads)
         self.controller = Controller(config, registered_bounds=implementation.post_pipeline)
-        self.weight_feeder = WeightFeeder(config)
+        self.weight_feeder = WeightFeeder(config, registered_reads=reads > 1)
         self.activation_feeder = ActivationFeeder(config, implementation)
         addr_width = Signal(range(config.act_depth)).shape().width
         self.writeback = BF16WriteBack(config, config.acc_depth, addr_width)
@@ -141,12 +141,14 @@ class BF16AcceleratorCore(wiring.Component):
         self.memories = mems = make_memories(m, cfg, self.implementation)
         busy = ctrl.busy
         m.d.comb += host.busy.eq(busy)
-        access = HostAccess(m, host, busy, registered=False, we=host_we)
+        reg = self.weight_feeder.registered_reads
+        access = HostAccess(m, host, busy, registered=reg, we=host_we)
 
         # The controller and the program (word 0 read while idle: the first descriptor).
         prog_rd, prog_wr = mems["prog"].read_port(), mems["prog"].write_port()
         word = share_read(m, prog_rd, access, Region.PROGRAM, addr=ctrl.prog_addr, en=1,
-                          always_take=True, name="prog")
+                          always_take=True, name="prog",
+                          host_addr=Mux(host.re, host.addr, 0) if reg else None)
         host_write(m, prog_wr, access, Region.PROGRAM)
         m.d.comb += [ctrl.prog_data.eq(word), ctrl.start.eq(host.start),
                      ctrl.batch_in.eq(host.batch)]
@@ -190,7 +192,8 @@ class BF16AcceleratorCore(wiring.Component):
 
     def _params_and_output(self, m, mems, access):
         """PARAM's read port gives the datapath its biases (``p_base + bias_nt``, read every
-        cycle of a run); OUTPUT's write port takes the raw rows."""
+        cycle of a run; with registered reads the register takes every word); OUTPUT's write
+        port takes the raw rows."""
         dp, wb, desc = self.datapath, self.writeback, self.controller.desc
         addr = Signal.like(desc.p_base, name="bias_addr")
         m.d.comb += addr.eq(desc.p_base + dp.bias_nt)
@@ -226,6 +229,7 @@ class BF16AcceleratorCore(wiring.Component):
             wf.wdiag.eq(ctrl.geom.wdiag),
             af.start_layer.eq(go.start_matrix), af.begin_chunk.eq(go.begin_matrix),
             af.prime.eq(go.prime_matrix), af.desc.eq(desc), af.geom.eq(ctrl.geom),
+            *([af.prime_next.eq(ctrl.prime_next & go.now_matrix)] if af.registered_reads else []),
             af.last_row.eq(ctrl.last_row),
             ctrl.more_chunks.eq(af.more_chunks & self.banks.grant.matrix),
             dp.k_tiles.eq(desc.k_tiles), dp.n_tiles.eq(desc.n_tiles),

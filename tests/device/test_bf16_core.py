@@ -10,7 +10,14 @@ import numpy as np
 import pytest
 from amaranth.hdl import UnusedElaboratable
 from amaranth.sim import Simulator
-from support.accelerator_sim import ICE40, SMALL, AmaranthHostPort, without_dsp
+from support.accelerator_sim import (
+    ECP5,
+    ECP5_85F,
+    ICE40,
+    SMALL,
+    AmaranthHostPort,
+    without_dsp,
+)
 
 import hwgen
 from hwgen.config import AcceleratorConfig
@@ -136,6 +143,10 @@ def test_hidden_words_hold_the_interpreters_lanes_and_zero_past_n():
 @pytest.mark.parametrize(("implementation", "gate_idle"), [
     # The iCE40's: the weights in a single-port SPRAM, OUTPUT and PARAM in one memory.
     (without_dsp(ICE40), False),
+    # The ECP5's: registered reads (the bias addressed a cycle ahead), a staged host port.
+    (without_dsp(ECP5), False),
+    (without_dsp(ECP5_85F), False),
+    (Implementation(registers=Registers.READS), False),
     (Implementation(out_param_shared=True), False),
     # The simulated board's: the run's blocks clocked only while a program runs.
     (Implementation(), True),
@@ -160,7 +171,6 @@ def test_the_core_is_chosen_by_dtype(refused):
 @pytest.mark.parametrize(("options", "implementation", "message"), [
     ({"spatial": True}, None, r"dense networks only .*not spatial=True"),
     ({"residual": True}, None, r"not residual=True"),
-    ({}, Implementation(registers=Registers.READS), r"registered reads"),
     ({"rows": 3, "cols": 2}, None, r"rows=3, cols=2: .*a multiple of cols"),
 ])
 def test_what_the_core_refuses(options, implementation, message, refused):
