@@ -48,6 +48,8 @@ class Device(wiring.Component):
     Parameters
     ----------
     config : AcceleratorConfig
+        Its ``dtype`` chooses the accelerator (:func:`~hwgen.device.cores.accelerator_core`):
+        the int8 core, or the bf16 core (dense networks so far).
     link : Link or str
         :attr:`Link.UART`: 8N1 serial pins at ``baud`` (divisor from ``config.clock_hz``);
         :attr:`Link.STREAM`: request and response byte streams.
