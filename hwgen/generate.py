@@ -23,9 +23,9 @@ def _engine(config, pe_instances, implementation):
 
 
 def _accelerator(config, pe_instances, implementation):
-    from .device.accelerator import AcceleratorCore
+    from .device.cores import accelerator_core
 
-    return AcceleratorCore(config, implementation, pe_instances=pe_instances)
+    return accelerator_core(config, implementation, pe_instances=pe_instances)
 
 
 def _device(config, pe_instances, implementation, **options):

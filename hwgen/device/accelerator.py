@@ -117,9 +117,10 @@ class AcceleratorCore(wiring.Component):
         implementation = Implementation() if implementation is None else implementation
         if not isinstance(implementation, Implementation):
             raise TypeError(f"implementation must be an Implementation, not {implementation!r}")
-        if config.dtype != "int8":   # the bf16 units (BF16MatrixDatapath) are not composed here
-            raise ValueError(f"dtype={config.dtype!r}: the accelerator is built for 'int8' only "
-                             "so far; a bf16 program runs on the program interpreter")
+        if config.dtype != "int8":
+            raise ValueError(f"dtype={config.dtype!r}: AcceleratorCore is the 'int8' device; "
+                             "a bf16 design's is hwgen.device.bf16_core.BF16AcceleratorCore "
+                             "(hwgen.device.cores.accelerator_core chooses by dtype)")
         self.config = config
         self.gate_idle = bool(gate_idle)
         self.implementation = implementation.check(config)

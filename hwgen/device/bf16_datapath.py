@@ -60,6 +60,10 @@ class BF16MatrixDatapath(wiring.Component):
         :class:`~hwgen.device.bf16_finish.BF16Finish`'s latency, 0..3.
     tile_bits : int
         Width of ``k_tiles``, ``n_tiles`` and the output's ``nt``.
+    bias_latency : int
+        Cycles from ``bias_nt`` to its row on ``bias``: 1 (a synchronous read port) or 2 (a
+        port with a register after it: ``bias_nt`` then names the tile of the next row the
+        engine's output gives, a cycle earlier).
     checked : bool
         The bank's simulation check of the row rule (for tests).
 
@@ -71,10 +75,11 @@ class BF16MatrixDatapath(wiring.Component):
         The layer's reduction and output tiles (``>= 1``), steady until its last row has
         left the engine (the counters at both of its ends read them).
     bias_nt : Out(tile_bits)
-        The output tile whose bias ``bias`` must hold in the next cycle: the address of a
-        synchronous read port.
+        The output tile whose bias ``bias`` must hold ``bias_latency`` cycles later: the
+        address of a read port.
     bias : In(data.ArrayLayout(FP32, cols))
-        The fp32 bias row of the output tile ``bias_nt`` named in the cycle before.
+        The fp32 bias row of the output tile ``bias_nt`` named ``bias_latency`` cycles
+        before.
     layer : In(FINISH_SETTINGS)
         The layer's finish, steady until its last row has left.
     o_valid : Out(1)
@@ -86,7 +91,10 @@ class BF16MatrixDatapath(wiring.Component):
     """
 
     def __init__(self, rows, cols, depth, *, mul_latency=3, add_latency=4, finish_latency=2,
-                 tile_bits=12, checked=False):
+                 tile_bits=12, bias_latency=1, checked=False):
+        if bias_latency not in (1, 2):
+            raise ValueError(f"BF16MatrixDatapath: bias_latency={bias_latency!r}; allowed: 1, 2")
+        self._bias_latency = bias_latency
         self.engine = BF16MatmulEngine(rows, cols, mul_latency=mul_latency,
                                        add_latency=add_latency)
         self.bank = BF16AccumulatorBank(cols, depth, add_latency=add_latency, checked=checked)
@@ -221,7 +229,12 @@ class BF16MatrixDatapath(wiring.Component):
         res = engine.o_result
         m.d.comb += res.ready.eq(1)
         out_m, out_kt, out_nt = self._walk(m, res.valid, res.payload.last, "out")
-        m.d.comb += self.bias_nt.eq(self._bias_tile(out_nt, in_nt))
+        bias_nt = out_nt
+        if self._bias_latency == 2:
+            # The tile of the next row to leave the engine: the walk's next value.
+            tile_end = res.valid & res.payload.last & (out_kt == self.k_tiles - 1)
+            bias_nt = Mux(tile_end, Mux(out_nt == self.n_tiles - 1, 0, out_nt + 1), out_nt)
+        m.d.comb += self.bias_nt.eq(self._bias_tile(bias_nt, in_nt))
         # A register before the bank: the bias's read port answers in that cycle.
         row = bank.i_row
         nt = Signal(self._tile_bits, name="bank_nt")

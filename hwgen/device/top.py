@@ -17,8 +17,8 @@ from ..link.bridge import HostPortBridge
 from ..link.frame import FrameEngine
 from ..link.uart import UART, divisor_for
 from ..protocol import DEFAULT_BAUD, RX_FIFO, frame_timeout_cycles
-from .accelerator import AcceleratorCore
 from .clock_gate import RUN_LINGER, gate_clock
+from .cores import accelerator_core
 
 __all__ = ["LINKS", "Device", "Link"]
 
@@ -48,6 +48,8 @@ class Device(wiring.Component):
     Parameters
     ----------
     config : AcceleratorConfig
+        Its ``dtype`` chooses the accelerator (:func:`~hwgen.device.cores.accelerator_core`):
+        the int8 core, or the bf16 core (dense networks so far).
     link : Link or str
         :attr:`Link.UART`: 8N1 serial pins at ``baud`` (divisor from ``config.clock_hz``);
         :attr:`Link.STREAM`: request and response byte streams.
@@ -120,8 +122,8 @@ class Device(wiring.Component):
         self.link_clock_hz = link_clock_hz
         link_hz = config.clock_hz if link_clock_hz is None else link_clock_hz
         self.divisor = divisor_for(link_hz, baud) if link is Link.UART else None
-        self.accelerator = AcceleratorCore(config, implementation, pe_instances=pe_instances,
-                                           gate_idle=self.gate_idle)
+        self.accelerator = accelerator_core(config, implementation, pe_instances=pe_instances,
+                                            gate_idle=self.gate_idle)
         self.implementation = implementation
         if link is Link.UART:
             members = {"rx": In(1, init=1), "tx": Out(1, init=1)}

@@ -299,10 +299,3 @@ def test_verilog_deterministic():
              for _ in range(2)]
     assert texts[0] == texts[1]
 
-
-def test_the_accelerator_refuses_a_bf16_design_until_it_is_composed():
-    from hwgen.config import AcceleratorConfig
-    from hwgen.device.accelerator import AcceleratorCore
-
-    with pytest.raises(ValueError, match=r"dtype='bf16'.*'int8' only"):
-        AcceleratorCore(AcceleratorConfig(rows=2, cols=2, dtype="bf16"))

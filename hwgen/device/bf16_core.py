@@ -1,0 +1,241 @@
+"""The bf16 accelerator: the int8 core's controller, feeders, memories and host port around
+the bf16 matrix datapath (docs/arithmetic.md, "bfloat16"; issue 52).
+
+So far it runs dense networks (``spatial``, ``residual`` off): every pass is a matrix pass.
+
+::
+
+    host port ─ HostAccess ─┬─ prog ─── Controller ── descriptor, loop bounds to all
+                            ├─ weight ─ WeightFeeder ────── o_weight ──┐
+                            │                                          ▼
+                            ├─ act* ─ BankArbiter ─┬─ ActivationFeeder ─► BF16MatrixDatapath
+                            │         (matrix)     │     o_act          (engine, accumulators,
+                            ├─ param ──────────────┼──── bias ───────►   finish) │ o_row
+                            │                      └─ BF16WriteBack ◄────────────┤
+                            └─ out ◄─────────────────────── raw rows ────────────┘
+"""
+
+from amaranth.hdl import Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import Out
+
+from ..implementation import Implementation
+from ..latency import FIFO_LATENCY
+from ..memmap import HostPortSignature, PassKind, Region, descriptor_layout
+from .activation_feeder import ActivationFeeder
+from .bank_arbiter import BankArbiter
+from .bf16_datapath import BF16MatrixDatapath
+from .bf16_writeback import BF16WriteBack
+from .clock_gate import run_clock
+from .controller import Controller
+from .counters import CounterBlock
+from .host_access import (
+    HostAccess,
+    act_banks,
+    host_read,
+    host_read_latency,
+    host_stages,
+    host_write,
+    share_read,
+    share_write,
+    stage_host,
+)
+from .memories import make_memories, read_latency
+from .pass_starts import PassStarts
+from .shared_ports import out_param_ports
+from .systolic import delay
+from .weight_feeder import WeightFeeder
+
+__all__ = ["BF16AcceleratorCore"]
+
+# The blocks that hold still between runs (``gate_idle``), as in the int8 core.
+_RUN_UNITS = ("datapath", "weight_feeder", "activation_feeder", "writeback")
+
+
+def check_bf16_core(config, implementation):
+    """Refuse what the bf16 core does not build yet, naming it."""
+    if config.dtype != "bf16":
+        raise ValueError(f"BF16AcceleratorCore: dtype={config.dtype!r}; the int8 device is "
+                         "hwgen.device.accelerator.AcceleratorCore")
+    wrong = [f"{name}=True" for name in ("spatial", "residual") if getattr(config, name)]
+    if wrong:
+        raise ValueError("the bf16 device runs dense networks only so far (spatial=False, "
+                         "residual=False); not " + ", ".join(wrong))
+
+
+class BF16AcceleratorCore(wiring.Component):
+    """Run bf16 dense networks: :class:`~hwgen.device.accelerator.AcceleratorCore`'s host
+    port, memories, program and descriptors, with the matrix work on
+    :class:`~hwgen.device.bf16_datapath.BF16MatrixDatapath`.
+
+    For each layer the feeders stream the weight tiles and the batch's rows into the
+    datapath as for int8 (its ``ready`` holds the rows back where the accumulators' row rule
+    needs a bubble); each output tile's fp32 biases come from PARAM word ``p_base + nt``; the
+    finished rows go through :class:`~hwgen.device.bf16_writeback.BF16WriteBack`: bf16 lanes
+    back into the activation banks, or a raw layer's fp32 accumulators into OUTPUT. The
+    layer ends ``FIFO_LATENCY`` cycles after its last write.
+
+    Parameters
+    ----------
+    config : AcceleratorConfig
+        With ``dtype="bf16"``, ``spatial`` and ``residual`` off (:func:`check_bf16_core`).
+    implementation : Implementation
+        Its memories' reads (plain or registered), host port stages, SPRAM and shared OUTPUT
+        and PARAM memory, as the int8 core's; the DSP options do not apply (the bf16 units
+        are logic).
+    pe_instances : bool
+        Unused (the int8 core's processing elements); taken for the same call.
+    gate_idle : bool
+        As the int8 core's: the run's blocks are clocked only while a program runs.
+    host_in_registers : bool
+        As the int8 core's.
+
+    Members
+    -------
+    host : Out(HostPortSignature(config))
+
+    Attributes
+    ----------
+    memories : dict
+        The memories the host reaches, by name, once elaborated.
+    host_read_latency : int
+        Cycles from the host port's ``re`` to its ``rvalid``.
+    """
+
+    def __init__(self, config, implementation=None, *, pe_instances=False, gate_idle=False,
+                 host_in_registers=False):
+        implementation = Implementation() if implementation is None else implementation
+        if not isinstance(implementation, Implementation):
+            raise TypeError(f"implementation must be an Implementation, not {implementation!r}")
+        check_bf16_core(config, implementation)
+        self.config = config
+        self.gate_idle = bool(gate_idle)
+        self.implementation = implementation.check(config)
+        self.memories = {}
+        reads = read_latency(implementation)
+        self.host_stages = 0 if host_in_registers else host_stages(implementation)
+        self.host_read_latency = host_read_latency(reads, self.host_stages)
+        tiles = descriptor_layout(config).members["n_tiles"].width
+        self.datapath = BF16MatrixDatapath(config.rows, config.cols, config.acc_depth,
+                                           tile_bits=tiles, bias_latency=reads)
+        self.controller = Controller(config, registered_bounds=implementation.post_pipeline)
+        self.weight_feeder = WeightFeeder(config, registered_reads=reads > 1)
+        self.activation_feeder = ActivationFeeder(config, implementation)
+        addr_width = Signal(range(config.act_depth)).shape().width
+        self.writeback = BF16WriteBack(config, config.acc_depth, addr_width)
+        self.counters = CounterBlock(config)
+        self.banks = BankArbiter(config, {"matrix": (PassKind.MATRIX,)}, registered=True)
+        super().__init__({"host": Out(HostPortSignature(config))})
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.config
+        host, host_we = stage_host(m, self.host, cfg, self.host_stages)
+        ctrl, wf, af = self.controller, self.weight_feeder, self.activation_feeder
+        dp, wb = self.datapath, self.writeback
+        in_run = run_clock(m, ctrl.busy) if self.gate_idle else (lambda unit: unit)
+        for name in ("datapath", "controller", "weight_feeder", "activation_feeder",
+                     "writeback", "banks", "counters"):
+            unit = getattr(self, name)
+            m.submodules[name] = in_run(unit) if name in _RUN_UNITS else unit
+        self.memories = mems = make_memories(m, cfg, self.implementation)
+        busy = ctrl.busy
+        m.d.comb += host.busy.eq(busy)
+        reg = self.weight_feeder.registered_reads
+        access = HostAccess(m, host, busy, registered=reg, we=host_we)
+
+        # The controller and the program (word 0 read while idle: the first descriptor).
+        prog_rd, prog_wr = mems["prog"].read_port(), mems["prog"].write_port()
+        word = share_read(m, prog_rd, access, Region.PROGRAM, addr=ctrl.prog_addr, en=1,
+                          always_take=True, name="prog",
+                          host_addr=Mux(host.re, host.addr, 0) if reg else None)
+        host_write(m, prog_wr, access, Region.PROGRAM)
+        m.d.comb += [ctrl.prog_data.eq(word), ctrl.start.eq(host.start),
+                     ctrl.batch_in.eq(host.batch)]
+        self._start_units(m)
+
+        # The weight feeder (the weight memory may be a single-port SPRAM).
+        w_mem = mems[next(n for n in mems if n.startswith("weight"))]
+        w_rd, w_wr = w_mem.read_port(), w_mem.write_port()
+        word = share_read(m, w_rd, access, Region.WEIGHT, addr=wf.rd_addr, en=wf.rd_en,
+                          port_en=wf.rd_port, exclusive=True, name="weight")
+        m.d.comb += [wf.rd_data.eq(word), w_wr.addr.eq(w_rd.addr), w_wr.data.eq(host.wdata),
+                     w_wr.en.eq(access.we[Region.WEIGHT])]
+        # The feeders' lanes hold the bf16 patterns: the same bits, other layouts.
+        m.d.comb += [dp.i_weight.valid.eq(wf.o_weight.valid),
+                     dp.i_weight.payload.eq(wf.o_weight.payload.as_value()),
+                     wf.o_weight.ready.eq(dp.i_weight.ready),
+                     dp.i_act.valid.eq(af.o_act.valid),
+                     dp.i_act.payload.data.eq(af.o_act.payload.data.as_value()),
+                     dp.i_act.payload.last.eq(af.o_act.payload.last),
+                     af.o_act.ready.eq(dp.i_act.ready)]
+
+        # The activation banks: the feeder reads, the write-back writes.
+        port = self.banks.port("matrix")
+        m.d.comb += [port.rd_addr.eq(af.rd_addr), port.rd_en.eq(af.rd_en),
+                     port.rd_take.eq(af.rd_take), af.rd_data.eq(port.rd_data),
+                     port.wr_addr.eq(wb.wr_addr), port.wr_data.eq(wb.wr_data),
+                     port.wr_en.eq(wb.wr_en)]
+        act_banks(m, mems, access, self.banks.banks, cfg)
+
+        # The finished rows into the write-back; the output tile's biases from PARAM.
+        m.d.comb += [wb.i_valid.eq(dp.o_valid), wb.i_row.eq(dp.o_row)]
+        self._params_and_output(m, mems, access)
+        m.d.comb += ctrl.layer_done.eq(delay(m, wb.end, FIFO_LATENCY, name="layer_done"))
+
+        access.drive_read_data(m)
+        cnt = self.counters
+        m.d.comb += [cnt.busy.eq(busy), cnt.issue.eq(dp.issue), cnt.clear.eq(host.clear),
+                     host.cycles.eq(cnt.cycles), host.busy_cycles.eq(cnt.busy_cycles),
+                     host.macs.eq(cnt.macs)]
+        return m
+
+    def _params_and_output(self, m, mems, access):
+        """PARAM's read port gives the datapath its biases (``p_base + bias_nt``, read every
+        cycle of a run; with registered reads the register takes every word); OUTPUT's write
+        port takes the raw rows."""
+        dp, wb, desc = self.datapath, self.writeback, self.controller.desc
+        addr = Signal.like(desc.p_base, name="bias_addr")
+        m.d.comb += addr.eq(desc.p_base + dp.bias_nt)
+        if "out_param" in mems:
+            word = out_param_ports(m, mems["out_param"], access, self.config, param_addr=addr,
+                                   param_en=1, raw_addr=wb.raw_addr, raw_data=wb.raw_data,
+                                   raw_we=wb.raw_we)
+        else:
+            par_rd, par_wr = mems["param"].read_port(), mems["param"].write_port()
+            word = share_read(m, par_rd, access, Region.PARAM, addr=addr, en=1, name="param")
+            host_write(m, par_wr, access, Region.PARAM)
+            out_rd, out_wr = mems["out"].read_port(), mems["out"].write_port()
+            share_write(m, out_wr, access, Region.OUTPUT, addr=wb.raw_addr, data=wb.raw_data,
+                        en=wb.raw_we)
+            host_read(m, out_rd, access, Region.OUTPUT, name="out")
+        m.d.comb += dp.bias.eq(word)
+
+    def _start_units(self, m):
+        """Give the descriptor and the loop bounds to the feeders, the datapath and the
+        write-back, and start them (:class:`PassStarts`, the matrix unit alone)."""
+        ctrl, desc = self.controller, self.controller.desc
+        wf, af, dp, wb = (self.weight_feeder, self.activation_feeder, self.datapath,
+                          self.writeback)
+        m.submodules.starts = go = PassStarts(self.banks, {"array": ("matrix",)})
+        m.d.comb += [go.kind_next.eq(ctrl.kind_next), go.prime_next.eq(ctrl.prime_next),
+                     go.start_layer_next.eq(ctrl.start_layer_next),
+                     go.start_chunk_next.eq(ctrl.start_chunk_next)]
+        layer = dp.layer
+        m.d.comb += [
+            self.banks.kind.eq(desc.kind),
+            wf.start.eq(go.prime_array), wf.desc.eq(desc),
+            wf.k_end.eq(ctrl.k_end), wf.n_end.eq(ctrl.n_end), wf.wrep.eq(ctrl.geom.wrep),
+            wf.wdiag.eq(ctrl.geom.wdiag),
+            af.start_layer.eq(go.start_matrix), af.begin_chunk.eq(go.begin_matrix),
+            af.prime.eq(go.prime_matrix), af.desc.eq(desc), af.geom.eq(ctrl.geom),
+            *([af.prime_next.eq(ctrl.prime_next & go.now_matrix)] if af.registered_reads else []),
+            af.last_row.eq(ctrl.last_row),
+            ctrl.more_chunks.eq(af.more_chunks & self.banks.grant.matrix),
+            dp.k_tiles.eq(desc.k_tiles), dp.n_tiles.eq(desc.n_tiles),
+            # The bounds are bf16 patterns: the fp32 value is the pattern over 16 zero bits.
+            layer.raw.eq(desc.raw), layer.min_en.eq(1), layer.max_en.eq(1),
+            layer.act_min.eq(desc.act_min[:16] << 16),
+            layer.act_max.eq(desc.act_max[:16] << 16),
+            wb.start.eq(go.start_array), wb.desc.eq(desc), wb.last_row.eq(ctrl.last_row),
+        ]

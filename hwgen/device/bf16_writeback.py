@@ -1,0 +1,130 @@
+"""The bf16 write-back: a dense layer's finished rows into the activation banks (bf16 lanes)
+or, for a raw last layer, into the output memory (fp32 lanes)."""
+
+from amaranth.hdl import Module, Mux, Signal, signed
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from ..memmap import batch_bits, descriptor_layout
+from .bf16_datapath import bf16_finished_row_layout
+from .layouts import acc_row_layout
+from .positions import advance
+
+__all__ = ["BF16WriteBack", "check_tile_lanes"]
+
+
+def check_tile_lanes(config):
+    """Refuse a bf16 design whose output tiles cross activation words: one whose
+    ``act_lanes`` (``max(rows, cols)``) is not a multiple of ``cols``. (A tile across two
+    words could not write +0.0 to the lanes past ``n`` of the second in the same cycle.)"""
+    if config.act_lanes % config.cols:
+        raise ValueError(f"dtype='bf16' with rows={config.rows}, cols={config.cols}: the "
+                         f"device needs max(rows, cols) a multiple of cols (an output tile "
+                         "within one activation word) so far")
+
+
+class BF16WriteBack(wiring.Component):
+    """Write each finished row of :class:`~hwgen.device.bf16_datapath.BF16MatrixDatapath`
+    where the layer's descriptor says, in the cycle it comes.
+
+    The rows come output tile after output tile, rows ``0 .. last_row`` of each (the order of
+    the datapath's passes), so the row's first word and its tile's first channel are counted,
+    not multiplied: row ``m`` of tile ``nt`` starts at ``dst_base + m * dst_stride``.
+
+    - A ``raw`` layer: the row's ``cols`` fp32 accumulators to OUTPUT word
+      ``dst_base + m * dst_stride + nt``, as the int8 raw layer writes its accumulators.
+    - Otherwise the bf16 results (each value's top 16 bits) to the banks: channel
+      ``n0 + j`` (``n0 = nt * cols``) to bank ``(n0 + j) % lanes`` of word
+      ``dst_base + m * dst_stride + (n0 + j) // lanes``. A tile lies within one word
+      (:func:`check_tile_lanes`); every bank of that word from the tile's first channel on is
+      written, +0.0 (all bits 0) past ``n`` and past the tile: the contract's "+0.0 past
+      ``n``" (docs/arithmetic.md, "bf16 program words"). The lanes past the tile that are
+      channels of later tiles are written again by those, which come later.
+
+    Parameters
+    ----------
+    config : AcceleratorConfig
+        A ``dtype="bf16"`` design.
+    depth : int
+        The datapath's rows (``m`` of a finished row).
+    addr_width : int
+        Of the banks' addresses.
+
+    Members
+    -------
+    start : In(1)
+        A layer starts: its first row goes to ``desc.dst_base``, its first tile is 0.
+    desc : In(descriptor_layout(config))
+        The running layer's (``raw``, ``n``, ``n_tiles``, ``dst_base``, ``dst_stride``).
+    last_row : In(batch_bits(config))
+        The last row of each output tile.
+    i_valid : In(1)
+        A finished row is on ``i_row``.
+    i_row : In(bf16_finished_row_layout(cols, depth, n_tiles width))
+    wr_addr, wr_data, wr_en : Out
+        Each bank's write (as :class:`~hwgen.device.writeback.WriteBack`'s).
+    raw_addr, raw_data, raw_we : Out
+        The write of a raw layer's row to the output memory.
+    end : Out(1)
+        The layer's last row is written in this cycle.
+    """
+
+    def __init__(self, config, depth, addr_width):
+        check_tile_lanes(config)
+        self.config = config
+        layout = descriptor_layout(config)
+        lanes = config.act_lanes
+        super().__init__({
+            "start": In(1),
+            "desc": In(layout),
+            "last_row": In(batch_bits(config)),
+            "i_valid": In(1),
+            "i_row": In(bf16_finished_row_layout(config.cols, depth,
+                                                 layout.members["n_tiles"].width)),
+            "wr_addr": Out(data.ArrayLayout(addr_width, lanes)),
+            "wr_data": Out(data.ArrayLayout(signed(config.in_bits), lanes)),
+            "wr_en": Out(lanes),
+            "raw_addr": Out(range(config.out_depth)),
+            "raw_data": Out(acc_row_layout(config)),
+            "raw_we": Out(1),
+            "end": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg, desc, row = self.config, self.desc, self.i_row
+        cols, lanes = cfg.cols, cfg.act_lanes
+        # The row's first word, and its tile's first channel as (word, bank) and as a count.
+        dst = Signal(range(cfg.act_depth + cfg.out_depth + 1), name="row_dst")
+        word = Signal(range(cfg.act_depth * 2), name="tile_word")
+        rem = Signal(range(lanes), name="tile_rem")
+        n0 = Signal(len(desc.n_tiles) + cols.bit_length(), name="tile_n0")
+        tile_end = Signal(name="tile_end")
+        m.d.comb += tile_end.eq(row.m == self.last_row)
+        with m.If(self.start):
+            m.d.sync += [dst.eq(desc.dst_base), word.eq(0), rem.eq(0), n0.eq(0)]
+        with m.Elif(self.i_valid):
+            with m.If(tile_end):
+                m.d.sync += [dst.eq(desc.dst_base), n0.eq(n0 + cols)]
+                advance(m, word, rem, cols, lanes)
+            with m.Else():
+                m.d.sync += dst.eq(dst + desc.dst_stride)
+
+        m.d.comb += [self.raw_addr.eq(dst + row.nt), self.raw_data.eq(row.data),
+                     self.raw_we.eq(self.i_valid & desc.raw),
+                     self.end.eq(self.i_valid & tile_end & (row.nt == desc.n_tiles - 1))]
+        base = Signal(len(self.wr_addr[0]), name="wb_base")
+        m.d.comb += base.eq(dst + word)
+        for b in range(lanes):
+            # Bank b holds the tile's lane b - rem (a tile is within a word, rem + cols <=
+            # lanes); below rem, channels of earlier tiles.
+            lane = b - rem
+            value = Signal(signed(cfg.in_bits), name=f"wb_value{b}")
+            with m.Switch(lane):
+                for j in range(min(cols, b + 1)):
+                    with m.Case(j):
+                        m.d.comb += value.eq(Mux(n0 + j < desc.n,
+                                                 row.data[j].as_value()[16:], 0))
+            m.d.comb += [self.wr_addr[b].eq(base), self.wr_data[b].eq(value),
+                         self.wr_en[b].eq(self.i_valid & ~desc.raw & (rem <= b))]
+        return m

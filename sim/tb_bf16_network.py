@@ -1,0 +1,66 @@
+"""cocotb test bench of the bf16 accelerator core (:class:`hwgen.device.bf16_core.
+BF16AcceleratorCore`, the ``accelerator`` top of a ``dtype="bf16"`` design).
+
+Random bf16 MLPs (:func:`sim.bf16_runs.bf16_mlp`) are compiled with :func:`hwgen.compile`,
+loaded through the host port over NaN in every ACT lane, run and read back; the output must be
+:meth:`hwgen.nn.Bf16Network.forward`'s bits. The last network's weights are so large that
+products and sums overflow to Inf, and Inf - Inf gives NaN. Cycles are not checked: the
+cycle model (:mod:`hwgen.cycles`) does not count the bf16 datapath yet.
+
+Environment: ``HWGEN_CONFIG``, ``HWGEN_SEED``, ``HWGEN_NETWORKS`` (how many),
+``HWGEN_MAX_WIDTH``, ``HWGEN_MAX_BATCH``.
+"""
+
+import os
+
+import cocotb
+import numpy as np
+
+import hwgen
+from hwgen.compiler import CompileError
+from sim.bf16_runs import bf16_mlp, bf16_rows, differing_bits, run_bf16
+from sim.runner import read_config_env
+from sim.streams import Clocked
+from sim.tb_network import HostPort
+
+
+def _draw(rng, cfg, index, *, overflow, max_width, max_batch):
+    """The ``index``-th network that fits ``cfg`` (``overflow``: huge weights), its program,
+    its input and a label."""
+    for _ in range(100):
+        sizes = rng.integers(1, max_width + 1, size=int(rng.integers(2, 5))).tolist()
+        output = ("raw", "bf16")[index % 2]
+        net = bf16_mlp(sizes, int(rng.integers(1 << 16)), rows=cfg.rows, output=output,
+                       scale=1e30 if overflow else 1.0)
+        try:
+            prog = hwgen.compile(net, cfg)
+        except CompileError:
+            max_width = max(1, max_width * 3 // 4)
+            continue
+        m = int(rng.integers(1, min(max_batch, prog.batch) + 1))
+        x = bf16_rows(net, m, int(rng.integers(1 << 16)), scale=1e10 if overflow else 1.0)
+        return net, prog, x, f"network {index} {sizes} {output} batch {m}"
+    raise AssertionError(f"no bf16 MLP fits {cfg}")
+
+
+@cocotb.test()
+async def test_random_bf16_networks(dut):
+    """Random bf16 MLPs, bit for bit against Bf16Network.forward."""
+    cfg = read_config_env()
+    rng = np.random.default_rng(int(os.environ.get("HWGEN_SEED", "0")))
+    count = int(os.environ.get("HWGEN_NETWORKS", "4"))
+    max_width = int(os.environ.get("HWGEN_MAX_WIDTH", "20"))
+    max_batch = int(os.environ.get("HWGEN_MAX_BATCH", "8"))
+    clocked = Clocked(dut)
+    await clocked.start()
+    host = HostPort(clocked)
+    for index in range(count):
+        net, prog, x, what = _draw(rng, cfg, index, overflow=index == count - 1,
+                                     max_width=max_width, max_batch=max_batch)
+        got = await run_bf16(host, prog, x)
+        want = net.forward(x)
+        wrong = differing_bits(got, want)
+        assert wrong is None, f"{what}: {wrong}"
+        special = np.asarray(want, dtype=np.float32)
+        dut._log.info("%s: exact (%d Inf, %d NaN)", what, np.isinf(special).sum(),
+                      np.isnan(special).sum())

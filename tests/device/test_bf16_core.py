@@ -1,0 +1,178 @@
+"""The bf16 accelerator core (issue 52, step 1) in the Amaranth simulator: compiled bf16 MLPs
+loaded and run through the host port give Bf16Network.forward's bits; what it refuses.
+
+Every run starts from NaN in every ACT lane (sim.bf16_runs.nan_act), so a pass that left a
+lane past ``n`` stale would turn the next pass's padding products into NaN."""
+
+import warnings
+
+import numpy as np
+import pytest
+from amaranth.hdl import UnusedElaboratable
+from amaranth.sim import Simulator
+from support.accelerator_sim import (
+    ECP5,
+    ECP5_85F,
+    ICE40,
+    SMALL,
+    AmaranthHostPort,
+    without_dsp,
+)
+
+import hwgen
+from hwgen.config import AcceleratorConfig
+from hwgen.device.accelerator import AcceleratorCore
+from hwgen.device.bf16_core import BF16AcceleratorCore
+from hwgen.device.cores import accelerator_core
+from hwgen.implementation import Implementation, Registers
+from hwgen.memmap import Region
+from hwgen.nn import INPUT, Node
+from hwgen.nn.bf16 import round_to_bf16, round_to_fp32
+from hwgen.nn.bf16_layers import Bf16Dense
+from hwgen.nn.bf16_network import Bf16Network
+from sim.bf16_runs import bf16_mlp, bf16_rows, differing_bits, run_bf16
+from sim.interpreter import ProgramInterpreter
+
+
+def _config(rows, cols, **kwargs):
+    return AcceleratorConfig(dtype="bf16", rows=rows, cols=cols,
+                             **{**SMALL, "spatial": False, "residual": False, **kwargs})
+
+
+def _run(config, program, xs, implementation=None, *, reads=(), gate_idle=False):
+    """Load ``program``, run it on each batch of ``xs`` in turn; return the outputs, then the
+    words of each ``(region, base, count)`` of ``reads`` after the last run."""
+    dut = BF16AcceleratorCore(config, implementation, gate_idle=gate_idle)
+    outs = []
+
+    async def bench(ctx):
+        port = AmaranthHostPort(ctx, dut.host, dut.host_read_latency)
+        for i, x in enumerate(xs):
+            outs.append(await run_bf16(port, program, x, load=i == 0))
+        for read in reads:
+            outs.append(await port.read(*read))
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    return outs
+
+
+def _check(net, config, xs, *, batch=None, implementation=None, gate_idle=False):
+    program = hwgen.compile(net, config, batch=batch)
+    for x, got in zip(xs, _run(config, program, xs, implementation, gate_idle=gate_idle),
+                      strict=True):
+        assert differing_bits(got, net.forward(x)) is None, differing_bits(got, net.forward(x))
+    return program
+
+
+@pytest.mark.parametrize(("rows", "cols", "sizes", "output"), [
+    (4, 4, [7, 9, 5], "raw"), (4, 4, [7, 9, 5], "bf16"), (2, 4, [9, 13, 6, 3], "raw"),
+    (8, 2, [17, 9, 5], "bf16"), (1, 1, [3, 2, 2], "raw"), (3, 3, [5, 4, 7], "bf16"),
+    (2, 5, [4, 11, 3], "raw"),
+])
+def test_mlps_run_bit_for_bit(rows, cols, sizes, output):
+    net = bf16_mlp(sizes, seed=rows * 10 + cols, rows=rows, output=output)
+    # A partial batch, then the compiled batch in a second run of the same program.
+    program = _check(net, _config(rows, cols), [bf16_rows(net, 3, seed=1),
+                                                 bf16_rows(net, 6, seed=2)], batch=6)
+    assert program.output.kind == ("raw" if output == "raw" else "requant")
+
+
+def test_more_rows_than_the_row_rule_spaces():
+    # A batch as deep as the accumulators: the datapath's row rule needs no bubbles there.
+    net = bf16_mlp([10, 12, 4], seed=5, rows=4)
+    _check(net, _config(4, 4), [bf16_rows(net, 16, seed=3)], batch=16)
+
+
+def test_overflow_inf_and_nan_inside_the_sums():
+    # Products beyond fp32 give Inf, Inf - Inf NaN; the hidden layer carries them on.
+    net = bf16_mlp([6, 5, 4], seed=3, rows=2, scale=1e30)
+    x = bf16_rows(net, 4, seed=3, scale=1e10)
+    want = net.forward(x)
+    assert np.isinf(want).any() and np.isnan(want).any()
+    _check(net, _config(2, 2), [x])
+
+
+def _dense(k, n, seed, **finish):
+    rng = np.random.default_rng(seed)
+    return Bf16Dense(weight=round_to_bf16(rng.normal(size=(k, n))),
+                     bias=round_to_fp32(rng.normal(size=n)), **finish)
+
+
+def _net(layers, k, rows):
+    nodes = [Node(f"fc{i}", layer, INPUT if i == 0 else f"fc{i - 1}")
+             for i, layer in enumerate(layers)]
+    shapes = {INPUT: (k,), **{f"fc{i}": (layer.weight.shape[1],)
+                              for i, layer in enumerate(layers)}}
+    return Bf16Network(nodes, rows=rows, tensor_shapes=shapes)
+
+
+@pytest.mark.parametrize("finish", [
+    {"activation": "identity", "act_min": -0.3, "act_max": 0.7},
+    {"activation": "relu", "act_max": 0.45},
+    {"activation": "identity", "act_max": -0.2},
+])
+def test_clamp_bounds(finish):
+    layers = [_dense(9, 6, 1, **finish), _dense(6, 5, 2, activation="relu"),
+              _dense(5, 3, 3, raw=True)]
+    net = _net(layers, 9, rows=4)
+    _check(net, _config(4, 2), [bf16_rows(net, 5, seed=1)])
+
+
+def test_hidden_words_hold_the_interpreters_lanes_and_zero_past_n():
+    # A ReLU with a positive lower bound gives the padding channels (zero weights and bias)
+    # that bound: only the write-back's +0.0 past n leaves the interpreter's words.
+    layers = [_dense(5, 7, 1, activation="relu", act_min=0.25), _dense(7, 6, 2),
+              _dense(6, 3, 3, raw=True)]
+    net = _net(layers, 5, rows=2)
+    config = _config(2, 4)
+    program = hwgen.compile(net, config)
+    x = bf16_rows(net, 3, seed=2)
+    hidden = [(Region.ACT, d["dst_base"], len(x) * d["dst_stride"])
+              for d in program.descriptors if not d["raw"]]
+    got = _run(config, program, [x], reads=hidden)[1:]
+    reference = ProgramInterpreter(config)
+    reference.load(program, x)
+    reference.run(len(x))
+    for (region, base, count), words in zip(hidden, got, strict=True):
+        assert words == [reference.read(region, base + i) for i in range(count)]
+
+
+@pytest.mark.parametrize(("implementation", "gate_idle"), [
+    # The iCE40's: the weights in a single-port SPRAM, OUTPUT and PARAM in one memory.
+    (without_dsp(ICE40), False),
+    # The ECP5's: registered reads (the bias addressed a cycle ahead), a staged host port.
+    (without_dsp(ECP5), False),
+    (without_dsp(ECP5_85F), False),
+    (Implementation(registers=Registers.READS), False),
+    (Implementation(out_param_shared=True), False),
+    # The simulated board's: the run's blocks clocked only while a program runs.
+    (Implementation(), True),
+])
+def test_implementations_and_a_gated_clock(implementation, gate_idle):
+    net = bf16_mlp([5, 7, 3], seed=8, rows=2)
+    _check(net, _config(2, 2), [bf16_rows(net, 4, seed=4), bf16_rows(net, 2, seed=5)],
+           implementation=implementation, gate_idle=gate_idle)
+
+
+def test_the_core_is_chosen_by_dtype(refused):
+    assert isinstance(accelerator_core(_config(2, 2)), BF16AcceleratorCore)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnusedElaboratable)
+        assert isinstance(accelerator_core(AcceleratorConfig(rows=2, cols=2, **SMALL)),
+                          AcceleratorCore)
+    refused(r"dtype='bf16'.*BF16AcceleratorCore", lambda: AcceleratorCore(_config(2, 2)))
+    refused(r"dtype='int8'.*AcceleratorCore",
+            lambda: BF16AcceleratorCore(AcceleratorConfig(rows=2, cols=2)))
+
+
+@pytest.mark.parametrize(("options", "implementation", "message"), [
+    ({"spatial": True}, None, r"dense networks only .*not spatial=True"),
+    ({"residual": True}, None, r"not residual=True"),
+    ({"rows": 3, "cols": 2}, None, r"rows=3, cols=2: .*a multiple of cols"),
+])
+def test_what_the_core_refuses(options, implementation, message, refused):
+    config = _config(**{"rows": 2, "cols": 2, **options})
+    refused(message, lambda: BF16AcceleratorCore(config, implementation))
