@@ -117,10 +117,9 @@ class AcceleratorCore(wiring.Component):
         implementation = Implementation() if implementation is None else implementation
         if not isinstance(implementation, Implementation):
             raise TypeError(f"implementation must be an Implementation, not {implementation!r}")
-        if config.dtype != "int8":
-            raise ValueError(f"dtype={config.dtype!r}: AcceleratorCore is the 'int8' device; "
-                             "a bf16 design's is hwgen.device.bf16_core.BF16AcceleratorCore "
-                             "(hwgen.device.cores.accelerator_core chooses by dtype)")
+        if config.dtype != "int8":   # hwgen.device.cores.accelerator_core chooses by dtype
+            raise ValueError(f"dtype={config.dtype!r}: AcceleratorCore is the 'int8' device; a "
+                             "bf16 design's is hwgen.device.bf16_core.BF16AcceleratorCore")
         self.config = config
         self.gate_idle = bool(gate_idle)
         self.implementation = implementation.check(config)
