@@ -4,7 +4,7 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from hwgen.config import AcceleratorConfig
+from hwgen.config import DTYPES, AcceleratorConfig
 from hwgen.figures import add_record_option
 
 from .options import (
@@ -29,6 +29,7 @@ def _run(args):
     from hwgen.boards.baud import default_baud, link_plan
     from hwgen.boards.config import preset_of
     from hwgen.boards.report import report_figures
+    from hwgen.device.cores import check_core
 
     board = BOARDS[args.board]
     record = record_file(args)
@@ -36,6 +37,7 @@ def _run(args):
         input_file(args.config, "--config")
     try:
         config = board_config(board, args)
+        check_core(config)
         clock_plan(board, config.clock_hz)
         check_fit(board, config)
         if args.baud is None:
@@ -96,7 +98,7 @@ def register(sub):
                         "buffers at 62.5 MHz; ulx3s-85f-resnet8: the 8x8 design that holds "
                         "ResNet-8 at 84.375 MHz; ulx3s-85f-vww: VWW and the zoo's other CNNs; "
                         "ulx3s-85f-zoo: the 85F's preset, by its former name)")
-    add_config_options(p)
+    add_config_options(p, dtypes=DTYPES)
     # A design option that is not given takes the board's preset, not AcceleratorConfig's
     # default, so tell the two apart.
     p.set_defaults(**{f.name: None for f in dataclasses.fields(AcceleratorConfig)})

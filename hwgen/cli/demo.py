@@ -15,11 +15,13 @@ import time
 
 import numpy as np
 
+from hwgen.config import DTYPES
 from hwgen.figures import add_record_option
 
 from .options import (
     BAUD_RANGE,
     SEED_MAX,
+    UsageError,
     add_config_options,
     config_from_args,
     number,
@@ -34,7 +36,7 @@ UART_BITS_PER_BYTE = 10
 
 
 class DemoMismatch(RuntimeError):
-    """The device's answers differ from the int8 reference."""
+    """The device's answers differ from the reference's (int8 or bf16)."""
 
 
 def _step(message):
@@ -68,11 +70,15 @@ def train_model(model, epochs=None, seed=0):
 
 
 def _train(model, epochs, seed, config):
-    """Return ``(description, float accuracy, quantized network, test images, labels)``."""
-    from hwgen.nn import quantize
+    """Return ``(description, float accuracy, reference network, test images, labels)``: the
+    network quantized to int8, or on a bf16 design rounded to bf16."""
+    from hwgen.nn import quantize, to_bf16
 
     what, trained, x_train, x_test, y_test = train_model(model, epochs, seed)
     float_acc = trained.accuracy(x_test, y_test)
+    if config.dtype == "bf16":
+        _step("rounding to bf16 (fp32 biases and sums; nothing to calibrate) ...")
+        return what, float_acc, to_bf16(trained, rows=config.rows), x_test, y_test
     _step("quantizing to int8 with the training split as calibration data ...")
     net = quantize(trained, x_train, in_bits=config.in_bits, w_bits=config.w_bits,
                    acc_bits=config.acc_bits, mult_bits=config.mult_bits)
@@ -92,8 +98,8 @@ def run_demo(config, *, model="mlp", epochs=None, seed=0, progress=True, uart=Fa
     Raises
     ------
     DemoMismatch
-        If the device output (scores, or classes) differs from the int8 reference's in any
-        row.
+        If the device output (scores, or classes) differs from the reference's (int8, or
+        bf16 on a ``dtype="bf16"`` design) in any row, bit for bit.
     """
     import hwgen
     from host import Accelerator
@@ -115,7 +121,7 @@ def run_demo(config, *, model="mlp", epochs=None, seed=0, progress=True, uart=Fa
     print(f"  model: {what}")
     x_q = net.quantize_input(x_test)
     reference = net.forward(x_q)
-    int8_acc = float(np.mean(np.argmax(reference, axis=1) == y_test))
+    reference_acc = float(np.mean(np.argmax(reference, axis=1) == y_test))
     program = hwgen.compile(net, config, output=output)
     _step(f"compiled: {len(net.layers)} layers in {len(program.descriptors)} device passes, "
           f"{program.batch} images per run")
@@ -130,12 +136,12 @@ def run_demo(config, *, model="mlp", epochs=None, seed=0, progress=True, uart=Fa
             counters = acc.counters()
             packed = acc.info.version >= 6
     expected = reference if output == "scores" else np.argmax(reference, axis=1)
-    mismatched = int(np.sum(np.any((device_out != expected).reshape(len(x_q), -1), axis=1)))
+    mismatched = _mismatched_rows(device_out, expected)
     if mismatched:
         raise DemoMismatch(
-            f"the device output ({output}) differs from the int8 reference's in {mismatched} "
-            f"of {len(x_q)} rows: the generated hardware does not follow the arithmetic "
-            "contract")
+            f"the device output ({output}) differs from the {config.dtype} reference's in "
+            f"{mismatched} of {len(x_q)} rows: the generated hardware does not follow the "
+            "arithmetic contract")
     classes = device_out if output == "argmax" else np.argmax(device_out, axis=1)
     device_acc = float(np.mean(classes == y_test))
 
@@ -151,7 +157,8 @@ def run_demo(config, *, model="mlp", epochs=None, seed=0, progress=True, uart=Fa
     link_rate = baud / UART_BITS_PER_BYTE / (max(sent, received) if packed else wire_per_row)
     return {
         "float_accuracy": float_acc,
-        "int8_accuracy": int8_acc,
+        "dtype": config.dtype,
+        "reference_accuracy": reference_acc,
         "device_accuracy": device_acc,
         "cycles_per_inference": cycles_per_row,
         "utilization": utilization,
@@ -173,15 +180,26 @@ def run_demo(config, *, model="mlp", epochs=None, seed=0, progress=True, uart=Fa
     }
 
 
+def _mismatched_rows(got, expected):
+    """The rows where ``got`` differs from ``expected``; float scores compared by their bits
+    (a NaN equals the same NaN)."""
+    got, expected = np.asarray(got), np.asarray(expected)
+    if got.dtype.kind == "f":
+        got, expected = got.view(np.uint32), expected.astype(np.float32).view(np.uint32)
+    return int(np.sum(np.any((got != expected).reshape(len(got), -1), axis=1)))
+
+
 def _print_table(config, f):
     bound = ("the link is the bound" if f["bound"] == "link"
              else "the array is the bound")
     rows = [
         ("float accuracy", f"{f['float_accuracy']:.2%}"),
-        ("int8 reference accuracy", f"{f['int8_accuracy']:.2%}"),
+        (f"{f['dtype']} reference accuracy", f"{f['reference_accuracy']:.2%}"),
         ("device accuracy", f"{f['device_accuracy']:.2%} ("
-                            + ("bit-exact with the int8 reference)" if f["output"] == "scores"
-                               else "the device's argmax equals the int8 reference's)")),
+                            + (f"bit-exact with the {f['dtype']} reference)"
+                               if f["output"] == "scores"
+                               else f"the device's argmax equals the {f['dtype']} "
+                                    "reference's)")),
         ("cycles per inference", f"{f['cycles_per_inference']:.1f}"),
         ("array utilization", f"{f['utilization']:.1%}"),
         ("compute-bound inferences/s",
@@ -212,7 +230,7 @@ def demo_figures(config, f):
     percentages in percent."""
     return {
         "float_accuracy_pct": 100 * f["float_accuracy"],
-        "int8_accuracy_pct": 100 * f["int8_accuracy"],
+        f"{f['dtype']}_accuracy_pct": 100 * f["reference_accuracy"],
         "device_accuracy_pct": 100 * f["device_accuracy"],
         "cycles_per_inference": f["cycles_per_inference"],
         "utilization_pct": 100 * f["utilization"],
@@ -232,7 +250,8 @@ def demo_figures(config, f):
 def _run(args):
     import sys
 
-    config = config_from_args(args)
+    _bf16_design(args)
+    config = config_from_args(args, dtypes=DTYPES)
     record = record_file(args)
     try:
         figures = run_demo(config, model=args.model, epochs=args.epochs, seed=args.seed,
@@ -247,6 +266,17 @@ def _run(args):
     return 0
 
 
+def _bf16_design(args):
+    """Give a bf16 demo the design the bf16 device builds so far: dense layers only (the
+    ``--spatial`` and ``--residual`` defaults 0 instead of 1)."""
+    for name in ("spatial", "residual"):
+        if getattr(args, name) is None:
+            setattr(args, name, 0 if args.dtype == "bf16" else 1)
+    if args.dtype == "bf16" and args.model != "mlp":
+        raise UsageError(f"--model {args.model} with --dtype bf16: the bf16 device runs dense "
+                         "networks only so far; allowed: --model mlp")
+
+
 def register(sub):
     """Add ``hwgen demo``."""
     from hwgen.boards import BOARDS
@@ -254,10 +284,14 @@ def register(sub):
 
     p = sub.add_parser("demo", help="train, quantize, generate and run the digits demo",
                        description="The main job: train an MLP (or a CNN) on the bundled "
-                                   "digits, quantize it to int8, generate the device, run the "
+                                   "digits, quantize it to int8 (or with --dtype bf16 round it "
+                                   "to bf16: an MLP, on a design with --spatial 0 --residual 0 "
+                                   "by default), generate the device, run the "
                                    "test split on the simulated board through the host driver "
                                    "and print accuracy, cycles and what a board's link allows.")
-    add_config_options(p)
+    add_config_options(p, dtypes=DTYPES)
+    # Their defaults depend on --dtype (_bf16_design).
+    p.set_defaults(spatial=None, residual=None)
     p.add_argument("--model", choices=sorted(MODELS), default="mlp",
                    help="mlp: 64-32-10 (default); cnn: conv 3x3 8, pool 2, conv 3x3 16, "
                         "pool 2, dense 10")

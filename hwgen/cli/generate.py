@@ -2,7 +2,9 @@
 
 import time
 
-from .options import UsageError, add_config_options, config_from_args, output_dir
+from hwgen.config import DTYPES
+
+from .options import UsageError, add_config_options, device_config_from_args, output_dir
 
 __all__ = ["register"]
 
@@ -10,7 +12,7 @@ __all__ = ["register"]
 def _run(args):
     from hwgen.generate import default_out, write_design_files
 
-    config = config_from_args(args)
+    config = device_config_from_args(args)
     out = output_dir(args.out if args.out is not None else default_out(config, args.top),
                      "--out")
     start = time.perf_counter()
@@ -34,7 +36,7 @@ def register(sub):
                                    "Wishbone top its register map as DIR/hwgen_regs.h and "
                                    "DIR/hwgen_regs.json. The same parameters give "
                                    "byte-identical files.")
-    add_config_options(p)
+    add_config_options(p, dtypes=DTYPES)
     p.add_argument("--top", default=DEFAULT_TOP, choices=sorted(TOPS),
                    help=f"design to emit (default: {DEFAULT_TOP})")
     p.add_argument("--out", metavar="DIR", help="output folder (default: rtl_out/<name>/)")

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from hwgen.config import DATAFLOWS, AcceleratorConfig
 
-__all__ = ["Parser", "UsageError", "add_config_options", "config_from_args", "input_dir",
+__all__ = ["Parser", "UsageError", "add_config_options", "config_from_args",
+           "device_config_from_args", "input_dir",
            "input_file", "number", "output_dir", "output_file", "read_key_file", "record_figures",
            "record_file"]
 
@@ -214,6 +215,20 @@ def config_from_args(args, *, dtypes=("int8",)):
         raise UsageError(f"dtype={config.dtype!r}: no bf16 device is built yet, so this "
                          f"command takes {', '.join(map(repr, dtypes))} only; `hwgen compile "
                          "--dtype bf16` compiles a bf16 program")
+    return config
+
+
+def device_config_from_args(args):
+    """:func:`config_from_args` for a command that builds or simulates the device: int8 or
+    bf16, and a design its dtype's core builds (else UsageError naming what it does not)."""
+    from hwgen.config import DTYPES
+    from hwgen.device.cores import check_core
+
+    config = config_from_args(args, dtypes=DTYPES)
+    try:
+        check_core(config)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     return config
 
 

@@ -3,9 +3,16 @@
 import contextlib
 import sys
 
-from hwgen.config import AcceleratorConfig
+from hwgen.config import DTYPES, AcceleratorConfig
 
-from .options import UsageError, add_config_options, config_from_args, number, output_dir, say
+from .options import (
+    UsageError,
+    add_config_options,
+    device_config_from_args,
+    number,
+    output_dir,
+    say,
+)
 
 __all__ = ["register"]
 
@@ -13,7 +20,7 @@ __all__ = ["register"]
 def _run(args):
     from sim.board import SimulatedBoard
 
-    config = config_from_args(args)
+    config = device_config_from_args(args)
     if args.netlist is not None:
         return _serve_netlist(args, config)
     if args.uart:
@@ -72,7 +79,7 @@ def register(sub):
         "sim-board", help="serve a simulated device on a TCP port (until Ctrl-C)",
         description="Build the device of a design under Verilator (cached) and serve its byte "
                     "link on socket://127.0.0.1:PORT, which hosts open like a serial port.")
-    add_config_options(p)
+    add_config_options(p, dtypes=DTYPES)
     p.add_argument("--port", type=number(int, 0, 65535), default=0, metavar="P",
                    help="TCP port on 127.0.0.1, 0..65535 (default 0: any free port, printed)")
     p.add_argument("--uart", action="store_true",

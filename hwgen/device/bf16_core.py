@@ -52,7 +52,7 @@ __all__ = ["BF16AcceleratorCore"]
 _RUN_UNITS = ("datapath", "weight_feeder", "activation_feeder", "writeback")
 
 
-def check_bf16_core(config, implementation):
+def check_bf16_core(config):
     """Refuse what the bf16 core does not build yet, naming it."""
     if config.dtype != "bf16":
         raise ValueError(f"BF16AcceleratorCore: dtype={config.dtype!r}; the int8 device is "
@@ -107,7 +107,7 @@ class BF16AcceleratorCore(wiring.Component):
         implementation = Implementation() if implementation is None else implementation
         if not isinstance(implementation, Implementation):
             raise TypeError(f"implementation must be an Implementation, not {implementation!r}")
-        check_bf16_core(config, implementation)
+        check_bf16_core(config)
         self.config = config
         self.gate_idle = bool(gate_idle)
         self.implementation = implementation.check(config)

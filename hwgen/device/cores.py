@@ -1,9 +1,16 @@
 """The accelerator core of a design, chosen by its arithmetic (``config.dtype``)."""
 
 from .accelerator import AcceleratorCore
-from .bf16_core import BF16AcceleratorCore
+from .bf16_core import BF16AcceleratorCore, check_bf16_core
 
-__all__ = ["accelerator_core"]
+__all__ = ["accelerator_core", "check_core"]
+
+
+def check_core(config):
+    """Raise ValueError, naming what, if ``config``'s core is not built for it yet (a bf16
+    design with images or adds)."""
+    if config.dtype == "bf16":
+        check_bf16_core(config)
 
 
 def accelerator_core(config, implementation=None, **options):

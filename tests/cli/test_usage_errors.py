@@ -4,6 +4,7 @@ Found by trying hwgen as a new user would: `--out /proc/x` printed a traceback a
 `--epochs -1` trained nothing and printed 13 % accuracy.
 """
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -148,16 +149,43 @@ def test_probabilities_of_a_program_without_its_scale(tmp_path, capsys, monkeypa
 
 
 def test_a_bf16_design_from_a_config_file_is_refused_without_a_traceback(tmp_path, capsys):
-    # No command takes a bf16 design until a bf16 device exists: a config file that asks for
-    # one gets a usage error naming dtype and what is allowed.
+    # A command that has no bf16 path (verify's benches are int8's) refuses a config file
+    # that asks for one with a usage error naming dtype and what is allowed.
     path = tmp_path / "bf16.json"
     path.write_text('{"rows": 2, "cols": 2, "dtype": "bf16"}')
-    assert main(["generate", "--config", str(path), "--out", str(tmp_path / "rtl")]) == 2
+    assert main(["verify", "--config", str(path)]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1, err
     assert "dtype='bf16'" in err and "takes 'int8' only" in err and "hwgen compile" in err
-    assert not (tmp_path / "rtl").exists()
-    # Nor is there a --dtype option on the commands that build or run a device.
+    # Nor has it a --dtype option.
     with pytest.raises(SystemExit) as exit_:
-        main(["generate", "--dtype", "bf16", "--out", str(tmp_path / "rtl")])
+        main(["verify", "--dtype", "bf16"])
     assert exit_.value.code == 2 and "--dtype" in capsys.readouterr().err
+
+
+def test_generate_takes_a_bf16_design_its_core_builds(tmp_path, capsys):
+    # The bf16 core runs dense networks so far: a design with the walker or the adder is a
+    # usage error naming both; without them the files are written, the same bytes each time.
+    assert main(["generate", "--dtype", "bf16", "--out", str(tmp_path / "no")]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "not spatial=True, residual=True" in err, err
+    assert not (tmp_path / "no").exists()
+    design = ["--dtype", "bf16", "--rows", "2", "--cols", "2", "--spatial", "0",
+              "--residual", "0"]
+    texts = []
+    for run in ("a", "b"):
+        assert main(["generate", *design, "--out", str(tmp_path / run)]) == 0
+        (verilog,) = (tmp_path / run).glob("*.v")
+        texts.append(verilog.read_bytes())
+        manifest = json.loads(next((tmp_path / run).glob("*.json")).read_text())
+        assert manifest["config"]["dtype"] == "bf16"
+    assert texts[0] == texts[1] and b"bf16" in texts[0].lower()
+
+
+def test_build_refuses_a_bf16_design_its_core_does_not_build(tmp_path, capsys):
+    # Before any tool runs: the board's preset has the walker and the adder.
+    assert main(["build", "--board", "ulx3s-12f", "--dtype", "bf16",
+                 "--out", str(tmp_path / "b")]) == 2
+    err = capsys.readouterr().err
+    assert "hwgen build: error: the bf16 device runs dense networks only so far" in err
+    assert not (tmp_path / "b").exists()
