@@ -40,6 +40,7 @@ from .adder import Adder
 from .bank_arbiter import BankArbiter
 from .clock_gate import run_clock
 from .controller import Controller
+from .core_ports import count_work, program_port, weight_port
 from .counters import CounterBlock
 from .depthwise_feeder import DepthwiseFeeder
 from .engine import MatmulEngine
@@ -197,27 +198,11 @@ class AcceleratorCore(wiring.Component):
                      pp.en.eq(array_en)]
         access = HostAccess(m, host, busy, registered=reg, we=host_we)
 
-        # The controller and the program.
-        prog_rd, prog_wr = mems["prog"].read_port(), mems["prog"].write_port()
-        # Registered: idle, the memory reads word 0 but for the host's reads, so the first
-        # descriptor is in the register as a run starts, without `start` in the address.
-        word = share_read(m, prog_rd, access, Region.PROGRAM, addr=ctrl.prog_addr, en=1,
-                          always_take=True, name="prog",
-                          host_addr=Mux(host.re, host.addr, 0) if reg else None)
-        host_write(m, prog_wr, access, Region.PROGRAM)
-        m.d.comb += [ctrl.prog_data.eq(word), ctrl.start.eq(host.start),
-                     ctrl.batch_in.eq(host.batch)]
+        program_port(m, mems, access, host, ctrl, registered=reg)
         desc = ctrl.desc
         self._start_units(m)
 
-        # The weight feeder: the weight memory may be a single-port SPRAM, whose write takes
-        # the read's address.
-        w_mem = mems[next(n for n in mems if n.startswith("weight"))]
-        w_rd, w_wr = w_mem.read_port(), w_mem.write_port()
-        word = share_read(m, w_rd, access, Region.WEIGHT, addr=wf.rd_addr, en=wf.rd_en,
-                          port_en=wf.rd_port, exclusive=True, name="weight")
-        m.d.comb += [wf.rd_data.eq(word), w_wr.addr.eq(w_rd.addr), w_wr.data.eq(host.wdata),
-                     w_wr.en.eq(access.we[Region.WEIGHT])]
+        weight_port(m, mems, access, host, wf)
         wiring.connect(m, wf.o_weight, engine.i_weight)
 
         # The activation feeder and the write-back (or the pooler) use the banks.
@@ -258,10 +243,7 @@ class AcceleratorCore(wiring.Component):
         m.d.comb += ctrl.layer_done.eq(delay(m, done, FIFO_LATENCY - reg, name="layer_done"))
 
         access.drive_read_data(m)
-        cnt = self.counters
-        m.d.comb += [cnt.busy.eq(busy), cnt.issue.eq(engine.issue), cnt.clear.eq(host.clear),
-                     host.cycles.eq(cnt.cycles), host.busy_cycles.eq(cnt.busy_cycles),
-                     host.macs.eq(cnt.macs)]
+        count_work(m, self.counters, host, busy, engine.issue)
         return m
 
     def _params(self, m, mems, access):

@@ -15,7 +15,7 @@ So far it runs dense networks (``spatial``, ``residual`` off): every pass is a m
                             └─ out ◄─────────────────────── raw rows ────────────┘
 """
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import Out
 
@@ -28,6 +28,7 @@ from .bf16_datapath import BF16MatrixDatapath
 from .bf16_writeback import BF16WriteBack
 from .clock_gate import run_clock
 from .controller import Controller
+from .core_ports import count_work, program_port, weight_port
 from .counters import CounterBlock
 from .host_access import (
     HostAccess,
@@ -144,23 +145,9 @@ class BF16AcceleratorCore(wiring.Component):
         reg = self.weight_feeder.registered_reads
         access = HostAccess(m, host, busy, registered=reg, we=host_we)
 
-        # The controller and the program (word 0 read while idle: the first descriptor).
-        prog_rd, prog_wr = mems["prog"].read_port(), mems["prog"].write_port()
-        word = share_read(m, prog_rd, access, Region.PROGRAM, addr=ctrl.prog_addr, en=1,
-                          always_take=True, name="prog",
-                          host_addr=Mux(host.re, host.addr, 0) if reg else None)
-        host_write(m, prog_wr, access, Region.PROGRAM)
-        m.d.comb += [ctrl.prog_data.eq(word), ctrl.start.eq(host.start),
-                     ctrl.batch_in.eq(host.batch)]
+        program_port(m, mems, access, host, ctrl, registered=reg)
         self._start_units(m)
-
-        # The weight feeder (the weight memory may be a single-port SPRAM).
-        w_mem = mems[next(n for n in mems if n.startswith("weight"))]
-        w_rd, w_wr = w_mem.read_port(), w_mem.write_port()
-        word = share_read(m, w_rd, access, Region.WEIGHT, addr=wf.rd_addr, en=wf.rd_en,
-                          port_en=wf.rd_port, exclusive=True, name="weight")
-        m.d.comb += [wf.rd_data.eq(word), w_wr.addr.eq(w_rd.addr), w_wr.data.eq(host.wdata),
-                     w_wr.en.eq(access.we[Region.WEIGHT])]
+        weight_port(m, mems, access, host, wf)
         # The feeders' lanes hold the bf16 patterns: the same bits, other layouts.
         m.d.comb += [dp.i_weight.valid.eq(wf.o_weight.valid),
                      dp.i_weight.payload.eq(wf.o_weight.payload.as_value()),
@@ -184,10 +171,7 @@ class BF16AcceleratorCore(wiring.Component):
         m.d.comb += ctrl.layer_done.eq(delay(m, wb.end, FIFO_LATENCY, name="layer_done"))
 
         access.drive_read_data(m)
-        cnt = self.counters
-        m.d.comb += [cnt.busy.eq(busy), cnt.issue.eq(dp.issue), cnt.clear.eq(host.clear),
-                     host.cycles.eq(cnt.cycles), host.busy_cycles.eq(cnt.busy_cycles),
-                     host.macs.eq(cnt.macs)]
+        count_work(m, self.counters, host, busy, dp.issue)
         return m
 
     def _params_and_output(self, m, mems, access):

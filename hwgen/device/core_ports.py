@@ -1,0 +1,42 @@
+"""The ports every accelerator core wires alike, whatever its arithmetic: PROGRAM to the
+controller and WEIGHT to the weight feeder (each shared with the host while idle), and the
+counters to the host port (:class:`~hwgen.device.accelerator.AcceleratorCore`,
+:class:`~hwgen.device.bf16_core.BF16AcceleratorCore`)."""
+
+from amaranth.hdl import Mux
+
+from ..memmap import Region
+from .host_access import host_write, share_read
+
+__all__ = ["count_work", "program_port", "weight_port"]
+
+
+def program_port(m, mems, access, host, controller, *, registered):
+    """Give ``controller`` its program words, the host's start and batch."""
+    prog_rd, prog_wr = mems["prog"].read_port(), mems["prog"].write_port()
+    # Registered: idle, the memory reads word 0 but for the host's reads, so the first
+    # descriptor is in the register as a run starts, without `start` in the address.
+    word = share_read(m, prog_rd, access, Region.PROGRAM, addr=controller.prog_addr, en=1,
+                      always_take=True, name="prog",
+                      host_addr=Mux(host.re, host.addr, 0) if registered else None)
+    host_write(m, prog_wr, access, Region.PROGRAM)
+    m.d.comb += [controller.prog_data.eq(word), controller.start.eq(host.start),
+                 controller.batch_in.eq(host.batch)]
+
+
+def weight_port(m, mems, access, host, feeder):
+    """Give the weight ``feeder`` its reads; the memory may be a single-port SPRAM, whose
+    write takes the read's address."""
+    w_mem = mems[next(n for n in mems if n.startswith("weight"))]
+    w_rd, w_wr = w_mem.read_port(), w_mem.write_port()
+    word = share_read(m, w_rd, access, Region.WEIGHT, addr=feeder.rd_addr, en=feeder.rd_en,
+                      port_en=feeder.rd_port, exclusive=True, name="weight")
+    m.d.comb += [feeder.rd_data.eq(word), w_wr.addr.eq(w_rd.addr), w_wr.data.eq(host.wdata),
+                 w_wr.en.eq(access.we[Region.WEIGHT])]
+
+
+def count_work(m, counters, host, busy, issue):
+    """Count the cycles, busy cycles and issued MACs (``issue``) for the host port."""
+    m.d.comb += [counters.busy.eq(busy), counters.issue.eq(issue),
+                 counters.clear.eq(host.clear), host.cycles.eq(counters.cycles),
+                 host.busy_cycles.eq(counters.busy_cycles), host.macs.eq(counters.macs)]
