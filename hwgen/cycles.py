@@ -4,6 +4,9 @@ The model replays the engine's admission rules (two weight banks, block launches
 credits) tile by tile, not cycle by cycle, so it costs microseconds even for long runs. The
 simulations assert it to the cycle.
 
+A ``dtype="bf16"`` design's matrix chunks are its own datapath's (:mod:`hwgen.bf16_cycles`);
+the controller's leads around them are the same.
+
 Cycle 0 is the first cycle in which both input streams are valid; a row "leaves in cycle c" when
 ``o_result.valid`` and ``ready`` are high in cycle c.
 """
