@@ -4,6 +4,9 @@ The model replays the engine's admission rules (two weight banks, block launches
 credits) tile by tile, not cycle by cycle, so it costs microseconds even for long runs. The
 simulations assert it to the cycle.
 
+A ``dtype="bf16"`` design's matrix chunks are its own datapath's (:mod:`hwgen.bf16_cycles`);
+the controller's leads around them are the same.
+
 Cycle 0 is the first cycle in which both input streams are valid; a row "leaves in cycle c" when
 ``o_result.valid`` and ``ready`` are high in cycle c.
 """
@@ -12,6 +15,7 @@ import bisect
 import dataclasses
 import math
 
+from .bf16_cycles import bf16_chunk_cycles
 from .config import Dataflow
 from .latency import FIFO_LATENCY, fifo_depth, os_latency, requant_tail, ws_latency
 from .memmap import geometry_words
@@ -208,7 +212,8 @@ def layer_cycles(config, descriptor, m, *, implementation=None):
     as :attr:`hwgen.compiler.Program.descriptors` gives them. Its kind's cycle model
     (:meth:`hwgen.passes.base.Pass.cycles`) counts the layer; a matrix layer runs its
     ``m * oh * ow`` output pixels in chunks of at most ``acc_depth``, each a pass per
-    reduction and output tile (:func:`chunk_cycles`); a pooling layer reads ``kh * kw``
+    reduction and output tile (:func:`chunk_cycles`; a ``dtype="bf16"`` design's,
+    :func:`hwgen.bf16_cycles.bf16_chunk_cycles`); a pooling layer reads ``kh * kw``
     words per output word; an add pass two (:mod:`hwgen.passes.add`). A graph's program is
     its passes in order: :func:`program_cycles` sums them.
     """
@@ -216,8 +221,11 @@ def layer_cycles(config, descriptor, m, *, implementation=None):
     geometry = d.get("geometry") or _PLAIN_GEOMETRY
     walk = _GEOMETRY_CYCLES * geometry_words(config) if d.get("spatial") else 0
 
+    # A bf16 design's chunks are its datapath's (hwgen.bf16_cycles); its controller the same.
+    count = bf16_chunk_cycles if config.dtype == "bf16" else chunk_cycles
+
     def chunk(k_tiles, n_tiles, rows, raw):
-        return chunk_cycles(config, k_tiles, n_tiles, rows, raw, implementation=implementation)
+        return count(config, k_tiles, n_tiles, rows, raw, implementation=implementation)
 
     return walk + lookup(d["kind"]).cycles(config, d, geometry, m, chunk,
                                              implementation=implementation)

@@ -4,8 +4,10 @@ BF16AcceleratorCore`, the ``accelerator`` top of a ``dtype="bf16"`` design).
 Random bf16 MLPs (:func:`sim.bf16_runs.bf16_mlp`) are compiled with :func:`hwgen.compile`,
 loaded through the host port over NaN in every ACT lane, run and read back; the output must be
 :meth:`hwgen.nn.Bf16Network.forward`'s bits. The last network's weights are so large that
-products and sums overflow to Inf, and Inf - Inf gives NaN. Cycles are not checked: the
-cycle model (:mod:`hwgen.cycles`) does not count the bf16 datapath yet.
+products and sums overflow to Inf, and Inf - Inf gives NaN. After each run the device's
+counters must be the models': ``cycles`` :func:`hwgen.cycles.program_cycles` (the bf16
+datapath's timing, :mod:`hwgen.bf16_cycles`), ``busy_cycles`` the rows the layers put
+through the array, ``macs`` those of the padded tiles.
 
 Environment: ``HWGEN_CONFIG``, ``HWGEN_SEED``, ``HWGEN_NETWORKS`` (how many),
 ``HWGEN_MAX_WIDTH``, ``HWGEN_MAX_BATCH``.
@@ -18,6 +20,7 @@ import numpy as np
 
 import hwgen
 from hwgen.compiler import CompileError
+from hwgen.cycles import layer_busy_rows, program_cycles
 from sim.bf16_runs import bf16_mlp, bf16_rows, differing_bits, run_bf16
 from sim.runner import read_config_env
 from sim.streams import Clocked
@@ -61,6 +64,11 @@ async def test_random_bf16_networks(dut):
         want = net.forward(x)
         wrong = differing_bits(got, want)
         assert wrong is None, f"{what}: {wrong}"
+        counters, m = host.counters, len(x)
+        model = program_cycles(prog, m)
+        assert counters["cycles"] == model, f"{what}: {counters['cycles']} cycles, model {model}"
+        assert counters["busy_cycles"] == sum(layer_busy_rows(d, m) for d in prog.descriptors)
+        assert counters["macs"] == m * prog.padded_macs_per_row
         special = np.asarray(want, dtype=np.float32)
-        dut._log.info("%s: exact (%d Inf, %d NaN)", what, np.isinf(special).sum(),
-                      np.isnan(special).sum())
+        dut._log.info("%s: exact (%d Inf, %d NaN), %d cycles (model agrees)", what,
+                      np.isinf(special).sum(), np.isnan(special).sum(), model)

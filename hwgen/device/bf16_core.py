@@ -47,7 +47,7 @@ from .shared_ports import out_param_ports
 from .systolic import delay
 from .weight_feeder import WeightFeeder
 
-__all__ = ["BF16AcceleratorCore"]
+__all__ = ["BF16AcceleratorCore", "bf16_datapath"]
 
 # The blocks that hold still between runs (``gate_idle``), as in the int8 core.
 _RUN_UNITS = ("datapath", "weight_feeder", "activation_feeder", "writeback")
@@ -64,6 +64,15 @@ def check_bf16_core(config):
                          "residual=False); not " + ", ".join(wrong))
 
 
+def bf16_datapath(config, implementation):
+    """Return the core's :class:`BF16MatrixDatapath` for ``config`` built with
+    ``implementation`` (its bias read's latency the memories'): the core's, and the one whose
+    timing the cycle model reads (:mod:`hwgen.bf16_cycles`)."""
+    tiles = descriptor_layout(config).members["n_tiles"].width
+    return BF16MatrixDatapath(config.rows, config.cols, config.acc_depth, tile_bits=tiles,
+                              bias_latency=read_latency(implementation))
+
+
 class BF16AcceleratorCore(wiring.Component):
     """Run bf16 dense networks: :class:`~hwgen.device.accelerator.AcceleratorCore`'s host
     port, memories, program and descriptors, with the matrix work on
@@ -74,7 +83,7 @@ class BF16AcceleratorCore(wiring.Component):
     needs a bubble); each output tile's fp32 biases come from PARAM word ``p_base + nt``; the
     finished rows go through :class:`~hwgen.device.bf16_writeback.BF16WriteBack`: bf16 lanes
     back into the activation banks, or a raw layer's fp32 accumulators into OUTPUT. The
-    layer ends ``FIFO_LATENCY`` cycles after its last write.
+    layer ends :attr:`LAYER_END` cycles after its last write.
 
     Parameters
     ----------
@@ -103,6 +112,10 @@ class BF16AcceleratorCore(wiring.Component):
         Cycles from the host port's ``re`` to its ``rvalid``.
     """
 
+    #: Cycles from the write of a layer's last row to the controller's ``layer_done``; the
+    #: cycle model (:mod:`hwgen.bf16_cycles`) reads it.
+    LAYER_END = FIFO_LATENCY
+
     def __init__(self, config, implementation=None, *, pe_instances=False, gate_idle=False,
                  host_in_registers=False):
         implementation = Implementation() if implementation is None else implementation
@@ -116,9 +129,7 @@ class BF16AcceleratorCore(wiring.Component):
         reads = read_latency(implementation)
         self.host_stages = 0 if host_in_registers else host_stages(implementation)
         self.host_read_latency = host_read_latency(reads, self.host_stages)
-        tiles = descriptor_layout(config).members["n_tiles"].width
-        self.datapath = BF16MatrixDatapath(config.rows, config.cols, config.acc_depth,
-                                           tile_bits=tiles, bias_latency=reads)
+        self.datapath = bf16_datapath(config, implementation)
         self.controller = Controller(config, registered_bounds=implementation.post_pipeline)
         self.weight_feeder = WeightFeeder(config, registered_reads=reads > 1)
         self.activation_feeder = ActivationFeeder(config, implementation)
@@ -168,7 +179,7 @@ class BF16AcceleratorCore(wiring.Component):
         # The finished rows into the write-back; the output tile's biases from PARAM.
         m.d.comb += [wb.i_valid.eq(dp.o_valid), wb.i_row.eq(dp.o_row)]
         self._params_and_output(m, mems, access)
-        m.d.comb += ctrl.layer_done.eq(delay(m, wb.end, FIFO_LATENCY, name="layer_done"))
+        m.d.comb += ctrl.layer_done.eq(delay(m, wb.end, self.LAYER_END, name="layer_done"))
 
         access.drive_read_data(m)
         count_work(m, self.counters, host, busy, dp.issue)

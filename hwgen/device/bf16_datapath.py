@@ -137,13 +137,14 @@ class BF16MatrixDatapath(wiring.Component):
         """The cycles the datapath keeps between two tiles of a row."""
         return self.row_interval
 
-    def entry_cycles(self, chunk_rows, k_tiles, n_tiles):
+    def entry_cycles(self, chunk_rows, k_tiles, n_tiles, *, first_row=0):
         """The cycles at which each activation row enters, from a first weight row at cycle 0,
         for chunks of ``chunk_rows`` (a list) rows with both streams always valid: the
         engine's timing (its docstring's: a batch after its tile's last row and the batch
         before; tile ``n + 2`` :attr:`~BF16MatmulEngine.rewrite_wait` cycles after batch
         ``n``) and the row rule (a tile with ``kt > 0`` :attr:`row_interval` cycles after the
-        one before)."""
+        one before). The activation stream's first row may come no earlier than cycle
+        ``first_row`` (a feeder's staged rows, :func:`hwgen.timing.unit_latencies`)."""
         rows, wait = self.rows, self.engine.rewrite_wait
         w_end, firsts, lasts, entries = [], [], [], []
         batches = [(m_rows, kt) for m_rows in chunk_rows
@@ -153,7 +154,7 @@ class BF16MatrixDatapath(wiring.Component):
             if n >= 2:
                 start = max(start, lasts[n - 2] + wait)
             w_end.append(start + rows - 1)
-            first = max(w_end[-1] + 1, lasts[-1] + 1 if lasts else 0)
+            first = max(w_end[-1] + 1, lasts[-1] + 1 if lasts else first_row)
             if kt:
                 first = max(first, firsts[-1] + self.row_interval)
             firsts.append(first)

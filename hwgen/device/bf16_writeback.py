@@ -69,6 +69,10 @@ class BF16WriteBack(wiring.Component):
         The layer's last row is written in this cycle.
     """
 
+    #: Registers between a finished row on ``i_row`` and its write: none, the row is written
+    #: in the cycle it comes (the cycle model, :mod:`hwgen.bf16_cycles`, adds them).
+    STAGES = 0
+
     def __init__(self, config, depth, addr_width):
         check_tile_lanes(config)
         self.config = config

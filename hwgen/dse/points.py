@@ -74,10 +74,11 @@ def _clock_plan(board, clock_hz):
 
 
 def _cycle_key(program, m, implementation=None):
-    # What hwgen.cycles.program_cycles reads: the array's shape and dataflow, the
-    # requantization's steps per row, the chunk size, each layer's kind, walk and the fields
-    # its kind's cycle model reads, and the cycles the implementation's units add
-    # (tests/dse/test_points.py checks that configurations alike in these count alike).
+    # What hwgen.cycles.program_cycles reads: the dtype (a bf16 design's chunks are its
+    # datapath's), the array's shape and dataflow, the requantization's steps per row, the
+    # chunk size, each layer's kind, walk and the fields its kind's cycle model reads, and the
+    # cycles the implementation's units add (tests/dse/test_points.py checks that
+    # configurations alike in these count alike).
     from ..memmap import geometry_words
     from ..passes import lookup
     from ..timing import unit_latencies
@@ -89,8 +90,8 @@ def _cycle_key(program, m, implementation=None):
                    for d in program.descriptors)
     latency = unit_latencies(config, implementation)
     # Spatial layers run in chunks of acc_depth pixels, after their geometry words.
-    return (config.rows, config.cols, config.dataflow, config.requant_steps, config.acc_depth,
-            geometry_words(config), layers, m, latency)
+    return (config.dtype, config.rows, config.cols, config.dataflow, config.requant_steps,
+            config.acc_depth, geometry_words(config), layers, m, latency)
 
 
 def _program_cycles(program, m, implementation=None):

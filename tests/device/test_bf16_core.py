@@ -21,6 +21,7 @@ from support.accelerator_sim import (
 
 import hwgen
 from hwgen.config import AcceleratorConfig
+from hwgen.cycles import program_cycles
 from hwgen.device.accelerator import AcceleratorCore
 from hwgen.device.bf16_core import BF16AcceleratorCore
 from hwgen.device.cores import accelerator_core
@@ -41,7 +42,8 @@ def _config(rows, cols, **kwargs):
 
 def _run(config, program, xs, implementation=None, *, reads=(), gate_idle=False):
     """Load ``program``, run it on each batch of ``xs`` in turn; return the outputs, then the
-    words of each ``(region, base, count)`` of ``reads`` after the last run."""
+    words of each ``(region, base, count)`` of ``reads`` after the last run, and the device's
+    ``cycles`` counter after the runs (it adds up: the port never clears it)."""
     dut = BF16AcceleratorCore(config, implementation, gate_idle=gate_idle)
     outs = []
 
@@ -51,6 +53,7 @@ def _run(config, program, xs, implementation=None, *, reads=(), gate_idle=False)
             outs.append(await run_bf16(port, program, x, load=i == 0))
         for read in reads:
             outs.append(await port.read(*read))
+        outs.append(ctx.get(dut.host.cycles))
 
     sim = Simulator(dut)
     sim.add_clock(1e-6)
@@ -60,10 +63,14 @@ def _run(config, program, xs, implementation=None, *, reads=(), gate_idle=False)
 
 
 def _check(net, config, xs, *, batch=None, implementation=None, gate_idle=False):
+    """Run ``net`` compiled for ``config`` on each batch of ``xs``: Bf16Network.forward's bits,
+    and the cycles the model counts for the runs."""
     program = hwgen.compile(net, config, batch=batch)
-    for x, got in zip(xs, _run(config, program, xs, implementation, gate_idle=gate_idle),
-                      strict=True):
+    *outs, cycles = _run(config, program, xs, implementation, gate_idle=gate_idle)
+    for x, got in zip(xs, outs, strict=True):
         assert differing_bits(got, net.forward(x)) is None, differing_bits(got, net.forward(x))
+    model = sum(program_cycles(program, len(x), implementation) for x in xs)
+    assert cycles == model, f"{cycles} device cycles, the model's {model}"
     return program
 
 
@@ -84,6 +91,15 @@ def test_more_rows_than_the_row_rule_spaces():
     # A batch as deep as the accumulators: the datapath's row rule needs no bubbles there.
     net = bf16_mlp([10, 12, 4], seed=5, rows=4)
     _check(net, _config(4, 4), [bf16_rows(net, 16, seed=3)], batch=16)
+
+
+@pytest.mark.parametrize("m", [1, 2, 5, 7, 16])
+def test_cycles_over_the_rows_of_a_chunk(m):
+    # Fewer rows than the row rule's interval (bubbles between reduction tiles), about the
+    # engine's rewrite wait, and as many as the accumulators hold: a run's batch is at most
+    # acc_depth, so a dense layer is one chunk. Three reduction and three output tiles.
+    net = bf16_mlp([5, 6, 3], seed=m, rows=2, output=("raw", "bf16")[m % 2])
+    _check(net, _config(2, 2), [bf16_rows(net, m, seed=m)], batch=16)
 
 
 def test_overflow_inf_and_nan_inside_the_sums():
@@ -132,7 +148,7 @@ def test_hidden_words_hold_the_interpreters_lanes_and_zero_past_n():
     x = bf16_rows(net, 3, seed=2)
     hidden = [(Region.ACT, d["dst_base"], len(x) * d["dst_stride"])
               for d in program.descriptors if not d["raw"]]
-    got = _run(config, program, [x], reads=hidden)[1:]
+    got = _run(config, program, [x], reads=hidden)[1:-1]
     reference = ProgramInterpreter(config)
     reference.load(program, x)
     reference.run(len(x))

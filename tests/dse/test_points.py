@@ -25,7 +25,7 @@ from hwgen.dse.points import (
     evaluate_point,
     evaluate_points,
 )
-from hwgen.nn import MLP
+from hwgen.nn import MLP, quantize, to_bf16
 from hwgen.throughput import link_bound_rate
 from sim.netgen import random_network
 
@@ -164,6 +164,21 @@ def test_the_cycle_cache_key_holds_what_the_cycle_model_reads(seed):
                     assert program_cycles(a, m, impl_a) == program_cycles(b, m, impl_b)
         for _ in range(2):   # computed, then from the cache
             assert _program_cycles(a, a.batch, impl_a) == program_cycles(a, a.batch, impl_a)
+
+
+def test_the_cycle_cache_tells_the_dtypes_apart():
+    # The same layers' tiles on an int8 and a bf16 design: the int8 count first in the cache,
+    # then the bf16 one must be the bf16 model's.
+    sizes, m = [7, 9, 5], 3
+    shape = {"rows": 4, "cols": 4, "spatial": False, "residual": False}
+    mlp = MLP(sizes, seed=1)
+    int8 = hwgen.compile(quantize(mlp, np.random.default_rng(1).normal(size=(32, 7))),
+                         AcceleratorConfig(**shape))
+    bf16 = hwgen.compile(to_bf16(mlp, rows=4), AcceleratorConfig(dtype="bf16", **shape))
+    assert [[d[k] for k in ("k_tiles", "n_tiles", "raw")] for d in int8.descriptors] == \
+        [[d[k] for k in ("k_tiles", "n_tiles", "raw")] for d in bf16.descriptors]
+    assert _program_cycles(int8, m) == program_cycles(int8, m)
+    assert _program_cycles(bf16, m) == program_cycles(bf16, m) != program_cycles(int8, m)
 
 
 def test_dask_setup_leaves_ctrl_c_to_the_sweep():

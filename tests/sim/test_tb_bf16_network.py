@@ -1,6 +1,7 @@
 """cocotb regression of the bf16 accelerator core (sim/tb_bf16_network.py): random bf16 MLPs,
 one of them overflowing to Inf and NaN, loaded through the host port of the emitted Verilog
-and checked against Bf16Network.forward bit for bit."""
+and checked against Bf16Network.forward bit for bit, the device's counters against the cycle
+model's after each run."""
 
 import pytest
 from support import need_simulator, on_simulators

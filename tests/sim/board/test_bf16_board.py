@@ -1,6 +1,7 @@
 """A bf16 design's simulated board (issue 52): the device top with the bf16 core, under
 Verilator behind the byte link, runs compiled bf16 MLPs written, started and read with the
-host client's plain WRITE, RUN and READ, bit for bit against Bf16Network.forward."""
+host client's plain WRITE, RUN and READ, bit for bit against Bf16Network.forward, each run's
+cycles the cycle model's."""
 
 import asyncio
 
@@ -11,6 +12,7 @@ from support import started_board as started
 import hwgen
 from host.client import DeviceClient
 from hwgen import AcceleratorConfig
+from hwgen.cycles import program_cycles
 from sim.bf16_runs import bf16_mlp, bf16_rows, differing_bits, run_bf16
 
 BF16_BOARD = AcceleratorConfig(dtype="bf16", rows=2, cols=2, clock_hz=1_000_000,
@@ -45,8 +47,11 @@ def test_bf16_mlps_on_the_simulated_board():
             for seed, net in enumerate(nets):
                 program = hwgen.compile(net, BF16_BOARD)
                 x = bf16_rows(net, 3, seed, scale=1e10 if seed == 2 else 1.0)
+                before = client.counters().cycles
                 got, want = asyncio.run(run_bf16(_ClientPort(client), program, x)), net.forward(x)
                 assert differing_bits(got, want) is None, differing_bits(got, want)
+                # The run's cycles, as the device counts them: the cycle model's.
+                assert client.counters().cycles - before == program_cycles(program, len(x))
             # The last network's sums overflow: Inf, and NaN of Inf - Inf.
             assert np.isinf(want).any() and np.isnan(want).any()
         finally:
