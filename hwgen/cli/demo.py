@@ -24,6 +24,7 @@ from .options import (
     UsageError,
     add_config_options,
     config_from_args,
+    dense_bf16_defaults,
     number,
     record_figures,
     record_file,
@@ -269,9 +270,7 @@ def _run(args):
 def _bf16_design(args):
     """Give a bf16 demo the design the bf16 device builds so far: dense layers only (the
     ``--spatial`` and ``--residual`` defaults 0 instead of 1)."""
-    for name in ("spatial", "residual"):
-        if getattr(args, name) is None:
-            setattr(args, name, 0 if args.dtype == "bf16" else 1)
+    dense_bf16_defaults(args)
     if args.dtype == "bf16" and args.model != "mlp":
         raise UsageError(f"--model {args.model} with --dtype bf16: the bf16 device runs dense "
                          "networks only so far; allowed: --model mlp")

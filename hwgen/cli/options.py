@@ -17,7 +17,7 @@ from pathlib import Path
 from hwgen.config import DATAFLOWS, AcceleratorConfig
 
 __all__ = ["Parser", "UsageError", "add_config_options", "config_from_args",
-           "device_config_from_args", "input_dir",
+           "dense_bf16_defaults", "device_config_from_args", "input_dir",
            "input_file", "number", "output_dir", "output_file", "read_key_file", "record_figures",
            "record_file"]
 
@@ -216,6 +216,14 @@ def config_from_args(args, *, dtypes=("int8",)):
                          f"command takes {', '.join(map(repr, dtypes))} only; `hwgen compile "
                          "--dtype bf16` compiles a bf16 program")
     return config
+
+
+def dense_bf16_defaults(args):
+    """Fill ``--spatial`` and ``--residual`` left unset (None) by ``--dtype``: 0 for bf16,
+    whose device builds dense designs so far, else their defaults (1)."""
+    for name in ("spatial", "residual"):
+        if getattr(args, name) is None:
+            setattr(args, name, 0 if getattr(args, "dtype", "int8") == "bf16" else 1)
 
 
 def device_config_from_args(args):

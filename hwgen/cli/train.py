@@ -12,10 +12,8 @@ figures and saves the trained network and its program (``--out``, a program file
 ``hwgen infer`` takes as it is).
 
 ``--dtype bf16`` trains the MLP as TPUs train (:class:`hwgen.train.Bf16Trainer`: fp32 master
-weights, bf16 products summed in fp32 on the devices). No bf16 board exists yet, so
-``--devices`` then opens in-process devices (:class:`sim.inprocess.InProcessDevice`, the
-program interpreter behind the real host driver and byte protocol); ``--url`` still opens
-boards.
+weights, bf16 products summed in fp32 on the devices), on simulated boards of the bf16 core,
+whose design is dense (``--spatial 0 --residual 0`` by default with ``--dtype bf16``).
 """
 
 import contextlib
@@ -28,7 +26,8 @@ from .options import (
     SEED_MAX,
     UsageError,
     add_config_options,
-    config_from_args,
+    dense_bf16_defaults,
+    device_config_from_args,
     number,
     output_file,
     read_key_file,
@@ -54,7 +53,8 @@ def training_config(config, bits):
 
 
 def _config(args):
-    config = config_from_args(args, dtypes=DTYPES)
+    dense_bf16_defaults(args)
+    config = device_config_from_args(args)
     if config.dtype == "bf16":
         if args.bits is not None:
             raise UsageError(f"--bits {args.bits} with --dtype bf16, whose operands are bf16 "
@@ -103,18 +103,6 @@ def _check_compiles(model, data, config):
                          f"{config.name}{how}: {exc}") from None
 
 
-def _in_process(stack, args, config):
-    """Open ``--devices`` in-process devices of a bf16 ``config``: no bf16 board exists yet."""
-    from host import Accelerator
-    from sim.inprocess import InProcessDevice
-
-    say(f"bf16: {args.devices} in-process device(s) of {config.name} (the program "
-        "interpreter behind the host driver; no bf16 simulated board exists yet) ...")
-    return [stack.enter_context(Accelerator(InProcessDevice(config), config=config,
-                                            progress=False))
-            for _ in range(args.devices)]
-
-
 def _open_devices(stack, args, config):
     """Start ``--devices`` simulated boards, or open the ``--url`` s; return the
     Accelerators."""
@@ -123,8 +111,6 @@ def _open_devices(stack, args, config):
 
     key = read_key_file(args.key_file)
     urls = args.url
-    if not urls and config.dtype == "bf16":
-        return _in_process(stack, args, config)
     if not urls:
         say(f"starting {args.devices} simulated board(s) of {config.name} ...")
         try:
@@ -234,12 +220,11 @@ def register(sub):
                     "read out, and the backward products dW = X^T dY and dX = dY W^T; the "
                     "loss and the update on the host. By default on simulated boards of the "
                     "design the options describe (8x8 int8). --dtype bf16 trains as TPUs do: "
-                    "fp32 master weights, bf16 products summed in fp32 on the devices, on "
-                    "in-process devices until a bf16 board exists.")
+                    "fp32 master weights, bf16 products summed in fp32 on the devices "
+                    "(a dense design: --spatial 0 --residual 0 by default).")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--devices", type=number(int, 1, 16), default=1, metavar="N",
-                       help="simulated boards to start, 1..16 (default 1); with --dtype "
-                            "bf16, in-process devices (no bf16 board exists yet)")
+                       help="simulated boards to start, 1..16 (default 1)")
     where.add_argument("--url", action="append", metavar="URL",
                        help="a board's pyserial URL (socket://HOST:PORT of hwgen serve, "
                             "/dev/ttyUSB1, ...); repeat for more boards")
@@ -267,5 +252,6 @@ def register(sub):
                    help="write the trained network and its program here (.npz)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_config_options(p, dtypes=DTYPES)
-    p.set_defaults(func=_run)
+    # Their defaults depend on --dtype (dense_bf16_defaults).
+    p.set_defaults(func=_run, spatial=None, residual=None)
     return p

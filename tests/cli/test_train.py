@@ -62,14 +62,17 @@ def test_trains_on_two_boards_and_saves(tmp_path, capsys):
     assert accuracy == np.mean(reference == y_test)  # the devices ran the saved network
 
 
-def test_bf16_trains_on_in_process_devices_and_saves(tmp_path, capsys):
+def test_bf16_trains_on_two_boards_and_saves(tmp_path, capsys):
+    # The bf16 demo's small board (tests/cli/test_demo.py): one build for both.
     out = tmp_path / "bf16.npz"
-    status = main(["train", "--dtype", "bf16", "--devices", "2", "--epochs", "1", "--hidden",
-                   "12", "--batch", "128", "--lr", "0.1", "--no-progress", "--out", str(out)])
+    status = main(["train", "--dtype", "bf16", "--rows", "4", "--cols", "4", "--devices", "2",
+                   "--epochs", "1", "--hidden", "12", "--batch", "128", "--lr", "0.1",
+                   "--no-progress", "--out", str(out)])
     captured = capsys.readouterr()
     printed = captured.out
     assert status == 0, printed + captured.err
-    assert "2 in-process device(s) of hwgen_ws_8x8_i16w16_dtypebf16" in captured.err
+    assert ("starting 2 simulated board(s) of hwgen_ws_4x4_i16w16_spatial0_residual0_dtypebf16"
+            in captured.err), captured.err
     epochs = [line for line in printed.splitlines() if line.startswith("epoch")]
     losses = [float(line.split("loss ")[1].split()[0]) for line in epochs]
     assert len(losses) == 1 and losses[0] < np.log(10)   # below a uniform guess's loss
@@ -151,7 +154,8 @@ CASES = [
                                             "mlp"),
     (["--dtype", "fp8"], "--dtype: invalid choice: 'fp8' (choose from 'int8', 'bf16')"),
     (["--dtype", "bf16", "--weight-depth", "64"], "--model mlp cannot run on "
-                                                  "hwgen_ws_8x8_i16w16_weight_depth64_dtypebf16: "
+                                                  "hwgen_ws_8x8_i16w16_weight_depth64_spatial0_residual0_"
+                                                  "dtypebf16: "
                                                   "layer 0: weight words do not fit"),
 ]
 
