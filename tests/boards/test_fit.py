@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from hwgen import boards
-from hwgen.boards import BOARDS, FitError
-from hwgen.boards.fit import raise_if_overfull
+from hwgen.boards import BOARDS, FitError, board_config
+from hwgen.boards.fit import check_fit, estimate, raise_if_overfull
 
 DATA = Path(__file__).parents[1] / "data"
 RECORD = Path(__file__).parents[2] / "docs" / "figures.json"
@@ -223,3 +223,21 @@ def test_overfull_placement_is_a_fit_error():
     with pytest.raises(FitError, match=r"after synthesis: it needs 6365 logic cells, the "
                                        r"device has 5280"):
         raise_if_overfull(board, config, text)
+
+
+def test_a_bf16_design_counts_its_float_units_and_is_refused_when_they_do_not_fit(
+        monkeypatch):
+    from hwgen.boards import fit
+
+    board = BOARDS["ulx3s-85f"]
+    dense = {"preset": "ulx3s-85f-small", "spatial": False, "residual": False}
+    bf16 = board_config(board, rows=4, cols=4, dtype="bf16", **dense)
+    luts = estimate(board, bf16)["lut"]
+    # Within 10 % of the 23,706 LUT4 its build placed (docs/performance.md).
+    assert abs(luts - 23_706) < 2_371
+    monkeypatch.setattr(fit, "BF16_MAC_LUTS", 0)
+    assert estimate(board, bf16)["lut"] == luts - 16 * 950
+    monkeypatch.undo()
+    check_fit(board, bf16)
+    with pytest.raises(FitError, match=r"needs \d+ LUT4s, the device has 83640"):
+        check_fit(board, board_config(board, rows=10, cols=10, dtype="bf16", **dense))
