@@ -4,7 +4,7 @@ from amaranth.hdl import Cat, Const, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from ..device.accelerator import AcceleratorCore
+from ..device.cores import accelerator_core
 from ..memmap import Region, addr_bits, max_word_bits
 from .registers import RegisterBank, byte_mask
 from .regmap import ADDR_WIDTH, RegisterMap
@@ -14,8 +14,9 @@ __all__ = ["WishboneTop"]
 
 
 class WishboneTop(wiring.Component):
-    """An :class:`~hwgen.device.accelerator.AcceleratorCore` behind a Wishbone B4 classic
-    target port (32-bit data, byte lanes, word addresses) and an interrupt.
+    """The accelerator core of ``config.dtype`` (:func:`~hwgen.device.cores.accelerator_core`:
+    int8 or bf16) behind a Wishbone B4 classic target port (32-bit data, byte lanes, word
+    addresses) and an interrupt.
 
     The address map is :class:`~hwgen.bus.regmap.RegisterMap`'s: the register page
     (:class:`~hwgen.bus.registers.RegisterBank`) and a window per memory region, through which
@@ -55,8 +56,8 @@ class WishboneTop(wiring.Component):
     def __init__(self, config, implementation=None, *, pe_instances=False):
         self.regmap = RegisterMap(config)
         self.config = config
-        self.accelerator = AcceleratorCore(config, implementation, pe_instances=pe_instances,
-                                           host_in_registers=True)
+        self.accelerator = accelerator_core(config, implementation, pe_instances=pe_instances,
+                                            host_in_registers=True)
         super().__init__({"bus": In(WishboneSignature(addr_width=ADDR_WIDTH)), "irq": Out(1)})
 
     def elaborate(self, platform):

@@ -3,6 +3,7 @@ random networks loaded and run by a CPU's accesses, bit-exact with hwgen.nn; irq
 ERROR_CAUSE and the bus errors."""
 
 import pytest
+from support import need_simulator
 
 from hwgen.config import AcceleratorConfig
 from sim.runner import run_cocotb
@@ -20,3 +21,17 @@ def test_wishbone(shape, simulator, tmp_path):
     networks = "2" if simulator == "verilator" else "1"
     assert run_cocotb(config, "sim.tb_wishbone", tmp_path, top="wishbone", simulator=simulator,
                       env={"HWGEN_SEED": str(rows * cols), "HWGEN_NETWORKS": networks}) == 2
+
+
+# The bf16 core behind the same bus: Icarus takes minutes to simulate its float units, so
+# it runs in the slow run.
+@pytest.mark.parametrize("simulator", ["verilator",
+                                       pytest.param("icarus", marks=pytest.mark.slow)])
+def test_wishbone_bf16(simulator, tmp_path):
+    """A CPU runs bf16 MLPs (fp32 scores, bf16 values) through the registers and windows,
+    bit for bit with Bf16Network.forward; the bus errors and the interrupt as for int8."""
+    need_simulator(simulator)
+    config = AcceleratorConfig(dtype="bf16", rows=2, cols=2, spatial=False, residual=False,
+                               **SMALL)
+    assert run_cocotb(config, "sim.tb_wishbone", tmp_path, top="wishbone", simulator=simulator,
+                      env={"HWGEN_SEED": "52", "HWGEN_NETWORKS": "2"}) == 2
