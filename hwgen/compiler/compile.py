@@ -48,9 +48,6 @@ def _check_arguments(network, config, batch, readout):
     if not isinstance(readout, bool):
         raise TypeError(f"compile: readout={readout!r}; allowed: True or False")
     check_bf16_arguments(network, config)
-    if readout and config.dtype == "bf16":
-        raise CompileError("readout=True: a bf16 program does not keep its layers' outputs "
-                           "yet; allowed: readout=False", resource="readout")
 
 
 def _place_layers(passes, config, network):

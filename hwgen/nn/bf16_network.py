@@ -85,6 +85,13 @@ class Bf16Network:
         return self.tensor_shapes[self.nodes[-1].name]
 
     @property
+    def shapes(self):
+        """``[(input_shape, output_shape)]`` of every node, per sample (its first input's
+        shape), as :attr:`hwgen.nn.QuantizedNetwork.shapes`."""
+        return [(self.tensor_shapes[node.inputs[0]], self.tensor_shapes[node.name])
+                for node in self.nodes]
+
+    @property
     def raw(self):
         """Whether the last layer returns its fp32 accumulators."""
         return getattr(self.nodes[-1].layer, "raw", False)
@@ -142,6 +149,12 @@ class Bf16Network:
         last = self.nodes[-1].name
         return {name: value if name == last and self.raw else bf16_array(value)
                 for name, value in values.items()}
+
+    def forward_trace(self, x):
+        """Return every node's output for bf16 inputs ``x``, in node order (what a program
+        compiled with ``readout=True`` reads back; see :meth:`forward_tensors`)."""
+        values = self.forward_tensors(x)
+        return [values[node.name] for node in self.nodes]
 
     def forward(self, x):
         """Return the last node's output for bf16 inputs ``x`` (see :meth:`forward_tensors`):

@@ -240,10 +240,16 @@ def test_spatial_layers_need_a_spatial_design():
         hwgen.compile(net, _config(4, 4, spatial=False))
 
 
-def test_readout_is_refused():
-    net = to_bf16(_mlp([3, 2], seed=0), rows=2)
-    with pytest.raises(CompileError, match=r"readout=True: a bf16 program"):
-        hwgen.compile(net, _config(2, 2), readout=True)
+def test_readout_places_every_layer_in_its_own_area():
+    """A read-out program keeps each layer's bf16 values in an area of its own, as 16-bit
+    lanes (the host decodes them as bf16), the raw last layer's as 32-bit scores."""
+    net = to_bf16(_mlp([3, 5, 4, 2], seed=0), rows=2)
+    program = hwgen.compile(net, _config(2, 2), readout=True)
+    hidden = program.layer_outputs[:-1]
+    assert [spec.features for spec in hidden] == [5, 4]
+    assert {spec.lane_bits for spec in hidden} == {16}
+    assert program.layer_outputs[-1].lane_bits == 32
+    assert hidden[0].base != hidden[1].base
 
 
 def test_a_saved_program_loads_and_runs_the_same(tmp_path):

@@ -1,14 +1,18 @@
 """Per-layer read-out over the protocol: ``Accelerator.infer(x, outputs="all")`` and
 ``AcceleratorPool.infer(x, outputs="all")`` on in-process devices (the real driver and byte
 protocol, no Verilator), against
-:meth:`hwgen.nn.QuantizedNetwork.forward_trace`; the refusals before anything is sent."""
+:meth:`hwgen.nn.QuantizedNetwork.forward_trace` (bf16: :meth:`hwgen.nn.Bf16Network.forward_trace`,
+bit for bit); the refusals before anything is sent."""
 
 import numpy as np
 import pytest
 from support import BOARD_WS
+from support.bf16_programs import bf16_config, same_bits, wide
 
 import hwgen
 from host import Accelerator, AcceleratorPool
+from hwgen.nn import CNN, Flatten, FloatConv2D, FloatDense, MaxPool2D, to_bf16
+from sim.bf16_runs import bf16_mlp, bf16_rows
 from sim.inprocess import InProcessDevice
 from sim.netgen import random_input, random_network
 
@@ -103,3 +107,47 @@ def test_pool_refuses_all_of_a_program_without_readout(pair):
         pool.load(hwgen.compile(network(9, [5, 6, 4], True), BOARD_WS))
         with pytest.raises(ValueError, match="readout=True"):
             pool.infer(np.zeros((2, 5), dtype=np.int64), outputs="all")
+
+
+@pytest.mark.parametrize("output", ["raw", "bf16"])
+def test_bf16_layers_are_read_bit_for_bit(output):
+    """Every layer of a bf16 MLP (Inf and NaN among the hidden values of the large scale)
+    comes back as the reference's bits, over several runs and on a pool of two devices."""
+    config = bf16_config(4, 4, spatial=False, residual=False)
+    net = bf16_mlp([9, 13, 6, 5], seed=11, rows=4, output=output, scale=1e19)
+    program = hwgen.compile(net, config, batch=3, readout=True)
+    x = bf16_rows(net, 7, seed=11, scale=1e19)      # runs of 3, 3, 1
+    trace = net.forward_trace(x)
+    assert np.isnan(np.asarray(trace[0], dtype=np.float32)).any()
+    with Accelerator(InProcessDevice(config), config=config) as acc:
+        acc.load(program)
+        single = acc.infer(x, outputs="all")
+    with AcceleratorPool([InProcessDevice(config), InProcessDevice(config)],
+                         config=config) as pool:
+        pool.load(program)
+        pooled = pool.infer(x, outputs="all")
+    for outputs in (single, pooled):
+        assert len(outputs) == len(trace)
+        for got, want in zip(outputs, trace, strict=True):
+            same_bits(got, want)
+
+
+def test_bf16_cnn_layers_are_read_bit_for_bit():
+    """A bf16 CNN's images (convolution, pool, flatten) come back per layer as the
+    reference's bits."""
+    rng = np.random.default_rng(12)
+    config = bf16_config(4, 4)
+    float_cnn = CNN([FloatConv2D(wide(rng, 3, 3, 4, 4), wide(rng, 4), padding=(1, 1, 1, 1),
+                                 activation="relu"),
+                     MaxPool2D(2), Flatten(), FloatDense(wide(rng, 3 * 2 * 4, 3), wide(rng, 3))],
+                    input_shape=(6, 5, 4))
+    net = to_bf16(float_cnn, rows=4)
+    program = hwgen.compile(net, config, readout=True)
+    x = net.quantize_input(wide(rng, 5, 6, 5, 4))
+    with Accelerator(InProcessDevice(config), config=config) as acc:
+        acc.load(program)
+        outputs = acc.infer(x, outputs="all")
+    trace = net.forward_trace(x)
+    assert [o.shape for o in outputs] == [t.shape for t in trace]
+    for got, want in zip(outputs, trace, strict=True):
+        same_bits(got, want)
