@@ -48,18 +48,20 @@ class BF16AccumulatorBank(wiring.Component):
     ``final`` (one reduction tile).
 
     The pipeline: the row enters (the memory is addressed with ``m`` unless the tile is
-    ``first``); a cycle later its sums and the memory's word (or the bias) enter the adders;
-    :attr:`add_latency` cycles later the sums are written back, or leave. So the output
-    follows its input by :attr:`latency` cycles.
+    ``first``); a cycle later the memory's word (or the bias) is registered beside the row's
+    sums, so that the block RAM's slow output drives a register, not the adders' alignment
+    (on the ECP5 that path set the bf16 device's clock: 39 MHz); a cycle after that both enter
+    the adders; :attr:`add_latency` cycles later the sums are written back, or leave. So the
+    output follows its input by :attr:`latency` cycles.
 
     The read-modify-write rule. A row's tile reads what its previous tile wrote, and that
-    write lands ``add_latency + 1`` cycles after the previous tile entered. The bank does not
+    write lands ``add_latency + 2`` cycles after the previous tile entered. The bank does not
     forward sums: a sum cannot be forwarded before the adders give it, so forwarding would
-    save one cycle of the interval only (``add_latency + 1``), for a ``cols x 32``-bit
+    save one cycle of the interval only, for a ``cols x 32``-bit
     multiplexer and a comparator before the adders; without it no read meets a write of its
     own row, and the memory has no collision to resolve. Instead the producer must meet the
     row rule: a tile of row ``m`` that is not ``first`` enters :attr:`row_interval`
-    (``add_latency + 2``) cycles or more after the previous tile of row ``m``. A ``first``
+    (``add_latency + 3``) cycles or more after the previous tile of row ``m``. A ``first``
     tile reads nothing, and a ``final`` one writes nothing, so the next output tile or chunk
     may follow a chunk's last row at once.
 
@@ -129,17 +131,21 @@ class BF16AccumulatorBank(wiring.Component):
         """The adders' latency."""
         return self._adders[0].latency
 
+    #: Cycles from a row's input to its operands at the adders: the memory's read, then the
+    #: register of its word (or the bias).
+    OPERAND_STAGES = 2
+
     @property
     def latency(self):
         """Cycles from a ``final`` row's input to its accumulators on ``o_row``."""
-        return self.add_latency + 1
+        return self.add_latency + self.OPERAND_STAGES
 
     @property
     def row_interval(self):
         """The fewest cycles from a tile of a row to the row's next tile (not ``first``): the
-        previous write lands ``add_latency + 1`` cycles after its tile, the read is addressed
-        a cycle after that."""
-        return self.add_latency + 2
+        previous write lands :attr:`latency` cycles after its tile, the read is addressed a
+        cycle after that."""
+        return self.latency + 1
 
     def chunk_cycles(self, rows, tiles):
         """Input cycles of a chunk of ``rows`` rows and ``tiles`` reduction tiles delivered
@@ -148,7 +154,7 @@ class BF16AccumulatorBank(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        cols, lat = self._cols, self.add_latency
+        cols = self._cols
         row = self.i_row
         self.memory = mem = memory.Memory(shape=data.ArrayLayout(FP32, cols),
                                           depth=self._depth, init=[], attrs=NO_COLLISION_ATTRS)
@@ -159,22 +165,25 @@ class BF16AccumulatorBank(wiring.Component):
         m.d.comb += [rd.addr.eq(row.m), rd.en.eq(self.i_valid & ~row.first)]
 
         # Stage 1, beside the memory's read: the row's sums, bias and flags.
-        s_valid, s_first, s_final = (Signal(name=f"s1_{n}") for n in ("valid", "first", "final"))
-        s_m = Signal.like(row.m, name="s1_m")
+        s_first = Signal(name="s1_first")
         s_sums = Signal.like(row.sums, name="s1_sums")
         s_bias = Signal.like(row.bias, name="s1_bias")
-        m.d.sync += [s_valid.eq(self.i_valid), s_first.eq(row.first), s_final.eq(row.final),
-                     s_m.eq(row.m), s_sums.eq(row.sums), s_bias.eq(row.bias)]
+        m.d.sync += [s_first.eq(row.first), s_sums.eq(row.sums), s_bias.eq(row.bias)]
+        # Stage 2: the adders' operands in registers, the memory's word or the bias first.
+        operand = Signal(data.ArrayLayout(FP32, cols), name="s2_operand")
+        o_sums = Signal.like(row.sums, name="s2_sums")
+        m.d.sync += o_sums.eq(s_sums)
         total = Signal(data.ArrayLayout(FP32, cols), name="acc_sum")
         for c, adder in enumerate(self._adders):
             m.submodules[f"add{c}"] = adder
-            m.d.comb += [adder.a.eq(self._start(s_first, s_bias[c], rd.data[c])),
-                         adder.b.eq(s_sums[c]), total[c].eq(adder.s)]
+            m.d.sync += operand[c].eq(self._start(s_first, s_bias[c], rd.data[c]))
+            m.d.comb += [adder.a.eq(operand[c]), adder.b.eq(o_sums[c]), total[c].eq(adder.s)]
 
-        # The flags and row travel beside the adders.
-        a_valid = delay(m, s_valid, lat, name="add_valid")
-        a_final = delay(m, s_final, lat, name="add_final")
-        a_m = delay(m, s_m, lat, name="add_m")
+        # The flags and row travel beside the operand stages and the adders.
+        lat = self.latency
+        a_valid = delay(m, self.i_valid, lat, name="add_valid")
+        a_final = delay(m, row.final, lat, name="add_final")
+        a_m = delay(m, row.m, lat, name="add_m")
         m.d.comb += [wr.addr.eq(a_m), wr.data.eq(total), wr.en.eq(a_valid & ~a_final),
                      self.o_valid.eq(a_valid & a_final),
                      self.o_row.m.eq(a_m), self.o_row.sums.eq(total)]
@@ -184,7 +193,8 @@ class BF16AccumulatorBank(wiring.Component):
 
     @staticmethod
     def _start(first, bias, old):
-        """The adder's first operand: the bias for a row's first tile, else the memory's."""
+        """The adder's first operand: the bias for a row's first tile, else the memory's
+        word."""
         return Mux(first, bias.as_value(), old.as_value())
 
     def _check_rule(self, m):
