@@ -28,10 +28,11 @@ def bf16_mlp(sizes, seed, *, rows, output="raw", scale=1.0):
 
 
 def bf16_rows(net, m, seed, *, scale=1.0):
-    """``m`` bf16 input rows of ``net`` over a wide range of magnitudes, the first all zero."""
+    """``m`` bf16 inputs of ``net`` (rows, or images) over a wide range of magnitudes, the
+    first all zero."""
     rng = np.random.default_rng(seed + 100)
-    k = net.input_shape[0]
-    x = rng.normal(size=(m, k)) * 2.0 ** rng.integers(-8, 8, size=(m, k)) * scale
+    shape = (m, *net.input_shape)
+    x = rng.normal(size=shape) * 2.0 ** rng.integers(-8, 8, size=shape) * scale
     x[0] = 0.0
     return net.quantize_input(x)
 

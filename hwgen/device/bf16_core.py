@@ -1,7 +1,9 @@
 """The bf16 accelerator: the int8 core's controller, feeders, memories and host port around
 the bf16 matrix datapath (docs/arithmetic.md, "bfloat16"; issue 52).
 
-So far it runs dense networks (``spatial``, ``residual`` off): every pass is a matrix pass.
+So far it runs matrix passes: dense layers and, with ``spatial``, convolutions whose rows are
+the patch walker's output pixels, chunk after chunk (``residual`` and ``depthwise`` off; no
+max-pooling pass yet).
 
 ::
 
@@ -58,10 +60,11 @@ def check_bf16_core(config):
     if config.dtype != "bf16":
         raise ValueError(f"BF16AcceleratorCore: dtype={config.dtype!r}; the int8 device is "
                          "hwgen.device.accelerator.AcceleratorCore")
-    wrong = [f"{name}=True" for name in ("spatial", "residual") if getattr(config, name)]
+    # Spatial matrix passes run; the add pass and the depthwise unit are not built yet.
+    wrong = [f"{name}=True" for name in ("residual", "depthwise") if getattr(config, name)]
     if wrong:
-        raise ValueError("the bf16 device runs dense networks only so far (spatial=False, "
-                         "residual=False); not " + ", ".join(wrong))
+        raise ValueError("the bf16 device runs dense and convolution layers only so far "
+                         "(residual=False, depthwise=False); not " + ", ".join(wrong))
 
 
 def bf16_datapath(config, implementation):
@@ -74,21 +77,23 @@ def bf16_datapath(config, implementation):
 
 
 class BF16AcceleratorCore(wiring.Component):
-    """Run bf16 dense networks: :class:`~hwgen.device.accelerator.AcceleratorCore`'s host
-    port, memories, program and descriptors, with the matrix work on
+    """Run bf16 dense and convolution layers:
+    :class:`~hwgen.device.accelerator.AcceleratorCore`'s host port, memories, program and
+    descriptors, with the matrix work on
     :class:`~hwgen.device.bf16_datapath.BF16MatrixDatapath`.
 
-    For each layer the feeders stream the weight tiles and the batch's rows into the
-    datapath as for int8 (its ``ready`` holds the rows back where the accumulators' row rule
-    needs a bubble); each output tile's fp32 biases come from PARAM word ``p_base + nt``; the
+    For each layer (each chunk of a spatial layer's output pixels) the feeders stream the
+    weight tiles and the chunk's rows into the datapath as for int8 (its ``ready`` holds the
+    rows back where the accumulators' row rule needs a bubble); each output tile's fp32
+    biases come from PARAM word ``p_base + nt``; the
     finished rows go through :class:`~hwgen.device.bf16_writeback.BF16WriteBack`: bf16 lanes
-    back into the activation banks, or a raw layer's fp32 accumulators into OUTPUT. The
-    layer ends :attr:`LAYER_END` cycles after its last write.
+    back into the activation banks, or a raw layer's fp32 accumulators into OUTPUT, pixel
+    after pixel. The chunk ends :attr:`LAYER_END` cycles after its last write.
 
     Parameters
     ----------
     config : AcceleratorConfig
-        With ``dtype="bf16"``, ``spatial`` and ``residual`` off (:func:`check_bf16_core`).
+        With ``dtype="bf16"``, ``residual`` and ``depthwise`` off (:func:`check_bf16_core`).
     implementation : Implementation
         Its memories' reads (plain or registered), host port stages, SPRAM and shared OUTPUT
         and PARAM memory, as the int8 core's; the DSP options do not apply (the bf16 units
@@ -232,5 +237,5 @@ class BF16AcceleratorCore(wiring.Component):
             layer.raw.eq(desc.raw), layer.min_en.eq(1), layer.max_en.eq(1),
             layer.act_min.eq(desc.act_min[:16] << 16),
             layer.act_max.eq(desc.act_max[:16] << 16),
-            wb.start.eq(go.start_array), wb.desc.eq(desc), wb.last_row.eq(ctrl.last_row),
+            wb.start.eq(go.start_array), wb.desc.eq(desc),
         ]

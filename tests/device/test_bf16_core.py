@@ -1,4 +1,4 @@
-"""The bf16 accelerator core (issue 52, step 1) in the Amaranth simulator: compiled bf16 MLPs
+"""The bf16 accelerator core (issue 52) in the Amaranth simulator: compiled bf16 MLPs and CNNs
 loaded and run through the host port give Bf16Network.forward's bits; what it refuses.
 
 Every run starts from NaN in every ACT lane (sim.bf16_runs.nan_act), so a pass that left a
@@ -27,7 +27,7 @@ from hwgen.device.bf16_core import BF16AcceleratorCore
 from hwgen.device.cores import accelerator_core
 from hwgen.implementation import Implementation, Registers
 from hwgen.memmap import Region
-from hwgen.nn import INPUT, Node
+from hwgen.nn import CNN, INPUT, Flatten, FloatConv2D, FloatDense, Node, to_bf16
 from hwgen.nn.bf16 import round_to_bf16, round_to_fp32
 from hwgen.nn.bf16_layers import Bf16Dense
 from hwgen.nn.bf16_network import Bf16Network
@@ -184,8 +184,72 @@ def test_the_core_is_chosen_by_dtype(refused):
             lambda: BF16AcceleratorCore(AcceleratorConfig(rows=2, cols=2)))
 
 
+def _bf16_cnn(convs, dense, in_shape, seed, *, rows, output):
+    """A bf16 CNN: ``convs`` (FloatConv2D.random's arguments), a Flatten and a dense layer of
+    ``dense`` outputs (none if 0), with weights over a wide range of powers of two, some zero
+    (so that the fp32 sums round), and random biases."""
+    rng = np.random.default_rng(seed)
+    layers = [FloatConv2D.random(*args, rng=rng, **kw) for args, kw in convs]
+    if dense:
+        side = CNN(layers, input_shape=in_shape).forward(np.zeros((1, *in_shape))).shape
+        layers += [Flatten(), FloatDense.random(int(np.prod(side[1:])), dense, relu=False,
+                                                rng=rng)]
+    for layer in layers:
+        if hasattr(layer, "weight"):
+            layer.weight[:] *= (rng.random(layer.weight.shape) > 0.2) * 2.0 ** rng.integers(
+                -12, 12, size=layer.weight.shape)
+            layer.bias[:] = rng.normal(size=layer.bias.shape)
+    return to_bf16(CNN(layers, input_shape=in_shape), rows=rows, output=output)
+
+
+def _spatial(rows, cols, **kwargs):
+    return _config(rows, cols, spatial=True, act_depth=256, prog_depth=16, out_depth=128,
+                   **kwargs)
+
+
+def _chunks(program, m, config):
+    """The most chunks any layer of ``program`` runs on ``m`` samples."""
+    return max(-(-m * d["geometry"]["oh"] * d["geometry"]["ow"] // config.acc_depth)
+               for d in program.descriptors if d.get("geometry"))
+
+
+# A first convolution of fewer channels than rows (the taps layout), padded, then a strided
+# one, a dense layer after the Flatten; 1x1 and 2x2 kernels, n past the tiles (+0.0 lanes).
+_CNNS = {
+    "taps_stride_dense": ((4, 4), ([((3, 2, 4), {"padding": 1}),
+                                    ((3, 4, 4), {"stride": 2, "padding": 1})], 5, (5, 5, 2))),
+    "two_chunks_1x1": ((2, 2), ([((2, 2, 3), {}), ((1, 3, 3), {"relu": False})], 0,
+                                (4, 6, 2))),
+    "wide_cols": ((2, 4), ([((3, 2, 6), {"stride": (1, 2), "padding": 1}),
+                            ((1, 6, 4), {})], 3, (6, 5, 2))),
+}
+
+
+@pytest.mark.parametrize("name", list(_CNNS))
+@pytest.mark.parametrize("output", ["raw", "bf16"])
+def test_convolutions_run_bit_for_bit_over_chunks(name, output):
+    # The walker's output pixels, chunk after chunk (more pixels than acc_depth), each
+    # written pixel after pixel where the next pass reads it; the cycles are the model's.
+    (rows, cols), (convs, dense, in_shape) = _CNNS[name]
+    net = _bf16_cnn(convs, dense, in_shape, seed=rows + len(name), rows=rows, output=output)
+    config = _spatial(rows, cols)
+    x = bf16_rows(net, 3, seed=7)
+    program = _check(net, config, [x, bf16_rows(net, 2, seed=8)], batch=3)
+    assert _chunks(program, len(x), config) > 1
+
+
+@pytest.mark.parametrize("implementation", [without_dsp(ICE40), without_dsp(ECP5),
+                                            Implementation(registers=Registers.READS)])
+def test_convolutions_on_the_boards_implementations(implementation):
+    (rows, cols), (convs, dense, in_shape) = _CNNS["taps_stride_dense"]
+    net = _bf16_cnn(convs, dense, in_shape, seed=2, rows=rows, output="raw")
+    _check(net, _spatial(rows, cols), [bf16_rows(net, 2, seed=9)],
+           implementation=implementation)
+
+
 @pytest.mark.parametrize(("options", "implementation", "message"), [
-    ({"spatial": True}, None, r"dense networks only .*not spatial=True"),
+    ({"spatial": True, "depthwise": True, "rows": 2, "cols": 4}, None,
+     r"dense and convolution layers only .*not depthwise=True"),
     ({"residual": True}, None, r"not residual=True"),
     ({"rows": 3, "cols": 2}, None, r"rows=3, cols=2: .*a multiple of cols"),
 ])
