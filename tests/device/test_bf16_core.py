@@ -26,11 +26,12 @@ from hwgen.device.accelerator import AcceleratorCore
 from hwgen.device.bf16_core import BF16AcceleratorCore
 from hwgen.device.cores import accelerator_core
 from hwgen.implementation import Implementation, Registers
-from hwgen.memmap import Region
-from hwgen.nn import CNN, INPUT, Flatten, FloatConv2D, FloatDense, Node, to_bf16
+from hwgen.memmap import PassKind, Region
+from hwgen.nn import CNN, INPUT, Flatten, FloatConv2D, FloatDense, MaxPool2D, Node, to_bf16
 from hwgen.nn.bf16 import round_to_bf16, round_to_fp32
 from hwgen.nn.bf16_layers import Bf16Dense
 from hwgen.nn.bf16_network import Bf16Network
+from hwgen.nn.digits import digits_cnn
 from sim.bf16_runs import bf16_mlp, bf16_rows, differing_bits, run_bf16
 from sim.interpreter import ProgramInterpreter
 
@@ -184,27 +185,29 @@ def test_the_core_is_chosen_by_dtype(refused):
             lambda: BF16AcceleratorCore(AcceleratorConfig(rows=2, cols=2)))
 
 
-def _bf16_cnn(convs, dense, in_shape, seed, *, rows, output):
-    """A bf16 CNN: ``convs`` (FloatConv2D.random's arguments), a Flatten and a dense layer of
-    ``dense`` outputs (none if 0), with weights over a wide range of powers of two, some zero
-    (so that the fp32 sums round), and random biases."""
+def _bf16_cnn(convs, dense, in_shape, seed, *, rows, output, scale=1.0):
+    """A bf16 CNN: ``convs`` (FloatConv2D.random's arguments, or a MaxPool2D's size), a
+    Flatten and a dense layer of ``dense`` outputs (none if 0), with weights over a wide range
+    of powers of two, some zero (so that the fp32 sums round), and random biases; a large
+    ``scale`` makes sums overflow to Inf (and Inf - Inf NaN)."""
     rng = np.random.default_rng(seed)
-    layers = [FloatConv2D.random(*args, rng=rng, **kw) for args, kw in convs]
+    layers = [MaxPool2D(*spec) if isinstance(spec[0], int) else
+              FloatConv2D.random(*spec[0], rng=rng, **spec[1]) for spec in convs]
     if dense:
         side = CNN(layers, input_shape=in_shape).forward(np.zeros((1, *in_shape))).shape
         layers += [Flatten(), FloatDense.random(int(np.prod(side[1:])), dense, relu=False,
                                                 rng=rng)]
     for layer in layers:
         if hasattr(layer, "weight"):
-            layer.weight[:] *= (rng.random(layer.weight.shape) > 0.2) * 2.0 ** rng.integers(
-                -12, 12, size=layer.weight.shape)
-            layer.bias[:] = rng.normal(size=layer.bias.shape)
+            layer.weight[:] *= scale * (rng.random(layer.weight.shape) > 0.2) * 2.0 ** (
+                rng.integers(-12, 12, size=layer.weight.shape))
+            layer.bias[:] = rng.normal(size=layer.bias.shape) * scale
     return to_bf16(CNN(layers, input_shape=in_shape), rows=rows, output=output)
 
 
 def _spatial(rows, cols, **kwargs):
-    return _config(rows, cols, spatial=True, act_depth=256, prog_depth=16, out_depth=128,
-                   **kwargs)
+    return _config(rows, cols, **{"spatial": True, "act_depth": 512, "prog_depth": 16,
+                                  "out_depth": 128, **kwargs})
 
 
 def _chunks(program, m, config):
@@ -214,13 +217,18 @@ def _chunks(program, m, config):
 
 
 # A first convolution of fewer channels than rows (the taps layout), padded, then a strided
-# one, a dense layer after the Flatten; 1x1 and 2x2 kernels, n past the tiles (+0.0 lanes).
+# one, a dense layer after the Flatten; 1x1 and 2x2 kernels, n past the tiles (+0.0 lanes);
+# max pools (windows of 2 and 3, strides of 1 and 2, rows and columns left over) of negative
+# values too (no ReLU before them: bf16 patterns do not order as signed integers).
 _CNNS = {
+    "conv_pool_conv": ((4, 4), ([((3, 2, 4), {"padding": 1, "relu": False}), (2,),
+                                 ((3, 4, 4), {"padding": 1}), (3, 1)], 5, (8, 7, 2))),
     "taps_stride_dense": ((4, 4), ([((3, 2, 4), {"padding": 1}),
                                     ((3, 4, 4), {"stride": 2, "padding": 1})], 5, (5, 5, 2))),
     "two_chunks_1x1": ((2, 2), ([((2, 2, 3), {}), ((1, 3, 3), {"relu": False})], 0,
                                 (4, 6, 2))),
-    "wide_cols": ((2, 4), ([((3, 2, 6), {"stride": (1, 2), "padding": 1}),
+    "wide_cols": ((2, 4), ([((3, 2, 6), {"stride": (1, 2), "padding": 1, "relu": False}),
+                            (2, 1),
                             ((1, 6, 4), {})], 3, (6, 5, 2))),
 }
 
@@ -241,15 +249,35 @@ def test_convolutions_run_bit_for_bit_over_chunks(name, output):
 @pytest.mark.parametrize("implementation", [without_dsp(ICE40), without_dsp(ECP5),
                                             Implementation(registers=Registers.READS)])
 def test_convolutions_on_the_boards_implementations(implementation):
-    (rows, cols), (convs, dense, in_shape) = _CNNS["taps_stride_dense"]
+    # Registered reads stage the walker's rows and the pooler's words.
+    (rows, cols), (convs, dense, in_shape) = _CNNS["conv_pool_conv"]
     net = _bf16_cnn(convs, dense, in_shape, seed=2, rows=rows, output="raw")
     _check(net, _spatial(rows, cols), [bf16_rows(net, 2, seed=9)],
            implementation=implementation)
 
 
+def test_pools_of_inf_and_nan():
+    # Sums past fp32 give Inf and NaN: the pool's maximum takes the contract's NaN rule.
+    (rows, cols), (convs, _, in_shape) = _CNNS["conv_pool_conv"]
+    net = _bf16_cnn(convs[:2], 0, in_shape, seed=4, rows=rows, output="bf16", scale=1e24)
+    x = bf16_rows(net, 2, seed=5, scale=1e12)
+    want = net.forward(x)
+    assert np.isinf(want).any() and np.isnan(want).any() and np.isfinite(want).any()
+    _check(net, _spatial(rows, cols), [x])
+
+
+def test_the_demo_cnn_runs_bit_for_bit():
+    # hwgen demo --model cnn's network (untrained): conv, pool, conv, pool, dense.
+    net = to_bf16(digits_cnn(seed=3), rows=4)
+    config = _spatial(4, 4, act_depth=1024, prog_depth=32, weight_depth=512)
+    program = _check(net, config, [bf16_rows(net, 2, seed=6)])
+    kinds = [PassKind(d["kind"]) for d in program.descriptors]
+    assert kinds == [PassKind.MATRIX, PassKind.MAXPOOL] * 2 + [PassKind.MATRIX]
+
+
 @pytest.mark.parametrize(("options", "implementation", "message"), [
     ({"spatial": True, "depthwise": True, "rows": 2, "cols": 4}, None,
-     r"dense and convolution layers only .*not depthwise=True"),
+     r"dense, convolution and pooling layers only .*not depthwise=True"),
     ({"residual": True}, None, r"not residual=True"),
     ({"rows": 3, "cols": 2}, None, r"rows=3, cols=2: .*a multiple of cols"),
 ])
