@@ -246,14 +246,24 @@ def test_convolutions_run_bit_for_bit_over_chunks(name, output):
     assert _chunks(program, len(x), config) > 1
 
 
-@pytest.mark.parametrize("implementation", [without_dsp(ICE40), without_dsp(ECP5),
-                                            Implementation(registers=Registers.READS)])
-def test_convolutions_on_the_boards_implementations(implementation):
-    # Registered reads stage the walker's rows and the pooler's words.
+@pytest.mark.parametrize(("implementation", "gate_idle"), [
+    (without_dsp(ICE40), False), (without_dsp(ECP5), False),
+    (Implementation(registers=Registers.READS), False), (Implementation(), True),
+])
+def test_convolutions_on_the_boards_implementations(implementation, gate_idle):
+    # Registered reads stage the walker's rows and the pooler's words; the gated clock
+    # stops the pooler between runs too.
     (rows, cols), (convs, dense, in_shape) = _CNNS["conv_pool_conv"]
     net = _bf16_cnn(convs, dense, in_shape, seed=2, rows=rows, output="raw")
-    _check(net, _spatial(rows, cols), [bf16_rows(net, 2, seed=9)],
-           implementation=implementation)
+    _check(net, _spatial(rows, cols), [bf16_rows(net, 2, seed=9), bf16_rows(net, 1, seed=10)],
+           implementation=implementation, gate_idle=gate_idle)
+
+
+def test_dense_networks_on_a_spatial_design():
+    # Rows through the walker's plain geometry: one chunk per layer, as without it.
+    net = bf16_mlp([9, 13, 6, 3], seed=4, rows=2, output="bf16")
+    _check(net, _spatial(2, 4), [bf16_rows(net, 5, seed=1), bf16_rows(net, 16, seed=2)],
+           batch=16)
 
 
 def test_pools_of_inf_and_nan():
