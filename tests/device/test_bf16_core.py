@@ -27,12 +27,12 @@ from hwgen.device.bf16_core import BF16AcceleratorCore
 from hwgen.device.cores import accelerator_core
 from hwgen.implementation import Implementation, Registers
 from hwgen.memmap import PassKind, Region
-from hwgen.nn import CNN, INPUT, Flatten, FloatConv2D, FloatDense, MaxPool2D, Node, to_bf16
+from hwgen.nn import INPUT, Node, to_bf16
 from hwgen.nn.bf16 import round_to_bf16, round_to_fp32
 from hwgen.nn.bf16_layers import Bf16Dense
 from hwgen.nn.bf16_network import Bf16Network
 from hwgen.nn.digits import digits_cnn
-from sim.bf16_runs import bf16_mlp, bf16_rows, differing_bits, run_bf16
+from sim.bf16_runs import bf16_cnn, bf16_mlp, bf16_rows, differing_bits, run_bf16
 from sim.interpreter import ProgramInterpreter
 
 
@@ -185,26 +185,6 @@ def test_the_core_is_chosen_by_dtype(refused):
             lambda: BF16AcceleratorCore(AcceleratorConfig(rows=2, cols=2)))
 
 
-def _bf16_cnn(convs, dense, in_shape, seed, *, rows, output, scale=1.0):
-    """A bf16 CNN: ``convs`` (FloatConv2D.random's arguments, or a MaxPool2D's size), a
-    Flatten and a dense layer of ``dense`` outputs (none if 0), with weights over a wide range
-    of powers of two, some zero (so that the fp32 sums round), and random biases; a large
-    ``scale`` makes sums overflow to Inf (and Inf - Inf NaN)."""
-    rng = np.random.default_rng(seed)
-    layers = [MaxPool2D(*spec) if isinstance(spec[0], int) else
-              FloatConv2D.random(*spec[0], rng=rng, **spec[1]) for spec in convs]
-    if dense:
-        side = CNN(layers, input_shape=in_shape).forward(np.zeros((1, *in_shape))).shape
-        layers += [Flatten(), FloatDense.random(int(np.prod(side[1:])), dense, relu=False,
-                                                rng=rng)]
-    for layer in layers:
-        if hasattr(layer, "weight"):
-            layer.weight[:] *= scale * (rng.random(layer.weight.shape) > 0.2) * 2.0 ** (
-                rng.integers(-12, 12, size=layer.weight.shape))
-            layer.bias[:] = rng.normal(size=layer.bias.shape) * scale
-    return to_bf16(CNN(layers, input_shape=in_shape), rows=rows, output=output)
-
-
 def _spatial(rows, cols, **kwargs):
     return _config(rows, cols, **{"spatial": True, "act_depth": 512, "prog_depth": 16,
                                   "out_depth": 128, **kwargs})
@@ -239,7 +219,7 @@ def test_convolutions_run_bit_for_bit_over_chunks(name, output):
     # The walker's output pixels, chunk after chunk (more pixels than acc_depth), each
     # written pixel after pixel where the next pass reads it; the cycles are the model's.
     (rows, cols), (convs, dense, in_shape) = _CNNS[name]
-    net = _bf16_cnn(convs, dense, in_shape, seed=rows + len(name), rows=rows, output=output)
+    net = bf16_cnn(convs, dense, in_shape, seed=rows + len(name), rows=rows, output=output)
     config = _spatial(rows, cols)
     x = bf16_rows(net, 3, seed=7)
     program = _check(net, config, [x, bf16_rows(net, 2, seed=8)], batch=3)
@@ -254,7 +234,7 @@ def test_convolutions_on_the_boards_implementations(implementation, gate_idle):
     # Registered reads stage the walker's rows and the pooler's words; the gated clock
     # stops the pooler between runs too.
     (rows, cols), (convs, dense, in_shape) = _CNNS["conv_pool_conv"]
-    net = _bf16_cnn(convs, dense, in_shape, seed=2, rows=rows, output="raw")
+    net = bf16_cnn(convs, dense, in_shape, seed=2, rows=rows, output="raw")
     _check(net, _spatial(rows, cols), [bf16_rows(net, 2, seed=9), bf16_rows(net, 1, seed=10)],
            implementation=implementation, gate_idle=gate_idle)
 
@@ -269,7 +249,7 @@ def test_dense_networks_on_a_spatial_design():
 def test_pools_of_inf_and_nan():
     # Sums past fp32 give Inf and NaN: the pool's maximum takes the contract's NaN rule.
     (rows, cols), (convs, _, in_shape) = _CNNS["conv_pool_conv"]
-    net = _bf16_cnn(convs[:2], 0, in_shape, seed=4, rows=rows, output="bf16", scale=1e24)
+    net = bf16_cnn(convs[:2], 0, in_shape, seed=4, rows=rows, output="bf16", scale=1e24)
     x = bf16_rows(net, 2, seed=5, scale=1e12)
     want = net.forward(x)
     assert np.isinf(want).any() and np.isnan(want).any() and np.isfinite(want).any()
