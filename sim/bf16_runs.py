@@ -1,5 +1,5 @@
 """Runs of bf16 programs on a device through its host port, for the Amaranth and cocotb test
-benches: random bf16 MLPs, a run that reads the output words back and decodes them with the
+benches: random bf16 MLPs and CNNs, a run that reads the output words back and decodes them with the
 program (:meth:`~hwgen.compiler.program.Program.unpack_output`: bf16 values or fp32
 scores), and the bit-for-bit comparison with :meth:`hwgen.nn.Bf16Network.forward`."""
 
@@ -8,10 +8,10 @@ import numpy as np
 
 from host.plan import execute_load_async, run_plans
 from hwgen.memmap import Region
-from hwgen.nn import MLP, to_bf16
+from hwgen.nn import CNN, MLP, Flatten, FloatConv2D, FloatDense, MaxPool2D, to_bf16
 from hwgen.nn.bf16 import BF16_NAN
 
-__all__ = ["bf16_mlp", "bf16_rows", "differing_bits", "nan_act", "run_bf16"]
+__all__ = ["bf16_cnn", "bf16_mlp", "bf16_rows", "differing_bits", "nan_act", "run_bf16"]
 
 
 def bf16_mlp(sizes, seed, *, rows, output="raw", scale=1.0):
@@ -21,17 +21,41 @@ def bf16_mlp(sizes, seed, *, rows, output="raw", scale=1.0):
     mlp = MLP(sizes, seed=seed)
     rng = np.random.default_rng(seed)
     for weight, bias in mlp.layers:
-        weight[:] *= scale * (rng.random(weight.shape) > 0.2) * 2.0 ** rng.integers(
-            -12, 12, size=weight.shape)
-        bias[:] = rng.normal(size=bias.shape) * scale
+        _spread(rng, weight, bias, scale)
     return to_bf16(mlp, rows=rows, output=output)
 
 
+def bf16_cnn(layers, dense, in_shape, seed, *, rows, output="raw", scale=1.0):
+    """A bf16 CNN on images of ``in_shape``: ``layers`` (each FloatConv2D.random's
+    ``(arguments, keywords)``, or a MaxPool2D's ``(size,)`` or ``(size, stride)``), then a
+    Flatten and a dense layer of ``dense`` outputs (none if 0); weights and biases as
+    :func:`bf16_mlp`'s."""
+    rng = np.random.default_rng(seed)
+    made = [MaxPool2D(*spec) if isinstance(spec[0], int) else
+            FloatConv2D.random(*spec[0], rng=rng, **spec[1]) for spec in layers]
+    if dense:
+        shape = CNN(made, input_shape=in_shape).forward(np.zeros((1, *in_shape))).shape
+        made += [Flatten(), FloatDense.random(int(np.prod(shape[1:])), dense, relu=False,
+                                              rng=rng)]
+    for layer in made:
+        if hasattr(layer, "weight"):
+            _spread(rng, layer.weight, layer.bias, scale)
+    return to_bf16(CNN(made, input_shape=in_shape), rows=rows, output=output)
+
+
+def _spread(rng, weight, bias, scale):
+    """Spread ``weight`` over powers of two (some zero) and draw ``bias``, in place."""
+    weight[:] *= scale * (rng.random(weight.shape) > 0.2) * 2.0 ** rng.integers(
+        -12, 12, size=weight.shape)
+    bias[:] = rng.normal(size=bias.shape) * scale
+
+
 def bf16_rows(net, m, seed, *, scale=1.0):
-    """``m`` bf16 input rows of ``net`` over a wide range of magnitudes, the first all zero."""
+    """``m`` bf16 inputs of ``net`` (rows, or images) over a wide range of magnitudes, the
+    first all zero."""
     rng = np.random.default_rng(seed + 100)
-    k = net.input_shape[0]
-    x = rng.normal(size=(m, k)) * 2.0 ** rng.integers(-8, 8, size=(m, k)) * scale
+    shape = (m, *net.input_shape)
+    x = rng.normal(size=shape) * 2.0 ** rng.integers(-8, 8, size=shape) * scale
     x[0] = 0.0
     return net.quantize_input(x)
 

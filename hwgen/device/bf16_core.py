@@ -1,7 +1,10 @@
 """The bf16 accelerator: the int8 core's controller, feeders, memories and host port around
 the bf16 matrix datapath (docs/arithmetic.md, "bfloat16"; issue 52).
 
-So far it runs dense networks (``spatial``, ``residual`` off): every pass is a matrix pass.
+So far it runs matrix passes, dense layers and, with ``spatial``, convolutions whose rows are
+the patch walker's output pixels, chunk after chunk, and max pools on the int8 core's
+:class:`~hwgen.device.pooler.Pooler` with a bf16 maximum (``residual`` and ``depthwise``
+off).
 
 ::
 
@@ -9,13 +12,14 @@ So far it runs dense networks (``spatial``, ``residual`` off): every pass is a m
                             ├─ weight ─ WeightFeeder ────── o_weight ──┐
                             │                                          ▼
                             ├─ act* ─ BankArbiter ─┬─ ActivationFeeder ─► BF16MatrixDatapath
-                            │         (matrix)     │     o_act          (engine, accumulators,
+                            │    (matrix, pool)    │     o_act          (engine, accumulators,
                             ├─ param ──────────────┼──── bias ───────►   finish) │ o_row
-                            │                      └─ BF16WriteBack ◄────────────┤
+                            │                      ├─ BF16WriteBack ◄────────────┤
+                            │                      └─ Pooler (BF16Max)           │
                             └─ out ◄─────────────────────── raw rows ────────────┘
 """
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import Out
 
@@ -25,6 +29,7 @@ from ..memmap import HostPortSignature, PassKind, Region, descriptor_layout
 from .activation_feeder import ActivationFeeder
 from .bank_arbiter import BankArbiter
 from .bf16_datapath import BF16MatrixDatapath
+from .bf16_max import BF16Max
 from .bf16_writeback import BF16WriteBack
 from .clock_gate import run_clock
 from .controller import Controller
@@ -37,12 +42,14 @@ from .host_access import (
     host_read_latency,
     host_stages,
     host_write,
+    same_word_port,
     share_read,
     share_write,
     stage_host,
 )
 from .memories import make_memories, read_latency
 from .pass_starts import PassStarts
+from .pooler import Pooler
 from .shared_ports import out_param_ports
 from .systolic import delay
 from .weight_feeder import WeightFeeder
@@ -50,7 +57,7 @@ from .weight_feeder import WeightFeeder
 __all__ = ["BF16AcceleratorCore", "bf16_datapath"]
 
 # The blocks that hold still between runs (``gate_idle``), as in the int8 core.
-_RUN_UNITS = ("datapath", "weight_feeder", "activation_feeder", "writeback")
+_RUN_UNITS = ("datapath", "weight_feeder", "activation_feeder", "writeback", "pooler")
 
 
 def check_bf16_core(config):
@@ -58,10 +65,11 @@ def check_bf16_core(config):
     if config.dtype != "bf16":
         raise ValueError(f"BF16AcceleratorCore: dtype={config.dtype!r}; the int8 device is "
                          "hwgen.device.accelerator.AcceleratorCore")
-    wrong = [f"{name}=True" for name in ("spatial", "residual") if getattr(config, name)]
+    # Convolutions and max pools run; the add pass and the depthwise unit are not built yet.
+    wrong = [f"{name}=True" for name in ("residual", "depthwise") if getattr(config, name)]
     if wrong:
-        raise ValueError("the bf16 device runs dense networks only so far (spatial=False, "
-                         "residual=False); not " + ", ".join(wrong))
+        raise ValueError("the bf16 device runs dense, convolution and pooling layers only so far "
+                         "(residual=False, depthwise=False); not " + ", ".join(wrong))
 
 
 def bf16_datapath(config, implementation):
@@ -74,21 +82,25 @@ def bf16_datapath(config, implementation):
 
 
 class BF16AcceleratorCore(wiring.Component):
-    """Run bf16 dense networks: :class:`~hwgen.device.accelerator.AcceleratorCore`'s host
-    port, memories, program and descriptors, with the matrix work on
+    """Run bf16 dense, convolution and max-pooling layers:
+    :class:`~hwgen.device.accelerator.AcceleratorCore`'s host port, memories, program and
+    descriptors, with the matrix work on
     :class:`~hwgen.device.bf16_datapath.BF16MatrixDatapath`.
 
-    For each layer the feeders stream the weight tiles and the batch's rows into the
-    datapath as for int8 (its ``ready`` holds the rows back where the accumulators' row rule
-    needs a bubble); each output tile's fp32 biases come from PARAM word ``p_base + nt``; the
+    For each layer (each chunk of a spatial layer's output pixels) the feeders stream the
+    weight tiles and the chunk's rows into the datapath as for int8 (its ``ready`` holds the
+    rows back where the accumulators' row rule needs a bubble); each output tile's fp32
+    biases come from PARAM word ``p_base + nt``; the
     finished rows go through :class:`~hwgen.device.bf16_writeback.BF16WriteBack`: bf16 lanes
-    back into the activation banks, or a raw layer's fp32 accumulators into OUTPUT. The
-    layer ends :attr:`LAYER_END` cycles after its last write.
+    back into the activation banks, or a raw layer's fp32 accumulators into OUTPUT, pixel
+    after pixel. The chunk ends :attr:`LAYER_END` cycles after its last write. A max-pooling
+    layer runs on :attr:`pooler` (with ``spatial``), each lane's maximum a
+    :class:`~hwgen.device.bf16_max.BF16Max`, and ends as the int8 core's does.
 
     Parameters
     ----------
     config : AcceleratorConfig
-        With ``dtype="bf16"``, ``spatial`` and ``residual`` off (:func:`check_bf16_core`).
+        With ``dtype="bf16"``, ``residual`` and ``depthwise`` off (:func:`check_bf16_core`).
     implementation : Implementation
         Its memories' reads (plain or registered), host port stages, SPRAM and shared OUTPUT
         and PARAM memory, as the int8 core's; the DSP options do not apply (the bf16 units
@@ -110,9 +122,11 @@ class BF16AcceleratorCore(wiring.Component):
         The memories the host reaches, by name, once elaborated.
     host_read_latency : int
         Cycles from the host port's ``re`` to its ``rvalid``.
+    pooler : Pooler or None
+        The max-pooling unit, with ``config.spatial``.
     """
 
-    #: Cycles from the write of a layer's last row to the controller's ``layer_done``; the
+    #: Cycles from the write of a chunk's last row to the controller's ``layer_done``; the
     #: cycle model (:mod:`hwgen.bf16_cycles`) reads it.
     LAYER_END = FIFO_LATENCY
 
@@ -136,7 +150,13 @@ class BF16AcceleratorCore(wiring.Component):
         addr_width = Signal(range(config.act_depth)).shape().width
         self.writeback = BF16WriteBack(config, config.acc_depth, addr_width)
         self.counters = CounterBlock(config)
-        self.banks = BankArbiter(config, {"matrix": (PassKind.MATRIX,)}, registered=True)
+        # Max pools (with the spatial walk) on the int8 pooler, its maximum bf16's.
+        self.pooler = (Pooler(config, read_latency=reads, max_unit=BF16Max) if config.spatial
+                       else None)
+        units = {"matrix": (PassKind.MATRIX,)}
+        if self.pooler is not None:
+            units["pool"] = (PassKind.MAXPOOL,)
+        self.banks = BankArbiter(config, units, registered=True)
         super().__init__({"host": Out(HostPortSignature(config))})
 
     def elaborate(self, platform):
@@ -147,9 +167,9 @@ class BF16AcceleratorCore(wiring.Component):
         dp, wb = self.datapath, self.writeback
         in_run = run_clock(m, ctrl.busy) if self.gate_idle else (lambda unit: unit)
         for name in ("datapath", "controller", "weight_feeder", "activation_feeder",
-                     "writeback", "banks", "counters"):
-            unit = getattr(self, name)
-            m.submodules[name] = in_run(unit) if name in _RUN_UNITS else unit
+                     "writeback", "pooler", "banks", "counters"):
+            if (unit := getattr(self, name)) is not None:
+                m.submodules[name] = in_run(unit) if name in _RUN_UNITS else unit
         self.memories = mems = make_memories(m, cfg, self.implementation)
         busy = ctrl.busy
         m.d.comb += host.busy.eq(busy)
@@ -174,12 +194,22 @@ class BF16AcceleratorCore(wiring.Component):
                      port.rd_take.eq(af.rd_take), af.rd_data.eq(port.rd_data),
                      port.wr_addr.eq(wb.wr_addr), port.wr_data.eq(wb.wr_data),
                      port.wr_en.eq(wb.wr_en)]
+        if self.pooler is not None:
+            # The pooler reads and writes the same word of every bank.
+            same_word_port(m, self.banks.port("pool"), cfg, read=self.pooler,
+                           write=self.pooler)
         act_banks(m, mems, access, self.banks.banks, cfg)
 
         # The finished rows into the write-back; the output tile's biases from PARAM.
         m.d.comb += [wb.i_valid.eq(dp.o_valid), wb.i_row.eq(dp.o_row)]
         self._params_and_output(m, mems, access)
-        m.d.comb += ctrl.layer_done.eq(delay(m, wb.end, self.LAYER_END, name="layer_done"))
+        done = delay(m, wb.end, self.LAYER_END, name="layer_done")
+        if self.pooler is not None:
+            # The int8 core's pool end, which hwgen.cycles counts: its reads' stage less.
+            pool_end = FIFO_LATENCY - (read_latency(self.implementation) > 1)
+            done = Mux(self.banks.grant.pool,
+                       delay(m, self.pooler.done, pool_end, name="pool_done"), done)
+        m.d.comb += ctrl.layer_done.eq(done)
 
         access.drive_read_data(m)
         count_work(m, self.counters, host, busy, dp.issue)
@@ -232,5 +262,10 @@ class BF16AcceleratorCore(wiring.Component):
             layer.raw.eq(desc.raw), layer.min_en.eq(1), layer.max_en.eq(1),
             layer.act_min.eq(desc.act_min[:16] << 16),
             layer.act_max.eq(desc.act_max[:16] << 16),
-            wb.start.eq(go.start_array), wb.desc.eq(desc), wb.last_row.eq(ctrl.last_row),
+            wb.start.eq(go.start_array), wb.desc.eq(desc),
         ]
+        if self.pooler is not None:
+            pool = self.pooler
+            m.d.comb += [pool.start.eq(go.start_pool), pool.go.eq(go.prime_pool),
+                         pool.desc.eq(desc), pool.geom.eq(ctrl.geom),
+                         pool.last_row.eq(ctrl.last_row)]

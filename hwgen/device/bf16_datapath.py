@@ -17,9 +17,10 @@ __all__ = ["BF16MatrixDatapath", "bf16_finished_row_layout"]
 
 
 def bf16_finished_row_layout(cols, depth, tile_bits):
-    """A finished row: its row ``m`` of the chunk, its output tile ``nt`` and its ``cols``
-    values (bf16 results as fp32 bits with the low half 0, or the raw fp32 accumulators)."""
-    return data.StructLayout({"m": range(depth), "nt": tile_bits,
+    """A finished row: its row ``m`` of the chunk, whether it is the chunk's ``last`` row, its
+    output tile ``nt`` and its ``cols`` values (bf16 results as fp32 bits with the low half
+    0, or the raw fp32 accumulators)."""
+    return data.StructLayout({"m": range(depth), "last": 1, "nt": tile_bits,
                               "data": data.ArrayLayout(FP32, cols)})
 
 
@@ -239,18 +240,22 @@ class BF16MatrixDatapath(wiring.Component):
         # A register before the bank: the bias's read port answers in that cycle.
         row = bank.i_row
         nt = Signal(self._tile_bits, name="bank_nt")
+        last = Signal(name="bank_last")
         m.d.sync += [bank.i_valid.eq(res.valid), row.m.eq(out_m), nt.eq(out_nt),
+                     last.eq(res.payload.last),
                      row.first.eq(out_kt == 0), row.final.eq(out_kt == self.k_tiles - 1),
                      row.sums.eq(res.payload.data)]
         m.d.comb += row.bias.eq(self.bias)
 
         lat = self.finishes[0].latency
         done_nt = delay(m, nt, bank.latency, name="done_nt")
+        done_last = delay(m, last, bank.latency, name="done_last")
         for c, finish in enumerate(self.finishes):
             m.submodules[f"finish{c}"] = finish
             m.d.comb += [finish.acc.eq(bank.o_row.sums[c]), finish.layer.eq(self.layer),
                          self.o_row.data[c].eq(finish.y)]
         m.d.comb += [self.o_valid.eq(delay(m, bank.o_valid, lat, name="fin_valid")),
                      self.o_row.m.eq(delay(m, bank.o_row.m, lat, name="fin_m")),
-                     self.o_row.nt.eq(delay(m, done_nt, lat, name="fin_nt"))]
+                     self.o_row.nt.eq(delay(m, done_nt, lat, name="fin_nt")),
+                     self.o_row.last.eq(delay(m, done_last, lat, name="fin_last"))]
         return m

@@ -5,7 +5,7 @@ from amaranth.hdl import Module, Mux, Signal, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..memmap import batch_bits, descriptor_layout
+from ..memmap import descriptor_layout
 from .bf16_datapath import bf16_finished_row_layout
 from .layouts import acc_row_layout
 from .positions import advance
@@ -27,9 +27,12 @@ class BF16WriteBack(wiring.Component):
     """Write each finished row of :class:`~hwgen.device.bf16_datapath.BF16MatrixDatapath`
     where the layer's descriptor says, in the cycle it comes.
 
-    The rows come output tile after output tile, rows ``0 .. last_row`` of each (the order of
-    the datapath's passes), so the row's first word and its tile's first channel are counted,
-    not multiplied: row ``m`` of tile ``nt`` starts at ``dst_base + m * dst_stride``.
+    The rows come chunk after chunk, output tile after output tile, rows ``0 ..`` the one
+    marked ``last`` of each (the order of the datapath's passes), so the row's first word and
+    its tile's first channel are counted, not multiplied: row ``m`` of a chunk whose first
+    output pixel is ``p`` starts at ``dst_base + (p + m) * dst_stride`` (a dense layer is one
+    chunk, ``p = 0``; a spatial layer's chunks follow each other pixel after pixel, as the
+    int8 accumulators' positions do).
 
     - A ``raw`` layer: the row's ``cols`` fp32 accumulators to OUTPUT word
       ``dst_base + m * dst_stride + nt``, as the int8 raw layer writes its accumulators.
@@ -53,11 +56,10 @@ class BF16WriteBack(wiring.Component):
     Members
     -------
     start : In(1)
-        A layer starts: its first row goes to ``desc.dst_base``, its first tile is 0.
+        A layer starts: its first chunk's first row goes to ``desc.dst_base``, its first tile
+        is 0.
     desc : In(descriptor_layout(config))
         The running layer's (``raw``, ``n``, ``n_tiles``, ``dst_base``, ``dst_stride``).
-    last_row : In(batch_bits(config))
-        The last row of each output tile.
     i_valid : In(1)
         A finished row is on ``i_row``.
     i_row : In(bf16_finished_row_layout(cols, depth, n_tiles width))
@@ -66,7 +68,7 @@ class BF16WriteBack(wiring.Component):
     raw_addr, raw_data, raw_we : Out
         The write of a raw layer's row to the output memory.
     end : Out(1)
-        The layer's last row is written in this cycle.
+        The chunk's last row is written in this cycle (a dense layer's last).
     """
 
     #: Registers between a finished row on ``i_row`` and its write: none, the row is written
@@ -81,7 +83,6 @@ class BF16WriteBack(wiring.Component):
         super().__init__({
             "start": In(1),
             "desc": In(layout),
-            "last_row": In(batch_bits(config)),
             "i_valid": In(1),
             "i_row": In(bf16_finished_row_layout(config.cols, depth,
                                                  layout.members["n_tiles"].width)),
@@ -98,25 +99,32 @@ class BF16WriteBack(wiring.Component):
         m = Module()
         cfg, desc, row = self.config, self.desc, self.i_row
         cols, lanes = cfg.cols, cfg.act_lanes
-        # The row's first word, and its tile's first channel as (word, bank) and as a count.
+        # The row's first word, and its tile's first channel as (word, bank) and as a count;
+        # the first word of the chunk's first pixel.
         dst = Signal(range(cfg.act_depth + cfg.out_depth + 1), name="row_dst")
+        chunk_dst = Signal.like(dst, name="chunk_dst")
         word = Signal(range(cfg.act_depth * 2), name="tile_word")
         rem = Signal(range(lanes), name="tile_rem")
         n0 = Signal(len(desc.n_tiles) + cols.bit_length(), name="tile_n0")
-        tile_end = Signal(name="tile_end")
-        m.d.comb += tile_end.eq(row.m == self.last_row)
+        chunk_end = Signal(name="chunk_end")
+        m.d.comb += chunk_end.eq(row.last & (row.nt == desc.n_tiles - 1))
         with m.If(self.start):
-            m.d.sync += [dst.eq(desc.dst_base), word.eq(0), rem.eq(0), n0.eq(0)]
+            m.d.sync += [dst.eq(desc.dst_base), chunk_dst.eq(desc.dst_base), word.eq(0),
+                         rem.eq(0), n0.eq(0)]
         with m.Elif(self.i_valid):
-            with m.If(tile_end):
-                m.d.sync += [dst.eq(desc.dst_base), n0.eq(n0 + cols)]
+            with m.If(chunk_end):
+                # The next chunk starts at the pixel after this one's last.
+                m.d.sync += [dst.eq(dst + desc.dst_stride), chunk_dst.eq(dst + desc.dst_stride),
+                             word.eq(0), rem.eq(0), n0.eq(0)]
+            with m.Elif(row.last):
+                m.d.sync += [dst.eq(chunk_dst), n0.eq(n0 + cols)]
                 advance(m, word, rem, cols, lanes)
             with m.Else():
                 m.d.sync += dst.eq(dst + desc.dst_stride)
 
         m.d.comb += [self.raw_addr.eq(dst + row.nt), self.raw_data.eq(row.data),
                      self.raw_we.eq(self.i_valid & desc.raw),
-                     self.end.eq(self.i_valid & tile_end & (row.nt == desc.n_tiles - 1))]
+                     self.end.eq(self.i_valid & chunk_end)]
         base = Signal(len(self.wr_addr[0]), name="wb_base")
         m.d.comb += base.eq(dst + word)
         for b in range(lanes):

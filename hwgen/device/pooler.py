@@ -27,6 +27,11 @@ class Pooler(wiring.Component):
     read_latency : int
         Cycles from a read's address to its word (1, or 2 with registered reads, whose words
         then pass a register of the pooler's too: ``done`` comes a cycle later).
+    max_unit : callable or None
+        Makes a lane's maximum unit, for values whose order is not their bits' as signed
+        integers (bf16: :class:`~hwgen.device.bf16_max.BF16Max`): a component with ``a``,
+        ``b``, ``y`` and ``latency`` 0, given the maximum so far and the word's value (the
+        value twice for a window's first word). None: int8 values, compared as signed.
 
     Members
     -------
@@ -50,9 +55,10 @@ class Pooler(wiring.Component):
         returns, from a register).
     """
 
-    def __init__(self, config, *, read_latency=1):
+    def __init__(self, config, *, read_latency=1, max_unit=None):
         self.config = config
         self.read_latency = read_latency
+        self.max_unit = max_unit
         lanes, value = config.act_lanes, signed(config.in_bits)
         addr = unsigned(act_addr_bits(config))
         super().__init__({
@@ -161,10 +167,10 @@ class Pooler(wiring.Component):
         # The window's maximum goes to a register and is written from there a cycle later:
         # a read, a compare and a write in one cycle was the ECP5 devices' longest path.
         best = Signal(self.rd_data.shape(), name="best")
+        larger = [self._larger(m, b, first, words[b], best[b]) for b in range(cfg.act_lanes)]
         with m.If(got):
             for b in range(cfg.act_lanes):
-                value = words[b]
-                m.d.sync += best[b].eq(Mux(first | (value > best[b]), value, best[b]))
+                m.d.sync += best[b].eq(larger[b])
         out = Signal.like(self.wr_addr, name="out")
         with m.If(self.start):
             m.d.sync += out.eq(d.dst_base)
@@ -173,3 +179,15 @@ class Pooler(wiring.Component):
         m.d.sync += [self.wr_en.eq(last), self.done.eq(end)]
         m.d.comb += [self.wr_addr.eq(out), self.wr_data.eq(best)]
         return m
+
+    def _larger(self, m, lane, first, value, best):
+        """Lane ``lane``'s next maximum: ``value`` at a window's first word, else the larger
+        of ``value`` and ``best`` (by :attr:`max_unit`, or as signed integers)."""
+        if self.max_unit is None:
+            return Mux(first | (value > best), value, best)
+        m.submodules[f"max{lane}"] = unit = self.max_unit()
+        if unit.latency:
+            raise ValueError(f"Pooler: max_unit's latency is {unit.latency}; allowed: 0")
+        # The value with itself at a window's first word: the unit's rules apply to it too.
+        m.d.comb += [unit.a.as_value().eq(Mux(first, value, best)), unit.b.as_value().eq(value)]
+        return unit.y.as_value()

@@ -1,4 +1,4 @@
-"""The bf16 accelerator core (issue 52, step 1) in the Amaranth simulator: compiled bf16 MLPs
+"""The bf16 accelerator core (issue 52) in the Amaranth simulator: compiled bf16 MLPs and CNNs
 loaded and run through the host port give Bf16Network.forward's bits; what it refuses.
 
 Every run starts from NaN in every ACT lane (sim.bf16_runs.nan_act), so a pass that left a
@@ -26,12 +26,13 @@ from hwgen.device.accelerator import AcceleratorCore
 from hwgen.device.bf16_core import BF16AcceleratorCore
 from hwgen.device.cores import accelerator_core
 from hwgen.implementation import Implementation, Registers
-from hwgen.memmap import Region
-from hwgen.nn import INPUT, Node
+from hwgen.memmap import PassKind, Region
+from hwgen.nn import INPUT, Node, to_bf16
 from hwgen.nn.bf16 import round_to_bf16, round_to_fp32
 from hwgen.nn.bf16_layers import Bf16Dense
 from hwgen.nn.bf16_network import Bf16Network
-from sim.bf16_runs import bf16_mlp, bf16_rows, differing_bits, run_bf16
+from hwgen.nn.digits import digits_cnn
+from sim.bf16_runs import bf16_cnn, bf16_mlp, bf16_rows, differing_bits, run_bf16
 from sim.interpreter import ProgramInterpreter
 
 
@@ -184,8 +185,89 @@ def test_the_core_is_chosen_by_dtype(refused):
             lambda: BF16AcceleratorCore(AcceleratorConfig(rows=2, cols=2)))
 
 
+def _spatial(rows, cols, **kwargs):
+    return _config(rows, cols, **{"spatial": True, "act_depth": 512, "prog_depth": 16,
+                                  "out_depth": 128, **kwargs})
+
+
+def _chunks(program, m, config):
+    """The most chunks any layer of ``program`` runs on ``m`` samples."""
+    return max(-(-m * d["geometry"]["oh"] * d["geometry"]["ow"] // config.acc_depth)
+               for d in program.descriptors if d.get("geometry"))
+
+
+# A first convolution of fewer channels than rows (the taps layout), padded, then a strided
+# one, a dense layer after the Flatten; 1x1 and 2x2 kernels, n past the tiles (+0.0 lanes);
+# max pools (windows of 2 and 3, strides of 1 and 2, rows and columns left over) of negative
+# values too (no ReLU before them: bf16 patterns do not order as signed integers).
+_CNNS = {
+    "conv_pool_conv": ((4, 4), ([((3, 2, 4), {"padding": 1, "relu": False}), (2,),
+                                 ((3, 4, 4), {"padding": 1}), (3, 1)], 5, (8, 7, 2))),
+    "taps_stride_dense": ((4, 4), ([((3, 2, 4), {"padding": 1}),
+                                    ((3, 4, 4), {"stride": 2, "padding": 1})], 5, (5, 5, 2))),
+    "two_chunks_1x1": ((2, 2), ([((2, 2, 3), {}), ((1, 3, 3), {"relu": False})], 0,
+                                (4, 6, 2))),
+    "wide_cols": ((2, 4), ([((3, 2, 6), {"stride": (1, 2), "padding": 1, "relu": False}),
+                            (2, 1),
+                            ((1, 6, 4), {})], 3, (6, 5, 2))),
+}
+
+
+@pytest.mark.parametrize("name", list(_CNNS))
+@pytest.mark.parametrize("output", ["raw", "bf16"])
+def test_convolutions_run_bit_for_bit_over_chunks(name, output):
+    # The walker's output pixels, chunk after chunk (more pixels than acc_depth), each
+    # written pixel after pixel where the next pass reads it; the cycles are the model's.
+    (rows, cols), (convs, dense, in_shape) = _CNNS[name]
+    net = bf16_cnn(convs, dense, in_shape, seed=rows + len(name), rows=rows, output=output)
+    config = _spatial(rows, cols)
+    x = bf16_rows(net, 3, seed=7)
+    program = _check(net, config, [x, bf16_rows(net, 2, seed=8)], batch=3)
+    assert _chunks(program, len(x), config) > 1
+
+
+@pytest.mark.parametrize(("implementation", "gate_idle"), [
+    (without_dsp(ICE40), False), (without_dsp(ECP5), False),
+    (Implementation(registers=Registers.READS), False), (Implementation(), True),
+])
+def test_convolutions_on_the_boards_implementations(implementation, gate_idle):
+    # Registered reads stage the walker's rows and the pooler's words; the gated clock
+    # stops the pooler between runs too.
+    (rows, cols), (convs, dense, in_shape) = _CNNS["conv_pool_conv"]
+    net = bf16_cnn(convs, dense, in_shape, seed=2, rows=rows, output="raw")
+    _check(net, _spatial(rows, cols), [bf16_rows(net, 2, seed=9), bf16_rows(net, 1, seed=10)],
+           implementation=implementation, gate_idle=gate_idle)
+
+
+def test_dense_networks_on_a_spatial_design():
+    # Rows through the walker's plain geometry: one chunk per layer, as without it.
+    net = bf16_mlp([9, 13, 6, 3], seed=4, rows=2, output="bf16")
+    _check(net, _spatial(2, 4), [bf16_rows(net, 5, seed=1), bf16_rows(net, 16, seed=2)],
+           batch=16)
+
+
+def test_pools_of_inf_and_nan():
+    # Sums past fp32 give Inf and NaN: the pool's maximum takes the contract's NaN rule.
+    (rows, cols), (convs, _, in_shape) = _CNNS["conv_pool_conv"]
+    net = bf16_cnn(convs[:2], 0, in_shape, seed=4, rows=rows, output="bf16", scale=1e24)
+    x = bf16_rows(net, 2, seed=5, scale=1e12)
+    want = net.forward(x)
+    assert np.isinf(want).any() and np.isnan(want).any() and np.isfinite(want).any()
+    _check(net, _spatial(rows, cols), [x])
+
+
+def test_the_demo_cnn_runs_bit_for_bit():
+    # hwgen demo --model cnn's network (untrained): conv, pool, conv, pool, dense.
+    net = to_bf16(digits_cnn(seed=3), rows=4)
+    config = _spatial(4, 4, act_depth=1024, prog_depth=32, weight_depth=512)
+    program = _check(net, config, [bf16_rows(net, 2, seed=6)])
+    kinds = [PassKind(d["kind"]) for d in program.descriptors]
+    assert kinds == [PassKind.MATRIX, PassKind.MAXPOOL] * 2 + [PassKind.MATRIX]
+
+
 @pytest.mark.parametrize(("options", "implementation", "message"), [
-    ({"spatial": True}, None, r"dense networks only .*not spatial=True"),
+    ({"spatial": True, "depthwise": True, "rows": 2, "cols": 4}, None,
+     r"dense, convolution and pooling layers only .*not depthwise=True"),
     ({"residual": True}, None, r"not residual=True"),
     ({"rows": 3, "cols": 2}, None, r"rows=3, cols=2: .*a multiple of cols"),
 ])
