@@ -21,10 +21,9 @@ from hwgen.figures import add_record_option
 from .options import (
     BAUD_RANGE,
     SEED_MAX,
-    UsageError,
     add_config_options,
-    config_from_args,
     dense_bf16_defaults,
+    device_config_from_args,
     number,
     record_figures,
     record_file,
@@ -252,7 +251,7 @@ def _run(args):
     import sys
 
     _bf16_design(args)
-    config = config_from_args(args, dtypes=DTYPES)
+    config = device_config_from_args(args)
     record = record_file(args)
     try:
         figures = run_demo(config, model=args.model, epochs=args.epochs, seed=args.seed,
@@ -268,12 +267,8 @@ def _run(args):
 
 
 def _bf16_design(args):
-    """Give a bf16 demo the design the bf16 device builds so far: dense layers only (the
-    ``--spatial`` and ``--residual`` defaults 0 instead of 1)."""
-    dense_bf16_defaults(args)
-    if args.dtype == "bf16" and args.model != "mlp":
-        raise UsageError(f"--model {args.model} with --dtype bf16: the bf16 device runs dense "
-                         "networks only so far; allowed: --model mlp")
+    """Give a bf16 demo a design the bf16 device builds (no residual adds)."""
+    dense_bf16_defaults(args, spatial=True)
 
 
 def register(sub):
@@ -284,8 +279,8 @@ def register(sub):
     p = sub.add_parser("demo", help="train, quantize, generate and run the digits demo",
                        description="The main job: train an MLP (or a CNN) on the bundled "
                                    "digits, quantize it to int8 (or with --dtype bf16 round it "
-                                   "to bf16: an MLP, on a design with --spatial 0 --residual 0 "
-                                   "by default), generate the device, run the "
+                                   "to bf16, on a design with --residual 0 by default), "
+                                   "generate the device, run the "
                                    "test split on the simulated board through the host driver "
                                    "and print accuracy, cycles and what a board's link allows.")
     add_config_options(p, dtypes=DTYPES)

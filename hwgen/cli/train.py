@@ -53,7 +53,8 @@ def training_config(config, bits):
 
 
 def _config(args):
-    dense_bf16_defaults(args)
+    # bf16 trains MLPs: a dense design, the smaller simulated board.
+    dense_bf16_defaults(args, spatial=False)
     config = device_config_from_args(args)
     if config.dtype == "bf16":
         if args.bits is not None:
