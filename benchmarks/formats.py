@@ -1,9 +1,11 @@
-"""int8 against bfloat16: the weight-stationary arrays alone, built for the same board and
-clock, side by side (issue 52).
+"""int8 against bfloat16: the weight-stationary arrays alone and the whole devices, built for
+the same board and clock, side by side (issue 52).
 
 Each case is a real build (:func:`hwgen.boards.build`) of the int8 array alone
-(``top="array"``, :class:`hwgen.boards.tops.ArrayTop`) or the bf16 array alone
-(``top="bf16-array"``, :class:`hwgen.boards.tops.BF16ArrayTop`); the table gives per design
+(``top="array"``, :class:`hwgen.boards.tops.ArrayTop`), the bf16 array alone
+(``top="bf16-array"``, :class:`hwgen.boards.tops.BF16ArrayTop`), or a whole device of either
+dtype (``top="device"``: the core, its buffers and the UART link; the 85F's small preset,
+dense networks); the table gives per design
 the MACs, LUT4, flip-flops, DSP blocks, LUT4 and DSPs per MAC, Fmax and the peak rate (MACs
 x Fmax: one vector a cycle, the tile sums of every column), then the bf16/int8 ratios of each
 size built in both formats.
@@ -37,13 +39,19 @@ from hwgen.figures import add_record_option, benchmark_record, record_benchmark
 #: name -> (board, top, rows x cols, clock in Hz, more nextpnr options). The same board and
 #: clock for both formats: 50 MHz, which one bf16 element (multiplier latency 3, adder latency
 #: 4) meets on an ECP5. The 8x8 bf16 array fills 72 % of the 85F's LUT4: router1 made no
-#: headway on it in nine minutes (docs/performance.md), router2 routes it.
+#: headway on it in nine minutes (docs/performance.md), router2 routes it, as it does the bf16
+#: device (router1 had not in 40 minutes).
 CASES = {
     "ecp5-int8-4x4": ("ulx3s-85f", "array", 4, 50_000_000, ""),
     "ecp5-bf16-4x4": ("ulx3s-85f", "bf16-array", 4, 50_000_000, ""),
     "ecp5-int8-8x8": ("ulx3s-85f", "array", 8, 50_000_000, ""),
     "ecp5-bf16-8x8": ("ulx3s-85f", "bf16-array", 8, 50_000_000, "--router router2"),
+    "ecp5-int8-device4x4": ("ulx3s-85f", "device", 4, 50_000_000, "--router router2"),
+    "ecp5-bf16-device4x4": ("ulx3s-85f", "device", 4, 50_000_000, "--router router2"),
 }
+#: The whole devices: the 85F's small preset, dense (the bf16 core's networks so far).
+DEVICE_PRESET = "ulx3s-85f-small"
+DEVICE_OPTIONS = {"spatial": False, "residual": False}
 OUT = Path("build") / "formats"
 
 
@@ -54,7 +62,12 @@ def run(name, *, seed, reuse):
     if reuse and (out / "report.json").is_file():
         return json.loads((out / "report.json").read_text())
     board = boards.BOARDS[board_name]
-    config = boards.board_config(board, rows=n, cols=n, clock_hz=clock_hz)
+    if top == "device":
+        config = boards.board_config(board, preset=DEVICE_PRESET, rows=n, cols=n,
+                                     clock_hz=clock_hz, dtype=name.split("-")[1],
+                                     **DEVICE_OPTIONS)
+    else:
+        config = boards.board_config(board, rows=n, cols=n, clock_hz=clock_hz)
     # The build's hook for more nextpnr options (hwgen.boards.flow), set for this case only.
     before = os.environ.get("HWGEN_NEXTPNR_OPTS")
     os.environ["HWGEN_NEXTPNR_OPTS"] = nextpnr_opts
@@ -82,10 +95,10 @@ def figures_of(report):
 
 def print_table(results):
     """Print the designs and the bf16/int8 ratio of each size built in both formats."""
-    print(f"{'design':14} {'MACs':>4} {'LUT4':>6} {'FF':>6} {'DSP':>4} {'LUT4/MAC':>8} "
+    print(f"{'design':20} {'MACs':>4} {'LUT4':>6} {'FF':>6} {'DSP':>4} {'LUT4/MAC':>8} "
           f"{'DSP/MAC':>7} {'Fmax':>6} {'GMAC/s':>6} {'target':>6} {'build s':>7}")
     for name, f in results.items():
-        print(f"{name:14} {f['macs']:4} {f['lut']:6} {f['ff']:6} {f['dsp']:4} "
+        print(f"{name:20} {f['macs']:4} {f['lut']:6} {f['ff']:6} {f['dsp']:4} "
               f"{f['lut_per_mac']:8.1f} {f['dsp_per_mac']:7.3f} {f['fmax_mhz']:6.1f} "
               f"{f['peak_gmacs']:6.2f} {f['target_mhz']:6g} {f['build_s']:7.1f}"
               + ("" if f["pass"] else "  (timing FAIL)"))
@@ -245,7 +258,7 @@ def main(argv=None):
     benchmark_record(parser, args)
     if args.list:
         for name, (board, top, n, hz, opts) in CASES.items():
-            print(f"{name:14} {n}x{n} {top} on the {board} at {hz / 1e6:g} MHz"
+            print(f"{name:20} {n}x{n} {top} on the {board} at {hz / 1e6:g} MHz"
                   + (f" (nextpnr {opts})" if opts else ""))
         return 0
     if args.quick:

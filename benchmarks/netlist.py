@@ -5,19 +5,21 @@
 
 For each folder (the ``--out`` of ``hwgen build``): the seconds to build the simulation (a
 cached one is deleted first), then a random two-layer network (at most 9 wide, to fit small
-buffers) loaded and run on 16 rows over the UART at the build's baud rate, checked against
-the NumPy reference, and the simulated cycles per second of the time spent clocking the model
-(the harness's run_s). ``--quick`` (the tests' smoke run) keeps a simulation already built and
-runs 4 rows; ``--record`` writes the figures into the record (:mod:`hwgen.figures`).
+buffers; a bf16 MLP on a bf16 device) loaded and run on 16 rows over the UART at the build's
+baud rate, checked against the NumPy reference, and the simulated cycles per second of the time
+spent clocking the model (the harness's run_s). ``--quick`` (the tests' smoke run) keeps a
+simulation already built and runs 4 rows; ``--record`` writes the figures into the record
+(:mod:`hwgen.figures`).
 
 ``--mlp N`` runs the demo's MLP instead (64-32-10, trained and quantized as ``hwgen demo``
-trains it, compiled with the device's argmax at its largest batch; ``--cnn N`` the demo's CNN,
-on a spatial device) on the first N test digits through the host driver at the build's baud
-rate, checked against the argmax of hwgen.nn's scores, and prints the inferences per second of
-simulated time (the N digits over the cycles the board clocked for them, at the build's clock)
-and the digits' accuracy. The harness stops clocking only once the device has been quiet for
-its partial-frame timeout, so the host's turnarounds between answer and request count, in
-cycles of the slow simulation: the count moves by about a percent between runs.
+trains it, rounded to bf16 on a bf16 device, compiled with the device's argmax at its largest
+batch; ``--cnn N`` the demo's CNN, on a spatial device) on the first N test digits through the
+host driver at the build's baud rate, checked against the argmax of hwgen.nn's scores, and
+prints the inferences per second of simulated time (the N digits over the cycles the board
+clocked for them, at the build's clock) and the digits' accuracy. The harness stops clocking
+only once the device has been quiet for its partial-frame timeout, so the host's turnarounds
+between answer and request count, in cycles of the slow simulation: the count moves by about a
+percent between runs.
 """
 
 import argparse
@@ -32,7 +34,9 @@ import numpy as np
 import hwgen
 from host import Accelerator
 from hwgen.figures import add_record_option, benchmark_record, record_benchmark
+from sim.bf16_runs import bf16_mlp, bf16_rows
 from sim.board import SimulatedBoard
+from sim.cases import output_mismatch
 from sim.netgen import random_input, random_network
 
 
@@ -45,16 +49,13 @@ def measure(out_dir, *, rows=16, rebuild=True):
     with SimulatedBoard.from_build(out_dir, timeout=600) as board:
         built = time.perf_counter() - start
         config = board.config
-        rng = np.random.default_rng(0)
-        net = random_network(rng, config, layers=2, max_width=9, raw=True)
-        program = hwgen.compile(net, config)
-        x = random_input(rng, config, rows, net.in_features)
+        net, program, x = _random_case(np.random.default_rng(0), config, rows)
         with Accelerator(board.url, config=config, timeout=120) as acc:
             acc.load(program)
             before = board.stats()
             y = acc.infer(x)
             after = board.stats()
-        exact = bool((y == net.forward(x)).all())
+        exact = output_mismatch(y, net.forward(x)) is None
     cycles = after.cycles - before.cycles
     run_s = after.run_s - before.run_s
     return {"config": config.name, "build_s": built, "exact": exact, "cycles": cycles,
@@ -62,16 +63,30 @@ def measure(out_dir, *, rows=16, rebuild=True):
             "divisor": board.divisor}
 
 
+def _random_case(rng, config, rows):
+    """Return ``(network, program, x)``: a random two-layer network at most 9 wide (raw
+    scores) for ``config``'s dtype and ``rows`` input rows (bf16: values over a wide range,
+    some of them overflowing)."""
+    if config.dtype == "bf16":
+        net = bf16_mlp([int(v) for v in rng.integers(2, 10, size=3)], 0, rows=config.rows)
+        return net, hwgen.compile(net, config), bf16_rows(net, rows, 0)
+    net = random_network(rng, config, layers=2, max_width=9, raw=True)
+    return net, hwgen.compile(net, config), random_input(rng, config, rows, net.in_features)
+
+
 def demo_network(model, config):
     """Return ``(network, test digits, their labels)``: the demo's ``model`` ("mlp" or "cnn",
     :func:`hwgen.cli.models.train_demo`) quantized at ``config``'s widths, as ``hwgen demo``
-    makes it, and the test split quantized for it."""
+    makes it (rounded to bf16 on a bf16 design), and the test split quantized for it."""
     from hwgen.cli.models import train_demo
-    from hwgen.nn import quantize
+    from hwgen.nn import quantize, to_bf16
 
     trained, x_train, x_test, y_test = train_demo(model)
-    net = quantize(trained, x_train, in_bits=config.in_bits, w_bits=config.w_bits,
-                   acc_bits=config.acc_bits, mult_bits=config.mult_bits)
+    if config.dtype == "bf16":
+        net = to_bf16(trained, rows=config.rows)
+    else:
+        net = quantize(trained, x_train, in_bits=config.in_bits, w_bits=config.w_bits,
+                       acc_bits=config.acc_bits, mult_bits=config.mult_bits)
     return net, net.quantize_input(x_test), y_test
 
 
@@ -91,7 +106,8 @@ def measure_demo(out_dir, model, digits):
             classes = acc.infer(x)
             after = board.stats()
     cycles = after.cycles - before.cycles
-    return {"config": config.name, "exact": bool((classes == net.forward(x).argmax(1)).all()),
+    scores = np.asarray(net.forward(x), dtype=np.float64)
+    return {"config": config.name, "exact": bool((classes == scores.argmax(1)).all()),
             "accuracy_pct": 100 * float((classes == labels).mean()), "digits": len(x),
             "batch": program.batch, "cycles": cycles, "baud": report["baud"],
             # The harness counts cycles of the oscillator, the link's clock (a PLL's output is
