@@ -266,3 +266,28 @@ def test_demo_mlp_on_the_tang_nano_9k_preset_netlist(tmp_path):
                            str(tmp_path), "--mlp", "16"], env=env, text=True,
                           capture_output=True, timeout=3600, check=False)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_bf16_device_netlist(tmp_path):
+    """A bf16 device (2x2, dense, on the 25F at its 25 MHz oscillator) builds, meets its clock,
+    and its synthesized netlist runs a random bf16 MLP and the demo's MLP rounded to bf16 over
+    the UART bit for bit (``benchmarks/netlist.py``, which exits 0 only when every output has
+    the reference's bits and every class is the reference's argmax)."""
+    reason = yowasp_missing()
+    if reason:
+        pytest.skip(reason)
+    board = BOARDS["ulx3s-25f"]
+    config = boards.board_config(board, dtype="bf16", rows=2, cols=2, spatial=False,
+                                 residual=False, clock_hz=25_000_000)
+    report = boards.build(board, config, tmp_path, baud=1_000_000, seed=1,
+                          log=lambda *a, **k: None)
+    assert report["timing"]["pass"], report["timing"]
+    root = Path(__file__).parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (str(root), os.environ.get("PYTHONPATH")) if p)}
+    for more in ([], ["--mlp", "8"]):
+        done = subprocess.run([sys.executable, str(root / "benchmarks" / "netlist.py"),
+                               str(tmp_path), *more], env=env, text=True,
+                              capture_output=True, timeout=3600, check=False)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
