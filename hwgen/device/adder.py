@@ -150,10 +150,11 @@ class AddWalk(wiring.Component):
             restart("ox", "oy", "img", "cw", at_load=True)
         with m.Elif(self.go):
             m.d.sync += active.eq(1)
-        with m.Elif(active & loading):      # the channel word's parameters
-            m.d.sync += [self.p_addr.eq(self.p_addr + 1), j.eq(j + 1)]
-            with m.If(j == n_par - 1):
-                m.d.sync += [j.eq(0), loading.eq(0)]
+        if n_par:
+            with m.Elif(active & loading):  # the channel word's parameters
+                m.d.sync += [self.p_addr.eq(self.p_addr + 1), j.eq(j + 1)]
+                with m.If(j == n_par - 1):
+                    m.d.sync += [j.eq(0), loading.eq(0)]
         with m.Elif(active & ~half):        # input a's word, then b's
             m.d.comb += n["half"].eq(1)
         with m.Elif(active):
