@@ -17,7 +17,7 @@ import functools
 
 from .timing import unit_latencies
 
-__all__ = ["bf16_chunk_cycles", "bf16_timing_datapath"]
+__all__ = ["bf16_add_pipeline", "bf16_chunk_cycles", "bf16_timing_datapath"]
 
 
 def _never_elaborated(unit):
@@ -69,3 +69,13 @@ def bf16_chunk_cycles(config, k_tiles, n_tiles, rows, raw, *, implementation=Non
     last_entry = datapath.entry_cycles([rows], k_tiles, n_tiles, first_row=first_row)[-1]
     return (last_entry + datapath.latency + BF16WriteBack.STAGES
             + BF16AcceleratorCore.LAYER_END + 1)
+
+
+@functools.lru_cache(maxsize=64)
+def bf16_add_pipeline(config):
+    """Return the registers from an add pass's last word's arrival to its write on
+    ``config``'s bf16 core (:attr:`~hwgen.device.bf16_add.BF16Adder.pipeline`): what the add
+    pass's cycle model counts in place of the int8 adder's."""
+    from .device.bf16_add import BF16Adder
+
+    return _never_elaborated(BF16Adder(config)).pipeline

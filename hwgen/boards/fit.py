@@ -144,6 +144,13 @@ _SPRAM_MEMORIES = ("weight", "frame_buffer", *(f"act_lo{g}" for g in range(32)))
 # 970 a MAC; the bf16 arrays alone took 1,032 and 948 a MAC at 4x4 and 8x8).
 BF16_MAC_LUTS = 950
 
+# A bf16 adder's lane (``residual`` on a bf16 design: hwgen.device.bf16_add.BF16AddLane, an
+# fp32 adder and a finish) in place of the int8 adder's, and no multiplier: Yosys's cells of
+# one lane, synthesis only (2026-12-03): ECP5 770 LUT4 + 124 CCU2C (two LUT4s each), iCE40
+# 767 SB_LUT4; to be refitted on a build.
+BF16_ADD_LANE_LUTS = {Family.ICE40: 767}
+_BF16_ADD_LANE_LUTS_ELSE = 1018
+
 
 def _bram_blocks(family, width, depth):
     if depth <= _SMALL_DEPTH[family]:
@@ -190,7 +197,7 @@ def _dsp_blocks(board, config):
         # A packed array shares SB_MAC16s (two products each); the post-processing multipliers
         # are built from logic cells, the DSPs being taken. Unpacked (output-stationary), Yosys
         # builds every product from logic cells.
-        adder = (_ICE40_CELLS_PER_PRODUCT_BIT * config.residual * config.act_lanes
+        adder = (_ICE40_CELLS_PER_PRODUCT_BIT * _adder_multipliers(config)
                  * config.in_bits * config.mult_bits)
         if board.packing_for(config) is not None:
             return sb_mac16_pairs(config), adder
@@ -254,7 +261,21 @@ def _adder_products(config):
     (mult_bits + 1) signed bits, which Yosys maps onto 18x18 tiles on the ECP5
     (:class:`hwgen.device.adder.Adder`)."""
     tiles = math.ceil(config.in_bits / 18) * math.ceil((config.mult_bits + 1) / 18)
-    return config.residual * config.act_lanes * tiles
+    return _adder_multipliers(config) * tiles
+
+
+def _adder_multipliers(config):
+    """Return the adder's multipliers: one per activation lane with ``residual``, none on a
+    bf16 design (its adder sums without scaling)."""
+    return config.residual * config.act_lanes * (config.dtype != "bf16")
+
+
+def _adder_luts(board, config, k):
+    """Return the adder's LUTs besides its multipliers: the int8 adder's per lane, or a bf16
+    one's (:data:`BF16_ADD_LANE_LUTS`)."""
+    lane = (BF16_ADD_LANE_LUTS.get(board.family, _BF16_ADD_LANE_LUTS_ELSE)
+            if config.dtype == "bf16" else k["adder"])
+    return lane * config.act_lanes * config.residual
 
 
 def _feature_luts(k, config, impl):
@@ -291,7 +312,7 @@ def estimate(board, config):
            + k["word"] * max_word_bits(config) + k["desc"] * descriptor_layout(config).size
            + k["lane"] * config.requant_lanes * (config.acc_bits + 1) * config.mult_bits
            + k["spatial"] * config.spatial + k["bounds"] * config.requant_lanes * config.bounds
-           + k["adder"] * config.act_lanes * config.residual + lut_mults
+           + _adder_luts(board, config, k) + lut_mults
            + _feature_luts(k, config, impl) + BF16_MAC_LUTS * macs * (config.dtype == "bf16"))
     if board.implementation.link_on_oscillator \
             and clock_plan(board, config.clock_hz)["pll"] is not None:

@@ -267,7 +267,7 @@ def _run(args):
 
 
 def _bf16_design(args):
-    """Give a bf16 demo a design the bf16 device builds (no residual adds)."""
+    """Give a bf16 demo a design the bf16 device builds (the walker's, for the CNN)."""
     dense_bf16_defaults(args, spatial=True)
 
 
@@ -279,13 +279,12 @@ def register(sub):
     p = sub.add_parser("demo", help="train, quantize, generate and run the digits demo",
                        description="The main job: train an MLP (or a CNN) on the bundled "
                                    "digits, quantize it to int8 (or with --dtype bf16 round it "
-                                   "to bf16, on a design with --residual 0 by default), "
-                                   "generate the device, run the "
-                                   "test split on the simulated board through the host driver "
-                                   "and print accuracy, cycles and what a board's link allows.")
+                                   "to bf16), generate the device, run the test split on the "
+                                   "simulated board through the host driver and print "
+                                   "accuracy, cycles and what a board's link allows.")
     add_config_options(p, dtypes=DTYPES)
-    # Their defaults depend on --dtype (_bf16_design).
-    p.set_defaults(spatial=None, residual=None)
+    # Its default depends on --dtype (_bf16_design).
+    p.set_defaults(spatial=None)
     p.add_argument("--model", choices=sorted(MODELS), default="mlp",
                    help="mlp: 64-32-10 (default); cnn: conv 3x3 8, pool 2, conv 3x3 16, "
                         "pool 2, dense 10")

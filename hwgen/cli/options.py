@@ -219,13 +219,10 @@ def config_from_args(args, *, dtypes=("int8",)):
 
 
 def dense_bf16_defaults(args, *, spatial):
-    """Fill ``--spatial`` and ``--residual`` left unset (None) by ``--dtype``: for bf16,
-    ``--residual`` 0 (its device has no adder yet) and ``--spatial`` ``spatial`` (0 for a
-    command that runs dense networks only); else their defaults (1)."""
-    bf16 = getattr(args, "dtype", "int8") == "bf16"
-    for name, bf16_default in (("spatial", int(spatial)), ("residual", 0)):
-        if getattr(args, name) is None:
-            setattr(args, name, bf16_default if bf16 else 1)
+    """Fill ``--spatial`` left unset (None) by ``--dtype``: for bf16 ``spatial`` (0 for a
+    command that runs dense networks only), else its default (1)."""
+    if args.spatial is None:
+        args.spatial = int(spatial) if getattr(args, "dtype", "int8") == "bf16" else 1
 
 
 def device_config_from_args(args):

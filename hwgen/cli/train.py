@@ -13,7 +13,7 @@ figures and saves the trained network and its program (``--out``, a program file
 
 ``--dtype bf16`` trains the MLP as TPUs train (:class:`hwgen.train.Bf16Trainer`: fp32 master
 weights, bf16 products summed in fp32 on the devices), on simulated boards of the bf16 core,
-whose design is dense (``--spatial 0 --residual 0`` by default with ``--dtype bf16``).
+whose design is dense (``--spatial 0`` by default with ``--dtype bf16``).
 """
 
 import contextlib
@@ -222,7 +222,7 @@ def register(sub):
                     "loss and the update on the host. By default on simulated boards of the "
                     "design the options describe (8x8 int8). --dtype bf16 trains as TPUs do: "
                     "fp32 master weights, bf16 products summed in fp32 on the devices "
-                    "(a dense design: --spatial 0 --residual 0 by default).")
+                    "(a dense design: --spatial 0 by default).")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--devices", type=number(int, 1, 16), default=1, metavar="N",
                        help="simulated boards to start, 1..16 (default 1)")
@@ -253,6 +253,6 @@ def register(sub):
                    help="write the trained network and its program here (.npz)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_config_options(p, dtypes=DTYPES)
-    # Their defaults depend on --dtype (dense_bf16_defaults).
-    p.set_defaults(func=_run, spatial=None, residual=None)
+    # Its default depends on --dtype (dense_bf16_defaults).
+    p.set_defaults(func=_run, spatial=None)
     return p

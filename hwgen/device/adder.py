@@ -24,7 +24,7 @@ from .last_flag import LastFlag
 from .requantizer import round_clamp, round_saturate, rounded, shift_end, shift_stages, shift_start
 from .systolic import delay
 
-__all__ = ["Adder", "logic_product", "param_words", "sum_bits"]
+__all__ = ["AddWalk", "Adder", "logic_product", "param_words", "sum_bits"]
 
 #: Registers from a word's arrival (the cycle ``rd_data`` holds it) to its write: operand and
 #: multiplier (x), product (m), sum (s), the shifter's larger stages (u), its smaller ones and
@@ -68,7 +68,149 @@ def param_words(config):
     return math.ceil(config.act_lanes / config.cols)
 
 
-class Adder(wiring.Component):
+class AddWalk(wiring.Component):
+    """The addressing of an add pass, for the units that add two areas of the activation
+    banks into a third word by word (:class:`Adder`, and bf16's
+    :class:`~hwgen.device.bf16_add.BF16Adder`): the reads of the inputs' words, a channel
+    word's ``param_reads`` PARAM words first, and the written words' addresses.
+
+    Its members are :class:`Adder`'s; without ``param_reads`` it has no ``p_*`` ports.
+    """
+
+    def __init__(self, config, *, read_latency=1, param_reads=0):
+        self.config = config
+        self.read_latency = read_latency
+        self.param_reads = param_reads
+        lanes, value = config.act_lanes, signed(config.in_bits)
+        addr = unsigned(act_addr_bits(config))
+        params = {"p_addr": Out(range(config.param_depth)), "p_en": Out(1),
+                  "p_data": In(data.ArrayLayout(param_lane_layout(config), config.cols))}
+        super().__init__({
+            "start": In(1), "go": In(1),
+            "desc": In(descriptor_layout(config)),
+            "src2_base": In(addr),
+            "geom": In(geometry_layout(config)),
+            "last_row": In(batch_bits(config)),
+            "rd_addr": Out(addr), "rd_en": Out(1),
+            "rd_data": In(data.ArrayLayout(value, lanes)),
+            **(params if param_reads else {}),
+            "wr_addr": Out(addr), "wr_data": Out(data.ArrayLayout(value, lanes)),
+            "wr_en": Out(1),
+            "done": Out(1),
+        })
+
+    def _walk(self, m):
+        """Drive the reads; return the arrivals' flags ``{name: signal}``: ``param`` (a PARAM
+        word arrives) with ``j`` (its index), ``word`` (an activation word arrives) with
+        ``b`` (of input b), ``next`` (the channel word's last row) and ``end`` (the pass's
+        last word)."""
+        cfg, d, g = self.config, self.desc, self.geom
+        n_par = self.param_reads
+        side = max(1, cfg.act_depth.bit_length())
+        active, loading, half = Signal(), Signal(), Signal()
+        j = Signal(range(max(n_par, 1)), name="j")
+        ox, oy = Signal(side, name="ox"), Signal(side, name="oy")
+        img = Signal.like(self.last_row, name="img")
+        cw = Signal.like(self.rd_addr, name="cw")        # the channel word
+        off = Signal.like(self.rd_addr, name="off")      # the row's words from the area's base
+        # The address's terms take their next values (`*_n`) and the address is their sum in
+        # a register, and each counter's "last" flag is a register set a step early
+        # (:class:`LastFlag`): the banks' address and a step's decisions leave flip-flops
+        # (with registered reads on a large ECP5, the sum through the bank arbiter into every
+        # bank and the comparisons with the geometry ahead of the decisions were long paths).
+        cur = {"half": half, "cw": cw, "off": off}
+        n = {name: Signal.like(sig, name=f"{name}_n") for name, sig in cur.items()}
+        for name, sig in cur.items():
+            m.d.comb += n[name].eq(sig)
+            m.d.sync += sig.eq(n[name])
+        flag = {name: LastFlag(m, name, bound, load=self.start) for name, bound in
+                (("ox", g.ow - 1), ("oy", g.oh - 1), ("img", self.last_row),
+                 ("cw", d.src_stride - 1))}
+        row_last = flag["ox"].last & flag["oy"].last & flag["img"].last
+        word_last = flag["cw"].last
+        addr = Signal.like(self.rd_addr, name="addr")
+        m.d.sync += addr.eq(Mux(n["half"], self.src2_base, d.src_base) + n["cw"] + n["off"])
+        m.d.comb += [self.rd_addr.eq(addr), self.rd_en.eq(active & ~loading)]
+        if n_par:
+            m.d.comb += self.p_en.eq(active & loading & ~self.go)
+
+        counters = {"ox": ox, "oy": oy, "img": img}     # cw is an address term: `n` above
+
+        def restart(*names, at_load=False):
+            for name in names:
+                if name in counters:
+                    m.d.sync += counters[name].eq(0)
+                flag[name].reset(m, at_load=at_load)
+
+        with m.If(self.start):
+            m.d.sync += active.eq(0)
+            if n_par:
+                m.d.sync += [loading.eq(1), j.eq(0), self.p_addr.eq(d.p_base)]
+            m.d.comb += [n[name].eq(0) for name in cur]
+            restart("ox", "oy", "img", "cw", at_load=True)
+        with m.Elif(self.go):
+            m.d.sync += active.eq(1)
+        if n_par:
+            with m.Elif(active & loading):  # the channel word's parameters
+                m.d.sync += [self.p_addr.eq(self.p_addr + 1), j.eq(j + 1)]
+                with m.If(j == n_par - 1):
+                    m.d.sync += [j.eq(0), loading.eq(0)]
+        with m.Elif(active & ~half):        # input a's word, then b's
+            m.d.comb += n["half"].eq(1)
+        with m.Elif(active):
+            m.d.comb += n["half"].eq(0)
+            with m.If(~row_last):
+                m.d.comb += n["off"].eq(off + d.src_stride)
+                with m.If(~flag["ox"].last):
+                    m.d.sync += ox.eq(ox + 1)
+                    flag["ox"].step(m, ox)
+                with m.Elif(~flag["oy"].last):
+                    m.d.sync += oy.eq(oy + 1)
+                    flag["oy"].step(m, oy)
+                    restart("ox")
+                with m.Else():
+                    m.d.sync += img.eq(img + 1)
+                    flag["img"].step(m, img)
+                    restart("ox", "oy")
+            with m.Else():                  # the next channel word, or the end
+                if n_par:
+                    m.d.sync += loading.eq(1)
+                m.d.comb += [n["off"].eq(0), n["cw"].eq(cw + 1)]
+                flag["cw"].step(m, cw)
+                restart("ox", "oy", "img")
+                with m.If(word_last):
+                    m.d.sync += active.eq(0)
+        # The words arrive `read_latency` cycles after their reads, with what they close.
+        # `go` lasts two cycles: nothing is read in its second one.
+        lat = self.read_latency
+        walking = active & ~self.go
+        reading = walking & ~loading
+        return {
+            "param": delay(m, walking & loading, lat, name="got_param"),
+            "j": delay(m, j, lat, name="got_j"),
+            "word": delay(m, reading, lat, name="got_word"),
+            "b": delay(m, half, lat, name="got_b"),
+            "next": delay(m, reading & half & row_last, lat, name="got_next"),
+            "end": delay(m, reading & half & row_last & word_last, lat, name="got_end"),
+        }
+
+    def _write_addresses(self, m, t_next):
+        """Count the written words' addresses: a row's stride apart, the next channel word
+        from the area's base again; ``t_next`` (the channel word's last row) comes the cycle
+        before its word's ``wr_en``."""
+        d = self.desc
+        out, nxt = self.wr_addr, Signal.like(self.wr_addr, name="wr_next")
+        w_next = delay(m, t_next, 1, name="w_next")
+        with m.If(self.start):
+            m.d.sync += [out.eq(d.dst_base), nxt.eq(d.dst_base + 1)]
+        with m.Elif(self.wr_en):
+            with m.If(w_next):
+                m.d.sync += [out.eq(nxt), nxt.eq(nxt + 1)]
+            with m.Else():
+                m.d.sync += out.eq(out + d.src_stride)
+
+
+class Adder(AddWalk):
     """Add two tensors of the activation banks word by word into a third, scaled per channel.
 
     The walk (SPEC32 section 3): for each channel word ``cw`` in ``0 .. src_stride - 1``, the
@@ -129,25 +271,9 @@ class Adder(wiring.Component):
     """
 
     def __init__(self, config, *, read_latency=1, logic_products=False):
-        self.config = config
-        self.read_latency = read_latency
         self.logic_products = logic_products
-        lanes, value = config.act_lanes, signed(config.in_bits)
-        addr = unsigned(act_addr_bits(config))
-        super().__init__({
-            "start": In(1), "go": In(1),
-            "desc": In(descriptor_layout(config)),
-            "src2_base": In(addr),
-            "geom": In(geometry_layout(config)),
-            "last_row": In(batch_bits(config)),
-            "rd_addr": Out(addr), "rd_en": Out(1),
-            "rd_data": In(data.ArrayLayout(value, lanes)),
-            "p_addr": Out(range(config.param_depth)), "p_en": Out(1),
-            "p_data": In(data.ArrayLayout(param_lane_layout(config), config.cols)),
-            "wr_addr": Out(addr), "wr_data": Out(data.ArrayLayout(value, lanes)),
-            "wr_en": Out(1),
-            "done": Out(1),
-        })
+        super().__init__(config, read_latency=read_latency,
+                         param_reads=2 * param_words(config))
 
     def elaborate(self, platform):
         m = Module()
@@ -155,96 +281,6 @@ class Adder(wiring.Component):
         params = self._params(m, walk)
         self._finish(m, self._sum(m, walk, params))
         return m
-
-    def _walk(self, m):
-        """Drive the reads; return the arrivals' flags ``{name: signal}``: ``param`` (a PARAM
-        word arrives) with ``j`` (its index), ``word`` (an activation word arrives) with
-        ``b`` (of input b), ``next`` (the channel word's last row) and ``end`` (the pass's
-        last word)."""
-        cfg, d, g = self.config, self.desc, self.geom
-        n_par = 2 * param_words(cfg)
-        side = max(1, cfg.act_depth.bit_length())
-        active, loading, half = Signal(), Signal(), Signal()
-        j = Signal(range(n_par), name="j")
-        ox, oy = Signal(side, name="ox"), Signal(side, name="oy")
-        img = Signal.like(self.last_row, name="img")
-        cw = Signal.like(self.rd_addr, name="cw")        # the channel word
-        off = Signal.like(self.rd_addr, name="off")      # the row's words from the area's base
-        # The address's terms take their next values (`*_n`) and the address is their sum in
-        # a register, and each counter's "last" flag is a register set a step early
-        # (:class:`LastFlag`): the banks' address and a step's decisions leave flip-flops
-        # (with registered reads on a large ECP5, the sum through the bank arbiter into every
-        # bank and the comparisons with the geometry ahead of the decisions were long paths).
-        cur = {"half": half, "cw": cw, "off": off}
-        n = {name: Signal.like(sig, name=f"{name}_n") for name, sig in cur.items()}
-        for name, sig in cur.items():
-            m.d.comb += n[name].eq(sig)
-            m.d.sync += sig.eq(n[name])
-        flag = {name: LastFlag(m, name, bound, load=self.start) for name, bound in
-                (("ox", g.ow - 1), ("oy", g.oh - 1), ("img", self.last_row),
-                 ("cw", d.src_stride - 1))}
-        row_last = flag["ox"].last & flag["oy"].last & flag["img"].last
-        word_last = flag["cw"].last
-        addr = Signal.like(self.rd_addr, name="addr")
-        m.d.sync += addr.eq(Mux(n["half"], self.src2_base, d.src_base) + n["cw"] + n["off"])
-        m.d.comb += [self.rd_addr.eq(addr), self.rd_en.eq(active & ~loading),
-                     self.p_en.eq(active & loading & ~self.go)]
-
-        counters = {"ox": ox, "oy": oy, "img": img}     # cw is an address term: `n` above
-
-        def restart(*names, at_load=False):
-            for name in names:
-                if name in counters:
-                    m.d.sync += counters[name].eq(0)
-                flag[name].reset(m, at_load=at_load)
-
-        with m.If(self.start):
-            m.d.sync += [active.eq(0), loading.eq(1), j.eq(0), self.p_addr.eq(d.p_base)]
-            m.d.comb += [n[name].eq(0) for name in cur]
-            restart("ox", "oy", "img", "cw", at_load=True)
-        with m.Elif(self.go):
-            m.d.sync += active.eq(1)
-        with m.Elif(active & loading):      # the channel word's parameters
-            m.d.sync += [self.p_addr.eq(self.p_addr + 1), j.eq(j + 1)]
-            with m.If(j == n_par - 1):
-                m.d.sync += [j.eq(0), loading.eq(0)]
-        with m.Elif(active & ~half):        # input a's word, then b's
-            m.d.comb += n["half"].eq(1)
-        with m.Elif(active):
-            m.d.comb += n["half"].eq(0)
-            with m.If(~row_last):
-                m.d.comb += n["off"].eq(off + d.src_stride)
-                with m.If(~flag["ox"].last):
-                    m.d.sync += ox.eq(ox + 1)
-                    flag["ox"].step(m, ox)
-                with m.Elif(~flag["oy"].last):
-                    m.d.sync += oy.eq(oy + 1)
-                    flag["oy"].step(m, oy)
-                    restart("ox")
-                with m.Else():
-                    m.d.sync += img.eq(img + 1)
-                    flag["img"].step(m, img)
-                    restart("ox", "oy")
-            with m.Else():                  # the next channel word, or the end
-                m.d.sync += loading.eq(1)
-                m.d.comb += [n["off"].eq(0), n["cw"].eq(cw + 1)]
-                flag["cw"].step(m, cw)
-                restart("ox", "oy", "img")
-                with m.If(word_last):
-                    m.d.sync += active.eq(0)
-        # The words arrive `read_latency` cycles after their reads, with what they close.
-        # `go` lasts two cycles: nothing is read in its second one.
-        lat = self.read_latency
-        walking = active & ~self.go
-        reading = walking & ~loading
-        return {
-            "param": delay(m, walking & loading, lat, name="got_param"),
-            "j": delay(m, j, lat, name="got_j"),
-            "word": delay(m, reading, lat, name="got_word"),
-            "b": delay(m, half, lat, name="got_b"),
-            "next": delay(m, reading & half & row_last, lat, name="got_next"),
-            "end": delay(m, reading & half & row_last & word_last, lat, name="got_end"),
-        }
 
     def _params(self, m, walk):
         """Load each lane's ``mult_a``, ``mult_b`` and ``shift`` from the PARAM words as they
@@ -356,14 +392,4 @@ class Adder(wiring.Component):
                 y = Mux(d.relu & (y < 0), 0, y)
             m.d.sync += self.wr_data[lane].eq(y)
         m.d.sync += [self.wr_en.eq(t_valid), self.done.eq(t_end)]
-        # The written words' addresses: a row's stride apart, the next channel word from the
-        # area's base again.
-        out, nxt = self.wr_addr, Signal.like(self.wr_addr, name="wr_next")
-        w_next = delay(m, t_next, 1, name="w_next")
-        with m.If(self.start):
-            m.d.sync += [out.eq(d.dst_base), nxt.eq(d.dst_base + 1)]
-        with m.Elif(self.wr_en):
-            with m.If(w_next):
-                m.d.sync += [out.eq(nxt), nxt.eq(nxt + 1)]
-            with m.Else():
-                m.d.sync += out.eq(out + d.src_stride)
+        self._write_addresses(m, t_next)

@@ -3,8 +3,8 @@ the bf16 matrix datapath (docs/arithmetic.md, "bfloat16"; issue 52).
 
 So far it runs matrix passes, dense layers and, with ``spatial``, convolutions whose rows are
 the patch walker's output pixels, chunk after chunk, and max pools on the int8 core's
-:class:`~hwgen.device.pooler.Pooler` with a bf16 maximum (``residual`` and ``depthwise``
-off).
+:class:`~hwgen.device.pooler.Pooler` with a bf16 maximum, and with ``residual`` adds on a
+:class:`~hwgen.device.bf16_add.BF16Adder` (``depthwise`` off).
 
 ::
 
@@ -12,10 +12,11 @@ off).
                             ├─ weight ─ WeightFeeder ────── o_weight ──┐
                             │                                          ▼
                             ├─ act* ─ BankArbiter ─┬─ ActivationFeeder ─► BF16MatrixDatapath
-                            │    (matrix, pool)    │     o_act          (engine, accumulators,
+                            │ (matrix, pool, add)  │     o_act          (engine, accumulators,
                             ├─ param ──────────────┼──── bias ───────►   finish) │ o_row
                             │                      ├─ BF16WriteBack ◄────────────┤
-                            │                      └─ Pooler (BF16Max)           │
+                            │                      ├─ Pooler (BF16Max)           │
+                            │                      └─ BF16Adder                  │
                             └─ out ◄─────────────────────── raw rows ────────────┘
 """
 
@@ -28,6 +29,7 @@ from ..latency import FIFO_LATENCY
 from ..memmap import HostPortSignature, PassKind, Region, descriptor_layout
 from .activation_feeder import ActivationFeeder
 from .bank_arbiter import BankArbiter
+from .bf16_add import BF16Adder
 from .bf16_datapath import BF16MatrixDatapath
 from .bf16_max import BF16Max
 from .bf16_writeback import BF16WriteBack
@@ -57,7 +59,8 @@ from .weight_feeder import WeightFeeder
 __all__ = ["BF16AcceleratorCore", "bf16_datapath"]
 
 # The blocks that hold still between runs (``gate_idle``), as in the int8 core.
-_RUN_UNITS = ("datapath", "weight_feeder", "activation_feeder", "writeback", "pooler")
+_RUN_UNITS = ("datapath", "weight_feeder", "activation_feeder", "writeback", "pooler",
+              "adder")
 
 
 def check_bf16_core(config):
@@ -65,11 +68,10 @@ def check_bf16_core(config):
     if config.dtype != "bf16":
         raise ValueError(f"BF16AcceleratorCore: dtype={config.dtype!r}; the int8 device is "
                          "hwgen.device.accelerator.AcceleratorCore")
-    # Convolutions and max pools run; the add pass and the depthwise unit are not built yet.
-    wrong = [f"{name}=True" for name in ("residual", "depthwise") if getattr(config, name)]
-    if wrong:
-        raise ValueError("the bf16 device runs dense, convolution and pooling layers only so far "
-                         "(residual=False, depthwise=False); not " + ", ".join(wrong))
+    # Convolutions, max pools and adds run; the depthwise unit is not built yet.
+    if config.depthwise:
+        raise ValueError("the bf16 device runs dense, convolution, pooling and add layers "
+                         "only so far (depthwise=False); not depthwise=True")
 
 
 def bf16_datapath(config, implementation):
@@ -82,7 +84,7 @@ def bf16_datapath(config, implementation):
 
 
 class BF16AcceleratorCore(wiring.Component):
-    """Run bf16 dense, convolution and max-pooling layers:
+    """Run bf16 dense, convolution, max-pooling and add layers:
     :class:`~hwgen.device.accelerator.AcceleratorCore`'s host port, memories, program and
     descriptors, with the matrix work on
     :class:`~hwgen.device.bf16_datapath.BF16MatrixDatapath`.
@@ -95,12 +97,13 @@ class BF16AcceleratorCore(wiring.Component):
     back into the activation banks, or a raw layer's fp32 accumulators into OUTPUT, pixel
     after pixel. The chunk ends :attr:`LAYER_END` cycles after its last write. A max-pooling
     layer runs on :attr:`pooler` (with ``spatial``), each lane's maximum a
-    :class:`~hwgen.device.bf16_max.BF16Max`, and ends as the int8 core's does.
+    :class:`~hwgen.device.bf16_max.BF16Max`, and ends as the int8 core's does; an add
+    (with ``residual``) on :attr:`adder`, and ends so too.
 
     Parameters
     ----------
     config : AcceleratorConfig
-        With ``dtype="bf16"``, ``residual`` and ``depthwise`` off (:func:`check_bf16_core`).
+        With ``dtype="bf16"``, ``depthwise`` off (:func:`check_bf16_core`).
     implementation : Implementation
         Its memories' reads (plain or registered), host port stages, SPRAM and shared OUTPUT
         and PARAM memory, as the int8 core's; the DSP options do not apply (the bf16 units
@@ -124,6 +127,8 @@ class BF16AcceleratorCore(wiring.Component):
         Cycles from the host port's ``re`` to its ``rvalid``.
     pooler : Pooler or None
         The max-pooling unit, with ``config.spatial``.
+    adder : BF16Adder or None
+        The add unit, with ``config.residual``.
     """
 
     #: Cycles from the write of a chunk's last row to the controller's ``layer_done``; the
@@ -153,9 +158,13 @@ class BF16AcceleratorCore(wiring.Component):
         # Max pools (with the spatial walk) on the int8 pooler, its maximum bf16's.
         self.pooler = (Pooler(config, read_latency=reads, max_unit=BF16Max) if config.spatial
                        else None)
+        # Residual adds on the int8 adder's walk, fp32 sums in its lanes.
+        self.adder = BF16Adder(config, read_latency=reads) if config.residual else None
         units = {"matrix": (PassKind.MATRIX,)}
         if self.pooler is not None:
             units["pool"] = (PassKind.MAXPOOL,)
+        if self.adder is not None:
+            units["add"] = (PassKind.ADD,)
         self.banks = BankArbiter(config, units, registered=True)
         super().__init__({"host": Out(HostPortSignature(config))})
 
@@ -167,7 +176,7 @@ class BF16AcceleratorCore(wiring.Component):
         dp, wb = self.datapath, self.writeback
         in_run = run_clock(m, ctrl.busy) if self.gate_idle else (lambda unit: unit)
         for name in ("datapath", "controller", "weight_feeder", "activation_feeder",
-                     "writeback", "pooler", "banks", "counters"):
+                     "writeback", "pooler", "adder", "banks", "counters"):
             if (unit := getattr(self, name)) is not None:
                 m.submodules[name] = in_run(unit) if name in _RUN_UNITS else unit
         self.memories = mems = make_memories(m, cfg, self.implementation)
@@ -194,10 +203,10 @@ class BF16AcceleratorCore(wiring.Component):
                      port.rd_take.eq(af.rd_take), af.rd_data.eq(port.rd_data),
                      port.wr_addr.eq(wb.wr_addr), port.wr_data.eq(wb.wr_data),
                      port.wr_en.eq(wb.wr_en)]
-        if self.pooler is not None:
-            # The pooler reads and writes the same word of every bank.
-            same_word_port(m, self.banks.port("pool"), cfg, read=self.pooler,
-                           write=self.pooler)
+        for name, unit in (("pool", self.pooler), ("add", self.adder)):
+            # The pooler and the adder read and write the same word of every bank.
+            if unit is not None:
+                same_word_port(m, self.banks.port(name), cfg, read=unit, write=unit)
         act_banks(m, mems, access, self.banks.banks, cfg)
 
         # The finished rows into the write-back; the output tile's biases from PARAM.
@@ -209,6 +218,11 @@ class BF16AcceleratorCore(wiring.Component):
             pool_end = FIFO_LATENCY - (read_latency(self.implementation) > 1)
             done = Mux(self.banks.grant.pool,
                        delay(m, self.pooler.done, pool_end, name="pool_done"), done)
+        if self.adder is not None:
+            # The int8 core's add end, as the pool's.
+            add_end = FIFO_LATENCY - (read_latency(self.implementation) > 1)
+            done = Mux(self.banks.grant.add,
+                       delay(m, self.adder.done, add_end, name="add_done"), done)
         m.d.comb += ctrl.layer_done.eq(done)
 
         access.drive_read_data(m)
@@ -264,8 +278,10 @@ class BF16AcceleratorCore(wiring.Component):
             layer.act_max.eq(desc.act_max[:16] << 16),
             wb.start.eq(go.start_array), wb.desc.eq(desc),
         ]
-        if self.pooler is not None:
-            pool = self.pooler
-            m.d.comb += [pool.start.eq(go.start_pool), pool.go.eq(go.prime_pool),
-                         pool.desc.eq(desc), pool.geom.eq(ctrl.geom),
-                         pool.last_row.eq(ctrl.last_row)]
+        for name, unit in (("pool", self.pooler), ("add", self.adder)):
+            if unit is not None:
+                m.d.comb += [unit.start.eq(getattr(go, f"start_{name}")),
+                             unit.go.eq(getattr(go, f"prime_{name}")), unit.desc.eq(desc),
+                             unit.geom.eq(ctrl.geom), unit.last_row.eq(ctrl.last_row)]
+        if self.adder is not None:
+            m.d.comb += self.adder.src2_base.eq(desc.src2_base)

@@ -21,6 +21,7 @@ import math
 
 import numpy as np
 
+from ..bf16_cycles import bf16_add_pipeline
 from ..compiler.errors import CompileError
 from ..compiler.words import pack_words
 from ..memmap import PassKind, Region, param_lane_layout
@@ -37,7 +38,8 @@ __all__ = ["AddParams", "AddPass", "param_words_per_channel_word"]
 # read a cycle in between: a channel word's parameters load while the previous one's last
 # rows are still in the pipeline, so channel words follow each other without a gap.
 _ADD_LEAD = 5
-_ADD_TAIL = 9
+_ADD_END = 3            # the last word's arrival, the layer's end, the step
+_ADD_TAIL = _ADD_END + 6
 
 
 def param_words_per_channel_word(config):
@@ -156,6 +158,10 @@ class AddPass(Pass):
     def cycles(self, config, d, g, m, chunk, *, implementation=None):
         # Per channel word: its 2P parameter words, then two reads per row through one port.
         rows = m * g["oh"] * g["ow"]
+        if config.dtype == "bf16":
+            # No parameters; the bf16 adder's own pipeline.
+            return (_ADD_LEAD + d["src_stride"] * 2 * rows + _ADD_END
+                    + bf16_add_pipeline(config))
         big_p = param_words_per_channel_word(config)
         return _ADD_LEAD + d["src_stride"] * (2 * big_p + 2 * rows) + _ADD_TAIL
 

@@ -241,3 +241,17 @@ def test_a_bf16_design_counts_its_float_units_and_is_refused_when_they_do_not_fi
     check_fit(board, bf16)
     with pytest.raises(FitError, match=r"needs \d+ LUT4s, the device has 83640"):
         check_fit(board, board_config(board, rows=10, cols=10, dtype="bf16", **dense))
+
+
+def test_a_bf16_adder_counts_its_float_lanes_and_no_multiplier(monkeypatch):
+    from hwgen.boards import fit
+
+    board = BOARDS["ulx3s-85f"]
+    dense = {"preset": "ulx3s-85f-small", "rows": 4, "cols": 4, "dtype": "bf16",
+             "spatial": False}
+    plain = estimate(board, board_config(board, residual=False, **dense))
+    config = board_config(board, residual=True, **dense)
+    added = estimate(board, config)
+    assert added["dsp"] == plain["dsp"]
+    monkeypatch.setattr(fit, "_BF16_ADD_LANE_LUTS_ELSE", 0)
+    assert estimate(board, config)["lut"] == added["lut"] - 1018 * config.act_lanes

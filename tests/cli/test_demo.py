@@ -101,8 +101,8 @@ def test_demo_command_prints_table_and_records_it(tmp_path):
 
 
 # The bf16 demo's design, small: what `hwgen demo --dtype bf16 --rows 4 --cols 4` builds (the
-# walker and the pooler; no adder, which the bf16 device does not have yet).
-BF16 = AcceleratorConfig(dtype="bf16", rows=4, cols=4, residual=False)
+# walker, the pooler and the adder).
+BF16 = AcceleratorConfig(dtype="bf16", rows=4, cols=4)
 
 
 @pytest.mark.parametrize(("model", "epochs", "input_bytes"), [("mlp", 5, 64 * 2),
@@ -140,6 +140,6 @@ def test_demo_bf16_device_equals_bf16_reference(model, epochs, input_bytes, caps
 def test_demo_bf16_refuses_what_the_bf16_device_does_not_run(capsys):
     from hwgen.cli import main
 
-    assert main(["demo", "--dtype", "bf16", "--residual", "1"]) == 2
+    assert main(["demo", "--dtype", "bf16", "--depthwise", "1"]) == 2
     err = capsys.readouterr().err
-    assert "residual=True" in err and "Traceback" not in err
+    assert "depthwise=True" in err and "Traceback" not in err

@@ -71,7 +71,7 @@ def test_bf16_trains_on_two_boards_and_saves(tmp_path, capsys):
     captured = capsys.readouterr()
     printed = captured.out
     assert status == 0, printed + captured.err
-    assert ("starting 2 simulated board(s) of hwgen_ws_4x4_i16w16_spatial0_residual0_dtypebf16"
+    assert ("starting 2 simulated board(s) of hwgen_ws_4x4_i16w16_spatial0_dtypebf16"
             in captured.err), captured.err
     epochs = [line for line in printed.splitlines() if line.startswith("epoch")]
     losses = [float(line.split("loss ")[1].split()[0]) for line in epochs]
@@ -154,7 +154,7 @@ CASES = [
                                             "mlp"),
     (["--dtype", "fp8"], "--dtype: invalid choice: 'fp8' (choose from 'int8', 'bf16')"),
     (["--dtype", "bf16", "--weight-depth", "64"], "--model mlp cannot run on "
-                                                  "hwgen_ws_8x8_i16w16_weight_depth64_spatial0_residual0_"
+                                                  "hwgen_ws_8x8_i16w16_weight_depth64_spatial0_"
                                                   "dtypebf16: "
                                                   "layer 0: weight words do not fit"),
 ]

@@ -164,14 +164,14 @@ def test_a_bf16_design_from_a_config_file_is_refused_without_a_traceback(tmp_pat
 
 
 def test_generate_takes_a_bf16_design_its_core_builds(tmp_path, capsys):
-    # The bf16 core has no adder so far: a design with it is a usage error naming it; without
-    # it the files are written, the same bytes each time.
-    assert main(["generate", "--dtype", "bf16", "--out", str(tmp_path / "no")]) == 2
+    # The bf16 core has no depthwise unit so far: a design with it is a usage error naming
+    # it; without it the files are written, the same bytes each time.
+    assert main(["generate", "--dtype", "bf16", "--depthwise", "1",
+                 "--out", str(tmp_path / "no")]) == 2
     err = capsys.readouterr().err
-    assert len(err.strip().splitlines()) == 1 and "not residual=True" in err, err
+    assert len(err.strip().splitlines()) == 1 and "not depthwise=True" in err, err
     assert not (tmp_path / "no").exists()
-    design = ["--dtype", "bf16", "--rows", "2", "--cols", "2", "--spatial", "0",
-              "--residual", "0"]
+    design = ["--dtype", "bf16", "--rows", "2", "--cols", "2", "--spatial", "0"]
     texts = []
     for run in ("a", "b"):
         assert main(["generate", *design, "--out", str(tmp_path / run)]) == 0
@@ -183,10 +183,10 @@ def test_generate_takes_a_bf16_design_its_core_builds(tmp_path, capsys):
 
 
 def test_build_refuses_a_bf16_design_its_core_does_not_build(tmp_path, capsys):
-    # Before any tool runs: the board's preset has the adder.
-    assert main(["build", "--board", "ulx3s-12f", "--dtype", "bf16",
+    # Before any tool runs: the depthwise unit, which the bf16 core does not build yet.
+    assert main(["build", "--board", "ulx3s-12f", "--dtype", "bf16", "--depthwise", "1",
                  "--out", str(tmp_path / "b")]) == 2
     err = capsys.readouterr().err
-    assert ("hwgen build: error: the bf16 device runs dense, convolution and pooling layers "
-            "only so far" in err)
+    assert ("hwgen build: error: the bf16 device runs dense, convolution, pooling and add "
+            "layers only so far" in err)
     assert not (tmp_path / "b").exists()
