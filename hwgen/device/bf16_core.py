@@ -3,8 +3,9 @@ the bf16 matrix datapath (docs/arithmetic.md, "bfloat16"; issue 52).
 
 So far it runs matrix passes, dense layers and, with ``spatial``, convolutions whose rows are
 the patch walker's output pixels, chunk after chunk, and max pools on the int8 core's
-:class:`~hwgen.device.pooler.Pooler` with a bf16 maximum (``residual`` and ``depthwise``
-off).
+:class:`~hwgen.device.pooler.Pooler` with a bf16 maximum, and with ``depthwise`` depthwise
+convolutions and average pools on the int8 core's
+:class:`~hwgen.device.depthwise_feeder.DepthwiseFeeder` (``residual`` off).
 
 ::
 
@@ -25,7 +26,7 @@ from amaranth.lib.wiring import Out
 
 from ..implementation import Implementation
 from ..latency import FIFO_LATENCY
-from ..memmap import HostPortSignature, PassKind, Region, descriptor_layout
+from ..memmap import HostPortSignature, PassKind, Region, descriptor_layout, has_depthwise
 from .activation_feeder import ActivationFeeder
 from .bank_arbiter import BankArbiter
 from .bf16_datapath import BF16MatrixDatapath
@@ -35,6 +36,7 @@ from .clock_gate import run_clock
 from .controller import Controller
 from .core_ports import count_work, program_port, weight_port
 from .counters import CounterBlock
+from .depthwise_feeder import DepthwiseFeeder
 from .host_access import (
     HostAccess,
     act_banks,
@@ -57,7 +59,8 @@ from .weight_feeder import WeightFeeder
 __all__ = ["BF16AcceleratorCore", "bf16_datapath"]
 
 # The blocks that hold still between runs (``gate_idle``), as in the int8 core.
-_RUN_UNITS = ("datapath", "weight_feeder", "activation_feeder", "writeback", "pooler")
+_RUN_UNITS = ("datapath", "weight_feeder", "activation_feeder", "writeback", "pooler",
+              "depthwise")
 
 
 def check_bf16_core(config):
@@ -65,11 +68,11 @@ def check_bf16_core(config):
     if config.dtype != "bf16":
         raise ValueError(f"BF16AcceleratorCore: dtype={config.dtype!r}; the int8 device is "
                          "hwgen.device.accelerator.AcceleratorCore")
-    # Convolutions and max pools run; the add pass and the depthwise unit are not built yet.
-    wrong = [f"{name}=True" for name in ("residual", "depthwise") if getattr(config, name)]
+    # Convolutions, pools and depthwise passes run; the add pass is not built yet.
+    wrong = [f"{name}=True" for name in ("residual",) if getattr(config, name)]
     if wrong:
-        raise ValueError("the bf16 device runs dense, convolution and pooling layers only so far "
-                         "(residual=False, depthwise=False); not " + ", ".join(wrong))
+        raise ValueError("the bf16 device runs dense, convolution, pooling and depthwise layers "
+                         "only so far (residual=False); not " + ", ".join(wrong))
 
 
 def bf16_datapath(config, implementation):
@@ -78,7 +81,8 @@ def bf16_datapath(config, implementation):
     timing the cycle model reads (:mod:`hwgen.bf16_cycles`)."""
     tiles = descriptor_layout(config).members["n_tiles"].width
     return BF16MatrixDatapath(config.rows, config.cols, config.acc_depth, tile_bits=tiles,
-                              bias_latency=read_latency(implementation))
+                              bias_latency=read_latency(implementation),
+                              dw_lines=config.dw_lines if has_depthwise(config) else 0)
 
 
 class BF16AcceleratorCore(wiring.Component):
@@ -95,12 +99,15 @@ class BF16AcceleratorCore(wiring.Component):
     back into the activation banks, or a raw layer's fp32 accumulators into OUTPUT, pixel
     after pixel. The chunk ends :attr:`LAYER_END` cycles after its last write. A max-pooling
     layer runs on :attr:`pooler` (with ``spatial``), each lane's maximum a
-    :class:`~hwgen.device.bf16_max.BF16Max`, and ends as the int8 core's does.
+    :class:`~hwgen.device.bf16_max.BF16Max`, and ends as the int8 core's does. A depthwise
+    pass's rows come from :attr:`depthwise` (with ``depthwise``), each array cell its own
+    channel's tap (:class:`~hwgen.device.bf16_array.BF16Array`'s depthwise operands), and go
+    on as a chunk's rows.
 
     Parameters
     ----------
     config : AcceleratorConfig
-        With ``dtype="bf16"``, ``residual`` and ``depthwise`` off (:func:`check_bf16_core`).
+        With ``dtype="bf16"``, ``residual`` off (:func:`check_bf16_core`).
     implementation : Implementation
         Its memories' reads (plain or registered), host port stages, SPRAM and shared OUTPUT
         and PARAM memory, as the int8 core's; the DSP options do not apply (the bf16 units
@@ -124,6 +131,9 @@ class BF16AcceleratorCore(wiring.Component):
         Cycles from the host port's ``re`` to its ``rvalid``.
     pooler : Pooler or None
         The max-pooling unit, with ``config.spatial``.
+    depthwise : DepthwiseFeeder or None
+        The depthwise unit, with ``config.depthwise``: its lanes unskewed, its passes
+        ``row_interval`` cycles apart (its rows never wait).
     """
 
     #: Cycles from the write of a chunk's last row to the controller's ``layer_done``; the
@@ -153,9 +163,17 @@ class BF16AcceleratorCore(wiring.Component):
         # Max pools (with the spatial walk) on the int8 pooler, its maximum bf16's.
         self.pooler = (Pooler(config, read_latency=reads, max_unit=BF16Max) if config.spatial
                        else None)
+        # Depthwise passes stream through the int8 core's depthwise unit into the datapath, its
+        # lanes together (the columns add in step) and its passes far enough apart for the
+        # accumulators' row rule (its rows never wait).
+        self.depthwise = (DepthwiseFeeder(config, read_latency=reads, lane_skew=False,
+                                          pass_gap=self.datapath.row_interval)
+                          if has_depthwise(config) else None)
         units = {"matrix": (PassKind.MATRIX,)}
         if self.pooler is not None:
             units["pool"] = (PassKind.MAXPOOL,)
+        if self.depthwise is not None:
+            units["depthwise"] = (PassKind.DEPTHWISE,)
         self.banks = BankArbiter(config, units, registered=True)
         super().__init__({"host": Out(HostPortSignature(config))})
 
@@ -167,7 +185,7 @@ class BF16AcceleratorCore(wiring.Component):
         dp, wb = self.datapath, self.writeback
         in_run = run_clock(m, ctrl.busy) if self.gate_idle else (lambda unit: unit)
         for name in ("datapath", "controller", "weight_feeder", "activation_feeder",
-                     "writeback", "pooler", "banks", "counters"):
+                     "writeback", "pooler", "depthwise", "banks", "counters"):
             if (unit := getattr(self, name)) is not None:
                 m.submodules[name] = in_run(unit) if name in _RUN_UNITS else unit
         self.memories = mems = make_memories(m, cfg, self.implementation)
@@ -182,11 +200,8 @@ class BF16AcceleratorCore(wiring.Component):
         # The feeders' lanes hold the bf16 patterns: the same bits, other layouts.
         m.d.comb += [dp.i_weight.valid.eq(wf.o_weight.valid),
                      dp.i_weight.payload.eq(wf.o_weight.payload.as_value()),
-                     wf.o_weight.ready.eq(dp.i_weight.ready),
-                     dp.i_act.valid.eq(af.o_act.valid),
-                     dp.i_act.payload.data.eq(af.o_act.payload.data.as_value()),
-                     dp.i_act.payload.last.eq(af.o_act.payload.last),
-                     af.o_act.ready.eq(dp.i_act.ready)]
+                     wf.o_weight.ready.eq(dp.i_weight.ready)]
+        self._rows_in(m)
 
         # The activation banks: the feeder reads, the write-back writes.
         port = self.banks.port("matrix")
@@ -194,6 +209,13 @@ class BF16AcceleratorCore(wiring.Component):
                      port.rd_take.eq(af.rd_take), af.rd_data.eq(port.rd_data),
                      port.wr_addr.eq(wb.wr_addr), port.wr_data.eq(wb.wr_data),
                      port.wr_en.eq(wb.wr_en)]
+        if self.depthwise is not None:
+            # The depthwise unit reads the same word of every bank; its pass writes with the
+            # write-back.
+            port = self.banks.port("depthwise")
+            same_word_port(m, port, cfg, read=self.depthwise)
+            m.d.comb += [port.wr_addr.eq(wb.wr_addr), port.wr_data.eq(wb.wr_data),
+                         port.wr_en.eq(wb.wr_en)]
         if self.pooler is not None:
             # The pooler reads and writes the same word of every bank.
             same_word_port(m, self.banks.port("pool"), cfg, read=self.pooler,
@@ -214,6 +236,26 @@ class BF16AcceleratorCore(wiring.Component):
         access.drive_read_data(m)
         count_work(m, self.counters, host, busy, dp.issue)
         return m
+
+    def _rows_in(self, m):
+        """The datapath's rows: the activation feeder's, or in a depthwise pass the depthwise
+        unit's (their data unused: the array takes the unit's lines)."""
+        af, dw, dp = self.activation_feeder, self.depthwise, self.datapath
+        act = dp.i_act
+        if dw is None:
+            m.d.comb += [act.valid.eq(af.o_act.valid),
+                         act.payload.data.eq(af.o_act.payload.data.as_value()),
+                         act.payload.last.eq(af.o_act.payload.last),
+                         af.o_act.ready.eq(act.ready)]
+            return
+        grant = self.banks.grant.depthwise
+        m.d.comb += [act.valid.eq(Mux(grant, dw.o_act.valid, af.o_act.valid)),
+                     act.payload.data.eq(af.o_act.payload.data.as_value()),
+                     act.payload.last.eq(Mux(grant, dw.o_act.payload.last,
+                                             af.o_act.payload.last)),
+                     af.o_act.ready.eq(act.ready & ~grant), dw.o_act.ready.eq(act.ready & grant),
+                     dp.dw.eq(grant), dp.dw_lines.eq(dw.dw_lines.as_value()),
+                     dp.dw_sel.eq(dw.dw_sel)]
 
     def _params_and_output(self, m, mems, access):
         """PARAM's read port gives the datapath its biases (``p_base + bias_nt``, read every
@@ -242,7 +284,9 @@ class BF16AcceleratorCore(wiring.Component):
         ctrl, desc = self.controller, self.controller.desc
         wf, af, dp, wb = (self.weight_feeder, self.activation_feeder, self.datapath,
                           self.writeback)
-        m.submodules.starts = go = PassStarts(self.banks, {"array": ("matrix",)})
+        dw = self.depthwise
+        m.submodules.starts = go = PassStarts(self.banks, {"array": (
+            "matrix", *(("depthwise",) if dw is not None else ()))})
         m.d.comb += [go.kind_next.eq(ctrl.kind_next), go.prime_next.eq(ctrl.prime_next),
                      go.start_layer_next.eq(ctrl.start_layer_next),
                      go.start_chunk_next.eq(ctrl.start_chunk_next)]
@@ -256,7 +300,6 @@ class BF16AcceleratorCore(wiring.Component):
             af.prime.eq(go.prime_matrix), af.desc.eq(desc), af.geom.eq(ctrl.geom),
             *([af.prime_next.eq(ctrl.prime_next & go.now_matrix)] if af.registered_reads else []),
             af.last_row.eq(ctrl.last_row),
-            ctrl.more_chunks.eq(af.more_chunks & self.banks.grant.matrix),
             dp.k_tiles.eq(desc.k_tiles), dp.n_tiles.eq(desc.n_tiles),
             # The bounds are bf16 patterns: the fp32 value is the pattern over 16 zero bits.
             layer.raw.eq(desc.raw), layer.min_en.eq(1), layer.max_en.eq(1),
@@ -264,6 +307,16 @@ class BF16AcceleratorCore(wiring.Component):
             layer.act_max.eq(desc.act_max[:16] << 16),
             wb.start.eq(go.start_array), wb.desc.eq(desc),
         ]
+        more = af.more_chunks & self.banks.grant.matrix
+        if dw is not None:
+            more = more | (dw.more_chunks & self.banks.grant.depthwise)
+            m.d.comb += [dw.start_layer.eq(go.start_depthwise),
+                         dw.begin_chunk.eq(go.begin_depthwise),
+                         dw.prime.eq(go.prime_depthwise), dw.desc.eq(desc),
+                         dw.geom.eq(ctrl.geom), dw.last_row.eq(ctrl.last_row),
+                         dw.k_end.eq(ctrl.k_end), dw.n_end.eq(ctrl.n_end),
+                         dw.bank_full.eq(dp.bank_full), dw.a_ptr.eq(dp.a_ptr)]
+        m.d.comb += ctrl.more_chunks.eq(more)
         if self.pooler is not None:
             pool = self.pooler
             m.d.comb += [pool.start.eq(go.start_pool), pool.go.eq(go.prime_pool),

@@ -187,6 +187,6 @@ def test_build_refuses_a_bf16_design_its_core_does_not_build(tmp_path, capsys):
     assert main(["build", "--board", "ulx3s-12f", "--dtype", "bf16",
                  "--out", str(tmp_path / "b")]) == 2
     err = capsys.readouterr().err
-    assert ("hwgen build: error: the bf16 device runs dense, convolution and pooling layers "
-            "only so far" in err)
+    assert ("hwgen build: error: the bf16 device runs dense, convolution, pooling and "
+            "depthwise layers only so far" in err)
     assert not (tmp_path / "b").exists()

@@ -266,8 +266,6 @@ def test_the_demo_cnn_runs_bit_for_bit():
 
 
 @pytest.mark.parametrize(("options", "implementation", "message"), [
-    ({"spatial": True, "depthwise": True, "rows": 2, "cols": 4}, None,
-     r"dense, convolution and pooling layers only .*not depthwise=True"),
     ({"residual": True}, None, r"not residual=True"),
     ({"rows": 3, "cols": 2}, None, r"rows=3, cols=2: .*a multiple of cols"),
 ])
