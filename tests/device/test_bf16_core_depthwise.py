@@ -52,6 +52,7 @@ def _kinds(program):
     ((2, 2, 3), ((2, 3), (1, 2), (1, 0, 0, 1)), "bf16"),
     ((4, 4, 4), ((1, 3), 1, (0, 0, 1, 1)), "raw"),     # rows past the kernel
     ((2, 4, 4), ((1, 1), 2, 0), "bf16"),
+    ((4, 8, 10), ((5, 4), (2, 1), 2), "raw"),     # seven tiles of taps, n past two tiles
 ])
 def test_depthwise_convolutions_run_bit_for_bit(design, layer, output):
     # Output pixels over several chunks (acc_depth 16), each pass its taps' tile.
