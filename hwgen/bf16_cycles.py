@@ -14,10 +14,12 @@ it.
 """
 
 import functools
+from typing import NamedTuple
 
 from .timing import unit_latencies
 
-__all__ = ["bf16_add_pipeline", "bf16_chunk_cycles", "bf16_timing_datapath"]
+__all__ = ["Bf16DepthwiseTiming", "bf16_add_pipeline", "bf16_chunk_cycles",
+           "bf16_depthwise_timing", "bf16_timing_datapath"]
 
 
 def _never_elaborated(unit):
@@ -79,3 +81,28 @@ def bf16_add_pipeline(config):
     from .device.bf16_add import BF16Adder
 
     return _never_elaborated(BF16Adder(config)).pipeline
+
+
+class Bf16DepthwiseTiming(NamedTuple):
+    """What a bf16 depthwise chunk's count (:meth:`hwgen.passes.depthwise.DepthwisePass.cycles`)
+    takes from the datapath: ``rewrite``, the cycles from a weight bank's last row to its
+    next tile's first write (the engine's ``rewrite_wait``); ``gap``, the fewest cycles
+    between two passes' first result rows (the row rule, the depthwise unit's ``pass_gap``);
+    ``after``, the cycles from the last result row's entry to the controller's ``layer_done``
+    (the datapath, the write-back and the core's ``LAYER_END``)."""
+
+    rewrite: int
+    gap: int
+    after: int
+
+
+def bf16_depthwise_timing(config, implementation=None):
+    """Return the :class:`Bf16DepthwiseTiming` of ``config``'s bf16 core built with
+    ``implementation``, read from its units."""
+    from .device.bf16_core import BF16AcceleratorCore
+    from .device.bf16_writeback import BF16WriteBack
+
+    datapath = bf16_timing_datapath(config, implementation)
+    return Bf16DepthwiseTiming(
+        rewrite=datapath.engine.rewrite_wait, gap=datapath.row_interval,
+        after=datapath.latency + BF16WriteBack.STAGES + BF16AcceleratorCore.LAYER_END)

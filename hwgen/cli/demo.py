@@ -22,7 +22,6 @@ from .options import (
     BAUD_RANGE,
     SEED_MAX,
     add_config_options,
-    dense_bf16_defaults,
     device_config_from_args,
     number,
     record_figures,
@@ -250,7 +249,6 @@ def demo_figures(config, f):
 def _run(args):
     import sys
 
-    _bf16_design(args)
     config = device_config_from_args(args)
     record = record_file(args)
     try:
@@ -266,11 +264,6 @@ def _run(args):
     return 0
 
 
-def _bf16_design(args):
-    """Give a bf16 demo a design the bf16 device builds (the walker's, for the CNN)."""
-    dense_bf16_defaults(args, spatial=True)
-
-
 def register(sub):
     """Add ``hwgen demo``."""
     from hwgen.boards import BOARDS
@@ -283,8 +276,6 @@ def register(sub):
                                    "simulated board through the host driver and print "
                                    "accuracy, cycles and what a board's link allows.")
     add_config_options(p, dtypes=DTYPES)
-    # Its default depends on --dtype (_bf16_design).
-    p.set_defaults(spatial=None)
     p.add_argument("--model", choices=sorted(MODELS), default="mlp",
                    help="mlp: 64-32-10 (default); cnn: conv 3x3 8, pool 2, conv 3x3 16, "
                         "pool 2, dense 10")

@@ -218,11 +218,11 @@ def config_from_args(args, *, dtypes=("int8",)):
     return config
 
 
-def dense_bf16_defaults(args, *, spatial):
-    """Fill ``--spatial`` left unset (None) by ``--dtype``: for bf16 ``spatial`` (0 for a
-    command that runs dense networks only), else its default (1)."""
+def dense_bf16_defaults(args):
+    """Fill ``--spatial`` left unset (None) by ``--dtype``: 0 for bf16 (its training runs
+    MLPs: a dense design, the smaller simulated board), else its default (1)."""
     if args.spatial is None:
-        args.spatial = int(spatial) if getattr(args, "dtype", "int8") == "bf16" else 1
+        args.spatial = 0 if getattr(args, "dtype", "int8") == "bf16" else 1
 
 
 def device_config_from_args(args):

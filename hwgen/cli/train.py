@@ -54,7 +54,7 @@ def training_config(config, bits):
 
 def _config(args):
     # bf16 trains MLPs: a dense design, the smaller simulated board.
-    dense_bf16_defaults(args, spatial=False)
+    dense_bf16_defaults(args)
     config = device_config_from_args(args)
     if config.dtype == "bf16":
         if args.bits is not None:

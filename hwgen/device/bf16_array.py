@@ -2,7 +2,7 @@
 sharing the activations, each with its own stationary weights (docs/arithmetic.md,
 "bfloat16")."""
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Module, Mux, Signal, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -56,6 +56,12 @@ class BF16Array(wiring.Component):
         columns (``cols >= 1``: the outputs).
     mul_latency, add_latency : int
         The latencies of the multipliers and adders (:class:`BF16Column`).
+    dw_lines : int
+        With ``dw_lines >= 1``, the depthwise operands (a depthwise pass, see
+        :class:`~hwgen.device.depthwise_feeder.DepthwiseFeeder`): while ``dw`` is high, row
+        ``r``, column ``c`` of a vector presented in cycle ``t`` multiplies lane ``c`` of line
+        ``d_sel[r]`` (of ``dw_lines + 1``; a code past them +0.0) as ``d_lines`` shows it in
+        cycle ``t + r``, the int8 array's timing with its lanes unskewed; ``a_data`` is unused.
 
     Members
     -------
@@ -75,12 +81,26 @@ class BF16Array(wiring.Component):
     acc : Out(ArrayLayout(FP32, cols))
         The accumulators after the tile (meaningful with ``acc_valid``).
     acc_valid : Out(1)
+    dw : In(1)
+        Only with ``dw_lines``.
+    d_lines : In(ArrayLayout(ArrayLayout(BF16, cols), dw_lines + 1))
+        Only with ``dw_lines``.
+    d_sel : In(ArrayLayout(unsigned((dw_lines + 1).bit_length()), rows))
+        Only with ``dw_lines``.
     """
 
-    def __init__(self, rows, cols, *, mul_latency=3, add_latency=4):
+    def __init__(self, rows, cols, *, mul_latency=3, add_latency=4, dw_lines=0):
         _count("rows", rows)
         _count("cols", cols)
         self._rows, self._cols = rows, cols
+        self._dw_lines = dw_lines
+        depthwise = {}
+        if dw_lines:
+            depthwise = {"dw": In(1),
+                         "d_lines": In(data.ArrayLayout(data.ArrayLayout(BF16, cols),
+                                                        dw_lines + 1)),
+                         "d_sel": In(data.ArrayLayout(unsigned((dw_lines + 1).bit_length()),
+                                                      rows))}
         # Made here, so that their own checks refuse a bad latency at construction.
         self._columns = [BF16Column(rows, mul_latency=mul_latency, add_latency=add_latency)
                          for _ in range(cols)]
@@ -92,6 +112,7 @@ class BF16Array(wiring.Component):
             "w_valid": In(1), "w_bank": In(1),
             "s": Out(data.ArrayLayout(FP32, cols)), "s_valid": Out(1),
             "acc": Out(data.ArrayLayout(FP32, cols)), "acc_valid": Out(1),
+            **depthwise,
         })
 
     @property
@@ -143,9 +164,12 @@ class BF16Array(wiring.Component):
             # r's product; one delay line serves every column.
             x = delay(m, self.a_data[r], r * self.skew, name=f"askew{r}")
             sel = delay(m, self.a_sel, r * self.skew, name=f"sel{r}")
+            operands = self._depthwise_operands(m, r) if self._dw_lines else None
             for c, column in enumerate(self._columns):
                 weight = Mux(sel, banks[1][r][c].as_value(), banks[0][r][c].as_value())
-                m.d.comb += [column.x[r].eq(x), column.w[r].eq(weight)]
+                own = x if operands is None else Mux(self.dw, operands[c].as_value(),
+                                                     x.as_value())
+                m.d.comb += [column.x[r].eq(own), column.w[r].eq(weight)]
         for c, column in enumerate(self._columns):
             m.submodules[f"col{c}"] = column
             m.d.comb += [column.valid.eq(self.a_valid), column.first.eq(self.a_first),
@@ -155,3 +179,17 @@ class BF16Array(wiring.Component):
         m.d.comb += [self.s_valid.eq(self._columns[0].s_valid),
                      self.acc_valid.eq(self._columns[0].acc_valid)]
         return m
+
+    def _depthwise_operands(self, m, r):
+        """Row ``r``'s depthwise operand of each column: the lane its select names ``r``
+        cycles after the vector (the feeder's timing), then delayed to the row's turn."""
+        sel = delay(m, self.d_sel[r], r, name=f"dsel{r}")
+        operands = []
+        for c in range(self._cols):
+            lane = Signal(BF16, name=f"dop{r}_{c}")
+            with m.Switch(sel):
+                for line in range(self._dw_lines + 1):
+                    with m.Case(line):
+                        m.d.comb += lane.eq(self.d_lines[line][c])
+            operands.append(delay(m, lane, r * (self.skew - 1), name=f"dskew{r}_{c}"))
+        return operands

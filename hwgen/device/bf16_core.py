@@ -3,8 +3,9 @@ the bf16 matrix datapath (docs/arithmetic.md, "bfloat16"; issue 52).
 
 So far it runs matrix passes, dense layers and, with ``spatial``, convolutions whose rows are
 the patch walker's output pixels, chunk after chunk, and max pools on the int8 core's
-:class:`~hwgen.device.pooler.Pooler` with a bf16 maximum, and with ``residual`` adds on a
-:class:`~hwgen.device.bf16_add.BF16Adder` (``depthwise`` off).
+:class:`~hwgen.device.pooler.Pooler` with a bf16 maximum, with ``residual`` adds on a
+:class:`~hwgen.device.bf16_add.BF16Adder`, and with ``depthwise`` depthwise convolutions and
+average pools on the int8 core's :class:`~hwgen.device.depthwise_feeder.DepthwiseFeeder`.
 
 ::
 
@@ -26,7 +27,7 @@ from amaranth.lib.wiring import Out
 
 from ..implementation import Implementation
 from ..latency import FIFO_LATENCY
-from ..memmap import HostPortSignature, PassKind, Region, descriptor_layout
+from ..memmap import HostPortSignature, PassKind, Region, descriptor_layout, has_depthwise
 from .activation_feeder import ActivationFeeder
 from .bank_arbiter import BankArbiter
 from .bf16_add import BF16Adder
@@ -37,6 +38,7 @@ from .clock_gate import run_clock
 from .controller import Controller
 from .core_ports import count_work, program_port, weight_port
 from .counters import CounterBlock
+from .depthwise_feeder import DepthwiseFeeder
 from .host_access import (
     HostAccess,
     act_banks,
@@ -60,18 +62,15 @@ __all__ = ["BF16AcceleratorCore", "bf16_datapath"]
 
 # The blocks that hold still between runs (``gate_idle``), as in the int8 core.
 _RUN_UNITS = ("datapath", "weight_feeder", "activation_feeder", "writeback", "pooler",
-              "adder")
+              "adder", "depthwise")
 
 
 def check_bf16_core(config):
-    """Refuse what the bf16 core does not build yet, naming it."""
+    """Refuse a design that is not bf16 (the bf16 core builds every layer kind the int8 core
+    does)."""
     if config.dtype != "bf16":
         raise ValueError(f"BF16AcceleratorCore: dtype={config.dtype!r}; the int8 device is "
                          "hwgen.device.accelerator.AcceleratorCore")
-    # Convolutions, max pools and adds run; the depthwise unit is not built yet.
-    if config.depthwise:
-        raise ValueError("the bf16 device runs dense, convolution, pooling and add layers "
-                         "only so far (depthwise=False); not depthwise=True")
 
 
 def bf16_datapath(config, implementation):
@@ -80,11 +79,12 @@ def bf16_datapath(config, implementation):
     timing the cycle model reads (:mod:`hwgen.bf16_cycles`)."""
     tiles = descriptor_layout(config).members["n_tiles"].width
     return BF16MatrixDatapath(config.rows, config.cols, config.acc_depth, tile_bits=tiles,
-                              bias_latency=read_latency(implementation))
+                              bias_latency=read_latency(implementation),
+                              dw_lines=config.dw_lines if has_depthwise(config) else 0)
 
 
 class BF16AcceleratorCore(wiring.Component):
-    """Run bf16 dense, convolution, max-pooling and add layers:
+    """Run bf16 dense, convolution, max-pooling, add and depthwise layers:
     :class:`~hwgen.device.accelerator.AcceleratorCore`'s host port, memories, program and
     descriptors, with the matrix work on
     :class:`~hwgen.device.bf16_datapath.BF16MatrixDatapath`.
@@ -98,12 +98,15 @@ class BF16AcceleratorCore(wiring.Component):
     after pixel. The chunk ends :attr:`LAYER_END` cycles after its last write. A max-pooling
     layer runs on :attr:`pooler` (with ``spatial``), each lane's maximum a
     :class:`~hwgen.device.bf16_max.BF16Max`, and ends as the int8 core's does; an add
-    (with ``residual``) on :attr:`adder`, and ends so too.
+    (with ``residual``) on :attr:`adder`, and ends so too. A depthwise pass's rows come from
+    :attr:`depthwise` (with ``depthwise``), each array cell its own channel's tap
+    (:class:`~hwgen.device.bf16_array.BF16Array`'s depthwise operands), and go on as a
+    chunk's rows.
 
     Parameters
     ----------
     config : AcceleratorConfig
-        With ``dtype="bf16"``, ``depthwise`` off (:func:`check_bf16_core`).
+        With ``dtype="bf16"`` (:func:`check_bf16_core`).
     implementation : Implementation
         Its memories' reads (plain or registered), host port stages, SPRAM and shared OUTPUT
         and PARAM memory, as the int8 core's; the DSP options do not apply (the bf16 units
@@ -129,6 +132,9 @@ class BF16AcceleratorCore(wiring.Component):
         The max-pooling unit, with ``config.spatial``.
     adder : BF16Adder or None
         The add unit, with ``config.residual``.
+    depthwise : DepthwiseFeeder or None
+        The depthwise unit, with ``config.depthwise``: its lanes unskewed, its passes
+        ``row_interval`` cycles apart (its rows never wait).
     """
 
     #: Cycles from the write of a chunk's last row to the controller's ``layer_done``; the
@@ -160,11 +166,18 @@ class BF16AcceleratorCore(wiring.Component):
                        else None)
         # Residual adds on the int8 adder's walk, fp32 sums in its lanes.
         self.adder = BF16Adder(config, read_latency=reads) if config.residual else None
+        # Depthwise passes stream through the int8 core's depthwise unit into the datapath, its
+        # lanes together (the columns add in step) and its passes far enough apart for the
+        # accumulators' row rule (its rows never wait).
+        self.depthwise = (DepthwiseFeeder(config, read_latency=reads, lane_skew=False,
+                                          pass_gap=self.datapath.row_interval)
+                          if has_depthwise(config) else None)
         units = {"matrix": (PassKind.MATRIX,)}
-        if self.pooler is not None:
-            units["pool"] = (PassKind.MAXPOOL,)
-        if self.adder is not None:
-            units["add"] = (PassKind.ADD,)
+        for name, unit, kind in (("pool", self.pooler, PassKind.MAXPOOL),
+                                 ("add", self.adder, PassKind.ADD),
+                                 ("depthwise", self.depthwise, PassKind.DEPTHWISE)):
+            if unit is not None:
+                units[name] = (kind,)
         self.banks = BankArbiter(config, units, registered=True)
         super().__init__({"host": Out(HostPortSignature(config))})
 
@@ -176,7 +189,7 @@ class BF16AcceleratorCore(wiring.Component):
         dp, wb = self.datapath, self.writeback
         in_run = run_clock(m, ctrl.busy) if self.gate_idle else (lambda unit: unit)
         for name in ("datapath", "controller", "weight_feeder", "activation_feeder",
-                     "writeback", "pooler", "adder", "banks", "counters"):
+                     "writeback", "pooler", "adder", "depthwise", "banks", "counters"):
             if (unit := getattr(self, name)) is not None:
                 m.submodules[name] = in_run(unit) if name in _RUN_UNITS else unit
         self.memories = mems = make_memories(m, cfg, self.implementation)
@@ -191,11 +204,8 @@ class BF16AcceleratorCore(wiring.Component):
         # The feeders' lanes hold the bf16 patterns: the same bits, other layouts.
         m.d.comb += [dp.i_weight.valid.eq(wf.o_weight.valid),
                      dp.i_weight.payload.eq(wf.o_weight.payload.as_value()),
-                     wf.o_weight.ready.eq(dp.i_weight.ready),
-                     dp.i_act.valid.eq(af.o_act.valid),
-                     dp.i_act.payload.data.eq(af.o_act.payload.data.as_value()),
-                     dp.i_act.payload.last.eq(af.o_act.payload.last),
-                     af.o_act.ready.eq(dp.i_act.ready)]
+                     wf.o_weight.ready.eq(dp.i_weight.ready)]
+        self._rows_in(m)
 
         # The activation banks: the feeder reads, the write-back writes.
         port = self.banks.port("matrix")
@@ -203,6 +213,13 @@ class BF16AcceleratorCore(wiring.Component):
                      port.rd_take.eq(af.rd_take), af.rd_data.eq(port.rd_data),
                      port.wr_addr.eq(wb.wr_addr), port.wr_data.eq(wb.wr_data),
                      port.wr_en.eq(wb.wr_en)]
+        if self.depthwise is not None:
+            # The depthwise unit reads the same word of every bank; its pass writes with the
+            # write-back.
+            port = self.banks.port("depthwise")
+            same_word_port(m, port, cfg, read=self.depthwise)
+            m.d.comb += [port.wr_addr.eq(wb.wr_addr), port.wr_data.eq(wb.wr_data),
+                         port.wr_en.eq(wb.wr_en)]
         for name, unit in (("pool", self.pooler), ("add", self.adder)):
             # The pooler and the adder read and write the same word of every bank.
             if unit is not None:
@@ -228,6 +245,26 @@ class BF16AcceleratorCore(wiring.Component):
         access.drive_read_data(m)
         count_work(m, self.counters, host, busy, dp.issue)
         return m
+
+    def _rows_in(self, m):
+        """The datapath's rows: the activation feeder's, or in a depthwise pass the depthwise
+        unit's (their data unused: the array takes the unit's lines)."""
+        af, dw, dp = self.activation_feeder, self.depthwise, self.datapath
+        act = dp.i_act
+        if dw is None:
+            m.d.comb += [act.valid.eq(af.o_act.valid),
+                         act.payload.data.eq(af.o_act.payload.data.as_value()),
+                         act.payload.last.eq(af.o_act.payload.last),
+                         af.o_act.ready.eq(act.ready)]
+            return
+        grant = self.banks.grant.depthwise
+        m.d.comb += [act.valid.eq(Mux(grant, dw.o_act.valid, af.o_act.valid)),
+                     act.payload.data.eq(af.o_act.payload.data.as_value()),
+                     act.payload.last.eq(Mux(grant, dw.o_act.payload.last,
+                                             af.o_act.payload.last)),
+                     af.o_act.ready.eq(act.ready & ~grant), dw.o_act.ready.eq(act.ready & grant),
+                     dp.dw.eq(grant), dp.dw_lines.eq(dw.dw_lines.as_value()),
+                     dp.dw_sel.eq(dw.dw_sel)]
 
     def _params_and_output(self, m, mems, access):
         """PARAM's read port gives the datapath its biases (``p_base + bias_nt``, read every
@@ -256,7 +293,9 @@ class BF16AcceleratorCore(wiring.Component):
         ctrl, desc = self.controller, self.controller.desc
         wf, af, dp, wb = (self.weight_feeder, self.activation_feeder, self.datapath,
                           self.writeback)
-        m.submodules.starts = go = PassStarts(self.banks, {"array": ("matrix",)})
+        dw = self.depthwise
+        m.submodules.starts = go = PassStarts(self.banks, {"array": (
+            "matrix", *(("depthwise",) if dw is not None else ()))})
         m.d.comb += [go.kind_next.eq(ctrl.kind_next), go.prime_next.eq(ctrl.prime_next),
                      go.start_layer_next.eq(ctrl.start_layer_next),
                      go.start_chunk_next.eq(ctrl.start_chunk_next)]
@@ -270,7 +309,6 @@ class BF16AcceleratorCore(wiring.Component):
             af.prime.eq(go.prime_matrix), af.desc.eq(desc), af.geom.eq(ctrl.geom),
             *([af.prime_next.eq(ctrl.prime_next & go.now_matrix)] if af.registered_reads else []),
             af.last_row.eq(ctrl.last_row),
-            ctrl.more_chunks.eq(af.more_chunks & self.banks.grant.matrix),
             dp.k_tiles.eq(desc.k_tiles), dp.n_tiles.eq(desc.n_tiles),
             # The bounds are bf16 patterns: the fp32 value is the pattern over 16 zero bits.
             layer.raw.eq(desc.raw), layer.min_en.eq(1), layer.max_en.eq(1),
@@ -278,6 +316,16 @@ class BF16AcceleratorCore(wiring.Component):
             layer.act_max.eq(desc.act_max[:16] << 16),
             wb.start.eq(go.start_array), wb.desc.eq(desc),
         ]
+        more = af.more_chunks & self.banks.grant.matrix
+        if dw is not None:
+            more = more | (dw.more_chunks & self.banks.grant.depthwise)
+            m.d.comb += [dw.start_layer.eq(go.start_depthwise),
+                         dw.begin_chunk.eq(go.begin_depthwise),
+                         dw.prime.eq(go.prime_depthwise), dw.desc.eq(desc),
+                         dw.geom.eq(ctrl.geom), dw.last_row.eq(ctrl.last_row),
+                         dw.k_end.eq(ctrl.k_end), dw.n_end.eq(ctrl.n_end),
+                         dw.bank_full.eq(dp.bank_full), dw.a_ptr.eq(dp.a_ptr)]
+        m.d.comb += ctrl.more_chunks.eq(more)
         for name, unit in (("pool", self.pooler), ("add", self.adder)):
             if unit is not None:
                 m.d.comb += [unit.start.eq(getattr(go, f"start_{name}")),

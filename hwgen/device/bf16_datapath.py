@@ -67,6 +67,10 @@ class BF16MatrixDatapath(wiring.Component):
         engine's output gives, a cycle earlier).
     checked : bool
         The bank's simulation check of the row rule (for tests).
+    dw_lines : int
+        With ``dw_lines >= 1``, the engine's depthwise operands and banks' state
+        (:class:`~hwgen.device.bf16_engine.BF16MatmulEngine`): a depthwise unit's rows, which
+        never wait, so it keeps the row rule itself.
 
     Members
     -------
@@ -89,15 +93,20 @@ class BF16MatrixDatapath(wiring.Component):
     o_row : Out(bf16_finished_row_layout(cols, depth, tile_bits))
     issue : Out(1)
         An activation row entered the engine.
+    dw, dw_lines, dw_sel, bank_full, a_ptr
+        Only with ``dw_lines``: the engine's.
     """
 
     def __init__(self, rows, cols, depth, *, mul_latency=3, add_latency=4, finish_latency=2,
-                 tile_bits=12, bias_latency=1, checked=False):
+                 tile_bits=12, bias_latency=1, checked=False, dw_lines=0):
         if bias_latency not in (1, 2):
             raise ValueError(f"BF16MatrixDatapath: bias_latency={bias_latency!r}; allowed: 1, 2")
         self._bias_latency = bias_latency
         self.engine = BF16MatmulEngine(rows, cols, mul_latency=mul_latency,
-                                       add_latency=add_latency)
+                                       add_latency=add_latency, dw_lines=dw_lines)
+        # The depthwise members are the engine's, passed through.
+        depthwise = {name: member for name, member in self.engine.signature.members.items()
+                     if name in ("dw", "dw_lines", "dw_sel", "bank_full", "a_ptr")}
         self.bank = BF16AccumulatorBank(cols, depth, add_latency=add_latency, checked=checked)
         self.finishes = [BF16Finish(finish_latency) for _ in range(cols)]
         self._tile_bits = tile_bits
@@ -109,6 +118,7 @@ class BF16MatrixDatapath(wiring.Component):
             "layer": In(FINISH_SETTINGS),
             "o_valid": Out(1), "o_row": Out(bf16_finished_row_layout(cols, depth, tile_bits)),
             "issue": Out(1),
+            **depthwise,
         })
 
     @property
@@ -225,6 +235,10 @@ class BF16MatrixDatapath(wiring.Component):
         m.submodules.engine = engine = self.engine
         m.submodules.bank = bank = self.bank
         wiring.connect(m, wiring.flipped(self.i_weight), engine.i_weight)
+        if "dw" in self.signature.members:
+            m.d.comb += [engine.dw.eq(self.dw), engine.dw_lines.eq(self.dw_lines),
+                         engine.dw_sel.eq(self.dw_sel), self.bank_full.eq(engine.bank_full),
+                         self.a_ptr.eq(engine.a_ptr)]
         in_nt = self._admit(m)
 
         # The bank never waits, so neither does the engine's output.

@@ -65,6 +65,9 @@ class BF16MatmulEngine(wiring.Component):
         The array's shape: the length of a tile and the outputs (each ``>= 1``).
     mul_latency, add_latency : int
         The latencies of the array's multipliers and adders (:class:`BF16Array`).
+    dw_lines : int
+        With ``dw_lines >= 1``, the array's depthwise operands (:class:`BF16Array`), and the
+        weight banks' state for the depthwise unit to wait on.
 
     Members
     -------
@@ -73,11 +76,23 @@ class BF16MatmulEngine(wiring.Component):
     o_result : Out(stream.Signature(bf16_result_row_layout(rows, cols)))
     issue : Out(1)
         An activation row entered the engine this cycle (``rows * cols`` multiplies).
+    dw, dw_lines, dw_sel : In
+        Only with ``dw_lines``: the array's ``dw``, ``d_lines`` and ``d_sel``, with the rows.
+    bank_full : Out(2)
+        Only with ``dw_lines``: the weight banks that hold a tile.
+    a_ptr : Out(1)
+        Only with ``dw_lines``: the bank the next activation row uses.
     """
 
-    def __init__(self, rows, cols, *, mul_latency=3, add_latency=4):
+    def __init__(self, rows, cols, *, mul_latency=3, add_latency=4, dw_lines=0):
         # The array checks the shape and the latencies.
-        self.array = BF16Array(rows, cols, mul_latency=mul_latency, add_latency=add_latency)
+        self.array = BF16Array(rows, cols, mul_latency=mul_latency, add_latency=add_latency,
+                               dw_lines=dw_lines)
+        depthwise = {}
+        if dw_lines:
+            depthwise = {"dw": In(1), "dw_lines": In(self.array.d_lines.shape()),
+                         "dw_sel": In(self.array.d_sel.shape()), "bank_full": Out(2),
+                         "a_ptr": Out(1)}
         # A credit comes back FIFO_LATENCY + 1 cycles after its row's result is written (the
         # read, then the count's register): that many more than the rows the array holds keep
         # one row a cycle going; one spare, as the int8 engine has. The cycle model reads it.
@@ -87,6 +102,7 @@ class BF16MatmulEngine(wiring.Component):
             "i_act": In(stream.Signature(bf16_act_row_layout(rows, cols))),
             "o_result": Out(stream.Signature(bf16_result_row_layout(rows, cols))),
             "issue": Out(1),
+            **depthwise,
         })
 
     @property
@@ -151,6 +167,11 @@ class BF16MatmulEngine(wiring.Component):
         with m.If(a_accept & self.i_act.payload.last):
             m.d.sync += [a_ptr.eq(~a_ptr), full[a_ptr].eq(0),
                          wait[a_ptr].eq(self.rewrite_wait - 1)]
+
+        if "dw" in self.signature.members:
+            m.d.comb += [array.dw.eq(self.dw), array.d_lines.eq(self.dw_lines),
+                         array.d_sel.eq(self.dw_sel), self.bank_full.eq(Cat(*full)),
+                         self.a_ptr.eq(a_ptr)]
 
         # Credits: free FIFO entries not yet promised to a row in flight, so the FIFO's write
         # side never waits.

@@ -7,8 +7,7 @@ __all__ = ["accelerator_core", "check_core"]
 
 
 def check_core(config):
-    """Raise ValueError, naming what, if ``config``'s core is not built for it yet (a bf16
-    design with images or adds)."""
+    """Raise ValueError, naming what, if ``config``'s core does not build it."""
     if config.dtype == "bf16":
         check_bf16_core(config)
 

@@ -39,6 +39,12 @@ class DepthwiseFeeder(wiring.Component):
         With ``depthwise``.
     read_latency : int
         Cycles from a read's address to the banks' word (1, or 2 with registered reads).
+    lane_skew : bool
+        Lane ``j`` of the lines ``j`` cycles late (the int8 array's column skew); without it
+        the lanes come together (the bf16 array's columns add in step).
+    pass_gap : int
+        The fewest cycles between two passes' first output cells (0: no limit): a pass waits
+        to start until its cells come that late (the bf16 accumulators' row rule).
 
     Members
     -------
@@ -65,9 +71,11 @@ class DepthwiseFeeder(wiring.Component):
         With each row on ``o_act``: the line of each array row.
     """
 
-    def __init__(self, config, *, read_latency=1):
+    def __init__(self, config, *, read_latency=1, lane_skew=True, pass_gap=0):
         self.config = config
         self.read_latency = read_latency
+        self.lane_skew = lane_skew
+        self.pass_gap = pass_gap
         self.taps = TileTaps(config)
         self.cells = OutputCells(config)
         self.lines = DelayLines(data.ArrayLayout(signed(config.in_bits), config.cols),
@@ -229,7 +237,21 @@ class DepthwiseFeeder(wiring.Component):
         done = cells.valid & cells.last
         m.d.sync += open_.eq(open_ + start - done)
         full = Mux(self.a_ptr ^ open_[0], self.bank_full[1], self.bank_full[0])
-        return full & (open_ != 2) & (~pending | fire)
+        go = full & (open_ != 2) & (~pending | fire)
+        if self.pass_gap:
+            go = go & self._gap_kept(m, fire, lag)
+        return go
+
+    def _gap_kept(self, m, fire, lag):
+        """Whether a pass started now fires ``pass_gap`` cycles or more after the last fire:
+        it fires ``lag + 1`` cycles after its start."""
+        gap = self.pass_gap
+        left = Signal(range(gap + 1), name="dw_gap_left")   # gap - cycles since the fire
+        with m.If(fire):
+            m.d.sync += left.eq(gap - 1)
+        with m.Elif(left != 0):
+            m.d.sync += left.eq(left - 1)
+        return Mux(fire, gap, left) <= lag + 1
 
     def _words(self, m, lines, walk):
         """The banks' words of the stream's reads, zero in the padding, lane ``j``
@@ -239,7 +261,8 @@ class DepthwiseFeeder(wiring.Component):
         word = Signal(data.ArrayLayout(signed(cfg.in_bits), cfg.cols), name="dw_word")
         for j in range(cfg.cols):
             lane = Mux(got, self.rd_data[j], 0)
-            m.d.comb += word[j].eq(delay(m, lane, STREAM_LATENCY + j, name=f"dw_skew{j}"))
+            late = STREAM_LATENCY + (j if self.lane_skew else 0)
+            m.d.comb += word[j].eq(delay(m, lane, late, name=f"dw_skew{j}"))
         m.d.comb += lines.i_word.eq(word)
 
 

@@ -49,7 +49,7 @@ class Device(wiring.Component):
     ----------
     config : AcceleratorConfig
         Its ``dtype`` chooses the accelerator (:func:`~hwgen.device.cores.accelerator_core`):
-        the int8 core, or the bf16 core (dense, convolution and pooling layers so far).
+        the int8 core, or the bf16 core (every layer kind of the int8 core).
     link : Link or str
         :attr:`Link.UART`: 8N1 serial pins at ``baud`` (divisor from ``config.clock_hz``);
         :attr:`Link.STREAM`: request and response byte streams.

@@ -45,6 +45,7 @@ import math
 
 import numpy as np
 
+from ..bf16_cycles import bf16_depthwise_timing
 from ..compiler.images import param_image, weight_image
 from ..compiler.proofs import check_channel_params
 from ..latency import FIFO_LATENCY, requant_tail, ws_latency
@@ -246,13 +247,20 @@ class DepthwisePass(Pass):
     def cycles(self, config, d, g, m, chunk, *, implementation=None):
         units = unit_latencies(config, implementation)
         latency = units.read + STREAM_LATENCY
-        array = ws_latency(config, units.array) + FIFO_LATENCY
-        tail = requant_tail(config, bool(d["raw"]), units.requant)
+        if config.dtype == "bf16":
+            # The bf16 datapath's: its banks' rewrite, its row rule and its rows' way out.
+            timing = bf16_depthwise_timing(config, implementation)
+            banks, after = {"rewrite": timing.rewrite, "gap": timing.gap}, timing.after
+        else:
+            banks = {}
+            after = (ws_latency(config, units.array) + FIFO_LATENCY
+                     + requant_tail(config, bool(d["raw"]), units.requant))
         plans = [tile_plan(kt, config.rows, g["kh"], g["kw"]) for kt in range(d["k_tiles"])]
         total = _LAYER_LEAD - _CHUNK_LEAD
         for _, _, rows in chunks(g, m):
-            last = _chunk_last_row(config, d, g, rows=rows, plans=plans, latency=latency)
-            total += _CHUNK_LEAD + last + array + tail + 1
+            last = _chunk_last_row(config, d, g, rows=rows, plans=plans, latency=latency,
+                                   **banks)
+            total += _CHUNK_LEAD + last + after + 1
         return total
 
     def busy_rows(self, d, g, m):
@@ -316,12 +324,14 @@ class DepthwisePass(Pass):
         return d["dst_stride"], d["n"]
 
 
-def _chunk_last_row(config, d, g, *, rows, plans, latency):
+def _chunk_last_row(config, d, g, *, rows, plans, latency, rewrite=1, gap=0):
     """Return the cycle of a chunk's last result row entering the array, counted from the
     chunk's cycle 0 (the weights' first row): the passes in order, each streamed once its
     tile is in the array (tile loads as the matrix engine's: ``rows`` cycles each, into a bank
-    its pass before last has left), :data:`PASS_GAP` cycles after the last pass's stream and
-    not before that pass's first result row (the unit holds one pass waiting)."""
+    its pass before last has left ``rewrite`` cycles before), :data:`PASS_GAP` cycles after
+    the last pass's stream and not before that pass's first result row (the unit holds one
+    pass waiting), nor so early that its first result row comes less than ``gap`` cycles
+    after that one's (the depthwise unit's ``pass_gap``)."""
     wp, delay, sy = g["dw_wp"], g["dw_delay"], g["sy"]
     free = [0, 0]           # the first cycle each weight bank may be loaded again
     load_end = 0
@@ -334,10 +344,10 @@ def _chunk_last_row(config, d, g, *, rows, plans, latency):
         load = max(load_end, free[p % 2])
         load_end = load + config.rows
         # The start is decided a cycle ahead, from the bank's full flag.
-        stream = max(start, load_end + 1, slot)
         lag = plan.lag(delay, latency)
+        stream = max(start, load_end + 1, slot, slot + gap - lag if p else 0)
         last = stream + lag + steps - 1
-        free[p % 2] = last + 1
+        free[p % 2] = last + rewrite
         start = stream + ((rows - 1) * sy + plan.span) * wp + PASS_GAP
         slot = stream + lag
     return last

@@ -135,11 +135,3 @@ def test_demo_bf16_device_equals_bf16_reference(model, epochs, input_bytes, caps
         out = capsys.readouterr().out
         assert BF16.name in out and "bf16 reference accuracy" in out, out
         assert "the device's argmax equals the bf16 reference's" in out
-
-
-def test_demo_bf16_refuses_what_the_bf16_device_does_not_run(capsys):
-    from hwgen.cli import main
-
-    assert main(["demo", "--dtype", "bf16", "--depthwise", "1"]) == 2
-    err = capsys.readouterr().err
-    assert "depthwise=True" in err and "Traceback" not in err

@@ -163,15 +163,9 @@ def test_a_bf16_design_from_a_config_file_is_refused_without_a_traceback(tmp_pat
     assert exit_.value.code == 2 and "--dtype" in capsys.readouterr().err
 
 
-def test_generate_takes_a_bf16_design_its_core_builds(tmp_path, capsys):
-    # The bf16 core has no depthwise unit so far: a design with it is a usage error naming
-    # it; without it the files are written, the same bytes each time.
-    assert main(["generate", "--dtype", "bf16", "--depthwise", "1",
-                 "--out", str(tmp_path / "no")]) == 2
-    err = capsys.readouterr().err
-    assert len(err.strip().splitlines()) == 1 and "not depthwise=True" in err, err
-    assert not (tmp_path / "no").exists()
-    design = ["--dtype", "bf16", "--rows", "2", "--cols", "2", "--spatial", "0"]
+def test_generate_writes_a_bf16_design_the_same_each_time(tmp_path):
+    # Every unit of the bf16 core (the walker, the pooler, the adder, the depthwise unit).
+    design = ["--dtype", "bf16", "--rows", "2", "--cols", "2"]
     texts = []
     for run in ("a", "b"):
         assert main(["generate", *design, "--out", str(tmp_path / run)]) == 0
@@ -182,11 +176,11 @@ def test_generate_takes_a_bf16_design_its_core_builds(tmp_path, capsys):
     assert texts[0] == texts[1] and b"bf16" in texts[0].lower()
 
 
-def test_build_refuses_a_bf16_design_its_core_does_not_build(tmp_path, capsys):
-    # Before any tool runs: the depthwise unit, which the bf16 core does not build yet.
-    assert main(["build", "--board", "ulx3s-12f", "--dtype", "bf16", "--depthwise", "1",
+def test_build_refuses_a_bf16_design_that_does_not_fit(tmp_path, capsys):
+    # Before any tool runs: a bf16 MAC's float units are logic, about a thousand LUT4 each.
+    assert main(["build", "--board", "ulx3s-12f", "--dtype", "bf16",
                  "--out", str(tmp_path / "b")]) == 2
     err = capsys.readouterr().err
-    assert ("hwgen build: error: the bf16 device runs dense, convolution, pooling and add "
-            "layers only so far" in err)
+    assert len(err.strip().splitlines()) == 1, err
+    assert "does not fit the ulx3s-12f" in err and "LUT4s" in err, err
     assert not (tmp_path / "b").exists()

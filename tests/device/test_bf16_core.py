@@ -266,8 +266,6 @@ def test_the_demo_cnn_runs_bit_for_bit():
 
 
 @pytest.mark.parametrize(("options", "implementation", "message"), [
-    ({"spatial": True, "depthwise": True, "rows": 2, "cols": 4}, None,
-     r"dense, convolution, pooling and add layers only .*not depthwise=True"),
     ({"rows": 3, "cols": 2}, None, r"rows=3, cols=2: .*a multiple of cols"),
 ])
 def test_what_the_core_refuses(options, implementation, message, refused):
