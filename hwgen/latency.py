@@ -5,10 +5,16 @@ units add: :mod:`hwgen.timing`)."""
 
 from .config import Dataflow
 
-__all__ = ["FIFO_LATENCY", "fifo_depth", "os_latency", "requant_tail", "ws_latency"]
+__all__ = ["FIFO_LATENCY", "STREAM_LATENCY", "fifo_depth", "os_latency", "requant_tail",
+           "ws_latency"]
 
 # SyncFIFOBuffered: a row written in cycle c can be read in cycle c + 2.
 FIFO_LATENCY = 2
+
+#: The depthwise unit's cycles from a stream element's read to its word in line 0, beyond the
+#: banks' read latency (the padding's zeros and lane 0 of the lane skew; lane ``j`` is ``j``
+#: cycles later): the unit's and the depthwise pass's cycle count's.
+STREAM_LATENCY = 1
 
 
 def ws_latency(config, registered=False):

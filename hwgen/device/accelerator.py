@@ -40,7 +40,7 @@ from .adder import Adder
 from .bank_arbiter import BankArbiter
 from .clock_gate import run_clock
 from .controller import Controller
-from .core_ports import count_work, program_port, weight_port
+from .core_ports import count_work, program_port, start_pool_and_add, weight_port
 from .counters import CounterBlock
 from .depthwise_feeder import DepthwiseFeeder
 from .engine import MatmulEngine
@@ -308,13 +308,7 @@ class AcceleratorCore(wiring.Component):
         m.d.comb += ctrl.more_chunks.eq(more)
         if self.window_max is not None:
             m.d.comb += acc.pool.eq(ctrl.geom.pool)
-        for name, unit in (("pool", self.pooler), ("add", self.adder)):
-            if unit is not None:
-                m.d.comb += [unit.start.eq(getattr(go, f"start_{name}")),
-                             unit.go.eq(getattr(go, f"prime_{name}")), unit.desc.eq(desc),
-                             unit.geom.eq(ctrl.geom), unit.last_row.eq(ctrl.last_row)]
-        if self.adder is not None:
-            m.d.comb += self.adder.src2_base.eq(desc.src2_base)
+        start_pool_and_add(m, go, ctrl, self.pooler, self.adder)
 
     def _depthwise_rows(self, m):
         """The engine's rows: the activation feeder's, or in a depthwise pass the depthwise

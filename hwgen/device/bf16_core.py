@@ -36,7 +36,7 @@ from .bf16_max import BF16Max
 from .bf16_writeback import BF16WriteBack
 from .clock_gate import run_clock
 from .controller import Controller
-from .core_ports import count_work, program_port, weight_port
+from .core_ports import count_work, program_port, start_pool_and_add, weight_port
 from .counters import CounterBlock
 from .depthwise_feeder import DepthwiseFeeder
 from .host_access import (
@@ -326,10 +326,4 @@ class BF16AcceleratorCore(wiring.Component):
                          dw.k_end.eq(ctrl.k_end), dw.n_end.eq(ctrl.n_end),
                          dw.bank_full.eq(dp.bank_full), dw.a_ptr.eq(dp.a_ptr)]
         m.d.comb += ctrl.more_chunks.eq(more)
-        for name, unit in (("pool", self.pooler), ("add", self.adder)):
-            if unit is not None:
-                m.d.comb += [unit.start.eq(getattr(go, f"start_{name}")),
-                             unit.go.eq(getattr(go, f"prime_{name}")), unit.desc.eq(desc),
-                             unit.geom.eq(ctrl.geom), unit.last_row.eq(ctrl.last_row)]
-        if self.adder is not None:
-            m.d.comb += self.adder.src2_base.eq(desc.src2_base)
+        start_pool_and_add(m, go, ctrl, self.pooler, self.adder)

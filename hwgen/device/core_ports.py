@@ -1,6 +1,7 @@
 """The ports every accelerator core wires alike, whatever its arithmetic: PROGRAM to the
-controller and WEIGHT to the weight feeder (each shared with the host while idle), and the
-counters to the host port (:class:`~hwgen.device.accelerator.AcceleratorCore`,
+controller and WEIGHT to the weight feeder (each shared with the host while idle), the starts
+of the pooler and the adder, and the counters to the host port
+(:class:`~hwgen.device.accelerator.AcceleratorCore`,
 :class:`~hwgen.device.bf16_core.BF16AcceleratorCore`)."""
 
 from amaranth.hdl import Mux
@@ -8,7 +9,7 @@ from amaranth.hdl import Mux
 from ..memmap import Region
 from .host_access import host_write, share_read
 
-__all__ = ["count_work", "program_port", "weight_port"]
+__all__ = ["count_work", "program_port", "start_pool_and_add", "weight_port"]
 
 
 def program_port(m, mems, access, host, controller, *, registered):
@@ -40,3 +41,17 @@ def count_work(m, counters, host, busy, issue):
     m.d.comb += [counters.busy.eq(busy), counters.issue.eq(issue),
                  counters.clear.eq(host.clear), host.cycles.eq(counters.cycles),
                  host.busy_cycles.eq(counters.busy_cycles), host.macs.eq(counters.macs)]
+
+
+def start_pool_and_add(m, starts, controller, pooler, adder):
+    """Start the ``pooler`` and the ``adder`` (either may be None) from their
+    :class:`~hwgen.device.pass_starts.PassStarts` groups ``pool`` and ``add``, with the running
+    descriptor, geometry and last row (and the adder its second input's first word)."""
+    desc = controller.desc
+    for name, unit in (("pool", pooler), ("add", adder)):
+        if unit is not None:
+            m.d.comb += [unit.start.eq(getattr(starts, f"start_{name}")),
+                         unit.go.eq(getattr(starts, f"prime_{name}")), unit.desc.eq(desc),
+                         unit.geom.eq(controller.geom), unit.last_row.eq(controller.last_row)]
+    if adder is not None:
+        m.d.comb += adder.src2_base.eq(desc.src2_base)

@@ -5,8 +5,8 @@ from amaranth.hdl import Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from ..latency import STREAM_LATENCY
 from ..memmap import act_addr_bits, batch_bits, descriptor_layout, geometry_layout
-from ..passes.depthwise import STREAM_LATENCY
 from .delay_lines import DelayLines
 from .depthwise_rows import OutputCells
 from .depthwise_taps import TileTaps

@@ -48,7 +48,7 @@ import numpy as np
 from ..bf16_cycles import bf16_depthwise_timing
 from ..compiler.images import param_image, weight_image
 from ..compiler.proofs import check_channel_params
-from ..latency import FIFO_LATENCY, requant_tail, ws_latency
+from ..latency import FIFO_LATENCY, STREAM_LATENCY, requant_tail, ws_latency
 from ..memmap import GEOMETRY_LIMITS, PassKind, Region, has_depthwise, reduction_limits
 from ..nn import AvgPool2D, Conv2D, Dense, GlobalAvgPool2D
 from ..timing import unit_latencies
@@ -56,12 +56,9 @@ from .base import Lowered, Pass, signed_range
 from .bf16_depthwise import interpret_bf16_depthwise
 from .matrix import activation_fields, finish_tile, tile_macs
 
-__all__ = ["STREAM_LATENCY", "DepthwisePass", "TilePlan", "chunks", "depthwise_matrix",
+__all__ = ["DepthwisePass", "TilePlan", "chunks", "depthwise_matrix",
            "kernel_refusal", "refusal", "tile_plan"]
 
-#: Cycles from a stream element's read to its word in line 0, beyond the banks' read latency
-#: (the padding's zeros and lane 0 of the lane skew; lane ``j`` is ``j`` cycles later).
-STREAM_LATENCY = 1
 #: Cycles the unit takes between two passes' streams: its next tile's plan, and the start.
 PASS_GAP = 2
 # Controller and unit before the chunk's first stream element: FETCH, DECODE, LOAD, two PRIME
