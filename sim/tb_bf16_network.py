@@ -1,16 +1,19 @@
 """cocotb test bench of the bf16 accelerator core (:class:`hwgen.device.bf16_core.
 BF16AcceleratorCore`, the ``accelerator`` top of a ``dtype="bf16"`` design).
 
-Random bf16 MLPs (:func:`sim.bf16_runs.bf16_mlp`) are compiled with :func:`hwgen.compile`,
-loaded through the host port over NaN in every ACT lane, run and read back; the output must be
-:meth:`hwgen.nn.Bf16Network.forward`'s bits. The last network's weights are so large that
-products and sums overflow to Inf, and Inf - Inf gives NaN. After each run the device's
-counters must be the models': ``cycles`` :func:`hwgen.cycles.program_cycles` (the bf16
-datapath's timing, :mod:`hwgen.bf16_cycles`), ``busy_cycles`` the rows the layers put
-through the array, ``macs`` those of the padded tiles.
+Random bf16 MLPs (:func:`sim.bf16_runs.bf16_mlp`), or with ``HWGEN_KIND=cnn`` random bf16
+graphs of every layer kind (:func:`sim.bf16_runs.bf16_graph`: convolutions, max pools, a
+residual add, a depthwise convolution, average pools, on ``HWGEN_IMAGE`` images) are compiled
+with :func:`hwgen.compile`, loaded through the host port over NaN in every ACT lane, run and
+read back; the output must be :meth:`hwgen.nn.Bf16Network.forward`'s bits. The last network's
+weights are so large that products and sums overflow to Inf, and Inf - Inf gives NaN. After
+each run the device's counters must be the models': ``cycles``
+:func:`hwgen.cycles.program_cycles` (the bf16 datapath's timing, :mod:`hwgen.bf16_cycles`),
+``busy_cycles`` the rows the layers put through the array, ``macs`` those of the padded tiles.
 
 Environment: ``HWGEN_CONFIG``, ``HWGEN_SEED``, ``HWGEN_NETWORKS`` (how many),
-``HWGEN_MAX_WIDTH``, ``HWGEN_MAX_BATCH``.
+``HWGEN_MAX_WIDTH``, ``HWGEN_MAX_BATCH``, ``HWGEN_KIND`` (``mlp`` or ``cnn``), ``HWGEN_IMAGE``
+(``HxWxC``, the graphs' input).
 """
 
 import os
@@ -21,7 +24,7 @@ import numpy as np
 import hwgen
 from hwgen.compiler import CompileError
 from hwgen.cycles import layer_busy_rows, program_cycles
-from sim.bf16_runs import bf16_mlp, bf16_rows, differing_bits, run_bf16
+from sim.bf16_runs import bf16_graph, bf16_mlp, bf16_rows, differing_bits, run_bf16
 from sim.runner import read_config_env
 from sim.streams import Clocked
 from sim.tb_network import HostPort
@@ -46,20 +49,45 @@ def _draw(rng, cfg, index, *, overflow, max_width, max_batch):
     raise AssertionError(f"no bf16 MLP fits {cfg}")
 
 
+def _draw_graph(rng, cfg, index, *, overflow, image, max_batch):
+    """The ``index``-th random graph on ``image`` that fits ``cfg``, as :func:`_draw`'s."""
+    for _ in range(100):
+        output = ("raw", "bf16")[index % 2]
+        channels = int(rng.integers(1, image[2] + 1))
+        try:
+            net = bf16_graph(int(rng.integers(1 << 16)), rows=cfg.rows, in_shape=image,
+                             channels=channels, output=output, scale=1e30 if overflow else 1.0)
+            prog = hwgen.compile(net, cfg)
+        except (CompileError, ValueError):
+            continue
+        m = int(rng.integers(1, min(max_batch, prog.batch) + 1))
+        x = bf16_rows(net, m, int(rng.integers(1 << 16)), scale=1e10 if overflow else 1.0)
+        kinds = "+".join(type(layer).__name__.removeprefix("Bf16") for layer in net.layers)
+        return net, prog, x, f"graph {index} {kinds} {channels} channels {output} batch {m}"
+    raise AssertionError(f"no bf16 graph on {image} fits {cfg}")
+
+
 @cocotb.test()
 async def test_random_bf16_networks(dut):
-    """Random bf16 MLPs, bit for bit against Bf16Network.forward."""
+    """Random bf16 MLPs or graphs, bit for bit against Bf16Network.forward."""
     cfg = read_config_env()
     rng = np.random.default_rng(int(os.environ.get("HWGEN_SEED", "0")))
     count = int(os.environ.get("HWGEN_NETWORKS", "4"))
     max_width = int(os.environ.get("HWGEN_MAX_WIDTH", "20"))
     max_batch = int(os.environ.get("HWGEN_MAX_BATCH", "8"))
+    graphs = os.environ.get("HWGEN_KIND", "mlp") == "cnn"
+    image = tuple(int(v) for v in os.environ.get("HWGEN_IMAGE", "6x6x4").split("x"))
     clocked = Clocked(dut)
     await clocked.start()
     host = HostPort(clocked)
     for index in range(count):
-        net, prog, x, what = _draw(rng, cfg, index, overflow=index == count - 1,
-                                     max_width=max_width, max_batch=max_batch)
+        overflow = index == count - 1
+        if graphs:
+            net, prog, x, what = _draw_graph(rng, cfg, index, overflow=overflow, image=image,
+                                             max_batch=max_batch)
+        else:
+            net, prog, x, what = _draw(rng, cfg, index, overflow=overflow,
+                                       max_width=max_width, max_batch=max_batch)
         got = await run_bf16(host, prog, x)
         want = net.forward(x)
         wrong = differing_bits(got, want)
