@@ -6,14 +6,15 @@ graphs of every layer kind (:func:`sim.bf16_runs.bf16_graph`: convolutions, max 
 residual add, a depthwise convolution, average pools, on ``HWGEN_IMAGE`` images) are compiled
 with :func:`hwgen.compile`, loaded through the host port over NaN in every ACT lane, run and
 read back; the output must be :meth:`hwgen.nn.Bf16Network.forward`'s bits. The last network's
-weights are so large that products and sums overflow to Inf, and Inf - Inf gives NaN. After
-each run the device's counters must be the models': ``cycles``
-:func:`hwgen.cycles.program_cycles` (the bf16 datapath's timing, :mod:`hwgen.bf16_cycles`),
-``busy_cycles`` the rows the layers put through the array, ``macs`` those of the padded tiles.
+weights are so large that products and sums overflow to Inf, and Inf - Inf gives NaN; the
+graphs' one before so small that products flush to zero. After each run the device's counters
+must be the models': ``cycles`` :func:`hwgen.cycles.program_cycles` (the bf16 datapath's
+timing, :mod:`hwgen.bf16_cycles`), ``busy_cycles`` the rows the layers put through the array,
+``macs`` those of the padded tiles.
 
 Environment: ``HWGEN_CONFIG``, ``HWGEN_SEED``, ``HWGEN_NETWORKS`` (how many),
 ``HWGEN_MAX_WIDTH``, ``HWGEN_MAX_BATCH``, ``HWGEN_KIND`` (``mlp`` or ``cnn``), ``HWGEN_IMAGE``
-(``HxWxC``, the graphs' input).
+(``HxWxC``, the graphs' largest input).
 """
 
 import os
@@ -49,21 +50,29 @@ def _draw(rng, cfg, index, *, overflow, max_width, max_batch):
     raise AssertionError(f"no bf16 MLP fits {cfg}")
 
 
-def _draw_graph(rng, cfg, index, *, overflow, image, max_batch):
-    """The ``index``-th random graph on ``image`` that fits ``cfg``, as :func:`_draw`'s."""
+# Weight and input scales of the graphs: wide values, products and sums past bf16's range
+# (Inf, Inf - Inf = NaN), products below fp32's normals (flushed to zero).
+_SCALES = {"wide": (1.0, 1.0), "overflow": (1e30, 1e10), "flush": (2.0 ** -64, 2.0 ** -64)}
+
+
+def _draw_graph(rng, cfg, index, *, scales, image, max_batch):
+    """The ``index``-th random graph on at most ``image`` that fits ``cfg`` (weights and
+    inputs of ``_SCALES[scales]``), as :func:`_draw`'s."""
     for _ in range(100):
         output = ("raw", "bf16")[index % 2]
-        channels = int(rng.integers(1, image[2] + 1))
+        shape = tuple(int(rng.integers(min(4, v), v + 1)) for v in image)
+        weights, inputs = _SCALES[scales]
         try:
-            net = bf16_graph(int(rng.integers(1 << 16)), rows=cfg.rows, in_shape=image,
-                             channels=channels, output=output, scale=1e30 if overflow else 1.0)
+            net = bf16_graph(int(rng.integers(1 << 16)), rows=cfg.rows, in_shape=shape,
+                             channels=int(rng.integers(1, image[2] + 1)), output=output,
+                             scale=weights)
             prog = hwgen.compile(net, cfg)
         except (CompileError, ValueError):
             continue
         m = int(rng.integers(1, min(max_batch, prog.batch) + 1))
-        x = bf16_rows(net, m, int(rng.integers(1 << 16)), scale=1e10 if overflow else 1.0)
+        x = bf16_rows(net, m, int(rng.integers(1 << 16)), scale=inputs)
         kinds = "+".join(type(layer).__name__.removeprefix("Bf16") for layer in net.layers)
-        return net, prog, x, f"graph {index} {kinds} {channels} channels {output} batch {m}"
+        return net, prog, x, f"graph {index} {scales} {shape} {kinds} {output} batch {m}"
     raise AssertionError(f"no bf16 graph on {image} fits {cfg}")
 
 
@@ -81,12 +90,12 @@ async def test_random_bf16_networks(dut):
     await clocked.start()
     host = HostPort(clocked)
     for index in range(count):
-        overflow = index == count - 1
         if graphs:
-            net, prog, x, what = _draw_graph(rng, cfg, index, overflow=overflow, image=image,
+            scales = {count - 1: "overflow", count - 2: "flush"}.get(index, "wide")
+            net, prog, x, what = _draw_graph(rng, cfg, index, scales=scales, image=image,
                                              max_batch=max_batch)
         else:
-            net, prog, x, what = _draw(rng, cfg, index, overflow=overflow,
+            net, prog, x, what = _draw(rng, cfg, index, overflow=index == count - 1,
                                        max_width=max_width, max_batch=max_batch)
         got = await run_bf16(host, prog, x)
         want = net.forward(x)
@@ -97,6 +106,9 @@ async def test_random_bf16_networks(dut):
         assert counters["cycles"] == model, f"{what}: {counters['cycles']} cycles, model {model}"
         assert counters["busy_cycles"] == sum(layer_busy_rows(d, m) for d in prog.descriptors)
         assert counters["macs"] == m * prog.padded_macs_per_row
-        special = np.asarray(want, dtype=np.float32)
-        dut._log.info("%s: exact (%d Inf, %d NaN), %d cycles (model agrees)", what,
-                      np.isinf(special).sum(), np.isnan(special).sum(), model)
+        # Inf, NaN and zeros anywhere in the network, not only in its output.
+        special = np.concatenate([np.asarray(v, dtype=np.float32).ravel()
+                                  for v in net.forward_tensors(x).values()])
+        dut._log.info("%s: exact (%d Inf, %d NaN, %d zeros in its tensors), %d cycles (model "
+                      "agrees)", what, np.isinf(special).sum(), np.isnan(special).sum(),
+                      (special == 0).sum(), model)

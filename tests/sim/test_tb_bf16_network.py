@@ -22,7 +22,7 @@ CASES = {
     "2x4": (SMALL, {"rows": 2, "cols": 4}, 24, 3, 12, 6, {}),
     "4x2": (SMALL, {"rows": 4, "cols": 2}, 42, 3, 12, 6, {}),
     "8x8": (SMALL, {"rows": 8, "cols": 8}, 88, 4, 40, 16, {}),
-    "cnn4x4": (GRAPHS, {"rows": 4, "cols": 4}, 52, 3, 0, 3,
+    "cnn4x4": (GRAPHS, {"rows": 4, "cols": 4}, 52, 10, 0, 3,
                {"HWGEN_KIND": "cnn", "HWGEN_IMAGE": "6x6x4"}),
 }
 
