@@ -1,17 +1,32 @@
 """Runs of bf16 programs on a device through its host port, for the Amaranth and cocotb test
-benches: random bf16 MLPs and CNNs, a run that reads the output words back and decodes them with the
-program (:meth:`~hwgen.compiler.program.Program.unpack_output`: bf16 values or fp32
-scores), and the bit-for-bit comparison with :meth:`hwgen.nn.Bf16Network.forward`."""
+benches: random bf16 MLPs, CNNs and graphs (residual adds, depthwise convolutions, pools), a
+run that reads the output words back and decodes them with the program
+(:meth:`~hwgen.compiler.program.Program.unpack_output`: bf16 values or fp32 scores), and the
+bit-for-bit comparison with :meth:`hwgen.nn.Bf16Network.forward`."""
 
 import ml_dtypes
 import numpy as np
 
 from host.plan import execute_load_async, run_plans
 from hwgen.memmap import Region
-from hwgen.nn import CNN, MLP, Flatten, FloatConv2D, FloatDense, MaxPool2D, to_bf16
+from hwgen.nn import (
+    CNN,
+    INPUT,
+    MLP,
+    Flatten,
+    FloatAdd,
+    FloatAvgPool2D,
+    FloatConv2D,
+    FloatDense,
+    FloatGlobalAvgPool2D,
+    MaxPool2D,
+    Node,
+    to_bf16,
+)
 from hwgen.nn.bf16 import BF16_NAN
 
-__all__ = ["bf16_cnn", "bf16_mlp", "bf16_rows", "differing_bits", "nan_act", "run_bf16"]
+__all__ = ["bf16_cnn", "bf16_graph", "bf16_mlp", "bf16_rows", "differing_bits", "nan_act",
+           "run_bf16"]
 
 
 def bf16_mlp(sizes, seed, *, rows, output="raw", scale=1.0):
@@ -41,6 +56,47 @@ def bf16_cnn(layers, dense, in_shape, seed, *, rows, output="raw", scale=1.0):
         if hasattr(layer, "weight"):
             _spread(rng, layer.weight, layer.bias, scale)
     return to_bf16(CNN(made, input_shape=in_shape), rows=rows, output=output)
+
+
+def bf16_graph(seed, *, rows, in_shape=(6, 6, 4), channels=4, output="raw", scale=1.0):
+    """A random bf16 graph of every layer kind on images of ``in_shape``: a convolution (random
+    kernel, stride, padding), perhaps a max pool, a residual block (conv -> identity conv,
+    + the skip, bounded or ReLU), a depthwise convolution, an average or a global average
+    pool, then a Flatten and a dense layer; weights as :func:`bf16_mlp`'s (``scale``)."""
+    rng = np.random.default_rng(seed)
+    c, pick = channels, lambda *options: options[int(rng.integers(len(options)))]
+    k = int(rng.integers(1, 4))
+    layers = [("a", FloatConv2D.random((k, k), in_shape[2], c, stride=pick(1, 1, 2),
+                                       padding=int(rng.integers(0, k)), rng=rng), INPUT)]
+    if rng.random() < 0.5:
+        layers.append(("pool", MaxPool2D(2, pick(1, 2)), "a"))
+    skip = layers[-1][0]
+    # The branch's last convolution without an activation: the add sees negative values.
+    layers += [("b", FloatConv2D.random((3, 3), c, c, padding=1, rng=rng), skip),
+               ("c", FloatConv2D.random((1, 1), c, c, relu=False, rng=rng), "b"),
+               ("sum", pick(FloatAdd(activation="relu"), FloatAdd(act_min=-0.5, act_max=2.0),
+                            FloatAdd()), ("c", skip))]
+    k = pick((3, 3), (2, 3), (1, 2))
+    layers.append(("dw", FloatConv2D.random(k, c, c, groups=c, stride=pick(1, 2),
+                                            padding=int(rng.integers(0, 2)),
+                                            relu=bool(rng.random() < 0.5), rng=rng), "sum"))
+    small = min(_shape(layers, in_shape)[1:3]) < 2
+    layers.append(("avg", FloatGlobalAvgPool2D() if small or rng.random() < 0.5 else
+                   FloatAvgPool2D((2, 2), 1), "dw"))
+    shape = _shape(layers, in_shape)
+    dense = FloatDense.random(int(np.prod(shape[1:])), 3, relu=False, rng=rng)
+    layers += [("flat", Flatten(), "avg"), ("out", dense, "flat")]
+    for _, layer, _ in layers:
+        if hasattr(layer, "weight"):
+            _spread(rng, layer.weight, layer.bias, scale)
+    return to_bf16(CNN([Node(*layer) for layer in layers], input_shape=in_shape), rows=rows,
+                   output=output)
+
+
+def _shape(layers, in_shape):
+    """The output shape of a graph of ``layers`` (``Node`` arguments) on one image."""
+    return CNN([Node(*layer) for layer in layers], input_shape=in_shape).forward(
+        np.zeros((1, *in_shape))).shape
 
 
 def _spread(rng, weight, bias, scale):

@@ -1,16 +1,20 @@
 """cocotb test bench of the bf16 accelerator core (:class:`hwgen.device.bf16_core.
 BF16AcceleratorCore`, the ``accelerator`` top of a ``dtype="bf16"`` design).
 
-Random bf16 MLPs (:func:`sim.bf16_runs.bf16_mlp`) are compiled with :func:`hwgen.compile`,
-loaded through the host port over NaN in every ACT lane, run and read back; the output must be
-:meth:`hwgen.nn.Bf16Network.forward`'s bits. The last network's weights are so large that
-products and sums overflow to Inf, and Inf - Inf gives NaN. After each run the device's
-counters must be the models': ``cycles`` :func:`hwgen.cycles.program_cycles` (the bf16
-datapath's timing, :mod:`hwgen.bf16_cycles`), ``busy_cycles`` the rows the layers put
-through the array, ``macs`` those of the padded tiles.
+Random bf16 MLPs (:func:`sim.bf16_runs.bf16_mlp`), or with ``HWGEN_KIND=cnn`` random bf16
+graphs of every layer kind (:func:`sim.bf16_runs.bf16_graph`: convolutions, max pools, a
+residual add, a depthwise convolution, average pools, on ``HWGEN_IMAGE`` images) are compiled
+with :func:`hwgen.compile`, loaded through the host port over NaN in every ACT lane, run and
+read back; the output must be :meth:`hwgen.nn.Bf16Network.forward`'s bits. The last network's
+weights are so large that products and sums overflow to Inf, and Inf - Inf gives NaN; the
+graphs' one before so small that products flush to zero. After each run the device's counters
+must be the models': ``cycles`` :func:`hwgen.cycles.program_cycles` (the bf16 datapath's
+timing, :mod:`hwgen.bf16_cycles`), ``busy_cycles`` the rows the layers put through the array,
+``macs`` those of the padded tiles.
 
 Environment: ``HWGEN_CONFIG``, ``HWGEN_SEED``, ``HWGEN_NETWORKS`` (how many),
-``HWGEN_MAX_WIDTH``, ``HWGEN_MAX_BATCH``.
+``HWGEN_MAX_WIDTH``, ``HWGEN_MAX_BATCH``, ``HWGEN_KIND`` (``mlp`` or ``cnn``), ``HWGEN_IMAGE``
+(``HxWxC``, the graphs' largest input).
 """
 
 import os
@@ -21,7 +25,7 @@ import numpy as np
 import hwgen
 from hwgen.compiler import CompileError
 from hwgen.cycles import layer_busy_rows, program_cycles
-from sim.bf16_runs import bf16_mlp, bf16_rows, differing_bits, run_bf16
+from sim.bf16_runs import bf16_graph, bf16_mlp, bf16_rows, differing_bits, run_bf16
 from sim.runner import read_config_env
 from sim.streams import Clocked
 from sim.tb_network import HostPort
@@ -46,20 +50,80 @@ def _draw(rng, cfg, index, *, overflow, max_width, max_batch):
     raise AssertionError(f"no bf16 MLP fits {cfg}")
 
 
+# Weight and input scales of the graphs: wide values, products and sums past bf16's range
+# (Inf, Inf - Inf = NaN; milder than the MLPs' so that Infs survive a layer or two), products
+# below fp32's normals (flushed to zero).
+_SCALES = {"wide": (1.0, 1.0), "overflow": (1e12, 1e8), "flush": (2.0 ** -64, 2.0 ** -64)}
+
+
+def _draw_graph(rng, cfg, index, *, scales, image, max_batch):
+    """The ``index``-th random graph on at most ``image`` that fits ``cfg`` (weights and
+    inputs of ``_SCALES[scales]``), as :func:`_draw`'s."""
+    for _ in range(100):
+        output = ("raw", "bf16")[index % 2]
+        shape = (*(int(rng.integers(min(4, v), v + 1)) for v in image[:2]),
+                 int(rng.integers(1, image[2] + 1)))
+        # Hidden channels fill whole tiles of rows, as the bf16 compiler takes a convolution.
+        channels = cfg.rows * int(rng.integers(1, 3))
+        weights, inputs = _SCALES[scales]
+        try:
+            net = bf16_graph(int(rng.integers(1 << 16)), rows=cfg.rows, in_shape=shape,
+                             channels=channels, output=output, scale=weights)
+            prog = hwgen.compile(net, cfg)
+        except (CompileError, ValueError):
+            continue
+        m = int(rng.integers(1, min(max_batch, prog.batch) + 1))
+        x = bf16_rows(net, m, int(rng.integers(1 << 16)), scale=inputs)
+        if scales == "overflow" and not all(_specials(net, x)[:2]):
+            continue
+        kinds = " ".join(_describe(layer) for layer in net.layers)
+        return net, prog, x, f"graph {index} {scales} {shape} [{kinds}] {output} batch {m}"
+    raise AssertionError(f"no bf16 graph on {image} fits {cfg}")
+
+
+def _specials(net, x):
+    """How many Infs, NaNs and zeros ``net``'s tensors hold on ``x`` (not only its output)."""
+    values = np.concatenate([np.asarray(v, dtype=np.float32).ravel()
+                             for v in net.forward_tensors(x).values()])
+    return int(np.isinf(values).sum()), int(np.isnan(values).sum()), int((values == 0).sum())
+
+
+def _describe(layer):
+    """A layer's kind and geometry, e.g. ``Conv3x3x8/2p1g8`` (kernel x outputs, stride,
+    padding, groups); to tell which cases a failing draw covers."""
+    name = type(layer).__name__.removeprefix("Bf16")
+    if name == "Conv2D":
+        kh, kw, _, n = layer.weight.shape
+        return (f"Conv{kh}x{kw}x{n}/{layer.strides[0]}p{max(layer.pads)}"
+                + (f"g{layer.groups}" if layer.groups > 1 else ""))
+    if name == "MaxPool2D":
+        return f"Max{layer.size}/{layer.stride}"
+    if name == "AvgPool2D":
+        return "GlobalAvg" if layer.kernel_size is None else f"Avg{layer.kernel_size[0]}"
+    return name
+
+
 @cocotb.test()
 async def test_random_bf16_networks(dut):
-    """Random bf16 MLPs, bit for bit against Bf16Network.forward."""
+    """Random bf16 MLPs or graphs, bit for bit against Bf16Network.forward."""
     cfg = read_config_env()
     rng = np.random.default_rng(int(os.environ.get("HWGEN_SEED", "0")))
     count = int(os.environ.get("HWGEN_NETWORKS", "4"))
     max_width = int(os.environ.get("HWGEN_MAX_WIDTH", "20"))
     max_batch = int(os.environ.get("HWGEN_MAX_BATCH", "8"))
+    graphs = os.environ.get("HWGEN_KIND", "mlp") == "cnn"
+    image = tuple(int(v) for v in os.environ.get("HWGEN_IMAGE", "6x6x4").split("x"))
     clocked = Clocked(dut)
     await clocked.start()
     host = HostPort(clocked)
     for index in range(count):
-        net, prog, x, what = _draw(rng, cfg, index, overflow=index == count - 1,
-                                     max_width=max_width, max_batch=max_batch)
+        if graphs:
+            scales = {count - 1: "overflow", count - 2: "flush"}.get(index, "wide")
+            net, prog, x, what = _draw_graph(rng, cfg, index, scales=scales, image=image,
+                                             max_batch=max_batch)
+        else:
+            net, prog, x, what = _draw(rng, cfg, index, overflow=index == count - 1,
+                                       max_width=max_width, max_batch=max_batch)
         got = await run_bf16(host, prog, x)
         want = net.forward(x)
         wrong = differing_bits(got, want)
@@ -69,6 +133,5 @@ async def test_random_bf16_networks(dut):
         assert counters["cycles"] == model, f"{what}: {counters['cycles']} cycles, model {model}"
         assert counters["busy_cycles"] == sum(layer_busy_rows(d, m) for d in prog.descriptors)
         assert counters["macs"] == m * prog.padded_macs_per_row
-        special = np.asarray(want, dtype=np.float32)
-        dut._log.info("%s: exact (%d Inf, %d NaN), %d cycles (model agrees)", what,
-                      np.isinf(special).sum(), np.isnan(special).sum(), model)
+        dut._log.info("%s: exact (%d Inf, %d NaN, %d zeros in its tensors), %d cycles (model "
+                      "agrees)", what, *_specials(net, x), model)

@@ -1,7 +1,8 @@
-"""cocotb regression of the bf16 accelerator core (sim/tb_bf16_network.py): random bf16 MLPs,
-one of them overflowing to Inf and NaN, loaded through the host port of the emitted Verilog
-and checked against Bf16Network.forward bit for bit, the device's counters against the cycle
-model's after each run."""
+"""cocotb regression of the bf16 accelerator core (sim/tb_bf16_network.py): random bf16 MLPs
+and random bf16 graphs of every layer kind (convolutions, max pools, a residual add, a
+depthwise convolution, average pools), the last of each run overflowing to Inf and NaN, loaded
+through the host port of the emitted Verilog and checked against Bf16Network.forward bit for
+bit, the device's counters against the cycle model's after each run."""
 
 import pytest
 from support import need_simulator, on_simulators
@@ -11,13 +12,18 @@ from sim.runner import run_cocotb
 
 SMALL = {"act_depth": 600, "weight_depth": 512, "param_depth": 32, "acc_depth": 16,
          "out_depth": 128, "prog_depth": 8, "spatial": False, "residual": False}
+# Every layer kind: the patch walker, the adder and the depthwise unit.
+GRAPHS = {**SMALL, "act_depth": 1024, "prog_depth": 32, "spatial": True, "residual": True,
+          "depthwise": True, "dw_lines": 4}
 
-# name: (config, seed, networks, max width, max batch)
+# name: (design, config, seed, networks, max width, max batch, bench environment)
 CASES = {
-    "4x4": ({"rows": 4, "cols": 4}, 44, 4, 20, 12),
-    "2x4": ({"rows": 2, "cols": 4}, 24, 3, 12, 6),
-    "4x2": ({"rows": 4, "cols": 2}, 42, 3, 12, 6),
-    "8x8": ({"rows": 8, "cols": 8}, 88, 4, 40, 16),
+    "4x4": (SMALL, {"rows": 4, "cols": 4}, 44, 4, 20, 12, {}),
+    "2x4": (SMALL, {"rows": 2, "cols": 4}, 24, 3, 12, 6, {}),
+    "4x2": (SMALL, {"rows": 4, "cols": 2}, 42, 3, 12, 6, {}),
+    "8x8": (SMALL, {"rows": 8, "cols": 8}, 88, 4, 40, 16, {}),
+    "cnn4x4": (GRAPHS, {"rows": 4, "cols": 4}, 52, 10, 0, 3,
+               {"HWGEN_KIND": "cnn", "HWGEN_IMAGE": "6x6x4"}),
 }
 
 
@@ -26,11 +32,11 @@ CASES = {
     [(name,) for name in CASES], icarus=set()))
 def test_bf16_network(name, simulator, tmp_path):
     need_simulator(simulator)
-    params, seed, networks, width, batch = CASES[name]
-    config = AcceleratorConfig(dtype="bf16", **SMALL, **params)
+    design, params, seed, networks, width, batch, env = CASES[name]
+    config = AcceleratorConfig(dtype="bf16", **design, **params)
     ran = run_cocotb(config, "sim.tb_bf16_network", tmp_path, top="accelerator",
                      simulator=simulator,
                      env={"HWGEN_SEED": str(seed),
                           "HWGEN_NETWORKS": str(networks), "HWGEN_MAX_WIDTH": str(width),
-                          "HWGEN_MAX_BATCH": str(batch)})
+                          "HWGEN_MAX_BATCH": str(batch), **env})
     assert ran == 1
