@@ -278,8 +278,9 @@ def test_bf16_device_netlist(tmp_path):
     if reason:
         pytest.skip(reason)
     board = BOARDS["ulx3s-25f"]
+    # WEIGHT holds the demo MLP in 2x2 tiles: 1,184 words.
     config = boards.board_config(board, dtype="bf16", rows=2, cols=2, spatial=False,
-                                 residual=False, clock_hz=25_000_000)
+                                 residual=False, weight_depth=2048, clock_hz=25_000_000)
     report = boards.build(board, config, tmp_path, baud=1_000_000, seed=1,
                           log=lambda *a, **k: None)
     assert report["timing"]["pass"], report["timing"]
