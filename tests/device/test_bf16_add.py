@@ -5,22 +5,19 @@ simulator, bit for bit with ``Bf16Network.forward`` and cycle for cycle with the
 import ml_dtypes
 import numpy as np
 import pytest
-from amaranth.sim import Simulator
+from device.test_bf16_core import _check
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support.accelerator_sim import ECP5, ICE40, SMALL, AmaranthHostPort, without_dsp
+from support.accelerator_sim import ECP5, ICE40, SMALL, without_dsp
 from support.float_units import bf16_bits_strategy, run_pipeline
 
-import hwgen
 from hwgen.config import AcceleratorConfig
-from hwgen.cycles import program_cycles
 from hwgen.device.bf16_add import BF16AddLane
-from hwgen.device.bf16_core import BF16AcceleratorCore
 from hwgen.memmap import PassKind
 from hwgen.nn import CNN, INPUT, Flatten, FloatAdd, FloatConv2D, FloatDense, Node, to_bf16
 from hwgen.nn.bf16 import as_bf16
 from hwgen.nn.bf16_layers import Bf16Add
-from sim.bf16_runs import bf16_rows, differing_bits, run_bf16
+from sim.bf16_runs import bf16_rows
 
 # Operands (bf16 patterns, as the bounds) that overflow (the largest finite), cancel, are
 # Inf, NaN, zeros of either sign or a subnormal.
@@ -70,32 +67,6 @@ def _config(rows, cols, *, spatial=False):
     extra = {"act_depth": 512, "out_depth": 128, "weight_depth": 512} if spatial else {}
     return AcceleratorConfig(dtype="bf16", rows=rows, cols=cols, **{
         **SMALL, "spatial": spatial, "residual": True, "prog_depth": 32, **extra})
-
-
-def _check(net, config, xs, *, batch=None, implementation=None, gate_idle=False):
-    """Run ``net`` compiled for ``config`` on each batch of ``xs`` on the core: the bits of
-    Bf16Network.forward, and the model's cycles on the device's counter; return the
-    program."""
-    program = hwgen.compile(net, config, batch=batch)
-    dut = BF16AcceleratorCore(config, implementation, gate_idle=gate_idle)
-    outs = []
-
-    async def bench(ctx):
-        port = AmaranthHostPort(ctx, dut.host, dut.host_read_latency)
-        for i, x in enumerate(xs):
-            outs.append(await run_bf16(port, program, x, load=i == 0))
-        outs.append(ctx.get(dut.host.cycles))
-
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(bench)
-    sim.run()
-    *outs, cycles = outs
-    for x, got in zip(xs, outs, strict=True):
-        assert differing_bits(got, net.forward(x)) is None, differing_bits(got, net.forward(x))
-    model = sum(program_cycles(program, len(x), implementation) for x in xs)
-    assert cycles == model, f"{cycles} device cycles, the model's {model}"
-    return program
 
 
 def _wide(rng, *shape):
