@@ -49,6 +49,7 @@ def board_config(board, args=None, *, clock_hz=None, preset=None, **overrides):
     if values.get("dataflow") == Dataflow.OS and from_preset and not given:
         # The preset's requantization lanes are for its weight-stationary array.
         values.pop("post_lanes", None)
+    _bf16_from_preset(values, given_fields)
     _unsplit_if_needed(values, given_fields)
     if clock_hz is None:
         clock_hz = overrides.get("clock_hz", getattr(args, "clock_hz", None))
@@ -60,6 +61,19 @@ def board_config(board, args=None, *, clock_hz=None, preset=None, **overrides):
         # AcceleratorConfig's default clock means nothing on a board: use the board's.
         values["clock_hz"] = board.clock_hz
     return AcceleratorConfig.from_dict(values)
+
+
+def _bf16_from_preset(values, given):
+    """Give a bf16 design what bf16 needs in place of the int8 preset's fields that were not
+    ``given`` (its accumulator width, its ReLU without bounds, its requantization lanes, its
+    activations in SPRAM): ``--dtype bf16`` alone then builds the board's preset in bf16, or
+    is refused for the fit, not for a field the user never wrote."""
+    if values.get("dtype") != "bf16":
+        return
+    needs = {"acc_bits": 32, "bounds": True, "post_lanes": None}
+    values.update({name: value for name, value in needs.items() if name not in given})
+    if "act_spram_depth" not in given and values.get("act_spram_depth"):
+        values.update({k: v for k, v in UNSPLIT_ACT.items() if k not in given})
 
 
 def _unsplit_if_needed(values, given):

@@ -57,3 +57,21 @@ def test_a_presets_own_clock_is_kept(monkeypatch):
                         (board_name, {**fields, "clock_hz": default}))
     config = boards.board_config(BOARDS[board_name], preset="slow")
     assert config.clock_hz == default != BOARDS[board_name].clock_hz
+
+
+@pytest.mark.parametrize("board_name", sorted(BOARDS))
+def test_bf16_on_a_board_takes_its_preset_less_what_only_int8_has(board_name):
+    # --dtype bf16 alone: the preset's int8 fields (22-bit sums, no bounds, requantization
+    # lanes, activations in SPRAM) give way to bf16's, the rest of the preset stays.
+    board = BOARDS[board_name]
+    int8 = boards.board_config(board, _args())
+    config = boards.board_config(board, _args(dtype="bf16"))
+    assert (config.dtype, config.acc_bits, config.bounds) == ("bf16", 32, True)
+    assert (config.post_lanes, config.act_spram_depth) == (None, 0)
+    assert (config.rows, config.cols, config.weight_depth) == (
+        int8.rows, int8.cols, int8.weight_depth)
+
+
+def test_bf16_with_an_int8_field_given_is_refused_naming_it():
+    with pytest.raises(ValueError, match="acc_bits=22 with dtype='bf16'.*allowed: acc_bits=32"):
+        boards.board_config(BOARDS["icebreaker"], _args(dtype="bf16", acc_bits=22))
