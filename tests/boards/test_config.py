@@ -73,5 +73,5 @@ def test_bf16_on_a_board_takes_its_preset_less_what_only_int8_has(board_name):
 
 
 def test_bf16_with_an_int8_field_given_is_refused_naming_it():
-    with pytest.raises(ValueError, match="acc_bits=22 with dtype='bf16'.*allowed: acc_bits=32"):
+    with pytest.raises(ValueError, match=r"acc_bits=22 with dtype='bf16'.*allowed: acc_bits=32"):
         boards.board_config(BOARDS["icebreaker"], _args(dtype="bf16", acc_bits=22))
