@@ -50,7 +50,7 @@ def grouped_cnn(seed, groups, c_group, outputs, kernel, *, stride=1, padding=0,
     """A float CNN: a 1x1 convolution of 3 channels to ``groups * c_group`` (so that the
     grouped layer reads a hidden image), then a convolution of ``groups`` groups of
     ``c_group`` input and ``outputs / groups`` output channels, no ReLU. With ``hot``, the 1x1
-    convolution's channel ``hot`` is ``1e36`` times input channel 0: Inf of either sign (or
+    convolution's channel ``hot`` is ``2**127`` times input channel 0: Inf of either sign (or
     +0.0) in that channel of the hidden image, where an input is not 0."""
     rng = np.random.default_rng(seed)
     channels = groups * c_group
@@ -58,7 +58,7 @@ def grouped_cnn(seed, groups, c_group, outputs, kernel, *, stride=1, padding=0,
     bias = wide(rng, channels)
     if hot is not None:
         first[..., hot] = 0.0
-        first[0, 0, 0, hot], bias[hot] = 1e36, 0.0
+        first[0, 0, 0, hot], bias[hot] = 2.0 ** 127, 0.0
     return CNN([FloatConv2D(first, bias, activation="identity"),
                 FloatConv2D(wide(rng, *kernel, c_group, outputs), wide(rng, outputs),
                             stride=stride, padding=padding, groups=groups,
