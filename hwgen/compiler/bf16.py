@@ -193,8 +193,10 @@ def _grouped_refusal(layer, config):
     was (NaN and Inf too); so the pass sums a group's products in the contract's tiles where
     every group starts a tile (its first channel in its window a multiple of ``rows``) and
     each kernel position's group channels fill whole tiles (or there is one position), as for
-    ``groups=1``. A group's input channels a multiple of ``rows`` gives both: the windows
-    start at multiples of ``rows`` (:func:`~hwgen.passes.matrix.window_start`).
+    ``groups=1``. A group's input channels a multiple of ``rows`` gives both: a window starts
+    at a multiple of its groups' channels, rounded down to a word where the feeder does not
+    rotate lanes, whose ``act_lanes`` is then ``rows`` (:func:`~hwgen.passes.matrix.
+    window_start`); the starts are read off the layout all the same.
     """
     kh, kw, c_group, _ = layer.weight.shape
     rows = config.rows
