@@ -9,14 +9,18 @@ last layer's fp32 scores 32-bit OUTPUT lanes. Nothing is quantized or proved: fp
 cannot overflow a width (they reach Inf, as the reference does).
 
 Dense layers and convolutions through the matrix pass as for int8, where its order of the
-sums is the contract's (:func:`_order_differs`: ``groups=1``, a kernel position's channels
-a multiple of ``rows`` or a 1x1 kernel; a dense layer after a Flatten alike; or the first
-pass in the taps layout, :func:`_taps_node`, whose tiles are the contract's), max pools
-through the max-pooling pass (on bf16 values), flatten for free, residual adds through the
-add pass (``fl32(a + b)``, no PARAM words). Depthwise convolutions and average pools through
-the depthwise pass (:func:`_depthwise`), whose tiles are the contract's ``(ky, kx)`` taps, on
-a design with the depthwise unit; refused without it, as other grouped convolutions are
-always (the matrix pass's block-diagonal tiles sum in another order), each named.
+sums is the contract's (:func:`_order_differs`: a kernel position's channels a multiple of
+``rows`` or a 1x1 kernel; a dense layer after a Flatten alike; or the first pass in the taps
+layout, :func:`_taps_node`, whose tiles are the contract's), max pools through the
+max-pooling pass (on bf16 values), flatten for free, residual adds through the add pass
+(``fl32(a + b)``, no PARAM words). A grouped convolution runs on the matrix pass's
+block-diagonal tiles where a group's input channels are a multiple of ``rows``
+(:func:`_grouped_refusal`): the entries off a group's block, and the padding rows, hold
+:data:`NO_PRODUCT`, which the multiplier makes +0.0 whatever the activation, so that an Inf
+in another group's channel gives no NaN. Depthwise convolutions and average pools run
+through the depthwise pass (:func:`_depthwise`), whose tiles are the contract's ``(ky, kx)``
+taps, on a design with the depthwise unit, and are refused without it; other grouped
+convolutions are refused, each named.
 """
 
 import dataclasses
@@ -109,6 +113,11 @@ def _bounds(layer):
     return pattern.get("act_min", low), pattern.get("act_max", high)
 
 
+#: The weight pattern of no product: -0.0, which the zero rule leaves no weight; the
+#: multiplier gives +0.0 for it whatever the activation (:func:`hwgen.nn.bf16.no_product`).
+NO_PRODUCT = 0x8000
+
+
 def _matrix(layer):
     """Return the :class:`Bf16Matrix` of a :class:`~hwgen.nn.bf16_layers.Bf16Dense`."""
     weight = np.asarray(layer.weight).view(np.uint16).astype(np.int64)
@@ -144,13 +153,12 @@ def _refused(network, config, taps_node=None):
 
 def _order_differs(node, network, config):
     """Why the matrix pass would not sum ``node``'s products as the contract does, or ``""``;
-    for a depthwise reduction, why the depthwise unit would not (:func:`_depthwise_refusal`).
+    for a depthwise reduction, why the depthwise unit would not (:func:`_depthwise_refusal`);
+    for another grouped convolution, :func:`_grouped_refusal`.
 
     The contract cuts a patch's ``(ky, kx, c)`` products into tiles of ``rows`` across
     kernel positions; the matrix pass pads each position's channels to whole tiles. The two
-    agree where a position's channels fill whole tiles, or there is one position. A grouped
-    convolution's tiles are block-diagonal: the pass multiplies the other groups' channels
-    by +0.0 (an Inf among them gives NaN) and sums other tiles than the contract's.
+    agree where a position's channels fill whole tiles, or there is one position.
     """
     from ..nn.bf16_layers import Bf16Conv2D, Bf16Dense
 
@@ -161,10 +169,7 @@ def _order_differs(node, network, config):
     if _is_depthwise(layer):
         return _depthwise_refusal(layer, network.tensor_shapes[node.inputs[0]], config)
     if isinstance(layer, Bf16Conv2D) and layer.groups > 1:
-        return ("a grouped convolution, whose block-diagonal tiles give other bits than the "
-                "contract's (Inf times the +0.0 off the diagonal, the order of the sums); "
-                "allowed: groups=1, or a depthwise convolution (groups = input channels = "
-                "output channels) on a design with depthwise=True")
+        return _grouped_refusal(layer, config)
     if isinstance(layer, Bf16Conv2D):
         kh, kw, c, _ = layer.weight.shape
     elif isinstance(layer, Bf16Dense):
@@ -175,6 +180,60 @@ def _order_differs(node, network, config):
     else:
         return ""
     return "" if kh * kw == 1 or c % rows == 0 else order.format(c=c)
+
+
+def _grouped_refusal(layer, config):
+    """Why the matrix pass would not sum grouped convolution ``layer``'s products as the
+    contract does, or ``""``.
+
+    Its tiles are block-diagonal (:func:`~hwgen.passes.matrix.grouped_matrix`): an output
+    channel's tiles at each kernel position run over its tile's channel window, its group's
+    channels among others that are no product (:data:`NO_PRODUCT`, +0.0 whatever the
+    activation). A tile of no products adds ``s = +0.0``, which leaves the accumulator as it
+    was (NaN and Inf too); so the pass sums a group's products in the contract's tiles where
+    every group starts a tile (its first channel in its window a multiple of ``rows``) and
+    each kernel position's group channels fill whole tiles (or there is one position), as for
+    ``groups=1``. A group's input channels a multiple of ``rows`` gives both: a window starts
+    at a multiple of its groups' channels, rounded down to a word where the feeder does not
+    rotate lanes, whose ``act_lanes`` is then ``rows`` (:func:`~hwgen.passes.matrix.
+    window_start`); the starts are read off the layout all the same.
+    """
+    kh, kw, c_group, _ = layer.weight.shape
+    rows = config.rows
+    allowed = (f"allowed: a group's input channels a multiple of rows={rows} (a 1x1 kernel: "
+               "every group starting a tile), or a depthwise convolution (groups = input "
+               "channels = output channels) on a design with depthwise=True")
+    if kh * kw > 1 and c_group % rows:
+        return (f"a grouped convolution of {c_group} input channels a group: the matrix pass "
+                f"pads each kernel position's channels of a group to tiles of rows={rows}, "
+                f"the contract's tiles run across positions; {allowed}")
+    starts = _group_starts(layer, config)
+    if (starts % rows).any():
+        n = int(np.flatnonzero(starts % rows)[0])
+        return (f"a grouped convolution whose output channel {n}'s group starts at channel "
+                f"{int(starts[n])} of its tile's window, inside a tile of rows={rows} (the "
+                f"contract's tiles start at the group's first channel); {allowed}")
+    return ""
+
+
+def _group_layout(layer, config):
+    """Return ``(present, window)`` of grouped convolution ``layer``: whether each entry of
+    its block-diagonal matrix (:func:`~hwgen.passes.matrix.grouped_matrix`) is a product of
+    the layer (``[KH * KW * cgs * rows, N]``, bool), and its channel window."""
+    # (Imported here: the matrix pass imports the compiler's images and proofs.)
+    from ..passes.matrix import grouped_matrix
+
+    ones = np.ones(layer.weight.shape, dtype=np.int64)
+    present, window = grouped_matrix(ones, layer.groups, config)
+    return present != 0, window
+
+
+def _group_starts(layer, config):
+    """Return the first channel of each output channel's group in its tile's channel window
+    (int array ``[N]``)."""
+    kh, kw = layer.weight.shape[:2]
+    present, _ = _group_layout(layer, config)
+    return np.argmax(present.reshape(kh * kw, -1, present.shape[1])[0], axis=0)
 
 
 def _is_depthwise(layer):
@@ -263,26 +322,38 @@ def _add(index, node, stored):
 
 def _spatial_matrix(index, layer, in_shape, config):
     """Return ``(matrix, k, kernel, repeat, grouped)`` of a matrix pass that walks images: a
-    convolution (``groups=1``) or a dense layer after a Flatten (a convolution whose kernel
-    is the whole image), laid out as the int8 matrix pass lays them
-    (:mod:`hwgen.passes.matrix`), on bit patterns (+0.0 is 0)."""
+    convolution or a dense layer after a Flatten (a convolution whose kernel is the whole
+    image), laid out as the int8 matrix pass lays them (:mod:`hwgen.passes.matrix`), on bit
+    patterns: the padding rows, and a grouped convolution's entries off its group's block,
+    :data:`NO_PRODUCT`."""
     from ..nn.bf16_layers import Bf16Conv2D
 
     # (Imported here: the matrix pass imports the compiler's images and proofs.)
-    from ..passes.matrix import padded_matrix
+    from ..passes.matrix import grouped_matrix, padded_matrix
 
     matrix = _matrix(layer)
+    window = 0
     if isinstance(layer, Bf16Conv2D):
-        kh, kw, c, _ = matrix.weight.shape
-        kernel = (kh, kw, tuple(layer.strides), tuple(layer.pads), 0)
+        kh, kw, c, n = matrix.weight.shape
         what = "kernel"
     else:   # a Bf16Dense after a Flatten
         kh, kw, c = in_shape
-        kernel = (kh, kw, (1, 1), (0, 0, 0, 0), 0)
+        n = matrix.weight.shape[1]
         what = "image before the Flatten"
-    check_padded_reduction(index, (kh, kw), c, config, window=what)
-    weight = padded_matrix(matrix.weight.reshape(kh, kw, c, -1), config.rows)
-    return dataclasses.replace(matrix, weight=weight), kh * kw * c, kernel, False, False
+    weight = matrix.weight.reshape(kh, kw, c, n)
+    if isinstance(layer, Bf16Conv2D) and layer.groups > 1:
+        present, window = _group_layout(layer, config)
+        weight = grouped_matrix(weight, layer.groups, config)[0]
+        # The channels each kernel position reads: the tile's window, or all of them.
+        channels = weight.shape[0] // (kh * kw) if window else c * layer.groups
+    else:
+        present = padded_matrix(np.ones(weight.shape, dtype=np.int64), config.rows) != 0
+        weight, channels = padded_matrix(weight, config.rows), c
+    check_padded_reduction(index, (kh, kw), channels, config, window=what)
+    kernel = (kh, kw, (1, 1), (0, 0, 0, 0), 0) if what != "kernel" else \
+        (kh, kw, tuple(layer.strides), tuple(layer.pads), window)
+    return (dataclasses.replace(matrix, weight=np.where(present, weight, NO_PRODUCT)),
+            kh * kw * c, kernel, False, False)
 
 
 def _taps_node(network, config):

@@ -25,6 +25,9 @@ class BF16Multiplier(wiring.Component):
     - a NaN operand, or 0 x Inf, gives the canonical NaN ``0x7FC00000``;
     - Inf x finite non-zero, or Inf x Inf, gives Inf, its sign the XOR of the signs;
     - a zero operand gives +0.0 (all bits 0, whatever the other operand's sign);
+    - a weight ``b`` of sign 1 and exponent 0 (-0.0, which the zero rule leaves no weight)
+      is no product (:func:`hwgen.nn.bf16.no_product`): +0.0 whatever ``a``, Inf and NaN
+      included, where the compiler's tiles hold no product of the layer;
     - otherwise the product of two 8-bit significands has 15 or 16 bits, which fp32's 24
       hold exactly: no rounding is ever needed. The product overflows (exponent above 254)
       to Inf of its sign, and underflows (below ``2**-126``) to +0.0.
@@ -39,7 +42,8 @@ class BF16Multiplier(wiring.Component):
     Members
     -------
     a, b : In(BF16)
-        The operands, bf16 bit patterns (:data:`~hwgen.device.float_formats.BF16`).
+        The activation and the weight, bf16 bit patterns
+        (:data:`~hwgen.device.float_formats.BF16`).
     p : Out(FP32)
         The product of the operands presented :attr:`latency` cycles before.
     """
@@ -66,7 +70,9 @@ class BF16Multiplier(wiring.Component):
 
         a_zero, a_inf, a_nan = classify(a)
         b_zero, b_inf, b_nan = classify(b)
-        nan = a_nan | b_nan | (a_inf & b_zero) | (a_zero & b_inf)
+        # A weight that is no product: +0.0 (b_zero holds it) before NaN and Inf.
+        b_none = b.sign & b_zero
+        nan = (a_nan | b_nan | (a_inf & b_zero) | (a_zero & b_inf)) & ~b_none
         product = Signal(16)
         # The significands with their hidden 1: [2**7, 2**8) each, so product is in
         # [2**14, 2**16).
@@ -76,7 +82,7 @@ class BF16Multiplier(wiring.Component):
         exponent = Signal(signed(10))
         m.d.comb += exponent.eq(a.exponent + b.exponent - _BIAS)
         mid = cut(m, {"product": product, "exponent": exponent, "sign": a.sign ^ b.sign,
-                      "nan": nan, "inf": a_inf | b_inf, "zero": a_zero | b_zero},
+                      "nan": nan, "inf": (a_inf | b_inf) & ~b_none, "zero": a_zero | b_zero},
                   "product" in self._cuts, "mid")
         result = Signal(FP32)
         self._finish(m, mid, result)

@@ -7,7 +7,11 @@ itself on top of NumPy's float32 arithmetic (binary32, round to nearest even):
   (zero or subnormal, in fp32 and bf16 alike) becomes +0.0, all bits 0;
 - every NaN is the quiet NaN ``0x7FC00000`` (fp32) / ``0x7FC0`` (bf16);
 - the order of the sums (:func:`bf16_matmul`): tiles of ``rows`` consecutive products, each
-  summed from +0.0, then added to the accumulator that starts at the bias.
+  summed from +0.0, then added to the accumulator that starts at the bias;
+- a weight of sign 1 and exponent 0 (-0.0 or a negative subnormal, which the zero rule leaves
+  no weight) is no product (:func:`no_product`): its product is +0.0 whatever the activation,
+  Inf and NaN included. The compiler writes it where the device's tiles hold no product of
+  the layer (a grouped convolution's other groups, the padding).
 
 bf16 arrays at the API are NumPy arrays of ``ml_dtypes.bfloat16``; float32 arrays whose
 values are all bf16 are accepted too (:func:`as_bf16`). Inside, bf16 values travel as float32
@@ -20,7 +24,8 @@ import ml_dtypes
 import numpy as np
 
 __all__ = ["BF16_NAN", "FP32_NAN", "SMALLEST_NORMAL", "activate", "as_bf16", "bf16_array",
-           "bf16_bits", "bf16_matmul", "first_index", "flush", "round_to_bf16", "round_to_fp32"]
+           "bf16_bits", "bf16_matmul", "first_index", "flush", "no_product", "round_to_bf16",
+           "round_to_fp32"]
 
 #: The canonical quiet NaNs: every NaN of the datapath has these bits.
 FP32_NAN = 0x7FC00000
@@ -180,6 +185,29 @@ def as_bf16(x, where="bf16", field="x"):
     return _flush_bits(bits).view(np.float32)
 
 
+def no_product(w):
+    """Return whether each bf16 weight of ``w`` marks no product: sign 1 and exponent 0
+    (-0.0 or a negative subnormal), a pattern the zero rule leaves no value, so no layer's
+    weight. Its product is +0.0 whatever the activation (an Inf or NaN too), as the device's
+    multiplier gives it (:class:`~hwgen.device.bf16_multiplier.BF16Multiplier`).
+
+    Parameters
+    ----------
+    w : numpy.ndarray of ml_dtypes.bfloat16 or float32
+        The weights as given, before the zero rule (:func:`as_bf16`).
+
+    Returns
+    -------
+    numpy.ndarray of bool
+    """
+    w = np.asarray(w)
+    if w.dtype == ml_dtypes.bfloat16:
+        bits = np.ascontiguousarray(w).view(np.uint16).astype(np.uint32) << 16
+    else:
+        bits = _bits32(w)
+    return (bits & np.uint32(0xFF800000)) == np.uint32(0x80000000)
+
+
 def bf16_matmul(x, w, b, rows):
     """Return the fp32 accumulators ``acc = b + sum_k fl32(x[..., m, k] * w[..., k, n])`` in
     the order of the sums of docs/arithmetic.md.
@@ -187,7 +215,8 @@ def bf16_matmul(x, w, b, rows):
     ``K`` is cut into tiles of ``rows`` consecutive ``k`` (the last padded with +0.0
     products); ``acc = b``; for each tile in order: ``s = +0.0``, ``s = fl32(s + p)`` for its
     products in ``k`` order, then ``acc = fl32(acc + s)``. Every product and sum is
-    binary32, round to nearest even, then :func:`flush`. Vectorised over the leading axes,
+    binary32, round to nearest even, then :func:`flush`; the product of a weight that is
+    :func:`no_product` is +0.0 (no layer's weight is). Vectorised over the leading axes,
     ``m`` and ``n``; the loops run over the tiles and the products of a tile.
 
     The zero rule applied after NumPy's IEEE result equals the zero rule on the exact result:
@@ -210,12 +239,16 @@ def bf16_matmul(x, w, b, rows):
     -------
     numpy.ndarray of float32, shape (..., M, N)
     """
-    x, w = as_bf16(x, "bf16_matmul", "x"), as_bf16(w, "bf16_matmul", "w")
+    x, weights = as_bf16(x, "bf16_matmul", "x"), as_bf16(w, "bf16_matmul", "w")
+    # (Read on the weights as given: the zero rule makes -0.0 +0.0.)
+    none, w = no_product(w), weights
     if x.shape[-1] != w.shape[-2]:
         raise ValueError(f"bf16_matmul: x has shape {x.shape} and w {w.shape}; allowed: "
                          "x (..., M, K) and w (..., K, N)")
     if isinstance(rows, bool) or not isinstance(rows, numbers.Integral) or rows < 1:
         raise ValueError(f"bf16_matmul: rows={rows!r}; allowed: an int >= 1")
+    # Where no weight is no_product (every layer's), the loop need not look.
+    none = none if none.any() else None
     k_total = x.shape[-1]
     shape = np.broadcast_shapes((*x.shape[:-1], 1), (*w.shape[:-2], 1, w.shape[-1]))
     acc = np.broadcast_to(flush(b), shape).copy()
@@ -226,6 +259,8 @@ def bf16_matmul(x, w, b, rows):
             # (s is never -0.0), so they change no bit.
             for k in range(start, min(start + rows, k_total)):
                 p = flush(x[..., :, k, None] * w[..., None, k, :])
+                if none is not None:
+                    p = np.where(none[..., None, k, :], np.float32(0), p)
                 s = flush(s + p)
             acc = flush(acc + s)
     return acc

@@ -19,7 +19,7 @@ accumulator).
 import numpy as np
 
 from ..memmap import Region
-from ..nn.bf16 import flush
+from ..nn.bf16 import flush, no_product
 from .bf16_matrix import bf16_bias, finish_bf16, lanes_of_bits, zero_past_n
 
 __all__ = ["interpret_bf16_depthwise"]
@@ -53,7 +53,9 @@ def interpret_bf16_depthwise(device, d, g, m, *, chunks, tap):
                     w = lanes_of_bits(device.lanes(Region.WEIGHT,
                                                    d["w_base"] + tile * rows + i), 16)
                     with np.errstate(over="ignore", invalid="ignore"):
-                        s = flush(s + flush(lanes_of_bits(x, 16) * w))
+                        p = flush(lanes_of_bits(x, 16) * w)
+                        # The multiplier's: a weight that is no product gives +0.0.
+                        s = flush(s + np.where(no_product(w), np.float32(0), p))
                 with np.errstate(over="ignore", invalid="ignore"):
                     acc = flush(acc + s)
             writes |= finish_bf16(device, d, nt, acc, start=first)

@@ -10,12 +10,15 @@ raw layer; the descriptor's ``act_min``, ``act_max`` bf16 (:func:`hwgen.memmap.d
 
 The arithmetic is the contract's (docs/arithmetic.md, "bfloat16"), with the primitives of
 :mod:`hwgen.nn.bf16`: per output pixel and tile, the accumulator starts at the bias and takes
-each reduction tile's sum, summed from +0.0 in the order of the rows; then the clamp to the
-bounds in fp32 and the rounding to bf16 (or the raw accumulator).
+each reduction tile's sum, summed from +0.0 in the order of the rows, a weight ``0x8000``
+(-0.0: :func:`~hwgen.nn.bf16.no_product`, a grouped convolution's entries off its groups'
+blocks and a spatial pass's padding rows) giving +0.0 whatever the activation, as the
+multiplier does; then the clamp to the bounds in fp32 and the rounding to bf16 (or the raw
+accumulator).
 
-A bf16 pass writes every lane of its output words, +0.0 past ``n``: the next pass's padding
-lanes (``K`` up to its tiles) are then products of +0.0 by the zero weights of its padding
-rows, +0.0, where a stale Inf or NaN lane would make NaN of them.
+A bf16 pass writes every lane of its output words, +0.0 past ``n``: the next dense pass's
+padding lanes (``K`` up to its tiles) are then products of +0.0 by the zero weights of its
+padding rows, +0.0, where a stale Inf or NaN lane would make NaN of them.
 """
 
 import numpy as np

@@ -142,14 +142,16 @@ def test_depthwise_reductions_need_the_depthwise_unit():
 
 @pytest.mark.parametrize(("groups", "outputs"), [(2, 4), (4, 8)])
 def test_other_grouped_convolutions_are_refused(groups, outputs):
-    # Two channels a group, or two outputs a channel: no depthwise convolution.
+    # Two channels a group, or two outputs a channel: no depthwise convolution, nor groups
+    # of whole tiles of rows (tests/compiler/test_bf16_groups.py).
     rng = np.random.default_rng(groups)
     c_group = 4 // groups
     model = CNN([FloatConv2D(wide(rng, 3, 3, c_group, outputs), wide(rng, outputs),
                              groups=groups)], input_shape=(5, 5, 4))
-    with pytest.raises(CompileError, match=r"layer 0 \(Bf16Conv2D: a grouped convolution, "
-                                           r"whose block-diagonal tiles.*allowed: groups=1, "
-                                           r"or a depthwise convolution"):
+    with pytest.raises(CompileError, match=r"layer 0 \(Bf16Conv2D: a grouped convolution of "
+                                           r"\d input channels a group.*allowed: a group's "
+                                           r"input channels a multiple of rows=4.*or a "
+                                           r"depthwise convolution"):
         hwgen.compile(to_bf16(model, rows=4), bf16_config(4, 4, depthwise=True))
 
 

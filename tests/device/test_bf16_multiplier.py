@@ -46,7 +46,16 @@ EDGES = {
     "subnormal-operand": (0x0001, bf16(2.0 ** 120), 0),
     "negative-subnormal": (0x807F, bf16(-5.0), 0),
     "zero-times-inf": (0x0000, INF, 0x7FC00000),
-    "minus-inf-times-zero": (NINF, 0x8000, 0x7FC00000),
+    "minus-zero-times-minus-inf": (0x8000, NINF, 0x7FC00000),
+    # A weight (b) of sign 1 and exponent 0 is no product: +0.0 whatever the activation.
+    "no-product-times-inf": (INF, 0x8000, 0),
+    "no-product-times-minus-inf": (NINF, 0x8000, 0),
+    "no-product-times-nan": (NAN, 0x8000, 0),
+    "no-product-times-nan-payload": (0xFF81, 0x8000, 0),
+    "no-product-times-finite": (bf16(-3.0), 0x8000, 0),
+    "negative-subnormal-weight-times-inf": (INF, 0x8001, 0),
+    "inf-times-zero-weight": (INF, 0x0000, 0x7FC00000),
+    "inf-times-subnormal-weight": (NINF, 0x0001, 0x7FC00000),
     "inf-times-negative": (INF, bf16(-2.0), 0xFF800000),
     "inf-times-inf": (NINF, NINF, 0x7F800000),
     "nan-payload": (0xFF81, bf16(1.0), 0x7FC00000),
@@ -65,14 +74,15 @@ EDGES = {
 @pytest.mark.parametrize("latency", [0, 2])
 def test_edge_cases(latency):
     """The zero rule (signs, subnormal operands, underflow), 0 x Inf, Inf, NaN payloads,
-    overflow by exponent, the largest finite product and the normalisation's carry: the
-    expected bits, the reference's and the scalar model's."""
+    a weight that is no product, overflow by exponent, the largest finite product and the
+    normalisation's carry: the expected bits, the reference's and the scalar model's."""
     pairs = [case[:2] for case in EDGES.values()]
     got = check(latency, pairs)
     for (name, (a, b, want)), bits in zip(EDGES.items(), got, strict=True):
         assert bits == want, (name, hex(bits), hex(want))
-        # The scalar model takes values the zero rule has already been applied to.
-        x, w = (scalar.zero_rule(scalar.from_bits16(v)) for v in (a, b))
+        # The scalar model takes an activation the zero rule has already been applied to,
+        # and the weight as given (a no-product weight is -0.0 or negative subnormal).
+        x, w = scalar.zero_rule(scalar.from_bits16(a)), scalar.from_bits16(b)
         model = scalar.product(x, w)
         assert scalar.bits32(model) == want or np.isnan(fp32_of([want])[0]), name
 

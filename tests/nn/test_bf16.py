@@ -17,7 +17,15 @@ from support.bf16_reference import (
     zero_rule,
 )
 
-from hwgen.nn.bf16 import activate, as_bf16, bf16_matmul, flush, round_to_bf16, round_to_fp32
+from hwgen.nn.bf16 import (
+    activate,
+    as_bf16,
+    bf16_matmul,
+    flush,
+    no_product,
+    round_to_bf16,
+    round_to_fp32,
+)
 
 
 def _round32(patterns):
@@ -167,6 +175,35 @@ def test_zero_rule_nan_and_overflow_in_sums():
     assert _one([2.0 ** 100, -(2.0 ** 100)], [2.0 ** 100] * 2, rows=2) == 0x7FC00000
     assert _one([2.0 ** 100, -(2.0 ** 100)], [2.0 ** 100] * 2, rows=1) == 0x7FC00000
     assert _one([2.0 ** 100], [2.0 ** 100], b=-math.inf) == 0x7FC00000
+
+
+def test_a_weight_of_sign_1_and_exponent_0_is_no_product():
+    # -0.0 and negative subnormals, which no layer's weight is (the zero rule), give +0.0
+    # whatever the activation: Inf and NaN included. A +0.0 weight is a product: Inf * 0 is
+    # NaN.
+    inf, nan = math.inf, math.nan
+    assert _one([inf], [-0.0]) == 0 and _one([nan], [-0.0]) == 0
+    assert _one([inf, 1.5], [-0.0, 2.0], rows=1) == 0x40400000
+    assert _one([inf], [0.0]) == 0x7FC00000
+    tiny = np.array([0x8001, 0x807F, 0x8000, 0x0001], dtype=np.uint16).view(ml_dtypes.bfloat16)
+    got = bf16_matmul(np.array([[inf]], dtype=np.float32), tiny[None, :], 0.0, 2)
+    assert list(bits(got)[0]) == [0, 0, 0, 0x7FC00000]
+    assert list(no_product(tiny)) == [True, True, True, False]
+    assert list(no_product(np.array([-0.0, 0.0, -1.0, -2.0 ** -130], np.float32))) == [
+        True, False, False, True]
+
+
+@pytest.mark.parametrize("rows", [1, 3])
+def test_no_products_match_the_scalar_loop(rows):
+    # Activations of Inf and NaN among weights of -0.0: the scalar model's products agree.
+    rng = np.random.default_rng(rows)
+    x = _random_bf16(rng, (3, 7)).astype(np.float32)
+    x[rng.random(x.shape) < 0.3] = rng.choice([math.inf, -math.inf, math.nan])
+    w = _random_bf16(rng, (7, 4)).astype(np.float32)
+    w[rng.random(w.shape) < 0.4] = -0.0
+    b = rng.normal(size=4).astype(np.float32)
+    want = matmul(x, w, b, rows)
+    np.testing.assert_array_equal(bits(bf16_matmul(x, w, b, rows)), bits(want))
 
 
 def test_scalar_reference_helpers_agree_with_hand_values():

@@ -5,9 +5,10 @@ import ml_dtypes
 import numpy as np
 
 import hwgen
+from hwgen.nn import CNN, FloatConv2D
 from sim.interpreter import run_on_interpreter
 
-__all__ = ["bf16_config", "check_program", "same_bits", "wide"]
+__all__ = ["bf16_config", "check_program", "grouped_cnn", "same_bits", "wide"]
 
 
 def bf16_config(rows, cols, **kwargs):
@@ -42,3 +43,24 @@ def check_program(net, config, x, **kwargs):
     same_bits(interpreted, want)
     same_bits(unpacked, want)
     return program, want
+
+
+def grouped_cnn(seed, groups, c_group, outputs, kernel, *, stride=1, padding=0,
+                in_shape=(6, 7), hot=None):
+    """A float CNN: a 1x1 convolution of 3 channels to ``groups * c_group`` (so that the
+    grouped layer reads a hidden image), then a convolution of ``groups`` groups of
+    ``c_group`` input and ``outputs / groups`` output channels, no ReLU. With ``hot``, the 1x1
+    convolution's channel ``hot`` is ``2**127`` times input channel 0: Inf of either sign (or
+    +0.0) in that channel of the hidden image, where an input is not 0."""
+    rng = np.random.default_rng(seed)
+    channels = groups * c_group
+    first = wide(rng, 1, 1, 3, channels)
+    bias = wide(rng, channels)
+    if hot is not None:
+        first[..., hot] = 0.0
+        first[0, 0, 0, hot], bias[hot] = 2.0 ** 127, 0.0
+    return CNN([FloatConv2D(first, bias, activation="identity"),
+                FloatConv2D(wide(rng, *kernel, c_group, outputs), wide(rng, outputs),
+                            stride=stride, padding=padding, groups=groups,
+                            activation="identity")],
+               input_shape=(*in_shape, 3))

@@ -89,7 +89,12 @@ def tile_sum(products, bias, rows):
 
 
 def product(x, w):
-    """``fl32(x * w)`` of two bf16 values held in float32, then the zero rule."""
+    """``fl32(x * w)`` of two bf16 values held in float32, then the zero rule; +0.0 for a
+    weight ``w`` that is negative and below the smallest normal (-0.0 or a negative
+    subnormal, as given before the zero rule): no product, whatever ``x``."""
+    if (math.isfinite(w) and math.copysign(1.0, w) < 0
+            and abs(Fraction(float(w))) < SMALLEST_NORMAL):
+        return np.float32(0.0)
     with np.errstate(over="ignore", invalid="ignore"):
         return zero_rule(np.float32(x) * np.float32(w))
 

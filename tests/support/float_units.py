@@ -6,7 +6,7 @@ import numpy as np
 from amaranth.sim import Simulator
 from hypothesis import strategies as st
 
-from hwgen.nn.bf16 import as_bf16, flush
+from hwgen.nn.bf16 import as_bf16, flush, no_product
 from hwgen.nn.bf16_layers import Bf16Add
 
 __all__ = ["bf16_bits_strategy", "bf16_moderate", "bf16_special", "bf16_tiny",
@@ -44,12 +44,14 @@ def fp32_of(bits):
 
 
 def ref_product(a_bits, b_bits):
-    """The contract's fp32 products of bf16 bit patterns, as uint32 bit patterns: the zero
-    rule on the operands (:func:`~hwgen.nn.bf16.as_bf16`), ``flush(x * w)``."""
-    x, w = (as_bf16(np.asarray(v, dtype=np.uint16).view(ml_dtypes.bfloat16))
-            for v in (a_bits, b_bits))
+    """The contract's fp32 products of bf16 bit patterns ``a`` (activations) and ``b``
+    (weights), as uint32 bit patterns: the zero rule on the operands
+    (:func:`~hwgen.nn.bf16.as_bf16`), ``flush(x * w)``; +0.0 where the weight is no product
+    (:func:`~hwgen.nn.bf16.no_product`)."""
+    given = [np.asarray(v, dtype=np.uint16).view(ml_dtypes.bfloat16) for v in (a_bits, b_bits)]
+    x, w = (as_bf16(v) for v in given)
     with np.errstate(over="ignore", invalid="ignore"):
-        return flush(x * w).view(np.uint32)
+        return np.where(no_product(given[1]), np.float32(0), flush(x * w)).view(np.uint32)
 
 
 def ref_sum(a_bits, b_bits):
