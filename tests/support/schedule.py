@@ -11,19 +11,24 @@ durations (docs/performance.md, "CI time"). A test missing from it only starts l
 prefix that matches no test is harmless, and ``tests/test_schedule.py`` checks that each names
 a test module and function that exist. The first two start together: the 12F smoke build
 compiles the WebAssembly tools on a new machine (minutes, one process at a time: see
-:mod:`hwgen.toolcache`), so the other worker starts with a long test that needs none of them.
+:mod:`hwgen.toolcache`), so the other worker starts with long tests that need none of them
+rather than wait for them.
 """
 
 #: Node id prefixes of the longest tests, in the order they should start.
 LONGEST = (
+    # Compiles Amaranth's Yosys, Yosys and the ECP5 tools on a new machine (about 4 minutes).
     "tests/boards/test_flow.py::test_build_smoke[ulx3s-12f-device]",
+    # Meanwhile, the other worker: no Verilog (Amaranth's Yosys is compiling), then Verilog and
+    # Verilator but none of the YoWASP tools.
     "tests/device/test_bf16_datapath.py::test_random_layers",
-    "tests/boards/test_flow.py::test_build_smoke[tang-nano-9k-device]",
-    "tests/boards/test_flow.py::test_build_smoke[icebreaker-device]",
-    "tests/dse/test_driver.py::test_a_build_tier_point_in_a_dask_worker",
     "tests/sim/test_tb_network.py::test_network_fewer_requant_lanes",
     "tests/sim/test_tb_bf16_network.py::test_bf16_network",
     "tests/sim/test_tb_network.py::test_network",
+    # The other builds, their tools compiled by then or compiling one at a time.
+    "tests/boards/test_flow.py::test_build_smoke[tang-nano-9k-device]",
+    "tests/boards/test_flow.py::test_build_smoke[icebreaker-device]",
+    "tests/dse/test_driver.py::test_a_build_tier_point_in_a_dask_worker",
     "tests/examples/test_offload.py::test_offload_example_script",
     "tests/cli/test_demo.py::test_demo_bf16_device_equals_bf16_reference",
     "tests/cli/test_train.py::test_bf16_trains_on_two_boards_and_saves",
