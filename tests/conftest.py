@@ -1,5 +1,6 @@
 """Shared fixtures: simulators that skip cleanly when absent, the session's shared board build,
-refused constructors; in CI, skips for want of a tool fail (:mod:`support.ci_skips`)."""
+refused constructors; in CI, skips for want of a tool fail (:mod:`support.ci_skips`); with
+``-n 2``, the longest tests start first (:mod:`support.schedule`)."""
 
 import gc
 import warnings
@@ -8,6 +9,7 @@ import pytest
 from amaranth.hdl import UnusedElaboratable
 from support import tiny_device_build, tiny_gowin_build, yowasp_missing
 from support.ci_skips import fail_tool_skip
+from support.schedule import hand_out_one_at_a_time, longest_first
 
 from sim.runner import simulator_missing
 
@@ -17,6 +19,17 @@ def pytest_runtest_makereport(item, call):
     """In CI, a skip for want of a tool is a failure (:mod:`support.ci_skips`)."""
     outcome = yield
     fail_tool_skip(outcome.get_result())
+
+
+def pytest_collection_modifyitems(config, items):
+    """The longest tests first (:mod:`support.schedule`)."""
+    longest_first(items)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """One test at a time to each worker, in the order of collection (:mod:`support.schedule`)."""
+    return hand_out_one_at_a_time(config, log)
 
 
 @pytest.fixture(params=["verilator", "icarus"])
