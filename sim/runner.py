@@ -168,6 +168,11 @@ def run_cocotb_source(src, toplevel, test_module, build_dir, *, label, simulator
         build_kwargs["build_args"] = ["-Wno-fatal", "-Wno-lint"]
     else:
         build_kwargs["timescale"] = ("1ns", "1ps")
+        # cocotb compiles as SystemVerilog (-g2012), where a declaration's initial value is
+        # set before time 0 without an event; Yosys's Verilog relies on that event (its
+        # `reg init = 0` trigger) to run each `always @*` once, else their outputs stay X
+        # until an input changes (a bf16 core then never leaves busy). The last -g wins.
+        build_kwargs["build_args"] = ["-g2005"]
     saved_makeflags = os.environ.get("MAKEFLAGS")
     extra = ""
     if simulator == "verilator":
