@@ -3,6 +3,7 @@
 One build folder per run, so runs can go side by side (``pytest -n 2``).
 """
 
+import hashlib
 import json
 import os
 import shutil
@@ -139,29 +140,14 @@ def run_cocotb(config, test_module, build_dir, *, top="engine", simulator="veril
                              waves=waves, testcase=testcase, seed=seed, optimize=optimize)
 
 
-def run_cocotb_source(src, toplevel, test_module, build_dir, *, label, simulator="verilator",
-                      env=None, waves=False, testcase=None, seed=None, optimize=False):
-    """Build the Verilog file ``src`` (top module ``toplevel``) with ``simulator`` and run
-    ``test_module`` on it: :func:`run_cocotb` for any design, the Verilog already written.
-    ``label`` names the design in the failures; ``env`` is the test bench's environment.
-    Returns the number of cocotb tests that ran.
+def _build_key(src, simulator, waves, optimize):
+    """What a build depends on: the Verilog's digest, the simulator and the build options."""
+    digest = hashlib.sha256(Path(src).read_bytes()).hexdigest()
+    return f"{digest} {Path(src).resolve()} {simulator} waves={waves} optimize={optimize}"
 
-    Raises
-    ------
-    CocotbFailure
-        Naming each failing cocotb test with its message, and the log file.
-    RuntimeError
-        If the simulator is missing or the build fails.
-    """
-    from cocotb_tools.runner import get_runner
 
-    reason = simulator_missing(simulator)
-    if reason:
-        raise RuntimeError(reason)
-    build_dir = Path(build_dir).resolve()
-    build_dir.mkdir(parents=True, exist_ok=True)
-
-    runner = _lean_verilator() if simulator == "verilator" else get_runner(simulator)
+def _build(runner, src, toplevel, build_dir, *, simulator, waves, optimize):
+    """Build ``src`` with cocotb's ``runner`` in ``build_dir``."""
     build_kwargs = {}
     if simulator == "verilator":
         # Amaranth's output trips Verilator's width lints; they are not errors.
@@ -191,6 +177,39 @@ def run_cocotb_source(src, toplevel, test_module, build_dir, *, label, simulator
             os.environ["MAKEFLAGS"] = saved_makeflags
     if simulator == "verilator":
         _save_runtime(build_dir, waves, optimize)
+
+
+def run_cocotb_source(src, toplevel, test_module, build_dir, *, label, simulator="verilator",
+                      env=None, waves=False, testcase=None, seed=None, optimize=False):
+    """Build the Verilog file ``src`` (top module ``toplevel``) with ``simulator`` and run
+    ``test_module`` on it: :func:`run_cocotb` for any design, the Verilog already written.
+    ``label`` names the design in the failures; ``env`` is the test bench's environment.
+    Returns the number of cocotb tests that ran.
+
+    Raises
+    ------
+    CocotbFailure
+        Naming each failing cocotb test with its message, and the log file.
+    RuntimeError
+        If the simulator is missing or the build fails.
+    """
+    from cocotb_tools.runner import get_runner
+
+    reason = simulator_missing(simulator)
+    if reason:
+        raise RuntimeError(reason)
+    build_dir = Path(build_dir).resolve()
+    build_dir.mkdir(parents=True, exist_ok=True)
+
+    runner = _lean_verilator() if simulator == "verilator" else get_runner(simulator)
+    # The same Verilog built the same way in the same folder is built already: runs that
+    # share a build (a hypothesis test's examples) skip Verilator's verilate and make.
+    stamp, built = build_dir / "built.txt", _build_key(src, simulator, waves, optimize)
+    if not (stamp.exists() and stamp.read_text() == built):
+        stamp.unlink(missing_ok=True)
+        _build(runner, src, toplevel, build_dir, simulator=simulator, waves=waves,
+               optimize=optimize)
+        stamp.write_text(built)
 
     test_env = dict(env or {})
     results = build_dir / "results.xml"
