@@ -13,6 +13,9 @@ Which run by default on which simulator: see each test. Icarus builds the bf16 c
 seconds and Verilator in tens (its C++), so the default run builds each design once.
 """
 
+import json
+
+import numpy as np
 import pytest
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
@@ -20,8 +23,10 @@ from support import need_simulator, on_simulators
 from support.bf16_draws import dense_cases
 from support.cocotb_builds import SharedBuilds
 
+import hwgen
 from hwgen.config import AcceleratorConfig
 from hwgen.generate import emit_design
+from sim.bf16_runs import differing_bits, from_dense_case
 from sim.runner import run_cocotb
 
 SMALL = {"act_depth": 600, "weight_depth": 512, "param_depth": 32, "acc_depth": 16,
@@ -51,6 +56,8 @@ def builds(tmp_path_factory):
           phases=(Phase.explicit, Phase.generate))
 @given(data=st.data())
 def test_drawn_bf16_mlps(design, simulator, builds, data):
+    """Drawn MLPs bit for bit. By default the odd shapes on Icarus, 4x4 and 8x8 on Verilator
+    (whose C++ build of a core takes 40 to 60 s), the others with ``-m slow``."""
     need_simulator(simulator)
     rows, cols, width, batch = MLP_DESIGNS[design]
     config = AcceleratorConfig(dtype="bf16", rows=rows, cols=cols, **SMALL)
@@ -66,7 +73,8 @@ def test_drawn_bf16_mlps(design, simulator, builds, data):
 GRAPH_CASES = {"cnn4x4": (GRAPHS, {"rows": 4, "cols": 4}, 52, 10, 3, "6x6x4", 3)}
 
 
-# On Icarus fewer graphs (one wide, one flushing, one overflowing): it runs them 3x slower.
+# On Icarus three graphs (one wide, one flushing, one overflowing): it runs a graph in about
+# 8 s, Verilator in about 1 s once built.
 @pytest.mark.parametrize(("name", "simulator"), on_simulators(
     [(name,) for name in GRAPH_CASES], icarus={("cnn4x4",)}))
 def test_random_bf16_graphs(name, simulator, tmp_path):
@@ -79,3 +87,43 @@ def test_random_bf16_graphs(name, simulator, tmp_path):
                           "HWGEN_NETWORKS": str(on_icarus if simulator == "icarus" else graphs),
                           "HWGEN_IMAGE": image})
     assert ran == 1
+
+
+def _corners(net, x):
+    """Which of the contract's corners ``net`` meets on ``x``: products flushed to zero, Inf,
+    NaN."""
+    tensors = list(net.forward_tensors(x).values())
+    seen = set()
+    for layer, inputs in zip(net.layers, tensors, strict=False):
+        products = (np.asarray(inputs, dtype=np.float64)[:, :, None]
+                    * np.asarray(layer.weight, dtype=np.float64)[None])
+        if ((products != 0) & (np.abs(products) < 2.0 ** -126)).any():
+            seen.add("flushed")
+    values = np.concatenate([np.asarray(t, dtype=np.float32).ravel() for t in tensors])
+    seen |= {"inf"} if np.isinf(values).any() else set()
+    seen |= {"nan"} if np.isnan(values).any() else set()
+    return seen
+
+
+def test_drawn_cases_compile_and_reach_the_corners():
+    """Without a simulator: the drawn MLPs survive their JSON, compile for their design with
+    their batch, and between them flush products, overflow to Inf, make NaN and sum in an
+    order that shows."""
+    rows, cols, width, batch = MLP_DESIGNS["2x4"]
+    config = AcceleratorConfig(dtype="bf16", rows=rows, cols=cols, **SMALL)
+    seen = set()
+
+    @settings(max_examples=40, deadline=None, derandomize=True, database=None)
+    @given(case=dense_cases(config, max_width=width, max_batch=batch))
+    def draw(case):
+        net, x = from_dense_case(json.loads(json.dumps(case)), rows)
+        assert len(x) <= hwgen.compile(net, config).batch
+        with np.errstate(all="ignore"):
+            found = _corners(net, x)
+            other, _ = from_dense_case(case, rows + 1)
+            if differing_bits(net.forward(x), other.forward(x)):
+                found.add("order")
+        seen.update(found)
+
+    draw()
+    assert seen == {"flushed", "inf", "nan", "order"}
