@@ -1,6 +1,7 @@
 """Runs of bf16 programs on a device through its host port, for the Amaranth and cocotb test
-benches: random bf16 MLPs, CNNs and graphs (residual adds, depthwise convolutions, pools), a
-run that reads the output words back and decodes them with the program
+benches: random bf16 MLPs, CNNs and graphs (residual adds, depthwise convolutions, pools), bf16
+MLPs and their inputs as JSON bit patterns (the cases a test draws and a bench runs), a run
+that reads the output words back and decodes them with the program
 (:meth:`~hwgen.compiler.program.Program.unpack_output`: bf16 values or fp32 scores), and the
 bit-for-bit comparison with :meth:`hwgen.nn.Bf16Network.forward`."""
 
@@ -24,9 +25,11 @@ from hwgen.nn import (
     to_bf16,
 )
 from hwgen.nn.bf16 import BF16_NAN
+from hwgen.nn.bf16_layers import Bf16Dense
+from hwgen.nn.bf16_network import Bf16Network
 
-__all__ = ["bf16_cnn", "bf16_graph", "bf16_mlp", "bf16_rows", "differing_bits", "nan_act",
-           "run_bf16"]
+__all__ = ["bf16_cnn", "bf16_graph", "bf16_mlp", "bf16_rows", "dense_case", "differing_bits",
+           "from_dense_case", "nan_act", "run_bf16"]
 
 
 def bf16_mlp(sizes, seed, *, rows, output="raw", scale=1.0):
@@ -104,6 +107,34 @@ def _spread(rng, weight, bias, scale):
     weight[:] *= scale * (rng.random(weight.shape) > 0.2) * 2.0 ** rng.integers(
         -12, 12, size=weight.shape)
     bias[:] = rng.normal(size=bias.shape) * scale
+
+
+def dense_case(layers, x):
+    """Return a bf16 MLP and its input as JSON data of bit patterns: ``layers`` of
+    ``{"weight", "bias", "activation", "act_min", "act_max", "raw"}`` (uint16 weight patterns
+    ``(K, N)``, uint32 bias patterns, fp32 bound patterns or None), ``x`` uint16 patterns
+    ``(M, K)``; :func:`from_dense_case` reads it."""
+    return {"layers": [{key: np.asarray(v).tolist() if key in ("weight", "bias") else v
+                        for key, v in layer.items()} for layer in layers],
+            "x": np.asarray(x).tolist()}
+
+
+def from_dense_case(case, rows):
+    """Return ``(net, x)``: the :class:`~hwgen.nn.Bf16Network` of :func:`dense_case`'s data
+    for an array of ``rows``, and its input as ``ml_dtypes.bfloat16``."""
+    nodes, shapes = [], {INPUT: (len(case["x"][0]),)}
+    for i, layer in enumerate(case["layers"]):
+        weight = np.array(layer["weight"], dtype=np.uint16).view(ml_dtypes.bfloat16)
+        bounds = {key: None if layer[key] is None else
+                  float(np.array(layer[key], dtype=np.uint32).view(np.float32))
+                  for key in ("act_min", "act_max")}
+        dense = Bf16Dense(weight=weight, raw=layer["raw"], activation=layer["activation"],
+                          bias=np.array(layer["bias"], dtype=np.uint32).view(np.float32),
+                          **bounds)
+        nodes.append(Node(f"fc{i}", dense, INPUT if i == 0 else f"fc{i - 1}"))
+        shapes[f"fc{i}"] = (weight.shape[1],)
+    x = np.array(case["x"], dtype=np.uint16).view(ml_dtypes.bfloat16)
+    return Bf16Network(nodes, rows=rows, tensor_shapes=shapes), x
 
 
 def bf16_rows(net, m, seed, *, scale=1.0):

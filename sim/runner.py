@@ -3,6 +3,7 @@
 One build folder per run, so runs can go side by side (``pytest -n 2``).
 """
 
+import hashlib
 import json
 import os
 import shutil
@@ -170,6 +171,45 @@ def run_cocotb(config, test_module, build_dir, *, top="engine", simulator="veril
                              waves=waves, testcase=testcase, seed=seed, optimize=optimize)
 
 
+def _build_key(src, simulator, waves, optimize):
+    """What a build depends on: the Verilog's digest, the simulator and the build options."""
+    digest = hashlib.sha256(Path(src).read_bytes()).hexdigest()
+    return f"{digest} {Path(src).resolve()} {simulator} waves={waves} optimize={optimize}"
+
+
+def _build(runner, src, toplevel, build_dir, *, simulator, waves, optimize):
+    """Build ``src`` with cocotb's ``runner`` in ``build_dir``."""
+    build_kwargs = {}
+    if simulator == "verilator":
+        # Amaranth's output trips Verilator's width lints; they are not errors.
+        build_kwargs["build_args"] = ["-Wno-fatal", "-Wno-lint"]
+    else:
+        build_kwargs["timescale"] = ("1ns", "1ps")
+        # cocotb compiles as SystemVerilog (-g2012), where a declaration's initial value is
+        # set before time 0 without an event; Yosys's Verilog relies on that event (its
+        # `reg init = 0` trigger) to run each `always @*` once, else their outputs stay X
+        # until an input changes (a bf16 core then never leaves busy). The last -g wins.
+        build_kwargs["build_args"] = ["-g2005"]
+    saved_makeflags = os.environ.get("MAKEFLAGS")
+    extra = ""
+    if simulator == "verilator":
+        extra = _runtime_makeflags(waves, optimize)
+        if not optimize:
+            extra = f"{extra} {_FAST_BUILD}".strip()
+    if extra:
+        os.environ["MAKEFLAGS"] = f"{saved_makeflags or ''} {extra}".strip()
+    try:
+        runner.build(sources=[src], hdl_toplevel=toplevel, build_dir=build_dir, waves=waves,
+                     log_file=build_dir / "build.log", **build_kwargs)
+    finally:
+        if saved_makeflags is None:
+            os.environ.pop("MAKEFLAGS", None)
+        else:
+            os.environ["MAKEFLAGS"] = saved_makeflags
+    if simulator == "verilator":
+        _save_runtime(build_dir, waves, optimize)
+
+
 def run_cocotb_source(src, toplevel, test_module, build_dir, *, label, simulator="verilator",
                       env=None, waves=False, testcase=None, seed=None, optimize=False):
     """Build the Verilog file ``src`` (top module ``toplevel``) with ``simulator`` and run
@@ -193,30 +233,14 @@ def run_cocotb_source(src, toplevel, test_module, build_dir, *, label, simulator
     build_dir.mkdir(parents=True, exist_ok=True)
 
     runner = _lean_verilator() if simulator == "verilator" else get_runner(simulator)
-    build_kwargs = {}
-    if simulator == "verilator":
-        # Amaranth's output trips Verilator's width lints; they are not errors.
-        build_kwargs["build_args"] = ["-Wno-fatal", "-Wno-lint"]
-    else:
-        build_kwargs["timescale"] = ("1ns", "1ps")
-    saved_makeflags = os.environ.get("MAKEFLAGS")
-    extra = ""
-    if simulator == "verilator":
-        extra = _runtime_makeflags(waves, optimize)
-        if not optimize:
-            extra = f"{extra} {_FAST_BUILD}".strip()
-    if extra:
-        os.environ["MAKEFLAGS"] = f"{saved_makeflags or ''} {extra}".strip()
-    try:
-        runner.build(sources=[src], hdl_toplevel=toplevel, build_dir=build_dir, waves=waves,
-                     log_file=build_dir / "build.log", **build_kwargs)
-    finally:
-        if saved_makeflags is None:
-            os.environ.pop("MAKEFLAGS", None)
-        else:
-            os.environ["MAKEFLAGS"] = saved_makeflags
-    if simulator == "verilator":
-        _save_runtime(build_dir, waves, optimize)
+    # The same Verilog built the same way in the same folder is built already: runs that
+    # share a build (a hypothesis test's examples) skip Verilator's verilate and make.
+    stamp, built = build_dir / "built.txt", _build_key(src, simulator, waves, optimize)
+    if not (stamp.exists() and stamp.read_text() == built):
+        stamp.unlink(missing_ok=True)
+        _build(runner, src, toplevel, build_dir, simulator=simulator, waves=waves,
+               optimize=optimize)
+        stamp.write_text(built)
 
     test_env = dict(env or {})
     results = build_dir / "results.xml"

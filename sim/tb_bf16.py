@@ -1,14 +1,17 @@
 """cocotb test bench of a column of bf16 processing elements (:class:`hwgen.device.bf16_column.
-BF16Column`): random accumulations of random tiles, their vectors skewed as the column's
-docstring says, every tile sum and accumulator bit for bit against
-:func:`hwgen.nn.bf16.bf16_matmul`.
+BF16Column`): the given accumulations of tiles, their vectors skewed as the column's docstring
+says, every tile sum and accumulator bit for bit against :func:`hwgen.nn.bf16.bf16_matmul`.
 
-Environment: ``HWGEN_BF16``, JSON ``{"rows", "mul_latency", "add_latency", "seed",
-"accumulations"}``.
+Environment: ``HWGEN_BF16_COLUMN``, the path of a JSON file ``{"rows", "mul_latency",
+"add_latency", "accumulations", "gaps"}``: each accumulation ``[x, w, bias]`` (bf16 patterns,
+a whole number of tiles of ``rows``, and an fp32 bias pattern), the idle cycles after each
+tile beyond the shortest interval taken from ``gaps`` in turn.
 """
 
+import itertools
 import json
 import os
+from pathlib import Path
 
 import cocotb
 import ml_dtypes
@@ -18,22 +21,10 @@ from cocotb.triggers import FallingEdge, ReadOnly
 from hwgen.nn.bf16 import bf16_matmul, flush
 from sim.streams import Clocked, pack
 
-# Edge values among the random ones: zeros of both signs, a subnormal, Inf, NaN, the largest
-# finite bf16, 1 and -1.
-_EDGES = (0x0000, 0x8000, 0x0001, 0x7F80, 0xFF80, 0x7FC1, 0x7F7F, 0x3F80, 0xBF80)
-
-
-def _random_bf16(rng, count):
-    """Mostly values of moderate exponents (sums that round, cancel and carry), some edges."""
-    bits = ((rng.integers(0, 2, count) << 15) | (rng.integers(120, 135, count) << 7)
-            | rng.integers(0, 128, count))
-    edges = rng.random(count) < 0.08
-    return np.where(edges, rng.choice(_EDGES, count), bits).astype(np.uint16)
-
 
 def _expected(x, w, bias, rows):
     """The contract's tile sums and accumulators of one accumulation (uint32 bit patterns)."""
-    xv, wv = (v.view(ml_dtypes.bfloat16) for v in (x, w))
+    xv, wv = (np.array(v, dtype=np.uint16).view(ml_dtypes.bfloat16) for v in (x, w))
     b = flush(np.array([bias], dtype=np.uint32).view(np.float32))
     sums, accs = [], []
     for end in range(rows, len(x) + 1, rows):
@@ -44,37 +35,33 @@ def _expected(x, w, bias, rows):
         [int(np.asarray(v).view(np.uint32).item()) for v in accs]
 
 
-def _plan(params, rng):
+def _plan(params):
     """The vectors' entries by cycle, the biases by the cycle they are read, the expected
     sums and accumulators, and the last cycle of an entry."""
     rows, mul, add = params["rows"], params["mul_latency"], params["add_latency"]
     skew, sum_latency = add, mul + rows * add
     entries, biases, sums, accs, start = {}, {}, [], [], 0
-    for _ in range(params["accumulations"]):
-        tiles = int(rng.integers(1, 4))
-        x, w = _random_bf16(rng, rows * tiles), _random_bf16(rng, rows * tiles)
-        bias = int(rng.integers(0, 2 ** 32)) if rng.random() < 0.2 \
-            else int(_random_bf16(rng, 1)[0]) << 16
+    gaps = itertools.cycle(params["gaps"])
+    for x, w, bias in params["accumulations"]:
         got = _expected(x, w, bias, rows)
         sums += got[0]
         accs += got[1]
         biases[start + sum_latency] = bias
-        for tile in range(tiles):
+        for tile in range(len(x) // rows):
             for r in range(rows):
                 k = tile * rows + r
                 entries.setdefault(start + r * skew, []).append(
                     (r, int(x[k]), int(w[k]), tile == 0))
-            start += skew + 1 + int(rng.integers(0, 3))   # acc_interval, then a gap
+            start += skew + 1 + next(gaps)   # acc_interval, then a gap
     return entries, biases, sums, accs, start
 
 
 @cocotb.test()
 async def test_column_against_reference(dut):
-    """Every tile sum and accumulator of random accumulations, bit for bit."""
-    params = json.loads(os.environ["HWGEN_BF16"])
-    rng = np.random.default_rng(params["seed"])
+    """Every tile sum and accumulator of the accumulations, bit for bit."""
+    params = json.loads(Path(os.environ["HWGEN_BF16_COLUMN"]).read_text())
     rows = params["rows"]
-    entries, biases, sums, accs, end = _plan(params, rng)
+    entries, biases, sums, accs, end = _plan(params)
     latency = params["mul_latency"] + (rows + 1) * params["add_latency"]
     clocked = Clocked(dut)
     dut.valid.value = 0

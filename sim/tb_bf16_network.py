@@ -1,23 +1,30 @@
 """cocotb test bench of the bf16 accelerator core (:class:`hwgen.device.bf16_core.
 BF16AcceleratorCore`, the ``accelerator`` top of a ``dtype="bf16"`` design).
 
-Random bf16 MLPs (:func:`sim.bf16_runs.bf16_mlp`), or with ``HWGEN_KIND=cnn`` random bf16
-graphs of every layer kind (:func:`sim.bf16_runs.bf16_graph`: convolutions, max pools, a
-residual add, a depthwise convolution, average pools, on ``HWGEN_IMAGE`` images) are compiled
-with :func:`hwgen.compile`, loaded through the host port over NaN in every ACT lane, run and
-read back; the output must be :meth:`hwgen.nn.Bf16Network.forward`'s bits. The last network's
-weights are so large that products and sums overflow to Inf, and Inf - Inf gives NaN; the
-graphs' one before so small that products flush to zero. After each run the device's counters
-must be the models': ``cycles`` :func:`hwgen.cycles.program_cycles` (the bf16 datapath's
-timing, :mod:`hwgen.bf16_cycles`), ``busy_cycles`` the rows the layers put through the array,
-``macs`` those of the padded tiles.
+Each network is compiled with :func:`hwgen.compile`, loaded through the host port over NaN in
+every ACT lane, run and read back; the output must be :meth:`hwgen.nn.Bf16Network.forward`'s
+bits, and after each run the device's counters the models': ``cycles``
+:func:`hwgen.cycles.program_cycles` (the bf16 datapath's timing, :mod:`hwgen.bf16_cycles`),
+``busy_cycles`` the rows the layers put through the array, ``macs`` those of the padded tiles.
 
-Environment: ``HWGEN_CONFIG``, ``HWGEN_SEED``, ``HWGEN_NETWORKS`` (how many),
-``HWGEN_MAX_WIDTH``, ``HWGEN_MAX_BATCH``, ``HWGEN_KIND`` (``mlp`` or ``cnn``), ``HWGEN_IMAGE``
-(``HxWxC``, the graphs' largest input).
+Two tests, each run alone (the runner's ``testcase``):
+
+- ``test_drawn_bf16_mlps``: the bf16 MLPs and inputs of ``HWGEN_BF16_CASES``, a JSON file of
+  :func:`sim.bf16_runs.dense_case` data (drawn by hypothesis in
+  ``tests/sim/test_tb_bf16_network.py``);
+- ``test_random_bf16_graphs``: ``HWGEN_NETWORKS`` random bf16 graphs of every layer kind
+  (:func:`sim.bf16_runs.bf16_graph`: convolutions, max pools, a residual add, a depthwise
+  convolution, average pools, on ``HWGEN_IMAGE`` images at most, ``HWGEN_SEED``); the last
+  one's weights are so large that products and sums overflow to Inf, and Inf - Inf gives NaN,
+  the one before's so small that products flush to zero.
+
+Environment: ``HWGEN_CONFIG``; ``HWGEN_BF16_CASES``; ``HWGEN_SEED``, ``HWGEN_NETWORKS``,
+``HWGEN_MAX_BATCH``, ``HWGEN_IMAGE`` (``HxWxC``).
 """
 
+import json
 import os
+from pathlib import Path
 
 import cocotb
 import numpy as np
@@ -25,40 +32,20 @@ import numpy as np
 import hwgen
 from hwgen.compiler import CompileError
 from hwgen.cycles import layer_busy_rows, program_cycles
-from sim.bf16_runs import bf16_graph, bf16_mlp, bf16_rows, differing_bits, run_bf16
+from sim.bf16_runs import bf16_graph, bf16_rows, differing_bits, from_dense_case, run_bf16
 from sim.runner import read_config_env
 from sim.streams import Clocked
 from sim.tb_network import HostPort
 
-
-def _draw(rng, cfg, index, *, overflow, max_width, max_batch):
-    """The ``index``-th network that fits ``cfg`` (``overflow``: huge weights), its program,
-    its input and a label."""
-    for _ in range(100):
-        sizes = rng.integers(1, max_width + 1, size=int(rng.integers(2, 5))).tolist()
-        output = ("raw", "bf16")[index % 2]
-        net = bf16_mlp(sizes, int(rng.integers(1 << 16)), rows=cfg.rows, output=output,
-                       scale=1e30 if overflow else 1.0)
-        try:
-            prog = hwgen.compile(net, cfg)
-        except CompileError:
-            max_width = max(1, max_width * 3 // 4)
-            continue
-        m = int(rng.integers(1, min(max_batch, prog.batch) + 1))
-        x = bf16_rows(net, m, int(rng.integers(1 << 16)), scale=1e10 if overflow else 1.0)
-        return net, prog, x, f"network {index} {sizes} {output} batch {m}"
-    raise AssertionError(f"no bf16 MLP fits {cfg}")
-
-
 # Weight and input scales of the graphs: wide values, products and sums past bf16's range
-# (Inf, Inf - Inf = NaN; milder than the MLPs' so that Infs survive a layer or two), products
+# (Inf, Inf - Inf = NaN; mild enough that Infs survive a layer or two), products
 # below fp32's normals (flushed to zero).
 _SCALES = {"wide": (1.0, 1.0), "overflow": (1e12, 1e8), "flush": (2.0 ** -64, 2.0 ** -64)}
 
 
 def _draw_graph(rng, cfg, index, *, scales, image, max_batch):
     """The ``index``-th random graph on at most ``image`` that fits ``cfg`` (weights and
-    inputs of ``_SCALES[scales]``), as :func:`_draw`'s."""
+    inputs of ``_SCALES[scales]``), its program, its input and a label."""
     for _ in range(100):
         output = ("raw", "bf16")[index % 2]
         shape = (*(int(rng.integers(min(4, v), v + 1)) for v in image[:2]),
@@ -103,35 +90,50 @@ def _describe(layer):
     return name
 
 
+async def _check(dut, host, run, what):
+    """Run ``(net, prog, x)`` through ``host``: ``net``'s bits, and the models' counters."""
+    net, prog, x = run
+    got = await run_bf16(host, prog, x)
+    wrong = differing_bits(got, net.forward(x))
+    assert wrong is None, f"{what}: {wrong}"
+    counters, m = host.counters, len(x)
+    model = program_cycles(prog, m)
+    assert counters["cycles"] == model, f"{what}: {counters['cycles']} cycles, model {model}"
+    assert counters["busy_cycles"] == sum(layer_busy_rows(d, m) for d in prog.descriptors)
+    assert counters["macs"] == m * prog.padded_macs_per_row
+    dut._log.info("%s: exact (%d Inf, %d NaN, %d zeros in its tensors), %d cycles (model "
+                  "agrees)", what, *_specials(net, x), model)
+
+
 @cocotb.test()
-async def test_random_bf16_networks(dut):
-    """Random bf16 MLPs or graphs, bit for bit against Bf16Network.forward."""
+async def test_drawn_bf16_mlps(dut):
+    """The MLPs of ``HWGEN_BF16_CASES``, bit for bit against Bf16Network.forward."""
+    cfg = read_config_env()
+    cases = json.loads(Path(os.environ["HWGEN_BF16_CASES"]).read_text())
+    clocked = Clocked(dut)
+    await clocked.start()
+    host = HostPort(clocked)
+    for index, case in enumerate(cases):
+        net, x = from_dense_case(case, cfg.rows)
+        prog = hwgen.compile(net, cfg)
+        sizes = [net.input_shape[0], *(layer.weight.shape[1] for layer in net.layers)]
+        output = "raw" if net.raw else "bf16"
+        await _check(dut, host, (net, prog, x), f"case {index} {sizes} {output} batch {len(x)}")
+
+
+@cocotb.test()
+async def test_random_bf16_graphs(dut):
+    """Random bf16 graphs, bit for bit against Bf16Network.forward."""
     cfg = read_config_env()
     rng = np.random.default_rng(int(os.environ.get("HWGEN_SEED", "0")))
     count = int(os.environ.get("HWGEN_NETWORKS", "4"))
-    max_width = int(os.environ.get("HWGEN_MAX_WIDTH", "20"))
     max_batch = int(os.environ.get("HWGEN_MAX_BATCH", "8"))
-    graphs = os.environ.get("HWGEN_KIND", "mlp") == "cnn"
     image = tuple(int(v) for v in os.environ.get("HWGEN_IMAGE", "6x6x4").split("x"))
     clocked = Clocked(dut)
     await clocked.start()
     host = HostPort(clocked)
     for index in range(count):
-        if graphs:
-            scales = {count - 1: "overflow", count - 2: "flush"}.get(index, "wide")
-            net, prog, x, what = _draw_graph(rng, cfg, index, scales=scales, image=image,
-                                             max_batch=max_batch)
-        else:
-            net, prog, x, what = _draw(rng, cfg, index, overflow=index == count - 1,
-                                       max_width=max_width, max_batch=max_batch)
-        got = await run_bf16(host, prog, x)
-        want = net.forward(x)
-        wrong = differing_bits(got, want)
-        assert wrong is None, f"{what}: {wrong}"
-        counters, m = host.counters, len(x)
-        model = program_cycles(prog, m)
-        assert counters["cycles"] == model, f"{what}: {counters['cycles']} cycles, model {model}"
-        assert counters["busy_cycles"] == sum(layer_busy_rows(d, m) for d in prog.descriptors)
-        assert counters["macs"] == m * prog.padded_macs_per_row
-        dut._log.info("%s: exact (%d Inf, %d NaN, %d zeros in its tensors), %d cycles (model "
-                      "agrees)", what, *_specials(net, x), model)
+        scales = {count - 1: "overflow", count - 2: "flush"}.get(index, "wide")
+        net, prog, x, what = _draw_graph(rng, cfg, index, scales=scales, image=image,
+                                         max_batch=max_batch)
+        await _check(dut, host, (net, prog, x), what)

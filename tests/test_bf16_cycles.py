@@ -1,7 +1,7 @@
 """The bf16 cycle model (:mod:`hwgen.bf16_cycles`): its numbers are the units' own, its
 closed form where the datapath's batches follow each other without a gap, the controller's
 leads the int8 model's. The device's counter against it: tests/device/test_bf16_core.py (the
-Amaranth simulator), sim/tb_bf16_network.py (Verilator)."""
+Amaranth simulator), sim/tb_bf16_network.py (Verilator and Icarus)."""
 
 import gc
 import warnings

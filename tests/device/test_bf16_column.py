@@ -8,7 +8,7 @@ import pytest
 from amaranth.sim import Simulator
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support.float_units import bf16_bits_strategy
+from support.bf16_draws import accumulations
 
 from hwgen.device.bf16_column import BF16Column
 from hwgen.nn.bf16 import bf16_matmul, flush
@@ -86,27 +86,6 @@ def reference(accumulations, rows):
             accs.append(bf16_matmul(xv[None, part], wv[part, None], b, rows))
     return ([int(np.asarray(v).view(np.uint32).item()) for v in vals]
             for vals in (sums, accs))
-
-
-# Values mostly of moderate exponents (their sums round, cancel and carry), now and then any
-# pattern (zeros, subnormals, Inf, NaN, huge and tiny values).
-moderate = st.builds(lambda s, e, f: (s << 15) | (e << 7) | f, st.integers(0, 1),
-                     st.integers(120, 134), st.integers(0, 127))
-values = st.one_of(moderate, moderate, moderate, bf16_bits_strategy)
-
-
-@st.composite
-def accumulations(draw, rows):
-    """One to three accumulations of one to three tiles, with their fp32 biases."""
-    result = []
-    for _ in range(draw(st.integers(1, 3))):
-        k = rows * draw(st.integers(1, 3))
-        x, w = (draw(st.lists(values, min_size=k, max_size=k)) for _ in range(2))
-        bias = draw(st.one_of(st.integers(0, 2 ** 32 - 1),
-                              st.sampled_from([0, 0x80000000, 0x3F800000, 0x7F800000]),
-                              moderate.map(lambda v: v << 16)))
-        result.append((x, w, bias))
-    return result
 
 
 @settings(max_examples=50, deadline=None)

@@ -4,17 +4,16 @@ docs/arithmetic.md's activation, bounds and rounding (also against the independe
 model, :mod:`support.bf16_reference`), seeded bugs that the checks must catch, and the add
 layer's datapath (the fp32 adder, then the finish) against :class:`hwgen.nn.Bf16Add`."""
 
-import json
-
 import ml_dtypes
 import numpy as np
 import pytest
 from amaranth.hdl import Cat, Const, Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
-from hypothesis import given, settings
+from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 from support import bf16_reference as scalar
+from support.cocotb_builds import SharedBuilds
 from support.float_units import (
     bf16_bits_strategy,
     fp32_bits_strategy,
@@ -22,6 +21,7 @@ from support.float_units import (
     ref_finish,
     run_pipeline,
 )
+from support.simulators import need_simulator
 
 from hwgen.device.bf16_finish import FINISH_SETTINGS, BF16Finish
 from hwgen.device.float_formats import BF16, FP32
@@ -30,7 +30,7 @@ from hwgen.device.systolic import delay
 from hwgen.generate import emit_verilog
 from hwgen.nn.bf16 import as_bf16
 from hwgen.nn.bf16_layers import Bf16Add
-from sim.runner import run_cocotb_source
+from sim.runner import SIMULATORS
 
 LATENCIES = range(4)
 
@@ -267,32 +267,27 @@ def test_add_layer(add_latency, finish_latency, layer, pairs):
     assert not bad.size, [(hex(a[i]), hex(b[i]), hex(got[i]), hex(want[i])) for i in bad[:5]]
 
 
-def test_finish_on_simulator(tmp_path, simulator):
-    """Latency 2, a few hundred drawn accumulators and layers as Verilog: the cocotb bench
-    ``sim/tb_bf16_finish.py`` compares every result with the reference's, bit for bit."""
-    rng = np.random.default_rng(52)
-    vectors = _random_vectors(rng, 300) + [case[:2] for case in EDGES.values()]
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory):
+    """The finish of latency 2, built once per simulator."""
+    return SharedBuilds(tmp_path_factory.mktemp("bf16_finish"))
+
+
+@pytest.mark.parametrize("simulator", SIMULATORS)
+# Each example is a simulator run: few of them, derandomized, no shrinking (see
+# tests/sim/test_tb_bf16_network.py).
+@settings(max_examples=3, deadline=None, derandomize=True,
+          phases=(Phase.explicit, Phase.generate))
+@given(vectors=st.lists(vector_strategy(), min_size=1, max_size=200))
+def test_finish_on_simulator(builds, simulator, vectors):
+    """Latency 2 as Verilog, the drawn accumulators and layers and the edge cases: the cocotb
+    bench ``sim/tb_bf16_finish.py`` compares every result with the reference's, bit for
+    bit."""
+    need_simulator(simulator)
+    vectors = vectors + [case[:2] for case in EDGES.values()]
     cases = [{"acc": acc, "layer": layer_bits(**layer), "want": int(want)}
              for (acc, layer), want in zip(vectors, expected(vectors), strict=True)]
-    finish = BF16Finish(2)
-    src = tmp_path / "bf16_finish.v"
-    src.write_text(emit_verilog(finish, "bf16_finish"))
-    (tmp_path / "cases.json").write_text(json.dumps({"latency": 2, "cases": cases}))
-    ran = run_cocotb_source(src, "bf16_finish", "sim.tb_bf16_finish", tmp_path,
-                            label="bf16 finish", simulator=simulator,
-                            env={"HWGEN_BF16_FINISH": str(tmp_path / "cases.json")})
+    ran = builds.run("finish", lambda: emit_verilog(BF16Finish(2), "bf16_finish"), simulator,
+                     "sim.tb_bf16_finish", top="bf16_finish",
+                     cases={"latency": 2, "cases": cases}, cases_env="HWGEN_BF16_FINISH")
     assert ran == 1
-
-
-def _random_vectors(rng, count):
-    """Accumulators of moderate exponents (rounding, ties and the bounds' comparisons),
-    layers with random ReLU, raw and bounds among a few values."""
-    bits = ((rng.integers(0, 2, count) << 31) | (rng.integers(124, 132, count) << 23)
-            | rng.integers(0, 1 << 23, count))
-    ties = rng.random(count) < 0.2
-    bits = np.where(ties, (bits & 0xFFFF0000) | 0x8000, bits)
-    bounds = [None, 0, ONE, SIX, f32(-1.5), 0x40C0C000]
-    return [(int(acc), {"relu": bool(rng.integers(2)), "raw": bool(rng.random() < 0.1),
-                        "act_min": bounds[rng.integers(len(bounds))],
-                        "act_max": bounds[rng.integers(len(bounds))]})
-            for acc in bits]

@@ -10,6 +10,8 @@
 - :mod:`.shared_build`: the one small board build a test session shares;
 - :mod:`.simulators`: which cocotb cases also run on Icarus by default;
 - :mod:`.schedule`: the longest tests first in a ``pytest -n 2`` run;
+- :mod:`.cocotb_builds`: one build per design and simulator for a hypothesis test's runs;
+- :mod:`.bf16_draws`: hypothesis strategies of bf16 work (column tiles, whole MLPs);
 - :mod:`.frame_bench`: the frame engine between a byte link and a behavioural accelerator;
 - :mod:`.blocks`, :mod:`.walk`, :mod:`.controller_model`, :mod:`.read_port`: the accelerator's
   blocks alone, their neighbours as Python models (one file per model).
