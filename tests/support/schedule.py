@@ -23,7 +23,8 @@ LONGEST = (
     # Verilator but none of the YoWASP tools.
     "tests/device/test_bf16_datapath.py::test_random_layers",
     "tests/sim/test_tb_network.py::test_network_fewer_requant_lanes",
-    "tests/sim/test_tb_bf16_network.py::test_bf16_network",
+    "tests/sim/test_tb_bf16_network.py::test_drawn_bf16_mlps",
+    "tests/sim/test_tb_bf16_network.py::test_random_bf16_graphs",
     "tests/sim/test_tb_network.py::test_network",
     # The other builds, their tools compiled by then or compiling one at a time.
     "tests/boards/test_flow.py::test_build_smoke[tang-nano-9k-device]",
