@@ -32,7 +32,7 @@ from .report import make_report, write_report
 from .tops import OSCILLATOR_NET, ArrayTop, BF16ArrayTop, BoardTop
 from .yosys import yosys_options
 
-__all__ = ["PROGRESS_EVERY_S", "build", "run_tool"]
+__all__ = ["PROGRESS_EVERY_S", "build", "nextpnr_arguments", "run_tool"]
 
 #: Seconds between two reports of the router's progress.
 PROGRESS_EVERY_S = 30
@@ -109,6 +109,19 @@ def _check(board, config, top, *, baud, clock, log):
     return est
 
 
+def nextpnr_arguments(board, config, *, seed=None):
+    """Return the options ``hwgen build`` gives nextpnr: timing judged from the report, the
+    flow's choices (:func:`~hwgen.boards.fit.nextpnr_options`, flag and value pairs), those of
+    ``HWGEN_NEXTPNR_OPTS`` (for experiments, e.g. a placer, without a change of the code; one
+    given there replaces the flow's choice of it: nextpnr refuses an option given twice) and
+    the seed."""
+    extra = shlex.split(os.environ.get("HWGEN_NEXTPNR_OPTS", ""))
+    flow = nextpnr_options(board, config)
+    flow = [x for i in range(0, len(flow), 2) if flow[i] not in extra for x in flow[i:i + 2]]
+    seed_opts = [] if seed is None else ["--seed", str(seed)]
+    return ["--timing-allow-fail", *flow, *extra, *seed_opts]
+
+
 def _elaborate(board, config, top, build_dir, *, baud, seed, pe_instances):
     """Elaborate the board top into Amaranth's build plan in ``build_dir``; return the
     plan."""
@@ -123,12 +136,7 @@ def _elaborate(board, config, top, build_dir, *, baud, seed, pe_instances):
         packed = board.packing_for(config) is not None
         name, text = _pe_verilog(config, packed)
         platform.add_file(f"{name}.v", text)
-    # Timing is judged from the report, not by exit code.
-    nextpnr_opts = ["--timing-allow-fail", *nextpnr_options(board, config)]
-    # For experiments: more options (e.g. a placer) without a change of the code.
-    nextpnr_opts += shlex.split(os.environ.get("HWGEN_NEXTPNR_OPTS", ""))
-    if seed is not None:
-        nextpnr_opts += ["--seed", str(seed)]
+    nextpnr_opts = nextpnr_arguments(board, config, seed=seed)
     plan = platform.build(design, name="top", build_dir=str(build_dir), do_build=False,
                           nextpnr_opts=" ".join(nextpnr_opts), **yosys_options(board, config))
     plan.extract(str(build_dir))

@@ -82,3 +82,15 @@ def test_router2_is_routing_and_its_overuse_is_read():
     assert nextpnr_overuse(head) is None
     assert nextpnr_overuse(_ROUTER2_LOG) == (3, 48798)
     assert boards.nextpnr_arcs_left(_ROUTER2_LOG) is None
+
+
+def test_an_experiments_router_replaces_the_flows_and_the_seed_comes_last(monkeypatch):
+    from hwgen.boards.flow import nextpnr_arguments
+
+    board = boards.BOARDS["ulx3s-85f"]
+    config = boards.board_config(board, rows=8, cols=16, post_lanes=4)   # router2 by the flow
+    monkeypatch.delenv("HWGEN_NEXTPNR_OPTS", raising=False)
+    assert nextpnr_arguments(board, config) == ["--timing-allow-fail", "--router", "router2"]
+    monkeypatch.setenv("HWGEN_NEXTPNR_OPTS", "--router router1 --placer sa")
+    assert nextpnr_arguments(board, config, seed=3) == [
+        "--timing-allow-fail", "--router", "router1", "--placer", "sa", "--seed", "3"]
