@@ -16,7 +16,7 @@ SMALL = {"act_depth": 512, "weight_depth": 512, "param_depth": 32, "acc_depth": 
 
 
 # 4x4 (4-byte words) repeats the 2x3 checks on other widths: in the slow run. The bf16 core
-# (2x2, dense) on Icarus, which takes minutes over its float units, too.
+# (2x2, dense) on Icarus too: the Wishbone bench runs that core on Icarus by default.
 @pytest.mark.parametrize(("dtype", "shape", "simulator"), [
     *on_simulators([("int8", (2, 3)), ("int8", (4, 4))], icarus=[("int8", (2, 3))],
                    verilator=[("int8", (2, 3))]),

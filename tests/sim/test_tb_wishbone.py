@@ -23,10 +23,8 @@ def test_wishbone(shape, simulator, tmp_path):
                       env={"HWGEN_SEED": str(rows * cols), "HWGEN_NETWORKS": networks}) == 2
 
 
-# The bf16 core behind the same bus: Icarus takes minutes to simulate its float units, so
-# it runs in the slow run.
-@pytest.mark.parametrize("simulator", ["verilator",
-                                       pytest.param("icarus", marks=pytest.mark.slow)])
+# The bf16 core behind the same bus, on both simulators (Icarus about 30 s).
+@pytest.mark.parametrize("simulator", ["verilator", "icarus"])
 def test_wishbone_bf16(simulator, tmp_path):
     """A CPU runs bf16 MLPs (fp32 scores, bf16 values) through the registers and windows,
     bit for bit with Bf16Network.forward; the bus errors and the interrupt as for int8."""
