@@ -255,8 +255,11 @@ class AcceleratorConfig:
 
     @property
     def act_lanes(self):
-        """Number of activation banks: one lane per element of a tile row on either side."""
-        return max(self.rows, self.cols)
+        """Number of activation banks: as many as a tile row's ``rows`` elements the array
+        reads in a cycle and the ``requant_lanes`` channels the write-back writes in a cycle
+        (``max(rows, cols)`` unless ``post_lanes`` is below ``cols``: an output-stationary
+        array, the depthwise unit and bf16 requantize all ``cols`` columns at once)."""
+        return max(self.rows, self.requant_lanes)
 
     @property
     def requant_lanes(self):
