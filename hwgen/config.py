@@ -87,7 +87,7 @@ class AcceleratorConfig:
     max_k : int
         The reduction (layer input width) the device's counters are sized for: the
         descriptor's ``k_tiles`` and ``src_stride`` fields are just wide enough for
-        ``ceil(max_k / rows)`` tiles and ``ceil(max_k / max(rows, cols))`` words, and the
+        ``ceil(max_k / rows)`` tiles and ``ceil(max_k / act_lanes)`` words, and the
         compiler takes every layer whose reduction they hold
         (:func:`hwgen.memmap.reduction_limits`: ``max_k`` or more, e.g. up to 2,040 inputs for
         the default 1,024 on 8 rows).
