@@ -87,7 +87,7 @@ class AcceleratorConfig:
     max_k : int
         The reduction (layer input width) the device's counters are sized for: the
         descriptor's ``k_tiles`` and ``src_stride`` fields are just wide enough for
-        ``ceil(max_k / rows)`` tiles and ``ceil(max_k / max(rows, cols))`` words, and the
+        ``ceil(max_k / rows)`` tiles and ``ceil(max_k / act_lanes)`` words, and the
         compiler takes every layer whose reduction they hold
         (:func:`hwgen.memmap.reduction_limits`: ``max_k`` or more, e.g. up to 2,040 inputs for
         the default 1,024 on 8 rows).
@@ -255,8 +255,11 @@ class AcceleratorConfig:
 
     @property
     def act_lanes(self):
-        """Number of activation banks: one lane per element of a tile row on either side."""
-        return max(self.rows, self.cols)
+        """Number of activation banks: as many as a tile row's ``rows`` elements the array
+        reads in a cycle and the ``requant_lanes`` channels the write-back writes in a cycle
+        (``max(rows, cols)`` unless ``post_lanes`` is below ``cols``: an output-stationary
+        array, the depthwise unit and bf16 requantize all ``cols`` columns at once)."""
+        return max(self.rows, self.requant_lanes)
 
     @property
     def requant_lanes(self):

@@ -51,7 +51,7 @@ class ProgramInterpreter:
     def __init__(self, config, seed=0):
         self.config = config
         self.seed = seed
-        self.b = max(config.rows, config.cols)
+        self.b = config.act_lanes
         self.param_layout = param_lane_layout(config)
         self.p_lane = self.param_layout.size
         self.desc_layout = descriptor_layout(config)

@@ -84,6 +84,21 @@ def test_post_lanes_default_keeps_the_hash_of_older_configs():
     assert AcceleratorConfig.from_json(fewer.to_json()) == fewer
 
 
+@pytest.mark.parametrize(("kwargs", "banks"), [
+    ({}, 8), ({"rows": 4, "cols": 4, "post_lanes": 1}, 4), ({"rows": 8, "cols": 4}, 8),
+    ({"rows": 8, "cols": 16}, 16), ({"rows": 8, "cols": 16, "post_lanes": 4}, 8),
+    ({"rows": 8, "cols": 16, "post_lanes": 8}, 8), ({"rows": 2, "cols": 8, "post_lanes": 4}, 4),
+    ({"rows": 2, "cols": 4, "dataflow": "os"}, 4), ({"rows": 2, "cols": 4, "depthwise": True}, 4),
+    ({"rows": 2, "cols": 4, "dtype": "bf16"}, 4)])
+def test_act_lanes_are_a_tile_row_and_a_requantization_step(kwargs, banks):
+    """The banks are as many as a tile's ``rows`` the array reads and the ``requant_lanes``
+    the write-back writes in a cycle: fewer than ``cols`` only with fewer requantization lanes
+    (never on an output-stationary array, with the depthwise unit or bf16, which take every
+    column at once)."""
+    cfg = AcceleratorConfig(**kwargs)
+    assert cfg.act_lanes == banks == max(cfg.rows, cfg.requant_lanes)
+
+
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"cols": 6, "post_lanes": 4}, r"post_lanes=4 does not divide cols=6; allowed: 1, 2, 3, 6"),
     ({"cols": 4, "post_lanes": 0}, r"post_lanes=0 is out of range; allowed: 1..64"),

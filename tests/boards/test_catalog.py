@@ -68,9 +68,10 @@ def test_resnet8_design_takes_the_multipliers_its_lanes_allow():
     """The ResNet-8 design is the 85F preset's 8x8 array and eight requantization lanes (88
     MULT18X18D, the adder's in DSP blocks, router1). 8x16 products, four requantization lanes
     of two 18x18 slices of a 32-bit accumulator each and the adder's product per activation
-    lane (16) would take 152 of the 85F's 156 MULT18X18Ds, over the 128 above which the
-    adder's products are logic cells: 136, and eight requantization lanes 144; an array wider
-    than the chip's multipliers is still refused."""
+    lane (8: the banks are as wide as the 8 rows, the write-back's 4 lanes fit) would take 144
+    of the 85F's 156 MULT18X18Ds, over the 128 above which the adder's products are logic
+    cells: 136, and eight requantization lanes 144; an array wider than the chip's
+    multipliers is still refused."""
     board = BOARDS["ulx3s-85f"]
     config = boards.board_config(board, preset="ulx3s-85f-resnet8")
     assert (config.rows, config.cols, config.requant_lanes, config.acc_bits) == (8, 8, 8, 32)
@@ -81,7 +82,8 @@ def test_resnet8_design_takes_the_multipliers_its_lanes_allow():
     # The 8x16 design of before (docs/performance.md, "MLPerf Tiny"): its buffers.
     former = {"cols": 16, "weight_depth": 9216, "act_depth": 4096}
     wide = boards.board_config(board, preset="ulx3s-85f-resnet8", post_lanes=4, **former)
-    assert boards.fit.dsp_blocks_with_adder(board, wide) == 8 * 16 + 4 * 2 + 16
+    assert wide.act_lanes == 8
+    assert boards.fit.dsp_blocks_with_adder(board, wide) == 8 * 16 + 4 * 2 + 8
     assert not boards.fit.implementation_for(board, wide).adder_dsp
     assert boards.fit.nextpnr_options(board, wide) == ["--router", "router2"]
     assert boards.check_fit(board, wide)["dsp"] == 8 * 16 + 4 * 2

@@ -21,7 +21,7 @@ from hwgen import AcceleratorConfig
 from hwgen.compiler import compile_network
 from hwgen.memmap import PassKind, Region
 from hwgen.nn import Conv2D, Dense, Flatten, MaxPool2D, QuantizedNetwork
-from sim.netgen import random_cnn
+from sim.netgen import pooled_cnn, random_cnn, random_graph, taps_cnn
 
 MAX_WIDTH = {"1x1": 60, "2x3": 120}
 
@@ -233,3 +233,36 @@ def _conv(k, c, n, **kwargs):
     rng = np.random.default_rng(k * 100 + c * 10 + n)
     return Conv2D(rng.integers(-3, 4, (k, k, c, n)), rng.integers(-9, 10, n), np.ones(n, int),
                   np.zeros(n, int), **kwargs)
+
+
+#: Arrays of more columns than rows with fewer requantization lanes than columns: fewer banks
+#: (``max(rows, post_lanes)``) than an output tile's channels.
+NARROW_BANKS = {
+    "2x4-lanes1": AcceleratorConfig(rows=2, cols=4, post_lanes=1, act_depth=1 << 13,
+                                    weight_depth=1 << 14, param_depth=512, out_depth=1 << 12,
+                                    acc_depth=24, prog_depth=64),
+    "2x6-lanes3": AcceleratorConfig(rows=2, cols=6, post_lanes=3, act_depth=1 << 13,
+                                    weight_depth=1 << 14, param_depth=512, out_depth=1 << 12,
+                                    acc_depth=24, prog_depth=64),
+    "8x16-lanes4": AcceleratorConfig(rows=8, cols=16, post_lanes=4, act_depth=1 << 13,
+                                     weight_depth=1 << 14, out_depth=1 << 12, acc_depth=24,
+                                     prog_depth=64),
+}
+
+
+@pytest.mark.parametrize("name", list(NARROW_BANKS))
+@pytest.mark.parametrize("seed", range(4))
+def test_fewer_banks_than_columns_match_reference(name, seed):
+    """The documented images over ``act_lanes < cols`` banks (an output tile's channels over
+    several words) in the interpreter: dense layers, convolutions with pools (the first in
+    the taps layout now and then, grouped ones among them) and residual graphs."""
+    config = NARROW_BANKS[name]
+    assert config.act_lanes == max(config.rows, config.post_lanes) < config.cols
+    rng = np.random.default_rng(seed)
+    sizes = [int(v) for v in rng.integers(1, 40, 4)]
+    nets = [random_network(rng, config, sizes, style="uniform", last_raw=bool(seed % 2)),
+            taps_cnn(rng, config, max_channels=20), pooled_cnn(rng, config, max_channels=20),
+            random_cnn(rng, config, max_channels=20),
+            random_graph(rng, config, max_channels=2 * config.cols)]
+    for net in nets:
+        check_against_reference(net, config, 3, seed=seed)

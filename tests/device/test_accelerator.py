@@ -30,7 +30,16 @@ from hwgen.nn import (
     MaxPool2D,
     QuantizedNetwork,
 )
-from sim.netgen import GRAPH_BLOCKS, random_graph, random_image, random_input, random_network
+from sim.netgen import (
+    GRAPH_BLOCKS,
+    pooled_cnn,
+    random_cnn,
+    random_graph,
+    random_image,
+    random_input,
+    random_network,
+    taps_cnn,
+)
 
 PLAIN = Implementation()
 PIPELINED = Implementation(post_pipeline=True)
@@ -391,6 +400,46 @@ def test_residual_graphs(images, name, options):
         assert any(type(layer).__name__ == "Add" for layer in net.layers)
         prog = hwgen.compile(net, cfg)
         xs = _graph_inputs(rng, cfg, net, (min(prog.batch, 2), 1))
+        _check_runs(cfg, prog, net, xs, impl)
+
+
+def _widest(net):
+    """The most output channels (features) of a Conv2D or Dense layer of ``net``."""
+    return max(layer.weight.shape[-1] for layer in net.layers
+               if type(layer).__name__ in ("Conv2D", "Dense"))
+
+
+@pytest.mark.parametrize(("shape", "post_lanes", "name", "channels"), [
+    ((2, 4), 1, "plain", 6), ((2, 4), 2, "ecp5-85f", 6), ((8, 16), 4, "ecp5-85f", 20),
+    ((8, 16), 8, "registered-host", 20)],
+    ids=["2x4-lanes1", "2x4-lanes2-85f", "8x16-lanes4-85f", "8x16-lanes8-host"])
+def test_fewer_banks_than_columns(shape, post_lanes, name, channels):
+    """A weight-stationary array of more columns than rows with fewer requantization lanes
+    than columns has ``max(rows, post_lanes)`` activation banks, so that an output tile of
+    ``cols`` channels spans several words: dense layers, convolutions (grouped ones among
+    them), a first convolution in the taps layout, fused and unfused max pools and residual
+    graphs over more channels than banks give the reference's outputs in the cycle model's
+    cycles, over two runs."""
+    impl = VARIANTS[name]
+    cfg = _config(shape, post_lanes=post_lanes, **{**GRAPH, "acc_depth": 32,
+                                                   "weight_depth": 2048, "out_depth": 1024})
+    assert cfg.act_lanes == max(shape[0], post_lanes) < cfg.cols
+    rng = np.random.default_rng(sum(shape) + post_lanes)
+    nets = [random_network(rng, cfg, layers=3, max_width=3 * channels),
+            taps_cnn(rng, cfg, max_channels=channels),
+            pooled_cnn(rng, cfg, max_channels=channels),
+            random_cnn(rng, cfg, max_channels=channels, blocks=2),
+            random_graph(rng, cfg, images=True, max_channels=channels, blocks=2)]
+    assert max(map(_widest, nets)) > cfg.act_lanes
+    kinds = {type(layer).__name__ for net in nets for layer in net.layers}
+    assert {"Dense", "Conv2D", "MaxPool2D", "Add"} <= kinds
+    for i, net in enumerate(nets):
+        prog = hwgen.compile(net, cfg)
+        if i == 1:
+            assert prog.descriptors[0]["geometry"]["taps"] == 1
+        batches = (min(prog.batch, 2), 1)
+        xs = (_graph_inputs(rng, cfg, net, batches) if net.input_shape
+              else [random_input(rng, cfg, m, net.layers[0].in_features) for m in batches])
         _check_runs(cfg, prog, net, xs, impl)
 
 

@@ -276,9 +276,9 @@ def check_spacing(config, sent, chunks):
 CASES = {
     # (shape, post_lanes, acc_depth[, spatial]): rows < lanes (rotated; tiles ending inside a
     # word where rows do not divide lanes), rows == lanes, one bank; several requantization
-    # steps with and without rotation; chunks of a few pixels; devices without spatial layers
-    # (plain layers on up to acc_depth rows). (rows > lanes cannot be: there are
-    # max(rows, cols) banks.)
+    # steps with and without rotation, with fewer banks than columns (max(rows, post_lanes));
+    # chunks of a few pixels; devices without spatial layers (plain layers on up to acc_depth
+    # rows). (rows > lanes cannot be: there are at least rows banks.)
     "2x3": ((2, 3), None, 16),
     "3x2-acc4": ((3, 2), None, 4),
     "1x1-acc1": ((1, 1), None, 1),
@@ -289,7 +289,7 @@ CASES = {
     "2x5-acc7": ((2, 5), None, 7),
     "3x4-steps2": ((3, 4), 2, 16),
     "2x3-rows": ((2, 3), None, 16, False),
-    "3x4-steps2-acc7-rows": ((3, 4), 2, 7, False),
+    "2x6-steps2-acc7-rows": ((2, 6), 3, 7, False),
 }
 
 

@@ -1,5 +1,6 @@
 """Element positions kept as ``(word, lane)`` pairs: :func:`advance` against ``divmod``, for
-every bank count, step and starting lane, registered and as the next values of registers."""
+every bank count, step (past a word too) and starting lane, registered and as the next values
+of registers."""
 
 import itertools
 
@@ -14,12 +15,13 @@ WORD_BITS = 5
 
 @pytest.mark.parametrize("lanes", [1, 2, 3, 4, 6, 7])
 def test_advance_is_divmod_of_the_element_index(lanes):
-    """Each step (1..lanes) in three forms: registers that advance themselves, registers that
+    """Each step (1..3 * lanes: an output tile of ``cols`` channels may span words of fewer
+    banks) in three forms: registers that advance themselves, registers that
     take another pair advanced, and (``domain="comb"``) that pair's next values."""
     m = Module()
     src_word, src_rem = Signal(WORD_BITS), Signal(range(lanes))
     cases = []
-    for step in range(1, lanes + 1):
+    for step in range(1, 3 * lanes + 1):
         self_word, self_rem = (Signal(WORD_BITS, name=f"self_word{step}"),
                                Signal(range(lanes), name=f"self_rem{step}"))
         advance(m, self_word, self_rem, step, lanes)
@@ -56,4 +58,4 @@ def test_advance_is_divmod_of_the_element_index(lanes):
     sim.add_clock(1e-6)
     sim.add_testbench(bench)
     sim.run()
-    assert len(checked) == 4 * lanes * lanes
+    assert len(checked) == 4 * lanes * 3 * lanes
