@@ -157,11 +157,7 @@ def run_cocotb(config, test_module, build_dir, *, top="engine", simulator="veril
     RuntimeError
         If the simulator is missing or the build fails.
     """
-    reason = simulator_missing(simulator)
-    if reason:
-        raise RuntimeError(reason)
-    build_dir = Path(build_dir).resolve()
-    build_dir.mkdir(parents=True, exist_ok=True)
+    build_dir = _ready(simulator, build_dir)
     name = "dut"
     src = build_dir / f"{name}.v"
     src.write_text(emit_design(config, top, name)[1])
@@ -169,6 +165,17 @@ def run_cocotb(config, test_module, build_dir, *, top="engine", simulator="veril
                              simulator=simulator, env={"HWGEN_CONFIG": config.to_json(),
                                                        **(env or {})},
                              waves=waves, testcase=testcase, seed=seed, optimize=optimize)
+
+
+def _ready(simulator, build_dir):
+    """Return ``build_dir`` resolved and made, or raise RuntimeError if ``simulator`` is
+    missing."""
+    reason = simulator_missing(simulator)
+    if reason:
+        raise RuntimeError(reason)
+    build_dir = Path(build_dir).resolve()
+    build_dir.mkdir(parents=True, exist_ok=True)
+    return build_dir
 
 
 def _build_key(src, simulator, waves, optimize):
@@ -226,12 +233,7 @@ def run_cocotb_source(src, toplevel, test_module, build_dir, *, label, simulator
     """
     from cocotb_tools.runner import get_runner
 
-    reason = simulator_missing(simulator)
-    if reason:
-        raise RuntimeError(reason)
-    build_dir = Path(build_dir).resolve()
-    build_dir.mkdir(parents=True, exist_ok=True)
-
+    build_dir = _ready(simulator, build_dir)
     runner = _lean_verilator() if simulator == "verilator" else get_runner(simulator)
     # The same Verilog built the same way in the same folder is built already: runs that
     # share a build (a hypothesis test's examples) skip Verilator's verilate and make.
