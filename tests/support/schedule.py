@@ -22,6 +22,13 @@ LONGEST = (
     # Meanwhile, the other worker: no Verilog (Amaranth's Yosys is compiling), then Verilog and
     # Verilator but none of the YoWASP tools.
     "tests/device/test_bf16_datapath.py::test_random_layers",
+    # About 20 s more of it (the random layers now take about 17 s; Amaranth's Yosys about 50):
+    # the graph importer's tests against torch.
+    "tests/nn/test_import_graph.py::test_from_onnx_equals_torch",
+    "tests/nn/test_import_graph.py::test_zoo_resnet8_from_onnx",
+    "tests/nn/test_import_graph.py::test_random_graphs_equal_torch",
+    "tests/nn/test_import_graph.py::test_zoo_resnet8_from_torch",
+    "tests/nn/test_import_graph.py::test_from_torch_equals_torch",
     "tests/sim/test_tb_network.py::test_network_fewer_requant_lanes",
     "tests/sim/test_tb_bf16_network.py::test_bf16_network",
     "tests/sim/test_tb_network.py::test_network",
