@@ -38,7 +38,6 @@ LONGEST = (
     "tests/dse/test_driver.py::test_a_build_tier_point_in_a_dask_worker",
     "tests/examples/test_offload.py::test_offload_example_script",
     "tests/cli/test_demo.py::test_demo_bf16_device_equals_bf16_reference",
-    "tests/cli/test_train.py::test_bf16_trains_on_two_boards_and_saves",
     "tests/compiler/test_wide_reductions.py::test_a_1568_input_classifier_runs_on_the_simulated_board",
     "tests/formal/test_executor.py::test_command_layer",
     "tests/formal/test_controller.py::test_pass_starts_with_whole_geometry",
