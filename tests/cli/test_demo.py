@@ -101,7 +101,7 @@ def test_demo_command_prints_table_and_records_it(tmp_path):
 
 
 # The bf16 demo's design, small: what `hwgen demo --dtype bf16 --rows 4 --cols 4` builds (the
-# walker, the pooler and the adder).
+# walker, the pooler and the adder; tests/cli/test_train.py trains on its board too).
 BF16 = AcceleratorConfig(dtype="bf16", rows=4, cols=4)
 
 

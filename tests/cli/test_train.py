@@ -62,16 +62,26 @@ def test_trains_on_two_boards_and_saves(tmp_path, capsys):
     assert accuracy == np.mean(reference == y_test)  # the devices ran the saved network
 
 
+def test_bf16_trains_on_a_dense_design_by_default():
+    from hwgen.cli.options import Parser
+    from hwgen.cli.train import _config, register
+
+    sub = Parser(prog="hwgen").add_subparsers()
+    args = register(sub).parse_args(["--dtype", "bf16", "--rows", "4", "--cols", "4"])
+    assert _config(args) == AcceleratorConfig(dtype="bf16", rows=4, cols=4, spatial=False)
+
+
 def test_bf16_trains_on_two_boards_and_saves(tmp_path, capsys):
-    # The bf16 demo's small board (tests/cli/test_demo.py): one build for both.
+    # The bf16 demo's small board (tests/cli/test_demo.py, with --spatial 1): one build for
+    # both; the dense design train picks by default is the test above's.
     out = tmp_path / "bf16.npz"
-    status = main(["train", "--dtype", "bf16", "--rows", "4", "--cols", "4", "--devices", "2",
-                   "--epochs", "1", "--hidden", "12", "--batch", "128", "--lr", "0.1",
-                   "--no-progress", "--out", str(out)])
+    status = main(["train", "--dtype", "bf16", "--rows", "4", "--cols", "4", "--spatial", "1",
+                   "--devices", "2", "--epochs", "1", "--hidden", "12", "--batch", "128",
+                   "--lr", "0.1", "--no-progress", "--out", str(out)])
     captured = capsys.readouterr()
     printed = captured.out
     assert status == 0, printed + captured.err
-    assert ("starting 2 simulated board(s) of hwgen_ws_4x4_i16w16_spatial0_dtypebf16"
+    assert ("starting 2 simulated board(s) of hwgen_ws_4x4_i16w16_dtypebf16"
             in captured.err), captured.err
     epochs = [line for line in printed.splitlines() if line.startswith("epoch")]
     losses = [float(line.split("loss ")[1].split()[0]) for line in epochs]

@@ -196,11 +196,8 @@ def datapath(shape, checked=True, kind=BF16MatrixDatapath):
                 finish_latency=finish_latency, checked=checked)
 
 
-@settings(max_examples=40, deadline=None)
-@given(case=cases())
-def test_random_layers(case):
-    """Random shapes, latencies and layers, gaps on both inputs: the reference's rows, in
-    order, the bank's row-rule check quiet."""
+def random_layer(case):
+    """Run one of :func:`cases`' layers with its gaps on both inputs (the check's)."""
     shape, layer, rate, seed = case
     # Made after the draws: an example hypothesis drops leaves no unused component behind.
     dp = datapath(shape)
@@ -208,6 +205,24 @@ def test_random_layers(case):
     w_gaps, a_gaps = ([int(g) for g in (rng.random(300) < rate) * rng.integers(1, 4, 300)]
                       for _ in range(2))
     check(dp, layer, w_gaps, a_gaps)
+
+
+# A dozen examples in the default run (each draws the shape, latencies, chunks, finish and gaps
+# together; Inf, NaN and flushing products have fixed tests below), many more in the slow run.
+@settings(max_examples=12, deadline=None)
+@given(case=cases())
+def test_random_layers(case):
+    """Random shapes, latencies and layers, gaps on both inputs: the reference's rows, in
+    order, the bank's row-rule check quiet."""
+    random_layer(case)
+
+
+@pytest.mark.slow
+@settings(max_examples=80, deadline=None)
+@given(case=cases())
+def test_random_layers_many(case):
+    """:func:`test_random_layers` with more examples."""
+    random_layer(case)
 
 
 INF, NAN, TINY = 0x7F80, 0x7FC0, 0x0080     # TINY = 2**-126: its products by x flush
