@@ -333,15 +333,14 @@ def _spatial_matrix(index, layer, in_shape, config):
 
     matrix = _matrix(layer)
     window = 0
-    if isinstance(layer, Bf16Conv2D):
+    conv = isinstance(layer, Bf16Conv2D)
+    if conv:
         kh, kw, c, n = matrix.weight.shape
-        what = "kernel"
     else:   # a Bf16Dense after a Flatten
         kh, kw, c = in_shape
         n = matrix.weight.shape[1]
-        what = "image before the Flatten"
     weight = matrix.weight.reshape(kh, kw, c, n)
-    if isinstance(layer, Bf16Conv2D) and layer.groups > 1:
+    if conv and layer.groups > 1:
         present, window = _group_layout(layer, config)
         weight = grouped_matrix(weight, layer.groups, config)[0]
         # The channels each kernel position reads: the tile's window, or all of them.
@@ -349,9 +348,10 @@ def _spatial_matrix(index, layer, in_shape, config):
     else:
         present = padded_matrix(np.ones(weight.shape, dtype=np.int64), config.rows) != 0
         weight, channels = padded_matrix(weight, config.rows), c
-    check_padded_reduction(index, (kh, kw), channels, config, window=what)
-    kernel = (kh, kw, (1, 1), (0, 0, 0, 0), 0) if what != "kernel" else \
-        (kh, kw, tuple(layer.strides), tuple(layer.pads), window)
+    check_padded_reduction(index, (kh, kw), channels, config,
+                           window="kernel" if conv else "image before the Flatten")
+    kernel = ((kh, kw, tuple(layer.strides), tuple(layer.pads), window) if conv
+              else (kh, kw, (1, 1), (0, 0, 0, 0), 0))
     return (dataclasses.replace(matrix, weight=np.where(present, weight, NO_PRODUCT)),
             kh * kw * c, kernel, False, False)
 
