@@ -138,7 +138,7 @@ def _order_differs(index, node, network, config):
     shape = _padded_order(node, network, config)
     if shape is None:
         return ""
-    why = stream_refusal(index, node, shape, network, config)
+    why = stream_refusal(node, shape, config)
     return why and (f"the matrix pass pads each kernel position's {shape[2]} channels to "
                     f"tiles of rows={config.rows}, the contract's tiles run across "
                     f"positions; allowed: channels a multiple of {config.rows}, one kernel "

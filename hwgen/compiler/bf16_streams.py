@@ -9,14 +9,16 @@ it as the taps layout's element stream (the descriptor's ``dst_run``, ``dst_pitc
 ``dst_pitch_rem``, :func:`hwgen.memmap.descriptor_layout`) and the convolution walks it as
 the first does.
 
-A matrix pass writes the stream itself where the convolution has no left or right padding.
-Otherwise a *relayout* pass is put before the convolution: a 1x1 matrix pass of the identity
+A matrix pass writes the stream itself where the convolution is the only reader of its
+output and has no left or right padding. Otherwise a *relayout* pass is put before the
+convolution: a 1x1 matrix pass of the identity
 (weights 1.0 on the diagonal, :data:`~.bf16.NO_PRODUCT` off it, bias +0.0: each value
 ``fl32(+0.0 + x)``, exactly ``x``, NaN and Inf alike) whose left and right padding writes the
 convolution's as stored +0.0 elements; the convolution then walks the padded image with only
 its top and bottom padding (rows above and below the image, which the walk reads as zero).
 A relayout also serves the stream of a max pool, an add or a depthwise pass, which write
-words, not elements.
+words, not elements, and of a tensor that other layers read pixel by pixel (the network's
+input among them).
 """
 
 import dataclasses
@@ -24,8 +26,6 @@ import dataclasses
 import numpy as np
 
 from ..memmap import BF16_UNBOUNDED, GEOMETRY_LIMITS, PassKind, writes_streams
-from ..nn.flatten import Flatten
-from ..nn.graph import INPUT
 from ..passes import taps
 from .bf16_weights import NO_PRODUCT, Bf16Matrix
 
@@ -42,27 +42,11 @@ def in_taps(p, config):
     return dataclasses.replace(p, matrix=matrix, taps=taps.pitch(p, config))
 
 
-def _readers(network):
-    """Return ``{tensor: [node index]}``: the nodes that read each stored tensor (a Flatten's
-    readers read the tensor it flattens)."""
-    source, readers = {}, {}
-    for index, node in enumerate(network.nodes):
-        inputs = [source.get(name, name) for name in node.inputs]
-        if isinstance(node.layer, Flatten):
-            source[node.name] = inputs[0]
-            continue
-        for name in inputs:
-            readers.setdefault(name, []).append(index)
-    return readers, source
-
-
-def stream_refusal(index, node, shape, network, config):
+def stream_refusal(node, shape, config):
     """Why convolution (or dense layer after a Flatten) ``node`` of ``shape = (kh, kw, c)``
     cannot take its input as a taps stream written by the pass before it, or ``""``."""
     kh, kw, c = shape
     rows = config.rows
-    readers, source = _readers(network)
-    tensor = source.get(node.inputs[0], node.inputs[0])
     layer = node.layer
     groups = getattr(layer, "groups", 1)
     left, right = layer.pads[2:] if hasattr(layer, "pads") else (0, 0)
@@ -77,10 +61,6 @@ def stream_refusal(index, node, shape, network, config):
         why.append(f"a kernel of at most max_k={config.max_k} taps")
     if max(left, right) > GEOMETRY_LIMITS["pad"]:
         why.append(f"left and right padding at most {GEOMETRY_LIMITS['pad']}")
-    if tensor == INPUT:
-        why.append("the first pass (the network's input is the taps layout's only there)")
-    if readers.get(tensor) != [index]:
-        why.append("an input that no other layer reads")
     return ("" if not why else
             "a stream input (the taps layout, whose tiles are the contract's) needs "
             + ", ".join(why))
@@ -107,18 +87,21 @@ def streamed(passes, sources, config):
     """Return ``passes`` with each matrix pass of a network node in ``sources`` taking its
     input as a taps stream: its producer (a matrix pass, where the convolution has no left or
     right padding) or a relayout pass before it writing the stream (``out_pitch``), the pass
-    itself in the taps layout (``taps``, its matrix the kernel flattened)."""
+    itself in the taps layout (``taps``, its matrix the kernel flattened). Each of ``sources``
+    is a later pass's than the one before it."""
     out = list(passes)
     for source in sources:
         at = next(i for i, p in enumerate(out) if p.source == source)
         p = out[at]
         kh, kw, strides, (top, bottom, left, right), _ = p.kernel
-        producer = next(i for i, q in enumerate(out) if q.name == p.inputs[0])
+        producer = next((i for i, q in enumerate(out) if q.name == p.inputs[0]), None)
         h, w, c = p.in_shape
         walked = dataclasses.replace(p, in_shape=(h, w + left + right, c),
                                      kernel=(kh, kw, strides, (top, bottom, 0, 0), 0))
         pitch = taps.pitch(walked, config)
-        if out[producer].kind is PassKind.MATRIX and left == right == 0:
+        readers = [q for q in out if p.inputs[0] in q.inputs]
+        if (producer is not None and out[producer].kind is PassKind.MATRIX
+                and not out[producer].out_pitch and left == right == 0 and len(readers) == 1):
             out[producer] = dataclasses.replace(out[producer], out_pitch=pitch)
         else:
             relayout = dataclasses.replace(_relayout(p, config), out_pitch=pitch)

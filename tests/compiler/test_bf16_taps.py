@@ -84,16 +84,17 @@ def test_inf_and_nan_from_the_first_convolution_run_bit_for_bit():
 
 
 def test_other_convolutions_whose_order_differs_are_still_refused():
+    # Five channels on four rows: no tile, and too many for a stream (test_bf16_streams).
     rng = np.random.default_rng(0)
-    model = CNN([FloatConv2D(wide(rng, 3, 3, 1, 3), wide(rng, 3), padding=1),
-                 FloatConv2D(wide(rng, 3, 3, 3, 4), wide(rng, 4), padding=1),
+    model = CNN([FloatConv2D(wide(rng, 3, 3, 1, 5), wide(rng, 5), padding=1),
+                 FloatConv2D(wide(rng, 3, 3, 5, 4), wide(rng, 4), padding=1),
                  Flatten(), FloatDense(wide(rng, 6 * 6 * 4, 2), wide(rng, 2))],
                 input_shape=(6, 6, 1))
     net = to_bf16(model, rows=4)
     with pytest.raises(CompileError) as info:
         hwgen.compile(net, bf16_config(4, 4))
     message = str(info.value)
-    assert ("layer 1 (Bf16Conv2D: the matrix pass pads each kernel position's 3 channels to "
+    assert ("layer 1 (Bf16Conv2D: the matrix pass pads each kernel position's 5 channels to "
             "tiles of rows=4") in message, message
     assert "layer 0" not in message and "layer 3" not in message
     # Without the taps layout (the compiler's or the design's), the first one is refused too.
