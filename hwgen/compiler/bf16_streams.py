@@ -1,25 +1,24 @@
-"""bf16 convolutions past the first whose input is written as a taps stream (issue 52).
+"""bf16 convolutions whose input is written as a taps stream (issue 52).
 
 The contract cuts a patch's ``(ky, kx, c)`` products into tiles of ``rows`` across kernel
 positions; the matrix pass pads each position's channels to whole tiles, so a convolution
-of ``C < rows`` channels (not filling a tile) sums in another order. The first convolution
-takes the network's input in the taps layout (:mod:`hwgen.passes.taps`), whose tiles are
-the contract's; this module gives a later one the same: the pass that writes its input writes
-it as the taps layout's element stream (the descriptor's ``dst_run``, ``dst_pitch_word``,
-``dst_pitch_rem``, :func:`hwgen.memmap.descriptor_layout`) and the convolution walks it as
-the first does.
+(``groups=1``) whose channels are not a multiple of ``rows`` sums in another order. The first
+convolution of fewer channels than ``rows`` takes the network's input in the taps layout
+(:mod:`hwgen.passes.taps`), whose tiles are the contract's; this module gives the others the
+same: the pass that writes its input writes it as the taps layout's element stream (the
+descriptor's ``dst_run``, ``dst_pitch_*``, ``dst_step_*``,
+:func:`hwgen.memmap.descriptor_layout`) and the convolution walks it as the first does.
 
 A matrix pass writes the stream itself where the convolution is the only reader of its
 output and has no left or right padding. Otherwise a *relayout* pass is put before the
-convolution: a 1x1 matrix pass of the identity
-(weights 1.0 on the diagonal, :data:`~.bf16.NO_PRODUCT` off it, bias +0.0: each value
-``fl32(+0.0 + x)``, exactly ``x``, NaN and Inf alike) whose left and right padding writes the
-convolution's as stored +0.0 elements; the convolution then walks the padded image with only
-its top and bottom padding (rows above and below the image, which the walk reads as zero).
-A relayout also serves the stream of a max pool, an add or a depthwise pass, which write
-words, not elements, and of a tensor that other layers read pixel by pixel (the network's
-input among them).
-"""
+convolution: a 1x1 matrix pass of the identity (weights 1.0 on the diagonal,
+:data:`~.bf16_weights.NO_PRODUCT` off it, bias +0.0: each value ``fl32(+0.0 + x)``, exactly
+``x``, NaN and Inf alike) whose left and right padding writes the convolution's as stored
++0.0 elements; the convolution then walks the padded image with only its top and bottom
+padding (rows above and below the image, which the walk reads as zero). A relayout also
+serves the stream of a max pool, an add or a depthwise pass, which write words, not
+elements, and of a tensor that other layers read pixel by pixel (the network's input among
+them)."""
 
 import dataclasses
 
@@ -46,17 +45,11 @@ def stream_refusal(node, shape, config):
     """Why convolution (or dense layer after a Flatten) ``node`` of ``shape = (kh, kw, c)``
     cannot take its input as a taps stream written by the pass before it, or ``""``."""
     kh, kw, c = shape
-    rows = config.rows
     layer = node.layer
-    groups = getattr(layer, "groups", 1)
     left, right = layer.pads[2:] if hasattr(layer, "pads") else (0, 0)
     why = []
     if not writes_streams(config):
         why.append("a design that walks taps (spatial=True, taps=True)")
-    if groups > 1:
-        why.append("groups=1")
-    if c >= rows:
-        why.append(f"fewer channels than rows={rows}")
     if kh * kw * c > config.max_k:
         why.append(f"a kernel of at most max_k={config.max_k} taps")
     if max(left, right) > GEOMETRY_LIMITS["pad"]:

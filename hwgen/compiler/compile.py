@@ -219,9 +219,11 @@ def _stream_out(p, config):
     :func:`~hwgen.memmap.writes_streams` (all 0 for a pass that writes pixel by pixel)."""
     if not writes_streams(config):
         return {}
-    word, rem = divmod(p.out_pitch, config.act_lanes)
+    lanes = config.act_lanes
+    word, rem = divmod(p.out_pitch, lanes)
+    step_word, step_rem = divmod(p.out_shape[-1] if p.out_pitch else 0, lanes)
     return {"dst_run": p.out_shape[1] if p.out_pitch else 0, "dst_pitch_word": word,
-            "dst_pitch_rem": rem}
+            "dst_pitch_rem": rem, "dst_step_word": step_word, "dst_step_rem": step_rem}
 
 
 def _stream_fields(p):

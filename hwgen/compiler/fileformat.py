@@ -37,7 +37,8 @@ converted with it 0 (their weight tiles are stored whole, which reads the same).
 adds the depthwise pass kind and its geometry fields (:data:`~hwgen.memmap.DW_FIELDS`, a
 design with ``depthwise``, which no older file was compiled for): an older file's geometry
 takes them 0. Version 11 adds a bf16 design's stream fields to its descriptors
-(``dst_run``, ``dst_pitch_word``, ``dst_pitch_rem``, before the bounds): an older file's
+(``dst_run``, ``dst_pitch_word``, ``dst_pitch_rem``, ``dst_step_word``, ``dst_step_rem``,
+before the bounds): an older file's
 take them 0 (each pass writes pixel by pixel).
 """
 
@@ -78,7 +79,7 @@ __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "READ_VERSIONS", "legacy_descriptor_
 
 #: Version of the file written by :func:`save`; older versions that a program of this
 #: version can stand for are converted on load, others refused.
-# 11: a bf16 design's stream fields (dst_run, dst_pitch_word, dst_pitch_rem);
+# 11: a bf16 design's stream fields (dst_run, dst_pitch_*, dst_step_*);
 # 10: the depthwise pass kind and its geometry fields (a design with depthwise);
 # 9: diagonal weight tiles (wdiag); 8: the geometry's fused pool fields (a design with
 # fuse_pool);
@@ -106,7 +107,8 @@ _LEGACY_KIND_NAMES = {"matrix": PassKind.MATRIX.name, "pool": PassKind.MAXPOOL.n
 _NEW_FIELDS = ("src2_base",)
 #: Descriptor fields of a bf16 design since version 11 (:func:`~hwgen.memmap.writes_streams`),
 #: last before the bounds: an older file's descriptors take them 0.
-_STREAM_FIELDS = ("dst_run", "dst_pitch_word", "dst_pitch_rem")
+_STREAM_FIELDS = ("dst_run", "dst_pitch_word", "dst_pitch_rem", "dst_step_word",
+                  "dst_step_rem")
 #: The pass kind of a descriptor of version 2 or 3, by its ``pool`` flag (version 2: none).
 _LEGACY_KIND_BY_POOL_FLAG = (PassKind.MATRIX, PassKind.MAXPOOL)
 

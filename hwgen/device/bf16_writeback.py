@@ -48,7 +48,7 @@ class BF16WriteBack(wiring.Component):
       row ``q``'s channel ``n0 + j`` to element ``(q // dst_run) * P + (q % dst_run) * n + n0
       + j``, only the ``n`` channels (the next pixel's elements follow them). The element of
       the row's pixel and of its run are counted as ``(word, bank)`` pairs, as the tile's
-      are; a tile (``n < act_lanes``) lies across at most two words.
+      are; a tile (``cols <= act_lanes`` elements) lies across at most two words.
 
     Parameters
     ----------
@@ -135,7 +135,7 @@ class BF16WriteBack(wiring.Component):
         m.d.comb += base.eq(dst + word)
         if writes_streams(cfg):
             with m.If(desc.dst_run != 0):
-                self._stream(m, chunk_end, n0)
+                self._stream(m, chunk_end, (word, rem), n0)
             with m.Else():
                 self._words(m, base, rem, n0)
         else:
@@ -159,9 +159,10 @@ class BF16WriteBack(wiring.Component):
             m.d.comb += [self.wr_addr[b].eq(base), self.wr_data[b].eq(value),
                          self.wr_en[b].eq(self.i_valid & ~desc.raw & (rem <= b))]
 
-    def _stream(self, m, chunk_end, n0):
+    def _stream(self, m, chunk_end, offset, n0):
         """Write the tile of the row as elements of the stream (``dst_run``): its pixel's
-        element, counted as the rows come, plus ``n0``."""
+        element, counted as the rows come, plus the tile's first channel ``n0``, counted as
+        ``offset`` (a ``(word, bank)`` pair)."""
         cfg, desc, row = self.config, self.desc, self.i_row
         cols, lanes = cfg.cols, cfg.act_lanes
         width = len(self.wr_addr[0])
@@ -186,10 +187,11 @@ class BF16WriteBack(wiring.Component):
                          nxt_run[0].eq(run[0] + desc.dst_pitch_word + carry),
                          nxt_pix[0].eq(nxt_run[0]), nxt_pix[1].eq(nxt_run[1])]
         with m.Else():
-            carry = pix[1] + desc.n >= lanes
+            carry = pix[1] + desc.dst_step_rem >= lanes
             m.d.comb += [nxt_x.eq(x + 1), nxt_run[0].eq(run[0]), nxt_run[1].eq(run[1]),
-                         nxt_pix[1].eq(Mux(carry, pix[1] + desc.n - lanes, pix[1] + desc.n)),
-                         nxt_pix[0].eq(pix[0] + carry)]
+                         nxt_pix[1].eq(Mux(carry, pix[1] + desc.dst_step_rem - lanes,
+                                           pix[1] + desc.dst_step_rem)),
+                         nxt_pix[0].eq(pix[0] + desc.dst_step_word + carry)]
 
         def load(target, source):
             return [t.eq(v) for pair_t, pair_v in zip(target, source, strict=True)
@@ -208,11 +210,11 @@ class BF16WriteBack(wiring.Component):
                 m.d.sync += [x.eq(chunk_x), *load(state, chunk)]
             with m.Else():
                 m.d.sync += [x.eq(nxt_x), *load(state, nxt)]
-        # The tile's first element: the pixel's plus n0 (< n < lanes), at most a word on.
+        # The tile's first element: the pixel's plus the tile's offset.
         tile_word, tile_rem = Signal(width, name="st_word"), Signal(range(lanes), name="st_rem")
-        carry = pix[1] + n0 >= lanes
-        m.d.comb += [tile_rem.eq(Mux(carry, pix[1] + n0 - lanes, pix[1] + n0)),
-                     tile_word.eq(pix[0] + carry)]
+        carry = pix[1] + offset[1] >= lanes
+        m.d.comb += [tile_rem.eq(Mux(carry, pix[1] + offset[1] - lanes, pix[1] + offset[1])),
+                     tile_word.eq(pix[0] + offset[0] + carry)]
         for b in range(lanes):
             # Bank b holds the tile's lane (b - tile_rem) % lanes, a word on below tile_rem.
             value = Signal(signed(cfg.in_bits), name=f"st_value{b}")

@@ -70,6 +70,10 @@ _CASES = {
     "after_max_pool": ((8, 8), 6, {"kernel": (2, 2)}, MaxPool2D(2, 1)),
     "five_on_eight": ((8, 4), 5, {"padding": 1, "stride": 2}, None),
     "two_on_four": ((4, 3), 2, {"kernel": (3, 2)}, MaxPool2D(2)),
+    # More channels than rows, not a multiple: twelve on 8 lanes (a pixel past a word).
+    "twelve_on_eight": ((8, 8), 12, {"padding": 1}, None),
+    "five_on_four": ((4, 4), 5, {"kernel": (2, 3), "stride": 2}, None),
+    "six_on_four_cols_two": ((4, 2), 6, {}, MaxPool2D(2, 1)),
 }
 
 
@@ -154,15 +158,31 @@ def test_read_out_decodes_a_stream_as_the_layer_it_holds():
               net.forward_tensors(x)[net.nodes[0].name])
 
 
+def test_a_first_convolution_of_more_channels_than_rows_reads_a_stream():
+    # Five channels on four rows: the input's taps layout is for fewer, so a relayout pass
+    # writes the input as a stream.
+    rng = np.random.default_rng(1)
+    model = CNN([_conv(rng, (3, 3), 5, 2)], input_shape=(4, 4, 5))
+    net = to_bf16(model, rows=4)
+    program, _ = check_program(net, bf16_config(4, 4), _images(net, 2, seed=3))
+    assert _streams(program) == [(PassKind.MATRIX, True)]
+
+
 def test_what_cannot_read_a_stream_is_refused_naming_what_is_allowed():
-    # Five channels on four rows: not a tile, and not fewer than rows.
-    five = to_bf16(_two_convs(0, 5), rows=4)
+    rng = np.random.default_rng(0)
+    # Left padding past what the walk takes (15).
+    wide_pad = to_bf16(CNN([_conv(rng, (1, 1), 1, 3, activation="identity"),
+                            _conv(rng, (3, 3), 3, 2, padding=(0, 0, 16, 0))],
+                           input_shape=(4, 4, 1)), rows=4)
     with pytest.raises(CompileError, match=r"layer 1 \(Bf16Conv2D: the matrix pass pads each "
-                                           r"kernel position's 5 channels.*fewer channels "
-                                           r"than rows=4"):
-        hwgen.compile(five, bf16_config(4, 4))
-    # A design that does not walk taps.
+                                           r"kernel position's 3 channels.*left and right "
+                                           r"padding at most 15"):
+        hwgen.compile(wide_pad, bf16_config(4, 4))
+    # A kernel of more taps than max_k.
     three = to_bf16(_two_convs(0, 3), rows=4)
+    with pytest.raises(CompileError, match=r"a kernel of at most max_k=16 taps"):
+        hwgen.compile(three, bf16_config(4, 4, max_k=16))
+    # A design that does not walk taps.
     with pytest.raises(CompileError, match=r"a design that walks taps \(spatial=True, "
                                            r"taps=True\)"):
         hwgen.compile(three, bf16_config(4, 4, taps=False))

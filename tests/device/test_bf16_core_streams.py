@@ -1,4 +1,4 @@
-"""bf16 convolutions past the first whose channels do not fill tiles of ``rows`` (issue 52) on
+"""bf16 convolutions past the first whose channels are not a multiple of ``rows`` (issue 52) on
 the bf16 core in the Amaranth simulator: the pass before each writes its input as the taps
 layout's element stream (a matrix pass itself, or a relayout pass after a max pool or for
 left and right padding), which the convolution walks in the contract's tiles; bit for bit
@@ -18,6 +18,8 @@ _STREAMS = {
     # A matrix pass writes it itself, n=3 in two tiles of cols=2, over chunks.
     "conv_then_conv": ((4, 2), [((2, 2, 3), {"padding": 1, "relu": False}),
                                 ((2, 3, 3), {"stride": (1, 2), "relu": False})], 0, (5, 6, 2)),
+    # Five channels on four banks (a pixel's step a word and a bank) in three tiles of two.
+    "five_on_four": ((4, 2), [((2, 1, 5), {"relu": False}), ((3, 5, 3), {})], 0, (5, 5, 1)),
     # Left and right padding: a relayout pass writes them as +0.0 elements.
     "padded": ((4, 4), [((1, 3, 3), {}), ((3, 3, 4), {"padding": 1, "stride": 2})], 2,
                (6, 5, 3)),
