@@ -40,6 +40,7 @@ __all__ = [
     "regions",
     "rotates_lanes",
     "walks_taps",
+    "writes_streams",
 ]
 
 
@@ -114,9 +115,9 @@ def descriptor_limits(config):
     matrix fitting ACT (or OUTPUT). A design with ``residual`` has ``src2_base`` (an ACT word)
     after ``src_stride``.
     """
-    rows, cols = config.rows, config.cols
-    n_tiles = max(1, min(config.param_depth, config.weight_depth // rows))
-    n = n_tiles * cols
+    cols = config.cols
+    n = _largest_n(config)
+    n_tiles = n // cols
     second = {"src2_base": config.act_depth - 1} if config.residual else {}
     k_tiles, src_stride = reduction_limits(config)
     return {
@@ -131,7 +132,30 @@ def descriptor_limits(config):
         "dst_stride": min(math.ceil(n / cols), max(config.act_depth, config.out_depth)),
         "w_base": config.weight_depth - 1,
         "p_base": config.param_depth - 1,
+        **(_stream_limits(config) if writes_streams(config) else {}),
     }
+
+
+def writes_streams(config):
+    """Return whether a pass can write its output as a taps layout's element stream (the
+    descriptor's ``dst_run``, ``dst_pitch_word``, ``dst_pitch_rem``): a ``dtype="bf16"`` design
+    that walks taps, whose convolutions past the first take their input so when their
+    channels do not fill tiles of ``rows`` (the contract's order of the sums)."""
+    return config.dtype == "bf16" and walks_taps(config)
+
+
+def _stream_limits(config):
+    # A run is an image row of at most act_depth pixels (the geometry's sides); the pitch a
+    # word count and a bank.
+    return {"dst_run": config.act_depth, "dst_pitch_word": config.act_depth - 1,
+            "dst_pitch_rem": config.act_lanes - 1,
+            "dst_step_word": _largest_n(config) // config.act_lanes,
+            "dst_step_rem": config.act_lanes - 1}
+
+
+def _largest_n(config):
+    """Return the largest ``n`` (output channels) of a descriptor."""
+    return max(1, min(config.param_depth, config.weight_depth // config.rows)) * config.cols
 
 
 def descriptor_layout(config):
@@ -168,6 +192,15 @@ def descriptor_layout(config):
         second input (its rows ``src_stride`` words apart too); 0 in other passes.
     dst_base, dst_stride
         Output rows, in :attr:`Region.ACT` (``raw == 0``) or :attr:`Region.OUTPUT` (``raw == 1``).
+    dst_run, dst_pitch_word, dst_pitch_rem, dst_step_word, dst_step_rem
+        Only in a design that :func:`writes_streams`: with ``dst_run > 0`` the pass writes its
+        output pixels as an element stream of runs of ``dst_run`` pixels, ``P =
+        dst_pitch_word * act_lanes + dst_pitch_rem`` elements apart: channel ``c`` of output
+        pixel ``q`` (counted over the batch) is element ``E = (q // dst_run) * P + (q %
+        dst_run) * n + c``, bank ``E % act_lanes`` of word ``dst_base + E // act_lanes``; no
+        other lane is written (:mod:`hwgen.passes.taps`, the layout its reader walks).
+        ``dst_step_word * act_lanes + dst_step_rem`` is ``n`` (a pixel's step, without a
+        divider). ``dst_run`` 0: the rows of ``dst_base``, ``dst_stride``.
     w_base
         First weight row; tile ``(nt, kt)`` row ``i`` is at ``w_base + (nt * k_tiles + kt) * rows
         + i``.

@@ -50,8 +50,9 @@ def _draw_graph(rng, cfg, index, *, scales, image, max_batch):
         output = ("raw", "bf16")[index % 2]
         shape = (*(int(rng.integers(min(4, v), v + 1)) for v in image[:2]),
                  int(rng.integers(1, image[2] + 1)))
-        # Hidden channels fill whole tiles of rows, as the bf16 compiler takes a convolution.
-        channels = cfg.rows * int(rng.integers(1, 3))
+        # Hidden channels up to two tiles of rows: a later convolution reads those that do
+        # not fill tiles as a stream (hwgen.compiler.bf16_streams).
+        channels = int(rng.integers(1, 2 * cfg.rows + 1))
         weights, inputs = _SCALES[scales]
         try:
             net = bf16_graph(int(rng.integers(1 << 16)), rows=cfg.rows, in_shape=shape,

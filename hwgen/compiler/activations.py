@@ -146,13 +146,15 @@ def _largest_batch(config, area_words, out_per_sample):
     return max(batch, 1)  # batch 1 is then checked and refused with the reason
 
 
-def plan_activations(in_shape, passes, config, batch, *, readout=False, input_words=None):
+def plan_activations(in_shape, passes, config, batch, *, readout=False, stream_words=None):
     """Return the :class:`ActivationPlan` of ``passes`` (:class:`~.kinds.DeviceLayer`) on
     samples of ``in_shape`` at ``batch`` samples, or at the largest batch that fits every
     memory if ``batch`` is None.
 
-    ``input_words``, if given, is what a sample of the input takes instead of its pixels'
-    words (a first convolution's taps layout, :mod:`hwgen.passes.taps`).
+    ``stream_words``, if given, is ``{matrix index: words}``: what a sample of each of those
+    activation matrices takes instead of its pixels' words (the taps layout's element stream,
+    :mod:`hwgen.passes.taps`: of the input, and of a bf16 convolution's input,
+    :mod:`hwgen.compiler.bf16_streams`).
 
     With ``readout``, every activation matrix gets an area of its own, so that no layer's
     output is overwritten by a later layer.
@@ -172,8 +174,8 @@ def plan_activations(in_shape, passes, config, batch, *, readout=False, input_wo
     shapes = [tuple(in_shape)] + [p.out_shape for p in passes[:len(passes) - raw]]
     strides = [math.ceil(matrix_shape(s)[1] / lanes) for s in shapes]
     words = [matrix_shape(s)[0] * stride for s, stride in zip(shapes, strides, strict=True)]
-    if input_words is not None:
-        words[0] = input_words
+    for m, stream in (stream_words or {}).items():
+        words[m] = stream
     areas = list(range(len(words))) if readout else assign_areas(spans)
     area_words = [max(w for w, a in zip(words, areas, strict=True) if a == area)
                   for area in range(max(areas) + 1)]

@@ -34,42 +34,14 @@ from ..nn.graph import INPUT, where
 from ..nn.maxpool import MaxPool2D
 from ..passes import lookup, taps
 from ..passes.bf16_matrix import lanes_of_bits, signed_bits
+from .bf16_streams import in_taps, stream_refusal, streamed
+from .bf16_weights import NO_PRODUCT, Bf16Matrix
 from .errors import CompileError
 from .kinds import DeviceLayer
 from .proofs import check_padded_reduction
 
 __all__ = ["Bf16AddParams", "Bf16Matrix", "bf16_input_lanes", "bf16_output_values", "bf16_passes",
            "check_bf16_arguments"]
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class Bf16Matrix:
-    """What a bf16 matrix pass runs, as bit patterns: the fields of a :class:`~hwgen.nn.Dense`
-    the matrix pass's layout reads (:mod:`hwgen.passes.matrix`).
-
-    Attributes
-    ----------
-    weight : numpy.ndarray of int64, shape (K, N)
-        bf16 bit patterns (0..0xFFFF).
-    bias : numpy.ndarray of int64, shape (N,)
-        fp32 bit patterns (0..0xFFFFFFFF).
-    activation : str
-        ``"relu"`` or ``"identity"`` (informative: ReLU is in ``act_min``).
-    output : str
-        ``"raw"`` (fp32 scores to OUTPUT) or ``"bf16"``.
-    act_min, act_max : int or None
-        bf16 bit patterns of the bounds (None for a raw layer).
-    """
-
-    weight: np.ndarray
-    bias: np.ndarray
-    activation: str
-    output: str
-    act_min: int | None = None
-    act_max: int | None = None
-    # No requantization: param_image's lanes that the bf16 layout does not have.
-    mult = shift = 0
-    mult_neg = None
 
 
 def check_bf16_arguments(network, config):
@@ -113,11 +85,6 @@ def _bounds(layer):
     return pattern.get("act_min", low), pattern.get("act_max", high)
 
 
-#: The weight pattern of no product: -0.0, which the zero rule leaves no weight; the
-#: multiplier gives +0.0 for it whatever the activation (:func:`hwgen.nn.bf16.no_product`).
-NO_PRODUCT = 0x8000
-
-
 def _matrix(layer):
     """Return the :class:`Bf16Matrix` of a :class:`~hwgen.nn.bf16_layers.Bf16Dense`."""
     weight = np.asarray(layer.weight).view(np.uint16).astype(np.int64)
@@ -146,40 +113,56 @@ def _refused(network, config, taps_node=None):
         elif not config.residual and isinstance(node.layer, Bf16Add):
             offenders.append(f"{where(index, node.name)} ({kind}: the design has no adder, "
                              "residual=False)")
-        elif index != taps_node and (reason := _order_differs(node, network, config)):
+        elif index != taps_node and (reason := _order_differs(index, node, network, config)):
             offenders.append(f"{where(index, node.name)} ({kind}: {reason})")
     return offenders
 
 
-def _order_differs(node, network, config):
+def _order_differs(index, node, network, config):
     """Why the matrix pass would not sum ``node``'s products as the contract does, or ``""``;
     for a depthwise reduction, why the depthwise unit would not (:func:`_depthwise_refusal`);
     for another grouped convolution, :func:`_grouped_refusal`.
 
     The contract cuts a patch's ``(ky, kx, c)`` products into tiles of ``rows`` across
     kernel positions; the matrix pass pads each position's channels to whole tiles. The two
-    agree where a position's channels fill whole tiles, or there is one position.
+    agree where a position's channels fill whole tiles, or there is one position; otherwise
+    the pass takes its input as a taps stream where it can (:mod:`.bf16_streams`).
     """
-    from ..nn.bf16_layers import Bf16Conv2D, Bf16Dense
+    from ..nn.bf16_layers import Bf16Conv2D
 
-    layer, rows = node.layer, config.rows
-    order = ("the matrix pass pads each kernel position's {c} channels to tiles of "
-             f"rows={rows}, the contract's tiles run across positions; allowed: channels a "
-             f"multiple of {rows}, or one kernel position")
+    layer = node.layer
     if _is_depthwise(layer):
         return _depthwise_refusal(layer, network.tensor_shapes[node.inputs[0]], config)
     if isinstance(layer, Bf16Conv2D) and layer.groups > 1:
         return _grouped_refusal(layer, config)
-    if isinstance(layer, Bf16Conv2D):
+    shape = _padded_order(node, network, config)
+    if shape is None:
+        return ""
+    why = stream_refusal(node, shape, config)
+    return why and (f"the matrix pass pads each kernel position's {shape[2]} channels to "
+                    f"tiles of rows={config.rows}, the contract's tiles run across "
+                    f"positions; allowed: channels a multiple of {config.rows}, one kernel "
+                    f"position, or {why}")
+
+
+def _padded_order(node, network, config):
+    """Return ``(kh, kw, c)`` of a convolution (``groups=1``) or a dense layer after a
+    Flatten whose kernel positions' channels do not fill tiles of ``rows``, where the matrix
+    pass's per-position padding would sum in another order than the contract's; None
+    else."""
+    from ..nn.bf16_layers import Bf16Conv2D, Bf16Dense
+
+    layer = node.layer
+    if isinstance(layer, Bf16Conv2D) and layer.groups == 1:
         kh, kw, c, _ = layer.weight.shape
     elif isinstance(layer, Bf16Dense):
         source = {n.name: n for n in network.nodes}.get(node.inputs[0])
         if source is None or not isinstance(source.layer, Flatten):
-            return ""
+            return None
         kh, kw, c = network.tensor_shapes[source.inputs[0]]
     else:
-        return ""
-    return "" if kh * kw == 1 or c % rows == 0 else order.format(c=c)
+        return None
+    return None if kh * kw == 1 or c % config.rows == 0 else (kh, kw, c)
 
 
 def _grouped_refusal(layer, config):
@@ -390,13 +373,6 @@ def _taps_node(network, config):
     return first if taps.eligible(p, config) else None
 
 
-def _in_taps(p, config):
-    """Return matrix pass ``p`` with its input in the taps layout: the kernel flattened in
-    ``(ky, kx, c)`` order, ``taps`` its row pitch (as :func:`hwgen.passes.taps.lowered`)."""
-    matrix = dataclasses.replace(p.matrix, weight=taps.flat_kernel(p))
-    return dataclasses.replace(p, matrix=matrix, taps=taps.pitch(p, config))
-
-
 def bf16_passes(network, config, *, taps_layout=True):
     """Return the :class:`~hwgen.compiler.kinds.DeviceLayer` passes of a bf16 network: matrix
     passes of its dense layers and convolutions, depthwise passes of its depthwise
@@ -458,8 +434,10 @@ def bf16_passes(network, config, *, taps_layout=True):
                                   grouped=grouped))
         stored[node.name] = (node.name, out_shape)
     if taps_node is not None:
-        passes[0] = _in_taps(passes[0], config)
-    return passes
+        passes[0] = in_taps(passes[0], config)
+    # The other convolutions whose channels do not fill tiles take their input as a stream.
+    return streamed(passes, [i for i, node in enumerate(network.nodes) if i != taps_node
+                             and _padded_order(node, network, config) is not None], config)
 
 
 def bf16_input_lanes(x, what):

@@ -15,6 +15,7 @@ from ..memmap import (
     act_addr_bits,
     geometry_layout,
     geometry_words,
+    writes_streams,
 )
 from ..nn import CNN, INPUT, MLP, QuantizedNetwork
 from ..nn.graph import where as node_label
@@ -198,6 +199,7 @@ def _descriptor(index, p, spec, plan, config, *, last):
         "dst_stride": plan.out_stride if is_raw else plan.strides[index + 1],
         "w_base": spec.w_base,
         "p_base": spec.p_base,
+        **_stream_out(p, config),
     }
     for name, value in fields.items():
         check_field(config, p.source, name, value)
@@ -210,6 +212,27 @@ def _descriptor(index, p, spec, plan, config, *, last):
     if geometry is not None:
         ordered["geometry"] = geometry
     return ordered
+
+
+def _stream_out(p, config):
+    """Return the descriptor's output stream fields of pass ``p`` on a design that
+    :func:`~hwgen.memmap.writes_streams` (all 0 for a pass that writes pixel by pixel)."""
+    if not writes_streams(config):
+        return {}
+    lanes = config.act_lanes
+    word, rem = divmod(p.out_pitch, lanes)
+    step_word, step_rem = divmod(p.out_shape[-1] if p.out_pitch else 0, lanes)
+    return {"dst_run": p.out_shape[1] if p.out_pitch else 0, "dst_pitch_word": word,
+            "dst_pitch_rem": rem, "dst_step_word": step_word, "dst_step_rem": step_rem}
+
+
+def _stream_fields(p):
+    """Return the :class:`MatrixSpec` element stream of the output of pass ``p``: its image
+    rows ``out_pitch`` elements apart, or ``{}`` for pixel by pixel."""
+    if not p.out_pitch:
+        return {}
+    h, w, c = p.out_shape
+    return {"runs": h, "run": w * c, "lead": 0, "pitch": p.out_pitch}
 
 
 def _matrix(region, base, stride, shape, *, lanes, bits, kind, sample_shape=None, **fields):
@@ -250,7 +273,8 @@ def _layer_matrices(network, passes, plan, config):
         stored[node.name] = m
         found.append(_matrix(Region.ACT, plan.base(m), plan.strides[m], plan.shapes[m],
                              lanes=config.act_lanes, bits=config.in_bits, kind="requant",
-                             sample_shape=shapes[index][1]))
+                             sample_shape=shapes[index][1],
+                             **(_stream_fields(passes[m - 1]) if m else {})))
     return tuple(found)
 
 
@@ -368,12 +392,13 @@ def _input_shape(network):
 
 def _plan(network, passes, config, batch, readout):
     in_shape = _input_shape(network)
-    input_words = None
+    # The streams of a sample's image rows (samples follow each other element by element).
+    stream_words = {m + 1: -(-p.out_shape[0] * p.out_pitch // config.act_lanes)
+                    for m, p in enumerate(passes) if p.out_pitch}
     if passes[0].taps:
-        # The stream of a sample's image rows (samples follow each other element by element).
-        input_words = -(-in_shape[0] * passes[0].taps // config.act_lanes)
+        stream_words[0] = -(-in_shape[0] * passes[0].taps // config.act_lanes)
     return plan_activations(in_shape, passes, config, batch, readout=readout,
-                            input_words=input_words)
+                            stream_words=stream_words)
 
 
 def activation_plan(network, config, batch=None, *, readout=False, taps=True, fuse_pool=True):

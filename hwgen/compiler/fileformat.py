@@ -36,7 +36,10 @@ Files of versions 5 to 8 hold geometries without ``wdiag``
 converted with it 0 (their weight tiles are stored whole, which reads the same). Version 10
 adds the depthwise pass kind and its geometry fields (:data:`~hwgen.memmap.DW_FIELDS`, a
 design with ``depthwise``, which no older file was compiled for): an older file's geometry
-takes them 0.
+takes them 0. Version 11 adds a bf16 design's stream fields to its descriptors
+(``dst_run``, ``dst_pitch_word``, ``dst_pitch_rem``, ``dst_step_word``, ``dst_step_rem``,
+before the bounds): an older file's
+take them 0 (each pass writes pixel by pixel).
 """
 
 import dataclasses
@@ -76,6 +79,7 @@ __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "READ_VERSIONS", "legacy_descriptor_
 
 #: Version of the file written by :func:`save`; older versions that a program of this
 #: version can stand for are converted on load, others refused.
+# 11: a bf16 design's stream fields (dst_run, dst_pitch_*, dst_step_*);
 # 10: the depthwise pass kind and its geometry fields (a design with depthwise);
 # 9: diagonal weight tiles (wdiag); 8: the geometry's fused pool fields (a design with
 # fuse_pool);
@@ -84,11 +88,11 @@ __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "READ_VERSIONS", "legacy_descriptor_
 # 6: the second input's src2_base (a design with residual); 5: activation bounds, leaky
 # ReLU, the general convolution's geometry; 4: the pass kind; 3: spatial layers; 2: per-config
 # layout
-FORMAT_VERSION = 10
+FORMAT_VERSION = 11
 #: Versions :func:`read` takes: versions 2 to 7 are converted on load (version 2 holds
 #: matrix layers over rows only, whose layers gain their source; before version 7 a raw
 #: output's wire width comes from the images, and the output mode is "scores").
-READ_VERSIONS = (2, 3, 4, 5, 6, 7, 8, 9, 10)
+READ_VERSIONS = (2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
 #: The ``format`` entry of the metadata.
 FORMAT_NAME = "hwgen-program"
 #: One-bit descriptor flags of the older versions, where today's descriptor has its flags (and,
@@ -101,28 +105,36 @@ _LEGACY_FLAGS = {2: ("relu", "raw", "last"), 3: ("relu", "raw", "last", "spatial
 _LEGACY_KIND_NAMES = {"matrix": PassKind.MATRIX.name, "pool": PassKind.MAXPOOL.name}
 #: Descriptor fields of today that no older version has (zero in a converted program).
 _NEW_FIELDS = ("src2_base",)
+#: Descriptor fields of a bf16 design since version 11 (:func:`~hwgen.memmap.writes_streams`),
+#: last before the bounds: an older file's descriptors take them 0.
+_STREAM_FIELDS = ("dst_run", "dst_pitch_word", "dst_pitch_rem", "dst_step_word",
+                  "dst_step_rem")
 #: The pass kind of a descriptor of version 2 or 3, by its ``pool`` flag (version 2: none).
 _LEGACY_KIND_BY_POOL_FLAG = (PassKind.MATRIX, PassKind.MAXPOOL)
 
 
 def legacy_descriptor_layout(config, version):
-    """Return the descriptor layout of format ``version`` (2 to 8) for ``config``: versions
-    6's to 8's are today's (:func:`~hwgen.memmap.descriptor_layout`); version 5's today's without
-    ``src2_base``; the others have the one-bit flags of that version, version 4's ``kind``,
+    """Return the descriptor layout of format ``version`` (2 to 11) for ``config``: version
+    11's is today's (:func:`~hwgen.memmap.descriptor_layout`); versions 6's to 10's today's
+    without a bf16 design's stream fields; version 5's without ``src2_base`` too; the others
+    have the one-bit flags of that version, version 4's ``kind``,
     then today's numeric fields but ``src2_base`` and the bounds, as wide and in the same
     order."""
     today = descriptor_layout(config)
-    if version >= 6:
+    if version >= 11:
         return today
+    if version >= 6:
+        return data.StructLayout({name: field.shape for name, field in today
+                                  if name not in _STREAM_FIELDS})
     if version == 5:
         return data.StructLayout({name: field.shape for name, field in today
-                                  if name not in _NEW_FIELDS})
+                                  if name not in _NEW_FIELDS + _STREAM_FIELDS})
     numeric_from = list(today.members).index("kind") + 1
     fields = {name: unsigned(1) for name in _LEGACY_FLAGS[version]}
     if version >= 4:
         fields["kind"] = today.members["kind"]
     fields.update({name: field.shape for name, field in list(today)[numeric_from:]
-                   if name not in DESCRIPTOR_BOUNDS + _NEW_FIELDS})
+                   if name not in DESCRIPTOR_BOUNDS + _NEW_FIELDS + _STREAM_FIELDS})
     return data.StructLayout(fields)
 
 
@@ -320,7 +332,8 @@ def _from_legacy(config, version, words, stored):
     geometry = (legacy_geometry_layout(config) if version < 5 else
                 _geometry_before_taps(config) if version < 7 else
                 _geometry_before_pool(config) if version < 8 else
-                _geometry_before_diag(config) if version < 9 else _geometry_before_dw(config))
+                _geometry_before_diag(config) if version < 9 else
+                _geometry_before_dw(config) if version < 10 else geometry_layout(config))
     count = -(-geometry.size // layout.size)   # geometry words of that version's width
     decoded, i = [], 0
     while i < len(words):

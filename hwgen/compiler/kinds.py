@@ -60,6 +60,9 @@ class DeviceLayer:
         The row pitch ``P`` of a first convolution that takes its input in the taps layout
         (:mod:`hwgen.passes.taps`: its matrix the kernel flattened, ``[KH * KW * C, N]``);
         0 for a pass that reads its input pixel by pixel.
+    out_pitch : int
+        The row pitch ``P`` of the taps layout this pass writes its output in (a bf16
+        convolution's input, :mod:`hwgen.compiler.bf16_streams`); 0 for pixel by pixel.
     pool : int
         The window side ``p`` of a max pool fused into this pass
         (:mod:`hwgen.passes.fused_pool`: ``out_shape`` and ``name`` are the pool's, the pass
@@ -83,6 +86,7 @@ class DeviceLayer:
     grouped: bool = False
     params: object = None
     taps: int = 0
+    out_pitch: int = 0
     pool: int = 0
     in_range: tuple | None = None
 

@@ -73,13 +73,19 @@ def check_bf16_core(config):
                          "hwgen.device.accelerator.AcceleratorCore")
 
 
+#: The registers of the datapath's fp32 adders (the columns' and the accumulators'): five,
+#: the alignment's compare apart from its shift, whose one stage set the 85F's clock (an
+#: adder of four met 50 MHz with no margin, docs/performance.md).
+ADD_LATENCY = 5
+
+
 def bf16_datapath(config, implementation):
     """Return the core's :class:`BF16MatrixDatapath` for ``config`` built with
     ``implementation`` (its bias read's latency the memories'): the core's, and the one whose
     timing the cycle model reads (:mod:`hwgen.bf16_cycles`)."""
     tiles = descriptor_layout(config).members["n_tiles"].width
     return BF16MatrixDatapath(config.rows, config.cols, config.acc_depth, tile_bits=tiles,
-                              bias_latency=read_latency(implementation),
+                              add_latency=ADD_LATENCY, bias_latency=read_latency(implementation),
                               dw_lines=config.dw_lines if has_depthwise(config) else 0)
 
 

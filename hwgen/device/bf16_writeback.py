@@ -5,7 +5,7 @@ from amaranth.hdl import Module, Mux, Signal, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..memmap import descriptor_layout
+from ..memmap import descriptor_layout, writes_streams
 from .bf16_datapath import bf16_finished_row_layout
 from .layouts import acc_row_layout
 from .positions import advance
@@ -43,6 +43,12 @@ class BF16WriteBack(wiring.Component):
       written, +0.0 (all bits 0) past ``n`` and past the tile: the contract's "+0.0 past
       ``n``" (docs/arithmetic.md, "bf16 program words"). The lanes past the tile that are
       channels of later tiles are written again by those, which come later.
+    - On a design that :func:`~hwgen.memmap.writes_streams`, a layer with ``dst_run`` writes
+      its rows as the taps layout's element stream (:func:`~hwgen.memmap.descriptor_layout`):
+      row ``q``'s channel ``n0 + j`` to element ``(q // dst_run) * P + (q % dst_run) * n + n0
+      + j``, only the ``n`` channels (the next pixel's elements follow them). The element of
+      the row's pixel and of its run are counted as ``(word, bank)`` pairs, as the tile's
+      are; a tile (``cols <= act_lanes`` elements) lies across at most two words.
 
     Parameters
     ----------
@@ -127,6 +133,19 @@ class BF16WriteBack(wiring.Component):
                      self.end.eq(self.i_valid & chunk_end)]
         base = Signal(len(self.wr_addr[0]), name="wb_base")
         m.d.comb += base.eq(dst + word)
+        if writes_streams(cfg):
+            with m.If(desc.dst_run != 0):
+                self._stream(m, chunk_end, (word, rem), n0)
+            with m.Else():
+                self._words(m, base, rem, n0)
+        else:
+            self._words(m, base, rem, n0)
+        return m
+
+    def _words(self, m, base, rem, n0):
+        """Write the tile of the row at word ``base``, bank ``rem``: pixel by pixel."""
+        cfg, desc, row = self.config, self.desc, self.i_row
+        cols, lanes = cfg.cols, cfg.act_lanes
         for b in range(lanes):
             # Bank b holds the tile's lane b - rem (a tile is within a word, rem + cols <=
             # lanes); below rem, channels of earlier tiles.
@@ -139,4 +158,74 @@ class BF16WriteBack(wiring.Component):
                                                  row.data[j].as_value()[16:], 0))
             m.d.comb += [self.wr_addr[b].eq(base), self.wr_data[b].eq(value),
                          self.wr_en[b].eq(self.i_valid & ~desc.raw & (rem <= b))]
-        return m
+
+    def _stream(self, m, chunk_end, offset, n0):
+        """Write the tile of the row as elements of the stream (``dst_run``): its pixel's
+        element, counted as the rows come, plus the tile's first channel ``n0``, counted as
+        ``offset`` (a ``(word, bank)`` pair)."""
+        cfg, desc, row = self.config, self.desc, self.i_row
+        cols, lanes = cfg.cols, cfg.act_lanes
+        width = len(self.wr_addr[0])
+        # The row's pixel and its run, and the same at the chunk's first row (where each of
+        # its tiles starts again).
+        pix, run, chunk_pix, chunk_run = (
+            (Signal(width, name=f"{what}_word"), Signal(range(lanes), name=f"{what}_rem"))
+            for what in ("pix", "run", "chunk_pix", "chunk_run"))
+        x = Signal(len(desc.dst_run), name="run_x")
+        chunk_x = Signal.like(x, name="chunk_x")
+        # The next pixel's (x, pix, run): along the run by n elements, or the next run.
+        nxt_x, nxt_pix, nxt_run = (Signal.like(x, name="next_x"),
+                                   (Signal(width, name="next_pix_word"),
+                                    Signal(range(lanes), name="next_pix_rem")),
+                                   (Signal(width, name="next_run_word"),
+                                    Signal(range(lanes), name="next_run_rem")))
+        with m.If(x == desc.dst_run - 1):
+            carry = run[1] + desc.dst_pitch_rem >= lanes
+            m.d.comb += [nxt_x.eq(0),
+                         nxt_run[1].eq(Mux(carry, run[1] + desc.dst_pitch_rem - lanes,
+                                           run[1] + desc.dst_pitch_rem)),
+                         nxt_run[0].eq(run[0] + desc.dst_pitch_word + carry),
+                         nxt_pix[0].eq(nxt_run[0]), nxt_pix[1].eq(nxt_run[1])]
+        with m.Else():
+            carry = pix[1] + desc.dst_step_rem >= lanes
+            m.d.comb += [nxt_x.eq(x + 1), nxt_run[0].eq(run[0]), nxt_run[1].eq(run[1]),
+                         nxt_pix[1].eq(Mux(carry, pix[1] + desc.dst_step_rem - lanes,
+                                           pix[1] + desc.dst_step_rem)),
+                         nxt_pix[0].eq(pix[0] + desc.dst_step_word + carry)]
+
+        def load(target, source):
+            return [t.eq(v) for pair_t, pair_v in zip(target, source, strict=True)
+                    for t, v in zip(pair_t, pair_v, strict=True)]
+
+        state, chunk = (pix, run), (chunk_pix, chunk_run)
+        first = ((desc.dst_base, 0), (desc.dst_base, 0))
+        nxt = (nxt_pix, nxt_run)
+        with m.If(self.start):
+            m.d.sync += [x.eq(0), chunk_x.eq(0), *load(state, first), *load(chunk, first)]
+        with m.Elif(self.i_valid):
+            with m.If(chunk_end):
+                m.d.sync += [x.eq(nxt_x), chunk_x.eq(nxt_x), *load(state, nxt),
+                             *load(chunk, nxt)]
+            with m.Elif(row.last):
+                m.d.sync += [x.eq(chunk_x), *load(state, chunk)]
+            with m.Else():
+                m.d.sync += [x.eq(nxt_x), *load(state, nxt)]
+        # The tile's first element: the pixel's plus the tile's offset.
+        tile_word, tile_rem = Signal(width, name="st_word"), Signal(range(lanes), name="st_rem")
+        carry = pix[1] + offset[1] >= lanes
+        m.d.comb += [tile_rem.eq(Mux(carry, pix[1] + offset[1] - lanes, pix[1] + offset[1])),
+                     tile_word.eq(pix[0] + offset[0] + carry)]
+        for b in range(lanes):
+            # Bank b holds the tile's lane (b - tile_rem) % lanes, a word on below tile_rem.
+            value = Signal(signed(cfg.in_bits), name=f"st_value{b}")
+            enable = Signal(name=f"st_en{b}")
+            with m.Switch(tile_rem):
+                for r in range(lanes):
+                    j = (b - r) % lanes
+                    if j < cols:
+                        with m.Case(r):
+                            m.d.comb += [value.eq(row.data[j].as_value()[16:]),
+                                         enable.eq(n0 + j < desc.n)]
+            m.d.comb += [self.wr_addr[b].eq(tile_word + (b < tile_rem)),
+                         self.wr_data[b].eq(value),
+                         self.wr_en[b].eq(self.i_valid & ~desc.raw & enable)]

@@ -9,11 +9,12 @@ from .float_formats import EXP_MAX, FP32, FP32_INF, FP32_NAN, cut, stage_plan
 
 __all__ = ["FP32Adder"]
 
-# The registered cut points for each latency, after the stages: "align" (compare, swap,
-# shift the smaller operand), "add", "normalize" (leading zeros, shift left), "round" (the
-# result register).
+# The registered cut points for each latency, after the stages: "compare" (the larger
+# magnitude, the exponents' difference), "align" (swap, shift the smaller operand), "add",
+# "normalize" (leading zeros, shift left), "round" (the result register).
 _PLANS = ((), ("round",), ("add", "round"), ("align", "add", "round"),
-          ("align", "add", "normalize", "round"))
+          ("align", "add", "normalize", "round"),
+          ("compare", "align", "add", "normalize", "round"))
 # The significands travel with 3 bits below their last: guard, round and sticky.
 _EXTRA = 3
 _WIDTH = 24 + _EXTRA          # the aligned significands, hidden bit at 26
@@ -42,9 +43,9 @@ class FP32Adder(wiring.Component):
     Parameters
     ----------
     latency : int
-        Registers from the operands to the sum, 0..4: 1 registers the result; 2 the sum of
+        Registers from the operands to the sum, 0..5: 1 registers the result; 2 the sum of
         the significands too; 3 the aligned operands as well; 4 the normalized sum as well
-        (a register after each stage).
+        (a register after each stage); 5 the compared operands too, before the shift.
 
     Members
     -------
@@ -66,7 +67,9 @@ class FP32Adder(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        values = _align(m, self.a, self.b)
+        values = _compare(m, self.a, self.b)
+        values = cut(m, values, "compare" in self._cuts, "compared")
+        values = _align(m, values)
         values = cut(m, values, "align" in self._cuts, "aligned")
         values = _add(m, values)
         values = cut(m, values, "add" in self._cuts, "summed")
@@ -88,10 +91,9 @@ def _specials(a, b):
     return nan, a_inf | b_inf, Mux(a_inf, a.sign, b.sign)
 
 
-def _align(m, a, b):
-    """The larger magnitude's significand, the smaller's shifted to its exponent (its bits
-    shifted out ORed into the lowest bit: exact enough for rounding, see below), the larger's
-    exponent and sign, and whether the significands subtract."""
+def _compare(m, a, b):
+    """The larger magnitude's significand, exponent and sign, the smaller's significand and
+    how far it shifts to the larger's exponent, and whether the significands subtract."""
     nan, inf, inf_sign = _specials(a, b)
 
     def significand(x):
@@ -111,18 +113,24 @@ def _align(m, a, b):
     shift = Signal(range(_WIDTH + 1))
     m.d.comb += [diff.eq(Mux(swap, b.exponent - a.exponent, a.exponent - b.exponent)),
                  shift.eq(Mux(diff >= _WIDTH, _WIDTH, diff))]
+    return {"big": big, "small": small, "shift": shift, "exp": big_exp,
+            "sign": Mux(swap, b.sign, a.sign), "sub": a.sign ^ b.sign,
+            "nan": nan, "inf": inf, "inf_sign": inf_sign}
+
+
+def _align(m, v):
+    """The smaller significand shifted to the larger's exponent, its bits shifted out ORed
+    into the lowest bit (exact enough for rounding, see below)."""
     # The small significand above _WIDTH zeros, shifted right: the top half is the aligned
     # value, the bottom half what fell out.
     wide = Signal(2 * _WIDTH)
-    m.d.comb += wide.eq(Cat(Const(0, _WIDTH), small) >> shift)
+    m.d.comb += wide.eq(Cat(Const(0, _WIDTH), v["small"]) >> v["shift"])
     # With the sticky bit in the lowest place, the computed sum lies strictly between the
     # same two multiples of 2 (in units of that place) as the exact sum, and rounding points
     # are such multiples: rounding the computed sum rounds the exact one. (Only a difference
     # of 4 or more sets it, and then normalisation shifts left by 1 at most.)
     aligned = wide[_WIDTH:] | Cat(wide[:_WIDTH].any(), Const(0, _WIDTH - 1))
-    return {"big": big, "small": aligned, "exp": big_exp,
-            "sign": Mux(swap, b.sign, a.sign), "sub": a.sign ^ b.sign,
-            "nan": nan, "inf": inf, "inf_sign": inf_sign}
+    return {**{k: v[k] for k in v if k != "shift"}, "small": aligned}
 
 
 def _add(m, v):

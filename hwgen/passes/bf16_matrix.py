@@ -18,7 +18,9 @@ accumulator).
 
 A bf16 pass writes every lane of its output words, +0.0 past ``n``: the next dense pass's
 padding lanes (``K`` up to its tiles) are then products of +0.0 by the zero weights of its
-padding rows, +0.0, where a stale Inf or NaN lane would make NaN of them.
+padding rows, +0.0, where a stale Inf or NaN lane would make NaN of them; but a pass that
+writes its output as an element stream (``dst_run``) writes only its elements, whose
+reader's taps past its kernel read as zero.
 """
 
 import numpy as np
@@ -146,17 +148,28 @@ def finish_bf16(device, d, nt, acc, *, start=0):
         for j in range(cols):
             n = nt * cols + j
             if n < d["n"]:
-                addr = d["dst_base"] + (start + r) * d["dst_stride"] + n // b
-                device.write_lane(Region.ACT, addr, n % b, out[r, j])
+                addr, lane = _destination(d, start + r, n, b)
+                device.write_lane(Region.ACT, addr, lane, out[r, j])
                 writes.add(addr)
     return writes
+
+
+def _destination(d, q, n, b):
+    """Return ``(word, lane)`` of channel ``n`` of output pixel ``q``: pixel by pixel, or in
+    the element stream of ``dst_run`` pixels a run (:func:`hwgen.memmap.descriptor_layout`)."""
+    run = d.get("dst_run", 0)
+    if not run:
+        return d["dst_base"] + q * d["dst_stride"] + n // b, n % b
+    pitch = d["dst_pitch_word"] * b + d["dst_pitch_rem"]
+    element = (q // run) * pitch + (q % run) * d["n"] + n
+    return d["dst_base"] + element // b, element % b
 
 
 def zero_past_n(device, d, rows):
     """Write +0.0 to the lanes past ``n`` of the last ACT word of each of the output
     ``rows``."""
     b, n = device.b, d["n"]
-    if n % b:
+    if n % b and not d.get("dst_run"):   # a stream's elements follow each other
         for r in rows:
             addr = d["dst_base"] + r * d["dst_stride"] + (n - 1) // b
             device.write_lanes(Region.ACT, addr, [0] * (b - n % b), n % b)

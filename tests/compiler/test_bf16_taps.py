@@ -7,8 +7,6 @@ import numpy as np
 import pytest
 from support.bf16_programs import bf16_config, check_program, wide
 
-import hwgen
-from hwgen.compiler import CompileError
 from hwgen.nn import CNN, Flatten, FloatConv2D, FloatDense, MaxPool2D, digits_cnn, to_bf16
 
 
@@ -81,33 +79,3 @@ def test_inf_and_nan_from_the_first_convolution_run_bit_for_bit():
     program, _ = check_program(net, bf16_config(4, 4), x)
     hidden = np.asarray(net.forward_tensors(x)[net.nodes[0].name], np.float32)
     assert _taps(program) and np.isinf(hidden).any() and np.isnan(hidden).any()
-
-
-def test_other_convolutions_whose_order_differs_are_still_refused():
-    rng = np.random.default_rng(0)
-    model = CNN([FloatConv2D(wide(rng, 3, 3, 1, 3), wide(rng, 3), padding=1),
-                 FloatConv2D(wide(rng, 3, 3, 3, 4), wide(rng, 4), padding=1),
-                 Flatten(), FloatDense(wide(rng, 6 * 6 * 4, 2), wide(rng, 2))],
-                input_shape=(6, 6, 1))
-    net = to_bf16(model, rows=4)
-    with pytest.raises(CompileError) as info:
-        hwgen.compile(net, bf16_config(4, 4))
-    message = str(info.value)
-    assert ("layer 1 (Bf16Conv2D: the matrix pass pads each kernel position's 3 channels to "
-            "tiles of rows=4") in message, message
-    assert "layer 0" not in message and "layer 3" not in message
-    # Without the taps layout (the compiler's or the design's), the first one is refused too.
-    first = "layer 0 (Bf16Conv2D: the matrix pass pads each kernel position's 1 channels"
-    for config, taps in ((bf16_config(4, 4), False), (bf16_config(4, 4, taps=False), True)):
-        with pytest.raises(CompileError, match=r"layer 1 \(Bf16Conv2D") as info:
-            hwgen.compile(net, config, taps=taps)
-        assert first in str(info.value)
-
-
-def test_a_first_convolution_of_more_channels_than_rows_is_refused():
-    # Five channels on four rows: not the taps layout, and not whole tiles per position.
-    rng = np.random.default_rng(1)
-    model = CNN([FloatConv2D(wide(rng, 3, 3, 5, 2), wide(rng, 2))], input_shape=(4, 4, 5))
-    with pytest.raises(CompileError, match=r"layer 0 \(Bf16Conv2D: the matrix pass pads each "
-                                           r"kernel position's 5 channels"):
-        hwgen.compile(to_bf16(model, rows=4), bf16_config(4, 4))

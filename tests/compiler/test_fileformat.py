@@ -111,9 +111,9 @@ def load_fails(path, fragment):
     assert str(path) in str(info.value) and fragment in str(info.value), str(info.value)
 
 
-@pytest.mark.parametrize("version", [1, 11])
+@pytest.mark.parametrize("version", [1, 12])
 def test_load_refuses_other_version(saved, version):
-    # Version 1 files hold descriptors of the fixed 171-bit layout; 11 is a future one.
+    # Version 1 files hold descriptors of the fixed 171-bit layout; 12 is a future one.
     rewrite(saved, version=version)
     load_fails(saved, f"version {version}")
 
@@ -221,13 +221,42 @@ def test_file_of_format_version_2_with_a_damaged_descriptor_is_refused(saved_v2,
                          "version 2); damaged")
 
 
-def test_file_of_format_version_10_with_narrower_words_is_refused(saved, program):
+def test_file_of_format_version_11_with_narrower_words_is_refused(saved, program):
     with np.load(saved) as npz:
         image = npz["PROGRAM"]
     narrower = image[:, :-1].copy()
     rewrite_image(saved, "PROGRAM", narrower)
     load_fails(saved, f"image PROGRAM has uint8 {narrower.shape}; expected uint8 {image.shape}")
-    load_fails(saved, "format version 10); damaged")
+    load_fails(saved, "format version 11); damaged")
+
+
+def _v10_bf16_network():
+    """The bf16 network of program_v10_bf16_cnn.npz, as it was made when it was saved: a
+    first convolution in the taps layout, a Flatten, a dense layer."""
+    from hwgen.nn import CNN, FloatConv2D, FloatDense, to_bf16
+
+    rng = np.random.default_rng(0)
+    model = CNN([FloatConv2D(rng.normal(size=(3, 3, 1, 4)), rng.normal(size=4), padding=1),
+                 Flatten(), FloatDense(rng.normal(size=(4 * 5 * 5, 3)), rng.normal(size=3))],
+                input_shape=(5, 5, 1))
+    return to_bf16(model, rows=4), AcceleratorConfig(dtype="bf16", rows=4, cols=4)
+
+
+def test_file_of_format_version_10_of_a_bf16_design_loads_and_runs():
+    # Saved at format version 10: a bf16 design's descriptors without the stream fields
+    # (version 11), narrower PROGRAM words; they load with the fields 0 and run the same.
+    path = DATA / "program_v10_bf16_cnn.npz"
+    with np.load(path) as npz:
+        meta = json.loads(npz["meta"].tobytes())
+    assert meta["version"] == 10 and "dst_run" not in meta["descriptors"][0]
+    net, config = _v10_bf16_network()
+    loaded = Program.load(path)
+    assert loaded == compile_network(net, config)
+    assert {d["dst_run"] for d in loaded.descriptors} == {0}
+    x = net.quantize_input(np.random.default_rng(1).normal(size=(2, 5, 5, 1)))
+    _, unpacked = run_on_device(loaded, x)
+    np.testing.assert_array_equal(np.asarray(unpacked).view(np.uint32),
+                                  np.asarray(net.forward(x)).view(np.uint32))
 
 
 def saved_cnn(path):

@@ -285,7 +285,7 @@ def test_verilog_deterministic():
 @pytest.mark.parametrize(("kwargs", "match"), [
     ({"cols": 0, "depth": 4}, r"BF16AccumulatorBank: cols=0; allowed: an int >= 1"),
     ({"cols": 2, "depth": True}, r"BF16AccumulatorBank: depth=True; allowed: an int >= 1"),
-    ({"cols": 2, "depth": 4, "add_latency": 5}, r"FP32Adder: latency=5; allowed"),
+    ({"cols": 2, "depth": 4, "add_latency": 6}, r"FP32Adder: latency=6; allowed"),
 ])
 def test_refused(refused, kwargs, match):
     """Bad shapes or latencies are refused, naming the parameter and what is allowed."""

@@ -117,7 +117,7 @@ def test_row_order():
 @pytest.mark.parametrize(("kwargs", "match"), [
     ({"rows": 0}, r"rows=0; allowed: an int >= 1"),
     ({"rows": True}, r"rows=True; allowed"),
-    ({"rows": 2, "add_latency": 5}, r"FP32Adder: latency=5; allowed: an int in 0\.\.4"),
+    ({"rows": 2, "add_latency": 6}, r"FP32Adder: latency=6; allowed: an int in 0\.\.5"),
     ({"rows": 2, "mul_latency": -1}, r"BF16Multiplier: latency=-1; allowed"),
 ])
 def test_refused(refused, kwargs, match):

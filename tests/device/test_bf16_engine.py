@@ -301,7 +301,7 @@ def test_verilog_deterministic():
 
 @pytest.mark.parametrize(("kwargs", "match"), [
     ({"rows": 0, "cols": 2}, r"BF16Array: rows=0; allowed: an int >= 1"),
-    ({"rows": 2, "cols": 2, "add_latency": 5}, r"FP32Adder: latency=5; allowed"),
+    ({"rows": 2, "cols": 2, "add_latency": 6}, r"FP32Adder: latency=6; allowed"),
 ])
 def test_refused(refused, kwargs, match):
     """Bad shapes or latencies are refused, naming the parameter and what is allowed."""
