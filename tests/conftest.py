@@ -3,15 +3,21 @@ refused constructors; in CI, skips for want of a tool fail (:mod:`support.ci_ski
 ``-n 2``, the longest tests start first (:mod:`support.schedule`)."""
 
 import gc
+import os
 import warnings
 
 import pytest
 from amaranth.hdl import UnusedElaboratable
+from one_thread_pools import POOLS  # before NumPy and torch load (support imports NumPy)
 from support import tiny_device_build, tiny_gowin_build, yowasp_missing
 from support.ci_skips import fail_tool_skip
 from support.schedule import hand_out_one_at_a_time, longest_first
 
 from sim.runner import simulator_missing
+
+
+def pytest_report_header(config):
+    return "thread pools: " + ", ".join(f"{pool}={os.environ[pool]}" for pool in POOLS)
 
 
 @pytest.hookimpl(hookwrapper=True)
