@@ -85,7 +85,7 @@ def test_resnet8_design_takes_the_multipliers_its_lanes_allow():
     assert wide.act_lanes == 8
     assert boards.fit.dsp_blocks_with_adder(board, wide) == 8 * 16 + 4 * 2 + 8
     assert not boards.fit.implementation_for(board, wide).adder_dsp
-    assert boards.fit.nextpnr_options(board, wide) == ["--router", "router2"]
+    assert boards.fit.nextpnr_options(board, wide) == ["--placer", "static", "--router", "router2"]
     assert boards.check_fit(board, wide)["dsp"] == 8 * 16 + 4 * 2
     eight = boards.board_config(board, preset="ulx3s-85f-resnet8", post_lanes=8, **former)
     assert boards.check_fit(board, eight)["dsp"] == 8 * 16 + 8 * 2
