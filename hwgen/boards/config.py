@@ -51,6 +51,7 @@ def board_config(board, args=None, *, clock_hz=None, preset=None, **overrides):
         values.pop("post_lanes", None)
     _bf16_from_preset(values, given_fields)
     _unsplit_if_needed(values, given_fields)
+    _without_depthwise_if_needed(values, given_fields)
     if clock_hz is None:
         clock_hz = overrides.get("clock_hz", getattr(args, "clock_hz", None))
     if clock_hz is None and values.get("clock_hz") == base.get("clock_hz"):
@@ -66,11 +67,12 @@ def board_config(board, args=None, *, clock_hz=None, preset=None, **overrides):
 def _bf16_from_preset(values, given):
     """Give a bf16 design what bf16 needs in place of the int8 preset's fields that were not
     ``given`` (its accumulator width, its ReLU without bounds, its requantization lanes, its
-    activations in SPRAM): ``--dtype bf16`` alone then builds the board's preset in bf16, or
+    activations in SPRAM, its depthwise unit: the bf16 core runs depthwise layers as grouped
+    matrices): ``--dtype bf16`` alone then builds the board's preset in bf16, or
     is refused for the fit, not for a field the user never wrote."""
     if values.get("dtype") != "bf16":
         return
-    needs = {"acc_bits": 32, "bounds": True, "post_lanes": None}
+    needs = {"acc_bits": 32, "bounds": True, "post_lanes": None, "depthwise": False}
     values.update({name: value for name, value in needs.items() if name not in given})
     if "act_spram_depth" not in given and values.get("act_spram_depth"):
         values.update({k: v for k, v in UNSPLIT_ACT.items() if k not in given})
@@ -87,6 +89,20 @@ def _unsplit_if_needed(values, given):
         if "act_spram_depth" not in str(err):
             return   # refused for another reason, named when the configuration is built
         values.update({k: v for k, v in UNSPLIT_ACT.items() if k not in given})
+
+
+def _without_depthwise_if_needed(values, given):
+    """Leave out a preset's depthwise unit when the design derived from it cannot have one
+    (dense only, output-stationary, fewer requantization lanes than columns, more rows than
+    columns) and ``depthwise`` was not ``given``: the unit is the preset's choice, not the
+    user's."""
+    if not values.get("depthwise") or "depthwise" in given:
+        return
+    try:
+        AcceleratorConfig.from_dict({**values, "clock_hz": AcceleratorConfig().clock_hz})
+    except ValueError as err:
+        if str(err).startswith("depthwise=True needs"):
+            values["depthwise"] = False
 
 
 def _named_preset(board, name):

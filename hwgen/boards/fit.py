@@ -228,20 +228,21 @@ def implementation_for(board, config):
 def nextpnr_options(board, config):
     """Return the options ``hwgen build`` gives nextpnr for ``config`` on ``board`` beyond its
     defaults (flag and value pairs): on an ECP5 design of more than
-    :data:`DSP_CONGESTION_ABOVE` DSP blocks (with the adder's), the analytic placer ``static``
-    and router2; on one of more than :data:`BRAM_CONGESTION_ABOVE` of the block RAMs, router2.
+    :data:`DSP_CONGESTION_ABOVE` DSP blocks (with the adder's) or more than
+    :data:`BRAM_CONGESTION_ABOVE` of the block RAMs, the analytic placer ``static`` and
+    router2.
 
-    router2 makes headway where router1 (the default) stalled on such designs. Past 128 DSP
-    blocks the default placer (HeAP) left router2 congested whatever else was tried (the 8x16
-    array: overuse still 30,300 at iteration 5, falling 5 % an iteration), and ``static`` placed
-    the same netlist with 42 % less wire, routed in 178 iterations and met 50 MHz
-    (docs/performance.md). On designs that HeAP routes, ``static`` cost clock (the 85F's 8x8
-    preset: 42.7 MHz against 65.6), so it is kept to these."""
-    if _dsp_congested(board, config):
-        return ["--placer", "static", "--router", "router2"]
-    congested = board.family is Family.ECP5 and (
-        estimate(board, config)["bram"] > BRAM_CONGESTION_ABOVE * board.capacity["bram"])
-    return ["--router", "router2"] if congested else []
+    router2 makes headway where router1 (the default) stalled on such designs. The default
+    placer (HeAP) left router2 congested on every design past 128 DSP blocks (the 8x16 array:
+    overuse still 30,300 at iteration 5, falling 5 % an iteration) and on the zoo design with
+    the depthwise unit; ``static`` placed the 8x16's netlist with 42 % less wire, and both
+    routed and met their clocks (docs/performance.md). On designs that HeAP routes easily,
+    ``static`` cost clock (the 85F's 8x8 of 64 block RAMs: 42.7 MHz against 65.6), so it is
+    kept to these."""
+    congested = _dsp_congested(board, config) or (
+        board.family is Family.ECP5
+        and estimate(board, config)["bram"] > BRAM_CONGESTION_ABOVE * board.capacity["bram"])
+    return ["--placer", "static", "--router", "router2"] if congested else []
 
 
 def _dsp_congested(board, config):

@@ -88,9 +88,13 @@ def test_an_experiments_router_replaces_the_flows_and_the_seed_comes_last(monkey
     from hwgen.boards.flow import nextpnr_arguments
 
     board = boards.BOARDS["ulx3s-85f"]
-    config = boards.board_config(board, rows=8, cols=16, post_lanes=4)   # router2 by the flow
+    config = boards.board_config(board, rows=8, cols=16, post_lanes=4)   # static, router2
     monkeypatch.delenv("HWGEN_NEXTPNR_OPTS", raising=False)
-    assert nextpnr_arguments(board, config) == ["--timing-allow-fail", "--router", "router2"]
+    assert nextpnr_arguments(board, config) == [
+        "--timing-allow-fail", "--placer", "static", "--router", "router2"]
+    monkeypatch.setenv("HWGEN_NEXTPNR_OPTS", "--router router1")
+    assert nextpnr_arguments(board, config, seed=3) == [
+        "--timing-allow-fail", "--placer", "static", "--router", "router1", "--seed", "3"]
     monkeypatch.setenv("HWGEN_NEXTPNR_OPTS", "--router router1 --placer sa")
     assert nextpnr_arguments(board, config, seed=3) == [
         "--timing-allow-fail", "--router", "router1", "--placer", "sa", "--seed", "3"]

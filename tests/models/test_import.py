@@ -133,8 +133,9 @@ def test_zoo_design_fits_the_85f():
     board = BOARDS["ulx3s-85f"]
     est = check_fit(board, zoo_config())
     assert 0.9 * board.capacity["bram"] < est["bram"] <= board.capacity["bram"]
-    # Nearly every block RAM (its build took 205 of 208): nextpnr routes it with router2.
-    assert nextpnr_options(board, zoo_config()) == ["--router", "router2"]
+    # Nearly every block RAM (its build took 205 of 208): nextpnr places it with static and
+    # routes it with router2.
+    assert nextpnr_options(board, zoo_config()) == ["--placer", "static", "--router", "router2"]
 
 
 def test_vww_design_holds_the_cnns_but_not_ad_and_routes_with_router2(torch):
@@ -149,7 +150,7 @@ def test_vww_design_holds_the_cnns_but_not_ad_and_routes_with_router2(torch):
     board = BOARDS[NAMED_PRESETS["ulx3s-85f-vww"][0]]
     config = zoo_config("ulx3s-85f-vww")
     assert check_fit(board, config)["bram"] == 198
-    assert nextpnr_options(board, config) == ["--router", "router2"]
+    assert nextpnr_options(board, config) == ["--placer", "static", "--router", "router2"]
     for name in ("vww", "kws", "lenet5", "tutorial_cnn"):
         zoo = get(name)
         net = quantize(from_torch(zoo.model(), input_shape=zoo.input_shape),
