@@ -29,6 +29,7 @@ __all__ = [
     "NAMED_PRESETS",
     "PRESET_ALIASES",
     "PRESET_NAMES",
+    "PRESET_SEEDS",
     "ULX3S_45F_PRESET",
     "ULX3S_85F_RESNET8_PRESET",
     "ULX3S_85F_ZOO_PRESET",
@@ -349,6 +350,11 @@ BOARDS = {
 NAMED_PRESETS = {"ulx3s-85f-small": ("ulx3s-85f", ULX3S_PRESET),
                  "ulx3s-85f-resnet8": ("ulx3s-85f", ULX3S_85F_RESNET8_PRESET),
                  "ulx3s-85f-vww": ("ulx3s-85f", ULX3S_85F_VWW_PRESET)}
+#: The nextpnr seed ``hwgen build`` places a preset with when no ``--seed`` is given: the
+#: placement its recorded build routed with. The 85F's preset, placed by ``static``, routed at
+#: seed 1 (53.1 MHz) and not at nextpnr's default seed (router2's overuse 1,234 at iteration 16,
+#: 1,910 at 46: docs/performance.md).
+PRESET_SEEDS = {"ulx3s-85f": 1}
 #: Names that stay accepted for a board's own preset: ``--preset ulx3s-85f-zoo`` named the zoo
 #: design before it became the 85F's preset.
 PRESET_ALIASES = {"ulx3s-85f-zoo": "ulx3s-85f"}

@@ -9,7 +9,7 @@ from ..config import AcceleratorConfig, Dataflow
 from . import catalog
 from .catalog import BOARDS, PRESET_ALIASES, UNSPLIT_ACT
 
-__all__ = ["board_config", "preset_of"]
+__all__ = ["board_config", "preset_of", "preset_seed"]
 
 
 def board_config(board, args=None, *, clock_hz=None, preset=None, **overrides):
@@ -116,6 +116,17 @@ def _named_preset(board, name):
         raise ValueError(f"preset {name!r} is not one of the board's named presets; allowed: "
                          + (", ".join(ours) if ours else "none for this board"))
     return catalog.NAMED_PRESETS[name][1]
+
+
+def preset_seed(board, config):
+    """Return the nextpnr seed of the preset ``config`` is (at its own clock), from
+    :data:`~hwgen.boards.catalog.PRESET_SEEDS`, or None: ``hwgen build`` without ``--seed``
+    then places it as its recorded build was placed."""
+    name = preset_of(board, config)
+    if name is None or board_config(board, preset=None if name == board.name else name) \
+            != config:
+        return None
+    return catalog.PRESET_SEEDS.get(name)
 
 
 def preset_of(board, config):

@@ -27,7 +27,7 @@ _SEED_MAX = 2**31 - 1
 def _run(args):
     from hwgen.boards import BOARDS, board_config, build, check_fit, clock_plan
     from hwgen.boards.baud import default_baud, link_plan
-    from hwgen.boards.config import preset_of
+    from hwgen.boards.config import preset_of, preset_seed
     from hwgen.boards.report import report_figures
     from hwgen.device.cores import check_core
 
@@ -50,7 +50,11 @@ def _run(args):
     out = output_dir(args.out if args.out is not None
                      else Path("build") / board.name / config.name, "--out")
     try:
-        report = build(board, config, out, baud=args.baud, seed=args.seed,
+        seed = args.seed if args.seed is not None else preset_seed(board, config)
+        if args.seed is None and seed is not None:
+            print(f"hwgen build: note: nextpnr seed {seed}, the preset's (the placement its "
+                  "recorded build routed with; --seed N for another)", flush=True)
+        report = build(board, config, out, baud=args.baud, seed=seed,
                        log=lambda *a, **k: print(*a, **{"flush": True, **k}))
     except ValueError as exc:  # e.g. a baud rate the clock cannot make
         raise UsageError(str(exc)) from None

@@ -105,3 +105,17 @@ def test_the_simulated_implementations_are_the_boards():
 
     assert boards.BOARDS["ulx3s-45f"].implementation == ECP5
     assert boards.BOARDS["ulx3s-85f"].implementation == ECP5_85F
+
+
+def test_a_preset_builds_with_the_seed_its_recorded_build_routed_with():
+    """``hwgen build`` without ``--seed`` places the 85F's preset at its seed, and any other
+    design (the preset at another clock, a named preset without a seed) at nextpnr's own."""
+    from hwgen.boards.catalog import PRESET_SEEDS
+    from hwgen.boards.config import preset_seed
+
+    board = BOARDS["ulx3s-85f"]
+    assert preset_seed(board, boards.board_config(board)) == PRESET_SEEDS["ulx3s-85f"] == 1
+    assert preset_seed(board, boards.board_config(board, clock_hz=50_000_000)) is None
+    assert preset_seed(board, boards.board_config(board, preset="ulx3s-85f-small")) is None
+    assert preset_seed(board, boards.board_config(board, rows=4)) is None
+    assert preset_seed(BOARDS["icebreaker"], boards.board_config(BOARDS["icebreaker"])) is None
