@@ -26,13 +26,13 @@ the patterns are where classes are picked from lanes.
 import dataclasses
 import typing
 
-import ml_dtypes
 import numpy as np
 
 from hwgen.compiler.bf16 import bf16_input_lanes
 from hwgen.compiler.classes import output_mode
 from hwgen.compiler.codec import check_input_samples, output_words, pack_input, unpack_output
 from hwgen.memmap import Region
+from hwgen.nn.bf16 import bfloat16
 
 __all__ = ["RunPlan", "WordRead", "WordWrite", "check_samples", "execute_load",
            "execute_load_async", "execute_run", "execute_run_async", "float_bits",
@@ -123,7 +123,7 @@ def check_samples(program, x, what):
                                   rows=sample_unit(program))
     if program.config.dtype != "bf16":
         return checked
-    return checked.astype(np.int16).view(ml_dtypes.bfloat16)
+    return checked.astype(np.int16).view(bfloat16())
 
 
 def sample_lanes(program, x, what):
@@ -148,7 +148,7 @@ def output_dtype(program, spec):
     ``dtype="bf16"`` design."""
     if program.config.dtype != "bf16":
         return np.dtype(np.int64)
-    return np.dtype(np.float32 if spec.lane_bits == 32 else ml_dtypes.bfloat16)
+    return np.dtype(np.float32) if spec.lane_bits == 32 else bfloat16()
 
 
 def output_values(program, spec, lanes):

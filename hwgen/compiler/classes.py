@@ -17,8 +17,9 @@ integer of the same order (the device compares those), a NaN above +Inf (docs/ar
 
 import numbers
 
-import ml_dtypes
 import numpy as np
+
+from ..nn.bf16 import is_bfloat16
 
 __all__ = ["OUTPUT_MODES", "class_count", "classes_of", "output_mode", "output_mode_to_json",
            "score_keys"]
@@ -112,7 +113,7 @@ def score_keys(scores, float_bits=None):
         ``scores`` are signed lanes of bf16 (16) or fp32 (32) bit patterns.
     """
     arr = np.asarray(scores)
-    if arr.dtype in (np.dtype(np.float32), np.dtype(ml_dtypes.bfloat16)):
+    if arr.dtype == np.float32 or is_bfloat16(arr.dtype):
         float_bits = arr.dtype.itemsize * 8
         arr = arr.view(np.int32 if float_bits == 32 else np.int16)
     if float_bits is None:

@@ -19,19 +19,34 @@ arrays, which hold them exactly.
 """
 
 import numbers
+import sys
 
-import ml_dtypes
 import numpy as np
 
 __all__ = ["BF16_NAN", "FP32_NAN", "SMALLEST_NORMAL", "activate", "as_bf16", "bf16_array",
-           "bf16_bits", "bf16_matmul", "first_index", "flush", "no_product", "round_to_bf16",
-           "round_to_fp32"]
+           "bf16_bits", "bf16_matmul", "bfloat16", "first_index", "flush", "is_bfloat16",
+           "no_product", "round_to_bf16", "round_to_fp32"]
 
 #: The canonical quiet NaNs: every NaN of the datapath has these bits.
 FP32_NAN = 0x7FC00000
 BF16_NAN = 0x7FC0
 #: The smallest normal magnitude of fp32 and bf16 (they share the 8-bit exponent).
 SMALLEST_NORMAL = 2.0 ** -126
+
+def bfloat16():
+    """Return the dtype ``ml_dtypes.bfloat16``, importing ml_dtypes on first use: its import
+    takes about a second (0.7.0), which int8 work never needs to pay."""
+    import ml_dtypes
+
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+def is_bfloat16(dtype):
+    """Return whether ``dtype`` is ``ml_dtypes.bfloat16``, without importing ml_dtypes (an
+    array of that dtype means it is loaded)."""
+    loaded = sys.modules.get("ml_dtypes")
+    return loaded is not None and np.dtype(dtype) == loaded.bfloat16
+
 
 _EXPONENT32 = np.uint32(0x7F800000)
 _FRACTION32 = np.uint32(0x007FFFFF)
@@ -124,7 +139,7 @@ def round_to_bf16(x):
     numpy.ndarray of ml_dtypes.bfloat16
     """
     x = np.asarray(x)
-    if x.dtype == ml_dtypes.bfloat16:
+    if is_bfloat16(x.dtype):
         return bf16_array(as_bf16(x))
     if x.dtype == np.float32:
         bits = _flush_bits(_bits32(x))
@@ -132,7 +147,7 @@ def round_to_bf16(x):
         x = np.asarray(x, dtype=np.float64)
         x = np.where(np.abs(x) < SMALLEST_NORMAL, 0.0, x)
         bits = _fp32_round_to_odd(x)
-    return _bf16_of_fp32_bits(bits).view(ml_dtypes.bfloat16)
+    return _bf16_of_fp32_bits(bits).view(bfloat16())
 
 
 def round_to_fp32(x):
@@ -149,7 +164,7 @@ def bf16_bits(x):
 
 def bf16_array(x):
     """Return float32 ``x`` holding bf16 values as an array of ``ml_dtypes.bfloat16``."""
-    return bf16_bits(x).view(ml_dtypes.bfloat16)
+    return bf16_bits(x).view(bfloat16())
 
 
 def as_bf16(x, where="bf16", field="x"):
@@ -169,7 +184,7 @@ def as_bf16(x, where="bf16", field="x"):
         first index).
     """
     x = np.asarray(x)
-    if x.dtype == ml_dtypes.bfloat16:
+    if is_bfloat16(x.dtype):
         bits = np.asarray(x, order="C").view(np.uint16).astype(np.uint32) << 16
     elif x.dtype == np.float32:
         bits = _bits32(x)
@@ -201,7 +216,7 @@ def no_product(w):
     numpy.ndarray of bool
     """
     w = np.asarray(w)
-    if w.dtype == ml_dtypes.bfloat16:
+    if is_bfloat16(w.dtype):
         bits = np.ascontiguousarray(w).view(np.uint16).astype(np.uint32) << 16
     else:
         bits = _bits32(w)

@@ -15,10 +15,9 @@ are stored as ``ml_dtypes.bfloat16`` arrays and the biases and bounds as fp32.
 
 import dataclasses
 
-import ml_dtypes
 import numpy as np
 
-from .bf16 import activate, as_bf16, bf16_matmul, flush, round_to_bf16
+from .bf16 import activate, as_bf16, bf16_matmul, bfloat16, flush, round_to_bf16
 from .patches import im2col
 
 __all__ = ["Bf16Add", "Bf16AvgPool2D", "Bf16Conv2D", "Bf16Dense"]
@@ -127,7 +126,7 @@ class Bf16AvgPool2D(_Finish):
         """Return the window averages of NHWC ``x`` of float32 bf16 values."""
         kh, kw = x.shape[1:3] if self.kernel_size is None else self.kernel_size
         c = x.shape[3]
-        weight = np.full((kh, kw, 1, c), round_to_bf16(1.0 / (kh * kw)), dtype=ml_dtypes.bfloat16)
+        weight = np.full((kh, kw, 1, c), round_to_bf16(1.0 / (kh * kw)), dtype=bfloat16())
         conv = Bf16Conv2D(activation=self.activation, act_min=self.act_min,
                           act_max=self.act_max, weight=weight,
                           bias=np.zeros(c, dtype=np.float32), strides=self.strides, groups=c)
