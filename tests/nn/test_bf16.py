@@ -2,6 +2,9 @@
 the tile-ordered fp32 sums, the activations; against exact fractions and a scalar loop."""
 
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import ml_dtypes
 import numpy as np
@@ -226,3 +229,14 @@ def test_activations_keep_nan_and_give_plus_zero():
     assert int(bits(clamp)[4]) == 0x7FC00000
     with pytest.raises(ValueError, match="leaky_relu"):
         activate(acc, "leaky_relu")
+
+
+def test_ml_dtypes_loads_on_the_first_bf16_use_only():
+    """ml_dtypes takes about a second to import (0.7.0): the compiler, the host driver and a
+    cocotb bench's modules never load it for int8 work; bfloat16() does, is_bfloat16 never."""
+    code = ("import sys; import numpy as np; import hwgen.compiler, host, host.plan, "
+            "sim.tb_network, sim.interpreter; from hwgen.nn.bf16 import bfloat16, is_bfloat16; "
+            "assert not is_bfloat16(np.float32); assert 'ml_dtypes' not in sys.modules; "
+            "dtype = bfloat16(); assert 'ml_dtypes' in sys.modules and is_bfloat16(dtype); "
+            "assert not is_bfloat16(np.float32)")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[2])
