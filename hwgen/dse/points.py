@@ -295,8 +295,13 @@ def dask_setup(worker):
     cluster. A handler that does nothing (rather than ignoring the signal, which the tools a
     build starts would inherit) keeps them quiet; the tools still stop at Ctrl-C.
     """
+    import logging
     import signal
     import threading
 
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, _on_sigint)
+    # After Ctrl-C the sweep's scheduler may close before a worker's next heartbeat, which the
+    # worker would log at ERROR with a traceback; a point's failure reaches the sweep as its
+    # row's reason, so a local worker has nothing else to tell the user.
+    logging.getLogger("distributed.worker").setLevel(logging.CRITICAL)
