@@ -33,6 +33,7 @@ BF16_NAN = 0x7FC0
 #: The smallest normal magnitude of fp32 and bf16 (they share the 8-bit exponent).
 SMALLEST_NORMAL = 2.0 ** -126
 
+
 def bfloat16():
     """Return the dtype ``ml_dtypes.bfloat16``, importing ml_dtypes on first use: its import
     takes about a second (0.7.0), which int8 work never needs to pay."""
