@@ -18,10 +18,9 @@
 - :func:`from_torch`, :func:`from_onnx`: importers (PyTorch and ONNX are optional).
 """
 
-import importlib
-
 from .add import Add
 from .avgpool import AvgPool2D, GlobalAvgPool2D
+from .bf16_network import Bf16Network, to_bf16
 from .cnn import CNN
 from .conv import Conv2D
 from .dense import Dense, accumulator_bound
@@ -73,20 +72,3 @@ __all__ = [
     "to_bf16",
     "train_digits_cnn",
 ]
-
-# The bf16 reference needs ml_dtypes, whose import takes about a second: loaded on first use,
-# so that `import hwgen.nn` (the CLI, every int8 test) does not pay for it.
-_LAZY = {"Bf16Network": "bf16_network", "to_bf16": "bf16_network"}
-
-
-def __getattr__(name):
-    """Import the lazily loaded names on first use (PEP 562)."""
-    if name in _LAZY:
-        module = importlib.import_module(f".{_LAZY[name]}", __name__)
-        return getattr(module, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-    """The module's names, the lazily loaded ones included."""
-    return sorted({*globals(), *_LAZY})
