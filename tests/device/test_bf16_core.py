@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from amaranth.hdl import UnusedElaboratable
 from amaranth.sim import Simulator
+from support import each_once
 from support.accelerator_sim import (
     ECP5,
     ECP5_85F,
@@ -213,8 +214,9 @@ _CNNS = {
 }
 
 
-@pytest.mark.parametrize("name", list(_CNNS))
-@pytest.mark.parametrize("output", ["raw", "bf16"])
+# The output's format is the finish stage's, whatever the geometry: each geometry runs once by
+# default, the formats alternating, and with the other with ``-m slow``.
+@pytest.mark.parametrize(("name", "output"), each_once(_CNNS, ["bf16", "raw"]))
 def test_convolutions_run_bit_for_bit_over_chunks(name, output):
     # The walker's output pixels, chunk after chunk (more pixels than acc_depth), each
     # written pixel after pixel where the next pass reads it; the cycles are the model's.

@@ -7,6 +7,7 @@ with Bf16Network.forward over ACT poisoned with NaN, the cycles the model's."""
 import numpy as np
 import pytest
 from device.test_bf16_core import _check, _chunks, _spatial
+from support import each_once
 
 from hwgen.memmap import PassKind
 from sim.bf16_runs import bf16_cnn, bf16_rows
@@ -34,8 +35,8 @@ def _stream_writers(program):
             for i in range(len(d)) if d[i].get("dst_run")]
 
 
-@pytest.mark.parametrize("name", list(_STREAMS))
-@pytest.mark.parametrize("output", ["raw", "bf16"])
+# Each stream once by default, the output formats alternating (the other: ``-m slow``).
+@pytest.mark.parametrize(("name", "output"), each_once(_STREAMS, ["raw", "bf16"]))
 def test_convolutions_reading_streams_run_bit_for_bit(name, output):
     (rows, cols), layers, dense, in_shape = _STREAMS[name]
     net = bf16_cnn(layers, dense, in_shape, seed=rows + cols, rows=rows, output=output)

@@ -19,6 +19,7 @@ from amaranth.sim import Simulator
 from support import (
     ControllerOutputs,
     descriptor,
+    each_once,
     image_geometry,
     plain_geometry,
     random_bits,
@@ -314,13 +315,15 @@ def test_random_image_and_plain_layers(config, lookahead):
     assert stats["chunks"] > 0
 
 
-@pytest.mark.parametrize("lookahead", [False, True], ids=["plain", "lookahead"])
-@pytest.mark.parametrize("config", ["2x3-acc5", "3x4-acc7", "icebreaker"])
-def test_the_most_channel_groups_a_descriptor_holds(config, lookahead):
+# Each device once by default, the walker's variants alternating (the rest: ``-m slow``).
+@pytest.mark.parametrize(("config", "walker"), each_once(["2x3-acc5", "3x4-acc7", "icebreaker"],
+                                                         ["plain", "lookahead"]))
+def test_the_most_channel_groups_a_descriptor_holds(config, walker):
     """A layer of as many channel groups as the ``k_tiles`` field holds (more than any compiled
     layer has), its pixels as many words apart as ``src_stride`` holds: the last group's words
     are where they are, on devices with and without spatial layers (a plain layer; with them a
     1x1 convolution of 1x1 images too)."""
+    lookahead = walker == "lookahead"
     fields = descriptor_layout(PLAIN_CONFIGS[config]).members
     groups = (1 << fields["k_tiles"].width) - 1
     stride = (1 << fields["src_stride"].width) - 1

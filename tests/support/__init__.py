@@ -71,6 +71,7 @@ from .shared_build import (
     tiny_gowin_build,
 )
 from .simulators import need_simulator, on_simulators
+from .sweeps import each_once
 from .walk import walk_rows
 
 __all__ = [
@@ -97,6 +98,7 @@ __all__ = [
     "descriptor",
     "documented_descriptor_fields",
     "documented_geometry_fields",
+    "each_once",
     "host_port",
     "ice40_cells_sim",
     "image_geometry",
