@@ -38,6 +38,7 @@ how much).
 import argparse
 import shlex
 import sys
+import textwrap
 
 import numpy as np
 
@@ -339,8 +340,8 @@ def print_targets(rows, design_name):
         if r is None:
             measured, verdict = "-", "not run (--models)"
         elif "reason" in r:
-            first = r["reason"].splitlines()[0]
-            measured, verdict = "-", f"missed: the design refuses it ({first[:70]})"
+            first = textwrap.shorten(r["reason"].splitlines()[0], 80, placeholder=" ...")
+            measured, verdict = "-", f"missed: the design refuses it ({first})"
         else:
             value = target_figures(r)[figure]
             if value is None:

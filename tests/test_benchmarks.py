@@ -72,3 +72,18 @@ def test_benchmark_runs_quick_and_records(script, tmp_path, request):
         figures = entry["figures"]
         assert (figures["ice40-array-2x2_dsp"], figures["ice40-array-2x2_pass"]) == (2, 1)
     assert f"`python benchmarks/{script} --quick" in (record.parent / "performance.md").read_text()
+
+
+def test_mlperf_tiny_names_why_a_design_refuses_a_model():
+    """A zoo model the design cannot hold is a missed target with the compiler's reason, cut
+    at a word to fit the table's line."""
+    pytest.importorskip("torch", reason=NEEDS["mlperf_tiny.py"][1])
+    proc = subprocess.run([sys.executable, "benchmarks/mlperf_tiny.py", "--no-board", "--models",
+                           "ad", "--designs", "icebreaker"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (line,) = [line for line in proc.stdout.splitlines()
+               if line.startswith("AD autoencoder latency")]
+    reason = line.split("missed: the design refuses it (", 1)[1]
+    assert reason.endswith(" ...)") and len(reason) <= 81, reason
+    assert reason.startswith("CompileError: layer 0: K=640 inputs exceed the largest "), reason
