@@ -10,20 +10,19 @@ takes a long one in turn and the short ones fill the end.
 durations (docs/performance.md, "CI time"). A test missing from it only starts later; a
 prefix that matches no test is harmless, and ``tests/test_schedule.py`` checks that each names
 a test module and function that exist. The first two start together: the 12F smoke build
-compiles the WebAssembly tools on a new machine (minutes, one process at a time: see
-:mod:`hwgen.toolcache`), so the other worker starts with long tests that need none of them
-rather than wait for them.
+compiles YoWASP's Yosys on a new machine (about 45 s, one process at a time: see
+:mod:`hwgen.toolcache`), so the other worker starts with long tests that need none of YoWASP's
+tools rather than wait for it.
 """
 
 #: Node id prefixes of the longest tests, in the order they should start.
 LONGEST = (
-    # Compiles Amaranth's Yosys, Yosys and the ECP5 tools on a new machine (about 4 minutes).
+    # Compiles YoWASP's Yosys (about 45 s) and the ECP5 tools (seconds) on a new machine.
     "tests/boards/test_flow.py::test_build_smoke[ulx3s-12f-device]",
-    # Meanwhile, the other worker: no Verilog (Amaranth's Yosys is compiling), then Verilog and
-    # Verilator but none of the YoWASP tools.
+    # Meanwhile, the other worker: Amaranth simulations, then Verilog and Verilator, but none
+    # of the YoWASP tools.
     "tests/device/test_bf16_datapath.py::test_random_layers",
-    # About 20 s more of it (the random layers now take about 17 s; Amaranth's Yosys about 50):
-    # the graph importer's tests against torch.
+    # The graph importer's tests against torch.
     "tests/nn/test_import_graph.py::test_from_onnx_equals_torch",
     "tests/nn/test_import_graph.py::test_zoo_resnet8_from_onnx",
     "tests/nn/test_import_graph.py::test_random_graphs_equal_torch",
