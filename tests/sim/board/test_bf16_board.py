@@ -6,7 +6,6 @@ cycles the cycle model's."""
 import asyncio
 
 import numpy as np
-from support import BOARD_SMALL
 from support import started_board as started
 
 import hwgen
@@ -15,8 +14,9 @@ from hwgen import AcceleratorConfig
 from hwgen.cycles import program_cycles
 from sim.bf16_runs import bf16_mlp, bf16_rows, differing_bits, run_bf16
 
-BF16_BOARD = AcceleratorConfig(dtype="bf16", rows=2, cols=2, clock_hz=1_000_000,
-                               spatial=False, residual=False, **BOARD_SMALL)
+# The bf16 demo's design (tests/cli/test_demo.py, tests/cli/test_train.py): one board build
+# for the session's three bf16 boards.
+BF16_BOARD = AcceleratorConfig(dtype="bf16", rows=4, cols=4)
 
 
 class _ClientPort:
@@ -38,9 +38,10 @@ class _ClientPort:
 
 
 def test_bf16_mlps_on_the_simulated_board():
-    nets = [bf16_mlp([5, 7, 3], seed=1, rows=2), bf16_mlp([6, 9, 4], seed=2, rows=2,
-                                                          output="bf16"),
-            bf16_mlp([4, 5, 3], seed=3, rows=2, scale=1e30)]
+    rows = BF16_BOARD.rows
+    nets = [bf16_mlp([5, 7, 3], seed=1, rows=rows), bf16_mlp([6, 9, 4], seed=2, rows=rows,
+                                                             output="bf16"),
+            bf16_mlp([4, 5, 3], seed=3, rows=rows, scale=1e30)]
     with started(BF16_BOARD) as board:
         client = DeviceClient(board.url, timeout=10.0)
         try:
