@@ -47,12 +47,12 @@ def test_demo_device_equals_int8_reference():
 
 
 def test_demo_cnn_device_equals_int8_reference():
-    from support import BOARD_CNN
+    from support import BOARD_WS
 
     from hwgen.cli.demo import run_demo
     from hwgen.cycles import program_cycles
 
-    figures = run_demo(BOARD_CNN, model="cnn", progress=False, output="scores")
+    figures = run_demo(BOARD_WS, model="cnn", progress=False, output="scores")
     assert figures["float_accuracy"] >= 0.93
     assert figures["reference_accuracy"] >= figures["float_accuracy"] - 0.02
     assert figures["device_accuracy"] == figures["reference_accuracy"]   # else DemoMismatch
@@ -71,7 +71,7 @@ def test_demo_cnn_device_equals_int8_reference():
     cycles = program_cycles(program, program.batch) / program.batch
     assert figures["cycles_per_inference"] == pytest.approx(cycles)
     assert figures["utilization"] == pytest.approx(
-        program.macs_per_row / (BOARD_CNN.rows * BOARD_CNN.cols * cycles))
+        program.macs_per_row / (BOARD_WS.rows * BOARD_WS.cols * cycles))
     assert figures["end_to_end_inferences_per_second"] == min(
         figures["link_inferences_per_second"], figures["inferences_per_second"])
 

@@ -3,7 +3,7 @@ refused in one line with exit status 2 before any board starts."""
 
 import numpy as np
 import pytest
-from support import BOARD_CNN, BOARD_SMALL, BOARD_WS, skip_without_board
+from support import BOARD_SMALL, BOARD_WS, skip_without_board
 
 from hwgen import AcceleratorConfig
 from hwgen.cli import main
@@ -12,25 +12,20 @@ from hwgen.compiler import Program
 from hwgen.nn import load_digits_images
 from hwgen.train import load_trained
 
-# The small design of the other board tests (its cached build is shared), as options.
+# The design of the other board tests (its cached build is shared), as options: the digits CNN
+# fits it with every layer's output read out.
 BOARD_OPTIONS = ["--rows", "2", "--cols", "3", "--clock-hz", "1000000"] + [
-    arg for name, value in BOARD_SMALL.items()
-    for arg in (f"--{name.replace('_', '-')}", str(value))]
-# The design the digits CNN fits with every layer's output read out, as options.
-CNN_OPTIONS = ["--rows", "2", "--cols", "3", "--clock-hz", "1000000"] + [
     arg for name in BOARD_SMALL
-    for arg in (f"--{name.replace('_', '-')}", str(getattr(BOARD_CNN, name)))]
+    for arg in (f"--{name.replace('_', '-')}", str(getattr(BOARD_WS, name)))]
 
 
-@pytest.mark.parametrize(("options", "config"), [(BOARD_OPTIONS, BOARD_WS),
-                                                 (CNN_OPTIONS, BOARD_CNN)])
-def test_board_options_describe_the_shared_board(options, config):
+def test_board_options_describe_the_shared_board():
     from hwgen.cli.options import Parser
     from hwgen.cli.train import _config, register
 
     sub = Parser(prog="hwgen").add_subparsers()
-    args = register(sub).parse_args(options)
-    assert _config(args) == config
+    args = register(sub).parse_args(BOARD_OPTIONS)
+    assert _config(args) == BOARD_WS
 
 
 def test_trains_on_two_boards_and_saves(tmp_path, capsys):
@@ -190,7 +185,7 @@ def test_cnn_trains_on_two_boards_and_saves(tmp_path, capsys):
     skip_without_board()
     out = tmp_path / "cnn.npz"
     status = main(["train", "--model", "cnn", "--devices", "2", "--epochs", "1", "--batch",
-                   "480", "--no-progress", "--out", str(out), *CNN_OPTIONS])
+                   "480", "--no-progress", "--out", str(out), *BOARD_OPTIONS])
     printed = capsys.readouterr().out
     assert status == 0, printed
     lines = printed.splitlines()
@@ -199,7 +194,7 @@ def test_cnn_trains_on_two_boards_and_saves(tmp_path, capsys):
     assert len(epochs) == 1 and "on devices" in epochs[0]
     assert "trained 1 epoch(s) on 2 device(s)" in printed and f"wrote {out}" in printed
     trained = load_trained(out)
-    assert trained.config == BOARD_CNN and Program.load(out) == trained.program
+    assert trained.config == BOARD_WS and Program.load(out) == trained.program
     _, _, x_test, y_test = load_digits_images()
     reference = np.argmax(trained.network.forward(trained.network.quantize_input(x_test)), 1)
     accuracy = float(trained.history[-1]["test_accuracy"])

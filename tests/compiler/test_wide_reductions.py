@@ -12,7 +12,7 @@ import functools
 
 import numpy as np
 import pytest
-from support import BOARD_CNN, compile_refused, started_board
+from support import BOARD_WS, compile_refused, started_board
 
 import hwgen
 from host import Accelerator
@@ -116,7 +116,7 @@ def test_a_1568_input_classifier_runs_on_the_simulated_board():
     """A Dense over a Flatten of 7x7x32 (1,568 inputs, 784 tiles of 2 rows, beyond max_k =
     1024) on the shared CNN board, through the real host driver; its raw scores go over the
     wire at the width the accumulator proof gives, which holds them."""
-    config = BOARD_CNN
+    config = BOARD_WS
     rng = np.random.default_rng(3)
     k, n = 7 * 7 * 32, 3
     dense = Dense(rng.integers(-128, 128, (k, n)), rng.integers(-10**6, 10**6, n),

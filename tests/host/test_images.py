@@ -11,7 +11,7 @@ never from a device. Random CNNs come from :func:`sim.netgen.random_cnn`.
 
 import numpy as np
 import pytest
-from support import BOARD_CNN as CONFIG
+from support import BOARD_WS as CONFIG
 
 import hwgen
 from host import Accelerator, AcceleratorPool

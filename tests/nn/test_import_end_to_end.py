@@ -15,7 +15,7 @@ import warnings
 
 import numpy as np
 import pytest
-from support import BOARD_CNN as CONFIG
+from support import BOARD_WS as CONFIG
 from support import started_board
 
 import hwgen

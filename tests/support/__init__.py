@@ -36,7 +36,6 @@ from .accelerator_sim import (
 )
 from .blocks import descriptor, image_geometry, plain_geometry, random_bits, random_image_layer
 from .boards import (
-    BOARD_CNN,
     BOARD_OS,
     BOARD_SMALL,
     BOARD_WS,
@@ -75,7 +74,6 @@ from .sweeps import each_once
 from .walk import walk_rows
 
 __all__ = [
-    "BOARD_CNN",
     "BOARD_OS",
     "BOARD_SMALL",
     "BOARD_WS",

@@ -18,16 +18,15 @@ from sim.board import SimulatedBoard, board_missing
 #: frame engine's partial-frame timeout (clock_hz // 10 cycles) short in simulated time too.
 BOARD_SMALL = {"act_depth": 512, "weight_depth": 512, "param_depth": 32, "acc_depth": 32,
                "out_depth": 128, "prog_depth": 8}
-#: The simulated board most tests talk to (its cached build is shared by the test modules).
-BOARD_WS = AcceleratorConfig(rows=2, cols=3, clock_hz=1_000_000, **BOARD_SMALL)
+#: The simulated board most tests talk to (its cached build is shared by the test modules),
+#: with room for small CNNs (tests/host/test_images.py) and for the digits CNN with every
+#: layer's output read out (the training's tests): their weights, images and programs of a few
+#: spatial layers, each with its geometry words.
+BOARD_WS = AcceleratorConfig(rows=2, cols=3, clock_hz=1_000_000, act_depth=2048,
+                             weight_depth=2048, param_depth=64, acc_depth=32, out_depth=256,
+                             prog_depth=32)
 #: An output-stationary one, for the host driver's tests over both dataflows.
 BOARD_OS = AcceleratorConfig(rows=3, cols=2, dataflow="os", clock_hz=1_000_000, **BOARD_SMALL)
-#: BOARD_WS with room for small CNNs (tests/host/test_images.py) and for the digits CNN with
-#: every layer's output read out (the training's tests): their weights, images and programs
-#: of a few spatial layers, each with its geometry words.
-BOARD_CNN = AcceleratorConfig(rows=2, cols=3, clock_hz=1_000_000, act_depth=2048,
-                              weight_depth=2048, param_depth=64, acc_depth=32, out_depth=256,
-                              prog_depth=32)
 
 
 def skip_without_board():

@@ -4,14 +4,14 @@
 (:class:`sim.inprocess.InProcessDevice`): the real host driver and byte protocol, the programs
 run by the interpreter (which shares no code with the compiler), no Verilator; fast, and exact as
 a device must be. ``boards(n)`` gives ``n`` open ``host.Accelerator`` s on simulated boards of
-``support.BOARD_WS`` (built once and cached), for the tests over the real gateware;
-``cnn_boards(n)`` the same on ``support.BOARD_CNN``, which the digits CNN fits.
+``support.BOARD_WS`` (built once and cached, and which the digits CNN fits), for the tests over
+the real gateware.
 """
 
 import contextlib
 
 import pytest
-from support import BOARD_CNN, BOARD_WS
+from support import BOARD_WS
 
 from host import Accelerator
 from sim.board import SimulatedBoard, board_missing
@@ -53,9 +53,3 @@ def boards():
     with _boards(BOARD_WS) as get:
         yield get
 
-
-@pytest.fixture(scope="module")
-def cnn_boards():
-    """``cnn_boards(n)``: ``n`` open Accelerators on running simulated boards of BOARD_CNN."""
-    with _boards(BOARD_CNN) as get:
-        yield get

@@ -5,7 +5,7 @@ import itertools
 
 import numpy as np
 import pytest
-from support import BOARD_CNN, BOARD_WS, COMPILER_CONFIGS
+from support import BOARD_WS, COMPILER_CONFIGS
 
 from hwgen import AcceleratorConfig
 from hwgen.compiler import compile_network
@@ -164,9 +164,9 @@ def test_cnn_n_devices_give_the_weights_of_one_after_every_step(interpreted):
     assert not np.array_equal(runs[0][0][0], runs[0][-1][0])  # the weights did change
 
 
-def test_cnn_n_boards_give_the_weights_of_one_after_every_step(cnn_boards):
+def test_cnn_n_boards_give_the_weights_of_one_after_every_step(boards):
     x, y = load_digits_images()[0][:16], load_digits_images()[1][:16]
-    runs = [cnn_steps(cnn_boards(n), BOARD_CNN, x, y, 2) for n in (1, 2)]
+    runs = [cnn_steps(boards(n), BOARD_WS, x, y, 2) for n in (1, 2)]
     assert_identical(runs)
 
 

@@ -4,7 +4,7 @@ shortcut, then a head) bit-exact with hwgen.nn, its cycles those of hwgen.cycles
 samples than one run holds."""
 
 import numpy as np
-from support import BOARD_CNN as CONFIG
+from support import BOARD_WS as CONFIG
 from support import started_board
 
 import hwgen

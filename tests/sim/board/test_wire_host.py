@@ -5,7 +5,7 @@ chunks, the next chunk's LOADs in flight behind the last one's answer, and the b
 direction equal to hwgen.throughput's model (the polls of each run counted on the link)."""
 
 import numpy as np
-from support import BOARD_CNN as CONFIG
+from support import BOARD_WS as CONFIG
 from support import started_board
 from support.older_device import ByteCounter
 
