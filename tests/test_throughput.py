@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 import pytest
+from support import BOARD_WS
 
 import hwgen
 from host import Accelerator
@@ -26,10 +27,8 @@ from hwgen.throughput import (
 from sim.board import SimulatedBoard, board_missing
 from sim.netgen import random_cnn, random_image, random_input, random_network
 
-# A small design whose simulated board the other suites build too (cached across sessions).
-SMALL = {"act_depth": 512, "weight_depth": 512, "param_depth": 32, "acc_depth": 32,
-         "out_depth": 128, "prog_depth": 8}
-CONFIG = AcceleratorConfig(rows=2, cols=3, clock_hz=1_000_000, **SMALL)
+# The design whose simulated board the other suites build too.
+CONFIG = BOARD_WS
 
 # 45 inputs: 15 ACT words of 3 bytes per row, so a full batch (30 or 32 rows) takes two WRITEs
 # of at most 339 words. A raw output of 9 channels: 3 OUTPUT words of 12 bytes per row, 96 words
