@@ -65,7 +65,10 @@ class Registers(enum.IntEnum):
     #: their own where its step is a register (one requantization step): a chunk's first row a
     #: cycle later, which a weight-stationary array's first weight tile hides. The first row's
     #: lane has no skew register: without it the feeder's row crossed the 85F's die into that
-    #: row's DSP inputs in one cycle. The ULX3S-85F's.
+    #: row's DSP inputs in one cycle. And WEIGHT as one memory per 16 bits of lanes, each
+    #: addressed from registers of its own, where that takes no more block RAMs (no cycle;
+    #: :func:`hwgen.device.memories.weight_groups`: one address into the zoo design's 136
+    #: DP16KDs was its longest path). The ULX3S-85F's.
     ARRAY = 3
 
 

@@ -13,6 +13,7 @@ with nextpnr's numbers (:func:`raise_if_overfull`).
 import dataclasses
 import math
 
+from ..memattrs import SPRAM_SUFFIX, block_rams
 from .catalog import Family
 from .nextpnr import parse_nextpnr_log, util_of
 from .pll import clock_plan
@@ -37,13 +38,6 @@ RESOURCE_NAMES = {
                    "bram": "BSRAM blocks"},
 }
 
-# Block RAM shapes (width, depth) Yosys can map a 1R1W memory onto.
-_BRAM_SHAPES = {
-    Family.ICE40: ((16, 256), (8, 512), (4, 1024), (2, 2048)),           # SB_RAM40_4K
-    Family.ECP5: ((36, 512), (18, 1024), (9, 2048), (4, 4096), (2, 8192), (1, 16384)),  # DP16KD
-    # An 18 Kbit BSRAM (SDPB, SDPX9B) as Yosys's synth_gowin maps onto it.
-    Family.GOWIN: ((36, 512), (18, 1024), (9, 2048), (4, 4096), (2, 8192), (1, 16384)),
-}
 # Memories at most this deep become LUT RAM (ECP5, Gowin) or flip-flops rather than block RAM.
 _SMALL_DEPTH = {Family.ICE40: 0, Family.ECP5: 32, Family.GOWIN: 32}
 
@@ -155,21 +149,24 @@ _BF16_ADD_LANE_LUTS_ELSE = 1018
 def _bram_blocks(family, width, depth):
     if depth <= _SMALL_DEPTH[family]:
         return 0
-    return min(math.ceil(width / w) * math.ceil(depth / d) for w, d in _BRAM_SHAPES[family])
+    return block_rams(family, width, depth)
 
 
 def _memories(config, impl):
     """Return ``[(name, width, depth)]`` of the memories of a device built from ``config`` by
     ``impl``."""
-    from ..device.memories import act_groups, out_param_layout
+    from ..device.memories import act_groups, out_param_layout, weight_groups, weight_names
     from ..memmap import Region, regions
     from ..protocol import MAX_PAYLOAD
 
     geo = regions(config)
     shared = (Region.PARAM, Region.OUTPUT)
-    mems = [(r.name.lower(), geo[r].word_bits, geo[r].depth)
-            for r in (Region.PROGRAM, Region.WEIGHT, *(() if impl.out_param_shared
-                                                        else shared))]
+    mems = [("program", geo[Region.PROGRAM].word_bits, geo[Region.PROGRAM].depth)]
+    mems += [(name.removesuffix(SPRAM_SUFFIX), len(lanes) * config.w_bits, config.weight_depth)
+             for name, lanes in zip(weight_names(config, impl), weight_groups(config, impl),
+                                    strict=True)]
+    mems += [(r.name.lower(), geo[r].word_bits, geo[r].depth)
+             for r in (() if impl.out_param_shared else shared)]
     if impl.out_param_shared:
         mems.append(("out_param", *out_param_layout(config)[1:]))
     split = config.act_spram_depth

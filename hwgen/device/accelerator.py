@@ -134,7 +134,7 @@ class AcceleratorCore(wiring.Component):
                                    always_ready=True, input_register=bool(
                                        WeightStationaryArray.input_stages_for(implementation)))
         self.controller = Controller(config, registered_bounds=implementation.post_pipeline)
-        self.weight_feeder = WeightFeeder(config, registered_reads=reads > 1)
+        self.weight_feeder = WeightFeeder.for_memories(config, implementation)
         self.activation_feeder = ActivationFeeder(config, implementation)
         self.accumulators = AccumulatorBank(config, registered_reads=reads > 1)
         self.postprocess = PostProcessor(config, implementation)

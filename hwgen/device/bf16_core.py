@@ -162,7 +162,7 @@ class BF16AcceleratorCore(wiring.Component):
         self.host_read_latency = host_read_latency(reads, self.host_stages)
         self.datapath = bf16_datapath(config, implementation)
         self.controller = Controller(config, registered_bounds=implementation.post_pipeline)
-        self.weight_feeder = WeightFeeder(config, registered_reads=reads > 1)
+        self.weight_feeder = WeightFeeder.for_memories(config, implementation)
         self.activation_feeder = ActivationFeeder(config, implementation)
         addr_width = Signal(range(config.act_depth)).shape().width
         self.writeback = BF16WriteBack(config, config.acc_depth, addr_width)

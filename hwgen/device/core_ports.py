@@ -4,7 +4,7 @@ of the pooler and the adder, and the counters to the host port
 (:class:`~hwgen.device.accelerator.AcceleratorCore`,
 :class:`~hwgen.device.bf16_core.BF16AcceleratorCore`)."""
 
-from amaranth.hdl import Mux
+from amaranth.hdl import Cat, Mux
 
 from ..memmap import Region
 from .host_access import host_write, share_read
@@ -26,14 +26,25 @@ def program_port(m, mems, access, host, controller, *, registered):
 
 
 def weight_port(m, mems, access, host, feeder):
-    """Give the weight ``feeder`` its reads; the memory may be a single-port SPRAM, whose
+    """Give the weight ``feeder`` its reads from the WEIGHT memories (one, or one per group of
+    lanes, :func:`~hwgen.device.memories.weight_groups`, in the order ``mems`` holds them),
+    each addressed by one of the feeder's copies; a memory may be a single-port SPRAM, whose
     write takes the read's address."""
-    w_mem = mems[next(n for n in mems if n.startswith("weight"))]
-    w_rd, w_wr = w_mem.read_port(), w_mem.write_port()
-    word = share_read(m, w_rd, access, Region.WEIGHT, addr=feeder.rd_addr, en=feeder.rd_en,
-                      port_en=feeder.rd_port, exclusive=True, name="weight")
-    m.d.comb += [feeder.rd_data.eq(word), w_wr.addr.eq(w_rd.addr), w_wr.data.eq(host.wdata),
-                 w_wr.en.eq(access.we[Region.WEIGHT])]
+    names = [n for n in mems if n.startswith("weight")]
+    words, low = [], 0
+    for g, name in enumerate(names):
+        w_rd, w_wr = mems[name].read_port(), mems[name].write_port()
+        copy = g * feeder.copies // len(names)
+        words.append(share_read(m, w_rd, access, Region.WEIGHT, addr=feeder.rd_addr[copy],
+                                en=feeder.rd_en, port_en=feeder.rd_port[copy], exclusive=True,
+                                name=name))
+        bits = len(w_wr.data)
+        m.d.comb += [w_wr.addr.eq(w_rd.addr), w_wr.data.eq(host.wdata[low:low + bits]),
+                     w_wr.en.eq(access.we[Region.WEIGHT])]
+        low += bits
+    word = Cat(*words)
+    access.words[Region.WEIGHT] = word
+    m.d.comb += feeder.rd_data.eq(word)
 
 
 def count_work(m, counters, host, busy, issue):

@@ -7,11 +7,11 @@ from amaranth.hdl import signed, unsigned
 from amaranth.lib import memory
 
 from ..implementation import Registers
-from ..memattrs import NO_COLLISION_ATTRS, SPRAM_ATTRS, SPRAM_SUFFIX
+from ..memattrs import NO_COLLISION_ATTRS, SPRAM_ATTRS, SPRAM_SUFFIX, block_rams
 from ..memmap import Region, regions
 
 __all__ = ["act_groups", "collision_free_memories", "make_memories", "out_param_layout",
-           "read_latency"]
+           "read_latency", "weight_groups", "weight_names"]
 
 
 def read_latency(implementation):
@@ -41,6 +41,36 @@ def act_groups(config):
     return [tuple(lanes[g:g + size]) for g in range(0, config.act_lanes, size)]
 
 
+def weight_groups(config, implementation):
+    """Return the lanes of each WEIGHT memory: one memory, or with ``Registers.ARRAY`` one per
+    16 bits of lanes where that takes no more DP16KDs than one memory.
+
+    On the ULX3S-85F WEIGHT spans the die: one address into its 136 DP16KDs took 21 ns of
+    routing, the preset's longest path. A memory per group of lanes has an address of its own
+    (:class:`~hwgen.device.weight_feeder.WeightFeeder`'s copies of its address registers), a
+    net to a quarter of the blocks, which the placer can put beside them.
+    """
+    lanes = tuple(range(config.cols))
+    size = max(1, 16 // config.w_bits)     # a DP16KD's 18-bit port holds 16 bits of lanes
+    if (implementation.registers < Registers.ARRAY or implementation.spram
+            or config.cols % size or config.cols == size):
+        return [lanes]
+    whole = block_rams("ecp5", config.cols * config.w_bits, config.weight_depth)
+    split = block_rams("ecp5", size * config.w_bits, config.weight_depth) * (config.cols // size)
+    if split > whole:
+        return [lanes]
+    return [lanes[g:g + size] for g in range(0, config.cols, size)]
+
+
+def weight_names(config, implementation):
+    """Return the names of the WEIGHT memories, lane group by lane group (``weight``, or
+    ``weight0``.. for :func:`weight_groups`; an SPRAM's ends in ``SPRAM_SUFFIX``)."""
+    groups = weight_groups(config, implementation)
+    if len(groups) == 1:
+        return ["weight" + (SPRAM_SUFFIX if implementation.spram else "")]
+    return [f"weight{g}" for g in range(len(groups))]
+
+
 def collision_free_memories(config, implementation):
     """Return the names of the accelerator's memories whose reads never meet a write to the same
     address in the same cycle.
@@ -57,7 +87,7 @@ def collision_free_memories(config, implementation):
     shared = ["out_param"] if implementation.out_param_shared else ["param", "out"]
     names = ["prog", *shared, *(f"act{b}" for b in range(config.act_lanes))]
     if not implementation.spram:
-        names.append("weight")
+        names += weight_names(config, implementation)
     if read_latency(implementation) > 1:
         names.append("acc")
     return names
@@ -86,7 +116,9 @@ def make_memories(m, config, implementation):
     spram = SPRAM_SUFFIX if implementation.spram else ""
     huge = SPRAM_ATTRS if implementation.spram else None
     add("prog", *region(Region.PROGRAM))
-    add("weight" + spram, *region(Region.WEIGHT), attrs=huge)
+    groups = weight_groups(config, implementation)
+    for name, lanes in zip(weight_names(config, implementation), groups, strict=True):
+        add(name, unsigned(len(lanes) * config.w_bits), config.weight_depth, attrs=huge)
     if implementation.out_param_shared:
         _, bits, depth = out_param_layout(config)
         add("out_param", unsigned(bits), depth)

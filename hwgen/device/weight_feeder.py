@@ -1,11 +1,12 @@
 """The weight feeder: streams a layer's weight tiles to the engine in the order they are used."""
 
 from amaranth.hdl import Cat, Module, Mux, Signal
-from amaranth.lib import stream, wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..memmap import descriptor_layout
 from .engine import weight_row_layout
+from .memories import read_latency, weight_groups
 from .skid import Skid
 
 __all__ = ["WeightFeeder"]
@@ -31,6 +32,12 @@ class WeightFeeder(wiring.Component):
         The memory's word passes a register: the feeder addresses the memory a cycle ahead
         (``rd_addr`` is the address's next value), and a :class:`~hwgen.device.skid.Skid`
         between it and the engine lets it move on without waiting for the engine's ``ready``.
+    copies : int
+        Registered reads: the address and the port's read for this many memories, each from
+        registers of its own (1..4), which synthesis keeps apart (each copy differs from the
+        others in its initial value or its polarity), so that each memory's address is a net
+        of its own (:func:`~hwgen.device.memories.weight_groups`). The same values every
+        cycle of a run.
 
     Members
     -------
@@ -45,11 +52,11 @@ class WeightFeeder(wiring.Component):
         runs; not read without spatial layers.
     wdiag : In(1)
         The geometry's ``wdiag``, likewise.
-    rd_addr : Out(range(config.weight_depth + 1))
+    rd_addr : Out(ArrayLayout(range(config.weight_depth + 1), copies))
     rd_en : Out(1)
         The weight memory's read request: the word at ``rd_addr`` is read (plain reads) or
-        taken into the register (registered reads) when ``rd_en``.
-    rd_port : Out(1)
+        taken into the register (registered reads) when ``rd_en``; each copy alike.
+    rd_port : Out(copies)
         Registered reads: the memory's port reads ``rd_addr`` (the cycles the address moves,
         a chunk's ``start`` and each word taken); otherwise it holds its word, the one the
         register takes next. Plain reads: ``rd_en``.
@@ -59,9 +66,24 @@ class WeightFeeder(wiring.Component):
         To the engine's ``i_weight``.
     """
 
-    def __init__(self, config, *, registered_reads=False):
+    #: Copies that initial values and polarity keep apart in a one-bit register.
+    MAX_COPIES = 4
+
+    @classmethod
+    def for_memories(cls, config, implementation):
+        """Return the feeder of the WEIGHT memories ``implementation`` builds for ``config``
+        (:func:`~hwgen.device.memories.make_memories`): registered reads as theirs, an address
+        copy per memory (memories share copies past :attr:`MAX_COPIES`)."""
+        return cls(config, registered_reads=read_latency(implementation) > 1,
+                   copies=min(len(weight_groups(config, implementation)), cls.MAX_COPIES))
+
+    def __init__(self, config, *, registered_reads=False, copies=1):
+        if copies not in range(1, self.MAX_COPIES + 1) or (copies > 1 and not registered_reads):
+            raise ValueError(f"WeightFeeder: copies={copies!r}; allowed: 1 to {self.MAX_COPIES}, "
+                             "more than 1 only with registered_reads")
         self.config = config
         self.registered_reads = registered_reads
+        self.copies = copies
         layout = descriptor_layout(config)
         row = weight_row_layout(config)
         super().__init__({
@@ -71,9 +93,9 @@ class WeightFeeder(wiring.Component):
             "n_end": In(layout.members["n_tiles"]),
             "wrep": In(1),
             "wdiag": In(1),
-            "rd_addr": Out(range(config.weight_depth + 1)),
+            "rd_addr": Out(data.ArrayLayout(range(config.weight_depth + 1), copies)),
             "rd_en": Out(1),
-            "rd_port": Out(1),
+            "rd_port": Out(copies),
             "rd_data": In(row),
             "o_weight": Out(stream.Signature(row)),
         })
@@ -135,19 +157,33 @@ class WeightFeeder(wiring.Component):
                 m.d.comb += addr_p1_n.eq(nd.w_base + 1)
             with m.Elif(take & more & ~stay):
                 m.d.comb += addr_p1_n.eq(addr_p1 + 1)
-            m.d.sync += [addr_p1.eq(addr_p1_n),
-                         ahead.eq(Mux(again_n, nd.w_base, Mux(stay_n, addr_n, addr_p1_n)))]
+            m.d.sync += addr_p1.eq(addr_p1_n)
+            ahead_n = Signal.like(ahead, name="ahead_n")
+            m.d.comb += ahead_n.eq(Mux(again_n, nd.w_base, Mux(stay_n, addr_n, addr_p1_n)))
             # Whether the port reads after the chunk's start (a word taken), a cycle early in
             # a register: the skid's decision through a gate into the enables of all the
             # WEIGHT blocks was the 85F ResNet-8 design's longest path.
-            reads = Signal(name="reads")
-            m.d.sync += reads.eq(skid.take_next & more_n)
-            m.d.comb += [self.rd_addr.eq(Mux(self.start, nd.w_base, ahead)),
-                         self.rd_port.eq(self.start | reads)]
+            reads_n = Signal(name="reads_n")
+            m.d.comb += reads_n.eq(skid.take_next & more_n)
+            for i in range(self.copies):
+                # Copy i's bits start at 0 or 1 and hold their value or its inverse: no two
+                # copies' flip-flops alike, so synthesis merges none of them.
+                ones, inverted = i % 2, i >= 2
+                copy = ahead if i == 0 else Signal.like(ahead, name=f"ahead_{i}",
+                                                        init=-ones % (1 << len(ahead)))
+                reads = Signal(name="reads" if i == 0 else f"reads_{i}", init=ones)
+                if inverted:
+                    m.d.sync += [copy.eq(~ahead_n), reads.eq(~reads_n)]
+                    value, read = ~copy, ~reads
+                else:
+                    m.d.sync += [copy.eq(ahead_n), reads.eq(reads_n)]
+                    value, read = copy, reads
+                m.d.comb += [self.rd_addr[i].eq(Mux(self.start, nd.w_base, value)),
+                             self.rd_port[i].eq(self.start | read)]
         else:
             m.d.comb += [take.eq(~valid | self.o_weight.ready),
                          self.o_weight.valid.eq(valid), self.o_weight.payload.eq(word),
-                         self.rd_addr.eq(addr), self.rd_en.eq(take), self.rd_port.eq(take)]
+                         self.rd_addr[0].eq(addr), self.rd_en.eq(take), self.rd_port.eq(take)]
             addr_p1 = addr + 1
         m.d.comb += more_n.eq(more)
         m.d.sync += more.eq(more_n)

@@ -11,16 +11,26 @@ import numpy as np
 import pytest
 from amaranth.hdl import Fragment
 from amaranth.sim import Simulator
-from support import ECP5, ECP5_85F, ICE40, SMALL, run_program, run_random_network, without_dsp
+from support import (
+    ECP5,
+    ECP5_85F,
+    ICE40,
+    SMALL,
+    AmaranthHostPort,
+    run_program,
+    run_random_network,
+    without_dsp,
+)
 
 import hwgen
 from hwgen.boards.catalog import ICEBREAKER_PRESET
 from hwgen.config import AcceleratorConfig
 from hwgen.cycles import program_cycles
 from hwgen.device.accelerator import AcceleratorCore
+from hwgen.device.memories import weight_groups
 from hwgen.device.requantizer import Requantizer
 from hwgen.implementation import Implementation, Registers
-from hwgen.memmap import PassKind, reduction_limits
+from hwgen.memmap import PassKind, Region, reduction_limits
 from hwgen.nn import (
     AvgPool2D,
     Conv2D,
@@ -263,6 +273,35 @@ def test_first_convolution_in_the_taps_layout(shape, name):
     assert prog.layers[0].k_tiles == -(-6 * c // shape[0])
     xs = [random_image(rng, cfg, m, net.input_shape) for m in (2, 1)]
     _check_runs(cfg, prog, net, xs, impl)
+
+
+def test_weight_in_lane_groups():
+    """On the 85F's register level a WEIGHT deep enough is one memory per two int8 lanes
+    (:func:`~hwgen.device.memories.weight_groups`: as many DP16KDs as one), each addressed by a
+    copy of the feeder's registers: outputs and cycles exact over batches, and the host reads
+    back the words it wrote, whole."""
+    cfg = _config((4, 4), weight_depth=1024)
+    impl = VARIANTS["ecp5-85f"]
+    assert weight_groups(cfg, impl) == [(0, 1), (2, 3)]
+    dut = AcceleratorCore(cfg, impl)
+    assert dut.weight_feeder.copies == 2
+    result, prog, m, _ = run_random_network(cfg, 29, layers=3, max_width=9,
+                                            implementation=impl)
+    assert result["cycles"] == program_cycles(prog, m, impl)
+    rng = np.random.default_rng(5)
+    words = [int(w) for w in rng.integers(0, 1 << 32, 6, dtype=np.uint64)]
+    seen = []
+
+    async def bench(ctx):
+        port = AmaranthHostPort(ctx, dut.host, dut.host_read_latency)
+        await port.write(Region.WEIGHT, 1015, words)
+        seen.extend(await port.read(Region.WEIGHT, 1015, len(words)))
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    assert seen == words
 
 
 @pytest.mark.parametrize(("shape", "name", "dataflow", "post_lanes"), [

@@ -40,13 +40,14 @@ def random_layers(rng, config, count):
     return layers
 
 
-def run_feeder(config, registered, layers, ready, *, seed):
+def run_feeder(config, registered, layers, ready, *, seed, copies=1):
     """Run ``layers`` one after the other as the controller does (FETCH and DECODE, LOAD, then
     per chunk PRIME and PRIME2, the chunk, and NEXT for the next one), each step a few cycles
     after the previous chunk's last word left, with the engine's ``ready`` of each cycle from
     ``ready``; return the ``(cycle, chunk, word)`` of every transfer (chunks numbered across
-    layers) and the first cycles of the chunks' ``prime``."""
-    dut = WeightFeeder(config, registered_reads=registered)
+    layers) and the first cycles of the chunks' ``prime``. With ``copies``, every copy of the
+    memory's address and read is the first's from the first clock edge on."""
+    dut = WeightFeeder(config, registered_reads=registered, copies=copies)
     rng = np.random.default_rng(seed)     # the same random bits for both variants
     wbits = config.w_bits
     memory = {a: [int(v) for v in rng.integers(-(1 << (wbits - 1)), 1 << (wbits - 1),
@@ -101,8 +102,12 @@ def run_feeder(config, registered, layers, ready, *, seed):
                 left -= 1
             elif not left and idle and pulse is None:
                 idle -= 1
-            data = port.clock(ctx.get(dut.rd_addr), ctx.get(dut.rd_port),
-                              take=ctx.get(dut.rd_en))
+            addrs = [ctx.get(dut.rd_addr[i]) for i in range(copies)]
+            reads = [ctx.get(dut.rd_port[i]) for i in range(copies)]
+            if cycle:
+                assert addrs == addrs[:1] * copies and reads == reads[:1] * copies, (
+                    cycle, addrs, reads)
+            data = port.clock(addrs[0], reads[0], take=ctx.get(dut.rd_en))
             await ctx.tick()
             ctx.set(dut.rd_data, data)
         assert not pending and not left, "the layers did not finish in time"
@@ -170,6 +175,29 @@ def test_backpressure(shape, p_ready):
     assert results[0][0] == results[1][0]
 
 
+@pytest.mark.parametrize("copies", [2, 4])
+def test_copies_address_the_memories_alike(copies):
+    """The registered reads' copies (one address and read per WEIGHT memory, kept apart in
+    synthesis by their initial values and polarity) are the first's in every cycle after the
+    first, under backpressure, and the words are the plain feeder's in the same cycles."""
+    cfg = _config((2, 3))
+    rng = np.random.default_rng(7 + copies)
+    layers = random_layers(rng, cfg, 4)
+    ready = [int(v) for v in rng.random(3000) < 0.6]
+    plain = run_feeder(cfg, False, layers, ready, seed=3)
+    copied = run_feeder(cfg, True, layers, ready, seed=3, copies=copies)
+    check_words(cfg, layers, copied[0], copied[2])
+    assert copied[0] == plain[0]
+
+
+def test_copies_need_registered_reads():
+    """More than one copy without registered reads, or more than four, is refused."""
+    cfg = _config((2, 3))
+    for registered, copies in ((False, 2), (True, 5), (True, 0)):
+        with pytest.raises(ValueError, match=f"copies={copies}; allowed: 1 to 4"):
+            WeightFeeder(cfg, registered_reads=registered, copies=copies)
+
+
 @pytest.mark.parametrize("registered", [False, True], ids=["plain", "registered"])
 def test_nothing_after_the_last_word(registered):
     """A refused word is offered again, the same, until taken; after a chunk's last word the
@@ -194,7 +222,7 @@ def test_nothing_after_the_last_word(registered):
             ctx.set(dut.o_weight.ready, ready)
             valid = ctx.get(dut.o_weight.valid)
             seen.append((valid, ready, ctx.get(dut.o_weight.payload.as_value())))
-            data = port.clock(ctx.get(dut.rd_addr), ctx.get(dut.rd_port),
+            data = port.clock(ctx.get(dut.rd_addr[0]), ctx.get(dut.rd_port[0]),
                               take=ctx.get(dut.rd_en))
             await ctx.tick()
             ctx.set(dut.rd_data, data)
