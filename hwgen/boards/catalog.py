@@ -125,11 +125,13 @@ ULX3S_85F_VWW_PRESET = {**ULX3S_85F_RESNET8_PRESET, "weight_depth": 32768, "para
 #: (ReLU6, leaky ReLU) and buffers, with WEIGHT 33,792 words, which hold AD's 33,024 (its 265K
 #: weights, eight to a word): the one design whose buffers hold each of the zoo's six models at
 #: batch 1 (AD, KWS, VWW, ResNet-8, LeNet-5, the tutorial CNN), and the depthwise unit (KWS and
-#: VWW in about 30 % fewer cycles). 205 of the 208 DP16KD (WEIGHT's depth, 16.5 blocks of
-#: 2,048, takes 17 a lane); placed by nextpnr's ``static`` and routed with router2 at the VWW
-#: design's 45 MHz (``fit.nextpnr_options``: HeAP's placements of it with the unit did not
+#: VWW in about 30 % fewer cycles). 205 of the 208 DP16KD, WEIGHT in four memories of 16 bits
+#: with an address each (``Registers.ARRAY``: one address into all of WEIGHT's blocks held
+#: it at 45 MHz); placed by nextpnr's ``static`` (its default seed) and routed with router2
+#: at 50 MHz (``fit.nextpnr_options``: HeAP's placements of it with the unit did not
 #: route; its build's figures: the record, docs/figures.json).
-ULX3S_85F_ZOO_PRESET = {**ULX3S_85F_VWW_PRESET, "weight_depth": 33792, "depthwise": True}
+ULX3S_85F_ZOO_PRESET = {**ULX3S_85F_VWW_PRESET, "weight_depth": 33792, "depthwise": True,
+                        "clock_hz": 50_000_000}
 
 
 # The bitstream file each family's packer writes.
@@ -351,10 +353,10 @@ NAMED_PRESETS = {"ulx3s-85f-small": ("ulx3s-85f", ULX3S_PRESET),
                  "ulx3s-85f-resnet8": ("ulx3s-85f", ULX3S_85F_RESNET8_PRESET),
                  "ulx3s-85f-vww": ("ulx3s-85f", ULX3S_85F_VWW_PRESET)}
 #: The nextpnr seed ``hwgen build`` places a preset with when no ``--seed`` is given: the
-#: placement its recorded build routed with. The 85F's preset, placed by ``static``, routed at
-#: seed 1 (53.1 MHz) and not at nextpnr's default seed (router2's overuse 1,234 at iteration 16,
-#: 1,910 at 46: docs/performance.md).
-PRESET_SEEDS = {"ulx3s-85f": 1}
+#: placement its recorded build routed with, where that was not nextpnr's default seed (none
+#: now: the 85F's preset, which routed only at seed 1 before WEIGHT had an address per memory,
+#: routes at the default seed since: docs/performance.md).
+PRESET_SEEDS = {}
 #: Names that stay accepted for a board's own preset: ``--preset ulx3s-85f-zoo`` named the zoo
 #: design before it became the 85F's preset.
 PRESET_ALIASES = {"ulx3s-85f-zoo": "ulx3s-85f"}
