@@ -140,7 +140,8 @@ def test_reached_hz_is_the_newest_recorded_build(data):
 def test_catalog_comments_name_configured_or_recorded_clocks(data):
     """A clock in a preset's comment is one it is built for, or a recorded Fmax."""
     configured = {b.osc_hz for b in BOARDS.values()} | {b.clock_hz for b in BOARDS.values()}
-    configured |= {p["clock_hz"] for _, p in NAMED_PRESETS.values() if "clock_hz" in p}
+    presets = [b.preset for b in BOARDS.values()] + [p for _, p in NAMED_PRESETS.values()]
+    configured |= {p["clock_hz"] for p in presets if "clock_hz" in p}
     recorded = [e["figures"]["fmax_mhz"] for e in data.values() if "fmax_mhz" in e["figures"]]
     source = (ROOT / "hwgen" / "boards" / "catalog.py").read_text()
     comments = "\n".join(line for line in source.splitlines() if line.lstrip().startswith("#"))
