@@ -11,16 +11,8 @@ import numpy as np
 import pytest
 from amaranth.hdl import Fragment
 from amaranth.sim import Simulator
-from support import (
-    ECP5,
-    ECP5_85F,
-    ICE40,
-    SMALL,
-    AmaranthHostPort,
-    run_program,
-    run_random_network,
-    without_dsp,
-)
+from support import ECP5, ECP5_85F, ICE40, SMALL, run_program, run_random_network, without_dsp
+from support.accelerator_sim import AmaranthHostPort
 
 import hwgen
 from hwgen.boards.catalog import ICEBREAKER_PRESET
