@@ -202,7 +202,7 @@ class AcceleratorCore(wiring.Component):
         desc = ctrl.desc
         self._start_units(m)
 
-        weight_port(m, mems, access, host, wf)
+        weight_port(m, mems, access, host, wf, implementation=self.implementation)
         wiring.connect(m, wf.o_weight, engine.i_weight)
 
         # The activation feeder and the write-back (or the pooler) use the banks.

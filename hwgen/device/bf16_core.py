@@ -206,7 +206,7 @@ class BF16AcceleratorCore(wiring.Component):
 
         program_port(m, mems, access, host, ctrl, registered=reg)
         self._start_units(m)
-        weight_port(m, mems, access, host, wf)
+        weight_port(m, mems, access, host, wf, implementation=self.implementation)
         # The feeders' lanes hold the bf16 patterns: the same bits, other layouts.
         m.d.comb += [dp.i_weight.valid.eq(wf.o_weight.valid),
                      dp.i_weight.payload.eq(wf.o_weight.payload.as_value()),

@@ -8,6 +8,7 @@ from amaranth.hdl import Cat, Mux
 
 from ..memmap import Region
 from .host_access import host_write, share_read
+from .memories import weight_names
 
 __all__ = ["count_work", "program_port", "start_pool_and_add", "weight_port"]
 
@@ -25,12 +26,12 @@ def program_port(m, mems, access, host, controller, *, registered):
                  controller.batch_in.eq(host.batch)]
 
 
-def weight_port(m, mems, access, host, feeder):
-    """Give the weight ``feeder`` its reads from the WEIGHT memories (one, or one per group of
-    lanes, :func:`~hwgen.device.memories.weight_groups`, in the order ``mems`` holds them),
-    each addressed by one of the feeder's copies; a memory may be a single-port SPRAM, whose
-    write takes the read's address."""
-    names = [n for n in mems if n.startswith("weight")]
+def weight_port(m, mems, access, host, feeder, *, implementation):
+    """Give the weight ``feeder`` its reads from the WEIGHT memories ``implementation`` builds
+    (one, or one per group of lanes: :func:`~hwgen.device.memories.weight_names`), each
+    addressed by one of the feeder's copies; a memory may be a single-port SPRAM, whose write
+    takes the read's address."""
+    names = weight_names(feeder.config, implementation)
     words, low = [], 0
     for g, name in enumerate(names):
         w_rd, w_wr = mems[name].read_port(), mems[name].write_port()

@@ -53,7 +53,7 @@ def weight_groups(config, implementation):
     lanes = tuple(range(config.cols))
     size = max(1, 16 // config.w_bits)     # a DP16KD's 18-bit port holds 16 bits of lanes
     if (implementation.registers < Registers.ARRAY or implementation.spram
-            or config.cols % size or config.cols == size):
+            or config.cols % size):
         return [lanes]
     whole = block_rams("ecp5", config.cols * config.w_bits, config.weight_depth)
     split = block_rams("ecp5", size * config.w_bits, config.weight_depth) * (config.cols // size)
