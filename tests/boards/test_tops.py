@@ -58,6 +58,22 @@ def test_ecp5_at_the_oscillator_has_a_sync_domain_with_a_reset(top):
     assert re.search(r"cell \S+ \\reset_sync", il)
 
 
+@pytest.mark.parametrize(("name", "global_reset"), [("ulx3s-85f", True), ("ulx3s-12f", True),
+                                                   ("icebreaker", False), ("tang-nano-9k", False)])
+def test_the_ecp5_plls_reset_goes_onto_a_global_network(name, global_reset):
+    # The synchronizer's output through a DCCA: nextpnr routes a DCCA's net on a global
+    # (tests/boards/test_flow.py's 12F build checks that it did).
+    board = BOARDS[name]
+    config = boards.board_config(board, clock_hz=2 * board.osc_hz, rows=2, cols=2)
+    il = board.make_platform().build(boards.BoardTop(board, config, baud=1_000_000),
+                                     name="top", do_build=False).files["top.il"]
+    buffer = re.search(r"cell \\DCCA \\reset_buffer\n(.*?)\n  end", il, re.S)
+    assert (buffer is not None) == global_reset
+    if global_reset:
+        assert "parameter" not in buffer.group(1) and "connect \\CE 1'1" in buffer.group(1)
+    assert len(re.findall(r"cell \S+ \\reset_sync\b", il)) == 1
+
+
 def test_bf16_array_top_drives_every_input_and_is_deterministic():
     """The bf16 array's top reads every output into LED 0, and elaborates to the same RTLIL
     twice."""
