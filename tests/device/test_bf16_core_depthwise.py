@@ -55,12 +55,12 @@ def _kinds(program):
     ((4, 8, 10), ((5, 4), (2, 1), 2), "raw"),     # seven tiles of taps, n past two tiles
 ])
 def test_depthwise_convolutions_run_bit_for_bit(design, layer, output):
-    # Output pixels over several chunks (acc_depth 16), each pass its taps' tile.
+    # Output pixels over several chunks (acc_depth 16), each pass its taps' tile. One run: the
+    # unit starting clean in a second is the boards' implementations' test below.
     (rows, cols, channels), (kernel, stride, padding) = design, layer
     net = to_bf16(_depthwise_cnn(rows + channels, channels, kernel, stride=stride,
                                  padding=padding, pool=False), rows=rows, output=output)
-    program = _check(net, _config(rows, cols), [bf16_rows(net, 2, seed=3),
-                                                bf16_rows(net, 1, seed=4)])
+    program = _check(net, _config(rows, cols), [bf16_rows(net, 2, seed=3)])
     assert _kinds(program)[-1] is PassKind.DEPTHWISE
 
 
@@ -70,8 +70,7 @@ def test_average_pools_run_bit_for_bit(rows, cols, channels):
     # pool (its kernel's taps over several tiles), then a dense layer.
     net = to_bf16(_depthwise_cnn(channels, channels, (2, 2), padding=1), rows=rows,
                   output="bf16")
-    program = _check(net, _config(rows, cols, dw_lines=8),
-                     [bf16_rows(net, 2, seed=5), bf16_rows(net, 1, seed=6)])
+    program = _check(net, _config(rows, cols, dw_lines=8), [bf16_rows(net, 2, seed=5)])
     assert _kinds(program).count(PassKind.DEPTHWISE) == 3
 
 
