@@ -128,10 +128,12 @@ ULX3S_85F_VWW_PRESET = {**ULX3S_85F_RESNET8_PRESET, "weight_depth": 32768, "para
 #: VWW in about 30 % fewer cycles). 205 of the 208 DP16KD, WEIGHT in four memories of 16 bits
 #: with an address each (``Registers.ARRAY``: one address into all of WEIGHT's blocks held
 #: it at 45 MHz); placed by nextpnr's ``static`` (its default seed) and routed with router2
-#: at 50 MHz (``fit.nextpnr_options``: HeAP's placements of it with the unit did not
-#: route; its build's figures: the record, docs/figures.json).
+#: at 56.25 MHz, 19 cycles a bit at 3 Mbaud (``fit.nextpnr_options``: HeAP's placements of
+#: it with the unit did not route; at 60 MHz router2 stalled, at 62.5 WEIGHT's read
+#: multiplexers missed it: docs/performance.md; its build's figures: the record,
+#: docs/figures.json).
 ULX3S_85F_ZOO_PRESET = {**ULX3S_85F_VWW_PRESET, "weight_depth": 33792, "depthwise": True,
-                        "clock_hz": 50_000_000}
+                        "clock_hz": 56_250_000}
 
 
 # The bitstream file each family's packer writes.

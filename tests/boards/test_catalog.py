@@ -23,7 +23,7 @@ def test_the_85f_preset_is_the_zoo_design_and_its_old_name_stays():
     board = BOARDS["ulx3s-85f"]
     config = boards.board_config(board)
     assert (config.rows, config.cols, config.weight_depth, config.clock_hz) == \
-        (8, 8, 33792, 50_000_000)
+        (8, 8, 33792, 56_250_000)
     assert boards.board_config(board, preset="ulx3s-85f-zoo") == config
     small = boards.board_config(board, preset="ulx3s-85f-small")
     assert (small.weight_depth, small.clock_hz) == (2048, board.clock_hz)
