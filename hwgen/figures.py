@@ -30,6 +30,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from filelock import FileLock
+
 __all__ = ["DEFAULT_RECORD", "add_record_option", "benchmark_record", "command_line",
            "figures_table", "load", "reached_hz", "record", "record_benchmark", "record_path",
            "update_docs"]
@@ -155,7 +157,6 @@ def record(path, command, figures, *, design=None, note=None):
     if bad:
         raise ValueError(f"record: figures must be numbers; got {bad}")
     path = Path(path)
-    data = load(path)
     entry = {"date": datetime.datetime.now(datetime.UTC).date().isoformat(),
              "commit": _commit(), "load": round(os.getloadavg()[0], 1),
              "figures": {k: _plain(v) for k, v in sorted(figures.items())}}
@@ -163,9 +164,13 @@ def record(path, command, figures, *, design=None, note=None):
         entry["design"] = design
     if note is not None:
         entry["note"] = note
-    data[command] = entry
-    path.write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
-    update_docs(path)
+    # Two measuring commands that finish together (two builds side by side) each read, change
+    # and write the whole record: one at a time, or the later write loses the earlier entry.
+    with FileLock(f"{path}.lock"):
+        data = load(path)
+        data[command] = entry
+        path.write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+        update_docs(path)
     print(f"recorded {len(figures)} figures of `{command}` in {path}", flush=True)
     return entry
 

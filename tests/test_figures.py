@@ -180,3 +180,22 @@ def test_record_writes_an_entry_and_the_table(tmp_path, capsys):
         figures.record(record, command, {"fmax_mhz": "fast"})
     with pytest.raises(ValueError, match="does not exist"):
         figures.record_path(tmp_path / "none.json")
+
+
+def test_records_written_at_once_keep_every_entry(tmp_path):
+    """Measuring commands that finish together (builds side by side, each a process of its own)
+    each add their entry: none is lost to another's write of the whole record."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    record = tmp_path / "figures.json"
+    record.write_text("{}\n")
+    (tmp_path / "performance.md").write_text("<!-- figures: begin -->\n<!-- figures: end -->\n")
+    commands = [f"hwgen build --board b{i}" for i in range(12)]
+    with ProcessPoolExecutor(4) as pool:
+        list(pool.map(_record_one, [record] * len(commands), commands))
+    assert sorted(json.loads(record.read_text())) == sorted(commands)
+    assert figures.update_docs(record, check=True)
+
+
+def _record_one(record, command):
+    figures.record(record, command, {"fmax_mhz": 1.0})
