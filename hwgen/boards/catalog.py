@@ -257,6 +257,8 @@ ECP5_IMPLEMENTATION = Implementation(dsp_packing=DspPacking.MULT18X18D, post_pip
 #: The 12F's: without CLASSES (the host picks the classes itself, the same answers), whose
 #: scanner would take the 4x4 preset past the LFE5U-12F's 12,096 LUT4s by the fit estimate
 #: (12,299 with it, 11,666 without; a Yosys synthesis of the preset with it projects 12,265).
+#: The build counts more than either (docs/boards.md's presets), which nextpnr allows: it
+#: places a 12F as the 25F die it is.
 #: Its registers only ``Registers.READS`` (its host port not staged nor its write-back
 #: registered): its memories are few and near, and its fit was measured so.
 ECP5_12F_IMPLEMENTATION = dataclasses.replace(ECP5_IMPLEMENTATION, class_output=False,
