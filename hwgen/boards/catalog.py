@@ -129,8 +129,8 @@ ULX3S_85F_VWW_PRESET = {**ULX3S_85F_RESNET8_PRESET, "weight_depth": 32768, "para
 #: with an address each (``Registers.ARRAY``: one address into all of WEIGHT's blocks held
 #: it at 45 MHz); placed by nextpnr's ``static`` (its default seed) and routed with router2
 #: at 56.25 MHz, 19 cycles a bit at 3 Mbaud (``fit.nextpnr_options``: HeAP's placements of
-#: it with the unit did not route; at 59.375 and 60 MHz router2 stalled, at 62.5 WEIGHT's read
-#: multiplexers missed it: docs/performance.md; its build's figures: the record,
+#: it with the unit did not route; router2 stalled at 59.375 and at 60, and at 62.5 MHz WEIGHT's
+#: read multiplexers missed it: docs/performance.md; its build's figures: the record,
 #: docs/figures.json).
 ULX3S_85F_ZOO_PRESET = {**ULX3S_85F_VWW_PRESET, "weight_depth": 33792, "depthwise": True,
                         "clock_hz": 56_250_000}
