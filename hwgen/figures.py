@@ -156,6 +156,10 @@ def record(path, command, figures, *, design=None, note=None):
            if not isinstance(v, numbers.Real) or isinstance(v, complex)}
     if bad:
         raise ValueError(f"record: figures must be numbers; got {bad}")
+    # A run whose figures were not found must not replace the command's measured entry.
+    if not figures:
+        raise ValueError(f"record: `{command}` measured no figures; its entry in {path} is "
+                         "left as it was")
     path = Path(path)
     entry = {"date": datetime.datetime.now(datetime.UTC).date().isoformat(),
              "commit": _commit(), "load": round(os.getloadavg()[0], 1),

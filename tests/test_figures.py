@@ -178,6 +178,9 @@ def test_record_writes_an_entry_and_the_table(tmp_path, capsys):
     assert figures.update_docs(record, check=True)
     with pytest.raises(ValueError, match="figures must be numbers"):
         figures.record(record, command, {"fmax_mhz": "fast"})
+    with pytest.raises(ValueError, match=r"measured no figures; its entry .* left as it was"):
+        figures.record(record, command, {})
+    assert json.loads(record.read_text())[command] == entry
     with pytest.raises(ValueError, match="does not exist"):
         figures.record_path(tmp_path / "none.json")
 

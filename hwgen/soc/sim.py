@@ -106,6 +106,8 @@ def console_figures(console):
     (:mod:`hwgen.figures`); empty when they are not there."""
     import re
 
+    # LiteX's console starts each line with the carriage return of the line before.
+    console = console.replace("\r", "")
     figures = {}
     cycles = re.search(r"^cycles per inference: (\d+) total = (\d+) copy in \+ (\d+) array",
                        console, re.M)

@@ -66,6 +66,8 @@ def test_figures_for_the_record():
     assert console_figures(console) == {"cycles_per_inference": 267, "copy_in_cycles": 98,
                                         "array_cycles": 40, "clock_mhz": 50.0,
                                         "inferences_per_s": 186609}
+    # As LiteX's simulated console prints them: each line led by a carriage return.
+    assert console_figures(console.replace("\n", "\n\r")) == console_figures(console)
     assert console_figures("hwgen: done\n") == {}
     report = BoardReport("soc.bit", {"TRELLIS_COMB": (13805, 83640), "DP16KD": (116, 208),
                                      "TRELLIS_IO": (9, 365)}, 69.75, 50.0, 2066.0)
