@@ -8,7 +8,7 @@ where the model and compiler (``hwgen``), the host driver (``host``) and the sim
 import importlib
 import sys
 
-from .options import Parser, UsageError, add_config_options, config_from_args
+from .options import Parser, RunError, UsageError, add_config_options, config_from_args
 
 __all__ = ["UsageError", "add_config_options", "config_from_args", "main"]
 
@@ -40,6 +40,9 @@ def main(argv=None):
     except UsageError as exc:
         print(f"hwgen {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except RunError as exc:
+        print(f"hwgen {args.command}: error: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print(f"hwgen {args.command}: interrupted", file=sys.stderr)
         return 130

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from hwgen.config import DATAFLOWS, AcceleratorConfig
 
-__all__ = ["Parser", "UsageError", "add_config_options", "config_from_args",
+__all__ = ["Parser", "RunError", "UsageError", "add_config_options", "config_from_args",
            "dense_bf16_defaults", "device_config_from_args", "input_dir",
            "input_file", "number", "output_dir", "output_file", "read_key_file", "record_figures",
            "record_file"]
@@ -28,6 +28,11 @@ BAUD_RANGE = (300, 12_000_000)
 
 class UsageError(Exception):
     """A problem with the user's input: printed as one line, exit status 2."""
+
+
+class RunError(Exception):
+    """A run that could not finish what it was asked, through no fault of its input: printed
+    as one line, exit status 1."""
 
 
 class Parser(argparse.ArgumentParser):
@@ -282,4 +287,7 @@ def record_figures(args, path, figures, *, drop=("--out",), **kwargs):
     from hwgen.figures import command_line, record
 
     command = command_line(f"hwgen {args.command}", args.argv, record=args.record, drop=drop)
-    record(path, command, figures, **kwargs)
+    try:
+        record(path, command, figures, **kwargs)
+    except ValueError as exc:  # nothing measured, or a record that is no longer readable
+        raise RunError(str(exc)) from None
