@@ -119,7 +119,7 @@ def test_named_presets_are_listed_only_where_they_fit_their_board(autoencoder, m
     monkeypatch.setattr(catalog, "NAMED_PRESETS", {
         "85f-ad": ("ulx3s-85f", {**catalog.ULX3S_PRESET, "weight_depth": 33024,
                                  "param_depth": 256}),
-        # It compiles the network, but needs 130 of the 12F's 32 DP16KDs.
+        # It compiles the network, but needs 130 of the 12F's 56 DP16KDs.
         "12f-ad": ("ulx3s-12f", {**catalog.ULX3S_SMALL_PRESET, **small}),
     })
     error = _refusal(autoencoder, board_config(BOARDS["ulx3s-45f"]))
