@@ -131,7 +131,11 @@ def record_benchmark(script, args, argv, figures, **kwargs):
         return
     argv = sys.argv[1:] if argv is None else argv
     command = command_line(f"python benchmarks/{Path(script).name}", argv, record=args.record)
-    record(args.record, command, figures, **kwargs)
+    try:
+        record(args.record, command, figures, **kwargs)
+    except ValueError as exc:  # nothing measured: one line and exit 1, as `hwgen` says it
+        print(f"{Path(script).name}: error: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
 
 
 def _commit():

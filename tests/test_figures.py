@@ -185,6 +185,20 @@ def test_record_writes_an_entry_and_the_table(tmp_path, capsys):
         figures.record_path(tmp_path / "none.json")
 
 
+def test_a_benchmark_that_measured_nothing_exits_1_in_one_line(tmp_path, capsys):
+    import argparse
+
+    record = tmp_path / "figures.json"
+    record.write_text("{}\n")
+    args = argparse.Namespace(record=str(record))
+    with pytest.raises(SystemExit) as exit_info:
+        figures.record_benchmark("benchmarks/link.py", args, ["--record", str(record)], {})
+    assert exit_info.value.code == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("link.py: error: record: ")
+    assert record.read_text() == "{}\n"
+
+
 def test_records_written_at_once_keep_every_entry(tmp_path):
     """Measuring commands that finish together (builds side by side, each a process of its own)
     each add their entry: none is lost to another's write of the whole record."""
