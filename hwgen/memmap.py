@@ -39,6 +39,7 @@ __all__ = [
     "reduction_limits",
     "regions",
     "rotates_lanes",
+    "walked_strides",
     "walks_taps",
     "writes_streams",
 ]
@@ -81,6 +82,14 @@ BF16_UNBOUNDED = (0xFF80, 0x7F80)
 #: The largest stride (per axis) and top or left padding of a spatial layer (four bits each in
 #: its geometry), and the largest window side of a fused max pool (``p - 1`` in three bits).
 GEOMETRY_LIMITS = {"stride": 15, "pad": 15, "pool": 8}
+
+
+def walked_strides(strides, out_hw):
+    """Return the ``(sy, sx)`` a spatial pass walks for ``strides`` and its output's ``(oh,
+    ow)``: a stride along an axis of one output pixel is never taken (a pool as large as its
+    input, whose stride is its size), so one beyond :data:`GEOMETRY_LIMITS` walks as 1."""
+    limit = GEOMETRY_LIMITS["stride"]
+    return tuple(1 if n == 1 and s > limit else s for s, n in zip(strides, out_hw, strict=True))
 
 
 def _held(limit):

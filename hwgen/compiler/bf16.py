@@ -261,9 +261,10 @@ def _depthwise_refusal(layer, in_shape, config):
                 "depthwise=True")
     conv = _depthwise_conv(layer, in_shape)
     kh, kw, _, _ = conv.weight.shape
-    (sy, sx), (_, _, left, right) = conv.strides, conv.pads
-    ow = (in_shape[1] + left + right - kw) // sx + 1
-    why = kernel_refusal((kh, kw, (sy, sx), conv.pads), ow, config)
+    (sy, sx), (top, bottom, left, right) = conv.strides, conv.pads
+    out_hw = ((in_shape[0] + top + bottom - kh) // sy + 1,
+              (in_shape[1] + left + right - kw) // sx + 1)
+    why = kernel_refusal((kh, kw, conv.strides, conv.pads), out_hw, config)
     return f"a depthwise reduction the depthwise unit cannot run: {why}" if why else ""
 
 

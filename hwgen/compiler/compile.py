@@ -15,6 +15,7 @@ from ..memmap import (
     act_addr_bits,
     geometry_layout,
     geometry_words,
+    walked_strides,
     writes_streams,
 )
 from ..nn import CNN, INPUT, MLP, QuantizedNetwork
@@ -97,10 +98,7 @@ def _geometry(index, p, plan, config):
     src = plan.source(index)
     ps = plan.strides[src]
     wrap = 1 << act_addr_bits(config)
-    # A stride along an axis with one output pixel is never taken (a pool as large as its
-    # input, whose stride is its size): one beyond the walk's limit walks as 1.
-    limit = GEOMETRY_LIMITS["stride"]
-    sy, sx = (1 if oh == 1 and sy > limit else sy), (1 if ow == 1 and sx > limit else sx)
+    sy, sx = walked_strides((sy, sx), (oh, ow))
     # The bottom and right padding follow from oh, ow: only the top and left are walked.
     for name, value, where in (("stride", sy, "sy"), ("stride", sx, "sx"),
                                ("pad", top, "top"), ("pad", left, "left")):

@@ -49,7 +49,14 @@ from ..bf16_cycles import bf16_depthwise_timing
 from ..compiler.images import param_image, weight_image
 from ..compiler.proofs import check_channel_params
 from ..latency import FIFO_LATENCY, STREAM_LATENCY, requant_tail, ws_latency
-from ..memmap import GEOMETRY_LIMITS, PassKind, Region, has_depthwise, reduction_limits
+from ..memmap import (
+    GEOMETRY_LIMITS,
+    PassKind,
+    Region,
+    has_depthwise,
+    reduction_limits,
+    walked_strides,
+)
 from ..nn import AvgPool2D, Conv2D, Dense, GlobalAvgPool2D
 from ..timing import unit_latencies
 from .base import Lowered, Pass, signed_range
@@ -137,15 +144,18 @@ def refusal(layer, in_shape, config):
     if conv is None:
         return "it is no depthwise convolution (one output channel per input channel)"
     kh, kw, _, _ = conv.weight.shape
-    return kernel_refusal((kh, kw, conv.strides, conv.pads), conv.output_shape(in_shape)[1],
+    return kernel_refusal((kh, kw, conv.strides, conv.pads), conv.output_shape(in_shape)[:2],
                           config)
 
 
-def kernel_refusal(kernel, ow, config):
+def kernel_refusal(kernel, out_hw, config):
     """Return why the depthwise unit of ``config`` cannot walk a depthwise convolution of
-    ``kernel`` ``(kh, kw, (sy, sx), (top, bottom, left, right))`` whose output rows have
-    ``ow`` pixels (a string), or None if it can."""
-    kh, kw, (sy, sx), (top, _, left, _) = kernel
+    ``kernel`` ``(kh, kw, (sy, sx), (top, bottom, left, right))`` whose output is ``(oh, ow)``
+    pixels (a string), or None if it can. A stride along an axis of one output pixel is
+    never taken (:func:`~hwgen.memmap.walked_strides`: KWS's pool over all its 24 x 5)."""
+    kh, kw, strides, (top, _, left, _) = kernel
+    sy, sx = walked_strides(strides, out_hw)
+    ow = out_hw[1]
     k_tiles = math.ceil(kh * kw / config.rows)
     span = max(tile_plan(kt, config.rows, kh, kw).span for kt in range(k_tiles))
     limits = (
@@ -218,9 +228,10 @@ class DepthwisePass(Pass):
         return 0
 
     def walk_fields(self, p, config, src_stride=1):
-        _, kw, (sy, sx), _, _ = p.kernel
+        _, kw, strides, _, _ = p.kernel
         h, w, _ = p.in_shape
         oh, ow = p.out_shape[:2]
+        sy, sx = walked_strides(strides, (oh, ow))
         k_tiles = p.matrix.weight.shape[0] // config.rows
         rows = oh if k_tiles == 1 else min(oh, config.acc_depth // ow)
         tq, tr = divmod(config.rows, kw)

@@ -101,6 +101,15 @@ def test_average_pools_run_bit_for_bit(seed, rows, cols, channels):
     assert _kinds(program) == [PassKind.DEPTHWISE] * 2
 
 
+def test_a_pool_over_its_whole_input_runs_bit_for_bit_whatever_its_stride():
+    # KWS's shape of pool: its stride (its size, 17 x 2) past the geometry's 15 is never taken.
+    model = CNN([FloatAvgPool2D((17, 2), activation="relu")], input_shape=(18, 3, 4))
+    assert model.output_shape == (1, 1, 4)
+    net = to_bf16(model, rows=4, output="bf16")
+    program, _ = check_program(net, _config(4, 4), _images(net, 2, seed=7, cancel=True))
+    assert _kinds(program) == [PassKind.DEPTHWISE]
+
+
 @pytest.mark.parametrize("seed", range(2))
 @pytest.mark.parametrize(("rows", "cols", "channels"), _DESIGNS[:4])
 def test_depthwise_layers_in_a_cnn_run_bit_for_bit(seed, rows, cols, channels):

@@ -521,6 +521,25 @@ def test_depthwise_passes_on_the_unit(shape, name, stride):
     _check_runs(cfg, prog, net, xs, impl)
 
 
+@pytest.mark.parametrize("name", ["plain", "ecp5-85f"])
+def test_a_pool_over_its_whole_input_on_the_unit(name):
+    """A pool as large as its input whose stride (its size, 16 x 2) is past the geometry's,
+    as KWS's: the unit walks it (16 tiles of taps, the stride never taken) to the reference's
+    outputs in the cycle model's cycles."""
+    cfg = _config((2, 4), depthwise=True, act_depth=600, acc_depth=12, dw_depth=16,
+                  prog_depth=24)
+    rng = np.random.default_rng(16)
+    c = 4
+    pool = AvgPool2D((16, 2), mult=rng.integers(1, 1 << 14, c), shift=rng.integers(12, 15, c))
+    net = QuantizedNetwork([pool], in_bits=8, w_bits=8, acc_bits=cfg.acc_bits,
+                           mult_bits=cfg.mult_bits, input_shape=(17, 2, c))
+    prog = hwgen.compile(net, cfg)
+    assert [PassKind(d["kind"]) for d in prog.descriptors] == [PassKind.DEPTHWISE]
+    assert prog.descriptors[0]["k_tiles"] == 16
+    _check_runs(cfg, prog, net, [random_image(rng, cfg, min(prog.batch, 2), net.input_shape)],
+                VARIANTS[name])
+
+
 def test_a_depthwise_unit_only_with_depthwise():
     for depthwise in (True, False):
         dut = AcceleratorCore(_config((2, 3), depthwise=depthwise), ICE40)

@@ -159,6 +159,21 @@ def test_random_depthwise_convolutions_are_exact(seed, c, kernel, walk, size):
         assert {d["kind"] for d in program.descriptors} <= {DW.value, PassKind.MATRIX.value}
 
 
+def test_a_pool_as_large_as_its_input_takes_the_unit_whatever_its_stride():
+    """KWS's pool: 24 x 5 over a 25 x 5 image, stride 24 x 5, one output pixel. Its stride,
+    past the geometry's 15, is never taken, so the unit walks it as 1 (its output stays one
+    pixel) and the reference's outputs come out; a stride that is taken still refuses."""
+    rng = np.random.default_rng(5)
+    pool = _pool(rng, 8, size=(24, 5))
+    assert pool.output_shape((25, 5, 8)) == (1, 1, 8)
+    assert refusal(pool, (25, 5, 8), WIDE) is None
+    program = _exact(QuantizedNetwork([pool], input_shape=(25, 5, 8)), WIDE, rng)
+    (d,) = program.descriptors
+    assert d["kind"] == DW.value and (d["geometry"]["sy"], d["geometry"]["oh"]) == (1, 1)
+    taken = _pool(rng, 8, size=(2, 2), stride=(16, 1))     # (34 - 2) // 16 + 1 = 3 rows
+    assert "strides" in refusal(taken, (34, 5, 8), WIDE)
+
+
 @pytest.mark.parametrize("config", [SMALL, WIDE], ids=["4x4", "3x8"])
 def test_average_pools_are_exact(config):
     rng = np.random.default_rng(4)
