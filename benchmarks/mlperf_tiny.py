@@ -43,7 +43,7 @@ import textwrap
 import numpy as np
 
 import hwgen
-from hwgen.boards import BOARDS, board_config
+from hwgen.boards import BOARDS, named_design
 from hwgen.boards.catalog import NAMED_PRESETS
 from hwgen.compiler.compile import activation_plan
 from hwgen.cycles import layer_cycles, program_cycles
@@ -118,10 +118,7 @@ def design(name):
             raise ValueError(f"{change!r} in design {name!r}: allowed +FIELD=N, e.g. "
                              "+depthwise=1")
         fields[field] = int(value)
-    if base in BOARDS:
-        return BOARDS[base], board_config(BOARDS[base], **fields)
-    board = BOARDS[NAMED_PRESETS[base][0]]
-    return board, board_config(board, preset=base, **fields)
+    return named_design(base, **fields)
 
 
 def layer_kind(network, index):

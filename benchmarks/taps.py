@@ -22,7 +22,7 @@ import dataclasses
 import sys
 
 import hwgen
-from hwgen.boards import BOARDS, board_config
+from hwgen.boards import named_design
 from hwgen.boards.catalog import NAMED_PRESETS
 from hwgen.compiler import CompileError
 from hwgen.cycles import layer_cycles, program_cycles
@@ -38,13 +38,9 @@ DEFAULT_MODELS = ("kws", "demo-cnn", "vww", "resnet8", "lenet5", "tutorial_cnn")
 def design(name):
     """Return ``(board, config)`` of design ``name``."""
     if name == "8x8-kws":
-        board = BOARDS["ulx3s-85f"]
-        return board, dataclasses.replace(board_config(board, preset="ulx3s-85f-small"),
-                                          weight_depth=8192, prog_depth=64)
-    if name in NAMED_PRESETS:
-        board = BOARDS[NAMED_PRESETS[name][0]]
-        return board, board_config(board, preset=name)
-    return BOARDS[name], board_config(BOARDS[name])
+        board, config = named_design("ulx3s-85f-small")
+        return board, dataclasses.replace(config, weight_depth=8192, prog_depth=64)
+    return named_design(name)
 
 
 def model(name, config):

@@ -36,8 +36,7 @@ import sys
 import numpy as np
 
 import hwgen
-from hwgen.boards import BOARDS, board_config
-from hwgen.boards.catalog import NAMED_PRESETS
+from hwgen.boards import named_design
 from hwgen.compiler import CompileError
 from hwgen.cycles import program_cycles
 from hwgen.figures import add_record_option, benchmark_record, record_benchmark
@@ -59,9 +58,7 @@ def design(name):
     """Return the :class:`hwgen.AcceleratorConfig` of ``name``."""
     if name == "default":
         return hwgen.AcceleratorConfig()
-    if name in BOARDS:
-        return board_config(BOARDS[name])
-    return board_config(BOARDS[NAMED_PRESETS[name][0]], preset=name)
+    return named_design(name)[1]
 
 
 def features(name):
@@ -69,8 +66,7 @@ def features(name):
     its board builds it (all of them for "default")."""
     if name == "default":
         return Features.ALL
-    board = BOARDS[name] if name in BOARDS else BOARDS[NAMED_PRESETS[name][0]]
-    return board.implementation.features
+    return named_design(name)[0].implementation.features
 
 
 def rx_fifo(name):
@@ -78,8 +74,7 @@ def rx_fifo(name):
     builds it (the default for "default")."""
     if name == "default":
         return RX_FIFO
-    board = BOARDS[name] if name in BOARDS else BOARDS[NAMED_PRESETS[name][0]]
-    return board.implementation.rx_fifo
+    return named_design(name)[0].implementation.rx_fifo
 
 
 def demo_mlp(config):

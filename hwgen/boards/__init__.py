@@ -25,7 +25,7 @@ packages through the board's ``amaranth-boards`` platform, and writes the bitstr
 
 from .baud import BaudError, default_baud, link_plan, uart_divisor
 from .catalog import BOARDS, Board, Family
-from .config import board_config
+from .config import board_config, named_design
 from .fit import FitError, check_fit, estimate
 from .flow import build
 from .fold import fold_output_registers
@@ -57,6 +57,7 @@ __all__ = [
     "link_clock_hz",
     "link_plan",
     "make_report",
+    "named_design",
     "nextpnr_arcs_left",
     "nextpnr_phases",
     "parse_nextpnr_log",

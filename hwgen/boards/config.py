@@ -9,7 +9,7 @@ from ..config import AcceleratorConfig, Dataflow
 from . import catalog
 from .catalog import BOARDS, PRESET_ALIASES, UNSPLIT_ACT
 
-__all__ = ["board_config", "preset_of", "preset_seed"]
+__all__ = ["board_config", "named_design", "preset_of", "preset_seed"]
 
 
 def board_config(board, args=None, *, clock_hz=None, preset=None, **overrides):
@@ -62,6 +62,27 @@ def board_config(board, args=None, *, clock_hz=None, preset=None, **overrides):
         # AcceleratorConfig's default clock means nothing on a board: use the board's.
         values["clock_hz"] = board.clock_hz
     return AcceleratorConfig.from_dict(values)
+
+
+def named_design(name, **overrides):
+    """Return ``(board, config)`` of design ``name``: a board's preset, or a named preset of
+    :data:`~hwgen.boards.catalog.NAMED_PRESETS` on its board, with ``overrides`` (as
+    :func:`board_config` takes them) over it.
+
+    Raises
+    ------
+    ValueError
+        If ``name`` is neither a board nor a named preset (the message lists both), or the
+        overrides give no valid configuration.
+    """
+    if name in BOARDS:
+        return BOARDS[name], board_config(BOARDS[name], **overrides)
+    if name in catalog.NAMED_PRESETS:
+        board = BOARDS[catalog.NAMED_PRESETS[name][0]]
+        return board, board_config(board, preset=name, **overrides)
+    raise ValueError(f"design {name!r} is neither a board nor a named preset; allowed: boards "
+                     + ", ".join(sorted(BOARDS)) + "; presets "
+                     + ", ".join(sorted(catalog.NAMED_PRESETS)))
 
 
 def _bf16_from_preset(values, given):

@@ -75,3 +75,15 @@ def test_bf16_on_a_board_takes_its_preset_less_what_only_int8_has(board_name):
 def test_bf16_with_an_int8_field_given_is_refused_naming_it():
     with pytest.raises(ValueError, match=r"acc_bits=22 with dtype='bf16'.*allowed: acc_bits=32"):
         boards.board_config(BOARDS["icebreaker"], _args(dtype="bf16", acc_bits=22))
+
+
+def test_a_design_is_a_board_or_a_named_preset_by_its_name():
+    board, config = boards.named_design("icebreaker")
+    assert board is BOARDS["icebreaker"] and config == boards.board_config(board)
+    board, config = boards.named_design("ulx3s-85f-vww", clock_hz=40_000_000)
+    assert board is BOARDS[NAMED_PRESETS["ulx3s-85f-vww"][0]]
+    assert config == boards.board_config(board, preset="ulx3s-85f-vww", clock_hz=40_000_000)
+    with pytest.raises(ValueError, match=r"design 'ulx3s-99f' is neither a board nor a named "
+                                         r"preset; allowed: boards .*icebreaker.*; presets "
+                                         r".*ulx3s-85f-vww"):
+        boards.named_design("ulx3s-99f")

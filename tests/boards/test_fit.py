@@ -79,8 +79,6 @@ def test_lut_estimate_is_within_7_percent_of_measured_builds(name, overrides, me
 def _recorded_builds(family):
     """Return ``[(command, board, config, LUTs)]`` of the record's builds of a preset of a
     ``family`` board (``hwgen build --board B [--preset P] [--clock-hz N] [--baud N]``)."""
-    from hwgen.boards.catalog import NAMED_PRESETS
-
     builds = []
     for command, entry in json.loads(RECORD.read_text()).items():
         words = command.split()
@@ -88,14 +86,12 @@ def _recorded_builds(family):
         if words[:2] != ["hwgen", "build"] or design is None \
                 or set(words[2::2]) - {"--board", "--preset", "--clock-hz", "--baud"}:
             continue
-        name, options = (design, {}) if design in BOARDS else \
-            (NAMED_PRESETS[design][0], {"preset": design})
+        options = {}
         if "--clock-hz" in words:
             options["clock_hz"] = int(words[words.index("--clock-hz") + 1])
-        board = BOARDS[name]
+        board, config = boards.named_design(design, **options)
         if board.family.value == family:
-            builds.append((command, board, boards.board_config(board, **options),
-                           entry["figures"]["lut"]))
+            builds.append((command, board, config, entry["figures"]["lut"]))
     return builds
 
 
@@ -116,21 +112,15 @@ def test_ecp5_lut_estimate_is_within_7_percent_of_the_recorded_presets():
 _GOWIN_LUTS = [("tang-nano-9k", {"rows": 2, "cols": 2}, 4803)]
 
 
-def _recorded_preset_luts(name):
-    """Return the LUTs of ``name``'s preset build in the record (``hwgen build --board name``),
-    or None."""
-    entry = json.loads(RECORD.read_text()).get(f"hwgen build --board {name}")
-    return None if entry is None else entry["figures"]["lut"]
-
-
 @pytest.mark.parametrize("name", ["tang-nano-9k", "tang-primer-20k"])
 def test_gowin_lut_estimate_is_not_below_the_recorded_preset_build(name):
     """The fit check refuses only what the estimate puts past the device: an estimate below
     a build would let a design through that does not fit. At most 10 % above it."""
-    measured = _recorded_preset_luts(name)
-    assert measured is not None, f"no build of the {name} preset in the record"
-    board = BOARDS[name]
-    lut = boards.estimate(board, boards.board_config(board))["lut"]
+    command = f"hwgen build --board {name}"
+    builds = {row[0]: row[1:] for row in _recorded_builds("gowin")}
+    assert command in builds, f"no build of the {name} preset in the record"
+    board, config, measured = builds[command]
+    lut = boards.estimate(board, config)["lut"]
     assert measured <= lut <= 1.1 * measured, (lut, measured)
 
 

@@ -17,8 +17,7 @@ from support import BOARD_WS, compile_refused, started_board
 import hwgen
 from host import Accelerator
 from hwgen import AcceleratorConfig
-from hwgen.boards import board_config
-from hwgen.boards.catalog import BOARDS, NAMED_PRESETS
+from hwgen.boards import BOARDS, board_config, named_design
 from hwgen.models.tutorial_cnn import build_tutorial_cnn
 from hwgen.models.zoo import ZooModel, count_macs, count_params
 from hwgen.nn import Dense, Flatten, QuantizedNetwork, from_torch, quantize
@@ -46,12 +45,6 @@ def tutorial_cnn(torch):
     return from_torch(TUTORIAL_CNN.model(), input_shape=INPUT_SHAPE)
 
 
-def _preset(name):
-    if name in BOARDS:
-        return board_config(BOARDS[name])
-    return board_config(BOARDS[NAMED_PRESETS[name][0]], preset=name)
-
-
 def _quantized(model, config):
     return quantize(model, TUTORIAL_CNN.calibration(32), in_bits=config.in_bits,
                     w_bits=config.w_bits, acc_bits=config.acc_bits, mult_bits=config.mult_bits)
@@ -71,7 +64,7 @@ def test_the_tutorial_cnn_is_what_its_record_says(torch):
 
 @pytest.mark.parametrize("name", ["ulx3s-85f-resnet8", "ulx3s-85f-vww"])
 def test_the_tutorial_cnn_runs_on_the_presets_that_hold_it(tutorial_cnn, name):
-    config = _preset(name)
+    _, config = named_design(name)
     net = _quantized(tutorial_cnn, config)
     program = hwgen.compile(net, config, batch=2)
     classifier = program.layers[-1]
@@ -83,13 +76,13 @@ def test_the_tutorial_cnn_runs_on_the_presets_that_hold_it(tutorial_cnn, name):
 
 def test_the_tutorial_cnn_is_refused_by_the_buffer_or_field_that_is_short(tutorial_cnn):
     # The 85F's small design: its 2,048 WEIGHT words are short (a real buffer).
-    config = _preset("ulx3s-85f-small")
+    _, config = named_design("ulx3s-85f-small")
     error = compile_refused(_quantized(tutorial_cnn, config), config,
                             "limit weight_depth=2048",
                             "the presets of ulx3s-85f, ulx3s-85f-resnet8, ulx3s-85f-vww")
     assert error.resource == "weight_depth"
     # The 85F's preset, the zoo's design, holds it.
-    config = _preset("ulx3s-85f")
+    _, config = named_design("ulx3s-85f")
     net = _quantized(tutorial_cnn, config)
     x = random_image(np.random.default_rng(1), config, 1, INPUT_SHAPE)
     program = hwgen.compile(net, config, batch=1)
@@ -143,7 +136,7 @@ def test_a_1568_input_classifier_runs_on_the_simulated_board():
 def test_the_tutorial_cnn_runs_on_the_simulated_board_of_its_preset(tutorial_cnn):
     """The whole tutorial CNN on the ResNet-8 preset's design simulated in Verilator (a build
     of its own, hence slow; the default run has the classifier on the shared board above)."""
-    config = _preset("ulx3s-85f-resnet8")
+    _, config = named_design("ulx3s-85f-resnet8")
     net = _quantized(tutorial_cnn, config)
     program = hwgen.compile(net, config, batch=2)
     x = random_image(np.random.default_rng(4), config, 2, INPUT_SHAPE)

@@ -14,8 +14,7 @@ import pytest
 import hwgen
 from host import Accelerator
 from hwgen import AcceleratorConfig
-from hwgen.boards import BOARDS, board_config
-from hwgen.boards.catalog import NAMED_PRESETS
+from hwgen.boards import named_design
 from hwgen.compiler import CompileError
 from hwgen.models import MODELS, get
 from hwgen.nn import Conv2D, QuantizedNetwork, from_onnx, from_torch, quantize
@@ -59,13 +58,6 @@ def _cases():
             why = PENDING.get((name, route))
             marks = [pytest.mark.xfail(strict=True, reason=why)] if why else []
             yield pytest.param(name, route, marks=marks, id=f"{name}-{route}")
-
-
-def zoo_config(name="ulx3s-85f"):
-    """The configuration of design ``name``: a board's preset or a named preset."""
-    if name in BOARDS:
-        return board_config(BOARDS[name])
-    return board_config(BOARDS[NAMED_PRESETS[name][0]], preset=name)
 
 
 def imported(torch, name, route):
@@ -113,7 +105,7 @@ def test_zoo_model_imports_and_runs_bit_exact(torch, name, route):
     np.testing.assert_allclose(float_model.forward(x),
                                scores(torch, module, zoo.calibration(8, seed=7, layout="nchw")),
                                rtol=1e-3, atol=1e-3)
-    config = zoo_config(DESIGNS.get(name, "ulx3s-85f"))
+    _, config = named_design(DESIGNS.get(name, "ulx3s-85f"))
     net = quantize(float_model, zoo.calibration(64), in_bits=config.in_bits,
                    w_bits=config.w_bits, acc_bits=config.acc_bits, mult_bits=config.mult_bits)
     program = hwgen.compile(net, config, batch=1)
@@ -130,12 +122,12 @@ def test_zoo_design_fits_the_85f():
     from hwgen.boards import check_fit
     from hwgen.boards.fit import nextpnr_options
 
-    board = BOARDS["ulx3s-85f"]
-    est = check_fit(board, zoo_config())
+    board, config = named_design("ulx3s-85f")
+    est = check_fit(board, config)
     assert 0.9 * board.capacity["bram"] < est["bram"] <= board.capacity["bram"]
     # Nearly every block RAM (its build took 205 of 208): nextpnr places it with static and
     # routes it with router2.
-    assert nextpnr_options(board, zoo_config()) == ["--placer", "static", "--router", "router2"]
+    assert nextpnr_options(board, config) == ["--placer", "static", "--router", "router2"]
 
 
 def test_vww_design_holds_the_cnns_but_not_ad_and_routes_with_router2(torch):
@@ -147,8 +139,7 @@ def test_vww_design_holds_the_cnns_but_not_ad_and_routes_with_router2(torch):
     from hwgen.compiler import CompileError
     from hwgen.memmap import Region
 
-    board = BOARDS[NAMED_PRESETS["ulx3s-85f-vww"][0]]
-    config = zoo_config("ulx3s-85f-vww")
+    board, config = named_design("ulx3s-85f-vww")
     assert check_fit(board, config)["bram"] == 198
     assert nextpnr_options(board, config) == ["--placer", "static", "--router", "router2"]
     for name in ("vww", "kws", "lenet5", "tutorial_cnn"):
@@ -177,8 +168,7 @@ def test_resnet8_adds_take_at_most_5_percent_on_its_design(torch):
     from hwgen.nn import Add
 
     zoo = get("resnet8")
-    board_name, _ = NAMED_PRESETS["ulx3s-85f-resnet8"]
-    board, config = BOARDS[board_name], zoo_config("ulx3s-85f-resnet8")
+    board, config = named_design("ulx3s-85f-resnet8")
     net = quantize(from_torch(zoo.model(), input_shape=zoo.input_shape), zoo.calibration(64),
                    in_bits=config.in_bits, w_bits=config.w_bits, acc_bits=config.acc_bits,
                    mult_bits=config.mult_bits)
