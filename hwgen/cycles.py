@@ -113,18 +113,20 @@ def engine_timing(config, batches, spacing=None, *, registered=False, first_row=
     next_row = first_row    # first cycle the activation stream may deliver the next row
     if config.dataflow is Dataflow.WS:
         lat = ws_latency(config, registered) + FIFO_LATENCY
+        # Its output FIFO holds every row in flight: when a row is admitted, at most `lat`
+        # rows (one a cycle at most) are admitted and not yet read, and fifo_depth is more.
+        # So the credits never hold a row back, and a batch's rows go in at its spacing.
+        if credits.depth <= lat:
+            raise AssertionError(f"fifo_depth {credits.depth} must exceed the latency {lat}")
         for n, m in enumerate(batches):
             load = max(load_end, free[n % 2])
             tile_load.append(load)
             load_end = load + rows
             t = max(next_row, load_end)
-            for _ in range(m):
-                t = credits.earliest(t, 1)
-                admit.append(t)
-                out.append(t + lat)
-                credits.take(t + lat)
-                t += spacing[n]
-            next_row = t
+            step = spacing[n]
+            admit.extend(range(t, t + m * step, step))
+            out.extend(range(t + lat, t + lat + m * step, step))
+            next_row = t + m * step
             free[n % 2] = admit[-1] + 1
         return EngineTiming(admit, out, tile_load)
 
