@@ -127,13 +127,13 @@ ULX3S_85F_VWW_PRESET = {**ULX3S_85F_RESNET8_PRESET, "weight_depth": 32768, "para
 #: batch 1 (AD, KWS, VWW, ResNet-8, LeNet-5, the tutorial CNN), and the depthwise unit (KWS and
 #: VWW in about 30 % fewer cycles). 205 of the 208 DP16KD, WEIGHT in four memories of 16 bits
 #: with an address each (``Registers.ARRAY``: one address into all of WEIGHT's blocks held
-#: it at 45 MHz); placed by nextpnr's ``static`` (its default seed) and routed with router2
-#: at 56.25 MHz, 19 cycles a bit at 3 Mbaud (``fit.nextpnr_options``: HeAP's placements of
-#: it with the unit did not route; router2 stalled at 59.375 and at 60, and at 62.5 MHz WEIGHT's
-#: read multiplexers missed it: docs/performance.md; its build's figures: the record,
-#: docs/figures.json).
+#: it at 45 MHz); placed by nextpnr's ``static`` at seed 2 (:data:`PRESET_SEEDS`) and routed
+#: with router2 at 62.5 MHz, 21 cycles a bit at 3 Mbaud (``fit.nextpnr_options``: HeAP's
+#: placements of it with the unit did not route; router2 stalled at 59.375 and at 60, and at
+#: the default seed WEIGHT's read multiplexers missed 62.5 MHz: docs/performance.md; its
+#: build's figures: the record, docs/figures.json).
 ULX3S_85F_ZOO_PRESET = {**ULX3S_85F_VWW_PRESET, "weight_depth": 33792, "depthwise": True,
-                        "clock_hz": 56_250_000}
+                        "clock_hz": 62_500_000}
 
 
 # The bitstream file each family's packer writes.
@@ -358,10 +358,11 @@ NAMED_PRESETS = {"ulx3s-85f-small": ("ulx3s-85f", ULX3S_PRESET),
                  "ulx3s-85f-resnet8": ("ulx3s-85f", ULX3S_85F_RESNET8_PRESET),
                  "ulx3s-85f-vww": ("ulx3s-85f", ULX3S_85F_VWW_PRESET)}
 #: The nextpnr seed ``hwgen build`` places a preset with when no ``--seed`` is given: the
-#: placement its recorded build routed with, where that was not nextpnr's default seed (none
-#: now: the 85F's preset, which routed only at seed 1 before WEIGHT had an address per memory,
-#: routes at the default seed since: docs/performance.md).
-PRESET_SEEDS = {}
+#: placement its recorded build routed with, where that was not nextpnr's default seed. The
+#: 85F's preset meets 62.5 MHz at seed 2; at the default seed WEIGHT's read multiplexers
+#: missed it, and seed 3 left the reset's arc to its global buffer unrouted
+#: (docs/performance.md).
+PRESET_SEEDS = {"ulx3s-85f": 2}
 #: Names that stay accepted for a board's own preset: ``--preset ulx3s-85f-zoo`` named the zoo
 #: design before it became the 85F's preset.
 PRESET_ALIASES = {"ulx3s-85f-zoo": "ulx3s-85f"}
