@@ -106,7 +106,6 @@ def engine_timing(config, batches, spacing=None, *, registered=False, first_row=
             config.dataflow is not Dataflow.WS and max(spacing) > 1):
         raise ValueError(f"spacing={spacing!r}: one value >= 1 per batch (WS only for > 1)")
     rows = config.rows
-    credits = _Credits(fifo_depth(config, registered))
     admit, out, tile_load = [], [], []
     free = [0, 0]       # first cycle each bank may be loaded again
     load_end = 0        # first cycle the weight stream is free
@@ -116,8 +115,9 @@ def engine_timing(config, batches, spacing=None, *, registered=False, first_row=
         # Its output FIFO holds every row in flight: when a row is admitted, at most `lat`
         # rows (one a cycle at most) are admitted and not yet read, and fifo_depth is more.
         # So the credits never hold a row back, and a batch's rows go in at its spacing.
-        if credits.depth <= lat:
-            raise AssertionError(f"fifo_depth {credits.depth} must exceed the latency {lat}")
+        depth = fifo_depth(config, registered)
+        if depth <= lat:
+            raise AssertionError(f"fifo_depth {depth} must exceed the latency {lat}")
         for n, m in enumerate(batches):
             load = max(load_end, free[n % 2])
             tile_load.append(load)
@@ -131,6 +131,7 @@ def engine_timing(config, batches, spacing=None, *, registered=False, first_row=
         return EngineTiming(admit, out, tile_load)
 
     lat = os_latency(config) + FIFO_LATENCY
+    credits = _Credits(fifo_depth(config, registered))
     period = max(rows, config.cols)
     last_launch = -period
     for n, m in enumerate(batches):

@@ -32,6 +32,7 @@ from ..nn.bf16 import as_bf16, bf16_array, bf16_bits, first_index, round_to_bf16
 from ..nn.flatten import Flatten
 from ..nn.graph import INPUT, where
 from ..nn.maxpool import MaxPool2D
+from ..nn.patches import conv_output_size
 from ..passes import lookup, taps
 from ..passes.bf16_matrix import lanes_of_bits, signed_bits
 from .bf16_streams import in_taps, stream_refusal, streamed
@@ -262,8 +263,8 @@ def _depthwise_refusal(layer, in_shape, config):
     conv = _depthwise_conv(layer, in_shape)
     kh, kw, _, _ = conv.weight.shape
     (sy, sx), (top, bottom, left, right) = conv.strides, conv.pads
-    out_hw = ((in_shape[0] + top + bottom - kh) // sy + 1,
-              (in_shape[1] + left + right - kw) // sx + 1)
+    out_hw = (conv_output_size(in_shape[0], kh, sy, (top, bottom)),
+              conv_output_size(in_shape[1], kw, sx, (left, right)))
     why = kernel_refusal((kh, kw, conv.strides, conv.pads), out_hw, config)
     return f"a depthwise reduction the depthwise unit cannot run: {why}" if why else ""
 
