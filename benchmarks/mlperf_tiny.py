@@ -238,8 +238,15 @@ def row(name, design_name, *, samples, on_board):
     return f
 
 
-def _util(macs, cycles, config):
-    return f"{macs / (config.rows * config.cols * cycles):.1%}" if cycles else "-"
+def _util(macs, cycles, config, kind=None):
+    return f"{macs / (kind_multipliers(config, kind) * cycles):.1%}" if cycles else "-"
+
+
+def kind_multipliers(config, kind=None):
+    """Return the array's multipliers that layers of ``kind`` have: a depthwise layer's
+    (``depthwise``, ``dw s1``) count the depthwise unit's extra rows."""
+    rows = config.array_rows if kind in ("depthwise", "dw s1") else config.rows
+    return rows * config.cols
 
 
 def add_share(r):
@@ -260,7 +267,7 @@ def print_table(rows):
         config = r["config"]
         clock = config.clock_hz
         reached = REACHED_HZ.get(r["design"])
-        kinds = " ".join(f"{_util(*r['per_kind'][k], config):>10}" for k in KINDS)
+        kinds = " ".join(f"{_util(*r['per_kind'][k], config, k):>10}" for k in KINDS)
         sim = f"{r['sim_cycles']:,}" if r["sim_cycles"] is not None else "-"
         at_fmax = f"{r['board_cycles'] / reached * 1e6:>9.1f}" if reached else f"{'-':>9}"
         print(f"{r['name']:<13} {r['design']:<26} {r['macs']:>10,} {r['device_macs']:>10,} "
@@ -280,7 +287,8 @@ def print_table(rows):
           "program interpreter's (the plain device: the model's cycles without the "
           "requantization pipeline).\nutil.: useful "
           "MACs / (rows x cols x cycles), per layer kind on that kind's layers' cycles "
-          "(dw s1: the depthwise layers of stride 1). "
+          "(dw s1: the depthwise layers of stride 1; depthwise and dw s1 over array_rows x "
+          "cols, the depthwise unit's extra rows too). "
           "add cyc., add %: the residual additions' cycles and share of the cycles. "
           "us @clk: latency at the design's clock; us @Fmax: at the Fmax its preset's build "
           "reached (docs/performance.md).\nW bytes: WEIGHT as stored (tiles padded); int8 W: "
@@ -323,7 +331,7 @@ def target_figures(r):
     macs, dw_cycles = r["per_kind"]["dw s1"]
     return {"latency_ms": cycles / config.clock_hz * 1e3,
             "macs_per_cycle": r["device_macs"] / cycles,
-            "dw_s1_util_pct": (100 * macs / (config.rows * config.cols * dw_cycles)
+            "dw_s1_util_pct": (100 * macs / (kind_multipliers(config, "dw s1") * dw_cycles)
                                if dw_cycles else None)}
 
 

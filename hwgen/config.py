@@ -33,7 +33,7 @@ _FLAGS = ("spatial", "bounds", "residual", "taps", "fuse_pool")
 #: The boolean fields of parts a design may add (``False`` by default).
 _OPT_IN = ("depthwise",)
 #: Fields that only a design with ``depthwise`` reads, and their defaults.
-_DEPTHWISE_FIELDS = {"dw_lines": 2, "dw_depth": 64}
+_DEPTHWISE_FIELDS = {"dw_lines": 2, "dw_depth": 64, "dw_extra_rows": 0}
 
 # field -> (low, high) inclusive; checked in the order of the dataclass fields.
 _RANGES = {
@@ -55,6 +55,7 @@ _RANGES = {
     "act_spram_depth": (0, 1 << 19),
     "dw_lines": (1, 8),
     "dw_depth": (1, 1 << 12),
+    "dw_extra_rows": (0, 8),
 }
 
 
@@ -154,6 +155,11 @@ class AcceleratorConfig:
     dw_depth : int
         With ``depthwise``: words of each delay line (1..4096): a depthwise pass needs
         ``(ow - 1) * sx`` of them (the output row's span in the input).
+    dw_extra_rows : int
+        With ``depthwise``: rows of multipliers below the array that only depthwise passes use
+        (0..8; 0 by default), so that a reduction tile holds ``rows + dw_extra_rows`` taps (one
+        more row: a 3x3 kernel in one tile of a 8-row array). Each costs ``cols`` multipliers
+        and a cycle of every pass's latency (the sums pass it); int8 only.
     dtype : {"int8", "bf16"}
         The arithmetic (docs/arithmetic.md): ``"int8"`` (the default) integers of ``in_bits``
         and ``w_bits``, requantized; ``"bf16"`` bfloat16 multiplies and fp32 sums. A bf16
@@ -193,6 +199,7 @@ class AcceleratorConfig:
     depthwise: bool = False
     dw_lines: int = 2
     dw_depth: int = 64
+    dw_extra_rows: int = 0
     dtype: str = "int8"
 
     def __post_init__(self):
@@ -262,6 +269,12 @@ class AcceleratorConfig:
         return max(self.rows, self.requant_lanes)
 
     @property
+    def array_rows(self):
+        """Rows of the array's multipliers: ``rows`` and the depthwise unit's
+        ``dw_extra_rows``, which only depthwise passes use (their reduction tiles' taps)."""
+        return self.rows + self.dw_extra_rows
+
+    @property
     def requant_lanes(self):
         """Channels requantized per cycle: ``post_lanes``, or ``cols`` when it is ``None``."""
         return self.cols if self.post_lanes is None else self.post_lanes
@@ -298,10 +311,10 @@ class AcceleratorConfig:
 
         ``post_lanes`` is left out while it is ``None`` and ``spatial``, ``bounds``,
         ``residual``, ``taps`` and ``fuse_pool`` while they are ``True``, ``act_spram_depth``
-        while it is 0 and ``depthwise`` while it is ``False`` (with ``dw_lines`` and
-        ``dw_depth`` while they are their defaults, or without ``depthwise``) and ``dtype``
-        while it is ``"int8"``, so that
-        configurations from before they existed keep their :attr:`hash` and load as before.
+        while it is 0 and ``depthwise`` while it is ``False`` (with ``dw_lines``, ``dw_depth``
+        and ``dw_extra_rows`` while they are their defaults, or without ``depthwise``) and
+        ``dtype`` while it is ``"int8"``, so that configurations from before they existed keep
+        their :attr:`hash` and load as before.
         """
         d = dataclasses.asdict(self)
         if d["post_lanes"] is None:
@@ -383,7 +396,9 @@ def _check_depthwise(self):
     needs = {"spatial": (self.spatial, "True"),
              "dataflow": (self.dataflow is Dataflow.WS, "'ws'"),
              "rows": (self.rows <= self.cols, f"<= cols={self.cols}"),
-             "post_lanes": (self.post_lanes is None, f"all {self.cols} columns")}
+             "post_lanes": (self.post_lanes is None, f"all {self.cols} columns"),
+             "dtype": (self.dtype == "int8" or not self.dw_extra_rows,
+                       "'int8' with dw_extra_rows")}
     wrong = [f"{name}={getattr(self, name)!r} (allowed: {allowed})"
              for name, (ok, allowed) in needs.items() if not ok]
     if wrong:

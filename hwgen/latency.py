@@ -19,8 +19,9 @@ STREAM_LATENCY = 1
 
 def ws_latency(config, registered=False):
     """Cycles from admitting an activation row to its result leaving the array (WS), one more
-    with ``registered`` inputs (:attr:`hwgen.timing.UnitLatencies.array`)."""
-    return config.rows + config.cols + 1 + int(registered)
+    with ``registered`` inputs (:attr:`hwgen.timing.UnitLatencies.array`): the sums pass every
+    row, the depthwise unit's extra rows too (``array_rows``)."""
+    return config.array_rows + config.cols + 1 + int(registered)
 
 
 def os_latency(config):

@@ -404,15 +404,15 @@ def _dw_fields(config, addr, side):
     dw_rows
         Output rows per chunk (the accumulators hold a chunk's pixels).
     dw_tq, dw_tr
-        ``divmod(rows, kw)``: a row's tap moves on by them per reduction tile (its kernel row
+        ``divmod(array_rows, kw)``: a row's tap moves on by them per reduction tile (its kernel row
         by one more where its column passes ``kw``).
     dw_cstep, dw_tqstep
         Words from a chunk's first input row to the next chunk's (``dw_rows * sy`` rows on),
         and ``dw_tq`` input rows.
     """
     return {"dw_wp": side, "dw_delay": unsigned(config.dw_depth.bit_length()),
-            "dw_rows": side, "dw_tq": unsigned(config.rows.bit_length()),
-            "dw_tr": unsigned(config.rows.bit_length()), "dw_cstep": addr, "dw_tqstep": addr}
+            "dw_rows": side, "dw_tq": unsigned(config.array_rows.bit_length()),
+            "dw_tr": unsigned(config.array_rows.bit_length()), "dw_cstep": addr, "dw_tqstep": addr}
 
 
 #: The geometry fields of a first convolution's taps layout (:func:`geometry_layout`), last
@@ -595,7 +595,8 @@ class HostPortSignature(wiring.Signature):
 
 def macs_from_busy_cycles(busy_cycles, config):
     """Return the host port's ``macs`` from its ``busy_cycles``: each row entered is
-    ``rows * cols`` multiply-accumulates (a product by a constant, not a third counter)."""
+    ``rows * cols`` multiply-accumulates (a product by a constant, not a third counter; the
+    depthwise unit's ``dw_extra_rows`` are not counted)."""
     return _times_constant(busy_cycles, config.rows * config.cols)
 
 

@@ -119,7 +119,7 @@ def _old_json(cfg):
 
     fields = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)
               if f.name not in ("spatial", "bounds", "residual", "taps", "fuse_pool",
-                                "depthwise", "dw_lines", "dw_depth", "dtype")
+                                "depthwise", "dw_lines", "dw_depth", "dw_extra_rows", "dtype")
               and not (f.name == "post_lanes" and cfg.post_lanes is None)
               and not (f.name == "act_spram_depth" and not cfg.act_spram_depth)}
     return json.dumps({k: str(v) if k == "dataflow" else v for k, v in fields.items()},
@@ -247,6 +247,17 @@ def test_depthwise_is_off_by_default_and_on_is_another_device():
     assert AcceleratorConfig.from_json(sized.to_json()) == sized and sized.hash != unit.hash
     # Without the unit its sizes are nothing: one spelling, one hash.
     assert AcceleratorConfig(rows=4, cols=4, dw_lines=5) == cfg
+    assert AcceleratorConfig(rows=4, cols=4, dw_extra_rows=1) == cfg and cfg.array_rows == 4
+
+
+def test_the_units_extra_rows_are_the_arrays_in_depthwise_tiles():
+    # Rows below the array that only depthwise passes use: a tile of rows + extra taps, a
+    # design of its own (its hash and name), the same JSON as before without them.
+    plain = AcceleratorConfig(rows=8, cols=8, depthwise=True)
+    tall = AcceleratorConfig(rows=8, cols=8, depthwise=True, dw_extra_rows=1)
+    assert (plain.array_rows, tall.array_rows) == (8, 9)
+    assert "dw_extra_rows" not in plain.to_json() and '"dw_extra_rows":1' in tall.to_json()
+    assert AcceleratorConfig.from_json(tall.to_json()) == tall and tall.hash != plain.hash
 
 
 @pytest.mark.parametrize(("kwargs", "fragment"), [
@@ -256,6 +267,9 @@ def test_depthwise_is_off_by_default_and_on_is_another_device():
     ({"post_lanes": 4}, "post_lanes=4 (allowed: all 8 columns)"),
     ({"dw_lines": 0}, "dw_lines=0 is out of range; allowed: 1..8"),
     ({"dw_depth": 1 << 13}, "dw_depth=8192 is out of range; allowed: 1..4096"),
+    ({"dw_extra_rows": 9}, "dw_extra_rows=9 is out of range; allowed: 0..8"),
+    ({"dw_extra_rows": 1, "dtype": "bf16", "acc_bits": 32},
+     "dtype='bf16' (allowed: 'int8' with dw_extra_rows)"),
 ])
 def test_depthwise_needs_what_the_unit_runs_on(kwargs, fragment):
     with pytest.raises(ValueError) as info:

@@ -194,12 +194,12 @@ def _memories(config, impl):
 def sb_mac16_pairs(config):
     """Return the SB_MAC16s of a packed array: vertically adjacent processing elements share
     one (:class:`hwgen.device.systolic.WeightStationaryArray`)."""
-    return config.cols * math.ceil(config.rows / 2)
+    return config.cols * math.ceil(config.array_rows / 2)
 
 
 def _dsp_blocks(board, config):
     """Return ``(DSP blocks, products built from logic cells)`` of a device on ``board``."""
-    macs = config.rows * config.cols
+    macs = config.array_rows * config.cols
     if board.family is Family.ICE40:
         # A packed array shares SB_MAC16s (two products each); the post-processing multipliers
         # are built from logic cells, the DSPs being taken. Unpacked (output-stationary), Yosys
@@ -261,7 +261,7 @@ def dsp_blocks_with_adder(board, config):
     """Return the 18x18 multipliers (MULT18X18D, MULT18X18) of a device on the ECP5 or Gowin
     ``board`` with the adder's multipliers in DSP blocks: the array's (two Gowin MULT9X9s to
     one), the requantization's and the adder's."""
-    macs = config.rows * config.cols
+    macs = config.array_rows * config.cols
     if board.family is Family.GOWIN and max(config.in_bits, config.w_bits) <= 9:
         # Yosys puts a product of 9-bit operands into a MULT9X9, half a MULT18X18's site.
         macs = math.ceil(macs / 2)
@@ -299,7 +299,7 @@ def _feature_luts(k, config, impl):
     the packed wire and the class output (when ``impl`` builds them)."""
     spatial = config.spatial
     taps = max(0, k["taps"] * config.act_lanes + k["taps0"])
-    macs = config.rows * config.cols
+    macs = config.array_rows * config.cols
     return (taps * (spatial and config.taps)
             + k["fuse_pool"] * (spatial and config.fuse_pool)
             + config.depthwise * (k["dw"] + k["dw_cell"] * macs * config.in_bits
@@ -319,7 +319,7 @@ def estimate(board, config):
     from ..memmap import descriptor_layout, max_word_bits
 
     fam = board.family
-    macs = config.rows * config.cols
+    macs = config.array_rows * config.cols
     dsp, lut_mults = _dsp_blocks(board, config)
     k = _LUT_MODEL[fam]
     impl = implementation_for(board, config)
@@ -373,7 +373,7 @@ def _depthwise_ffs(config):
     from ..device.layouts import sel_bits
 
     skew = config.in_bits * config.cols * (config.cols + 1) // 2
-    return (config.rows * config.cols * sel_bits(config) + skew
+    return (config.array_rows * config.cols * sel_bits(config) + skew
             + config.dw_lines * config.cols * config.in_bits + 300)
 
 
@@ -418,7 +418,7 @@ def check_array_fit(board, config, *, packed=True):
     """
     from ..implementation import DspPacking
 
-    dsp = config.rows * config.cols
+    dsp = config.array_rows * config.cols
     if packed and board.packing_for(config) is DspPacking.SB_MAC16:
         dsp = sb_mac16_pairs(config)
     if dsp > board.capacity["dsp"]:

@@ -169,6 +169,11 @@ def add_config_options(parser, *, dtypes=("int8",)):
                                help="1: depthwise convolutions and average pools on the "
                                     "array, a channel per column (the depthwise unit); 0: as "
                                     "matrix passes (default)")
+        elif field.name == "dw_extra_rows":
+            group.add_argument(flag, type=number(int), default=field.default, metavar="N",
+                               help="with --depthwise 1: rows of multipliers below the array "
+                                    "that only depthwise passes use, 0..8 (default 0; 1 puts "
+                                    "a 3x3 kernel in one tile of an 8-row array)")
         elif field.name == "act_spram_depth":
             group.add_argument(flag, type=number(int), default=field.default, metavar="N",
                                help="the first N words of every ACT bank single-ported (the "

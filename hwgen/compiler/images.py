@@ -19,25 +19,27 @@ __all__ = ["IMAGE_REGIONS", "diagonal_image", "is_diagonal", "param_image", "wei
 IMAGE_REGIONS = (Region.PROGRAM, Region.WEIGHT, Region.PARAM)
 
 
-def weight_tiles(weight, config):
+def weight_tiles(weight, config, rows=None):
     """Return ``weight[K, N]`` as its tiles, ``[n_tiles, k_tiles, rows, cols]`` in the order
-    WEIGHT holds them (zero beyond ``K`` or ``N``)."""
-    r, c = config.rows, config.cols
+    WEIGHT holds them (zero beyond ``K`` or ``N``); ``rows`` a tile's, the config's by
+    default (a depthwise pass's are its ``array_rows``)."""
+    r, c = rows or config.rows, config.cols
     k, n = weight.shape
-    k_tiles, n_tiles = config.tiles(k, n)
+    k_tiles, n_tiles = math.ceil(k / r), math.ceil(n / c)
     padded = np.zeros((k_tiles * r, n_tiles * c), dtype=np.int64)
     padded[:k, :n] = weight
     # (kt, i, nt, j) -> (nt, kt, i, j)
     return padded.reshape(k_tiles, r, n_tiles, c).transpose(2, 0, 1, 3)
 
 
-def weight_image(layer, config):
+def weight_image(layer, config, rows=None):
     """Return the weight words of ``layer``, tile by tile.
 
     Tile ``(nt, kt)`` is the ``rows`` words from ``(nt * k_tiles + kt) * rows``; row ``i``,
-    lane ``j`` holds ``W[kt * rows + i, nt * cols + j]`` (zero beyond ``K`` or ``N``).
+    lane ``j`` holds ``W[kt * rows + i, nt * cols + j]`` (zero beyond ``K`` or ``N``);
+    ``rows`` as for :func:`weight_tiles`.
     """
-    tiles = weight_tiles(layer.weight, config)
+    tiles = weight_tiles(layer.weight, config, rows)
     lanes = tiles.reshape(-1, config.cols)
     return pack_words([(lanes, 0, config.w_bits)], len(lanes), config.cols, config.w_bits)
 

@@ -298,6 +298,7 @@ class AcceleratorCore(wiring.Component):
         dw = self.depthwise
         if dw is not None:
             more = more | (dw.more_chunks & grant.depthwise)
+            m.d.comb += wf.tall.eq(grant.depthwise)
             m.d.comb += [dw.start_layer.eq(go.start_depthwise),
                          dw.begin_chunk.eq(go.begin_depthwise),
                          dw.prime.eq(go.prime_depthwise), dw.desc.eq(desc),

@@ -14,13 +14,14 @@ __all__ = ["TileTaps"]
 class TileTaps(wiring.Component):
     """Where each array row's tap lies in a reduction tile, and the lines the rows take.
 
-    Row ``i`` of tile ``kt`` is tap ``t = kt * rows + i``, ``(ky, kx) = divmod(t, kw)``: each row
-    keeps ``ky`` and ``kx`` as counters, set for tile 0 from a table over ``kw`` and moved on by
-    ``divmod(rows, kw)`` (the geometry's ``dw_tq``, ``dw_tr``) per tile, the row by one more
-    where its column passes ``kw``: no divider. From them: the tile's span of kernel rows, its
-    first tap's kernel row and column (of the counters, in the cycle after a move), and a
-    cycle later (registers) each row's line ``ky_max - ky`` (past the kernel ``zero``, the
-    code :func:`~hwgen.device.layouts.sel_bits` leaves for it).
+    Row ``i`` of tile ``kt`` is tap ``t = kt * rows + i`` (``rows`` the config's ``array_rows``),
+    ``(ky, kx) = divmod(t, kw)``: each row keeps ``ky`` and ``kx`` as counters, set for tile 0
+    from a table over ``kw`` and moved on by ``divmod(rows, kw)`` (the geometry's ``dw_tq``,
+    ``dw_tr``) per tile, the row by one more where its column passes ``kw``: no divider. From
+    them: the tile's span of kernel rows, its first tap's kernel row and column (of the
+    counters, in the cycle after a move), and a cycle later (registers) each row's line
+    ``ky_max - ky`` (past the kernel ``zero``, the code :func:`~hwgen.device.layouts.sel_bits`
+    leaves for it).
 
     Members
     -------
@@ -56,7 +57,7 @@ class TileTaps(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         cfg, g = self.config, self.geom
-        rows = cfg.rows
+        rows = cfg.array_rows
         # A row's kernel row may pass the kernel's last by a tile's taps (rows past it).
         ky = [Signal.like(self.ky0, name=f"tap_ky{i}") for i in range(rows)]
         kx = [Signal.like(g.kw, name=f"tap_kx{i}") for i in range(rows)]
@@ -82,8 +83,8 @@ class TileTaps(wiring.Component):
 
     def _first(self, m, i):
         """Return row ``i``'s ``divmod(i, kw)`` of tile 0: a table over ``kw``."""
-        q = Signal(range(max(2, self.config.rows)), name=f"tap_q0_{i}")
-        r = Signal(range(max(2, self.config.rows)), name=f"tap_r0_{i}")
+        q = Signal(range(max(2, self.config.array_rows)), name=f"tap_q0_{i}")
+        r = Signal(range(max(2, self.config.array_rows)), name=f"tap_r0_{i}")
         with m.Switch(self.geom.kw):
             for k in range(1, i + 1):
                 with m.Case(k):

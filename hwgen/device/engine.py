@@ -4,7 +4,7 @@ Both dataflows share one interface, so the network controller and the test bench
 which one they drive.
 """
 
-from amaranth.hdl import Cat, Const, Module, Signal, signed
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
@@ -43,12 +43,13 @@ class MatmulEngine(wiring.Component):
     """Multiply batches of activation rows by weight tiles on a systolic array.
 
     The engine takes weight tiles on ``i_weight``, each as ``rows`` consecutive transfers (tile
-    row ``k`` holds ``W[k, 0..cols-1]``), and batches of activation rows on ``i_act``, each batch
-    ended by ``last``. Batch ``n`` is multiplied by tile ``n``: for every activation row ``x`` the
-    engine emits one result row ``y[j] = sum_k x[k] * W[k, j]`` on ``o_result``, in order, with
-    ``last`` copied. Tile ``n + 1`` loads while batch ``n`` computes (two weight banks); tile
-    ``n + 2`` waits until batch ``n`` has entered the array. ``o_result`` may stall at any time:
-    activations are only admitted while the output FIFO has room for every row in flight.
+    row ``k`` holds ``W[k, 0..cols-1]``; ``array_rows`` while ``dw`` is high), and batches of
+    activation rows on ``i_act``, each batch ended by ``last``. Batch ``n`` is multiplied by tile
+    ``n``: for every activation row ``x`` the engine emits one result row ``y[j] = sum_k x[k] *
+    W[k, j]`` on ``o_result``, in order, with ``last`` copied. Tile ``n + 1`` loads while batch
+    ``n`` computes (two weight banks); tile ``n + 2`` waits until batch ``n`` has entered the
+    array. ``o_result`` may stall at any time: activations are only admitted while the output
+    FIFO has room for every row in flight.
 
     Parameters
     ----------
@@ -85,7 +86,8 @@ class MatmulEngine(wiring.Component):
     dw : In(1)
         Only with the depthwise unit (``config.depthwise``): a depthwise pass runs; each
         activation row's data is unused, its cells take ``dw_lines`` as ``dw_sel`` says (see
-        :class:`hwgen.device.systolic.WeightStationaryArray`). Held while a pass runs.
+        :class:`hwgen.device.systolic.WeightStationaryArray`). Held while a pass runs; its
+        weight tiles have ``array_rows`` rows (the unit's extra rows too).
     dw_lines : In(dw_lines_layout(config))
     dw_sel : In(dw_sel_layout(config))
     bank_full : Out(2)
@@ -138,7 +140,12 @@ class MatmulEngine(wiring.Component):
         # after the last activation row (WS) or block launch (OS) that uses it.
         full = [Signal(name=f"full{b}") for b in range(2)]
         w_ptr = Signal()
-        w_row = Signal(range(cfg.rows))
+        w_row = Signal(range(cfg.array_rows))
+        # A depthwise pass's tiles have the unit's extra rows too (held while the layer runs;
+        # its tiles all load within it).
+        w_last = cfg.rows - 1
+        if cfg.array_rows != cfg.rows:
+            w_last = Mux(self.dw, cfg.array_rows - 1, cfg.rows - 1)
         a_ptr = Signal()
         w_ptr_full = Signal()
         a_ptr_full = Signal()
@@ -154,7 +161,7 @@ class MatmulEngine(wiring.Component):
         set_full = Signal(2)
         clear_full = Signal(2)
         with m.If(self.i_weight.valid & self.i_weight.ready):
-            with m.If(w_row == cfg.rows - 1):
+            with m.If(w_row == w_last):
                 m.d.sync += [w_row.eq(0), w_ptr.eq(~w_ptr)]
                 m.d.comb += set_full.bit_select(w_ptr, 1).eq(1)
             with m.Else():

@@ -121,5 +121,6 @@ def dw_lines_layout(config):
 
 
 def dw_sel_layout(config):
-    """The line of each of the array's ``rows`` rows in a depthwise pass (:func:`sel_bits`)."""
-    return data.ArrayLayout(unsigned(sel_bits(config)), config.rows)
+    """The line of each of the array's ``array_rows`` rows in a depthwise pass
+    (:func:`sel_bits`)."""
+    return data.ArrayLayout(unsigned(sel_bits(config)), config.array_rows)

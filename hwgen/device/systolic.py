@@ -275,9 +275,9 @@ class _PEInstance:
                         **kwargs)
 
 
-def _make_pes(m, config, pe_instances, en, external_mul=False):
+def _make_pes(m, config, pe_instances, en, *, external_mul=False, rows=None):
     pes = []
-    for i in range(config.rows):
+    for i in range(config.rows if rows is None else rows):
         row = []
         for j in range(config.cols):
             if pe_instances:
@@ -295,7 +295,7 @@ def _make_pes(m, config, pe_instances, en, external_mul=False):
 def _tile_signature(config):
     return {
         "w_data": In(data.ArrayLayout(signed(config.w_bits), config.cols)),
-        "w_row": In(range(config.rows)),
+        "w_row": In(range(config.array_rows)),
         "w_valid": In(1),
         "w_bank": In(1),
         "o_data": Out(data.ArrayLayout(signed(config.acc_bits), config.cols)),
@@ -332,6 +332,11 @@ class WeightStationaryArray(wiring.Component):
     and its ``a_last`` copied to ``o_last``. Writing weight row ``r`` of bank ``b`` in cycle ``t``
     is safe when the last activation that uses the old contents of bank ``b`` was presented before
     cycle ``t``, and is seen by activations presented after ``t``.
+
+    With the depthwise unit's ``dw_extra_rows`` the array has ``array_rows`` rows of cells: the
+    extra ones below, their activations zero, so that only a depthwise pass's operands reach
+    them; their weights are rows ``rows ..`` of a tile, and every sum passes them (``LATENCY``
+    counts them, :func:`hwgen.latency.ws_latency`).
 
     Parameters
     ----------
@@ -406,15 +411,18 @@ class WeightStationaryArray(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
-        rows, cols = cfg.rows, cfg.cols
+        # The depthwise unit's extra rows are the last: their activations are zero (a matrix
+        # pass's products there are 0), their sums the columns' way out.
+        rows, cols = cfg.array_rows, cfg.cols
         extra = int(self.input_register)
         packed = self.dsp_packing is not None
-        pes = _make_pes(m, cfg, self.pe_instances, self.en, external_mul=packed)
+        pes = _make_pes(m, cfg, self.pe_instances, self.en, external_mul=packed, rows=rows)
         if packed:
             self._pair_multipliers(m, pes)
         for i in range(rows):
+            a = delay(m, self.a_data[i], i + extra, name=f"askew{i}") if i < cfg.rows else 0
             m.d.comb += [
-                pes[i][0].a_in.eq(delay(m, self.a_data[i], i + extra, name=f"askew{i}")),
+                pes[i][0].a_in.eq(a),
                 pes[i][0].sel_in.eq(delay(m, self.a_sel, i + extra, name=f"sel{i}")),
             ]
             for j in range(1, cols):
@@ -448,7 +456,7 @@ class WeightStationaryArray(wiring.Component):
         cfg = self.config
         lines = delay(m, self.d_lines, extra, name="dlines")
         zero = cfg.dw_lines + 1
-        for i in range(cfg.rows):
+        for i in range(cfg.array_rows):
             sel = delay(m, self.d_sel[i], i + extra, name=f"dsel{i}")
             for j in range(cfg.cols):
                 if j:
@@ -469,7 +477,7 @@ class WeightStationaryArray(wiring.Component):
 
         cfg = self.config
         if self.dsp_packing is DspPacking.MULT18X18D:
-            for i in range(cfg.rows):
+            for i in range(cfg.array_rows):
                 for j in range(cfg.cols):
                     mul = ECP5Mul(cfg.in_bits, cfg.w_bits)
                     m.submodules[f"mul_{i}_{j}"] = mul
@@ -477,12 +485,12 @@ class WeightStationaryArray(wiring.Component):
                                  pes[i][j].mul_p.eq(mul.p)]
             return
         for j in range(cfg.cols):
-            for i in range(0, cfg.rows, 2):
+            for i in range(0, cfg.array_rows, 2):
                 pair = ICE40MulPair(cfg.in_bits, cfg.w_bits)
                 m.submodules[f"mac_{i}_{j}"] = pair
                 m.d.comb += [pair.a0.eq(pes[i][j].mul_a), pair.b0.eq(pes[i][j].mul_w),
                              pes[i][j].mul_p.eq(pair.p0)]
-                if i + 1 < cfg.rows:
+                if i + 1 < cfg.array_rows:
                     m.d.comb += [pair.a1.eq(pes[i + 1][j].mul_a),
                                  pair.b1.eq(pes[i + 1][j].mul_w),
                                  pes[i + 1][j].mul_p.eq(pair.p1)]

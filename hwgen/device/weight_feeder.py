@@ -52,6 +52,9 @@ class WeightFeeder(wiring.Component):
         runs; not read without spatial layers.
     wdiag : In(1)
         The geometry's ``wdiag``, likewise.
+    tall : In(1)
+        The layer's tiles have ``array_rows`` words (a depthwise pass on a device with the
+        depthwise unit's extra rows), else ``rows``; held while the layer runs.
     rd_addr : Out(ArrayLayout(range(config.weight_depth + 1), copies))
     rd_en : Out(1)
         The weight memory's read request: the word at ``rd_addr`` is read (plain reads) or
@@ -93,6 +96,7 @@ class WeightFeeder(wiring.Component):
             "n_end": In(layout.members["n_tiles"]),
             "wrep": In(1),
             "wdiag": In(1),
+            "tall": In(1),
             "rd_addr": Out(data.ArrayLayout(range(config.weight_depth + 1), copies)),
             "rd_en": Out(1),
             "rd_port": Out(copies),
@@ -106,7 +110,13 @@ class WeightFeeder(wiring.Component):
         nd = self.desc
         addr = Signal(range(cfg.weight_depth + 1))
         addr_n = Signal.like(addr, name="addr_n")     # its next value
-        row = Signal(range(cfg.rows))
+        row = Signal(range(cfg.array_rows))
+
+        def at_end(back):
+            """The row ``back`` before the tile's last; with ``back``, a tile of one row too."""
+            short, tall = ((row == n - 1 - back) | (back and n == 1)
+                           for n in (cfg.rows, cfg.array_rows))
+            return short if cfg.array_rows == cfg.rows else Mux(self.tall, tall, short)
         kt = Signal.like(nd.k_tiles, name="kt")
         nt = Signal.like(nd.n_tiles, name="nt")
         more = Signal()      # words of the layer left to read
@@ -128,7 +138,7 @@ class WeightFeeder(wiring.Component):
                 m.d.comb += [again_n.eq(self.wrep & (cfg.rows == 1)),
                              stay_n.eq(self.wdiag & (cfg.rows != 1))]
             with m.Elif(take & more):
-                ends = (row == cfg.rows - 2) | (cfg.rows == 1)
+                ends = at_end(1)
                 m.d.comb += [again_n.eq(self.wrep & ends), stay_n.eq(self.wdiag & ~ends)]
             with m.If(~self.start & take):
                 lanes = [(row == j) | ~self.wdiag for j in range(cfg.cols)]
@@ -198,7 +208,7 @@ class WeightFeeder(wiring.Component):
             with m.If(more):
                 m.d.sync += row.eq(row + 1)
                 m.d.comb += addr_n.eq(Mux(again, nd.w_base, Mux(stay, addr, addr_p1)))
-                with m.If(row == cfg.rows - 1):
+                with m.If(at_end(0)):
                     m.d.sync += row.eq(0)
                     with m.If(kt != self.k_end):
                         m.d.sync += kt.eq(kt + 1)

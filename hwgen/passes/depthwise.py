@@ -7,7 +7,9 @@ It runs, on a device with the depthwise unit (``AcceleratorConfig.depthwise``), 
 ones, ``as_conv``), where the unit can (:func:`refusal`); any other such layer stays a matrix
 pass (:mod:`hwgen.passes.matrix`, block-diagonal tiles at ``1 / cols`` of the array).
 
-**Weights.** Reduction tile ``kt``, row ``i`` is tap ``t = kt * rows + i`` of the kernel
+**Weights.** A tile has the array's ``rows`` and the unit's ``dw_extra_rows`` (``rows`` below
+stands for their sum, the config's ``array_rows``: a 3x3 kernel in one tile of an 8-row array
+with one extra row). Reduction tile ``kt``, row ``i`` is tap ``t = kt * rows + i`` of the kernel
 flattened in ``(ky, kx)`` order, ``(ky, kx) = divmod(t, KW)``; lane ``j`` of output tile ``nt``
 is channel ``nt * cols + j``: the matrix ``[k_tiles * rows, C]``, zero past the kernel's
 ``KH * KW`` taps, in WEIGHT as a matrix pass's tiles. A row past the kernel reads zero on the
@@ -156,8 +158,8 @@ def kernel_refusal(kernel, out_hw, config):
     kh, kw, strides, (top, _, left, _) = kernel
     sy, sx = walked_strides(strides, out_hw)
     ow = out_hw[1]
-    k_tiles = math.ceil(kh * kw / config.rows)
-    span = max(tile_plan(kt, config.rows, kh, kw).span for kt in range(k_tiles))
+    k_tiles = math.ceil(kh * kw / config.array_rows)
+    span = max(tile_plan(kt, config.array_rows, kh, kw).span for kt in range(k_tiles))
     limits = (
         (max(sy, sx) > GEOMETRY_LIMITS["stride"] or max(top, left) > GEOMETRY_LIMITS["pad"],
          "its strides or padding are beyond the geometry's"),
@@ -165,7 +167,7 @@ def kernel_refusal(kernel, out_hw, config):
          f"an output row spans {(ow - 1) * sx + kw} input pixels; the delay lines hold "
          f"dw_depth={config.dw_depth} + kw"),
         (span > config.dw_lines + 1,
-         f"a tile of {config.rows} taps spans {span} kernel rows; the unit has "
+         f"a tile of {config.array_rows} taps spans {span} kernel rows; the unit has "
          f"dw_lines={config.dw_lines} delay lines"),
         (k_tiles > 1 and ow > config.acc_depth,
          f"an output row of {ow} pixels exceeds the acc_depth={config.acc_depth} sums"),
@@ -207,18 +209,18 @@ class DepthwisePass(Pass):
         check_channel_params(index, conv, config)
         bounds = ({} if conv.output == "raw" else
                   dict(zip(("act_min", "act_max"), conv.bounds(config.in_bits), strict=True)))
-        matrix = Dense(depthwise_matrix(conv, config.rows), conv.bias, conv.mult, conv.shift,
+        matrix = Dense(depthwise_matrix(conv, config.array_rows), conv.bias, conv.mult, conv.shift,
                        activation=conv.activation, output=conv.output, mult_neg=conv.mult_neg,
                        **bounds)
         return Lowered(matrix, kh * kw, (kh, kw, conv.strides, conv.pads, 0), repeat=pool)
 
     def place(self, p, config, w_base, p_base):
         k_pad, n = p.matrix.weight.shape
-        k_tiles, n_tiles = config.tiles(k_pad, n)
+        k_tiles, n_tiles = k_pad // config.array_rows, config.tiles(k_pad, n)[1]
         tiles = 1 if p.repeat else n_tiles * k_tiles
         return {"k": p.k, "n": n, "k_tiles": k_tiles, "n_tiles": n_tiles,
                 "activation": p.matrix.activation, "output": p.matrix.output,
-                "w_base": w_base, "w_words": tiles * config.rows,
+                "w_base": w_base, "w_words": tiles * config.array_rows,
                 "p_base": p_base, "p_words": n_tiles}
 
     def fields(self, p, spec):
@@ -232,9 +234,9 @@ class DepthwisePass(Pass):
         h, w, _ = p.in_shape
         oh, ow = p.out_shape[:2]
         sy, sx = walked_strides(strides, (oh, ow))
-        k_tiles = p.matrix.weight.shape[0] // config.rows
+        k_tiles = p.matrix.weight.shape[0] // config.array_rows
         rows = oh if k_tiles == 1 else min(oh, config.acc_depth // ow)
-        tq, tr = divmod(config.rows, kw)
+        tq, tr = divmod(config.array_rows, kw)
         wrap = 1 << max(1, (config.act_depth - 1).bit_length())
         row = w * src_stride
         return {"col_step": src_stride % wrap, "row_step": row % wrap,
@@ -244,12 +246,14 @@ class DepthwisePass(Pass):
                 "dw_tqstep": (tq * row) % wrap}
 
     def images(self, p, config):
-        weights = weight_image(p.matrix, config)
+        weights = weight_image(p.matrix, config, config.array_rows)
         if p.repeat:
-            weights = weights[:config.rows]
+            weights = weights[:config.array_rows]
         return weights, param_image(p.matrix, config)
 
     def macs(self, spec, config):
+        # The MAC counter's: ``rows * cols`` a row entered (macs_from_busy_cycles), the
+        # unit's extra rows not counted.
         return tile_macs(spec, config)
 
     def cycles(self, config, d, g, m, chunk, *, implementation=None):
@@ -263,7 +267,8 @@ class DepthwisePass(Pass):
             banks = {}
             after = (ws_latency(config, units.array) + FIFO_LATENCY
                      + requant_tail(config, bool(d["raw"]), units.requant))
-        plans = [tile_plan(kt, config.rows, g["kh"], g["kw"]) for kt in range(d["k_tiles"])]
+        plans = [tile_plan(kt, config.array_rows, g["kh"], g["kw"])
+                 for kt in range(d["k_tiles"])]
         total = _LAYER_LEAD - _CHUNK_LEAD
         for _, _, rows in chunks(g, m):
             last = _chunk_last_row(config, d, g, rows=rows, plans=plans, latency=latency,
@@ -279,7 +284,7 @@ class DepthwisePass(Pass):
         channels, read through the memory map (padding as zeros), tile by tile; then bias,
         requantization and activation (or the raw sums)."""
         c = device.config
-        rows, cols = c.rows, c.cols
+        rows, cols = c.array_rows, c.cols
         assert device.b == cols, "the depthwise unit reads a word's lanes as its columns"
         if c.dtype == "bf16":
             interpret_bf16_depthwise(device, d, g, m, chunks=chunks, tap=self._tap)
@@ -335,7 +340,7 @@ class DepthwisePass(Pass):
 def _chunk_last_row(config, d, g, *, rows, plans, latency, rewrite=1, gap=0):
     """Return the cycle of a chunk's last result row entering the array, counted from the
     chunk's cycle 0 (the weights' first row): the passes in order, each streamed once its
-    tile is in the array (tile loads as the matrix engine's: ``rows`` cycles each, into a bank
+    tile is in the array (tile loads as the matrix engine's: ``array_rows`` cycles each, into a bank
     its pass before last has left ``rewrite`` cycles before), :data:`PASS_GAP` cycles after
     the last pass's stream and not before that pass's first result row (the unit holds one
     pass waiting), nor so early that its first result row comes less than ``gap`` cycles
@@ -350,7 +355,7 @@ def _chunk_last_row(config, d, g, *, rows, plans, latency, rewrite=1, gap=0):
     for p in range(d["n_tiles"] * d["k_tiles"]):
         plan = plans[p % d["k_tiles"]]
         load = max(load_end, free[p % 2])
-        load_end = load + config.rows
+        load_end = load + config.array_rows
         # The start is decided a cycle ahead, from the bank's full flag.
         lag = plan.lag(delay, latency)
         stream = max(start, load_end + 1, slot, slot + gap - lag if p else 0)

@@ -521,6 +521,24 @@ def test_depthwise_passes_on_the_unit(shape, name, stride):
     _check_runs(cfg, prog, net, xs, impl)
 
 
+@pytest.mark.parametrize(("shape", "name", "stride", "extra"), [
+    ((2, 4), "plain", 1, 1), ((3, 4), "ecp5-85f", 2, 1), ((4, 4), "registered-array", 1, 5)])
+def test_depthwise_passes_on_extra_rows(shape, name, stride, extra):
+    """The block above on a unit with ``extra`` rows below the array (tiles of ``rows + extra``
+    taps, the whole 3x3 kernel in one with five): the reference's outputs and the cycle
+    model's cycles, the matrix passes through the same array exact too."""
+    cfg = _config(shape, depthwise=True, act_depth=600, acc_depth=12, dw_depth=16,
+                  prog_depth=24, dw_extra_rows=extra)
+    rng = np.random.default_rng(shape[0] * 7 + extra)
+    net = _depthwise_net(rng, cfg, (7, 6, 6), stride=stride)
+    prog = hwgen.compile(net, cfg)
+    dw = [d for d in prog.descriptors if PassKind(d["kind"]) is PassKind.DEPTHWISE]
+    assert dw[0]["k_tiles"] == -(-9 // (shape[0] + extra))
+    xs = [random_image(rng, cfg, min(prog.batch, 2), net.input_shape),
+          random_image(rng, cfg, 1, net.input_shape)]
+    _check_runs(cfg, prog, net, xs, VARIANTS[name])
+
+
 @pytest.mark.parametrize("name", ["plain", "ecp5-85f"])
 def test_a_pool_over_its_whole_input_on_the_unit(name):
     """A pool as large as its input whose stride (its size, 16 x 2) is past the geometry's,

@@ -11,9 +11,12 @@ from hwgen.device.depthwise_taps import TileTaps
 from hwgen.passes.depthwise import tile_plan
 
 
-@pytest.mark.parametrize("rows", [1, 3, 4, 8])
-def test_the_counters_follow_the_tile_plan(rows):
-    config = AcceleratorConfig(rows=rows, cols=8, depthwise=True, dw_lines=8)
+@pytest.mark.parametrize(("array", "extra"), [(1, 0), (3, 0), (4, 0), (8, 0), (8, 1), (2, 3)])
+def test_the_counters_follow_the_tile_plan(array, extra):
+    """On ``array`` rows and ``extra`` rows of the unit: a tile of ``rows`` taps, both."""
+    config = AcceleratorConfig(rows=array, cols=8, depthwise=True, dw_lines=8,
+                               dw_extra_rows=extra)
+    rows = array + extra
     dut = TileTaps(config)
     kernels = [(kh, kw) for kh in (1, 2, 3, 5) for kw in (1, 2, 3, 4, 7)]
     zero = config.dw_lines + 1
