@@ -156,10 +156,9 @@ class AcceleratorConfig:
         With ``depthwise``: words of each delay line (1..4096): a depthwise pass needs
         ``(ow - 1) * sx`` of them (the output row's span in the input).
     dw_extra_rows : int
-        With ``depthwise``: rows of multipliers below the array that only depthwise passes use
-        (0..8; 0 by default), so that a reduction tile holds ``rows + dw_extra_rows`` taps (one
-        more row: a 3x3 kernel in one tile of a 8-row array). Each costs ``cols`` multipliers
-        and a cycle of every pass's latency (the sums pass it); int8 only.
+        With ``depthwise``: rows of multipliers below the array (0..8, 0 by default) that only
+        depthwise passes use, their tiles ``array_rows`` taps (one: a 3x3 kernel in one tile of
+        8 rows); each costs ``cols`` multipliers and a cycle of every pass's latency. int8 only.
     dtype : {"int8", "bf16"}
         The arithmetic (docs/arithmetic.md): ``"int8"`` (the default) integers of ``in_bits``
         and ``w_bits``, requantized; ``"bf16"`` bfloat16 multiplies and fp32 sums. A bf16
@@ -270,8 +269,7 @@ class AcceleratorConfig:
 
     @property
     def array_rows(self):
-        """Rows of the array's multipliers: ``rows`` and the depthwise unit's
-        ``dw_extra_rows``, which only depthwise passes use (their reduction tiles' taps)."""
+        """Rows of multipliers: ``rows`` and the depthwise unit's ``dw_extra_rows``."""
         return self.rows + self.dw_extra_rows
 
     @property
