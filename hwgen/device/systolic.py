@@ -275,9 +275,9 @@ class _PEInstance:
                         **kwargs)
 
 
-def _make_pes(m, config, pe_instances, en, *, external_mul=False, rows=None):
+def _make_pes(m, config, pe_instances, en, *, external_mul=False):
     pes = []
-    for i in range(config.rows if rows is None else rows):
+    for i in range(config.array_rows):
         row = []
         for j in range(config.cols):
             if pe_instances:
@@ -416,7 +416,7 @@ class WeightStationaryArray(wiring.Component):
         rows, cols = cfg.array_rows, cfg.cols
         extra = int(self.input_register)
         packed = self.dsp_packing is not None
-        pes = _make_pes(m, cfg, self.pe_instances, self.en, external_mul=packed, rows=rows)
+        pes = _make_pes(m, cfg, self.pe_instances, self.en, external_mul=packed)
         if packed:
             self._pair_multipliers(m, pes)
         for i in range(rows):
