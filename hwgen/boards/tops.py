@@ -14,7 +14,6 @@ from amaranth.hdl import (
     Elaboratable,
     Instance,
     Module,
-    ResetSignal,
     Signal,
     Value,
 )
@@ -193,15 +192,16 @@ def _add_clock(m, platform, board, clock, *, link=False):
 
 
 def _add_oscillator(m, platform, board):
-    """Make the ``sync`` domain from the oscillator on an ECP5, with a reset held for the first
-    cycles: Amaranth's own ECP5 domain is reset-less (it resets through GSR), and the DSP
-    blocks' pipeline registers take the domain's reset. The iCE40's domain has one (held until
-    its block RAMs are ready)."""
+    """Make the ``sync`` domain from the oscillator on an ECP5, its registers reset through the
+    global set/reset (:func:`_global_reset`): Amaranth's own ECP5 domain resets so too, but is
+    reset-less, and the DSP blocks take the domain's reset. The iCE40's domain has one (held
+    until its block RAMs are ready)."""
     if board.family is not Family.ECP5:
         return
     m.domains.sync = ClockDomain("sync")
-    m.d.comb += ClockSignal("sync").eq(_oscillator(m, platform))
-    m.submodules.reset_sync = ResetSynchronizer(Const(0), domain="sync")
+    clk = _oscillator(m, platform)
+    m.d.comb += ClockSignal("sync").eq(clk)
+    _global_reset(m, clk, Const(1, 1))
 
 
 def _add_pll(m, platform, board, clock, *, link=False):
@@ -224,23 +224,24 @@ def _add_pll(m, platform, board, clock, *, link=False):
     # merged into the domains' clocks, and nextpnr ignored them with a warning.)
     m.d.comb += ClockSignal("sync").eq(clk)
     if board.family is Family.ECP5:
-        _global_reset(m, clk, ~lock)
+        _global_reset(m, clk, lock)
     else:
         m.submodules.reset_sync = ResetSynchronizer(~lock, domain="sync")
 
 
-def _global_reset(m, clk, arst):
-    """Drive the ``sync`` domain's reset from its synchronizer through a DCCA, a buffer onto
-    one of the ECP5's global networks: in fabric routing that one net reaches every register
-    with a reset, and it crossed the 85F's die (20 ns of routing at 62.5 MHz). The synchronizer
-    runs in a domain of its own on the same clock, whose reset it makes."""
-    m.domains.pll_reset = ClockDomain("pll_reset")
-    m.d.comb += ClockSignal("pll_reset").eq(clk)
-    m.submodules.reset_sync = ResetSynchronizer(arst, domain="pll_reset")
-    rst = Signal(name="rst_global")
-    m.submodules.reset_buffer = Instance("DCCA", i_CLKI=ResetSignal("pll_reset"), i_CE=Const(1, 1),
-                                         o_CLKO=rst)
-    m.d.comb += ResetSignal("sync").eq(rst)
+def _global_reset(m, clk, ready):
+    """Hold every register of the ECP5 in reset until ``ready`` (the PLL's lock), through the
+    chip's global set/reset network, as Amaranth's own ECP5 domain does: ``ready`` passes two
+    flip-flops that the network does not reset into an SGSR clocked by ``clk``. Each register
+    then returns to its initial value with no reset net in the fabric: that one net reached
+    every register and crossed the 85F's die (20 ns at 62.5 MHz), and on a global buffer
+    (DCCA) its route into the buffer failed in half the 85F's placements. The ``sync``
+    domain's own reset stays 0 (the DSP blocks take it)."""
+    sync = [Signal(name=f"gsr_sync{i}") for i in range(2)]
+    for i, d in enumerate([ready, sync[0]]):
+        m.submodules[f"gsr_stage{i}"] = Instance("FD1S3AX", p_GSR="DISABLED", i_CK=clk, i_D=d,
+                                                o_Q=sync[i])
+    m.submodules.global_reset = Instance("SGSR", i_CLK=clk, i_GSR=sync[1])
 
 
 def _ice40_pll(m, platform, p, *, clk, lock, link):

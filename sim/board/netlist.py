@@ -49,7 +49,7 @@ GOWIN_CELLS_MODEL = data_path("gowin_cells_model.v")
 _GOWIN_INCLUDE = data_path("gowin_bsram_body.vh").parent
 _SIM_PREFIX = "HWGEN_SIM_"
 # Cells whose Yosys model is a black box (or absent), renamed in the netlist to our stand-ins.
-_STAND_INS = {Family.ECP5: ("DP16KD", "EHXPLLL", "DCCA"),
+_STAND_INS = {Family.ECP5: ("DP16KD", "EHXPLLL", "DCCA", "SGSR"),
               Family.ICE40: ("SB_PLL40_PAD", "SB_PLL40_2_PAD", "SB_PLL40_CORE"),
               Family.GOWIN: ("rPLL",)}
 # Cells renamed to a whole model of ours (sim/gowin_cells_model.v), Yosys declaring them only.
@@ -165,6 +165,10 @@ def _stand_ins(family):
         if cell == "DCCA":
             # The global buffer: its clock (or the reset it carries) while enabled.
             body = "  assign CLKO = CE ? CLKI : 1'b0;\n"
+        elif cell == "SGSR":
+            # The global set/reset: the simulation's registers start at their initial values,
+            # where the network leaves them.
+            body = ""
         elif cell == "DP16KD":
             loads = "\n".join(f"    load({i}, INITVAL_{i:02X});" for i in range(64))
             body = DP16KD_BODY.read_text().replace("HWGEN_INITVAL_LOADS", loads)

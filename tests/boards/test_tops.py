@@ -44,8 +44,19 @@ def test_icebreaker_pll_instance_has_the_planned_dividers(link, primitive):
     assert ("PLLOUTGLOBALB \\clk" in cell) == link
 
 
+def global_reset(il):
+    """Return the SGSR cell's body in ``il`` and the two flip-flops before it (their bodies),
+    or None."""
+    sgsr = re.search(r"cell \\SGSR \\global_reset\n(.*?)\n  end", il, re.S)
+    stages = [re.search(rf"cell \\FD1S3AX \\gsr_stage{i}\n(.*?)\n  end", il, re.S)
+              for i in range(2)]
+    if sgsr is None:
+        return None
+    return sgsr.group(1), [stage.group(1) for stage in stages]
+
+
 @pytest.mark.parametrize("top", ["device", "array", "bf16-array"])
-def test_ecp5_at_the_oscillator_has_a_sync_domain_with_a_reset(top):
+def test_ecp5_at_the_oscillator_has_a_sync_domain_and_the_global_reset(top):
     # Amaranth's own ECP5 domain is reset-less, and the DSP blocks take the domain's reset: a
     # ULX3S design at 25 MHz (no PLL) failed to elaborate with a DomainError.
     board = BOARDS["ulx3s-12f"]
@@ -55,23 +66,35 @@ def test_ecp5_at_the_oscillator_has_a_sync_domain_with_a_reset(top):
               "bf16-array": lambda: boards.BF16ArrayTop(board, config)}[top]()
     il = board.make_platform().build(design, name="top", do_build=False).files["top.il"]
     assert "EHXPLLL" not in il
-    assert re.search(r"cell \S+ \\reset_sync", il)
+    sgsr, stages = global_reset(il)
+    assert "connect \\D 1'1" in stages[0]    # no lock to wait for
+    assert "connect \\GSR \\gsr_sync1 [0]" in sgsr
 
 
-@pytest.mark.parametrize(("name", "global_reset"), [("ulx3s-85f", True), ("ulx3s-12f", True),
-                                                   ("icebreaker", False), ("tang-nano-9k", False)])
-def test_the_ecp5_plls_reset_goes_onto_a_global_network(name, global_reset):
-    # The synchronizer's output through a DCCA: nextpnr routes a DCCA's net on a global
-    # (tests/boards/test_flow.py's 12F build checks that it did).
+@pytest.mark.parametrize(("name", "global_reset_network"), [
+    ("ulx3s-85f", True), ("ulx3s-12f", True), ("icebreaker", False), ("tang-nano-9k", False)])
+def test_the_ecp5_plls_lock_resets_through_the_global_set_reset(name, global_reset_network):
+    # The lock through two flip-flops that the network spares, into the SGSR; no reset in the
+    # fabric (tests/boards/test_flow.py's 12F build checks that nextpnr placed the SGSR).
     board = BOARDS[name]
     config = boards.board_config(board, clock_hz=2 * board.osc_hz, rows=2, cols=2)
     il = board.make_platform().build(boards.BoardTop(board, config, baud=1_000_000),
                                      name="top", do_build=False).files["top.il"]
-    buffer = re.search(r"cell \\DCCA \\reset_buffer\n(.*?)\n  end", il, re.S)
-    assert (buffer is not None) == global_reset
-    if global_reset:
-        assert "parameter" not in buffer.group(1) and "connect \\CE 1'1" in buffer.group(1)
-    assert len(re.findall(r"cell \S+ \\reset_sync\b", il)) == 1
+    found = global_reset(il)
+    assert (found is not None) == global_reset_network
+    assert "DCCA" not in il
+    if global_reset_network:
+        sgsr, stages = found
+        assert all("parameter \\GSR \"DISABLED\"" in stage for stage in stages)
+        assert "connect \\D \\pll_lock [0]" in stages[0]
+        assert "connect \\D \\gsr_sync0 [0]" in stages[1]
+        # (Yosys names the PLL's clock `clk`.)
+        clock = re.search(r"connect \\CK (.*)", stages[0]).group(1)
+        assert f"connect \\CK {clock}" in stages[1] and f"connect \\CLK {clock}" in sgsr
+        assert "connect \\GSR \\gsr_sync1 [0]" in sgsr
+        assert not re.search(r"cell \S+ \\reset_sync\b", il)
+    else:
+        assert len(re.findall(r"cell \S+ \\reset_sync\b", il)) == 1
 
 
 def test_bf16_array_top_drives_every_input_and_is_deterministic():
