@@ -5,7 +5,7 @@ The words wait in the executor's payload buffer, one byte at an address; COMMIT 
 in the executor's shift register and writes it on the host port.
 """
 
-from amaranth.hdl import Const, Mux, Signal
+from amaranth.hdl import Const, Mux
 
 from ..memmap import Region
 
@@ -14,7 +14,10 @@ __all__ = ["add_commit", "store_byte", "write_pending"]
 
 def add_commit(m, host, dp, *, handshake, wide=False):
     """Add COMMIT to the executor's state machine (inside its ``m.FSM()``): write a WRITE's
-    words from the buffer to memory, then go to IDLE to answer.
+    words from the buffer to memory, then go to IDLE to answer. Each word is written from
+    ``sr`` (``host.wdata``) the cycle after its last byte (``dp.pending``,
+    :func:`write_pending`), as the next word's bytes come: the memories see a register, not the
+    multiplexer that fills it.
 
     Parameters
     ----------
@@ -26,40 +29,33 @@ def add_commit(m, host, dp, *, handshake, wide=False):
     handshake : bool
         Hold each write until ``host.rvalid`` pulses.
     wide : bool
-        Put each byte in its place in ``sr`` (:func:`store_byte`) and write the word a cycle
-        after its last byte, as the next word's bytes come: a byte a cycle, not ``sr``'s
-        width in bytes a word (``host.wdata`` is then ``sr``).
+        Put each byte in its place in ``sr`` (:func:`store_byte`): a byte a cycle, not
+        ``sr``'s width in bytes a word.
     """
     if wide:
         _add_wide_commit(m, host, dp, handshake=handshake)
         return
     sr, byte_pos, sr_bytes = dp.sr, dp.byte_pos, dp.sr_bytes
-    wait_write = Signal()
-    if handshake:
-        m.d.comb += wait_write.eq((byte_pos == sr_bytes - 1) & ~host.rvalid)
     with m.State("COMMIT"):
         # Each word takes sr_bytes cycles: its word_bytes bytes enter at the top of `sr`,
         # then zero bytes push them down to bit 0. That costs cycles (plentiful: the link
         # is far slower) instead of a word-wide alignment multiplexer (scarce LUTs).
+        hold, written = write_pending(m, host, dp, handshake=handshake)
+        last_word = dp.words_left == 0    # all shifted in: the last write is pending
         ptr_next = Mux(dp.data_phase, dp.ptr_p1, dp.ptr)
         m.d.comb += [dp.sr_fill.eq(Mux(dp.data_phase, dp.buf_r.data, 0)),
                      dp.buf_r.addr.eq(ptr_next)]
-        with m.If(wait_write):
+        with m.If(hold):
             # Everything holds, the buffer's output too: `wdata` stays what it was.
-            m.d.comb += [host.we.eq(1), dp.buf_r.en.eq(0)]
-        with m.Else():
+            m.d.comb += dp.buf_r.en.eq(0)
+        with m.Elif(~last_word):
             m.d.sync += [sr.eq(dp.sr_next), dp.ptr.eq(ptr_next), dp.ptr_p1.eq(ptr_next + 1),
                          byte_pos.eq(byte_pos + 1),
                          dp.data_phase.eq(byte_pos + 1 < dp.checks.word_bytes)]
             with m.If(byte_pos == sr_bytes - 1):
-                m.d.comb += host.we.eq(1)
-                m.d.sync += [byte_pos.eq(0), dp.data_phase.eq(1),
-                             dp.mem_addr.eq(dp.mem_addr + 1),
+                m.d.sync += [byte_pos.eq(0), dp.data_phase.eq(1), dp.pending.eq(1),
                              dp.words_left.eq(dp.words_left - 1)]
-                with m.If(dp.words_left == 1):
-                    with m.If(dp.args.region == Region.PROGRAM.value):
-                        m.d.sync += dp.program_loaded.eq(1)
-                    m.next = "IDLE"
+        _end_commit(m, dp, written & last_word)
 
 
 def store_byte(m, dp, byte):
@@ -102,7 +98,12 @@ def _add_wide_commit(m, host, dp, *, handshake):
             m.d.sync += [dp.ptr.eq(dp.ptr_p1), dp.ptr_p1.eq(dp.ptr_p1 + 1)]
             with m.If(dp.byte_pos == dp.checks.word_bytes - 1):
                 m.d.sync += dp.words_left.eq(dp.words_left - 1)
-        with m.If(written & last_word):
-            with m.If(dp.args.region == Region.PROGRAM.value):
-                m.d.sync += dp.program_loaded.eq(1)
-            m.next = "IDLE"
+        _end_commit(m, dp, written & last_word)
+
+
+def _end_commit(m, dp, done):
+    """Go to IDLE when the last word is written (``done``): a PROGRAM is then loaded."""
+    with m.If(done):
+        with m.If(dp.args.region == Region.PROGRAM.value):
+            m.d.sync += dp.program_loaded.eq(1)
+        m.next = "IDLE"

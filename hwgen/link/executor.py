@@ -245,7 +245,7 @@ class CommandExecutor(wiring.Component):
                                      *(g.word_bytes for g in self._geometry.values()))
         dp.sr = sr = Signal(8 * sr_bytes)
         dp.sr_fill = Signal(8)                 # the byte entering at the top when `sr` shifts
-        dp.sr_next = sr_next = Cat(sr[8:], dp.sr_fill)
+        dp.sr_next = Cat(sr[8:], dp.sr_fill)
         dp.tx_byte = Signal(8)  # a response's byte, but INFO's
         dp.byte_pos = Signal(range(sr_bytes + 1))  # byte within a word (WRITE, READ)
         dp.words_left = Signal(16)
@@ -257,8 +257,8 @@ class CommandExecutor(wiring.Component):
         dp.data_phase = Signal(name="data_phase")                  # byte_pos < word_bytes
         dp.mem_addr = Signal.like(host.addr, name="mem_addr")
         dp.program_loaded = Signal()
-        # (Wide) a word is whole in `sr`: it is written in this cycle.
-        dp.pending = Signal(name="pending") if self._wide else None
+        # A word is whole in `sr`: it is written in this cycle (commit.write_pending).
+        dp.pending = Signal(name="pending")
         dp.runs = Signal(32)
         m.d.comb += [
             checks.header.eq(rq.header),
@@ -271,8 +271,8 @@ class CommandExecutor(wiring.Component):
             host.addr.eq(dp.mem_addr),
             host.batch.eq(RunArgs(args.as_value()[:RunArgs.as_shape().size]).batch),
             # Driven all the time (only `we` qualifies it): gating it would cost a LUT per bit.
-            # (Wide: the word assembled in place, see `store_byte`.)
-            host.wdata.eq(sr if self._wide else sr_next),
+            # A register: the memories across the die see no multiplexer before it.
+            host.wdata.eq(sr),
             # The ROM answers a cycle late: it is asked for the byte the next cycle will show.
             rom_r.addr.eq(rs.next_index),
             dp.tx_byte.eq(sr[:8]),

@@ -166,21 +166,18 @@ class StreamCommands:
             with m.Elif(rp.i.ready):
                 m.d.sync += dp.feed_full.eq(0)
             # The words as a WRITE's (see COMMIT): word_bytes bytes from the repacker enter the
-            # top of `sr`, then zero bytes push them down to bit 0, and the word is written.
+            # top of `sr`, then zero bytes push them down to bit 0, and the word is written from
+            # `sr` in the next cycle, as the next word's bytes come.
             data_phase = byte_pos < dp.checks.word_bytes
-            last = byte_pos == sr_bytes - 1
             ready = ~data_phase | rp.o.valid
-            hold = last & ~host.rvalid if self.handshake else Const(0, 1)
+            hold, _ = write_pending(m, host, dp, handshake=self.handshake)
             m.d.comb += dp.sr_fill.eq(Mux(data_phase, rp.o.payload, 0))
-            with m.If(ready & hold):
-                m.d.comb += host.we.eq(1)   # held, `wdata` with it, until the port answers
-            with m.Elif(ready):
+            with m.If(ready & ~hold):
                 m.d.comb += rp.o.ready.eq(data_phase)
                 m.d.sync += [sr.eq(dp.sr_next), byte_pos.eq(byte_pos + 1)]
-                with m.If(last):
-                    m.d.comb += host.we.eq(1)
-                    m.d.sync += [byte_pos.eq(0), dp.mem_addr.eq(dp.mem_addr + 1)]
-            with m.If((byte_pos == 0) & ~rp.busy):
+                with m.If(byte_pos == sr_bytes - 1):
+                    m.d.sync += [byte_pos.eq(0), dp.pending.eq(1)]
+            with m.If(~dp.pending & (byte_pos == 0) & ~rp.busy):
                 m.next = "IDLE"
 
     def _stream(self, m, ex, dp):
