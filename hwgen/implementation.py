@@ -68,7 +68,10 @@ class Registers(enum.IntEnum):
     #: row's DSP inputs in one cycle. And WEIGHT as one memory per 16 bits of lanes, each
     #: addressed from registers of its own, where that takes no more block RAMs (no cycle;
     #: :func:`hwgen.device.memories.weight_groups`: one address into the zoo design's 136
-    #: DP16KDs was its longest path). The ULX3S-85F's.
+    #: DP16KDs was its longest path). And the frame engine's host port relayed to the
+    #: accelerator's through a register each way (:func:`hwgen.device.host_access.relay_host`:
+    #: every access a cycle later; the engine's decisions crossed the die to its word
+    #: register, 59.9 MHz with the depthwise row). The ULX3S-85F's.
     ARRAY = 3
 
 

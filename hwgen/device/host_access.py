@@ -22,7 +22,8 @@ from ..memmap import HostPortSignature, Region
 from .shared_ports import split_act_banks
 
 __all__ = ["HostAccess", "act_banks", "host_read", "host_read_latency", "host_stages",
-           "host_write", "same_word_port", "share_read", "share_write", "stage_host"]
+           "host_write", "relay_host", "same_word_port", "share_read", "share_write",
+           "stage_host"]
 
 #: The host port's members that the host drives, and those the accelerator answers with.
 _REQUESTS = ("region", "addr", "wdata", "we", "re", "start", "batch", "clear", "snapshot")
@@ -77,6 +78,24 @@ def stage_host(m, host, config, stages=1):
     we = {r: Signal(name=f"host_q_we_{r.name.lower()}") for r in Region}
     m.d.sync += [we[r].eq(host.we & idle & (host.region == r)) for r in Region]
     return inner, we
+
+
+def relay_host(m, outer, inner):
+    """Join the host port ``outer`` (the frame engine's) to ``inner`` (the accelerator's)
+    through a register each way: every request reaches the accelerator a cycle later, every
+    answer the engine a cycle later, in order; the counters pass as they are. ``outer.busy`` is
+    the accelerator's or a ``start`` in the register, so that it still rises the cycle after
+    ``start``.
+
+    On a large ECP5 (``Registers.ARRAY``, :class:`hwgen.device.Device`) the placer pulled the
+    engine's word register towards the staged port's registers in the die's middle, and the
+    engine's decisions crossed the die to it: with the relay's registers between, each hop
+    is shorter.
+    """
+    m.d.sync += [getattr(inner, name).eq(getattr(outer, name)) for name in _REQUESTS]
+    m.d.sync += [getattr(outer, name).eq(getattr(inner, name)) for name in _ANSWERS]
+    m.d.comb += [getattr(outer, name).eq(getattr(inner, name)) for name in _COUNTERS]
+    m.d.comb += outer.busy.eq(inner.busy | inner.start)
 
 
 class HostAccess:

@@ -12,13 +12,14 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from ..implementation import Implementation
+from ..implementation import Implementation, Registers
 from ..link.bridge import HostPortBridge
 from ..link.frame import FrameEngine
 from ..link.uart import UART, divisor_for
 from ..protocol import DEFAULT_BAUD, RX_FIFO, frame_timeout_cycles
 from .clock_gate import RUN_LINGER, gate_clock
 from .cores import accelerator_core
+from .host_access import relay_host
 
 __all__ = ["LINKS", "Device", "Link"]
 
@@ -166,6 +167,8 @@ class Device(wiring.Component):
             m.submodules.bridge = bridge = HostPortBridge(self.config)
             wiring.connect(m, frame.host, bridge.link)
             wiring.connect(m, bridge.core, acc.host)
+        elif self.implementation.registers >= Registers.ARRAY:
+            relay_host(m, frame.host, acc.host)
         else:
             wiring.connect(m, frame.host, acc.host)
         m.d.comb += self.busy.eq(acc.host.busy)

@@ -520,15 +520,19 @@ def test_parameter_checks():
 
 # -- the whole device across the bridge ----------------------------------------------------------
 
-def test_bridged_device_computes_a_network_exactly():
+@pytest.mark.parametrize("joined", ["bridged", "relayed"])
+def test_device_computes_a_network_exactly(joined):
     """``Device(link_clock_hz=...)``: the real accelerator behind the bridge, its clock 3.5x
     the link's, loads a network over frames, runs it and answers with the reference's output;
-    its counters (snapshots across the bridge) equal the cycle model."""
+    its counters (snapshots across the bridge) equal the cycle model. ``relayed``: a large
+    ECP5's device (``Registers.ARRAY``), one clock, the engine's port relayed through
+    registers (:func:`hwgen.device.host_access.relay_host`)."""
     import numpy as np
 
     import hwgen
     from hwgen.cycles import program_cycles
     from hwgen.device import Device
+    from hwgen.implementation import Implementation, Registers
     from sim.netgen import random_input, random_network
 
     cfg = AcceleratorConfig(rows=2, cols=2, act_depth=64, weight_depth=64, param_depth=8,
@@ -538,8 +542,14 @@ def test_bridged_device_computes_a_network_exactly():
     prog = hwgen.compile(net, cfg)
     m = min(prog.batch, 3)
     x = random_input(rng, cfg, m, net.layers[0].in_features)
-    device = Device(cfg, link="stream", link_clock_hz=cfg.clock_hz // 4)
-    bench = Bench(cfg, gap=0.2, stall=0.2, core_period=0.29, device=device)
+    if joined == "bridged":
+        implementation = None
+        device = Device(cfg, link="stream", link_clock_hz=cfg.clock_hz // 4)
+    else:
+        implementation = Implementation(registers=Registers.ARRAY)
+        device = Device(cfg, link="stream", implementation=implementation)
+    bench = Bench(cfg, gap=0.2, stall=0.2, core_period=0.29 if joined == "bridged" else None,
+                  device=device)
 
     async def script(bench, ctx):
         for region, (base, words) in prog.images.items():
@@ -556,7 +566,8 @@ def test_bridged_device_computes_a_network_exactly():
         region, base, n_words = prog.output_words(m)
         got = prog.unpack_output(await bench.read(ctx, region, base, n_words), m)
         np.testing.assert_array_equal(got, net.forward(x))
-        assert counters.runs == 1 and counters.cycles == program_cycles(prog, m)
+        assert counters.runs == 1
+        assert counters.cycles == program_cycles(prog, m, implementation=implementation)
         tiles = sum(d["k_tiles"] * d["n_tiles"] for d in prog.descriptors)
         assert (counters.busy_cycles, counters.macs) == (m * tiles, m * prog.padded_macs_per_row)
 

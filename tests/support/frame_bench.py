@@ -188,10 +188,14 @@ def build_frame_bench(config=TINY, *, timeout_cycles=300, max_payload=MAX_PAYLOA
     link = ByteLink(seed)
     m = Module()
     if device is not None:
-        # A whole Device: its streams are the link's, its domains `link` and `sync`.
-        m.domains.link = ClockDomain("link")
+        # A whole Device: its streams are the link's, its domains `link` and `sync` (or
+        # `sync` alone).
         m.submodules.device = device
-        m.submodules.link = DomainRenamer("link")(link)
+        if device.link_clock_hz is None:
+            m.submodules.link = link
+        else:
+            m.domains.link = ClockDomain("link")
+            m.submodules.link = DomainRenamer("link")(link)
         wiring.connect(m, link.o_stream, device.i_stream)
         wiring.connect(m, device.o_stream, link.i_stream)
         return m, None, device, link
