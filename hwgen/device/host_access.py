@@ -68,13 +68,11 @@ def stage_host(m, host, config, stages=1):
     if not stages:
         return host, None
     inner = HostPortSignature(config).create(path=("host_q",))
+    relay_host(m, host, inner)
+    # (These assignments come after the relay's, and so win.)
     idle = ~host.busy
-    m.d.sync += [getattr(inner, name).eq(getattr(host, name)) for name in _REQUESTS]
     m.d.sync += [inner.we.eq(host.we & idle), inner.re.eq(host.re & idle),
                  inner.start.eq(host.start & idle)]
-    m.d.sync += [getattr(host, name).eq(getattr(inner, name)) for name in _ANSWERS]
-    m.d.comb += [getattr(host, name).eq(getattr(inner, name)) for name in _COUNTERS]
-    m.d.comb += host.busy.eq(inner.busy | inner.start)
     we = {r: Signal(name=f"host_q_we_{r.name.lower()}") for r in Region}
     m.d.sync += [we[r].eq(host.we & idle & (host.region == r)) for r in Region]
     return inner, we

@@ -163,7 +163,8 @@ def _stand_ins(family):
         decl = _declaration(library, cell).replace(f"module {cell}", f"module {_SIM_PREFIX}{cell}",
                                                    1)
         if cell == "DCCA":
-            # The global buffer: its clock (or the reset it carries) while enabled.
+            # The global buffer: its clock (or, in builds before the SGSR, the reset it
+            # carries) while enabled.
             body = "  assign CLKO = CE ? CLKI : 1'b0;\n"
         elif cell == "SGSR":
             # The global set/reset: the simulation's registers start at their initial values,
