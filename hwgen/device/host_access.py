@@ -27,6 +27,7 @@ __all__ = ["HostAccess", "act_banks", "host_read", "host_read_latency", "host_st
 
 #: The host port's members that the host drives, and those the accelerator answers with.
 _REQUESTS = ("region", "addr", "wdata", "we", "re", "start", "batch", "clear", "snapshot")
+_STROBES = ("we", "re", "start")
 _ANSWERS = ("rdata", "rvalid")
 _COUNTERS = ("cycles", "busy_cycles", "macs")
 
@@ -68,29 +69,31 @@ def stage_host(m, host, config, stages=1):
     if not stages:
         return host, None
     inner = HostPortSignature(config).create(path=("host_q",))
-    relay_host(m, host, inner)
-    # (These assignments come after the relay's, and so win.)
     idle = ~host.busy
-    m.d.sync += [inner.we.eq(host.we & idle), inner.re.eq(host.re & idle),
-                 inner.start.eq(host.start & idle)]
+    relay_host(m, host, inner, gate=idle)
     we = {r: Signal(name=f"host_q_we_{r.name.lower()}") for r in Region}
     m.d.sync += [we[r].eq(host.we & idle & (host.region == r)) for r in Region]
     return inner, we
 
 
-def relay_host(m, outer, inner):
+def relay_host(m, outer, inner, *, gate=None):
     """Join the host port ``outer`` (the frame engine's) to ``inner`` (the accelerator's)
     through a register each way: every request reaches the accelerator a cycle later, every
     answer the engine a cycle later, in order; the counters pass as they are. ``outer.busy`` is
     the accelerator's or a ``start`` in the register, so that it still rises the cycle after
-    ``start``.
+    ``start``. With ``gate`` (a signal) the strobes (``we``, ``re``, ``start``) pass only in
+    the cycles it is high.
 
     On a large ECP5 (``Registers.ARRAY``, :class:`hwgen.device.Device`) the placer pulled the
     engine's word register towards the staged port's registers in the die's middle, and the
     engine's decisions crossed the die to it: with the relay's registers between, each hop
     is shorter.
     """
-    m.d.sync += [getattr(inner, name).eq(getattr(outer, name)) for name in _REQUESTS]
+    def request(name):
+        value = getattr(outer, name)
+        return value & gate if gate is not None and name in _STROBES else value
+
+    m.d.sync += [getattr(inner, name).eq(request(name)) for name in _REQUESTS]
     m.d.sync += [getattr(outer, name).eq(getattr(inner, name)) for name in _ANSWERS]
     m.d.comb += [getattr(outer, name).eq(getattr(inner, name)) for name in _COUNTERS]
     m.d.comb += outer.busy.eq(inner.busy | inner.start)
