@@ -17,7 +17,7 @@ import math
 
 from .bf16_cycles import bf16_chunk_cycles
 from .config import Dataflow
-from .latency import FIFO_LATENCY, fifo_depth, os_latency, requant_tail, ws_latency
+from .latency import FIFO_LATENCY, bank_rest, fifo_depth, os_latency, requant_tail, ws_latency
 from .memmap import geometry_words
 from .passes import lookup
 from .timing import unit_latencies
@@ -80,7 +80,8 @@ class _Credits:
         bisect.insort(self.reads, read_cycle)
 
 
-def engine_timing(config, batches, spacing=None, *, registered=False, first_row=0):
+def engine_timing(config, batches, spacing=None, *, registered=False, first_row=0,
+                  weight_rows=1):
     """Return the :class:`EngineTiming` of a run with streams that are always valid and ready.
 
     Parameters
@@ -97,6 +98,8 @@ def engine_timing(config, batches, spacing=None, *, registered=False, first_row=
         (:func:`ws_latency`); its weight tiles' cycles are the same.
     first_row : int
         The first cycle the activation stream may deliver a row (the weights' from 0).
+    weight_rows : int
+        The rows of a weight tile that load a cycle (:class:`hwgen.timing.UnitLatencies`).
     """
     if not batches or min(batches) < 1:
         raise ValueError(f"batches={batches!r}: every batch needs at least one row")
@@ -106,6 +109,8 @@ def engine_timing(config, batches, spacing=None, *, registered=False, first_row=
             config.dataflow is not Dataflow.WS and max(spacing) > 1):
         raise ValueError(f"spacing={spacing!r}: one value >= 1 per batch (WS only for > 1)")
     rows = config.rows
+    load_cycles = -(-rows // weight_rows)
+    rest = bank_rest(config, weight_rows)
     admit, out, tile_load = [], [], []
     free = [0, 0]       # first cycle each bank may be loaded again
     load_end = 0        # first cycle the weight stream is free
@@ -121,13 +126,13 @@ def engine_timing(config, batches, spacing=None, *, registered=False, first_row=
         for n, m in enumerate(batches):
             load = max(load_end, free[n % 2])
             tile_load.append(load)
-            load_end = load + rows
+            load_end = load + load_cycles
             t = max(next_row, load_end)
             step = spacing[n]
             admit.extend(range(t, t + m * step, step))
             out.extend(range(t + lat, t + lat + m * step, step))
             next_row = t + m * step
-            free[n % 2] = admit[-1] + 1
+            free[n % 2] = admit[-1] + 1 + rest
         return EngineTiming(admit, out, tile_load)
 
     lat = os_latency(config) + FIFO_LATENCY
@@ -204,7 +209,7 @@ def chunk_cycles(config, k_tiles, n_tiles, rows, raw, *, implementation=None):
     units = unit_latencies(config, implementation)
     timing = engine_timing(config, [rows] * (k_tiles * n_tiles),
                            layer_spacing(config, k_tiles, n_tiles, raw), registered=units.array,
-                           first_row=units.first_row)
+                           first_row=units.first_row, weight_rows=units.weight_rows)
     return timing.last + requant_tail(config, raw, units.requant) + 1
 
 

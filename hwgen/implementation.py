@@ -129,6 +129,14 @@ class Implementation:
         host reads OUTPUT and writes PARAM only while idle, a run only reads PARAM and writes
         OUTPUT, so one port of each kind serves both: a 140-bit memory of 208 words is nine
         iCE40 block RAMs where the two took fifteen. Only with ``Registers.NONE``.
+    weight_pairs : bool
+        Load an int8 weight-stationary array's tiles two rows a cycle, WEIGHT's block RAMs
+        read on both their ports during a run (:meth:`hwgen.device.weight_feeder.WeightFeeder.
+        rows_per_cycle_for`; a tile in half the cycles, which a batch of one sample waits for:
+        the AD autoencoder twice as fast). No block RAM more; it costs a second row bus from
+        WEIGHT to the array (a multiplexer input per block and bit: on the ULX3S-85F's preset
+        its build routed at 56.09 MHz, docs/performance.md). Needs registered reads
+        (``Registers.READS`` on) and WEIGHT in block RAM (not ``spram``).
     rx_fifo : int
         Bytes of the UART's receive FIFO (INFO's ``rx_fifo``: what a host may send ahead of
         an answer it has not read, so the deeper, the more the next request overlaps the last
@@ -151,6 +159,7 @@ class Implementation:
     packed_wire: bool = True
     class_output: bool = True
     out_param_shared: bool = False
+    weight_pairs: bool = False
     rx_fifo: int = RX_FIFO
 
     def __post_init__(self):
@@ -162,7 +171,7 @@ class Implementation:
                     f"Implementation: dsp_packing={self.dsp_packing!r}; allowed: None, "
                     + ", ".join(repr(p.value) for p in DspPacking)) from None
         for name in ("post_pipeline", "spram", "link_on_oscillator", "adder_dsp",
-                     "packed_wire", "class_output", "out_param_shared"):
+                     "packed_wire", "class_output", "out_param_shared", "weight_pairs"):
             _bool(name, getattr(self, name))
         try:
             if isinstance(self.registers, bool):
@@ -176,6 +185,11 @@ class Implementation:
             raise ValueError(f"Implementation: out_param_shared=True goes without registers, not "
                              f"with registers=Registers.{self.registers.name}; allowed: "
                              "Registers.NONE, or out_param_shared=False")
+        if self.weight_pairs and (self.registers < Registers.READS or self.spram):
+            raise ValueError("Implementation: weight_pairs=True reads WEIGHT's block RAMs a cycle "
+                             f"ahead on both ports, not with registers=Registers."
+                             f"{self.registers.name}, spram={self.spram}; allowed: registers "
+                             ">= Registers.READS and spram=False, or weight_pairs=False")
         if isinstance(self.rx_fifo, bool) or not isinstance(self.rx_fifo, int) \
                 or self.rx_fifo < 2:
             raise ValueError(f"Implementation: rx_fifo={self.rx_fifo!r}; allowed: an int >= 2 "
@@ -200,8 +214,9 @@ class Implementation:
         Raises
         ------
         ValueError
-            If ``split_multiplier`` has more pieces than the multiplier has bits, or the DSP
-            packing cannot multiply the configuration's operands.
+            If ``split_multiplier`` has more pieces than the multiplier has bits, the DSP
+            packing cannot multiply the configuration's operands, or ``weight_pairs`` meets a
+            bf16 or output-stationary array.
         """
         if config.act_spram_depth and self.registers:
             raise ValueError(f"Implementation: registers=Registers.{self.registers.name} cannot "
@@ -213,6 +228,10 @@ class Implementation:
                 f"Implementation: split_multiplier={self.split_multiplier} cuts the "
                 f"{config.mult_bits}-bit multiplier into more pieces than bits; allowed: "
                 f"1..{config.mult_bits}")
+        if self.weight_pairs and (config.dtype != "int8" or config.dataflow != "ws"):
+            raise ValueError(f"Implementation: weight_pairs=True loads an int8 weight-stationary "
+                             f"array, not dtype={config.dtype!r}, dataflow="
+                             f"{str(config.dataflow)!r}; allowed: weight_pairs=False")
         packing = self.packing_for(config)
         if packing is not None and max(config.in_bits, config.w_bits) > packing.operand_bits:
             raise ValueError(

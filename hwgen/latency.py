@@ -5,8 +5,8 @@ units add: :mod:`hwgen.timing`)."""
 
 from .config import Dataflow
 
-__all__ = ["FIFO_LATENCY", "STREAM_LATENCY", "fifo_depth", "os_latency", "requant_tail",
-           "ws_latency"]
+__all__ = ["FIFO_LATENCY", "STREAM_LATENCY", "bank_rest", "fifo_depth", "late_weight_rows",
+           "os_latency", "requant_tail", "ws_latency"]
 
 # SyncFIFOBuffered: a row written in cycle c can be read in cycle c + 2.
 FIFO_LATENCY = 2
@@ -22,6 +22,31 @@ def ws_latency(config, registered=False):
     with ``registered`` inputs (:attr:`hwgen.timing.UnitLatencies.array`): the sums pass every
     row, the depthwise unit's extra rows too (``array_rows``)."""
     return config.array_rows + config.cols + 1 + int(registered)
+
+
+def bank_rest(config, weight_rows=1):
+    """Cycles a weight bank rests after the last activation row that uses it before a tile may
+    be written into it (WS), beyond the cycle the engine always leaves.
+
+    An activation row reaches the array's row ``r`` ``r`` cycles after it enters, and a write
+    to row ``r`` must come after it. A tile loaded a row a cycle writes row ``r`` ``r`` cycles
+    after its first: never too early. Loaded two rows a cycle (``weight_rows`` 2) row ``r``
+    is written ``floor(r / 2)`` cycles after the first, and the rows for which that comes too
+    early by more than the rest (:func:`late_weight_rows`) a cycle later still: the bank rests
+    ``array_rows // 2 - 1`` cycles, three on 8 or 9 rows, which a batch of one row a tile (four
+    cycles a tile's load) does not wait for."""
+    if weight_rows == 1:
+        return 0
+    return max(0, config.array_rows // 2 - 1)
+
+
+def late_weight_rows(config, weight_rows=1):
+    """Return the array rows whose weight writes pass a register more (loaded two rows a
+    cycle, :func:`bank_rest`): those ``r`` with ``ceil(r / 2)`` beyond the bank's rest."""
+    if weight_rows == 1:
+        return ()
+    rest = bank_rest(config, weight_rows)
+    return tuple(r for r in range(config.array_rows) if -(-r // 2) > rest)
 
 
 def os_latency(config):

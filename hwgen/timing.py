@@ -26,6 +26,9 @@ class UnitLatencies(typing.NamedTuple):
     #: requantized layer (:meth:`hwgen.device.requantizer.Requantizer.stages_for`,
     #: :meth:`hwgen.device.writeback.WriteBack.stages_for`).
     requant: int
+    #: The weight rows a tile loads a cycle
+    #: (:meth:`hwgen.device.weight_feeder.WeightFeeder.rows_per_cycle_for`).
+    weight_rows: int = 1
 
 
 #: A device without an implementation's registers.
@@ -44,10 +47,12 @@ def unit_latencies(config, implementation=None):
     from .device.memories import read_latency
     from .device.requantizer import Requantizer
     from .device.systolic import WeightStationaryArray
+    from .device.weight_feeder import WeightFeeder
     from .device.writeback import WriteBack
 
     impl = implementation
     return UnitLatencies(
         read=read_latency(impl), array=WeightStationaryArray.input_stages_for(impl),
         first_row=ActivationFeeder.first_row_for(config, impl),
-        requant=Requantizer.stages_for(impl) + WriteBack.stages_for(impl))
+        requant=Requantizer.stages_for(impl) + WriteBack.stages_for(impl),
+        weight_rows=WeightFeeder.rows_per_cycle_for(config, impl))

@@ -10,7 +10,8 @@ from hwgen.config import AcceleratorConfig
 from hwgen.device.requantizer import Requantizer
 from hwgen.implementation import DspPacking, Implementation, Registers
 
-BOOL_OPTIONS = ("post_pipeline", "spram", "link_on_oscillator", "out_param_shared")
+BOOL_OPTIONS = ("post_pipeline", "spram", "link_on_oscillator", "out_param_shared",
+                "weight_pairs")
 
 
 def test_defaults_are_the_plain_design():
@@ -210,3 +211,31 @@ def test_the_frame_engines_options():
     for bad in (1, 0, True, 64.0):
         with pytest.raises(ValueError, match=r"rx_fifo=.*allowed: an int >= 2"):
             Implementation(rx_fifo=bad)
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({}, "registers=Registers.NONE, spram=False"),
+    ({"registers": Registers.READS, "spram": True}, "registers=Registers.READS, spram=True"),
+])
+def test_weight_pairs_need_registered_reads_of_block_rams(options, message):
+    """Weight pairs read WEIGHT a cycle ahead on both ports of its block RAMs: not without
+    registered reads, not from single-port SPRAM."""
+    with pytest.raises(ValueError, match=(
+            rf"Implementation: weight_pairs=True reads WEIGHT's block RAMs a cycle ahead on both "
+            rf"ports, not with {message}; allowed: registers >= Registers.READS and "
+            rf"spram=False, or weight_pairs=False")):
+        Implementation(weight_pairs=True, **options)
+    assert Implementation(registers=Registers.READS, weight_pairs=True).weight_pairs
+
+
+@pytest.mark.parametrize(("options", "named"), [
+    ({"dtype": "bf16"}, "dtype='bf16', dataflow='ws'"),
+    ({"dataflow": "os"}, "dtype='int8', dataflow='os'"),
+])
+def test_check_refuses_weight_pairs_beside_other_arrays(options, named):
+    impl = Implementation(registers=Registers.READS, weight_pairs=True)
+    impl.check(AcceleratorConfig(rows=2, cols=2))
+    with pytest.raises(ValueError, match=(
+            rf"Implementation: weight_pairs=True loads an int8 weight-stationary array, not "
+            rf"{named}; allowed: weight_pairs=False")):
+        impl.check(AcceleratorConfig(rows=2, cols=2, **options))

@@ -19,12 +19,12 @@ TWO_STEPS = AcceleratorConfig(rows=2, cols=4, post_lanes=2)
 
 
 @pytest.mark.parametrize(("level", "one_step", "two_steps"), [
-    # read, array, first_row, requant (write-back)
-    (Registers.NONE, (1, 0, 0, 0), (1, 0, 0, 0)),
-    (Registers.READS, (2, 0, 0, 0), (2, 0, 0, 0)),
-    (Registers.HOST, (2, 0, 0, 1), (2, 0, 0, 1)),
+    # read, array, first_row, requant (write-back), weight rows a cycle
+    (Registers.NONE, (1, 0, 0, 0, 1), (1, 0, 0, 0, 1)),
+    (Registers.READS, (2, 0, 0, 0, 1), (2, 0, 0, 0, 1)),
+    (Registers.HOST, (2, 0, 0, 1, 1), (2, 0, 0, 1, 1)),
     # Staged rows only where the walker's step is a register (one requantization step).
-    (Registers.ARRAY, (2, 1, 1, 1), (2, 1, 0, 1)),
+    (Registers.ARRAY, (2, 1, 1, 1, 1), (2, 1, 0, 1, 1)),
 ])
 def test_each_level_adds_its_units_cycles(level, one_step, two_steps):
     impl = Implementation(registers=level)
@@ -49,3 +49,13 @@ def test_the_boards_levels(impl, level, requant):
     requantizer's stages and the write-back's more."""
     assert impl.registers is level
     assert unit_latencies(ONE_STEP, impl).requant == requant
+
+
+def test_weight_pairs_load_two_rows_a_cycle():
+    """``weight_pairs`` loads an int8 weight-stationary array's tiles two rows a cycle; a
+    bf16 or output-stationary array, which it does not serve, keeps one."""
+    pairs = Implementation(registers=Registers.READS, weight_pairs=True)
+    assert unit_latencies(ONE_STEP, pairs).weight_rows == 2
+    for config in (AcceleratorConfig(rows=2, cols=3, dataflow="os"),
+                   AcceleratorConfig(rows=2, cols=3, dtype="bf16")):
+        assert unit_latencies(config, pairs).weight_rows == 1

@@ -129,12 +129,13 @@ class AcceleratorCore(wiring.Component):
         self.host_stages = 0 if host_in_registers else host_stages(implementation)
         self.host_read_latency = host_read_latency(reads, self.host_stages)
         # The controller takes every result row as it comes (`o_result.ready` is tied high).
+        self.weight_feeder = WeightFeeder.for_memories(config, implementation)
         self.engine = MatmulEngine(config, pe_instances=pe_instances,
                                    dsp_packing=implementation.packing_for(config), gated=True,
                                    always_ready=True, input_register=bool(
-                                       WeightStationaryArray.input_stages_for(implementation)))
+                                       WeightStationaryArray.input_stages_for(implementation)),
+                                   weight_rows=1 + self.weight_feeder.pairs)
         self.controller = Controller(config, registered_bounds=implementation.post_pipeline)
-        self.weight_feeder = WeightFeeder.for_memories(config, implementation)
         self.activation_feeder = ActivationFeeder(config, implementation)
         self.accumulators = AccumulatorBank(config, registered_reads=reads > 1)
         self.postprocess = PostProcessor(config, implementation)

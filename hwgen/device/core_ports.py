@@ -4,7 +4,7 @@ of the pooler and the adder, and the counters to the host port
 (:class:`~hwgen.device.accelerator.AcceleratorCore`,
 :class:`~hwgen.device.bf16_core.BF16AcceleratorCore`)."""
 
-from amaranth.hdl import Cat, Mux
+from amaranth.hdl import Cat, Mux, Signal
 
 from ..memmap import Region
 from .host_access import host_write, share_read
@@ -32,7 +32,7 @@ def weight_port(m, mems, access, host, feeder, *, implementation):
     addressed by one of the feeder's copies; a memory may be a single-port SPRAM, whose write
     takes the read's address."""
     names = weight_names(feeder.config, implementation)
-    words, low = [], 0
+    words, seconds, low = [], [], 0
     for g, name in enumerate(names):
         w_rd, w_wr = mems[name].read_port(), mems[name].write_port()
         copy = g * feeder.copies // len(names)
@@ -43,9 +43,26 @@ def weight_port(m, mems, access, host, feeder, *, implementation):
         m.d.comb += [w_wr.addr.eq(w_rd.addr), w_wr.data.eq(host.wdata[low:low + bits]),
                      w_wr.en.eq(access.we[Region.WEIGHT])]
         low += bits
+        if feeder.pairs:
+            seconds.append(_second_read(m, mems[name], feeder, copy, access.busy, name=name))
     word = Cat(*words)
     access.words[Region.WEIGHT] = word
     m.d.comb += feeder.rd_data.eq(word)
+    if feeder.pairs:
+        m.d.comb += feeder.rd_data_b.eq(Cat(*seconds))
+
+
+def _second_read(m, memory, feeder, copy, busy, *, name):
+    """Return the word of ``memory``'s second read port, the feeder's ``rd_addr_b`` (copy
+    ``copy``), read only during a run and taken into a register as the first port's (the
+    feeder's pairs: the host's write shares the first port's address, so that synthesis puts
+    that read and the write on one port of each block RAM and this read on the other)."""
+    port = memory.read_port()
+    word = Signal.like(port.data, name=f"{name}_b_q", reset_less=True)
+    m.d.comb += [port.addr.eq(feeder.rd_addr_b[copy]), port.en.eq(busy & feeder.rd_port[copy])]
+    with m.If(busy & feeder.rd_en):
+        m.d.sync += word.eq(port.data)
+    return word
 
 
 def count_work(m, counters, host, busy, issue):

@@ -10,17 +10,28 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from ..config import Dataflow
-from ..latency import fifo_depth
+from ..latency import bank_rest, fifo_depth
 from ..memmap import has_depthwise
 from .layouts import dw_lines_layout, dw_sel_layout
 from .systolic import OutputStationaryArray, WeightStationaryArray
 
-__all__ = ["MatmulEngine", "act_row_layout", "result_row_layout", "weight_row_layout"]
+__all__ = ["MatmulEngine", "act_row_layout", "result_row_layout", "weight_row_layout",
+           "weight_transfer_layout"]
 
 
 def weight_row_layout(config):
     """One row of a weight tile: ``cols`` signed ``w_bits`` weights."""
     return data.ArrayLayout(signed(config.w_bits), config.cols)
+
+
+def weight_transfer_layout(config, rows=1):
+    """What one transfer of a weight tile carries: a row (``rows`` 1, :func:`weight_row_layout`),
+    or two consecutive rows (``rows`` 2) and ``two``, low when the tile ends after the first."""
+    if rows == 1:
+        return weight_row_layout(config)
+    if rows != 2:
+        raise ValueError(f"weight_transfer_layout: rows={rows!r}; allowed: 1, 2")
+    return data.StructLayout({"rows": data.ArrayLayout(weight_row_layout(config), 2), "two": 1})
 
 
 def act_row_layout(config):
@@ -43,7 +54,8 @@ class MatmulEngine(wiring.Component):
     """Multiply batches of activation rows by weight tiles on a systolic array.
 
     The engine takes weight tiles on ``i_weight``, each as ``rows`` consecutive transfers (tile
-    row ``k`` holds ``W[k, 0..cols-1]``; ``array_rows`` while ``dw`` is high), and batches of
+    row ``k`` holds ``W[k, 0..cols-1]``; ``array_rows`` while ``dw`` is high; with
+    ``weight_rows`` 2, two rows a transfer), and batches of
     activation rows on ``i_act``, each batch ended by ``last``. Batch ``n`` is multiplied by tile
     ``n``: for every activation row ``x`` the engine emits one result row ``y[j] = sum_k x[k] *
     W[k, j]`` on ``o_result``, in order, with ``last`` copied. Tile ``n + 1`` loads while batch
@@ -71,10 +83,14 @@ class MatmulEngine(wiring.Component):
         The weight-stationary array's inputs pass a register
         (:meth:`hwgen.device.systolic.WeightStationaryArray.input_stages_for`): a cycle more
         per row. An output-stationary array ignores it.
+    weight_rows : int
+        Rows of a tile a weight transfer carries (:func:`weight_transfer_layout`): 2 loads a
+        tile in half the cycles (weight-stationary only;
+        :meth:`hwgen.device.weight_feeder.WeightFeeder.rows_per_cycle_for`).
 
     Members
     -------
-    i_weight : In(stream.Signature(weight_row_layout(config)))
+    i_weight : In(stream.Signature(weight_transfer_layout(config, weight_rows)))
     i_act : In(stream.Signature(act_row_layout(config)))
     o_result : Out(stream.Signature(result_row_layout(config)))
     issue : Out(1)
@@ -97,8 +113,12 @@ class MatmulEngine(wiring.Component):
     """
 
     def __init__(self, config, *, pe_instances=False, dsp_packing=None, gated=False,
-                 always_ready=False, input_register=False):
+                 always_ready=False, input_register=False, weight_rows=1):
+        if weight_rows not in (1, 2) or (weight_rows == 2 and config.dataflow is not Dataflow.WS):
+            raise ValueError(f"MatmulEngine: weight_rows={weight_rows!r}; allowed: 1, and 2 "
+                             "with dataflow='ws'")
         self.config = config
+        self.weight_rows = weight_rows
         self.gated = gated
         self.always_ready = always_ready
         if dsp_packing is not None and config.dataflow is not Dataflow.WS:
@@ -107,7 +127,8 @@ class MatmulEngine(wiring.Component):
         if config.dataflow is Dataflow.WS:
             self.array = WeightStationaryArray(config, pe_instances=pe_instances,
                                                dsp_packing=dsp_packing,
-                                               input_register=input_register)
+                                               input_register=input_register,
+                                               weight_rows=weight_rows)
         else:
             self.array = OutputStationaryArray(config, pe_instances=pe_instances)
         # The cycle model needs the depth too (credits bound the rows in flight).
@@ -118,7 +139,7 @@ class MatmulEngine(wiring.Component):
                          "dw_sel": In(dw_sel_layout(config)), "bank_full": Out(2),
                          "a_ptr": Out(1)}
         super().__init__({
-            "i_weight": In(stream.Signature(weight_row_layout(config))),
+            "i_weight": In(stream.Signature(weight_transfer_layout(config, weight_rows))),
             "i_act": In(stream.Signature(act_row_layout(config))),
             "o_result": Out(stream.Signature(result_row_layout(config))),
             "issue": Out(1),
@@ -142,30 +163,42 @@ class MatmulEngine(wiring.Component):
         w_ptr = Signal()
         w_row = Signal(range(cfg.array_rows))
         # A depthwise pass's tiles have the unit's extra rows too (held while the layer runs;
-        # its tiles all load within it).
-        w_last = cfg.rows - 1
+        # its tiles all load within it). The tile's last transfer starts at row w_last.
+        step = self.weight_rows
+        w_last = step * ((cfg.rows - 1) // step)
         if cfg.array_rows != cfg.rows:
-            w_last = Mux(self.dw, cfg.array_rows - 1, cfg.rows - 1)
+            w_last = Mux(self.dw, step * ((cfg.array_rows - 1) // step), w_last)
         a_ptr = Signal()
+        set_full = Signal(2)
+        clear_full = Signal(2)
         w_ptr_full = Signal()
         a_ptr_full = Signal()
         m.d.comb += [w_ptr_full.eq((full[0] & ~w_ptr) | (full[1] & w_ptr)),
                      a_ptr_full.eq((full[0] & ~a_ptr) | (full[1] & a_ptr))]
+        # A tile of pairs waits until the bank has rested (hwgen.latency.bank_rest): a register
+        # per cycle of rest, the bank's releases shifting through them.
+        ready = ~w_ptr_full
+        if rest := bank_rest(cfg, step):
+            hold = [Signal(rest, name=f"rest{b}") for b in range(2)]
+            m.d.sync += [hold[b].eq(Cat(clear_full[b], hold[b][:-1])) for b in range(2)]
+            ready = ready & ~Mux(w_ptr, hold[1].any(), hold[0].any())
+        weight = self.i_weight.payload
+        if step == 2:
+            m.d.comb += [array.w_data2.eq(weight.rows[1]), array.w_two.eq(weight.two)]
+            weight = weight.rows[0]
         m.d.comb += [
-            self.i_weight.ready.eq(~w_ptr_full),
-            array.w_data.eq(self.i_weight.payload),
+            self.i_weight.ready.eq(ready),
+            array.w_data.eq(weight),
             array.w_row.eq(w_row),
             array.w_bank.eq(w_ptr),
             array.w_valid.eq(self.i_weight.valid & self.i_weight.ready),
         ]
-        set_full = Signal(2)
-        clear_full = Signal(2)
         with m.If(self.i_weight.valid & self.i_weight.ready):
             with m.If(w_row == w_last):
                 m.d.sync += [w_row.eq(0), w_ptr.eq(~w_ptr)]
                 m.d.comb += set_full.bit_select(w_ptr, 1).eq(1)
             with m.Else():
-                m.d.sync += w_row.eq(w_row + 1)
+                m.d.sync += w_row.eq(w_row + step)
         for b in range(2):
             with m.If(set_full[b]):
                 m.d.sync += full[b].eq(1)

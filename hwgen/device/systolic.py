@@ -11,6 +11,7 @@ and a bank may be rewritten right after its last activation has been presented.
 """
 
 from amaranth.hdl import (
+    Cat,
     ClockSignal,
     Const,
     EnableInserter,
@@ -26,7 +27,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..config import Dataflow
 from ..implementation import DspPacking, Registers
-from ..latency import ws_latency
+from ..latency import late_weight_rows, ws_latency
 from ..memmap import has_depthwise
 from .layouts import dw_lines_layout, dw_sel_layout
 
@@ -292,9 +293,14 @@ def _make_pes(m, config, pe_instances, en, *, external_mul=False):
     return pes
 
 
-def _tile_signature(config):
+def _tile_signature(config, weight_rows=1):
+    pair = {}
+    if weight_rows == 2:
+        pair = {"w_data2": In(data.ArrayLayout(signed(config.w_bits), config.cols)),
+                "w_two": In(1)}
     return {
         "w_data": In(data.ArrayLayout(signed(config.w_bits), config.cols)),
+        **pair,
         "w_row": In(range(config.array_rows)),
         "w_valid": In(1),
         "w_bank": In(1),
@@ -315,13 +321,18 @@ def _depthwise_signature(config):
 
 def _skewed_weights(m, array, rows, cols, extra=0):
     """Yield ``(j, data, write_row, we, bank)`` for weight lane ``j``, delayed by ``j`` cycles
-    (and ``extra`` more)."""
+    (and ``extra`` more); with a second row a transfer (``w_data2``), ``data`` is the pair
+    ``(w_data[j], w_data2[j])`` and ``we`` ``(w_valid, w_valid & w_two)``."""
+    pair = hasattr(array, "w_data2")
     for j in range(cols):
-        yield (j,
-               delay(m, array.w_data[j], j + extra, name=f"wskew{j}"),
-               delay(m, array.w_row, j + extra, name=f"wrow{j}"),
-               delay(m, array.w_valid, j + extra, name=f"wvalid{j}"),
-               delay(m, array.w_bank, j + extra, name=f"wbank{j}"))
+        w = delay(m, array.w_data[j], j + extra, name=f"wskew{j}")
+        if pair:
+            w = (w, delay(m, array.w_data2[j], j + extra, name=f"wskew2_{j}"))
+        row = delay(m, array.w_row, j + extra, name=f"wrow{j}")
+        valid = delay(m, array.w_valid, j + extra, name=f"wvalid{j}")
+        if pair:
+            valid = (valid, valid & delay(m, array.w_two, j + extra, name=f"wtwo{j}"))
+        yield j, w, row, valid, delay(m, array.w_bank, j + extra, name=f"wbank{j}")
 
 
 class WeightStationaryArray(wiring.Component):
@@ -354,12 +365,19 @@ class WeightStationaryArray(wiring.Component):
         Every input (activation and weight rows with what travels with them) passes a register
         before the skew: ``LATENCY`` is a cycle more, and the write rule below holds with the
         same cycles (:meth:`input_stages_for`).
+    weight_rows : int
+        2: a weight write carries rows ``w_row`` (even) and ``w_row + 1`` (``w_data2``, written
+        when ``w_two``): the even rows' cells take ``w_data``, the odd rows' ``w_data2``, so
+        that no cell has a multiplexer more.
 
     Members
     -------
     a_data : In(ArrayLayout(signed(in_bits), rows))
     a_valid, a_last, a_sel : In(1)
     w_data : In(ArrayLayout(signed(w_bits), cols))
+    w_data2 : In(ArrayLayout(signed(w_bits), cols))
+    w_two : In(1)
+        Only with ``weight_rows`` 2.
     w_row : In(range(rows))
     w_valid, w_bank : In(1)
     o_data : Out(ArrayLayout(signed(acc_bits), cols))
@@ -371,7 +389,8 @@ class WeightStationaryArray(wiring.Component):
         frozen array costs nothing in simulation and switches no flip-flop on the board.
     """
 
-    def __init__(self, config, *, pe_instances=False, dsp_packing=None, input_register=False):
+    def __init__(self, config, *, pe_instances=False, dsp_packing=None, input_register=False,
+                 weight_rows=1):
         from .dsp import DSP_PACKINGS
 
         if dsp_packing not in DSP_PACKINGS:
@@ -388,12 +407,13 @@ class WeightStationaryArray(wiring.Component):
         self.pe_instances = pe_instances
         self.dsp_packing = dsp_packing
         self.input_register = input_register
+        self.weight_rows = weight_rows
         super().__init__({
             "a_data": In(data.ArrayLayout(signed(config.in_bits), config.rows)),
             "a_valid": In(1),
             "a_last": In(1),
             "a_sel": In(1),
-            **_tile_signature(config),
+            **_tile_signature(config, weight_rows),
             **_depthwise_signature(config),
         })
 
@@ -430,12 +450,22 @@ class WeightStationaryArray(wiring.Component):
                              pes[i][j].sel_in.eq(pes[i][j - 1].sel_out)]
         if has_depthwise(cfg):
             self._depthwise_operands(m, pes, extra)
+        late = late_weight_rows(cfg, self.weight_rows)
         for j, w, row, valid, bank in _skewed_weights(m, self, rows, cols, extra):
             for i in range(rows):
+                if self.weight_rows == 2:   # rows 2r and 2r + 1 from one transfer
+                    data_i, we_i, first = w[i % 2], valid[i % 2], i - i % 2
+                else:
+                    data_i, we_i, first = w, valid, i
+                write = (data_i, we_i & (row == first), bank)
+                if i in late:
+                    write = delay(m, Cat(*write), 1, name=f"wlate{i}_{j}")
+                    write = (write[:cfg.w_bits].as_signed(), write[cfg.w_bits],
+                             write[cfg.w_bits + 1])
                 m.d.comb += [
-                    pes[i][j].w_in.eq(w),
-                    pes[i][j].w_we.eq(valid & (row == i)),
-                    pes[i][j].w_bank.eq(bank),
+                    pes[i][j].w_in.eq(write[0]),
+                    pes[i][j].w_we.eq(write[1]),
+                    pes[i][j].w_bank.eq(write[2]),
                 ]
             m.d.comb += pes[0][j].psum_in.eq(0)
             for i in range(1, rows):

@@ -4,10 +4,12 @@ from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from ..config import Dataflow
 from ..memmap import descriptor_layout
-from .engine import weight_row_layout
+from .engine import weight_row_layout, weight_transfer_layout
 from .memories import read_latency, weight_groups
 from .skid import Skid
+from .weight_transfer import pair_steps, weight_transfer
 
 __all__ = ["WeightFeeder"]
 
@@ -25,6 +27,11 @@ class WeightFeeder(wiring.Component):
     of the tile's ``rows`` rows and sends row ``i`` with every lane but ``i`` zero. A device
     without spatial layers has neither.
 
+    With ``pairs`` each transfer carries rows ``i`` and ``i + 1`` of a tile (the second from a
+    second read port at the next address; a tile of an odd number of rows ends with one, ``two``
+    low): a tile loads in half the cycles. The host writes WEIGHT only while idle, so during a
+    run the write's port reads: a DP16KD's two ports, no block more.
+
     Parameters
     ----------
     config : AcceleratorConfig
@@ -38,6 +45,8 @@ class WeightFeeder(wiring.Component):
         others in its initial value or its polarity), so that each memory's address is a net
         of its own (:func:`~hwgen.device.memories.weight_groups`). The same values every
         cycle of a run.
+    pairs : bool
+        Two rows a transfer (:meth:`rows_per_cycle_for`); only with ``registered_reads``.
 
     Members
     -------
@@ -65,7 +74,11 @@ class WeightFeeder(wiring.Component):
         register takes next. Plain reads: ``rd_en``.
     rd_data : In(weight_row_layout(config))
         The word read.
-    o_weight : Out(stream.Signature(weight_row_layout(config)))
+    rd_addr_b : Out(ArrayLayout(range(config.weight_depth + 1), copies))
+    rd_data_b : In(weight_row_layout(config))
+        Only with ``pairs``: the second port's address (read and taken as the first's) and
+        word.
+    o_weight : Out(stream.Signature(weight_transfer_layout(config, 1 + pairs)))
         To the engine's ``i_weight``.
     """
 
@@ -76,19 +89,34 @@ class WeightFeeder(wiring.Component):
     def for_memories(cls, config, implementation):
         """Return the feeder of the WEIGHT memories ``implementation`` builds for ``config``
         (:func:`~hwgen.device.memories.make_memories`): registered reads as theirs, an address
-        copy per memory (memories share copies past :attr:`MAX_COPIES`)."""
+        copy per memory (memories share copies past :attr:`MAX_COPIES`), pairs where
+        :meth:`rows_per_cycle_for` says."""
         return cls(config, registered_reads=read_latency(implementation) > 1,
-                   copies=min(len(weight_groups(config, implementation)), cls.MAX_COPIES))
+                   copies=min(len(weight_groups(config, implementation)), cls.MAX_COPIES),
+                   pairs=cls.rows_per_cycle_for(config, implementation) == 2)
 
-    def __init__(self, config, *, registered_reads=False, copies=1):
+    @staticmethod
+    def rows_per_cycle_for(config, implementation):
+        """Return the weight rows a tile loads a cycle with ``implementation``: two with its
+        ``weight_pairs`` (:mod:`hwgen.cycles` counts it) for an int8 weight-stationary array,
+        else one."""
+        return 1 + (implementation is not None and implementation.weight_pairs
+                    and config.dtype == "int8" and config.dataflow is Dataflow.WS)
+
+    def __init__(self, config, *, registered_reads=False, copies=1, pairs=False):
         if copies not in range(1, self.MAX_COPIES + 1) or (copies > 1 and not registered_reads):
             raise ValueError(f"WeightFeeder: copies={copies!r}; allowed: 1 to {self.MAX_COPIES}, "
                              "more than 1 only with registered_reads")
+        if pairs and not registered_reads:
+            raise ValueError("WeightFeeder: pairs=True needs registered_reads=True")
         self.config = config
         self.registered_reads = registered_reads
         self.copies = copies
+        self.pairs = pairs
         layout = descriptor_layout(config)
         row = weight_row_layout(config)
+        addrs = data.ArrayLayout(range(config.weight_depth + 1), copies)
+        second = {"rd_addr_b": Out(addrs), "rd_data_b": In(row)} if pairs else {}
         super().__init__({
             "start": In(1),
             "desc": In(layout),
@@ -97,26 +125,31 @@ class WeightFeeder(wiring.Component):
             "wrep": In(1),
             "wdiag": In(1),
             "tall": In(1),
-            "rd_addr": Out(data.ArrayLayout(range(config.weight_depth + 1), copies)),
+            "rd_addr": Out(addrs),
             "rd_en": Out(1),
             "rd_port": Out(copies),
             "rd_data": In(row),
-            "o_weight": Out(stream.Signature(row)),
+            **second,
+            "o_weight": Out(stream.Signature(weight_transfer_layout(config, 1 + pairs))),
         })
 
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
         nd = self.desc
+        step = 1 + self.pairs     # rows a transfer
         addr = Signal(range(cfg.weight_depth + 1))
         addr_n = Signal.like(addr, name="addr_n")     # its next value
         row = Signal(range(cfg.array_rows))
 
         def at_end(back):
-            """The row ``back`` before the tile's last; with ``back``, a tile of one row too."""
-            short, tall = ((row == n - 1 - back) | (back and n == 1)
-                           for n in (cfg.rows, cfg.array_rows))
-            return short if cfg.array_rows == cfg.rows else Mux(self.tall, tall, short)
+            """The transfer ``back`` before the tile's last; with ``back``, a tile of one
+            transfer too."""
+            def end(n):
+                last = step * ((n - 1) // step)     # the row the tile's last transfer starts
+                return (row == last - back * step) | (back and last == 0)
+            return (end(cfg.rows) if cfg.array_rows == cfg.rows
+                    else Mux(self.tall, end(cfg.array_rows), end(cfg.rows)))
         kt = Signal.like(nd.k_tiles, name="kt")
         nt = Signal.like(nd.n_tiles, name="nt")
         more = Signal()      # words of the layer left to read
@@ -130,71 +163,41 @@ class WeightFeeder(wiring.Component):
         # address, and `keep` (a register: the lanes of the word in rd_data that its row
         # sends) zeroes the others.
         stay, stay_n = Signal(), Signal(name="stay_n")
-        keep = Signal(cfg.cols, init=(1 << cfg.cols) - 1)
+        keep = [Signal(cfg.cols, init=(1 << cfg.cols) - 1, name=f"keep{r}" if r else "keep")
+                for r in range(step)]
         m.d.comb += [again_n.eq(again), stay_n.eq(stay)]
         m.d.sync += [again.eq(again_n), stay.eq(stay_n)]
         if cfg.spatial:
+            one = cfg.rows <= step      # a tile of one transfer
             with m.If(self.start):
-                m.d.comb += [again_n.eq(self.wrep & (cfg.rows == 1)),
-                             stay_n.eq(self.wdiag & (cfg.rows != 1))]
+                m.d.comb += [again_n.eq(self.wrep & one), stay_n.eq(self.wdiag & (not one))]
             with m.Elif(take & more):
                 ends = at_end(1)
                 m.d.comb += [again_n.eq(self.wrep & ends), stay_n.eq(self.wdiag & ~ends)]
             with m.If(~self.start & take):
-                lanes = [(row == j) | ~self.wdiag for j in range(cfg.cols)]
-                m.d.sync += keep.eq(Cat(*lanes))
-        word = Signal(weight_row_layout(cfg))
-        for j in range(cfg.cols):
-            m.d.comb += word[j].eq(Mux(keep[j], self.rd_data[j], 0))
+                for r in range(step):
+                    lanes = [((row + r if r else row) == j) | ~self.wdiag
+                             for j in range(cfg.cols)]
+                    m.d.sync += keep[r].eq(Cat(*lanes))
+        word = weight_transfer(m, cfg, keep, row, take=take, start=self.start, tall=self.tall,
+                               wdiag=self.wdiag, rd_data=self.rd_data,
+                               rd_data_b=self.rd_data_b if self.pairs else None)
         m.d.comb += addr_n.eq(addr)
         m.d.sync += addr.eq(addr_n)
         if self.registered_reads:
-            m.submodules.skid = skid = Skid(weight_row_layout(cfg))
+            m.submodules.skid = skid = Skid(weight_transfer_layout(cfg, step))
             m.d.comb += [skid.valid.eq(valid), skid.payload.eq(word),
                          take.eq(skid.take), self.rd_en.eq(take)]
             wiring.connect(m, skid.o, wiring.flipped(self.o_weight))
-            # addr + 1 in a register, and the address of the next word taken (`ahead`) in
-            # another: the memory's address is a multiplexer of registers, and the port reads
-            # only when the address moves (a word taken), so the skid's decision reaches the
-            # port's enable, not the address (a bus to dozens of block RAMs on a large ECP5).
-            addr_p1 = Signal(range(cfg.weight_depth + 2), name="addr_p1")
-            addr_p1_n = Signal.like(addr_p1, name="addr_p1_n")
-            ahead = Signal.like(addr, name="ahead")
-            m.d.comb += addr_p1_n.eq(addr_p1)
-            with m.If(self.start):
-                m.d.comb += addr_p1_n.eq(nd.w_base + 1)
-            with m.Elif(take & more & again):
-                m.d.comb += addr_p1_n.eq(nd.w_base + 1)
-            with m.Elif(take & more & ~stay):
-                m.d.comb += addr_p1_n.eq(addr_p1 + 1)
-            m.d.sync += addr_p1.eq(addr_p1_n)
-            ahead_n = Signal.like(ahead, name="ahead_n")
-            m.d.comb += ahead_n.eq(Mux(again_n, nd.w_base, Mux(stay_n, addr_n, addr_p1_n)))
-            # Whether the port reads after the chunk's start (a word taken), a cycle early in
-            # a register: the skid's decision through a gate into the enables of all the
-            # WEIGHT blocks was the 85F ResNet-8 design's longest path.
-            reads_n = Signal(name="reads_n")
-            m.d.comb += reads_n.eq(skid.take_next & more_n)
-            for i in range(self.copies):
-                # Copy i's bits start at 0 or 1 and hold their value or its inverse: no two
-                # copies' flip-flops alike, so synthesis merges none of them.
-                ones, inverted = i % 2, i >= 2
-                copy = ahead if i == 0 else Signal.like(ahead, name=f"ahead_{i}",
-                                                        init=-ones % (1 << len(ahead)))
-                reads = Signal(name="reads" if i == 0 else f"reads_{i}", init=ones)
-                if inverted:
-                    m.d.sync += [copy.eq(~ahead_n), reads.eq(~reads_n)]
-                    value, read = ~copy, ~reads
-                else:
-                    m.d.sync += [copy.eq(ahead_n), reads.eq(reads_n)]
-                    value, read = copy, reads
-                m.d.comb += [self.rd_addr[i].eq(Mux(self.start, nd.w_base, value)),
-                             self.rd_port[i].eq(self.start | read)]
+            addr_next = self._ahead(m, addr, addr_n, again_n, stay_n, take=take, more=more,
+                                    again=again, stay=stay, skid=skid, more_n=more_n,
+                                    **(pair_steps(cfg, at_end, tall=self.tall, wdiag=self.wdiag)
+                                       if self.pairs else {}))
         else:
             m.d.comb += [take.eq(~valid | self.o_weight.ready),
                          self.o_weight.valid.eq(valid), self.o_weight.payload.eq(word),
                          self.rd_addr[0].eq(addr), self.rd_en.eq(take), self.rd_port.eq(take)]
-            addr_p1 = addr + 1
+            addr_next = addr + 1
         m.d.comb += more_n.eq(more)
         m.d.sync += more.eq(more_n)
         with m.If(self.start):
@@ -206,8 +209,8 @@ class WeightFeeder(wiring.Component):
         with m.Elif(take):
             m.d.sync += valid.eq(more)
             with m.If(more):
-                m.d.sync += row.eq(row + 1)
-                m.d.comb += addr_n.eq(Mux(again, nd.w_base, Mux(stay, addr, addr_p1)))
+                m.d.sync += row.eq(row + step)
+                m.d.comb += addr_n.eq(Mux(again, nd.w_base, Mux(stay, addr, addr_next)))
                 with m.If(at_end(0)):
                     m.d.sync += row.eq(0)
                     with m.If(kt != self.k_end):
@@ -218,3 +221,68 @@ class WeightFeeder(wiring.Component):
                             m.d.comb += more_n.eq(0)
         return m
 
+    def _ahead(self, m, addr, addr_n, again_n, stay_n, *, take, more, again, stay, skid,
+               more_n, inc_first=1, inc_move=1):
+        """Address the memories a cycle ahead (registered reads); return the register that
+        holds the address the next transfer moves to.
+
+        That address (``addr`` plus a transfer's rows) is in a register, and the address of the
+        next word taken (``ahead``) in another: the memory's address is a multiplexer of
+        registers, and the port reads only when the address moves (a word taken), so the skid's
+        decision reaches the port's enable, not the address (a bus to dozens of block RAMs on a
+        large ECP5). With pairs the second port's address (``ahead_b``, the first's plus one)
+        is kept likewise, from registers of its own; the words a transfer moves the address
+        are ``inc_first`` for a tile's first, ``inc_move`` for the one after the current one.
+        """
+        cfg = self.config
+        nd = self.desc
+        step = 1 + self.pairs
+        ports = []
+        for suffix, offset in [("", 0)] + ([("_b", 1)] if self.pairs else []):
+            nxt = Signal(range(cfg.weight_depth + step + 1), name=f"addr_p1{suffix}")
+            nxt_n = Signal.like(nxt, name=f"addr_p1{suffix}_n")
+            ahead = Signal.like(addr, name=f"ahead{suffix}")
+            m.d.comb += nxt_n.eq(nxt)
+            # Each branch its own sum: a shared one would change the netlist that the
+            # preset's recorded build measured.
+            with m.If(self.start):
+                m.d.comb += nxt_n.eq(nd.w_base + inc_first + offset if self.pairs
+                                     else nd.w_base + 1)
+            with m.Elif(take & more & again):
+                m.d.comb += nxt_n.eq(nd.w_base + inc_first + offset if self.pairs
+                                     else nd.w_base + 1)
+            with m.Elif(take & more & ~stay):
+                m.d.comb += nxt_n.eq(nxt + inc_move)
+            m.d.sync += nxt.eq(nxt_n)
+            ahead_n = Signal.like(ahead, name=f"ahead{suffix}_n")
+            if offset:    # not read in a wdiag layer: it need not stay
+                m.d.comb += ahead_n.eq(Mux(again_n, nd.w_base + offset, nxt_n))
+            else:
+                m.d.comb += ahead_n.eq(Mux(again_n, nd.w_base, Mux(stay_n, addr_n, nxt_n)))
+            ports.append((nxt, ahead, ahead_n, offset))
+        # Whether the port reads after the chunk's start (a word taken), a cycle early in a
+        # register: the skid's decision through a gate into the enables of all the WEIGHT
+        # blocks was the 85F ResNet-8 design's longest path.
+        reads_q = Signal(name="reads_n")
+        m.d.comb += reads_q.eq(skid.take_next & more_n)
+        for i in range(self.copies):
+            # Copy i's bits start at 0 or 1 and hold their value or its inverse: no two
+            # copies' flip-flops alike, so synthesis merges none of them.
+            ones, inverted = i % 2, i >= 2
+            for _, ahead, ahead_n, offset in ports:
+                copy = ahead if i == 0 else Signal.like(ahead, name=f"{ahead.name}_{i}",
+                                                        init=-ones % (1 << len(ahead)))
+                if not offset:
+                    reads = Signal(name="reads" if i == 0 else f"reads_{i}", init=ones)
+                if inverted:
+                    m.d.sync += [copy.eq(~ahead_n)] + ([] if offset else [reads.eq(~reads_q)])
+                    value, read = ~copy, ~reads
+                else:
+                    m.d.sync += [copy.eq(ahead_n)] + ([] if offset else [reads.eq(reads_q)])
+                    value, read = copy, reads
+                if offset:
+                    m.d.comb += self.rd_addr_b[i].eq(Mux(self.start, nd.w_base + offset, value))
+                else:
+                    m.d.comb += [self.rd_addr[i].eq(Mux(self.start, nd.w_base, value)),
+                                 self.rd_port[i].eq(self.start | read)]
+        return ports[0][0]

@@ -50,7 +50,7 @@ import numpy as np
 from ..bf16_cycles import bf16_depthwise_timing
 from ..compiler.images import param_image, weight_image
 from ..compiler.proofs import check_channel_params
-from ..latency import FIFO_LATENCY, STREAM_LATENCY, requant_tail, ws_latency
+from ..latency import FIFO_LATENCY, STREAM_LATENCY, bank_rest, requant_tail, ws_latency
 from ..memmap import (
     GEOMETRY_LIMITS,
     PassKind,
@@ -272,7 +272,7 @@ class DepthwisePass(Pass):
         total = _LAYER_LEAD - _CHUNK_LEAD
         for _, _, rows in chunks(g, m):
             last = _chunk_last_row(config, d, g, rows=rows, plans=plans, latency=latency,
-                                   **banks)
+                                   weight_rows=units.weight_rows, **banks)
             total += _CHUNK_LEAD + last + after + 1
         return total
 
@@ -337,10 +337,11 @@ class DepthwisePass(Pass):
         return d["dst_stride"], d["n"]
 
 
-def _chunk_last_row(config, d, g, *, rows, plans, latency, rewrite=1, gap=0):
+def _chunk_last_row(config, d, g, *, rows, plans, latency, weight_rows=1, rewrite=1, gap=0):
     """Return the cycle of a chunk's last result row entering the array, counted from the
     chunk's cycle 0 (the weights' first row): the passes in order, each streamed once its
-    tile is in the array (tile loads as the matrix engine's: ``array_rows`` cycles each, into a bank
+    tile is in the array (tile loads as the matrix engine's: ``array_rows`` rows each,
+    ``weight_rows`` a cycle, into a bank
     its pass before last has left ``rewrite`` cycles before), :data:`PASS_GAP` cycles after
     the last pass's stream and not before that pass's first result row (the unit holds one
     pass waiting), nor so early that its first result row comes less than ``gap`` cycles
@@ -355,12 +356,12 @@ def _chunk_last_row(config, d, g, *, rows, plans, latency, rewrite=1, gap=0):
     for p in range(d["n_tiles"] * d["k_tiles"]):
         plan = plans[p % d["k_tiles"]]
         load = max(load_end, free[p % 2])
-        load_end = load + config.array_rows
+        load_end = load + -(-config.array_rows // weight_rows)
         # The start is decided a cycle ahead, from the bank's full flag.
         lag = plan.lag(delay, latency)
         stream = max(start, load_end + 1, slot, slot + gap - lag if p else 0)
         last = stream + lag + steps - 1
-        free[p % 2] = last + rewrite
+        free[p % 2] = last + rewrite + bank_rest(config, weight_rows)
         start = stream + ((rows - 1) * sy + plan.span) * wp + PASS_GAP
         slot = stream + lag
     return last

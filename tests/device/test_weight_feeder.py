@@ -40,14 +40,16 @@ def random_layers(rng, config, count):
     return layers
 
 
-def run_feeder(config, registered, layers, ready, *, seed, copies=1):
+def run_feeder(config, registered, layers, ready, *, seed, copies=1, pairs=False):
     """Run ``layers`` one after the other as the controller does (FETCH and DECODE, LOAD, then
     per chunk PRIME and PRIME2, the chunk, and NEXT for the next one), each step a few cycles
     after the previous chunk's last word left, with the engine's ``ready`` of each cycle from
     ``ready``; return the ``(cycle, chunk, word)`` of every transfer (chunks numbered across
     layers) and the first cycles of the chunks' ``prime``. With ``copies``, every copy of the
-    memory's address and read is the first's from the first clock edge on."""
-    dut = WeightFeeder(config, registered_reads=registered, copies=copies)
+    memory's address and read is the first's from the first clock edge on. With ``pairs``
+    each transfer is recorded as its rows (one or two, the second read on a second port model
+    at ``rd_addr_b``), each with the transfer's cycle."""
+    dut = WeightFeeder(config, registered_reads=registered, copies=copies, pairs=pairs)
     rng = np.random.default_rng(seed)     # the same random bits for both variants
     wbits = config.w_bits
     memory = {a: [int(v) for v in rng.integers(-(1 << (wbits - 1)), 1 << (wbits - 1),
@@ -55,6 +57,7 @@ def run_feeder(config, registered, layers, ready, *, seed, copies=1):
               for a in range(config.weight_depth)}
     # Past the memory (an address the feeder may form once a layer's words are all read).
     port = ReadPortModel(memory, registered=registered, poison=[0] * config.cols)
+    port_b = ReadPortModel(memory, registered=registered, poison=[0] * config.cols)
     sent, primes = [], []
     # What the controller does, step after step: (pulse, descriptor) once the chunk in flight
     # is over; "wait" marks a gap (FETCH, DECODE, GEOM, or the time the results take).
@@ -97,9 +100,13 @@ def run_feeder(config, registered, layers, ready, *, seed, copies=1):
             ctx.set(dut.o_weight.ready, r)
             if ctx.get(dut.o_weight.valid) and r:
                 assert left, (cycle, "a word after the chunk's last")
-                sent.append((cycle, chunk, [ctx.get(dut.o_weight.payload[j])
-                                            for j in range(config.cols)]))
-                left -= 1
+                payload = dut.o_weight.payload
+                rows = [payload]
+                if pairs:
+                    rows = payload.rows[:1 + ctx.get(payload.two)]
+                for row in rows:
+                    sent.append((cycle, chunk, [ctx.get(row[j]) for j in range(config.cols)]))
+                    left -= 1
             elif not left and idle and pulse is None:
                 idle -= 1
             addrs = [ctx.get(dut.rd_addr[i]) for i in range(copies)]
@@ -108,8 +115,14 @@ def run_feeder(config, registered, layers, ready, *, seed, copies=1):
                 assert addrs == addrs[:1] * copies and reads == reads[:1] * copies, (
                     cycle, addrs, reads)
             data = port.clock(addrs[0], reads[0], take=ctx.get(dut.rd_en))
+            if pairs:
+                addrs_b = [ctx.get(dut.rd_addr_b[i]) for i in range(copies)]
+                assert not cycle or addrs_b == addrs_b[:1] * copies, (cycle, addrs_b)
+                data_b = port_b.clock(addrs_b[0], reads[0], take=ctx.get(dut.rd_en))
             await ctx.tick()
             ctx.set(dut.rd_data, data)
+            if pairs:
+                ctx.set(dut.rd_data_b, data_b)
         assert not pending and not left, "the layers did not finish in time"
 
     sim = Simulator(dut)
@@ -246,3 +259,34 @@ def test_nothing_after_the_last_word(registered):
 def _packed(cfg, lanes):
     """The word of ``lanes`` signed ``w_bits`` weights, lane 0 lowest."""
     return sum((v & ((1 << cfg.w_bits) - 1)) << (j * cfg.w_bits) for j, v in enumerate(lanes))
+
+
+@pytest.mark.parametrize("copies", [1, 4])
+@pytest.mark.parametrize("shape", [(2, 3), (3, 2), (1, 1), (4, 2), (5, 3)])
+def test_pairs_carry_the_same_rows(shape, copies):
+    """With pairs every transfer carries two consecutive rows of a tile (one at the end of a
+    tile of an odd number of rows; the second row of a wdiag tile from the same word, its own
+    lane kept), the same rows in the same order as one at a time, under backpressure; back to
+    back a tile of ``rows`` rows takes ``ceil(rows / 2)`` transfers."""
+    cfg = _config(shape)
+    rng = np.random.default_rng(40 + shape[0] * 10 + shape[1] + copies)
+    layers = random_layers(rng, cfg, 6)
+    ready = [int(v) for v in rng.random(3000) < 0.6]
+    sent, _, memory = run_feeder(cfg, True, layers, ready, seed=4, copies=copies, pairs=True)
+    check_words(cfg, layers, sent, memory)
+    sent, primes, memory = run_feeder(cfg, True, layers, [1] * 1200, seed=4, copies=copies,
+                                      pairs=True)
+    check_words(cfg, layers, sent, memory)
+    per_tile = -(-cfg.rows // 2)
+    for chunk, prime in enumerate(primes):
+        cycles = sorted({c for c, i, _ in sent if i == chunk})
+        first = prime + ControllerOutputs.PRIME_CYCLES + 1
+        assert cycles == list(range(first, first + len(cycles)))
+        rows = sum(i == chunk for _, i, _ in sent)
+        assert len(cycles) == rows // cfg.rows * per_tile
+
+
+def test_pairs_need_registered_reads():
+    """Pairs are read a cycle ahead, as registered reads are: without them they are refused."""
+    with pytest.raises(ValueError, match="pairs=True needs registered_reads=True"):
+        WeightFeeder(_config((2, 3)), pairs=True)
