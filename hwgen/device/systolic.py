@@ -323,7 +323,7 @@ def _skewed_weights(m, array, rows, cols, extra=0):
     """Yield ``(j, data, write_row, we, bank)`` for weight lane ``j``, delayed by ``j`` cycles
     (and ``extra`` more); with a second row a transfer (``w_data2``), ``data`` is the pair
     ``(w_data[j], w_data2[j])`` and ``we`` ``(w_valid, w_valid & w_two)``."""
-    pair = hasattr(array, "w_data2")
+    pair = getattr(array, "weight_rows", 1) == 2
     for j in range(cols):
         w = delay(m, array.w_data[j], j + extra, name=f"wskew{j}")
         if pair:

@@ -349,6 +349,8 @@ def _chunk_last_row(config, d, g, *, rows, plans, latency, weight_rows=1, rewrit
     wp, delay, sy = g["dw_wp"], g["dw_delay"], g["sy"]
     free = [0, 0]           # the first cycle each weight bank may be loaded again
     load_end = 0
+    load_cycles = -(-config.array_rows // weight_rows)
+    rest = rewrite + bank_rest(config, weight_rows)
     start = 1               # the first cycle the next stream may start (after its plan)
     slot = 0                # the first cycle the unit can hold the next pass
     last = 0
@@ -356,12 +358,12 @@ def _chunk_last_row(config, d, g, *, rows, plans, latency, weight_rows=1, rewrit
     for p in range(d["n_tiles"] * d["k_tiles"]):
         plan = plans[p % d["k_tiles"]]
         load = max(load_end, free[p % 2])
-        load_end = load + -(-config.array_rows // weight_rows)
+        load_end = load + load_cycles
         # The start is decided a cycle ahead, from the bank's full flag.
         lag = plan.lag(delay, latency)
         stream = max(start, load_end + 1, slot, slot + gap - lag if p else 0)
         last = stream + lag + steps - 1
-        free[p % 2] = last + rewrite + bank_rest(config, weight_rows)
+        free[p % 2] = last + rest
         start = stream + ((rows - 1) * sy + plan.span) * wp + PASS_GAP
         slot = stream + lag
     return last
