@@ -45,6 +45,7 @@ import numpy as np
 import hwgen
 from hwgen.boards import BOARDS, named_design
 from hwgen.boards.catalog import NAMED_PRESETS
+from hwgen.boards.fit import implementation_for
 from hwgen.compiler.compile import activation_plan
 from hwgen.cycles import layer_cycles, program_cycles
 from hwgen.figures import add_record_option, benchmark_record, reached_hz, record_benchmark
@@ -158,9 +159,10 @@ def figures(name, board, config):
     net = import_model(name, config)
     program = hwgen.compile(net, config, batch=1)
     per_kind = {kind: [0, 0] for kind in (*KINDS, "pool", "add")}
+    implementation = implementation_for(board, config)
     for spec, d in zip(program.layers, program.descriptors, strict=True):
         useful, _ = lookup(spec.kind).macs(spec, config)
-        cycles = layer_cycles(config, d, 1, implementation=board.implementation)
+        cycles = layer_cycles(config, d, 1, implementation=implementation)
         kind = layer_kind(net, spec.source)
         kinds = [kind]
         if kind == "depthwise" and net.layers[spec.source].strides == (1, 1):
@@ -174,7 +176,7 @@ def figures(name, board, config):
         "net": net, "program": program,
         "macs": MODELS[name].macs, "device_macs": program.macs_per_row,
         "model_cycles": program_cycles(program, 1),
-        "board_cycles": program_cycles(program, 1, board.implementation),
+        "board_cycles": program_cycles(program, 1, implementation),
         "per_kind": per_kind,
         "weight_bytes": w_words * geo[Region.WEIGHT].word_bytes,
         "model_weights": sum(int(np.size(layer.weight)) for layer in net.layers

@@ -24,6 +24,7 @@ import sys
 import hwgen
 from hwgen.boards import named_design
 from hwgen.boards.catalog import NAMED_PRESETS
+from hwgen.boards.fit import implementation_for
 from hwgen.compiler import CompileError
 from hwgen.cycles import layer_cycles, program_cycles
 from hwgen.figures import add_record_option, benchmark_record, record_benchmark
@@ -60,8 +61,9 @@ def taps_figures(program, config, board, m):
     spec, d = program.layers[0], program.descriptors[0]
     useful, _ = lookup(spec.kind).macs(spec, config)
     array = config.rows * config.cols
-    first = layer_cycles(config, d, m, implementation=board.implementation)
-    total = program_cycles(program, m, board.implementation)
+    implementation = implementation_for(board, config)
+    first = layer_cycles(config, d, m, implementation=implementation)
+    total = program_cycles(program, m, implementation)
     return (spec.k_tiles, first, useful * m / (array * first), total,
             program.macs_per_row * m / (array * total))
 

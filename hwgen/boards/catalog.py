@@ -29,6 +29,7 @@ __all__ = [
     "NAMED_PRESETS",
     "PRESET_ALIASES",
     "PRESET_NAMES",
+    "PRESET_NEXTPNR",
     "PRESET_SEEDS",
     "ULX3S_45F_PRESET",
     "ULX3S_85F_RESNET8_PRESET",
@@ -128,12 +129,12 @@ ULX3S_85F_VWW_PRESET = {**ULX3S_85F_RESNET8_PRESET, "weight_depth": 32768, "para
 #: ninth row of eight multipliers that only depthwise passes feed (a 3x3 kernel in one tile:
 #: VWW's stride-1 depthwise layers at two thirds of the 72 multipliers). 205 of the 208
 #: DP16KD, WEIGHT in four memories of 16 bits with an address each (``Registers.ARRAY``: one
-#: address into all of WEIGHT's blocks held it at 45 MHz); placed by nextpnr's ``static`` at
-#: seed 8 (:data:`PRESET_SEEDS`) and routed with router2 at 60 MHz, 20 cycles a bit at 3 Mbaud
-#: (``fit.nextpnr_options``). Without the row the design met 62.5 MHz (seed 2); with it eight
-#: placements missed 62.5 MHz, and 60 MHz trades AD and ResNet-8 (4 % slower)
-#: for KWS and VWW (7.5 and 11 % faster): docs/performance.md; its build's figures: the
-#: record, docs/figures.json.
+#: address into all of WEIGHT's blocks held it at 45 MHz), its tiles loaded two rows a cycle
+#: (the 85F's ``weight_pairs``); placed by HeAP at seed 8 and routed with router1 at 60 MHz
+#: (:data:`PRESET_SEEDS`, :data:`PRESET_NEXTPNR`), 20 cycles a bit at 3 Mbaud. Without the
+#: depthwise row the design met 62.5 MHz (seed 2); with it eight placements missed 62.5 MHz,
+#: and 60 MHz trades AD and ResNet-8 (4 % slower) for KWS and VWW (7.5 and 11 % faster):
+#: docs/performance.md; its build's figures: the record, docs/figures.json.
 ULX3S_85F_ZOO_PRESET = {**ULX3S_85F_VWW_PRESET, "weight_depth": 33792, "depthwise": True,
                         "dw_extra_rows": 1, "clock_hz": 60_000_000}
 
@@ -266,8 +267,10 @@ ECP5_12F_IMPLEMENTATION = dataclasses.replace(ECP5_IMPLEMENTATION, class_output=
 #: The 85F's: ``Registers.ARRAY``, the array's inputs registered too (a cycle more per pass):
 #: the first row's lane has no skew register, and across the 85F's die the activation
 #: feeder's row did not reach that row's DSP inputs in one cycle at the ResNet-8 preset's
-#: clock (docs/performance.md, "Toward 84.375 MHz").
-ECP5_85F_IMPLEMENTATION = dataclasses.replace(ECP5_IMPLEMENTATION, registers=Registers.ARRAY)
+#: clock (docs/performance.md, "Toward 84.375 MHz"). And tiles loaded two rows a cycle
+#: (``weight_pairs``: AD's dense layers at batch 1 twice as fast, no block RAM more).
+ECP5_85F_IMPLEMENTATION = dataclasses.replace(ECP5_IMPLEMENTATION, registers=Registers.ARRAY,
+                                              weight_pairs=True)
 
 
 #: How the Gowin boards build it: the array's products and the requantization's (one per 17-bit
@@ -364,6 +367,13 @@ NAMED_PRESETS = {"ulx3s-85f-small": ("ulx3s-85f", ULX3S_PRESET),
 #: 85F's preset meets 60 MHz at seed 8, the one placement of it at 60 MHz built so far; at
 #: 62.5 MHz eight placements missed (docs/performance.md).
 PRESET_SEEDS = {"ulx3s-85f": 8}
+#: The placer and router a preset's recorded build routed with, where they are not what
+#: :func:`hwgen.boards.fit.nextpnr_options` chooses for a design of its size (``--placer`` or
+#: ``--router`` given to ``hwgen build`` through ``HWGEN_NEXTPNR_OPTS`` still replaces them).
+#: With two weight rows a cycle the 85F's preset did not route with ``static`` and router2
+#: (overuse rising from iteration 46 at seed 8) nor HeAP and router2; HeAP and router1 routed
+#: it, in 50 minutes (docs/performance.md).
+PRESET_NEXTPNR = {"ulx3s-85f": ("--placer", "heap", "--router", "router1")}
 #: Names that stay accepted for a board's own preset: ``--preset ulx3s-85f-zoo`` named the zoo
 #: design before it became the 85F's preset.
 PRESET_ALIASES = {"ulx3s-85f-zoo": "ulx3s-85f"}

@@ -9,7 +9,7 @@ from ..config import AcceleratorConfig, Dataflow
 from . import catalog
 from .catalog import BOARDS, PRESET_ALIASES, UNSPLIT_ACT
 
-__all__ = ["board_config", "named_design", "preset_of", "preset_seed"]
+__all__ = ["board_config", "named_design", "preset_nextpnr", "preset_of", "preset_seed"]
 
 
 def board_config(board, args=None, *, clock_hz=None, preset=None, **overrides):
@@ -143,11 +143,24 @@ def preset_seed(board, config):
     """Return the nextpnr seed of the preset ``config`` is (at its own clock), from
     :data:`~hwgen.boards.catalog.PRESET_SEEDS`, or None: ``hwgen build`` without ``--seed``
     then places it as its recorded build was placed."""
+    return catalog.PRESET_SEEDS.get(_own_preset(board, config))
+
+
+def preset_nextpnr(board, config):
+    """Return the nextpnr placer and router options (flag and value pairs) of the preset
+    ``config`` is (at its own clock), from :data:`~hwgen.boards.catalog.PRESET_NEXTPNR`, or
+    None: the flow's choice for its size then."""
+    options = catalog.PRESET_NEXTPNR.get(_own_preset(board, config))
+    return None if options is None else list(options)
+
+
+def _own_preset(board, config):
+    """Return the name of the preset ``config`` is at the preset's own clock, or None."""
     name = preset_of(board, config)
     if name is None or board_config(board, preset=None if name == board.name else name) \
             != config:
         return None
-    return catalog.PRESET_SEEDS.get(name)
+    return name
 
 
 def preset_of(board, config):

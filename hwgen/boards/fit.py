@@ -225,10 +225,13 @@ def implementation_for(board, config):
     """Return the implementation that builds ``config`` on ``board``: the board's, with the
     adder's multipliers in logic cells (``adder_dsp=False``) on an ECP5 design that would
     otherwise take more than :data:`DSP_CONGESTION_ABOVE` DSP blocks (an array that takes
-    most of the 85F's)."""
+    most of the 85F's), and tiles loaded a row a cycle (``weight_pairs=False``) by an array
+    that pairs do not serve (bf16, output-stationary)."""
     impl = board.implementation
     if config.residual and impl.adder_dsp and _dsp_congested(board, config):
         impl = dataclasses.replace(impl, adder_dsp=False)
+    if impl.weight_pairs and (config.dtype != "int8" or config.dataflow != "ws"):
+        impl = dataclasses.replace(impl, weight_pairs=False)
     return impl
 
 
@@ -245,7 +248,13 @@ def nextpnr_options(board, config):
     the depthwise unit; ``static`` placed the 8x16's netlist with 42 % less wire, and both
     routed and met their clocks (docs/performance.md). On designs that HeAP routes easily,
     ``static`` cost clock (the 85F's 8x8 of 64 block RAMs: 42.7 MHz against 65.6), so it is
-    kept to these."""
+    kept to these. A preset whose recorded build routed otherwise names its own
+    (:func:`~hwgen.boards.config.preset_nextpnr`)."""
+    from .config import preset_nextpnr
+
+    own = preset_nextpnr(board, config)
+    if own is not None:
+        return own
     congested = _dsp_congested(board, config) or (
         board.family is Family.ECP5
         and estimate(board, config)["bram"] > BRAM_CONGESTION_ABOVE * board.capacity["bram"])

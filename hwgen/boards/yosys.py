@@ -29,11 +29,12 @@ def yosys_options(board, config):
     ``script_after_read`` (the lines above) and, on the iCE40, ``synth_opts``."""
     from ..device.memories import collision_free_memories
     from ..memattrs import SPRAM_SUFFIX
+    from .fit import implementation_for
 
     # Reads that never collide with a write need no old-word bypass (Amaranth has no way to
     # say so on a read port).
     lines = [f"setparam -set COLLISION_X_MASK 1'1 t:$memrd_v2 r:MEMID=\\{name} %i"
-             for name in collision_free_memories(config, board.implementation)]
+             for name in collision_free_memories(config, implementation_for(board, config))]
     if board.implementation.spram:
         # SB_SPRAM256KA has no initial contents: drop the all-zero ones Amaranth gives memories.
         lines.append(f"delete t:$meminit_v2 r:MEMID=*{SPRAM_SUFFIX} %i")

@@ -152,13 +152,14 @@ def _as_options(message):
 
 
 def _summary(network, program, board, what):
+    from hwgen.boards.fit import implementation_for
     from hwgen.cycles import program_cycles
     from hwgen.protocol import Features
     from hwgen.throughput import wire_bytes_per_run
 
     config = program.config
     full = program.batch
-    implementation = board.implementation if board is not None else None
+    implementation = implementation_for(board, config) if board is not None else None
     cycles = program_cycles(program, full, implementation) / full
     utilization = program.macs_per_row / (config.rows * config.cols * cycles)
     # A board without LOAD/FETCH (the iCEBreaker) moves whole words: count its wire as built.

@@ -167,7 +167,9 @@ def _estimate(row, board, config, model, baud):
     except (ModelError, CompileError) as exc:
         raise failure or _Failed("no-compile", exc) from None
     # The board's implementation: its requantization pipeline adds cycles to every layer.
-    cycles = _program_cycles(program, program.batch, getattr(board, "implementation", None))
+    from ..boards.fit import implementation_for
+
+    cycles = _program_cycles(program, program.batch, implementation_for(board, config))
     row.update(batch=program.batch, cycles_per_run=cycles,
                cycles_per_inference=round(cycles / program.batch, 3),
                # The wire the board builds: the packed one, or words through its receive FIFO.

@@ -99,6 +99,23 @@ def test_resnet8_design_takes_the_multipliers_its_lanes_allow():
                                                     rows=10, post_lanes=4, **former))
 
 
+@pytest.mark.parametrize("fields", [{"dtype": "bf16"}, {"dataflow": "os"}], ids=["bf16", "os"])
+def test_arrays_that_pairs_do_not_serve_build_without_them(fields):
+    """A board whose implementation loads tiles two rows a cycle builds an int8
+    weight-stationary design so, and a bf16 or output-stationary one a row a cycle (which
+    ``Implementation.check`` would refuse with pairs), all else the board's."""
+    board = dataclasses.replace(BOARDS["ulx3s-45f"], implementation=dataclasses.replace(
+        BOARDS["ulx3s-45f"].implementation, weight_pairs=True))
+    config = boards.board_config(board)
+    assert boards.fit.implementation_for(board, config) is board.implementation
+    other = boards.board_config(board, **fields)
+    built = boards.fit.implementation_for(board, other)
+    assert built == dataclasses.replace(board.implementation, weight_pairs=False)
+    assert built.check(other) is built
+    with pytest.raises(ValueError, match="weight_pairs=True loads an int8 weight-stationary"):
+        board.implementation.check(other)
+
+
 def test_the_simulated_implementations_are_the_boards():
     """The Amaranth simulations of the accelerator run what the ULX3S boards build
     (tests.support's copies)."""
@@ -123,3 +140,22 @@ def test_a_preset_builds_with_the_seed_its_recorded_build_routed_with(monkeypatc
     assert preset_seed(board, boards.board_config(board, preset="ulx3s-85f-small")) is None
     assert preset_seed(board, boards.board_config(board, rows=4)) is None
     assert preset_seed(BOARDS["icebreaker"], boards.board_config(BOARDS["icebreaker"])) is None
+
+
+def test_a_preset_builds_with_the_placer_and_router_its_recorded_build_routed_with(
+        monkeypatch):
+    """``hwgen build`` gives nextpnr the placer and router ``PRESET_NEXTPNR`` names for a
+    preset at its own clock (the 85F's: HeAP and router1), a placement option in
+    ``HWGEN_NEXTPNR_OPTS`` replacing its own, and any other design the flow's choice."""
+    from hwgen.boards.flow import nextpnr_arguments
+
+    board = BOARDS["ulx3s-85f"]
+    monkeypatch.delenv("HWGEN_NEXTPNR_OPTS", raising=False)
+    assert nextpnr_arguments(board, boards.board_config(board), seed=8) == [
+        "--timing-allow-fail", "--placer", "heap", "--router", "router1", "--seed", "8"]
+    other = boards.board_config(board, clock_hz=56_250_000)
+    assert nextpnr_arguments(board, other) == [
+        "--timing-allow-fail", "--placer", "static", "--router", "router2"]
+    monkeypatch.setenv("HWGEN_NEXTPNR_OPTS", "--placer static")
+    assert nextpnr_arguments(board, boards.board_config(board)) == [
+        "--timing-allow-fail", "--router", "router1", "--placer", "static"]

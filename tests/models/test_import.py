@@ -119,15 +119,18 @@ def test_zoo_model_imports_and_runs_bit_exact(torch, name, route):
 def test_zoo_design_fits_the_85f():
     """The fit estimate puts the zoo's design, the 85F's preset, on the 85F (the build is the
     last word)."""
-    from hwgen.boards import check_fit
+    from hwgen.boards import board_config, check_fit
     from hwgen.boards.fit import nextpnr_options
 
     board, config = named_design("ulx3s-85f")
     est = check_fit(board, config)
     assert 0.9 * board.capacity["bram"] < est["bram"] <= board.capacity["bram"]
-    # Nearly every block RAM (its build took 205 of 208): nextpnr places it with static and
-    # routes it with router2.
-    assert nextpnr_options(board, config) == ["--placer", "static", "--router", "router2"]
+    # Nearly every block RAM (its build took 205 of 208): a design of that size is placed
+    # with static and routed with router2, but the preset with HeAP and router1, with which
+    # its recorded build routed.
+    assert nextpnr_options(board, config) == ["--placer", "heap", "--router", "router1"]
+    at_56 = board_config(board, clock_hz=56_250_000)
+    assert nextpnr_options(board, at_56) == ["--placer", "static", "--router", "router2"]
 
 
 def test_vww_design_holds_the_cnns_but_not_ad_and_routes_with_router2(torch):
