@@ -28,6 +28,7 @@ __all__ = [
     "ICEBREAKER_PRESET",
     "NAMED_PRESETS",
     "PRESET_ALIASES",
+    "PRESET_IMPLEMENTATIONS",
     "PRESET_NAMES",
     "PRESET_NEXTPNR",
     "PRESET_SEEDS",
@@ -130,7 +131,7 @@ ULX3S_85F_VWW_PRESET = {**ULX3S_85F_RESNET8_PRESET, "weight_depth": 32768, "para
 #: VWW's stride-1 depthwise layers at two thirds of the 72 multipliers). 205 of the 208
 #: DP16KD, WEIGHT in four memories of 16 bits with an address each (``Registers.ARRAY``: one
 #: address into all of WEIGHT's blocks held it at 45 MHz), its tiles loaded two rows a cycle
-#: (the 85F's ``weight_pairs``); placed by HeAP at seed 8 and routed with router1 at 60 MHz
+#: (:data:`PRESET_IMPLEMENTATIONS`); placed by HeAP at seed 8 and routed with router1 at 60 MHz
 #: (:data:`PRESET_SEEDS`, :data:`PRESET_NEXTPNR`), 20 cycles a bit at 3 Mbaud. Without the
 #: depthwise row the design met 62.5 MHz (seed 2); with it eight placements missed 62.5 MHz,
 #: and 60 MHz trades AD and ResNet-8 (4 % slower) for KWS and VWW (7.5 and 11 % faster):
@@ -267,10 +268,8 @@ ECP5_12F_IMPLEMENTATION = dataclasses.replace(ECP5_IMPLEMENTATION, class_output=
 #: The 85F's: ``Registers.ARRAY``, the array's inputs registered too (a cycle more per pass):
 #: the first row's lane has no skew register, and across the 85F's die the activation
 #: feeder's row did not reach that row's DSP inputs in one cycle at the ResNet-8 preset's
-#: clock (docs/performance.md, "Toward 84.375 MHz"). And tiles loaded two rows a cycle
-#: (``weight_pairs``: AD's dense layers at batch 1 twice as fast, no block RAM more).
-ECP5_85F_IMPLEMENTATION = dataclasses.replace(ECP5_IMPLEMENTATION, registers=Registers.ARRAY,
-                                              weight_pairs=True)
+#: clock (docs/performance.md, "Toward 84.375 MHz").
+ECP5_85F_IMPLEMENTATION = dataclasses.replace(ECP5_IMPLEMENTATION, registers=Registers.ARRAY)
 
 
 #: How the Gowin boards build it: the array's products and the requantization's (one per 17-bit
@@ -374,6 +373,12 @@ PRESET_SEEDS = {"ulx3s-85f": 8}
 #: (overuse rising from iteration 46 at seed 8) nor HeAP and router2; HeAP and router1 routed
 #: it, in 50 minutes (docs/performance.md).
 PRESET_NEXTPNR = {"ulx3s-85f": ("--placer", "heap", "--router", "router1")}
+#: Implementation options a preset (at any clock) builds with beyond its board's
+#: (:func:`hwgen.boards.fit.implementation_for`): the 85F's preset loads its weight tiles two
+#: rows a cycle (``weight_pairs``: AD's dense layers at batch 1 twice as fast, no block RAM
+#: more); the ResNet-8 design built so missed its 84.375 MHz, so the others keep
+#: the board's (docs/performance.md).
+PRESET_IMPLEMENTATIONS = {"ulx3s-85f": {"weight_pairs": True}}
 #: Names that stay accepted for a board's own preset: ``--preset ulx3s-85f-zoo`` named the zoo
 #: design before it became the 85F's preset.
 PRESET_ALIASES = {"ulx3s-85f-zoo": "ulx3s-85f"}

@@ -223,11 +223,18 @@ def _dsp_blocks(board, config):
 
 def implementation_for(board, config):
     """Return the implementation that builds ``config`` on ``board``: the board's, with the
-    adder's multipliers in logic cells (``adder_dsp=False``) on an ECP5 design that would
+    options of the preset ``config`` is (:data:`~hwgen.boards.catalog.PRESET_IMPLEMENTATIONS`),
+    the adder's multipliers in logic cells (``adder_dsp=False``) on an ECP5 design that would
     otherwise take more than :data:`DSP_CONGESTION_ABOVE` DSP blocks (an array that takes
     most of the 85F's), and tiles loaded a row a cycle (``weight_pairs=False``) by an array
     that pairs do not serve (bf16, output-stationary)."""
+    from . import catalog
+    from .config import preset_of
+
     impl = board.implementation
+    own = catalog.PRESET_IMPLEMENTATIONS.get(preset_of(board, config))
+    if own:
+        impl = dataclasses.replace(impl, **own)
     if config.residual and impl.adder_dsp and _dsp_congested(board, config):
         impl = dataclasses.replace(impl, adder_dsp=False)
     if impl.weight_pairs and (config.dtype != "int8" or config.dataflow != "ws"):

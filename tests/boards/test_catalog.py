@@ -99,6 +99,25 @@ def test_resnet8_design_takes_the_multipliers_its_lanes_allow():
                                                     rows=10, post_lanes=4, **former))
 
 
+def test_the_85f_preset_loads_two_weight_rows_a_cycle_and_other_designs_one():
+    """The 85F's preset (at any clock) builds with ``weight_pairs`` beyond the board's
+    implementation (``PRESET_IMPLEMENTATIONS``); its named presets and other designs on it
+    with the board's, and the cycle model counts the preset's tiles two rows a cycle."""
+    from hwgen.timing import unit_latencies
+
+    board = BOARDS["ulx3s-85f"]
+    assert not board.implementation.weight_pairs
+    for clock_hz in (None, 56_250_000):
+        config = boards.board_config(board, clock_hz=clock_hz)
+        built = boards.fit.implementation_for(board, config)
+        assert built == dataclasses.replace(board.implementation, weight_pairs=True)
+        assert unit_latencies(config, built).weight_rows == 2
+    for other in (boards.board_config(board, preset="ulx3s-85f-resnet8"),
+                  boards.board_config(board, rows=4),
+                  boards.board_config(board, dtype="bf16")):
+        assert not boards.fit.implementation_for(board, other).weight_pairs
+
+
 @pytest.mark.parametrize("fields", [{"dtype": "bf16"}, {"dataflow": "os"}], ids=["bf16", "os"])
 def test_arrays_that_pairs_do_not_serve_build_without_them(fields):
     """A board whose implementation loads tiles two rows a cycle builds an int8

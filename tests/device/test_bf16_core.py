@@ -4,7 +4,6 @@ loaded and run through the host port give Bf16Network.forward's bits; what it re
 Every run starts from NaN in every ACT lane (sim.bf16_runs.nan_act), so a pass that left a
 lane past ``n`` stale would turn the next pass's padding products into NaN."""
 
-import dataclasses
 import warnings
 
 import numpy as np
@@ -164,8 +163,7 @@ def test_hidden_words_hold_the_interpreters_lanes_and_zero_past_n():
     (without_dsp(ICE40), False),
     # The ECP5's: registered reads (the bias addressed a cycle ahead), a staged host port.
     (without_dsp(ECP5), False),
-    # The 85F's, as it builds a bf16 array: tiles a row a cycle (pairs load int8 ones).
-    (dataclasses.replace(without_dsp(ECP5_85F), weight_pairs=False), False),
+    (without_dsp(ECP5_85F), False),
     (Implementation(registers=Registers.READS), False),
     (Implementation(out_param_shared=True), False),
     # The simulated board's: the run's blocks clocked only while a program runs.

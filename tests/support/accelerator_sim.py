@@ -22,8 +22,8 @@ ICE40 = Implementation(dsp_packing="sb_mac16", post_pipeline=True, split_multipl
                        spram=True, link_on_oscillator=True, out_param_shared=True)
 ECP5 = Implementation(dsp_packing="mult18x18d", post_pipeline=True, split_operand=17,
                       registers=Registers.HOST, link_on_oscillator=True)
-#: The 85F's: the ECP5 boards' with the array's inputs registered, tiles two rows a cycle.
-ECP5_85F = dataclasses.replace(ECP5, registers=Registers.ARRAY, weight_pairs=True)
+#: The 85F's: the ECP5 boards' with the array's inputs registered.
+ECP5_85F = dataclasses.replace(ECP5, registers=Registers.ARRAY)
 
 
 def without_dsp(implementation):
