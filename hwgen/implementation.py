@@ -228,7 +228,7 @@ class Implementation:
                 f"Implementation: split_multiplier={self.split_multiplier} cuts the "
                 f"{config.mult_bits}-bit multiplier into more pieces than bits; allowed: "
                 f"1..{config.mult_bits}")
-        if self.weight_pairs and (config.dtype != "int8" or config.dataflow != "ws"):
+        if self.weight_pairs and not self.pairs_for(config):
             raise ValueError(f"Implementation: weight_pairs=True loads an int8 weight-stationary "
                              f"array, not dtype={config.dtype!r}, dataflow="
                              f"{str(config.dataflow)!r}; allowed: weight_pairs=False")
@@ -239,6 +239,13 @@ class Implementation:
                 f"{packing.operand_bits}, not {config.in_bits} and {config.w_bits}; allowed: "
                 "narrower operands, or no DSP packing")
         return self
+
+    def pairs_for(self, config):
+        """Return whether ``config``'s weight tiles load two rows a cycle: with
+        ``weight_pairs``, an int8 weight-stationary array's (the one that pairs serve)."""
+        from .config import Dataflow
+
+        return self.weight_pairs and config.dtype == "int8" and config.dataflow is Dataflow.WS
 
     def packing_for(self, config):
         """Return the array's DSP packing for ``config``: only weight-stationary arrays pack."""

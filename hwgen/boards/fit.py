@@ -237,7 +237,7 @@ def implementation_for(board, config):
         impl = dataclasses.replace(impl, **own)
     if config.residual and impl.adder_dsp and _dsp_congested(board, config):
         impl = dataclasses.replace(impl, adder_dsp=False)
-    if impl.weight_pairs and (config.dtype != "int8" or config.dataflow != "ws"):
+    if impl.weight_pairs and not impl.pairs_for(config):
         impl = dataclasses.replace(impl, weight_pairs=False)
     return impl
 

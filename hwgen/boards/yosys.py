@@ -33,9 +33,10 @@ def yosys_options(board, config):
 
     # Reads that never collide with a write need no old-word bypass (Amaranth has no way to
     # say so on a read port).
+    implementation = implementation_for(board, config)
     lines = [f"setparam -set COLLISION_X_MASK 1'1 t:$memrd_v2 r:MEMID=\\{name} %i"
-             for name in collision_free_memories(config, implementation_for(board, config))]
-    if board.implementation.spram:
+             for name in collision_free_memories(config, implementation)]
+    if implementation.spram:
         # SB_SPRAM256KA has no initial contents: drop the all-zero ones Amaranth gives memories.
         lines.append(f"delete t:$meminit_v2 r:MEMID=*{SPRAM_SUFFIX} %i")
     lines.append(YOSYS_HIDE_BRACKETED_NAMES)

@@ -4,7 +4,6 @@ from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..config import Dataflow
 from ..memmap import descriptor_layout
 from .engine import weight_row_layout, weight_transfer_layout
 from .memories import read_latency, weight_groups
@@ -100,8 +99,7 @@ class WeightFeeder(wiring.Component):
         """Return the weight rows a tile loads a cycle with ``implementation``: two with its
         ``weight_pairs`` (:mod:`hwgen.cycles` counts it) for an int8 weight-stationary array,
         else one."""
-        return 1 + (implementation is not None and implementation.weight_pairs
-                    and config.dtype == "int8" and config.dataflow is Dataflow.WS)
+        return 1 + (implementation is not None and implementation.pairs_for(config))
 
     def __init__(self, config, *, registered_reads=False, copies=1, pairs=False):
         if copies not in range(1, self.MAX_COPIES + 1) or (copies > 1 and not registered_reads):
