@@ -135,8 +135,11 @@ class Implementation:
         rows_per_cycle_for`; a tile in half the cycles, which a batch of one sample waits for:
         the AD autoencoder twice as fast). No block RAM more; it costs a second row bus from
         WEIGHT to the array (a multiplexer input per block and bit: the ULX3S-85F's preset
-        routed with it only with HeAP and router1, in an hour, docs/performance.md). Needs
-        registered reads (``Registers.READS`` on) and WEIGHT in block RAM (not ``spram``).
+        routed with it only with HeAP and router1, docs/performance.md). On lanes split into
+        16-bit groups (``Registers.ARRAY``) WEIGHT is also split by depth into banks of a block
+        RAM each, whose reads end at registers inside the blocks
+        (:func:`hwgen.device.memories.weight_banks`: no cycle more). Needs registered reads
+        (``Registers.READS`` on) and WEIGHT in block RAM (not ``spram``).
     rx_fifo : int
         Bytes of the UART's receive FIFO (INFO's ``rx_fifo``: what a host may send ahead of
         an answer it has not read, so the deeper, the more the next request overlaps the last

@@ -128,16 +128,17 @@ ULX3S_85F_VWW_PRESET = {**ULX3S_85F_RESNET8_PRESET, "weight_depth": 32768, "para
 #: weights, eight to a word): the one design whose buffers hold each of the zoo's six models at
 #: batch 1 (AD, KWS, VWW, ResNet-8, LeNet-5, the tutorial CNN), and the depthwise unit with a
 #: ninth row of eight multipliers that only depthwise passes feed (a 3x3 kernel in one tile:
-#: VWW's stride-1 depthwise layers at two thirds of the 72 multipliers). 205 of the 208
+#: VWW's stride-1 depthwise layers at two thirds of the 72 multipliers). 201 of the 208
 #: DP16KD, WEIGHT in four memories of 16 bits with an address each (``Registers.ARRAY``: one
 #: address into all of WEIGHT's blocks held it at 45 MHz), its tiles loaded two rows a cycle
-#: (:data:`PRESET_IMPLEMENTATIONS`); placed by HeAP at seed 8 and routed with router1 at 60 MHz
-#: (:data:`PRESET_SEEDS`, :data:`PRESET_NEXTPNR`), 20 cycles a bit at 3 Mbaud. Without the
-#: depthwise row the design met 62.5 MHz (seed 2); with it eight placements missed 62.5 MHz,
-#: and 60 MHz trades AD and ResNet-8 (4 % slower) for KWS and VWW (7.5 and 11 % faster):
-#: docs/performance.md; its build's figures: the record, docs/figures.json.
+#: from banks one block deep whose reads are registered in the blocks
+#: (:data:`PRESET_IMPLEMENTATIONS`, :func:`hwgen.device.memories.weight_banks`); placed by
+#: HeAP at seed 8 and routed with router1 at 62.5 MHz (:data:`PRESET_SEEDS`,
+#: :data:`PRESET_NEXTPNR`), 21 cycles a bit at 3 Mbaud (-0.79 %). Before the banks WEIGHT's
+#: slow block outputs held it to 60 MHz: docs/performance.md; its build's figures: the record,
+#: docs/figures.json.
 ULX3S_85F_ZOO_PRESET = {**ULX3S_85F_VWW_PRESET, "weight_depth": 33792, "depthwise": True,
-                        "dw_extra_rows": 1, "clock_hz": 60_000_000}
+                        "dw_extra_rows": 1, "clock_hz": 62_500_000}
 
 
 # The bitstream file each family's packer writes.
@@ -363,15 +364,15 @@ NAMED_PRESETS = {"ulx3s-85f-small": ("ulx3s-85f", ULX3S_PRESET),
                  "ulx3s-85f-vww": ("ulx3s-85f", ULX3S_85F_VWW_PRESET)}
 #: The nextpnr seed ``hwgen build`` places a preset with when no ``--seed`` is given: the
 #: placement its recorded build routed with, where that was not nextpnr's default seed. The
-#: 85F's preset meets 60 MHz at seed 8, the one placement of it at 60 MHz built so far; at
-#: 62.5 MHz eight placements missed (docs/performance.md).
+#: 85F's preset meets 62.5 MHz at seed 8, the one placement of it built so far
+#: (docs/performance.md).
 PRESET_SEEDS = {"ulx3s-85f": 8}
 #: The placer and router a preset's recorded build routed with, where they are not what
 #: :func:`hwgen.boards.fit.nextpnr_options` chooses for a design of its size (``--placer`` or
 #: ``--router`` given to ``hwgen build`` through ``HWGEN_NEXTPNR_OPTS`` still replaces them).
 #: With two weight rows a cycle the 85F's preset did not route with ``static`` and router2
 #: (overuse rising from iteration 46 at seed 8) nor HeAP and router2; HeAP and router1 routed
-#: it, in 50 minutes (docs/performance.md).
+#: it, in 30 to 60 minutes (docs/performance.md).
 PRESET_NEXTPNR = {"ulx3s-85f": ("--placer", "heap", "--router", "router1")}
 #: Implementation options a preset (at any clock) builds with beyond its board's
 #: (:func:`hwgen.boards.fit.implementation_for`): the 85F's preset loads its weight tiles two

@@ -165,16 +165,15 @@ def _bram_blocks(family, width, depth):
 def _memories(config, impl):
     """Return ``[(name, width, depth)]`` of the memories of a device built from ``config`` by
     ``impl``."""
-    from ..device.memories import act_groups, out_param_layout, weight_groups, weight_names
+    from ..device.memories import act_groups, out_param_layout, weight_memories
     from ..memmap import Region, regions
     from ..protocol import MAX_PAYLOAD
 
     geo = regions(config)
     shared = (Region.PARAM, Region.OUTPUT)
     mems = [("program", geo[Region.PROGRAM].word_bits, geo[Region.PROGRAM].depth)]
-    mems += [(name.removesuffix(SPRAM_SUFFIX), len(lanes) * config.w_bits, config.weight_depth)
-             for name, lanes in zip(weight_names(config, impl), weight_groups(config, impl),
-                                    strict=True)]
+    mems += [(name.removesuffix(SPRAM_SUFFIX), len(lanes) * config.w_bits, depth)
+             for name, lanes, depth in weight_memories(config, impl)]
     mems += [(r.name.lower(), geo[r].word_bits, geo[r].depth)
              for r in (() if impl.out_param_shared else shared)]
     if impl.out_param_shared:

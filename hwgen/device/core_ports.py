@@ -8,7 +8,8 @@ from amaranth.hdl import Cat, Mux, Signal
 
 from ..memmap import Region
 from .host_access import host_write, share_read
-from .memories import weight_names
+from .memories import weight_banks, weight_groups, weight_memories, weight_names
+from .weight_banks import banked_weight_group
 
 __all__ = ["count_work", "program_port", "start_pool_and_add", "weight_port"]
 
@@ -28,21 +29,34 @@ def program_port(m, mems, access, host, controller, *, registered):
 
 def weight_port(m, mems, access, host, feeder, *, implementation):
     """Give the weight ``feeder`` its reads from the WEIGHT memories ``implementation`` builds
-    (one, or one per group of lanes: :func:`~hwgen.device.memories.weight_names`), each
-    addressed by one of the feeder's copies; a memory may be a single-port SPRAM, whose write
-    takes the read's address."""
-    names = weight_names(feeder.config, implementation)
+    (one, or one per group of lanes: :func:`~hwgen.device.memories.weight_names`, each
+    perhaps in banks of depth: :func:`~hwgen.device.memories.weight_banks`), each addressed
+    by one of the feeder's copies; a memory may be a single-port SPRAM, whose write takes the
+    read's address."""
+    config = feeder.config
+    names = weight_names(config, implementation)
+    per_group = len(weight_banks(config, implementation))
+    built = [mems[bank] for bank, _, _ in weight_memories(config, implementation)]
     words, seconds, low = [], [], 0
-    for g, name in enumerate(names):
-        w_rd, w_wr = mems[name].read_port(), mems[name].write_port()
+    for g, (name, lanes) in enumerate(zip(names, weight_groups(config, implementation),
+                                          strict=True)):
         copy = g * feeder.copies // len(names)
+        bits = len(lanes) * config.w_bits
+        data = host.wdata[low:low + bits]
+        low += bits
+        if per_group > 1:
+            banks = built[g * per_group:(g + 1) * per_group]
+            word, second = banked_weight_group(m, banks, access, feeder, copy, data=data,
+                                               name=name)
+            words.append(word)
+            seconds.append(second)
+            continue
+        w_rd, w_wr = mems[name].read_port(), mems[name].write_port()
         words.append(share_read(m, w_rd, access, Region.WEIGHT, addr=feeder.rd_addr[copy],
                                 en=feeder.rd_en, port_en=feeder.rd_port[copy], exclusive=True,
                                 name=name))
-        bits = len(w_wr.data)
-        m.d.comb += [w_wr.addr.eq(w_rd.addr), w_wr.data.eq(host.wdata[low:low + bits]),
+        m.d.comb += [w_wr.addr.eq(w_rd.addr), w_wr.data.eq(data),
                      w_wr.en.eq(access.we[Region.WEIGHT])]
-        low += bits
         if feeder.pairs:
             seconds.append(_second_read(m, mems[name], feeder, copy, access.busy, name=name))
     word = Cat(*words)

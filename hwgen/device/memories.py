@@ -10,8 +10,13 @@ from ..implementation import Registers
 from ..memattrs import NO_COLLISION_ATTRS, SPRAM_ATTRS, SPRAM_SUFFIX, block_rams
 from ..memmap import Region, regions
 
-__all__ = ["act_groups", "collision_free_memories", "make_memories", "out_param_layout",
-           "read_latency", "weight_groups", "weight_names"]
+__all__ = ["WEIGHT_BANK_DEPTH", "act_groups", "collision_free_memories", "make_memories",
+           "out_param_layout", "read_latency", "weight_banks", "weight_groups", "weight_memories",
+           "weight_names"]
+
+#: Words of one bank of a WEIGHT memory split by depth (:func:`weight_banks`): a 16-bit
+#: group's bank is two ECP5 DP16KDs side by side (2048 x 9, a lane each), one deep.
+WEIGHT_BANK_DEPTH = 2048
 
 
 def read_latency(implementation):
@@ -71,6 +76,42 @@ def weight_names(config, implementation):
     return [f"weight{g}" for g in range(len(groups))]
 
 
+def weight_banks(config, implementation):
+    """Return the depths of the memories each WEIGHT memory (:func:`weight_names`) is split
+    into, bank by bank: ``[weight_depth]`` (one memory), or with weight pairs on lanes split
+    into 16-bit groups (the ULX3S-85F's preset) banks of :data:`WEIGHT_BANK_DEPTH` words.
+
+    Each bank is one block RAM deep, so each of its two read ports can end at a register of
+    its own, which the build folds into the blocks (``OUTREG``, :mod:`hwgen.boards.fold`);
+    the banks' words are chosen after those registers, by a select a cycle behind
+    (:mod:`hwgen.device.weight_banks`). A memory many blocks deep has one register after
+    Yosys's multiplexer over its blocks instead, which no block can hold: the blocks' slow
+    outputs (5.8 ns) and that multiplexer, for both ports, were the preset's longest paths.
+    Banks as deep as a block of 9-bit words keep that multiplexer's inputs (17 banks for the
+    zoo's 33,792 words; banks of 1,024 words, 1024 x 18 blocks, took twice as many, and
+    nextpnr's router1 made a seventeenth of its headway on them).
+    """
+    depth = config.weight_depth
+    groups = weight_groups(config, implementation)
+    if (not implementation.pairs_for(config) or len(groups) == 1
+            or depth <= WEIGHT_BANK_DEPTH):
+        return [depth]
+    full, rest = divmod(depth, WEIGHT_BANK_DEPTH)
+    return [WEIGHT_BANK_DEPTH] * full + ([rest] if rest else [])
+
+
+def weight_memories(config, implementation):
+    """Return ``[(name, lanes, depth)]`` of the WEIGHT memories as built: one per group of
+    lanes, or one per bank of each (``weight<g>_<k>``, :func:`weight_banks`)."""
+    banks = weight_banks(config, implementation)
+    groups = zip(weight_names(config, implementation), weight_groups(config, implementation),
+                 strict=True)
+    if len(banks) == 1:
+        return [(name, lanes, banks[0]) for name, lanes in groups]
+    return [(f"{name}_{k}", lanes, depth) for name, lanes in groups
+            for k, depth in enumerate(banks)]
+
+
 def collision_free_memories(config, implementation):
     """Return the names of the accelerator's memories whose reads never meet a write to the same
     address in the same cycle.
@@ -87,7 +128,7 @@ def collision_free_memories(config, implementation):
     shared = ["out_param"] if implementation.out_param_shared else ["param", "out"]
     names = ["prog", *shared, *(f"act{b}" for b in range(config.act_lanes))]
     if not implementation.spram:
-        names += weight_names(config, implementation)
+        names += [name for name, _, _ in weight_memories(config, implementation)]
     if read_latency(implementation) > 1:
         names.append("acc")
     return names
@@ -116,9 +157,8 @@ def make_memories(m, config, implementation):
     spram = SPRAM_SUFFIX if implementation.spram else ""
     huge = SPRAM_ATTRS if implementation.spram else None
     add("prog", *region(Region.PROGRAM))
-    groups = weight_groups(config, implementation)
-    for name, lanes in zip(weight_names(config, implementation), groups, strict=True):
-        add(name, unsigned(len(lanes) * config.w_bits), config.weight_depth, attrs=huge)
+    for name, lanes, depth in weight_memories(config, implementation):
+        add(name, unsigned(len(lanes) * config.w_bits), depth, attrs=huge)
     if implementation.out_param_shared:
         _, bits, depth = out_param_layout(config)
         add("out_param", unsigned(bits), depth)

@@ -23,7 +23,7 @@ def test_the_85f_preset_is_the_zoo_design_and_its_old_name_stays():
     board = BOARDS["ulx3s-85f"]
     config = boards.board_config(board)
     assert (config.rows, config.cols, config.weight_depth, config.clock_hz) == \
-        (8, 8, 33792, 60_000_000)
+        (8, 8, 33792, 62_500_000)
     assert config.depthwise and config.dw_extra_rows == 1
     assert boards.board_config(board, preset="ulx3s-85f-zoo") == config
     small = boards.board_config(board, preset="ulx3s-85f-small")
@@ -146,7 +146,7 @@ def test_the_simulated_implementations_are_the_boards():
 
 def test_a_preset_builds_with_the_seed_its_recorded_build_routed_with(monkeypatch):
     """``hwgen build`` without ``--seed`` places a preset at the seed ``PRESET_SEEDS`` names
-    for it (the 85F's: 8, where its recorded build met 60 MHz), and any other design (the
+    for it (the 85F's: 8, where its recorded build met 62.5 MHz), and any other design (the
     preset at another clock, another named preset) at nextpnr's own."""
     from hwgen.boards import catalog
     from hwgen.boards.config import preset_seed

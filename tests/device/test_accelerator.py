@@ -20,8 +20,9 @@ import hwgen
 from hwgen.boards.catalog import ICEBREAKER_PRESET
 from hwgen.config import AcceleratorConfig
 from hwgen.cycles import program_cycles
+from hwgen.device import memories
 from hwgen.device.accelerator import AcceleratorCore
-from hwgen.device.memories import weight_groups
+from hwgen.device.memories import WEIGHT_BANK_DEPTH, weight_banks, weight_groups
 from hwgen.device.requantizer import Requantizer
 from hwgen.implementation import Implementation, Registers
 from hwgen.memmap import PassKind, Region, reduction_limits
@@ -413,6 +414,25 @@ def test_one_sample_dense_layers_with_weight_pairs(extra):
     assert program_cycles(prog, 1, impl) < program_cycles(prog, 1, one_row)
 
 
+def test_weight_pairs_from_banks_of_depth(monkeypatch):
+    """With weight pairs on 16-bit groups of lanes WEIGHT is split into banks one block RAM
+    deep (:func:`~hwgen.device.memories.weight_banks`), read through a register per bank and
+    port: a network whose weights span two banks (the second part full) gives the
+    reference's outputs in the model's cycles. Banks of 1,024 words here, half the build's,
+    for a short simulation, and three rows a tile: tiles straddle the banks' ends, a pair's
+    rows in two banks among them (word 1,023 = 341 tiles of three)."""
+    monkeypatch.setattr(memories, "WEIGHT_BANK_DEPTH", 1024)
+    impl = dataclasses.replace(VARIANTS["ecp5-85f"], weight_pairs=True)
+    cfg = _config((3, 4), weight_depth=1024 + 700)
+    assert weight_banks(cfg, impl) == [1024, 700]
+    rng = np.random.default_rng(1024)
+    net = random_network(rng, cfg, widths=[60, 60, 9])
+    prog = hwgen.compile(net, cfg)
+    base, words = prog.images[Region.WEIGHT]
+    assert base + len(words) > 1024
+    _check_runs(cfg, prog, net, [random_input(rng, cfg, 1, 60) for _ in range(2)], impl)
+
+
 def test_the_icebreaker_preset_runs_dense_networks():
     """The iCEBreaker's configuration (no spatial layers, one requantization lane, a 22-bit
     accumulator) and implementation: a full batch of 64 rows through three layers, then a run
@@ -657,23 +677,31 @@ def test_reductions_fill_the_fields_that_count_them(shape, name):
         _check_runs(cfg, prog, net, [x], VARIANTS[name])
 
 
-@pytest.mark.parametrize(("level", "in_registers", "latency"), [
-    (Registers.NONE, False, 1), (Registers.READS, False, 2), (Registers.HOST, False, 4),
-    (Registers.HOST, True, 2)], ids=["plain", "registered-reads", "staged-host", "bus"])
-def test_host_port_reads_back_every_region(level, in_registers, latency):
+@pytest.mark.parametrize(("level", "in_registers", "latency", "banked"), [
+    (Registers.NONE, False, 1, False), (Registers.READS, False, 2, False),
+    (Registers.HOST, False, 4, False), (Registers.HOST, True, 2, False),
+    (Registers.ARRAY, False, 4, True)],
+    ids=["plain", "registered-reads", "staged-host", "bus", "weight-banks"])
+def test_host_port_reads_back_every_region(level, in_registers, latency, banked):
     """Words written through the host port read back from every region, each with ``rvalid``
     a fixed latency after ``re`` (one cycle, one more with registered reads, two more with a
     staged host port, which ``Registers.HOST`` brings but for a driver that registers its
     requests itself, a bus top) and zeros above the region's word; reads follow one another
-    back to back."""
+    back to back. With WEIGHT in banks of depth (weight pairs on 16-bit groups:
+    :func:`~hwgen.device.memories.weight_banks`), words at each bank's ends too."""
     from hwgen.memmap import regions
 
-    cfg = _config((2, 3))
-    dut = AcceleratorCore(cfg, Implementation(registers=level), host_in_registers=in_registers)
+    cfg = _config((2, 4), weight_depth=3 * WEIGHT_BANK_DEPTH if banked else SMALL["weight_depth"])
+    impl = Implementation(registers=level, weight_pairs=banked)
+    assert len(weight_banks(cfg, impl)) == (3 if banked else 1)
+    dut = AcceleratorCore(cfg, impl, host_in_registers=in_registers)
     h = dut.host
     rng = np.random.default_rng(5)
-    images = {r: [int.from_bytes(rng.bytes(g.word_bits // 8 + 1), "little") % (1 << g.word_bits)
-                  for _ in range(min(g.depth, 9))]
+    ends = [k * WEIGHT_BANK_DEPTH + d for k in range(3) for d in (-1, 0, 1) if banked and k]
+    addresses = {r: [*range(min(g.depth, 9)), *(ends if r is Region.WEIGHT else [])]
+                 for r, g in regions(cfg).items()}
+    images = {r: {a: int.from_bytes(rng.bytes(g.word_bits // 8 + 1), "little")
+                  % (1 << g.word_bits) for a in addresses[r]}
               for r, g in regions(cfg).items()}
     assert dut.host_read_latency == latency
     seen = {}
@@ -682,13 +710,14 @@ def test_host_port_reads_back_every_region(level, in_registers, latency):
         ctx.set(h.we, 1)
         for region, words in images.items():
             ctx.set(h.region, region)
-            for i, w in enumerate(words):
-                ctx.set(h.addr, i)
+            for a, w in words.items():
+                ctx.set(h.addr, a)
                 ctx.set(h.wdata, w)
                 await ctx.tick()
         ctx.set(h.we, 0)
         # Round robin over the regions, with an idle cycle now and then.
-        asks = [(r, i) for i in range(9) for r in images if i < len(images[r])]
+        most = max(len(a) for a in addresses.values())
+        asks = [(r, a[i]) for i in range(most) for r, a in addresses.items() if i < len(a)]
         asks = [a for k, ask in enumerate(asks) for a in ([ask, None] if k % 4 == 3 else [ask])]
         asks += [None] * latency
         for k, ask in enumerate(asks):
@@ -700,7 +729,7 @@ def test_host_port_reads_back_every_region(level, in_registers, latency):
             answered = asks[k + 1 - latency] if k + 1 >= latency else None
             assert ctx.get(h.rvalid) == (answered is not None)
             if answered is not None:
-                seen.setdefault(answered[0], []).append(ctx.get(h.rdata))
+                seen.setdefault(answered[0], {})[answered[1]] = ctx.get(h.rdata)
 
     sim = Simulator(dut)
     sim.add_clock(1e-6)
