@@ -4,14 +4,15 @@
 Each bank's read ends at a register of its own, which the build folds into the block's output
 register (:mod:`hwgen.boards.fold`); the banks' words are chosen after those registers, by the
 bank the address named, kept in a register for each cycle of the read. The word comes at the
-same cycle as from one memory with a register after its read (``read_latency`` two).
+same cycle as from one memory with a register after its read (``read_latency`` two). A weight
+pair's second read goes through :func:`banked_read` whether WEIGHT is banked or not (one bank).
 """
 
 from amaranth.hdl import Array, Mux, Signal
 
 from ..memmap import Region
 
-__all__ = ["banked_read", "banked_weight_group"]
+__all__ = ["banked_first_read", "banked_read", "second_read"]
 
 
 def banked_read(m, ports, *, low, addr, read, take, name):
@@ -36,33 +37,42 @@ def banked_read(m, ports, *, low, addr, read, take, name):
     return Array(registers)[taken]
 
 
-def banked_weight_group(m, banks, access, feeder, copy, *, data, name):
-    """Drive the banks (``banks``: memories, in order of address) of one WEIGHT group from
-    the weight ``feeder`` (its address copy ``copy``; both ports with its pairs) while busy and
-    from the host while idle (``access``; its write ``data``, the group's bits of the host
-    port's ``wdata``); return ``(word, second word or None)`` as
-    :func:`hwgen.device.core_ports.weight_port` wires them.
+def banked_first_read(m, banks, access, feeder, copy, *, data, name):
+    """Drive the first ports of the banks (``banks``: memories, in order of address) of one
+    WEIGHT group from the weight ``feeder`` (its address copy ``copy``) while busy and from
+    the host while idle (``access``; its write ``data``, the group's bits of the host port's
+    ``wdata``); return the word read.
 
     As :func:`~hwgen.device.host_access.share_read` with registered reads: the ports read a
     cycle ahead (``rd_port``), not while the host writes (the write shares the first port's
     address, so that synthesis puts both on one port of each block), and the registers take
-    at ``rd_en`` (the host's reads: a cycle after its ``re``). The second port reads only
-    during a run.
+    at ``rd_en`` (the host's reads: a cycle after its ``re``).
     """
     busy, host = access.busy, access.host
     host_we = access.we[Region.WEIGHT]
-    low = (banks[0].depth - 1).bit_length()
+    low = _low_bits(banks)
     first = [bank.read_port() for bank in banks]
-    addr = Mux(busy, feeder.rd_addr[copy], host.addr)
-    word = banked_read(m, first, low=low, addr=addr, read=~host_we & (~busy | feeder.rd_port[copy]),
+    word = banked_read(m, first, low=low, addr=Mux(busy, feeder.rd_addr[copy], host.addr),
+                       read=~host_we & (~busy | feeder.rd_port[copy]),
                        take=Mux(busy, feeder.rd_en, access.rd_q), name=name)
     for k, (bank, port) in enumerate(zip(banks, first, strict=True)):
         wr = bank.write_port()
         m.d.comb += [wr.addr.eq(port.addr), wr.data.eq(data),
                      wr.en.eq(host_we & (host.addr[low:] == k))]
-    second = None
-    if feeder.pairs:
-        second = banked_read(m, [bank.read_port() for bank in banks], low=low,
-                             addr=feeder.rd_addr_b[copy], read=busy & feeder.rd_port[copy],
-                             take=busy & feeder.rd_en, name=f"{name}_b")
-    return word, second
+    return word
+
+
+def second_read(m, banks, feeder, copy, busy, *, name):
+    """Return the word of the banks' second read ports (``banks``: one WEIGHT memory, or its
+    banks in order of address), the feeder's ``rd_addr_b`` (copy ``copy``), read only during
+    a run and taken into registers as the first port's (the feeder's pairs: the host's write
+    shares the first port's address, so that synthesis puts that read and the write on one
+    port of each block RAM and this read on the other)."""
+    return banked_read(m, [bank.read_port() for bank in banks], low=_low_bits(banks),
+                       addr=feeder.rd_addr_b[copy], read=busy & feeder.rd_port[copy],
+                       take=busy & feeder.rd_en, name=f"{name}_b")
+
+
+def _low_bits(banks):
+    """The address bits within a bank (the first is as deep as any)."""
+    return (banks[0].depth - 1).bit_length()
