@@ -148,9 +148,10 @@ def preset_seed(board, config):
 
 def preset_nextpnr(board, config):
     """Return the nextpnr placer and router options (flag and value pairs) of the preset
-    ``config`` is (at its own clock), from :data:`~hwgen.boards.catalog.PRESET_NEXTPNR`, or
-    None: the flow's choice for its size then."""
-    options = catalog.PRESET_NEXTPNR.get(_own_preset(board, config))
+    ``config`` is (at any clock: the same netlist bar the clock's PLL and the UART's divisor),
+    from :data:`~hwgen.boards.catalog.PRESET_NEXTPNR`, or None: the flow's choice for its size
+    then."""
+    options = catalog.PRESET_NEXTPNR.get(preset_of(board, config))
     return None if options is None else list(options)
 
 

@@ -164,15 +164,19 @@ def test_a_preset_builds_with_the_seed_its_recorded_build_routed_with(monkeypatc
 def test_a_preset_builds_with_the_placer_and_router_its_recorded_build_routed_with(
         monkeypatch):
     """``hwgen build`` gives nextpnr the placer and router ``PRESET_NEXTPNR`` names for a
-    preset at its own clock (the 85F's: HeAP and router1), a placement option in
-    ``HWGEN_NEXTPNR_OPTS`` replacing its own, and any other design the flow's choice."""
+    preset at any clock (the 85F's: HeAP and router1; its seed only at its own clock), a
+    placement option in ``HWGEN_NEXTPNR_OPTS`` replacing its own, and any other design the
+    flow's choice."""
     from hwgen.boards.flow import nextpnr_arguments
 
     board = BOARDS["ulx3s-85f"]
     monkeypatch.delenv("HWGEN_NEXTPNR_OPTS", raising=False)
     assert nextpnr_arguments(board, boards.board_config(board), seed=8) == [
         "--timing-allow-fail", "--placer", "heap", "--router", "router1", "--seed", "8"]
-    other = boards.board_config(board, clock_hz=56_250_000)
+    faster = boards.board_config(board, clock_hz=75_000_000)
+    assert nextpnr_arguments(board, faster) == [
+        "--timing-allow-fail", "--placer", "heap", "--router", "router1"]
+    other = boards.board_config(board, clock_hz=75_000_000, prog_depth=256)
     assert nextpnr_arguments(board, other) == [
         "--timing-allow-fail", "--placer", "static", "--router", "router2"]
     monkeypatch.setenv("HWGEN_NEXTPNR_OPTS", "--placer static")
