@@ -126,11 +126,13 @@ def test_zoo_design_fits_the_85f():
     est = check_fit(board, config)
     assert 0.9 * board.capacity["bram"] < est["bram"] <= board.capacity["bram"]
     # Nearly every block RAM (its build took 205 of 208): a design of that size is placed
-    # with static and routed with router2, but the preset with HeAP and router1, with which
-    # its recorded build routed.
+    # with static and routed with router2, but the preset (at any clock) with HeAP and router1,
+    # with which its recorded build routed.
     assert nextpnr_options(board, config) == ["--placer", "heap", "--router", "router1"]
     at_56 = board_config(board, clock_hz=56_250_000)
-    assert nextpnr_options(board, at_56) == ["--placer", "static", "--router", "router2"]
+    assert nextpnr_options(board, at_56) == ["--placer", "heap", "--router", "router1"]
+    deeper = board_config(board, prog_depth=256)
+    assert nextpnr_options(board, deeper) == ["--placer", "static", "--router", "router2"]
 
 
 def test_vww_design_holds_the_cnns_but_not_ad_and_routes_with_router2(torch):
