@@ -4,6 +4,7 @@ refused constructors; in CI, skips for want of a tool fail (:mod:`support.ci_ski
 
 import gc
 import os
+import signal
 import warnings
 
 import pytest
@@ -14,6 +15,14 @@ from support.ci_skips import fail_tool_skip
 from support.schedule import hand_out_one_at_a_time, longest_first
 
 from sim.runner import simulator_missing
+
+
+def pytest_configure(config):
+    """Ctrl-C works in the tests' processes and the commands they start, whose Ctrl-C tests
+    send SIGINT: a shell starts a job in the background (``pytest &``, ``nohup``) with SIGINT
+    ignored, which Python and every program it starts would inherit."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_report_header(config):
