@@ -373,7 +373,7 @@ PRESET_SEEDS = {"ulx3s-85f": 8}
 #: With two weight rows a cycle the 85F's preset did not route with ``static`` and router2
 #: (overuse rising from iteration 46 at seed 8) nor HeAP and router2, and at a faster clock
 #: ``static`` and router2 missed it by a quarter; HeAP and router1 routed it, in 30 to 60
-#: minutes (docs/performance.md).
+#: minutes at its clock and about four times that at a 10 % faster one (docs/performance.md).
 PRESET_NEXTPNR = {"ulx3s-85f": ("--placer", "heap", "--router", "router1")}
 #: Implementation options a preset (at any clock) builds with beyond its board's
 #: (:func:`hwgen.boards.fit.implementation_for`): the 85F's preset loads its weight tiles two
