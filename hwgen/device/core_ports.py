@@ -6,7 +6,7 @@ of the pooler and the adder, and the counters to the host port
 
 from itertools import groupby
 
-from amaranth.hdl import Cat, Mux, Shape
+from amaranth.hdl import Cat, Mux
 
 from ..memmap import Region
 from .host_access import host_write, share_read
@@ -37,14 +37,12 @@ def weight_port(m, mems, access, host, feeder, *, implementation):
     takes the read's address."""
     config = feeder.config
     names = weight_names(config, implementation)
-    groups = [[mems[bank] for bank, _, _ in members] for _, members in
+    groups = [(lanes, [mems[bank] for bank, _, _ in members]) for lanes, members in
               groupby(weight_memories(config, implementation), key=lambda memory: memory[1])]
-    words, seconds, low = [], [], 0
-    for g, (name, banks) in enumerate(zip(names, groups, strict=True)):
+    words, seconds = [], []
+    for g, (name, (lanes, banks)) in enumerate(zip(names, groups, strict=True)):
         copy = g * feeder.copies // len(names)
-        bits = Shape.cast(banks[0].shape).width
-        data = host.wdata[low:low + bits]
-        low += bits
+        data = host.wdata[lanes[0] * config.w_bits:(lanes[-1] + 1) * config.w_bits]
         if len(banks) > 1:
             words.append(banked_first_read(m, banks, access, feeder, copy, data=data,
                                            name=name))
