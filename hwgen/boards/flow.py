@@ -32,7 +32,12 @@ from .report import make_report, write_report
 from .tops import OSCILLATOR_NET, ArrayTop, BF16ArrayTop, BoardTop
 from .yosys import yosys_options
 
-__all__ = ["PROGRESS_EVERY_S", "build", "nextpnr_arguments", "run_tool"]
+__all__ = ["PROGRESS_EVERY_S", "build", "check_pnr_clock", "nextpnr_arguments",
+           "pnr_clock_overrides", "run_tool"]
+
+#: The net of the design's clock, as nextpnr names it (the ``sync`` domain's clock, which a PLL
+#: drives).
+_CLOCK_NET = "clk"
 
 #: Seconds between two reports of the router's progress.
 PROGRESS_EVERY_S = 30
@@ -122,7 +127,42 @@ def nextpnr_arguments(board, config, *, seed=None):
     return ["--timing-allow-fail", *flow, *extra, *seed_opts]
 
 
-def _elaborate(board, config, top, build_dir, *, baud, seed, pe_instances):
+def pnr_clock_overrides(board, config, pnr_clock_hz):
+    """Return the Amaranth build overrides that have nextpnr place and route the design's clock
+    for ``pnr_clock_hz`` (:func:`check_pnr_clock`): a constraint on its net at the end of the
+    constraints file, which nextpnr reads before it packs the PLL, so that it keeps this one
+    rather than derive one from the PLL's dividers (YoWASP's nextpnr has no Python for a
+    ``--pre-pack`` script). Empty for the design's own clock."""
+    if pnr_clock_hz in (None, config.clock_hz):
+        return {}
+    if board.family is Family.ECP5:
+        return {"add_preferences": f'FREQUENCY NET "{_CLOCK_NET}" {float(pnr_clock_hz)} HZ;'}
+    return {"add_constraints": f"set_frequency {_CLOCK_NET} {pnr_clock_hz / 1e6:g}"}
+
+
+def check_pnr_clock(board, config, pnr_clock_hz):
+    """Check that nextpnr can place and route ``config`` for ``pnr_clock_hz`` rather than its
+    own clock: a clock that a PLL makes on an iCE40 or ECP5 (nextpnr derives the PLL output's
+    constraint unless a script sets it; the oscillator's comes from its pin).
+
+    Raises
+    ------
+    ValueError
+        Naming what was asked and what is allowed.
+    """
+    if pnr_clock_hz is None or pnr_clock_hz == config.clock_hz:
+        return
+    if board.family not in (Family.ICE40, Family.ECP5):
+        raise ValueError(f"--pnr-clock-hz {pnr_clock_hz}: nextpnr takes the clock it routes "
+                         f"for from {board.name}'s constraints file; allowed on iCE40 and ECP5 "
+                         "boards only")
+    if clock_plan(board, config.clock_hz)["pll"] is None:
+        raise ValueError(f"--pnr-clock-hz {pnr_clock_hz}: the design's {config.clock_hz} Hz "
+                         f"clock is {board.name}'s oscillator, whose pin sets the constraint; "
+                         "allowed only for a clock a PLL makes (--clock-hz)")
+
+
+def _elaborate(board, config, top, build_dir, *, baud, seed, pe_instances, pnr_clock_hz):
     """Elaborate the board top into Amaranth's build plan in ``build_dir``; return the
     plan."""
     platform = board.make_platform()
@@ -138,7 +178,8 @@ def _elaborate(board, config, top, build_dir, *, baud, seed, pe_instances):
         platform.add_file(f"{name}.v", text)
     nextpnr_opts = nextpnr_arguments(board, config, seed=seed)
     plan = platform.build(design, name="top", build_dir=str(build_dir), do_build=False,
-                          nextpnr_opts=" ".join(nextpnr_opts), **yosys_options(board, config))
+                          nextpnr_opts=" ".join(nextpnr_opts), **yosys_options(board, config),
+                          **pnr_clock_overrides(board, config, pnr_clock_hz))
     plan.extract(str(build_dir))
     if board.family is Family.GOWIN:
         # With a PLL, the top's own oscillator buffer feeds the PLL and the link's domain.
@@ -186,7 +227,7 @@ def _run_steps(board, config, steps, *, tools, build_dir, times, log):
 
 
 def build(board, config, out_dir, *, baud, seed=None, pe_instances=True, top="device",
-          log=print):
+          pnr_clock_hz=None, log=print):
     """Build ``config`` for ``board`` into ``out_dir`` and return the report.
 
     ``top="device"`` builds :class:`~hwgen.boards.tops.BoardTop` (what a user programs);
@@ -199,12 +240,19 @@ def build(board, config, out_dir, *, baud, seed=None, pe_instances=True, top="de
     progress through ``log``), copies the bitstream to ``out_dir`` and writes ``report.json``
     and ``report.md``. The caller decides what a timing failure means (``report["timing"]``).
 
+    ``pnr_clock_hz`` (default: the design's clock) is the clock nextpnr places and routes for
+    (:func:`check_pnr_clock`). Below the design's clock it spares the router effort where the
+    placement has margin; the timing still passes only if the routed design's Fmax (nextpnr's
+    analysis of every path, whatever it routed for) reaches the design's clock.
+
     Raises
     ------
     FitError
         Before synthesis, if the estimate exceeds the device.
     PLLError
         If the board cannot make ``config.clock_hz``.
+    ValueError
+        If nextpnr cannot route for ``pnr_clock_hz`` (:func:`check_pnr_clock`).
     BaudError
         If the link's clocks cannot make ``baud`` (:func:`hwgen.boards.baud.link_plan`).
     RuntimeError
@@ -213,9 +261,13 @@ def build(board, config, out_dir, *, baud, seed=None, pe_instances=True, top="de
     if top not in _TOPS:
         raise ValueError(f"top={top!r} is not a board top; allowed: "
                          + ", ".join(repr(t) for t in _TOPS))
+    check_pnr_clock(board, config, pnr_clock_hz)
     tools = _setup_tools(board, log)
     clock = clock_plan(board, config.clock_hz)
     est = _check(board, config, top, baud=baud, clock=clock, log=log)
+    if pnr_clock_hz not in (None, config.clock_hz):
+        log(f"nextpnr places and routes for {pnr_clock_hz / 1e6:g} MHz; the timing passes if "
+            f"the routed design's Fmax reaches {config.clock_hz / 1e6:g} MHz")
     out_dir = Path(out_dir)
     build_dir = out_dir / "build"
     build_dir.mkdir(parents=True, exist_ok=True)
@@ -224,7 +276,7 @@ def build(board, config, out_dir, *, baud, seed=None, pe_instances=True, top="de
 
     t0 = time.perf_counter()
     plan = _elaborate(board, config, top, build_dir, baud=baud, seed=seed,
-                      pe_instances=pe_instances)
+                      pe_instances=pe_instances, pnr_clock_hz=pnr_clock_hz)
     times["elaborate_s"] = round(time.perf_counter() - t0, 1)
     log(f"[1/4] elaborated the design in {times['elaborate_s']} s")
     _run_steps(board, config, _steps(board, config, plan), tools=tools,
@@ -235,7 +287,7 @@ def build(board, config, out_dir, *, baud, seed=None, pe_instances=True, top="de
     shutil.copyfile(build_dir / f"top{board.bitstream_suffix}", bitstream)
     report = make_report(board, config, clock, est, top=top, baud=baud, seed=seed, times=times,
                          link=link_plan(board, config, baud) if top == "device" else None,
-                         bitstream=bitstream,
+                         bitstream=bitstream, pnr_clock_hz=pnr_clock_hz,
                          nextpnr_log=(build_dir / "top.tim").read_text(),
                          yosys_log=(build_dir / "top.rpt").read_text())
     write_report(report, out_dir)

@@ -22,6 +22,8 @@ __all__ = ["register"]
 
 # nextpnr takes a signed 32-bit seed.
 _SEED_MAX = 2**31 - 1
+# The clocks nextpnr may route for, in Hz: those a design's --clock-hz may be.
+_PNR_CLOCK_RANGE = (1_000_000, 1_000_000_000)
 
 #: Options left out of a build's key in the record: they change nothing it measures (the
 #: report says whether the clock was met).
@@ -31,7 +33,8 @@ UNMEASURED = ("--out", "--allow-timing-fail")
 def _run(args):
     from hwgen.boards import BOARDS, board_config, build, check_fit, clock_plan
     from hwgen.boards.baud import default_baud, link_plan
-    from hwgen.boards.config import preset_of, preset_seed
+    from hwgen.boards.config import preset_of, preset_pnr_clock, preset_seed
+    from hwgen.boards.flow import check_pnr_clock
     from hwgen.boards.report import report_figures
     from hwgen.device.cores import check_core
 
@@ -49,6 +52,14 @@ def _run(args):
             if note is not None:
                 print(f"hwgen build: note: {note}", flush=True)
         link_plan(board, config, args.baud)
+        pnr_clock_hz = args.pnr_clock_hz
+        if pnr_clock_hz is None:
+            pnr_clock_hz = preset_pnr_clock(board, config)
+            if pnr_clock_hz is not None:
+                print(f"hwgen build: note: nextpnr routes for {pnr_clock_hz} Hz, the preset's "
+                      "(the clock its recorded build was routed for; --pnr-clock-hz HZ for "
+                      "another)", flush=True)
+        check_pnr_clock(board, config, pnr_clock_hz)
     except (ValueError, OSError) as exc:  # FitError, PLLError and BaudError are ValueErrors
         raise UsageError(str(exc)) from None
     out = output_dir(args.out if args.out is not None
@@ -58,7 +69,7 @@ def _run(args):
         if args.seed is None and seed is not None:
             print(f"hwgen build: note: nextpnr seed {seed}, the preset's (the placement its "
                   "recorded build routed with; --seed N for another)", flush=True)
-        report = build(board, config, out, baud=args.baud, seed=seed,
+        report = build(board, config, out, baud=args.baud, seed=seed, pnr_clock_hz=pnr_clock_hz,
                        log=lambda *a, **k: print(*a, **{"flush": True, **k}))
     except ValueError as exc:  # e.g. a baud rate the clock cannot make
         raise UsageError(str(exc)) from None
@@ -69,7 +80,9 @@ def _run(args):
     res = report["resources"]
     print(", ".join(f"{k} {v['used']}/{v['available']} ({v['percent']}%)"
                     for k, v in res.items()))
-    print(f"Fmax {t['fmax_mhz']} MHz, target {t['target_mhz']:g} MHz: "
+    routed = (f" (placed and routed for {t['pnr_target_mhz']:g} MHz)"
+              if "pnr_target_mhz" in t else "")
+    print(f"Fmax {t['fmax_mhz']} MHz, target {t['target_mhz']:g} MHz{routed}: "
           f"{'PASS' if t['pass'] else 'FAIL'}; {report['times']['total_s']} s in total")
     print(f"wrote {out / report['bitstream']}, {out / 'report.json'}, {out / 'report.md'}")
     print(f"program: cd {out} && {report['program']}; serial port: {report['serial']}")
@@ -119,5 +132,10 @@ def register(sub):
     p.add_argument("--allow-timing-fail", action="store_true",
                    help="exit 0 even if the design misses its target clock")
     p.add_argument("--seed", type=number(int, 0, _SEED_MAX), help="nextpnr placement seed")
+    p.add_argument("--pnr-clock-hz", type=number(int, *_PNR_CLOCK_RANGE), metavar="HZ",
+                   help="the clock nextpnr places and routes for (default: the design's "
+                        "--clock-hz, or the preset's choice); the timing passes only if the "
+                        "routed design's Fmax reaches --clock-hz. Below it nextpnr spends less "
+                        "effort where the placement has margin; iCE40 and ECP5, a PLL's clock")
     add_record_option(p)
     p.set_defaults(func=_run)

@@ -110,6 +110,10 @@ SLOW_SMOKE = {"icebreaker-array", "ulx3s-12f-full-device"}
 # The 12F device's rate: one the 25 MHz oscillator makes exactly (25 cycles a bit), so that the
 # link keeps its own domain, and fast enough that the gate-level check's bytes take few cycles.
 SMOKE_BAUD = {"ulx3s-12f-device": 1_000_000, "ulx3s-12f-full-device": 1_000_000}
+# The 12F device is placed and routed for 40 MHz, below its 50 MHz clock
+# (``--pnr-clock-hz``): nextpnr takes the script's constraint of the PLL's output over the one
+# it would derive, and the timing is judged at 50 MHz.
+SMOKE_PNR_CLOCK = {"ulx3s-12f-device": 40_000_000}
 
 
 # The array alone is in the slow run: benchmarks/boards.py --quick builds the iCE40's 2x2 array
@@ -134,7 +138,7 @@ def test_build_smoke(tmp_path, name, request):
     else:
         lines = []
         report = boards.build(board, config, tmp_path, baud=SMOKE_BAUD.get(name, 115200),
-                              seed=1, top=top,
+                              seed=1, top=top, pnr_clock_hz=SMOKE_PNR_CLOCK.get(name),
                               log=lambda line, **k: lines.append(line.strip()))
     assert (tmp_path / report["bitstream"]).stat().st_size > 10_000
     # Progress: every step, and nextpnr's phases as it reached them (not counting the
@@ -151,12 +155,19 @@ def test_build_smoke(tmp_path, name, request):
     assert report["timing"]["fmax_mhz"] >= config.clock_hz / 1e6
     targets = sorted(c["target_mhz"] for c in report["timing"]["clocks"].values())
     # Every clock constraint names a net nextpnr found; the PLL's output is constrained.
-    assert "does not exist in design" not in (tmp_path / "build" / "top.tim").read_text()
-    assert config.clock_hz / 1e6 in targets, report["timing"]
+    log = (tmp_path / "build" / "top.tim").read_text()
+    assert "does not exist in design" not in log
+    routed_for = SMOKE_PNR_CLOCK.get(name, config.clock_hz) / 1e6
+    assert routed_for in targets, report["timing"]
+    assert report["timing"].get("pnr_target_mhz", config.clock_hz / 1e6) == routed_for
+    if name in SMOKE_PNR_CLOCK:
+        assert f"constraining clock net 'clk' to {routed_for:.2f} MHz" in log
+        derived = f"Derived frequency constraint of {config.clock_hz / 1e6:.1f} MHz for net clk"
+        assert derived not in log
     if name == "icebreaker-device":
         assert targets == [12.0, 24.0], report["timing"]   # the link's clock and the design's
     elif name.startswith("ulx3s-12f"):
-        assert targets == [25.0, 50.0], report["timing"]   # the link's oscillator, the PLL's
+        assert targets == [25.0, routed_for], report["timing"]   # the oscillator, the PLL
         # The registers reset through the global set/reset: nextpnr placed the SGSR.
         assert re.search(r"GSR:\s+1/\s*1\b", (tmp_path / "build" / "top.tim").read_text())
     elif name == "tang-nano-9k-device":

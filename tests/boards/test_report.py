@@ -57,3 +57,39 @@ def test_report_renders_nextpnr_phase_times():
     report["nextpnr_phases_s"] = {"place": 16.0, "refine": 37.68, "route": 91.49}
     assert ("- nextpnr: placement 16 s, refinement 37.68 s, routing 91.49 s"
             in boards.render_markdown(report).splitlines())
+
+
+def _routed_for_less(fmax_mhz):
+    # A 75 MHz design (its PLL's) that nextpnr placed and routed for 62.5 MHz: nextpnr judges
+    # its Fmax against 62.5; the report against the design's 75.
+    log = ("Info: Max frequency for clock '$glbnet$clk': "
+           f"{fmax_mhz:.2f} MHz (PASS at 62.50 MHz)\n"
+           "Info: Max frequency for clock '$glbnet$clk25_0__io': 200.00 MHz (PASS at 25.00 MHz)\n")
+    board = BOARDS["ulx3s-85f"]
+    config = boards.board_config(board, rows=4, cols=4, clock_hz=75_000_000)
+    return boards.make_report(board, config, boards.clock_plan(board, config.clock_hz),
+                              boards.estimate(board, config), top="device", baud=3_000_000,
+                              seed=None, times={}, bitstream="x.bit", nextpnr_log=log,
+                              yosys_log="", pnr_clock_hz=62_500_000)
+
+
+def test_a_design_routed_for_a_slower_clock_passes_at_its_own():
+    """nextpnr routed the design's clock for 62.5 MHz (``--pnr-clock-hz``): the report finds
+    that clock by the constraint it was routed for and passes it only if its Fmax reaches the
+    design's 75 MHz, whatever nextpnr said; the report and the record say what it was routed
+    for."""
+    from hwgen.boards.report import report_figures
+
+    met = _routed_for_less(78.64)
+    timing = met["timing"]
+    assert (timing["fmax_mhz"], timing["target_mhz"], timing["pnr_target_mhz"],
+            timing["pass"]) == (78.64, 75.0, 62.5, True)
+    assert report_figures(met)["pnr_target_mhz"] == 62.5
+    assert ("- clock: 75 MHz from the PLL, placed and routed for 62.5 MHz (the timing judged at "
+            "75)" in boards.render_markdown(met).splitlines())
+    missed = _routed_for_less(70.0)["timing"]
+    assert missed["pass"] is False
+    assert missed["clocks"]["$glbnet$clk"]["pass"] is False
+    assert missed["clocks"]["$glbnet$clk25_0__io"]["pass"] is True
+    # Routed for its own clock, a report has no such figure.
+    assert "pnr_target_mhz" not in _two_clock_report("PASS")["timing"]

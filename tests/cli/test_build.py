@@ -41,3 +41,25 @@ def test_a_record_of_nothing_measured_is_one_line_and_exit_1(tmp_path, monkeypat
     assert len(err) == 1 and err[0].startswith("hwgen build: error: record: ")
     assert "measured no figures" in err[0]
     assert record.read_text() == before
+
+
+def test_cli_refuses_a_pnr_clock_nextpnr_cannot_take():
+    """``--pnr-clock-hz`` needs a clock a PLL makes on an iCE40 or ECP5: the oscillator's
+    constraint comes from its pin and Gowin's from the constraints file, and each refusal
+    names what is allowed."""
+    from hwgen.cli import UsageError
+    from hwgen.cli.build import register
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    for argv, match in (
+            (["--board", "ulx3s-12f", "--clock-hz", "25000000", "--pnr-clock-hz", "20000000"],
+             "oscillator, whose pin sets the constraint; allowed only for a clock a PLL makes"),
+            (["--board", "tang-nano-9k", "--pnr-clock-hz", "20000000"],
+             "allowed on iCE40 and ECP5 boards only")):
+        args = parser.parse_args(["build", *argv])
+        with pytest.raises(UsageError, match=match):
+            args.func(args)
+    with pytest.raises(SystemExit) as exit_info:
+        parser.parse_args(["build", "--board", "ulx3s-12f", "--pnr-clock-hz", "5"])
+    assert exit_info.value.code == 2
