@@ -143,7 +143,7 @@ def pnr_clock_overrides(board, config, pnr_clock_hz):
 def check_pnr_clock(board, config, pnr_clock_hz):
     """Check that nextpnr can place and route ``config`` for ``pnr_clock_hz`` rather than its
     own clock: a clock that a PLL makes on an iCE40 or ECP5 (nextpnr derives the PLL output's
-    constraint unless a script sets it; the oscillator's comes from its pin).
+    constraint unless the constraints file sets it; the oscillator's comes from its pin).
 
     Raises
     ------
