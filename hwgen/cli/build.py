@@ -134,8 +134,8 @@ def register(sub):
     p.add_argument("--seed", type=number(int, 0, _SEED_MAX), help="nextpnr placement seed")
     p.add_argument("--pnr-clock-hz", type=number(int, *_PNR_CLOCK_RANGE), metavar="HZ",
                    help="the clock nextpnr places and routes for (default: the design's "
-                        "--clock-hz, or the preset's choice); the timing passes only if the "
-                        "routed design's Fmax reaches --clock-hz. Below it nextpnr spends less "
-                        "effort where the placement has margin; iCE40 and ECP5, a PLL's clock")
+                        "--clock-hz, or the preset's choice), e.g. above it for margin; the "
+                        "timing passes only if the routed design's Fmax reaches --clock-hz "
+                        "(iCE40 and ECP5, a clock a PLL makes)")
     add_record_option(p)
     p.set_defaults(func=_run)
