@@ -375,10 +375,6 @@ PRESET_SEEDS = {"ulx3s-85f": 8}
 #: ``static`` and router2 missed it by a quarter; HeAP and router1 routed it, in 30 to 60
 #: minutes at its clock and about four times that at a 10 % faster one (docs/performance.md).
 PRESET_NEXTPNR = {"ulx3s-85f": ("--placer", "heap", "--router", "router1")}
-#: The clock nextpnr places and routes a preset (at its own clock) for, where that is not the
-#: preset's clock (``hwgen build --pnr-clock-hz``): the timing still passes only if the routed
-#: design's Fmax reaches the preset's clock.
-PRESET_PNR_CLOCKS = {}
 #: Implementation options a preset (at any clock) builds with beyond its board's
 #: (:func:`hwgen.boards.fit.implementation_for`): the 85F's preset loads its weight tiles two
 #: rows a cycle (``weight_pairs``: AD's dense layers at batch 1 twice as fast, no block RAM

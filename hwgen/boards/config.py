@@ -146,13 +146,6 @@ def preset_seed(board, config):
     return catalog.PRESET_SEEDS.get(_own_preset(board, config))
 
 
-def preset_pnr_clock(board, config):
-    """Return the clock (Hz) nextpnr places and routes the preset ``config`` is (at its own
-    clock) for, from :data:`~hwgen.boards.catalog.PRESET_PNR_CLOCKS`, or None: the design's
-    clock."""
-    return catalog.PRESET_PNR_CLOCKS.get(_own_preset(board, config))
-
-
 def preset_nextpnr(board, config):
     """Return the nextpnr placer and router options (flag and value pairs) of the preset
     ``config`` is (at any clock: the same netlist bar the clock's PLL and the UART's divisor),

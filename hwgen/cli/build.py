@@ -33,7 +33,7 @@ UNMEASURED = ("--out", "--allow-timing-fail")
 def _run(args):
     from hwgen.boards import BOARDS, board_config, build, check_fit, clock_plan
     from hwgen.boards.baud import default_baud, link_plan
-    from hwgen.boards.config import preset_of, preset_pnr_clock, preset_seed
+    from hwgen.boards.config import preset_of, preset_seed
     from hwgen.boards.flow import check_pnr_clock
     from hwgen.boards.report import report_figures
     from hwgen.device.cores import check_core
@@ -52,14 +52,7 @@ def _run(args):
             if note is not None:
                 print(f"hwgen build: note: {note}", flush=True)
         link_plan(board, config, args.baud)
-        pnr_clock_hz = args.pnr_clock_hz
-        if pnr_clock_hz is None:
-            pnr_clock_hz = preset_pnr_clock(board, config)
-            if pnr_clock_hz is not None:
-                print(f"hwgen build: note: nextpnr routes for {pnr_clock_hz} Hz, the preset's "
-                      "(the clock its recorded build was routed for; --pnr-clock-hz HZ for "
-                      "another)", flush=True)
-        check_pnr_clock(board, config, pnr_clock_hz)
+        check_pnr_clock(board, config, args.pnr_clock_hz)
     except (ValueError, OSError) as exc:  # FitError, PLLError and BaudError are ValueErrors
         raise UsageError(str(exc)) from None
     out = output_dir(args.out if args.out is not None
@@ -69,7 +62,8 @@ def _run(args):
         if args.seed is None and seed is not None:
             print(f"hwgen build: note: nextpnr seed {seed}, the preset's (the placement its "
                   "recorded build routed with; --seed N for another)", flush=True)
-        report = build(board, config, out, baud=args.baud, seed=seed, pnr_clock_hz=pnr_clock_hz,
+        report = build(board, config, out, baud=args.baud, seed=seed,
+                       pnr_clock_hz=args.pnr_clock_hz,
                        log=lambda *a, **k: print(*a, **{"flush": True, **k}))
     except ValueError as exc:  # e.g. a baud rate the clock cannot make
         raise UsageError(str(exc)) from None
@@ -134,7 +128,7 @@ def register(sub):
     p.add_argument("--seed", type=number(int, 0, _SEED_MAX), help="nextpnr placement seed")
     p.add_argument("--pnr-clock-hz", type=number(int, *_PNR_CLOCK_RANGE), metavar="HZ",
                    help="the clock nextpnr places and routes for (default: the design's "
-                        "--clock-hz, or the preset's choice), e.g. above it for margin; the "
+                        "--clock-hz), e.g. above it for margin; the "
                         "timing passes only if the routed design's Fmax reaches --clock-hz "
                         "(iCE40 and ECP5, a clock a PLL makes)")
     add_record_option(p)

@@ -161,22 +161,6 @@ def test_a_preset_builds_with_the_seed_its_recorded_build_routed_with(monkeypatc
     assert preset_seed(BOARDS["icebreaker"], boards.board_config(BOARDS["icebreaker"])) is None
 
 
-def test_a_preset_is_routed_for_the_clock_its_recorded_build_was_routed_for(monkeypatch):
-    """``hwgen build`` without ``--pnr-clock-hz`` has nextpnr route a preset at its own clock
-    for the clock ``PRESET_PNR_CLOCKS`` names, and any other design for its own clock."""
-    from hwgen.boards import catalog
-    from hwgen.boards.config import preset_pnr_clock
-
-    board = BOARDS["ulx3s-85f"]
-    preset = boards.board_config(board)
-    monkeypatch.setitem(catalog.PRESET_PNR_CLOCKS, "ulx3s-85f", 50_000_000)
-    assert preset_pnr_clock(board, preset) == 50_000_000
-    assert preset_pnr_clock(board, boards.board_config(board, clock_hz=45_000_000)) is None
-    assert preset_pnr_clock(board, boards.board_config(board, rows=4)) is None
-    monkeypatch.delitem(catalog.PRESET_PNR_CLOCKS, "ulx3s-85f")
-    assert preset_pnr_clock(board, preset) is None
-
-
 def test_a_preset_builds_with_the_placer_and_router_its_recorded_build_routed_with(
         monkeypatch):
     """``hwgen build`` gives nextpnr the placer and router ``PRESET_NEXTPNR`` names for a

@@ -111,8 +111,8 @@ SLOW_SMOKE = {"icebreaker-array", "ulx3s-12f-full-device"}
 # link keeps its own domain, and fast enough that the gate-level check's bytes take few cycles.
 SMOKE_BAUD = {"ulx3s-12f-device": 1_000_000, "ulx3s-12f-full-device": 1_000_000}
 # The 12F device is placed and routed for 40 MHz, below its 50 MHz clock
-# (``--pnr-clock-hz``): nextpnr takes the script's constraint of the PLL's output over the one
-# it would derive, and the timing is judged at 50 MHz.
+# (``--pnr-clock-hz``): nextpnr keeps the constraints file's constraint of the PLL's output over
+# the one it would derive, and the timing is judged at 50 MHz.
 SMOKE_PNR_CLOCK = {"ulx3s-12f-device": 40_000_000}
 
 
