@@ -93,3 +93,26 @@ def test_a_design_routed_for_a_slower_clock_passes_at_its_own():
     assert missed["clocks"]["$glbnet$clk25_0__io"]["pass"] is True
     # Routed for its own clock, a report has no such figure.
     assert "pnr_target_mhz" not in _two_clock_report("PASS")["timing"]
+
+
+def test_a_design_routed_for_its_links_clock_is_told_from_the_link():
+    """A 50 MHz design routed for 25 MHz, the frequency of its link's own clock (the
+    oscillator's): both constraints match, and the design's is the net named ``clk``; the link's
+    is judged at its own 25 MHz, not at the design's 50."""
+    log = ("Info: Max frequency for clock '$glbnet$clk_buf.buf.i': 40.00 MHz (PASS at 25.00 MHz)\n"
+           "Info: Max frequency for clock '$glbnet$clk': {} MHz (PASS at 25.00 MHz)\n")
+    board = BOARDS["ulx3s-12f"]
+    config = boards.board_config(board, rows=2, cols=2, clock_hz=50_000_000)
+
+    def timing(fmax):
+        return boards.make_report(board, config, boards.clock_plan(board, config.clock_hz),
+                                  boards.estimate(board, config), top="device", baud=1_000_000,
+                                  seed=None, times={}, bitstream="x.bit",
+                                  nextpnr_log=log.format(fmax), yosys_log="",
+                                  pnr_clock_hz=25_000_000)["timing"]
+
+    met = timing("55.00")
+    assert (met["fmax_mhz"], met["pass"]) == (55.0, True)
+    assert met["clocks"]["$glbnet$clk_buf.buf.i"]["pass"] is True
+    missed = timing("45.00")
+    assert (missed["fmax_mhz"], missed["pass"]) == (45.0, False)
