@@ -26,7 +26,7 @@ from .fit import (
 )
 from .fold import fold_netlist_file
 from .gowin import SDC_FILE, clock_sdc, himbaechel_argv
-from .nextpnr import LogWatch
+from .nextpnr import CLOCK_NET, LogWatch
 from .pll import clock_plan
 from .report import make_report, write_report
 from .tops import OSCILLATOR_NET, ArrayTop, BF16ArrayTop, BoardTop
@@ -34,10 +34,6 @@ from .yosys import yosys_options
 
 __all__ = ["PROGRESS_EVERY_S", "build", "check_pnr_clock", "nextpnr_arguments",
            "pnr_clock_overrides", "run_tool"]
-
-#: The net of the design's clock, as nextpnr names it (the ``sync`` domain's clock, which a PLL
-#: drives).
-_CLOCK_NET = "clk"
 
 #: Seconds between two reports of the router's progress.
 PROGRESS_EVERY_S = 30
@@ -136,8 +132,8 @@ def pnr_clock_overrides(board, config, pnr_clock_hz):
     if pnr_clock_hz in (None, config.clock_hz):
         return {}
     if board.family is Family.ECP5:
-        return {"add_preferences": f'FREQUENCY NET "{_CLOCK_NET}" {float(pnr_clock_hz)} HZ;'}
-    return {"add_constraints": f"set_frequency {_CLOCK_NET} {pnr_clock_hz / 1e6:g}"}
+        return {"add_preferences": f'FREQUENCY NET "{CLOCK_NET}" {float(pnr_clock_hz)} HZ;'}
+    return {"add_constraints": f"set_frequency {CLOCK_NET} {pnr_clock_hz / 1e6:g}"}
 
 
 def check_pnr_clock(board, config, pnr_clock_hz):

@@ -10,9 +10,12 @@ import re
 
 from .catalog import Family
 
-__all__ = ["NEXTPNR_CELLS", "NEXTPNR_SHARED_CELLS", "LogWatch", "nextpnr_arcs_left",
+__all__ = ["CLOCK_NET", "NEXTPNR_CELLS", "NEXTPNR_SHARED_CELLS", "LogWatch", "nextpnr_arcs_left",
            "nextpnr_overuse", "nextpnr_phases", "parse_nextpnr_log", "util_of"]
 
+#: The net of the design's clock, as nextpnr names it (the ``sync`` domain's clock, which a PLL
+#: drives); a global buffer's net is named ``$glbnet$`` and it.
+CLOCK_NET = "clk"
 _UTIL_RE = re.compile(r"^Info:\s+(\w+):\s+(\d+)/\s*(\d+)\s+\d+%", re.M)
 _FMAX_RE = re.compile(
     r"Max frequency for clock\s+'([^']+)':\s+([\d.]+) MHz \((PASS|FAIL) at ([\d.]+) MHz\)")

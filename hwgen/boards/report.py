@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 
 from .catalog import Family
-from .nextpnr import NEXTPNR_CELLS, parse_nextpnr_log, util_of
+from .nextpnr import CLOCK_NET, NEXTPNR_CELLS, parse_nextpnr_log, util_of
 from .yosys import parse_yosys_log
 
 __all__ = ["make_report", "render_markdown", "report_figures", "resources", "tool_versions",
@@ -66,8 +66,8 @@ def make_report(board, config, clock, est, *, top, baud, seed, times, bitstream,
     design = [n for n, c in clocks.items()
               if abs(c["target_mhz"] - routed_for) <= 0.005 * routed_for]
     # Routed for another clock's frequency (the link's oscillator), that clock matches too: the
-    # design's is the net Amaranth names ``clk``, promoted to a global net or not.
-    named = [n for n in design if n.removeprefix("$glbnet$") == "clk"]
+    # design's is the one on its clock's net, promoted to a global net or not.
+    named = [n for n in design if n.removeprefix("$glbnet$") == CLOCK_NET]
     design = [clocks[n] for n in (named or design)]
     fmax = min((c["fmax_mhz"] for c in design), default=None)
     for c in design:
