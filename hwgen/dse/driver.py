@@ -24,6 +24,7 @@ import os
 import time
 from pathlib import Path
 
+from .interrupts import DeferredInterrupts
 from .model import FloatModel, IntegerModel, load_model
 from .pareto import render_markdown
 from .plot import plot_pareto
@@ -173,7 +174,8 @@ def _run(client, todo, *, board, model, tier, baud, seed, record, progress):
     model_future = client.scatter(model, broadcast=True, hash=False)
     base = {"board": board.name, "tier": tier, "model": model.label, "baud": baud}
     inflight = {}
-    done = as_completed()
+    # With the results, so that taking one is no call to the cluster (see .interrupts).
+    done = as_completed(with_results=True, raise_errors=False)
     checked = time.monotonic()
 
     def submit():
@@ -189,24 +191,31 @@ def _run(client, todo, *, board, model, tier, baud, seed, record, progress):
             inflight[future] = chunk
             done.add(future)
 
-    try:
-        submit()
-        for future in done:
-            chunk = inflight.pop(future)
-            try:
-                rows = future.result()
-            except Exception as exc:   # a worker died, or the task could not run there
-                rows = _error_rows(chunk, exc, base)
-            for row in rows:
-                record(row)
-            progress.update(rows, sum(len(c) for c in inflight.values()))
-            if time.monotonic() - checked > 5:   # workers may join a user's cluster
-                threads, checked = _threads(client), time.monotonic()
+    with DeferredInterrupts() as interrupts:
+        try:
             submit()
-    finally:
-        if inflight:
-            client.cancel(list(inflight), force=True)
-        progress.close()
+            while True:
+                with interrupts.waiting():
+                    finished = next(done, None)
+                if finished is None:
+                    break
+                future, result = finished
+                chunk = inflight.pop(future)
+                if future.status == "finished":
+                    rows = result
+                else:   # a worker died, or the task could not run there
+                    error = result[1] if isinstance(result, tuple) else result  # (type, exc, tb)
+                    rows = _error_rows(chunk, error, base)
+                for row in rows:
+                    record(row)
+                progress.update(rows, sum(len(c) for c in inflight.values()))
+                if time.monotonic() - checked > 5:   # workers may join a user's cluster
+                    threads, checked = _threads(client), time.monotonic()
+                submit()
+        finally:
+            if inflight:
+                client.cancel(list(inflight), force=True)
+            progress.close()
 
 
 def sweep(board, space=None, *, model=None, calib=None, tier="estimate", scheduler=None,

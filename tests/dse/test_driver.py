@@ -267,3 +267,29 @@ def test_a_build_tier_point_on_a_gowin_board(model, tmp_path):
     assert row["baud"] == 3_000_000
     report = _check_built_row(row, tmp_path, board, clocks_mhz=[27.0])
     assert report["bitstream"].endswith(".fs")
+
+
+def test_a_failed_dask_task_is_a_row_with_its_reason(model, tmp_path, monkeypatch):
+    # A task that raises on the worker (as one whose worker dies does): its points become
+    # rows of status "error" with the reason, the whole message beside them, and the sweep
+    # goes on to draw its front. An in-process cluster, so that the failing task is this
+    # module's.
+    from dask.distributed import LocalCluster
+
+    from hwgen.dse import driver
+
+    def failing(board, model, tier, chunk, **kwargs):
+        raise RuntimeError(f"no worker for {len(chunk)} point(s)")
+
+    monkeypatch.setattr(driver, "evaluate_points", failing)
+    space = {"rows": [1, 2], "cols": [1]}
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                      dashboard_address=":0") as cluster:
+        rows = sweep(BOARD.name, space, model=model, scheduler=cluster.scheduler_address,
+                     out=tmp_path)
+    assert [(r["rows"], r["status"]) for r in rows] == [(1, "error"), (2, "error")]
+    assert all(r["reason"].startswith("the Dask task failed: RuntimeError: no worker for ")
+               for r in rows)
+    for r in rows:
+        assert "RuntimeError" in (tmp_path / "points" / r["point"] / "error.txt").read_text()
+    assert (tmp_path / "pareto.md").exists()
