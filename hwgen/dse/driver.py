@@ -174,8 +174,7 @@ def _run(client, todo, *, board, model, tier, baud, seed, record, progress):
     model_future = client.scatter(model, broadcast=True, hash=False)
     base = {"board": board.name, "tier": tier, "model": model.label, "baud": baud}
     inflight = {}
-    # With the results, so that taking one is no call to the cluster (see .interrupts).
-    done = as_completed(with_results=True, raise_errors=False)
+    done = as_completed()
     checked = time.monotonic()
 
     def submit():
@@ -194,18 +193,12 @@ def _run(client, todo, *, board, model, tier, baud, seed, record, progress):
     with DeferredInterrupts() as interrupts:
         try:
             submit()
-            while True:
-                with interrupts.waiting():
-                    finished = next(done, None)
-                if finished is None:
-                    break
-                future, result = finished
+            for future in interrupts.each(done):
                 chunk = inflight.pop(future)
-                if future.status == "finished":
-                    rows = result
-                else:   # a worker died, or the task could not run there
-                    error = result[1] if isinstance(result, tuple) else result  # (type, exc, tb)
-                    rows = _error_rows(chunk, error, base)
+                try:
+                    rows = future.result()
+                except Exception as exc:   # a worker died, or the task could not run there
+                    rows = _error_rows(chunk, exc, base)
                 for row in rows:
                     record(row)
                 progress.update(rows, sum(len(c) for c in inflight.values()))

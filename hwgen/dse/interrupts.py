@@ -14,6 +14,8 @@ import threading
 
 __all__ = ["DeferredInterrupts"]
 
+_END = object()
+
 
 class DeferredInterrupts:
     """A context manager: within it, SIGINT raises :class:`KeyboardInterrupt` only inside
@@ -42,6 +44,16 @@ class DeferredInterrupts:
         if self._waiting:
             raise KeyboardInterrupt
         self._pending = True
+
+    def each(self, iterable):
+        """Yield the items of ``iterable``, each wait for the next one a :meth:`waiting`."""
+        items = iter(iterable)
+        while True:
+            with self.waiting():
+                item = next(items, _END)
+            if item is _END:
+                return
+            yield item
 
     @contextlib.contextmanager
     def waiting(self):

@@ -63,3 +63,18 @@ def test_outside_the_main_thread_nothing_changes():
     thread.start()
     thread.join()
     assert seen == [previous]
+
+
+def test_each_item_is_waited_for_interruptibly():
+    def items():
+        yield 1
+        _ctrl_c()   # while the loop waits for the second item
+        yield 2
+
+    seen = []
+    with DeferredInterrupts() as interrupts:
+        assert list(interrupts.each([1, 2, 3])) == [1, 2, 3]
+        with pytest.raises(KeyboardInterrupt):
+            for item in interrupts.each(items()):
+                seen.append(item)
+    assert seen == [1]
